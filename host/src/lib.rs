@@ -1,0 +1,30 @@
+//! toolhost: a WebAssembly plugin host for sandboxed LLM tools.
+//!
+//! Tools are WASI preview-2 components implementing the `toolhost:plugin`
+//! WIT world (`wit/tool.wit`). The [`runtime`] compiles each once and runs
+//! every call in a fresh instance under hard limits; the [`registry`] holds
+//! every tool in one atomically replaceable catalogue; [`Host::call`] is the
+//! one pipeline a call goes through.
+//!
+//! ```no_run
+//! use toolhost::{Host, runtime::{Limits, Runtime}, tool::CallContext};
+//!
+//! let runtime = Runtime::new(Limits::default(), None).unwrap();
+//! let host = Host::new(runtime);
+//! host.add_builtins().unwrap();
+//! let out = host
+//!     .call("roll", &serde_json::json!({"expression": "2d6+3"}), &CallContext::default())
+//!     .unwrap();
+//! println!("{:?}", out.content);
+//! ```
+
+#![deny(unsafe_code)]
+
+pub mod builtin;
+mod host;
+pub mod registry;
+pub mod runtime;
+pub mod tool;
+pub mod validate;
+
+pub use host::{AddPluginError, Host};

@@ -1,0 +1,16 @@
+//! The one place the host generates bindings for the `tool` WIT world.
+
+#![allow(missing_docs)]
+
+wasmtime::component::bindgen!({
+    path: "../wit",
+    world: "plugin",
+});
+
+pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
+pub use toolhost::plugin::host::LogLevel;
+
+/// The export every plugin must provide, without its version.
+pub const TOOL_INTERFACE: &str = "toolhost:plugin/tool";
+/// The contract's package version (`wit/tool.wit`).
+pub const CONTRACT_VERSION: &str = "0.1.0";

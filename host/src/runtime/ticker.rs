@@ -1,0 +1,102 @@
+//! The epoch ticker: advances the engine's epoch every [`TICK`] while calls
+//! are in flight, so epoch deadlines fire within one tick of the time asked.
+//!
+//! Ticks are scheduled against absolute time (a naive `sleep(1ms)` loop drifts
+//! about 10% late on this kind of machine), and the thread parks while no
+//! call runs, so an idle host costs nothing.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+use wasmtime::{Engine, EngineWeak};
+
+/// One epoch tick.
+pub const TICK: Duration = Duration::from_millis(1);
+
+struct Shared {
+    inflight: AtomicUsize,
+    stop: AtomicBool,
+}
+
+/// Owns the ticker thread; stops it on drop.
+pub(crate) struct Ticker {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Keeps the ticker running while alive: one per call in flight.
+pub(crate) struct TickGuard<'a>(&'a Ticker);
+
+impl Ticker {
+    pub(crate) fn start(engine: &Engine) -> Ticker {
+        let shared = Arc::new(Shared { inflight: AtomicUsize::new(0), stop: AtomicBool::new(false) });
+        let weak = Arc::downgrade(&shared);
+        let engine = engine.weak();
+        let thread = thread::Builder::new()
+            .name("toolhost-epoch".into())
+            .spawn(move || run(weak, engine))
+            .expect("spawn epoch ticker thread");
+        Ticker { shared, thread: Some(thread) }
+    }
+
+    /// Marks a call as in flight until the guard drops.
+    pub(crate) fn enter(&self) -> TickGuard<'_> {
+        if self.shared.inflight.fetch_add(1, Ordering::SeqCst) == 0
+            && let Some(t) = &self.thread
+        {
+            t.thread().unpark();
+        }
+        TickGuard(self)
+    }
+}
+
+impl Drop for TickGuard<'_> {
+    fn drop(&mut self) {
+        self.0.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        if let Some(t) = self.thread.take() {
+            t.thread().unpark();
+            let _ = t.join();
+        }
+    }
+}
+
+fn run(shared: Weak<Shared>, engine: EngineWeak) {
+    loop {
+        let Some(s) = shared.upgrade() else { return };
+        if s.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        if s.inflight.load(Ordering::SeqCst) == 0 {
+            drop(s);
+            thread::park();
+            continue;
+        }
+        drop(s);
+        // Tick on an absolute schedule while calls run; after oversleeping,
+        // catch up with one tick per missed slot so deadlines stay on time.
+        let mut next = Instant::now() + TICK;
+        loop {
+            let now = Instant::now();
+            if next > now {
+                thread::sleep(next - now);
+            }
+            let Some(engine) = engine.upgrade() else { return };
+            let now = Instant::now();
+            while next <= now {
+                engine.increment_epoch();
+                next += TICK;
+            }
+            let Some(s) = shared.upgrade() else { return };
+            if s.stop.load(Ordering::SeqCst) || s.inflight.load(Ordering::SeqCst) == 0 {
+                break;
+            }
+        }
+    }
+}
