@@ -1,1 +1,221 @@
-fn main(){}
+//! Runtime benchmarks: per-call latency percentiles, instance reuse, compile
+//! vs cached load, throughput under concurrency, deadline accuracy.
+//!
+//! Run: `cargo bench -p toolhost --bench runtime` (add `-- --quick` for a
+//! short run). Prints a Markdown report; BENCHMARKS.md holds the last one.
+//! Every scenario is measured in the same process run, so ratios compare like
+//! with like. Criterion covers the medians in `benches/criterion.rs`; this
+//! harness exists because criterion reports no p99.
+
+use serde_json::json;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolhost::Host;
+use toolhost::builtin::{BUILTINS, test_guests};
+use toolhost::runtime::{Limits, Runtime};
+use toolhost::tool::{CallContext, Provider};
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+}
+
+fn percentiles(mut samples: Vec<Duration>) -> Stats {
+    samples.sort_unstable();
+    let at = |q: f64| samples[((samples.len() as f64 - 1.0) * q).round() as usize];
+    Stats { p50: at(0.50), p99: at(0.99) }
+}
+
+fn sample(n: usize, mut f: impl FnMut()) -> Stats {
+    for _ in 0..n / 10 {
+        f(); // warm up
+    }
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        let t = Instant::now();
+        f();
+        v.push(t.elapsed());
+    }
+    percentiles(v)
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.1} us", d.as_secs_f64() * 1e6)
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.2} ms", d.as_secs_f64() * 1e3)
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn machine() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    format!("{cpu}, {cores} cores")
+}
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let n = if quick { 2_000 } else { 20_000 };
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    let host = Arc::new(Host::new(runtime.clone()));
+    host.add_builtins().unwrap();
+    let args = json!({"expression": "2d6+3"});
+    let args_s = args.to_string();
+    let ctx = CallContext::default();
+
+    println!("## Runtime ({}; {n} calls per row)\n", machine());
+    println!("| scenario | p50 | p99 | p50 vs native |");
+    println!("|---|---|---|---|");
+    let native = sample(n, || {
+        std::hint::black_box(diceroller::roll_json(&args_s).unwrap());
+    });
+    println!("| `roll` as a native Rust function | {} | {} | 1.0x |", us(native.p50), us(native.p99));
+    let catalog = host.registry().snapshot();
+    let dice = catalog.provider("diceroller").unwrap().clone();
+    let plugin = runtime.load("diceroller", BUILTINS[0].bytes).unwrap();
+    let mut reused = plugin.reused_instance().unwrap();
+    let reuse = sample(n, || {
+        reused.call("roll", &args_s).unwrap();
+    });
+    let ratio = |s: &Stats| s.p50.as_secs_f64() / native.p50.as_secs_f64();
+    println!(
+        "| `roll`, one instance reused (no isolation) | {} | {} | {:.1}x |",
+        us(reuse.p50),
+        us(reuse.p99),
+        ratio(&reuse)
+    );
+    let fresh = sample(n, || {
+        dice.call("roll", &args, &ctx).unwrap();
+    });
+    println!(
+        "| `roll`, fresh instance per call (provider) | {} | {} | {:.1}x |",
+        us(fresh.p50),
+        us(fresh.p99),
+        ratio(&fresh)
+    );
+    let full = sample(n, || {
+        host.call("roll", &args, &ctx).unwrap();
+    });
+    println!(
+        "| `roll`, fresh instance, full pipeline (lookup + schema validation) | {} | {} | {:.1}x |",
+        us(full.p50),
+        us(full.p99),
+        ratio(&full)
+    );
+    for (tool, a) in [
+        ("roll_table", json!({"table_name": "wild_magic"})),
+        ("get_rule", json!({"id": "spell-fireball"})),
+        ("search_rules", json!({"query": "opportunity attack"})),
+    ] {
+        let s = sample(n / 4, || {
+            host.call(tool, &a, &ctx).unwrap();
+        });
+        println!("| `{tool}`, full pipeline | {} | {} | |", us(s.p50), us(s.p99));
+    }
+    println!("\nFresh instance vs reused instance, p50: {:.2}x.\n", fresh.p50.as_secs_f64() / reuse.p50.as_secs_f64());
+
+    println!("### Throughput, `roll` through the full pipeline\n");
+    println!("| concurrent callers | calls/s | p50 | p99 |");
+    println!("|---|---|---|---|");
+    for threads in [1usize, 2, 8, 64] {
+        let per = (n / threads).max(50);
+        let start = Instant::now();
+        let lat: Vec<Duration> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    let host = host.clone();
+                    let args = args.clone();
+                    s.spawn(move || {
+                        let ctx = CallContext::default();
+                        (0..per)
+                            .map(|_| {
+                                let t = Instant::now();
+                                host.call("roll", &args, &ctx).unwrap();
+                                t.elapsed()
+                            })
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().unwrap()).collect()
+        });
+        let total = lat.len();
+        let rate = total as f64 / start.elapsed().as_secs_f64();
+        let st = percentiles(lat);
+        println!("| {threads} | {rate:.0} | {} | {} |", us(st.p50), us(st.p99));
+    }
+
+    println!("\n### Start-up: compile vs cached load\n");
+    println!("| plugin | size | cold compile (median of 3) | cached load (median of 10) |");
+    println!("|---|---|---|---|");
+    for b in BUILTINS {
+        let cold = median(
+            (0..3)
+                .map(|_| {
+                    let rt = Runtime::new(Limits::default(), None).unwrap();
+                    let t = Instant::now();
+                    rt.load(b.name, b.bytes).unwrap();
+                    t.elapsed()
+                })
+                .collect(),
+        );
+        let warm_dir = tempfile::tempdir().unwrap();
+        Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap().load(b.name, b.bytes).unwrap();
+        let warm = median(
+            (0..10)
+                .map(|_| {
+                    let rt = Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap();
+                    let t = Instant::now();
+                    rt.load(b.name, b.bytes).unwrap();
+                    t.elapsed()
+                })
+                .collect(),
+        );
+        println!("| {} | {} KiB | {} | {} |", b.name, b.bytes.len() / 1024, ms(cold), ms(warm));
+    }
+    let start_all = median(
+        (0..10)
+            .map(|_| {
+                let t = Instant::now();
+                let h = Host::new(Runtime::new(Limits::default(), Some(cache.path())).unwrap());
+                h.add_builtins().unwrap();
+                t.elapsed()
+            })
+            .collect(),
+    );
+    println!(
+        "\nCached start of the whole host (engine + every built-in, warm cache), median of 10: {}.\n",
+        ms(start_all)
+    );
+
+    println!("### Deadline accuracy (infinite loop, fuel off)\n");
+    println!("| deadline | overshoot p50 | overshoot max |");
+    println!("|---|---|---|");
+    let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(cache.path())).unwrap();
+    let hostile = rt.load_file(Path::new(test_guests::HOSTILE_PATH)).unwrap();
+    let runs = if quick { 5 } else { 20 };
+    let overs: Vec<Duration> = (0..runs)
+        .map(|_| {
+            let t = Instant::now();
+            let e = hostile.call("spin", &json!({}), &ctx).unwrap_err();
+            assert_eq!(e.kind(), "timeout");
+            t.elapsed().saturating_sub(Duration::from_millis(100))
+        })
+        .collect();
+    let max = *overs.iter().max().unwrap();
+    println!("| 100 ms | {} | {} |", ms(median(overs)), ms(max));
+}

@@ -24,7 +24,5 @@ pub const BUILTINS: &[Builtin] = &[
 /// for the test suite and benchmarks. Not part of the public API.
 #[doc(hidden)]
 pub mod test_guests {
-    pub use super::guests::{
-        DICEROLLER_PATH, HOSTILE_PATH, OTHERWORLD_PATH, RULESLOOKUP_PATH,
-    };
+    pub use super::guests::{DICEROLLER_PATH, HOSTILE_PATH, OTHERWORLD_PATH, RULESLOOKUP_PATH};
 }

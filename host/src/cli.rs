@@ -4,20 +4,28 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 use toolhost::Host;
+use toolhost::budget::calibrate::{self, CalibrationStore, ProbeOutcome};
+use toolhost::budget::{Budget, Tier, ToolStatus, Turn};
+use toolhost::config::{self, Config};
 use toolhost::registry::RegisteredTool;
-use toolhost::runtime::{CompileCache, Limits, Runtime};
-use toolhost::tool::{CallContext, Content, ToolOutput};
+use toolhost::runtime::{CompileCache, Runtime};
+use toolhost::tool::{CallContext, Content, ToolDef, ToolOutput};
 
 /// A WebAssembly plugin host for sandboxed LLM tools.
 ///
 /// toolhost runs tools compiled to WASI preview-2 components (the built-in
 /// dice roller and SRD rules lookup, plus any plugin you load) under hard
 /// limits: fuel, an epoch deadline, memory and output caps, deny-by-default
-/// capabilities.
+/// capabilities. Tools are sorted into FAST / STANDARD / DEEP latency tiers;
+/// agents (NPCs) see only the tools on their allow-list that fit their tier.
+///
+/// Configuration comes from toolhost.yaml in the working directory (or
+/// --config); command-line flags override it.
 #[derive(Debug, Parser)]
 #[command(name = "toolhost", version, propagate_version = true)]
 pub struct Cli {
@@ -30,6 +38,9 @@ pub struct Cli {
 /// Options that shape the host every subcommand starts.
 #[derive(Debug, Args)]
 struct HostArgs {
+    /// Config file [default: ./toolhost.yaml when it exists].
+    #[arg(long, value_name = "FILE", global = true)]
+    config: Option<PathBuf>,
     /// Load this plugin component too (repeatable).
     #[arg(long = "plugin", value_name = "FILE.wasm", global = true)]
     plugins: Vec<PathBuf>,
@@ -42,6 +53,12 @@ struct HostArgs {
     /// Compile every component afresh and cache nothing.
     #[arg(long, global = true)]
     no_cache: bool,
+    /// Where calibration results are kept [default: $TOOLHOST_STATE_DIR, $XDG_STATE_HOME/toolhost or ~/.local/state/toolhost].
+    #[arg(long, value_name = "DIR", global = true)]
+    state_dir: Option<PathBuf>,
+    /// Calibration environment name [default: budget.environment, else "default"].
+    #[arg(long = "env", value_name = "NAME", global = true)]
+    environment: Option<String>,
     /// Fuel (about one unit per wasm instruction) per call; 0 disables metering.
     #[arg(long, value_name = "UNITS", global = true)]
     fuel: Option<u64>,
@@ -61,8 +78,18 @@ struct HostArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// List every tool with its declared latency and arguments.
+    /// List tools with tier, badge, declared latency and arguments.
+    ///
+    /// With --agent, only the tools on that agent's allow-list that fit its
+    /// tier (its ceiling, or --tier if lower); with --tier alone, the tools
+    /// within that tier.
     Tools {
+        /// Show what this agent may see.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// Show only tools within this tier (fast, standard, deep).
+        #[arg(long, value_name = "TIER")]
+        tier: Option<Tier>,
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
@@ -77,24 +104,109 @@ enum Command {
         /// Arguments as a JSON object; `-` reads them from stdin.
         #[arg(default_value = "{}")]
         arguments: String,
+        /// Call as this agent: a tool it may not see is refused like an unknown tool.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// The tier of the turn [default: the agent's ceiling; deep without an agent].
+        #[arg(long, value_name = "TIER")]
+        tier: Option<Tier>,
         /// Print the whole result as JSON: every content block and the call's cost.
         #[arg(long)]
         json: bool,
     },
     /// Show what a component is before loading it: digest, size, the
-    /// interfaces it imports (what it asks for), its exports and its tools.
+    /// interfaces it imports (what it asks for), its exports, its tools, and
+    /// a speed badge measured by probing its idempotent tools.
     Inspect {
         /// The component file.
         file: PathBuf,
+        /// Probes per idempotent tool for the speed badge (0: declared values only).
+        #[arg(long, default_value_t = 5, value_name = "N")]
+        probes: usize,
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pick the latency tier for an utterance, say why, and list the tools
+    /// the agent would see.
+    Select {
+        /// What the player said.
+        utterance: String,
+        /// The agent answering (its ceiling caps the tier).
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+        /// Players waiting for a response.
+        #[arg(long, default_value_t = 0, value_name = "N")]
+        queue_depth: u32,
+        /// This is the first turn of the conversation.
+        #[arg(long)]
+        first_turn: bool,
+        /// A DM override in force (fast, standard, deep).
+        #[arg(long, value_name = "TIER")]
+        dm_override: Option<Tier>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Probe every idempotent tool with a minimal valid input and store the
+    /// latencies for this environment; later starts reuse them.
+    Calibrate {
+        /// Probes per tool.
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        samples: usize,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Per-tool latency figures: p50, p99, error rate, tier, badge, timeout,
+    /// and where the tier comes from (declared, calibrated, measured).
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the agents (NPCs) in the config with their ceilings and tools.
+    Agents {
+        /// Print JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
+/// What a subcommand works with.
+struct Env {
+    host: Host,
+    store: CalibrationStore,
+    environment: String,
+}
+
+fn default_state_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("TOOLHOST_STATE_DIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d).join("toolhost");
+    }
+    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(home).join(".local").join("state").join("toolhost");
+    }
+    std::env::temp_dir().join("toolhost-state")
+}
+
 impl HostArgs {
-    fn limits(&self) -> Limits {
-        let mut l = Limits::default();
+    fn config(&self) -> Result<Config> {
+        let path = match &self.config {
+            Some(p) => Some(p.clone()),
+            None => Some(PathBuf::from(config::DEFAULT_FILE)).filter(|p| p.exists()),
+        };
+        match path {
+            Some(p) => Ok(Config::load(&p)?),
+            None => Ok(Config::default()),
+        }
+    }
+
+    fn runtime(&self, cfg: &Config) -> Result<Runtime> {
+        let mut l = cfg.limits();
         if let Some(f) = self.fuel {
             l.fuel = (f > 0).then_some(f);
         }
@@ -110,32 +222,53 @@ impl HostArgs {
         if let Some(b) = self.max_output_bytes {
             l.output_bytes = b;
         }
-        l
+        let root = (!self.no_cache).then(|| {
+            self.cache_dir
+                .clone()
+                .or_else(|| cfg.cache_dir.as_ref().map(|d| cfg.resolve(d)))
+                .unwrap_or_else(CompileCache::default_root)
+        });
+        Runtime::new(l, root.as_deref()).map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e:#}"))
     }
 
-    fn runtime(&self) -> Result<Runtime> {
-        let root = (!self.no_cache).then(|| self.cache_dir.clone().unwrap_or_else(CompileCache::default_root));
-        Runtime::new(self.limits(), root.as_deref()).map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e:#}"))
-    }
-
-    fn host(&self) -> Result<Host> {
-        let host = Host::new(self.runtime()?);
-        if !self.no_builtins {
+    fn env(&self) -> Result<Env> {
+        let cfg = self.config()?;
+        let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
+        let host = Host::with_budget(self.runtime(&cfg)?, budget);
+        if cfg.plugins.builtins && !self.no_builtins {
             host.add_builtins().context("loading the built-in plugins")?;
         }
-        for p in &self.plugins {
-            host.add_plugin_file(p)?;
+        for p in cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(self.plugins.iter().cloned()) {
+            host.add_plugin_file(&p)?;
         }
-        Ok(host)
+        let state = self
+            .state_dir
+            .clone()
+            .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
+            .unwrap_or_else(default_state_dir);
+        let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
+        let store = CalibrationStore::new(&state, &environment);
+        store.load_into(&host);
+        Ok(Env { host, store, environment })
     }
 }
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
+    let a = &cli.host;
     match cli.command {
-        Command::Tools { json } => tools(&cli.host.host()?, json),
-        Command::Call { tool, arguments, json } => call(&cli.host.host()?, &tool, &arguments, json),
-        Command::Inspect { file, json } => inspect(&cli.host, &file, json),
+        Command::Tools { agent, tier, json } => tools(&a.env()?, agent.as_deref(), tier, json),
+        Command::Call { tool, arguments, agent, tier, json } => {
+            call(&a.env()?, &tool, &arguments, agent.as_deref(), tier, json)
+        }
+        Command::Inspect { file, probes, json } => inspect(a, &file, probes, json),
+        Command::Select { utterance, agent, queue_depth, first_turn, dm_override, json } => {
+            let turn = Turn { dm_override, queue_depth, first_turn };
+            select(&a.env()?, &utterance, agent.as_deref(), turn, json)
+        }
+        Command::Calibrate { samples, json } => calibrate_cmd(&a.env()?, samples, json),
+        Command::Stats { json } => stats(&a.env()?, json),
+        Command::Agents { json } => agents(&a.env()?, json),
     }
 }
 
@@ -155,40 +288,94 @@ fn ms(v: Option<u32>) -> String {
     v.map_or("-".into(), |v| format!("{v}ms"))
 }
 
-fn tool_json(t: &RegisteredTool) -> Value {
+fn dur(d: Option<Duration>) -> String {
+    match d {
+        None => "-".into(),
+        Some(d) if d < Duration::from_millis(10) => format!("{:.2}ms", d.as_secs_f64() * 1e3),
+        Some(d) => format!("{:.0}ms", d.as_secs_f64() * 1e3),
+    }
+}
+
+fn tier_name(t: Option<Tier>) -> &'static str {
+    t.map_or("over-budget", Tier::as_str)
+}
+
+fn status_json(s: &ToolStatus) -> Value {
+    let ms = |d: Option<Duration>| d.map(|d| d.as_secs_f64() * 1e3);
     json!({
-        "name": t.def.name,
-        "provider": t.provider.name(),
-        "kind": t.provider.kind(),
-        "description": t.def.description,
-        "input_schema": t.def.input_schema,
-        "estimated_duration_ms": t.def.meta.estimated_duration_ms,
-        "max_duration_ms": t.def.meta.max_duration_ms,
-        "idempotent": t.def.meta.idempotent,
-        "cacheable_seconds": t.def.meta.cacheable_seconds,
+        "tier": s.tier.map(Tier::as_str),
+        "base_tier": s.base_tier.map(Tier::as_str),
+        "demoted": s.demoted,
+        "tier_source": s.source.as_str(),
+        "p50_ms": ms(s.p50),
+        "badge": s.badge.map(|b| b.as_str()),
+        "compatibility": Tier::compatibility(s.tier),
+        "timeout_ms": s.timeout.as_secs_f64() * 1e3,
+        "calls": s.real.map_or(0, |r| r.count),
+        "real_p50_ms": ms(s.real.map(|r| r.p50)),
+        "real_p99_ms": ms(s.real.map(|r| r.p99)),
+        "error_rate": s.real.map(|r| r.error_rate()),
+        "probes": s.probes.map_or(0, |p| p.count),
+        "probe_p50_ms": ms(s.probes.map(|p| p.p50)),
+        "probe_p99_ms": ms(s.probes.map(|p| p.p99)),
     })
 }
 
-fn tools(host: &Host, as_json: bool) -> Result<ExitCode> {
-    let catalog = host.registry().snapshot();
+fn tool_json(t: &RegisteredTool, s: &ToolStatus) -> Value {
+    let mut v = def_json(&t.def);
+    v["provider"] = json!(t.provider.name());
+    v["kind"] = json!(t.provider.kind());
+    v["budget"] = status_json(s);
+    v
+}
+
+fn def_json(t: &ToolDef) -> Value {
+    json!({
+        "name": t.name,
+        "description": t.description,
+        "input_schema": t.input_schema,
+        "estimated_duration_ms": t.meta.estimated_duration_ms,
+        "max_duration_ms": t.meta.max_duration_ms,
+        "idempotent": t.meta.idempotent,
+        "cacheable_seconds": t.meta.cacheable_seconds,
+    })
+}
+
+fn tools(env: &Env, agent: Option<&str>, tier: Option<Tier>, as_json: bool) -> Result<ExitCode> {
+    let catalog = env.host.registry().snapshot();
+    let budget = env.host.budget();
+    let list: Vec<Arc<RegisteredTool>> = match (agent, tier) {
+        (None, None) => catalog.tools().cloned().collect(),
+        (agent, tier) => {
+            let ceiling = match agent {
+                Some(a) => budget.effective_tier(Some(a), tier.unwrap_or(Tier::Deep))?,
+                None => tier.unwrap_or(Tier::Deep),
+            };
+            budget.available_tools(&catalog, agent, ceiling)?
+        }
+    };
     if as_json {
-        let list: Vec<Value> = catalog.tools().map(|t| tool_json(t)).collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        let v: Vec<Value> = list.iter().map(|t| tool_json(t, &budget.status(&t.def))).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let rows: Vec<[String; 5]> = catalog
-        .tools()
+    let rows: Vec<[String; 8]> = list
+        .iter()
         .map(|t| {
+            let s = budget.status(&t.def);
             [
                 t.def.name.clone(),
                 t.provider.name().to_string(),
+                tier_name(s.tier).to_string(),
+                s.badge.map_or("-", |b| b.as_str()).to_string(),
+                Tier::compatibility(s.tier).to_string(),
                 ms(t.def.meta.estimated_duration_ms),
                 ms(t.def.meta.max_duration_ms),
                 arg_summary(&t.def.input_schema),
             ]
         })
         .collect();
-    print_table(&["TOOL", "PROVIDER", "P50", "MAX", "ARGUMENTS (* required)"], &rows);
+    print_table(&["TOOL", "PROVIDER", "TIER", "BADGE", "COMPATIBILITY", "P50", "MAX", "ARGUMENTS (* required)"], &rows);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -227,7 +414,14 @@ fn content_json(c: &Content) -> Value {
     }
 }
 
-fn call(host: &Host, tool: &str, arguments: &str, as_json: bool) -> Result<ExitCode> {
+fn call(
+    env: &Env,
+    tool: &str,
+    arguments: &str,
+    agent: Option<&str>,
+    tier: Option<Tier>,
+    as_json: bool,
+) -> Result<ExitCode> {
     let raw = if arguments == "-" {
         let mut s = String::new();
         std::io::stdin().read_to_string(&mut s).context("reading arguments from stdin")?;
@@ -236,7 +430,14 @@ fn call(host: &Host, tool: &str, arguments: &str, as_json: bool) -> Result<ExitC
         arguments.to_string()
     };
     let args: Value = serde_json::from_str(&raw).with_context(|| format!("arguments are not valid JSON: {raw}"))?;
-    let out: ToolOutput = host.call(tool, &args, &CallContext::default())?;
+    let ctx = CallContext::default();
+    let out: ToolOutput = match (agent, tier) {
+        (None, None) => env.host.call(tool, &args, &ctx)?,
+        (agent, tier) => {
+            let tier = env.host.budget().effective_tier(agent, tier.unwrap_or(Tier::Deep))?;
+            env.host.call_as(agent, tier, tool, &args, &ctx)?
+        }
+    };
     if as_json {
         let v = json!({
             "content": out.content.iter().map(content_json).collect::<Vec<_>>(),
@@ -261,19 +462,34 @@ fn call(host: &Host, tool: &str, arguments: &str, as_json: bool) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-fn inspect(args: &HostArgs, file: &std::path::Path, as_json: bool) -> Result<ExitCode> {
-    let runtime = args.runtime()?;
+fn inspect(args: &HostArgs, file: &Path, probes: usize, as_json: bool) -> Result<ExitCode> {
+    let cfg = args.config()?;
+    let runtime = args.runtime(&cfg)?;
     let name = toolhost::runtime::plugin_name_from_path(file);
     let bytes = toolhost::runtime::read_bounded(file, runtime.limits().max_component_bytes)
         .map_err(|kind| toolhost::runtime::LoadError { plugin: name.clone(), kind })?;
     let compiled = runtime.compile(&name, &bytes)?;
     let (digest, size) = (compiled.digest.clone(), compiled.size);
     let (imports, exports) = (compiled.imports.clone(), compiled.exports.clone());
-    let loaded = runtime.instantiate_compiled(compiled);
-    let (tools, error) = match &loaded {
-        Ok(p) => (toolhost::tool::Provider::tools(p).to_vec(), None),
-        Err(e) => (Vec::new(), Some(e.kind.to_string())),
-    };
+    let host = Host::with_budget(runtime.clone(), Budget::new(cfg.budget.clone(), Vec::new()));
+    let loaded = runtime.instantiate_compiled(compiled).map_err(|e| e.kind.to_string()).and_then(|p| {
+        host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
+        Ok(())
+    });
+    let error = loaded.err();
+    let probed = if error.is_none() && probes > 0 { calibrate::calibrate(&host, probes) } else { Vec::new() };
+    let catalog = host.registry().snapshot();
+    let tools: Vec<(ToolDef, ToolStatus, Option<String>)> = catalog
+        .tools()
+        .map(|t| {
+            let note = probed.iter().find(|p| p.tool == t.def.name).and_then(|p| match &p.outcome {
+                ProbeOutcome::Probed(_) => None,
+                ProbeOutcome::Skipped(why) => Some(format!("not probed: {why}")),
+                ProbeOutcome::Failed(why) => Some(format!("probe failed: {why}")),
+            });
+            (t.def.clone(), host.budget().status(&t.def), note)
+        })
+        .collect();
     if as_json {
         let v = json!({
             "file": file.display().to_string(),
@@ -284,15 +500,12 @@ fn inspect(args: &HostArgs, file: &std::path::Path, as_json: bool) -> Result<Exi
             "exports": exports,
             "loadable": error.is_none(),
             "error": error,
-            "tools": tools.iter().map(|t| json!({
-                "name": t.name,
-                "description": t.description,
-                "input_schema": t.input_schema,
-                "estimated_duration_ms": t.meta.estimated_duration_ms,
-                "max_duration_ms": t.meta.max_duration_ms,
-                "idempotent": t.meta.idempotent,
-                "cacheable_seconds": t.meta.cacheable_seconds,
-            })).collect::<Vec<_>>(),
+            "tools": tools.iter().map(|(d, s, note)| {
+                let mut v = def_json(d);
+                v["budget"] = status_json(s);
+                v["probe_note"] = json!(note);
+                v
+            }).collect::<Vec<_>>(),
         });
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
@@ -311,7 +524,7 @@ fn inspect(args: &HostArgs, file: &std::path::Path, as_json: bool) -> Result<Exi
             println!("tools:   none");
         } else {
             println!("tools ({}):", tools.len());
-            for t in &tools {
+            for (t, s, note) in &tools {
                 println!(
                     "  {}  p50 {}  max {}  {}{}  args: {}",
                     t.name,
@@ -325,6 +538,17 @@ fn inspect(args: &HostArgs, file: &std::path::Path, as_json: bool) -> Result<Exi
                     },
                     arg_summary(&t.input_schema)
                 );
+                println!(
+                    "      tier {} ({}), badge {}, {}{}",
+                    tier_name(s.tier),
+                    s.source.as_str(),
+                    s.badge.map_or("-", |b| b.as_str()),
+                    Tier::compatibility(s.tier),
+                    s.probes.map(|p| format!(", probed p50 {}", dur(Some(p.p50)))).unwrap_or_default()
+                );
+                if let Some(n) = note {
+                    println!("      {n}");
+                }
                 println!("      {}", t.description);
             }
         }
@@ -334,4 +558,149 @@ fn inspect(args: &HostArgs, file: &std::path::Path, as_json: bool) -> Result<Exi
         Some(_) => Ok(ExitCode::FAILURE),
         None => Ok(ExitCode::SUCCESS),
     }
+}
+
+fn select(env: &Env, utterance: &str, agent: Option<&str>, turn: Turn, as_json: bool) -> Result<ExitCode> {
+    let budget = env.host.budget();
+    let sel = budget.select(&budget.selector(), agent, utterance, turn)?;
+    let catalog = env.host.registry().snapshot();
+    let visible: Vec<String> =
+        budget.available_tools(&catalog, agent, sel.tier)?.iter().map(|t| t.def.name.clone()).collect();
+    if as_json {
+        let v = json!({
+            "utterance": utterance,
+            "agent": agent,
+            "tier": sel.tier.as_str(),
+            "reason": sel.reason.to_string(),
+            "tools": visible,
+        });
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        println!("tier:   {}", sel.tier.as_str().to_uppercase());
+        let capped = agent.map(|a| budget.agent(a).map(|p| p.budget_tier)).transpose()?;
+        match capped {
+            Some(c) if sel.tier == c && sel.reason != toolhost::budget::Reason::DmOverride => {
+                println!("why:    {} (capped at the agent's ceiling, {})", sel.reason, c)
+            }
+            _ => println!("why:    {}", sel.reason),
+        }
+        println!("tools:  {}", if visible.is_empty() { "(none)".to_string() } else { visible.join(", ") });
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn calibrate_cmd(env: &Env, samples: usize, as_json: bool) -> Result<ExitCode> {
+    if samples == 0 {
+        bail!("--samples must be at least 1");
+    }
+    let results = calibrate::calibrate(&env.host, samples);
+    env.store
+        .save(&env.host, &env.environment, &results)
+        .with_context(|| format!("saving calibration to {}", env.store.path().display()))?;
+    let catalog = env.host.registry().snapshot();
+    if as_json {
+        let v: Vec<Value> = results
+            .iter()
+            .map(|r| {
+                let status = catalog.get(&r.tool).map(|t| status_json(&env.host.budget().status(&t.def)));
+                let (outcome, detail) = match &r.outcome {
+                    ProbeOutcome::Probed(d) => ("probed", json!(d.len())),
+                    ProbeOutcome::Skipped(why) => ("skipped", json!(why)),
+                    ProbeOutcome::Failed(why) => ("failed", json!(why)),
+                };
+                json!({"tool": r.tool, "provider": r.provider, "outcome": outcome, "detail": detail, "budget": status})
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"environment": env.environment, "file": env.store.path(), "tools": v})
+            )?
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 6]> = results
+        .iter()
+        .map(|r| {
+            let s = catalog.get(&r.tool).map(|t| env.host.budget().status(&t.def));
+            let (p50, p99, note) = match &r.outcome {
+                ProbeOutcome::Probed(_) => (
+                    dur(s.and_then(|s| s.probes.map(|p| p.p50))),
+                    dur(s.and_then(|s| s.probes.map(|p| p.p99))),
+                    String::new(),
+                ),
+                ProbeOutcome::Skipped(why) => ("-".into(), "-".into(), format!("skipped: {why}")),
+                ProbeOutcome::Failed(why) => ("-".into(), "-".into(), format!("failed: {why}")),
+            };
+            [
+                r.tool.clone(),
+                p50,
+                p99,
+                tier_name(s.and_then(|s| s.tier)).to_string(),
+                s.and_then(|s| s.badge).map_or("-", |b| b.as_str()).to_string(),
+                note,
+            ]
+        })
+        .collect();
+    print_table(&["TOOL", "PROBE P50", "PROBE P99", "TIER", "BADGE", "NOTE"], &rows);
+    println!("saved to {} (environment {:?})", env.store.path().display(), env.environment);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn stats(env: &Env, as_json: bool) -> Result<ExitCode> {
+    let catalog = env.host.registry().snapshot();
+    let budget = env.host.budget();
+    if as_json {
+        let v: Vec<Value> = catalog
+            .tools()
+            .map(|t| {
+                let mut s = status_json(&budget.status(&t.def));
+                s["tool"] = json!(t.def.name);
+                s["provider"] = json!(t.provider.name());
+                s
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 8]> = catalog
+        .tools()
+        .map(|t| {
+            let s = budget.status(&t.def);
+            let (p50, p99) = match (s.real, s.probes) {
+                (Some(r), _) => (Some(r.p50), Some(r.p99)),
+                (None, Some(p)) => (Some(p.p50), Some(p.p99)),
+                _ => (None, None),
+            };
+            [
+                t.def.name.clone(),
+                dur(p50.or(s.p50)),
+                dur(p99),
+                s.real.map_or("-".into(), |r| format!("{:.0}%", r.error_rate() * 100.0)),
+                format!("{}{}", tier_name(s.tier), if s.demoted { " (demoted)" } else { "" }),
+                s.source.as_str().to_string(),
+                s.badge.map_or("-", |b| b.as_str()).to_string(),
+                dur(Some(s.timeout)),
+            ]
+        })
+        .collect();
+    print_table(&["TOOL", "P50", "P99", "ERRORS", "TIER", "FROM", "BADGE", "TIMEOUT"], &rows);
+    Ok(ExitCode::SUCCESS)
+}
+
+fn agents(env: &Env, as_json: bool) -> Result<ExitCode> {
+    let budget = env.host.budget();
+    if as_json {
+        let v: Vec<Value> = budget
+            .agents()
+            .iter()
+            .map(|a| json!({"name": a.name, "budget_tier": a.budget_tier.as_str(), "tools": a.tools, "instructions": a.instructions}))
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 3]> =
+        budget.agents().iter().map(|a| [a.name.clone(), a.budget_tier.to_string(), a.tools.join(", ")]).collect();
+    print_table(&["AGENT", "CEILING", "TOOLS"], &rows);
+    Ok(ExitCode::SUCCESS)
 }

@@ -1,13 +1,16 @@
 //! The call pipeline every tool goes through, whatever its provider:
-//! resolve the name, check the arguments are an object that matches the
-//! schema, then run it on the provider.
+//! resolve the name, check visibility (allow-list and tier) when the caller
+//! is an agent, check the arguments match the schema, run the tool under
+//! its budget deadline, record the measurement.
 
+use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::builtin::BUILTINS;
 use crate::registry::{Registry, RegistryError};
 use crate::runtime::{LoadError, Runtime, WasmPlugin};
 use crate::tool::{CallContext, CallError, ToolOutput};
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Why a plugin could not be added to the host.
 #[derive(Debug, thiserror::Error)]
@@ -20,17 +23,33 @@ pub enum AddPluginError {
     Registry(#[from] RegistryError),
 }
 
-/// The runtime and the registry, and the one way to call a tool.
+/// The runtime, the registry and the budget, and the one way to call a tool.
 #[derive(Debug)]
 pub struct Host {
     runtime: Runtime,
     registry: Registry,
+    budget: Budget,
+}
+
+/// The results of a batch of parallel calls.
+#[derive(Debug)]
+pub struct Batch {
+    /// One result per call, in the order given.
+    pub results: Vec<Result<ToolOutput, CallError>>,
+    /// The batch's latency cost: the slowest call, not the sum.
+    pub cost: Duration,
 }
 
 impl Host {
-    /// A host with no tools.
+    /// A host with no tools, default budget settings and no agents.
     pub fn new(runtime: Runtime) -> Host {
-        Host { runtime, registry: Registry::new() }
+        Host::with_budget(runtime, Budget::new(BudgetConfig::default(), Vec::new()))
+    }
+
+    /// A host with a configured budget (agents, ceilings, selector).
+    pub fn with_budget(runtime: Runtime, mut budget: Budget) -> Host {
+        budget.timeout_floor = runtime.limits().timeout_floor;
+        Host { runtime, registry: Registry::new(), budget }
     }
 
     /// The wasm runtime.
@@ -41,6 +60,11 @@ impl Host {
     /// The tool registry.
     pub fn registry(&self) -> &Registry {
         &self.registry
+    }
+
+    /// The latency budget.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     /// Loads and registers every built-in plugin.
@@ -59,11 +83,61 @@ impl Host {
         Ok(plugin)
     }
 
-    /// Calls `tool` with `arguments`: resolves it, validates the arguments
-    /// against its schema (invalid input never reaches the tool), runs it.
+    /// Calls `tool` as the operator: no allow-list, no tier filter, but the
+    /// same validation, deadline and measurement as every call.
     pub fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
+        self.run(None, tool, arguments, ctx)
+    }
+
+    /// Calls `tool` on behalf of `agent` at `tier`. A tool the agent cannot
+    /// see (not on its allow-list, or over the tier's budget) is refused
+    /// exactly like a tool that does not exist, so the refusal reveals
+    /// nothing.
+    pub fn call_as(
+        &self,
+        agent: Option<&str>,
+        tier: Tier,
+        tool: &str,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        self.run(Some((agent, tier)), tool, arguments, ctx)
+    }
+
+    /// Runs several calls in parallel, each bounded by its own deadline. The
+    /// batch costs the slowest call, not the sum.
+    pub fn call_batch(
+        &self,
+        agent: Option<&str>,
+        tier: Tier,
+        calls: &[(String, serde_json::Value)],
+        ctx: &CallContext,
+    ) -> Batch {
+        let start = Instant::now();
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> =
+                calls.iter().map(|(tool, args)| s.spawn(move || self.call_as(agent, tier, tool, args, ctx))).collect();
+            handles.into_iter().map(|h| h.join().expect("batch call thread")).collect()
+        });
+        Batch { results, cost: start.elapsed() }
+    }
+
+    fn run(
+        &self,
+        enforce: Option<(Option<&str>, Tier)>,
+        tool: &str,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
         let catalog = self.registry.snapshot();
-        let entry = catalog.get(tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
+        let unknown = || CallError::UnknownTool(tool.to_string());
+        let entry = catalog.get(tool).ok_or_else(unknown)?;
+        if let Some((agent, tier)) = enforce
+            && !self.budget.visible(agent, tier, entry).unwrap_or(false)
+        {
+            tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
+            return Err(unknown());
+        }
         if !arguments.is_object() {
             return Err(CallError::InvalidInput {
                 tool: tool.to_string(),
@@ -74,7 +148,16 @@ impl Host {
             .validator
             .check(arguments)
             .map_err(|message| CallError::InvalidInput { tool: tool.to_string(), message })?;
-        entry.provider.call(&entry.def.name, arguments, ctx)
+        let deadline = self.budget.timeout_for(&entry.def);
+        let ctx = CallContext {
+            deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
+            agent: ctx.agent.clone().or_else(|| enforce.and_then(|(a, _)| a.map(str::to_string))),
+            ..ctx.clone()
+        };
+        let start = Instant::now();
+        let result = entry.provider.call(&entry.def.name, arguments, &ctx);
+        self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
+        result
     }
 }
 

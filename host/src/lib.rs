@@ -20,11 +20,13 @@
 
 #![deny(unsafe_code)]
 
+pub mod budget;
 pub mod builtin;
+pub mod config;
 mod host;
 pub mod registry;
 pub mod runtime;
 pub mod tool;
 pub mod validate;
 
-pub use host::{AddPluginError, Host};
+pub use host::{AddPluginError, Batch, Host};

@@ -157,11 +157,8 @@ impl Registry {
         let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
         let cur = self.current.load();
         let old = cur.providers.get(name).cloned().ok_or_else(|| RegistryError::UnknownProvider(name.to_string()))?;
-        let mut next = Catalog {
-            tools: cur.tools.clone(),
-            providers: cur.providers.clone(),
-            generation: cur.generation + 1,
-        };
+        let mut next =
+            Catalog { tools: cur.tools.clone(), providers: cur.providers.clone(), generation: cur.generation + 1 };
         next.providers.remove(name);
         next.tools.retain(|_, t| t.provider.name() != name);
         self.current.store(Arc::new(next));
@@ -259,10 +256,7 @@ mod tests {
         r.add(fake("a", &["roll", "x"], "a")).unwrap();
         let before = r.snapshot().generation();
         let e = r.add(fake("b", &["y", "roll"], "b")).unwrap_err();
-        assert_eq!(
-            e,
-            RegistryError::DuplicateTool { tool: "roll".into(), existing: "a".into(), incoming: "b".into() }
-        );
+        assert_eq!(e, RegistryError::DuplicateTool { tool: "roll".into(), existing: "a".into(), incoming: "b".into() });
         let cat = r.snapshot();
         assert_eq!(cat.generation(), before);
         assert!(cat.get("y").is_none());

@@ -251,6 +251,11 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn kind(&self) -> &'static str;
     /// The tools it provides.
     fn tools(&self) -> &[ToolDef];
+    /// Identifies this version of the provider (a wasm plugin's digest), so
+    /// stored measurements of an older version are not reused.
+    fn fingerprint(&self) -> String {
+        String::new()
+    }
     /// Runs `tool` with `arguments`, which the host has already validated
     /// against the tool's schema.
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError>;
@@ -261,13 +266,19 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
 pub struct CallContext {
     /// The agent on whose behalf the call runs, if known.
     pub agent: Option<String>,
+    /// The deadline the budget set for this call; providers may shorten it
+    /// (operator floor and ceiling) but never exceed the ceiling.
+    pub deadline: Option<std::time::Duration>,
     /// Where the plugin's log lines and progress reports go, besides the host log.
     pub events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
 }
 
 impl std::fmt::Debug for CallContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallContext").field("agent", &self.agent).finish_non_exhaustive()
+        f.debug_struct("CallContext")
+            .field("agent", &self.agent)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
     }
 }
 

@@ -1,1 +1,16 @@
+//! End-to-end tests: through the library API with real components, and
+//! through the `toolhost` binary as a user runs it.
+//!
+//! - `common`: shared hosts and a builder for the binary.
+//! - `plugins`: the built-in tools' happy paths and errors.
+//! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
+//! - `loading`: bad files are refused with a message naming the problem; the compile cache.
+//! - `budget`: agent allow-lists, tiers, calibration, batches.
+//! - `cli`: the binary's subcommands and their output.
 
+mod budget;
+mod cli;
+mod common;
+mod hostile;
+mod loading;
+mod plugins;

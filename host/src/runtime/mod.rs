@@ -12,15 +12,16 @@
 
 mod bindings;
 pub mod cache;
+mod clock;
 pub mod limits;
 mod ticker;
 
 use crate::tool::{CallContext, CallError, CallStats, Content, PluginEvent, Provider, ToolDef, ToolMeta, ToolOutput};
-use bindings::{LogLevel, PluginPre};
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
+use bindings::{LogLevel, PluginPre};
 pub use cache::CompileCache;
-pub use limits::Limits;
 use limits::Limiter;
+pub use limits::Limits;
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -136,6 +137,8 @@ pub(crate) struct State {
     tool: Arc<str>,
     logs_left: usize,
     events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
+    /// When the call must end; bounds guest timers (see `clock.rs`).
+    deadline: Instant,
 }
 
 impl WasiView for State {
@@ -238,15 +241,26 @@ impl Runtime {
             .max_core_instances_per_component(32)
             .table_elements(limits.table_elements)
             .max_memory_size(limits.memory_bytes)
-            // Keep the first pages of a reused slot resident: most guests touch
-            // only a little memory, and zeroing beats unmapping.
+            // Reset a reused slot by rewriting only the pages the last
+            // instance dirtied (Linux PAGEMAP_SCAN, kernel >= 6.7; plain
+            // memset elsewhere) instead of unmapping them: a fresh instance
+            // per call then costs about half as much (see BENCHMARKS.md).
             .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10);
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
 
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        // Replace wasmtime-wasi's monotonic clock with one whose timers never
+        // outlive the call's deadline.
+        linker.allow_shadowing(true);
+        wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
+            &mut linker,
+            |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline },
+        )?;
+        linker.allow_shadowing(false);
         bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
             &mut linker,
             |s| s,
@@ -377,6 +391,7 @@ impl Runtime {
             tool: Arc::from(tool),
             logs_left: limits.log_lines,
             events: ctx.and_then(|c| c.events.clone()),
+            deadline: Instant::now() + deadline,
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -454,7 +469,8 @@ fn tool_def(info: bindings::ToolInfo) -> Result<ToolDef, (String, String)> {
     if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
         return Err(fail("input schema must be a JSON Schema with \"type\": \"object\"".into()));
     }
-    crate::validate::Validator::new(&schema).map_err(|e| fail(format!("input schema is not a valid JSON Schema: {e}")))?;
+    crate::validate::Validator::new(&schema)
+        .map_err(|e| fail(format!("input schema is not a valid JSON Schema: {e}")))?;
     if info.max_duration_ms < info.estimated_duration_ms {
         return Err(fail(format!(
             "max-duration-ms ({}) is below estimated-duration-ms ({})",
@@ -462,7 +478,8 @@ fn tool_def(info: bindings::ToolInfo) -> Result<ToolDef, (String, String)> {
         )));
     }
     if let Some(probe) = &info.probe_arguments {
-        serde_json::from_str::<serde_json::Value>(probe).map_err(|e| fail(format!("probe arguments are not JSON: {e}")))?;
+        serde_json::from_str::<serde_json::Value>(probe)
+            .map_err(|e| fail(format!("probe arguments are not JSON: {e}")))?;
     }
     Ok(ToolDef {
         name: info.name,
@@ -524,9 +541,8 @@ impl WasmPlugin {
 
     fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let deadline = self.runtime.inner.limits.timeout_floor.max(Duration::from_secs(1));
-        let (result, _) = self.run("list-tools", deadline, None, |plugin, store| {
-            plugin.toolhost_plugin_tool().call_list_tools(store)
-        });
+        let (result, _) = self
+            .run("list-tools", deadline, None, |plugin, store| plugin.toolhost_plugin_tool().call_list_tools(store));
         result
     }
 
@@ -544,7 +560,8 @@ impl WasmPlugin {
         let mut store = self.runtime.store(&self.name, tool, deadline, ctx);
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = rt.limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
-        let stats = CallStats { duration: start.elapsed(), fuel_used, peak_memory_bytes: store.data().limiter.peak_memory };
+        let stats =
+            CallStats { duration: start.elapsed(), fuel_used, peak_memory_bytes: store.data().limiter.peak_memory };
         let state = store.into_data();
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
@@ -552,15 +569,63 @@ impl WasmPlugin {
             tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", String::from_utf8_lossy(&stdout).trim_end());
         }
         if !stderr.is_empty() {
-            tracing::warn!(plugin = &*self.name, tool, "guest stderr: {}", String::from_utf8_lossy(&stderr).trim_end());
+            tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", String::from_utf8_lossy(&stderr).trim_end());
         }
         let result = result.map_err(|e| classify(e, tool, deadline, &rt.limits, &state.limiter, &stderr));
         (result, stats)
     }
 }
 
+impl WasmPlugin {
+    /// Keeps one instance alive across calls. This gives up the per-call
+    /// isolation every real call has (state leaks between calls), so it exists
+    /// only to measure what fresh instances cost.
+    #[doc(hidden)]
+    pub fn reused_instance(&self) -> Result<ReusedInstance<'_>, CallError> {
+        let deadline = self.runtime.inner.limits.timeout_ceiling;
+        let mut store = self.runtime.store(&self.name, "reused", deadline, None);
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| CallError::Trap { tool: "reused".into(), message: format!("{e:#}") })?;
+        Ok(ReusedInstance { plugin: self, store, instance })
+    }
+}
+
+/// See [`WasmPlugin::reused_instance`].
+#[doc(hidden)]
+pub struct ReusedInstance<'a> {
+    plugin: &'a WasmPlugin,
+    store: Store<State>,
+    instance: bindings::Plugin,
+}
+
+impl ReusedInstance<'_> {
+    /// Calls `tool` in the kept instance, with fuel and deadline reset.
+    pub fn call(&mut self, tool: &str, arguments: &str) -> Result<usize, CallError> {
+        let rt = &self.plugin.runtime.inner;
+        let _tick = rt.ticker.enter();
+        if let Some(fuel) = rt.limits.fuel {
+            self.store.set_fuel(fuel).expect("fuel is enabled");
+        }
+        self.store.set_epoch_deadline(rt.limits.timeout_ceiling.as_millis() as u64);
+        match self.instance.toolhost_plugin_tool().call_call(&mut self.store, tool, arguments) {
+            Ok(Ok(content)) => Ok(content.len()),
+            Ok(Err(e)) => Err(CallError::Failed { tool: tool.into(), message: format!("{e:?}") }),
+            Err(e) => Err(CallError::Trap { tool: tool.into(), message: format!("{e:#}") }),
+        }
+    }
+}
+
 /// Turns a wasmtime error from a call into the typed error the caller sees.
-fn classify(e: wasmtime::Error, tool: &str, deadline: Duration, limits: &Limits, limiter: &Limiter, stderr: &[u8]) -> CallError {
+fn classify(
+    e: wasmtime::Error,
+    tool: &str,
+    deadline: Duration,
+    limits: &Limits,
+    limiter: &Limiter,
+    stderr: &[u8],
+) -> CallError {
     let tool = tool.to_string();
     // A denied memory growth makes a Rust guest abort; report the cause, not the abort.
     if limiter.memory_denied {
@@ -606,9 +671,8 @@ fn convert(content: Vec<bindings::Content>, tool: &str, limit: usize) -> Result<
         .map(|c| {
             Ok(match c {
                 bindings::Content::Text(s) => Content::Text(s),
-                bindings::Content::Json(s) => Content::Json(serde_json::from_str(&s).map_err(|e| CallError::Failed {
-                    tool: tool.to_string(),
-                    message: format!("plugin returned invalid JSON: {e}"),
+                bindings::Content::Json(s) => Content::Json(serde_json::from_str(&s).map_err(|e| {
+                    CallError::Failed { tool: tool.to_string(), message: format!("plugin returned invalid JSON: {e}") }
                 })?),
                 bindings::Content::Image(m) => Content::Image { mime_type: m.mime_type, data: m.data },
                 bindings::Content::Audio(m) => Content::Audio { mime_type: m.mime_type, data: m.data },
@@ -630,12 +694,23 @@ impl Provider for WasmPlugin {
         &self.tools
     }
 
+    fn fingerprint(&self) -> String {
+        self.digest.clone()
+    }
+
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
         let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
-        let deadline = self.runtime.inner.limits.deadline_for(def.meta.max_duration_ms);
+        let limits = &self.runtime.inner.limits;
+        // The budget's deadline already includes the floor; the operator's
+        // ceiling always holds.
+        let deadline = match ctx.deadline {
+            Some(d) => d.min(limits.timeout_ceiling),
+            None => limits.deadline_for(def.meta.max_duration_ms),
+        };
         let args = arguments.to_string();
-        let (result, stats) =
-            self.run(tool, deadline, Some(ctx), |plugin, store| plugin.toolhost_plugin_tool().call_call(store, tool, &args));
+        let (result, stats) = self.run(tool, deadline, Some(ctx), |plugin, store| {
+            plugin.toolhost_plugin_tool().call_call(store, tool, &args)
+        });
         let tool_s = || tool.to_string();
         match result? {
             Ok(content) => {
@@ -657,10 +732,7 @@ mod tests {
     #[test]
     fn panic_message_is_extracted_from_rust_stderr() {
         let stderr = b"\nthread '<unnamed>' panicked at src/lib.rs:63:24:\nthe hostile plugin panicked on purpose\nnote: run with `RUST_BACKTRACE=1`\n";
-        assert_eq!(
-            panic_message(stderr).unwrap(),
-            "the hostile plugin panicked on purpose (at src/lib.rs:63:24)"
-        );
+        assert_eq!(panic_message(stderr).unwrap(), "the hostile plugin panicked on purpose (at src/lib.rs:63:24)");
         assert_eq!(panic_message(b"all fine"), None);
     }
 

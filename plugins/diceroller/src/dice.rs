@@ -175,11 +175,7 @@ pub fn parse(input: &str) -> Result<Expr, ParseError> {
                 if n == 0 || n > u64::from(count) {
                     return err(format!("can keep between 1 and {count} of {count} dice, not {n}"));
                 }
-                if lowest {
-                    Keep::Lowest(n as u32)
-                } else {
-                    Keep::Highest(n as u32)
-                }
+                if lowest { Keep::Lowest(n as u32) } else { Keep::Highest(n as u32) }
             } else {
                 Keep::All
             };
@@ -270,10 +266,7 @@ mod tests {
             parse("2d6+3").unwrap().terms,
             vec![Term::Dice { sign: 1, count: 2, sides: 6, keep: Keep::All }, Term::Flat(3)]
         );
-        assert_eq!(
-            parse("d20").unwrap().terms,
-            vec![Term::Dice { sign: 1, count: 1, sides: 20, keep: Keep::All }]
-        );
+        assert_eq!(parse("d20").unwrap().terms, vec![Term::Dice { sign: 1, count: 1, sides: 20, keep: Keep::All }]);
         assert_eq!(
             parse(" 4D8 - 1 ").unwrap().terms,
             vec![Term::Dice { sign: 1, count: 4, sides: 8, keep: Keep::All }, Term::Flat(-1)]
@@ -287,10 +280,7 @@ mod tests {
             vec![Term::Dice { sign: 1, count: 2, sides: 20, keep: Keep::Lowest(1) }]
         );
         assert_eq!(parse("2d6+1d4+3").unwrap().terms.len(), 3);
-        assert_eq!(
-            parse("d%").unwrap().terms,
-            vec![Term::Dice { sign: 1, count: 1, sides: 100, keep: Keep::All }]
-        );
+        assert_eq!(parse("d%").unwrap().terms, vec![Term::Dice { sign: 1, count: 1, sides: 100, keep: Keep::All }]);
     }
 
     #[test]

@@ -58,17 +58,23 @@ fn parse_args<'a, T: Deserialize<'a>>(arguments: &'a str) -> Result<T, ToolError
 }
 
 fn json(value: &impl Serialize) -> Result<Vec<Content>, ToolError> {
-    serde_json::to_string(value)
-        .map(|s| vec![Content::Json(s)])
-        .map_err(|e| ToolError::Failed(e.to_string()))
+    serde_json::to_string(value).map(|s| vec![Content::Json(s)]).map_err(|e| ToolError::Failed(e.to_string()))
+}
+
+/// The whole `roll` tool as a plain function: arguments JSON in, result JSON
+/// out, or an invalid-input message. The component calls this; so does the
+/// host's benchmark, as the native baseline.
+pub fn roll_json(arguments: &str) -> Result<String, String> {
+    let args: RollArgs = serde_json::from_str(arguments).map_err(|e| e.to_string())?;
+    let expr =
+        dice::parse(&args.expression).map_err(|e| format!("invalid dice expression {:?}: {e}", args.expression))?;
+    let r = dice::roll(&expr, &mut rng(args.seed));
+    let out = RollResult { expression: &args.expression, rolls: r.rolls, kept: r.kept, total: r.total };
+    serde_json::to_string(&out).map_err(|e| e.to_string())
 }
 
 fn roll(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: RollArgs = parse_args(arguments)?;
-    let expr = dice::parse(&args.expression)
-        .map_err(|e| ToolError::InvalidInput(format!("invalid dice expression {:?}: {e}", args.expression)))?;
-    let r = dice::roll(&expr, &mut rng(args.seed));
-    json(&RollResult { expression: &args.expression, rolls: r.rolls, kept: r.kept, total: r.total })
+    roll_json(arguments).map(|s| vec![Content::Json(s)]).map_err(ToolError::InvalidInput)
 }
 
 fn roll_table(arguments: &str) -> Result<Vec<Content>, ToolError> {
@@ -164,7 +170,7 @@ mod tests {
     fn roll_output_has_the_seed_shape() {
         let Ok(blocks) = roll(r#"{"expression":"2d6+3","seed":1}"#) else { panic!("roll failed") };
         let [Content::Json(out)] = &blocks[..] else { panic!("expected one JSON block") };
-        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let v: serde_json::Value = serde_json::from_str(out).unwrap();
         let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
         assert_eq!(keys.len(), 3);
         let rolls = v["rolls"].as_array().unwrap();

@@ -31,9 +31,17 @@ pub static TABLES: &[Table] = &[
         name: "wild_magic",
         description: "Wild magic surge: what happens when raw magic slips its leash",
         entries: &[
-            e(1, 2, "Roll on this table at the start of each of your turns for the next minute, ignoring this result on later rolls."),
+            e(
+                1,
+                2,
+                "Roll on this table at the start of each of your turns for the next minute, ignoring this result on later rolls.",
+            ),
             e(3, 4, "For the next minute you can see any invisible creature within 60 feet of you."),
-            e(5, 6, "A modron appears in an unoccupied space within 5 feet of you, stares at you, and vanishes one minute later."),
+            e(
+                5,
+                6,
+                "A modron appears in an unoccupied space within 5 feet of you, stares at you, and vanishes one minute later.",
+            ),
             e(7, 8, "You cast Fireball centred on yourself."),
             e(9, 10, "You cast Magic Missile as a 5th-level spell."),
             e(11, 12, "Your height changes by 1d10 inches: odd, you shrink; even, you grow."),
@@ -41,44 +49,108 @@ pub static TABLES: &[Table] = &[
             e(15, 16, "For the next minute you regain 5 hit points at the start of each of your turns."),
             e(17, 18, "You grow a long beard made of feathers that stays until you sneeze."),
             e(19, 20, "You cast Grease centred on yourself."),
-            e(21, 22, "Creatures have disadvantage on saving throws against the next spell you cast in the next minute that involves a saving throw."),
+            e(
+                21,
+                22,
+                "Creatures have disadvantage on saving throws against the next spell you cast in the next minute that involves a saving throw.",
+            ),
             e(23, 24, "Your skin turns a vibrant shade of blue until a Remove Curse spell ends the effect."),
-            e(25, 26, "An eye appears on your forehead for the next minute, giving you advantage on Wisdom (Perception) checks that rely on sight."),
-            e(27, 28, "For the next minute all your spells with a casting time of 1 action have a casting time of 1 bonus action."),
+            e(
+                25,
+                26,
+                "An eye appears on your forehead for the next minute, giving you advantage on Wisdom (Perception) checks that rely on sight.",
+            ),
+            e(
+                27,
+                28,
+                "For the next minute all your spells with a casting time of 1 action have a casting time of 1 bonus action.",
+            ),
             e(29, 30, "You teleport up to 60 feet to an unoccupied space of your choice that you can see."),
-            e(31, 32, "You are transported to the Astral Plane until the end of your next turn, then return to the space you left or the nearest free one."),
+            e(
+                31,
+                32,
+                "You are transported to the Astral Plane until the end of your next turn, then return to the space you left or the nearest free one.",
+            ),
             e(33, 34, "Maximize the damage of the next damaging spell you cast within the next minute."),
-            e(35, 36, "Roll a d10. Your age changes by that many years: odd, younger (minimum 1 year old); even, older."),
+            e(
+                35,
+                36,
+                "Roll a d10. Your age changes by that many years: odd, younger (minimum 1 year old); even, older.",
+            ),
             e(37, 38, "1d6 flumphs appear within 60 feet of you, frightened of you; they vanish after one minute."),
             e(39, 40, "You regain 2d10 hit points."),
-            e(41, 42, "You turn into a potted plant until the start of your next turn, incapacitated and vulnerable to all damage."),
+            e(
+                41,
+                42,
+                "You turn into a potted plant until the start of your next turn, incapacitated and vulnerable to all damage.",
+            ),
             e(43, 44, "For the next minute you can teleport up to 20 feet as a bonus action on each of your turns."),
             e(45, 46, "You cast Levitate on yourself."),
             e(47, 48, "A unicorn appears within 5 feet of you, then disappears one minute later."),
             e(49, 50, "You can't speak for the next minute. Whenever you try, pink bubbles float out of your mouth."),
-            e(51, 52, "A spectral shield hovers near you for the next minute, granting you +2 AC and immunity to Magic Missile."),
+            e(
+                51,
+                52,
+                "A spectral shield hovers near you for the next minute, granting you +2 AC and immunity to Magic Missile.",
+            ),
             e(53, 54, "You are immune to being intoxicated by alcohol for the next 5d6 days."),
             e(55, 56, "Your hair falls out but grows back within 24 hours."),
-            e(57, 58, "For the next minute any flammable object you touch that isn't worn or carried bursts into flame."),
+            e(
+                57,
+                58,
+                "For the next minute any flammable object you touch that isn't worn or carried bursts into flame.",
+            ),
             e(59, 60, "You regain your lowest-level expended spell slot."),
             e(61, 62, "For the next minute you must shout when you speak."),
             e(63, 64, "You cast Fog Cloud centred on yourself."),
             e(65, 66, "Up to three creatures you choose within 30 feet take 4d10 lightning damage."),
             e(67, 68, "You are frightened by the nearest creature until the end of your next turn."),
-            e(69, 70, "Each creature within 30 feet of you becomes invisible for the next minute, until it attacks or casts a spell."),
+            e(
+                69,
+                70,
+                "Each creature within 30 feet of you becomes invisible for the next minute, until it attacks or casts a spell.",
+            ),
             e(71, 72, "You gain resistance to all damage for the next minute."),
             e(73, 74, "A random creature within 60 feet of you becomes poisoned for 1d4 hours."),
-            e(75, 76, "You glow with bright light in a 30-foot radius for the next minute; creatures ending their turn within 5 feet are blinded until their next turn ends."),
-            e(77, 78, "You cast Polymorph on yourself; failing the save turns you into a sheep for the spell's duration."),
-            e(79, 80, "Illusory butterflies and flower petals flutter in the air within 10 feet of you for the next minute."),
+            e(
+                75,
+                76,
+                "You glow with bright light in a 30-foot radius for the next minute; creatures ending their turn within 5 feet are blinded until their next turn ends.",
+            ),
+            e(
+                77,
+                78,
+                "You cast Polymorph on yourself; failing the save turns you into a sheep for the spell's duration.",
+            ),
+            e(
+                79,
+                80,
+                "Illusory butterflies and flower petals flutter in the air within 10 feet of you for the next minute.",
+            ),
             e(81, 82, "You can take one additional action immediately."),
-            e(83, 84, "Each creature within 30 feet of you takes 1d10 necrotic damage; you regain hit points equal to the total dealt."),
+            e(
+                83,
+                84,
+                "Each creature within 30 feet of you takes 1d10 necrotic damage; you regain hit points equal to the total dealt.",
+            ),
             e(85, 86, "You cast Mirror Image."),
             e(87, 88, "You cast Fly on a random creature within 60 feet of you."),
-            e(89, 90, "You become invisible for the next minute; other creatures can't hear you. It ends if you attack or cast a spell."),
-            e(91, 92, "If you die within the next minute, you immediately come back to life as if by the Reincarnate spell."),
+            e(
+                89,
+                90,
+                "You become invisible for the next minute; other creatures can't hear you. It ends if you attack or cast a spell.",
+            ),
+            e(
+                91,
+                92,
+                "If you die within the next minute, you immediately come back to life as if by the Reincarnate spell.",
+            ),
             e(93, 94, "Your size increases by one category for the next minute."),
-            e(95, 96, "You and all creatures within 30 feet of you gain vulnerability to piercing damage for the next minute."),
+            e(
+                95,
+                96,
+                "You and all creatures within 30 feet of you gain vulnerability to piercing damage for the next minute.",
+            ),
             e(97, 98, "You are surrounded by faint, ethereal music for the next minute."),
             e(99, 100, "You regain all expended sorcery points."),
         ],
@@ -91,7 +163,11 @@ pub static TABLES: &[Table] = &[
             e(5, 10, "A pouch of 2d4 gems worth 25 gp each (azurite, blue quartz) and 300 gp in loose coin."),
             e(11, 16, "3d6 art objects worth 25 gp each: silver ewers, carved bone statuettes, small gold bracelets."),
             e(17, 22, "3d6 gems worth 50 gp each (bloodstone, carnelian, jasper) and a Potion of Healing."),
-            e(23, 28, "2d4 art objects worth 250 gp each (gold rings set with bloodstones, a silk robe with gold embroidery)."),
+            e(
+                23,
+                28,
+                "2d4 art objects worth 250 gp each (gold rings set with bloodstones, a silk robe with gold embroidery).",
+            ),
             e(29, 32, "3d6 gems worth 100 gp each (amber, amethyst, jade) and a Spell Scroll of a 2nd-level spell."),
             e(33, 36, "A Bag of Holding wrapped around 400 gp and a map to a second cache."),
             e(37, 40, "2d4 art objects worth 25 gp each and a Potion of Greater Healing in a cracked flask."),
@@ -137,12 +213,7 @@ pub static TABLES: &[Table] = &[
 
 /// Finds the entry for a d100 result.
 pub fn lookup(table: &Table, roll: u32) -> &'static str {
-    table
-        .entries
-        .iter()
-        .find(|e| (e.low..=e.high).contains(&roll))
-        .map(|e| e.text)
-        .expect("tables cover 1..=100")
+    table.entries.iter().find(|e| (e.low..=e.high).contains(&roll)).map(|e| e.text).expect("tables cover 1..=100")
 }
 
 #[cfg(test)]

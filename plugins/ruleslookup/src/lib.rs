@@ -186,10 +186,7 @@ fn search_rules(arguments: &str) -> Result<Vec<Content>, ToolError> {
     if let Some(c) = &args.category
         && !CATEGORIES.contains(&c.as_str())
     {
-        return Err(ToolError::InvalidInput(format!(
-            "unknown category {c:?}; use one of {}",
-            CATEGORIES.join(", ")
-        )));
+        return Err(ToolError::InvalidInput(format!("unknown category {c:?}; use one of {}", CATEGORIES.join(", "))));
     }
     if text::terms(&args.query).is_empty() {
         return Err(ToolError::InvalidInput("query has no searchable words".into()));

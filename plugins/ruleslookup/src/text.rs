@@ -3,9 +3,9 @@
 
 /// Words too common to carry meaning in a rules search.
 const STOPWORDS: &[&str] = &[
-    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how",
-    "if", "in", "is", "it", "its", "of", "on", "or", "that", "the", "their", "this", "to", "was",
-    "what", "when", "which", "who", "with", "you", "your",
+    "a", "an", "and", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from", "how", "if", "in", "is", "it",
+    "its", "of", "on", "or", "that", "the", "their", "this", "to", "was", "what", "when", "which", "who", "with",
+    "you", "your",
 ];
 
 /// Reduces a lowercase word to a crude stem: plural and possessive endings go.

@@ -25,10 +25,11 @@ fn tool(name: &str, description: &str, max_ms: u32) -> ToolInfo {
     }
 }
 
-fn recurse(n: u64) -> u64 {
-    // black_box keeps the optimiser from turning this into a loop.
-    let local = black_box([n; 16]);
-    if black_box(n) == u64::MAX { local[0] } else { recurse(n + 1) + local[3] }
+/// Recursion the optimiser cannot turn into a loop: the result is combined
+/// after the call returns. Everything stays in wasm locals, so it is the wasm
+/// stack (not Rust's shadow stack in linear memory) that overflows.
+fn recurse(n: u64, limit: u64) -> u64 {
+    if n == limit { n } else { recurse(n + 1, limit).wrapping_mul(31).wrapping_add(n) }
 }
 
 impl Guest for Plugin {
@@ -39,6 +40,7 @@ impl Guest for Plugin {
             tool("recurse", "Recurses without end.", 1000),
             tool("panic", "Panics.", 100),
             tool("big_output", "Returns 10 MB of text.", 1000),
+            tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
         ]
     }
@@ -58,9 +60,20 @@ impl Guest for Plugin {
                     black_box(&hoard);
                 }
             }
-            "recurse" => Ok(vec![Content::Text(recurse(0).to_string())]),
+            "recurse" => Ok(vec![Content::Text(recurse(0, u64::MAX - arguments.len() as u64).to_string())]),
             "panic" => panic!("the hostile plugin panicked on purpose"),
             "big_output" => Ok(vec![Content::Text("x".repeat(10 * 1024 * 1024))]),
+            "sleep" => {
+                // A tiny hand parser keeps this crate free of serde.
+                let ms: u64 = arguments
+                    .chars()
+                    .filter(char::is_ascii_digit)
+                    .collect::<String>()
+                    .parse()
+                    .map_err(|_| ToolError::InvalidInput("want {\"ms\": N}".into()))?;
+                std::thread::sleep(std::time::Duration::from_millis(ms));
+                Ok(vec![Content::Text(format!("slept {ms} ms"))])
+            }
             "echo" => Ok(vec![Content::Text(arguments)]),
             other => Err(ToolError::NotFound(other.into())),
         }

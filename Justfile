@@ -1,0 +1,29 @@
+# Contributors' recipes. The README's two commands need none of this.
+
+# Build the host and every guest component.
+build:
+    cargo build --release
+
+# Build only the guest components (wasm32-wasip2), into target/guests.
+build-plugins:
+    cargo build --locked --target wasm32-wasip2 --profile guest --target-dir target/guests -p diceroller -p ruleslookup -p hostile -p otherworld
+
+# The whole test suite (what CI runs).
+test:
+    ./scripts/test
+
+# Benchmarks: the runtime latency report and the criterion medians.
+bench:
+    cargo bench -p toolhost --bench runtime
+
+# Lints, as CI-clean as the code must be.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+    cargo fmt --all
+
+# Regenerate the rules data from the SRD SQLite file.
+gen-srd DB:
+    python3 scripts/gen_srd.py {{DB}}

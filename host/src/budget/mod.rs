@@ -1,0 +1,522 @@
+//! Latency budgets: tiers, measurements, health demotion, agent profiles, DM
+//! overrides and the enforcer that decides which tools an agent may see.
+//!
+//! A tool's tier comes from its declared p50 until `min_samples` real calls
+//! have been measured, then from the measured p50 (calibration probes fill
+//! the gap in between, kept apart from real calls). A tool whose error or
+//! timeout rate in the window exceeds `demote_error_rate` moves one tier
+//! slower (a DEEP tool becomes over budget) until old errors age out.
+//!
+//! [`Budget::available_tools`] is the enforcer: an agent sees exactly the
+//! tools that are on its allow-list *and* within its effective tier. The read
+//! path takes no lock: each tool's current tier is cached in atomics,
+//! recomputed when a sample is recorded or when its oldest sample expires.
+
+pub mod calibrate;
+pub mod metrics;
+pub mod selector;
+pub mod tier;
+
+use crate::registry::{Catalog, RegisteredTool};
+use crate::tool::{CallError, ToolDef};
+use metrics::{Outcome, Summary, Window};
+pub use selector::{Clock, ManualClock, Reason, Selection, Selector, SelectorConfig, SystemClock, Turn};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+pub use tier::{Badge, Ceilings, Tier};
+
+/// Budget settings (`budget:` in the config file).
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BudgetConfig {
+    /// FAST ceiling in ms (p50 at most this, and the most a FAST call may take).
+    pub fast_ms: u64,
+    /// STANDARD ceiling in ms.
+    pub standard_ms: u64,
+    /// DEEP ceiling in ms; slower tools are never shown.
+    pub deep_ms: u64,
+    /// Real calls kept per tool.
+    pub window: usize,
+    /// Seconds after which a sample leaves the window.
+    pub window_max_age_secs: u64,
+    /// Real samples needed before the measured p50 replaces the declared one.
+    pub min_samples: usize,
+    /// Samples needed before health demotion applies.
+    pub min_health_samples: usize,
+    /// Error-and-timeout rate above which a tool is demoted one tier.
+    pub demote_error_rate: f64,
+    /// Tier of a tool that declares no latency and has no measurements
+    /// (external MCP servers often declare nothing).
+    pub unmeasured_tier: Tier,
+    /// Multiplier on the measured p99 when it sets a tool's timeout.
+    pub timeout_margin: f64,
+    /// Name of the environment calibration results are stored under.
+    pub environment: String,
+    /// The tier selector.
+    pub selector: SelectorConfig,
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig {
+            fast_ms: 500,
+            standard_ms: 1500,
+            deep_ms: 4000,
+            window: 100,
+            window_max_age_secs: 600,
+            min_samples: 10,
+            min_health_samples: 5,
+            demote_error_rate: 0.3,
+            unmeasured_tier: Tier::Standard,
+            timeout_margin: 1.5,
+            environment: "default".into(),
+            selector: SelectorConfig::default(),
+        }
+    }
+}
+
+impl BudgetConfig {
+    /// The tier ceilings.
+    pub fn ceilings(&self) -> Ceilings {
+        Ceilings {
+            fast: Duration::from_millis(self.fast_ms),
+            standard: Duration::from_millis(self.standard_ms),
+            deep: Duration::from_millis(self.deep_ms),
+        }
+    }
+}
+
+/// An agent (an NPC, an assistant): its allow-list and ceiling. The seed's
+/// `npcs:` entries.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentProfile {
+    /// Unique name.
+    pub name: String,
+    /// The slowest tier this agent may ever use.
+    #[serde(default = "default_ceiling")]
+    pub budget_tier: Tier,
+    /// The only tools this agent may see and call.
+    #[serde(default)]
+    pub tools: Vec<String>,
+    /// Instructions sent to MCP clients connecting as this agent.
+    #[serde(default)]
+    pub instructions: Option<String>,
+    /// Personality prompt (seed field; toolhost does not use it).
+    #[serde(default)]
+    pub personality: Option<String>,
+    /// Voice engine (seed field: `cascaded`, `s2s`; toolhost does not use it).
+    #[serde(default)]
+    pub engine: Option<String>,
+}
+
+fn default_ceiling() -> Tier {
+    Tier::Fast
+}
+
+const NO_TIER: u8 = 3;
+
+fn tier_code(t: Option<Tier>) -> u8 {
+    match t {
+        Some(Tier::Fast) => 0,
+        Some(Tier::Standard) => 1,
+        Some(Tier::Deep) => 2,
+        None => NO_TIER,
+    }
+}
+
+fn code_tier(c: u8) -> Option<Tier> {
+    match c {
+        0 => Some(Tier::Fast),
+        1 => Some(Tier::Standard),
+        2 => Some(Tier::Deep),
+        _ => None,
+    }
+}
+
+/// Where a tool's tier comes from right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TierSource {
+    /// Measured p50 of real calls.
+    Measured,
+    /// Calibration probes.
+    Calibrated,
+    /// The tool's declared p50.
+    Declared,
+    /// Nothing known: the configured default.
+    Default,
+}
+
+impl TierSource {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TierSource::Measured => "measured",
+            TierSource::Calibrated => "calibrated",
+            TierSource::Declared => "declared",
+            TierSource::Default => "default",
+        }
+    }
+}
+
+/// Everything the budget knows about one tool at a moment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ToolStatus {
+    /// Tier before health demotion; `None`: over budget.
+    pub base_tier: Option<Tier>,
+    /// Tier after health demotion; `None`: over budget, never shown.
+    pub tier: Option<Tier>,
+    /// Whether health demotion applies.
+    pub demoted: bool,
+    /// Where the base tier came from.
+    pub source: TierSource,
+    /// Real calls in the window.
+    pub real: Option<Summary>,
+    /// Calibration probes.
+    pub probes: Option<Summary>,
+    /// The p50 the tier was taken from.
+    pub p50: Option<Duration>,
+    /// Marketplace badge, when there are measurements.
+    pub badge: Option<Badge>,
+    /// The deadline a call of this tool gets now.
+    pub timeout: Duration,
+}
+
+#[derive(Debug)]
+struct ToolStats {
+    real: Window,
+    probes: Window,
+}
+
+#[derive(Debug)]
+struct ToolState {
+    stats: Mutex<ToolStats>,
+    /// Cached effective tier code.
+    tier: AtomicU8,
+    /// Nanoseconds since `Budget::epoch` after which the cached tier is stale
+    /// (its oldest live sample ages out); `u64::MAX`: never.
+    stale_after: AtomicU64,
+}
+
+/// Why a budget request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BudgetError {
+    /// No agent of that name in the config.
+    #[error("unknown agent {0:?}")]
+    UnknownAgent(String),
+}
+
+/// The latency budget enforcer.
+#[derive(Debug)]
+pub struct Budget {
+    cfg: BudgetConfig,
+    ceilings: Ceilings,
+    clock: Arc<dyn Clock>,
+    epoch: Instant,
+    agents: HashMap<String, (AgentProfile, HashSet<String>)>,
+    tools: RwLock<HashMap<String, Arc<ToolState>>>,
+    overrides: Mutex<HashMap<String, (Tier, Instant)>>,
+    /// Shortest deadline any call gets (the runtime's floor; see `Limits`).
+    pub(crate) timeout_floor: Duration,
+}
+
+impl Budget {
+    /// A budget with `cfg` and `agents`, on the system clock.
+    pub fn new(cfg: BudgetConfig, agents: Vec<AgentProfile>) -> Budget {
+        Budget::with_clock(cfg, agents, Arc::new(SystemClock))
+    }
+
+    /// A budget on an injected clock.
+    pub fn with_clock(cfg: BudgetConfig, agents: Vec<AgentProfile>, clock: Arc<dyn Clock>) -> Budget {
+        let agents = agents
+            .into_iter()
+            .map(|a| {
+                let allowed = a.tools.iter().cloned().collect();
+                (a.name.clone(), (a, allowed))
+            })
+            .collect();
+        let epoch = clock.now();
+        Budget {
+            ceilings: cfg.ceilings(),
+            cfg,
+            clock,
+            epoch,
+            agents,
+            tools: RwLock::new(HashMap::new()),
+            overrides: Mutex::new(HashMap::new()),
+            timeout_floor: Duration::ZERO,
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &BudgetConfig {
+        &self.cfg
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// A selector for one conversation, sharing this budget's clock.
+    pub fn selector(&self) -> Selector {
+        Selector::with_clock(&self.cfg.selector, self.clock.clone())
+    }
+
+    /// The agent called `name`.
+    pub fn agent(&self, name: &str) -> Result<&AgentProfile, BudgetError> {
+        self.agents.get(name).map(|(a, _)| a).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))
+    }
+
+    /// Every agent, sorted by name.
+    pub fn agents(&self) -> Vec<&AgentProfile> {
+        let mut v: Vec<&AgentProfile> = self.agents.values().map(|(a, _)| a).collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+        v
+    }
+
+    fn state(&self, tool: &str) -> Arc<ToolState> {
+        if let Some(s) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
+            return s.clone();
+        }
+        let mut w = self.tools.write().unwrap_or_else(|p| p.into_inner());
+        w.entry(tool.to_string())
+            .or_insert_with(|| {
+                Arc::new(ToolState {
+                    stats: Mutex::new(ToolStats {
+                        real: Window::new(self.cfg.window, Duration::from_secs(self.cfg.window_max_age_secs)),
+                        probes: Window::new(self.cfg.window, Duration::MAX),
+                    }),
+                    tier: AtomicU8::new(u8::MAX),
+                    stale_after: AtomicU64::new(0),
+                })
+            })
+            .clone()
+    }
+
+    fn nanos(&self, at: Instant) -> u64 {
+        at.saturating_duration_since(self.epoch).as_nanos().min(u128::from(u64::MAX - 1)) as u64
+    }
+
+    /// Computes a tool's status from its stats (under the stats lock).
+    fn compute(&self, def: &ToolDef, stats: &ToolStats, now: Instant) -> ToolStatus {
+        let real = stats.real.summary(now);
+        let probes = stats.probes.summary(now);
+        let (source, p50) = match (real, probes, def.meta.estimated_duration_ms) {
+            (Some(r), _, _) if r.count >= self.cfg.min_samples => (TierSource::Measured, Some(r.p50)),
+            (_, Some(p), _) => (TierSource::Calibrated, Some(p.p50)),
+            (_, _, Some(ms)) => (TierSource::Declared, Some(Duration::from_millis(u64::from(ms)))),
+            _ => (TierSource::Default, None),
+        };
+        let base_tier = match p50 {
+            Some(p) => self.ceilings.tier_for(p),
+            None => Some(self.cfg.unmeasured_tier),
+        };
+        let demoted =
+            real.is_some_and(|r| r.count >= self.cfg.min_health_samples && r.error_rate() > self.cfg.demote_error_rate);
+        let tier = if demoted { base_tier.and_then(Tier::slower) } else { base_tier };
+        let measured_p50 = match source {
+            TierSource::Measured | TierSource::Calibrated => p50,
+            _ => None,
+        };
+        ToolStatus {
+            base_tier,
+            tier,
+            demoted,
+            source,
+            real,
+            probes,
+            p50,
+            badge: measured_p50.map(Badge::for_p50),
+            timeout: self.timeout(def, tier, real),
+        }
+    }
+
+    /// A call's deadline: the declared max duration, or the measured p99
+    /// times the margin, raised to the floor, never above the tier's ceiling.
+    fn timeout(&self, def: &ToolDef, tier: Option<Tier>, real: Option<Summary>) -> Duration {
+        let ceiling = self.ceilings.of(tier.unwrap_or(Tier::Deep));
+        let wanted = match (def.meta.max_duration_ms, real) {
+            (Some(ms), _) => Duration::from_millis(u64::from(ms)),
+            (None, Some(r)) if r.count >= self.cfg.min_samples => r.p99.mul_f64(self.cfg.timeout_margin),
+            _ => ceiling,
+        };
+        wanted.max(self.timeout_floor).min(ceiling)
+    }
+
+    /// Updates the cached tier after a change.
+    fn refresh(&self, def: &ToolDef, state: &ToolState, stats: &ToolStats, now: Instant) -> ToolStatus {
+        let status = self.compute(def, stats, now);
+        state.tier.store(tier_code(status.tier), Ordering::Release);
+        // With real samples, the tier may change as old samples age out:
+        // recompute at most once a second on the read path.
+        let stale = if status.real.is_some() { self.nanos(now + Duration::from_secs(1)) } else { u64::MAX };
+        state.stale_after.store(stale, Ordering::Release);
+        status
+    }
+
+    /// The tool's current status (tier, measurements, badge, timeout).
+    pub fn status(&self, def: &ToolDef) -> ToolStatus {
+        let state = self.state(&def.name);
+        let now = self.clock.now();
+        let stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh(def, &state, &stats, now)
+    }
+
+    /// The tool's current tier; `None` when over budget. Lock-free unless the
+    /// cached value is stale.
+    pub fn tool_tier(&self, def: &ToolDef) -> Option<Tier> {
+        let state = self.state(&def.name);
+        let code = state.tier.load(Ordering::Acquire);
+        if code != u8::MAX && self.nanos(self.clock.now()) < state.stale_after.load(Ordering::Acquire) {
+            return code_tier(code);
+        }
+        self.status(def).tier
+    }
+
+    /// The deadline a call of `def` gets now. Cheap when the tool declares a
+    /// max duration (the common case): no lock.
+    pub fn timeout_for(&self, def: &ToolDef) -> Duration {
+        match def.meta.max_duration_ms {
+            Some(ms) => {
+                let ceiling = self.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep));
+                Duration::from_millis(u64::from(ms)).max(self.timeout_floor).min(ceiling)
+            }
+            None => self.status(def).timeout,
+        }
+    }
+
+    /// Records a real call.
+    pub fn record(&self, def: &ToolDef, duration: Duration, outcome: Outcome) {
+        let state = self.state(&def.name);
+        let now = self.clock.now();
+        let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.real.record(now, duration, outcome);
+        self.refresh(def, &state, &stats, now);
+    }
+
+    /// Records calibration probes, replacing earlier ones for the tool.
+    pub fn record_probes(&self, def: &ToolDef, durations: &[Duration]) {
+        let state = self.state(&def.name);
+        let now = self.clock.now();
+        let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
+        stats.probes.clear();
+        for d in durations {
+            stats.probes.record(now, *d, Outcome::Ok);
+        }
+        self.refresh(def, &state, &stats, now);
+    }
+
+    /// Forgets every measurement of a tool (for example when a new version replaces it).
+    pub fn forget(&self, tool: &str) {
+        self.tools.write().unwrap_or_else(|p| p.into_inner()).remove(tool);
+    }
+
+    /// Lets the DM elevate (or lower) one agent's tier for `ttl`: while it
+    /// lasts, the agent's effective tier is `tier`, whatever its ceiling and
+    /// the selector say.
+    pub fn set_override(&self, agent: &str, tier: Tier, ttl: Duration) -> Result<(), BudgetError> {
+        self.agent(agent)?;
+        let until = self.clock.now() + ttl;
+        self.overrides.lock().unwrap_or_else(|p| p.into_inner()).insert(agent.to_string(), (tier, until));
+        Ok(())
+    }
+
+    /// Ends an override early.
+    pub fn clear_override(&self, agent: &str) {
+        self.overrides.lock().unwrap_or_else(|p| p.into_inner()).remove(agent);
+    }
+
+    /// The DM override in force for `agent`, if any (expired ones are dropped).
+    pub fn override_for(&self, agent: &str) -> Option<Tier> {
+        let now = self.clock.now();
+        let mut o = self.overrides.lock().unwrap_or_else(|p| p.into_inner());
+        match o.get(agent) {
+            Some(&(tier, until)) if now < until => Some(tier),
+            Some(_) => {
+                o.remove(agent);
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// The tier an agent works at for a turn: a DM override if one is in
+    /// force, else min(agent ceiling, selected tier). Without an agent
+    /// (the operator), the selected tier.
+    pub fn effective_tier(&self, agent: Option<&str>, selected: Tier) -> Result<Tier, BudgetError> {
+        let Some(name) = agent else { return Ok(selected) };
+        let profile = self.agent(name)?;
+        Ok(self.override_for(name).unwrap_or_else(|| selected.min(profile.budget_tier)))
+    }
+
+    /// Runs the selector for `agent` and applies the agent's ceiling and any
+    /// DM override: the tier for this turn, and why.
+    pub fn select(
+        &self,
+        selector: &Selector,
+        agent: Option<&str>,
+        utterance: &str,
+        turn: Turn,
+    ) -> Result<Selection, BudgetError> {
+        let dm_override = agent.and_then(|a| self.override_for(a));
+        let sel = selector.select(utterance, Turn { dm_override: dm_override.or(turn.dm_override), ..turn });
+        let tier = match (agent, dm_override) {
+            (Some(_), Some(o)) => o,
+            (Some(a), None) if sel.reason != Reason::DmOverride => sel.tier.min(self.agent(a)?.budget_tier),
+            _ => sel.tier,
+        };
+        Ok(Selection { tier, reason: sel.reason })
+    }
+
+    /// Is `tool` visible to `agent` at `tier`? On the allow-list (any tool
+    /// for the operator, `agent == None`) and within the tier.
+    pub fn visible(&self, agent: Option<&str>, tier: Tier, t: &RegisteredTool) -> Result<bool, BudgetError> {
+        if let Some(name) = agent {
+            let (_, allowed) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
+            if !allowed.contains(&t.def.name) {
+                return Ok(false);
+            }
+        }
+        Ok(self.tool_tier(&t.def).is_some_and(|tt| tt <= tier))
+    }
+
+    /// The enforcer: the tools `agent` may see at `tier`, sorted by name.
+    /// Over-budget and non-allow-listed tools are never in the list.
+    pub fn available_tools(
+        &self,
+        catalog: &Catalog,
+        agent: Option<&str>,
+        tier: Tier,
+    ) -> Result<Vec<Arc<RegisteredTool>>, BudgetError> {
+        let fits = |t: &RegisteredTool| self.tool_tier(&t.def).is_some_and(|tt| tt <= tier);
+        match agent {
+            None => Ok(catalog.tools().filter(|t| fits(t)).cloned().collect()),
+            Some(name) => {
+                let (profile, _) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
+                let mut v: Vec<Arc<RegisteredTool>> =
+                    profile.tools.iter().filter_map(|n| catalog.get(n)).filter(|t| fits(t)).cloned().collect();
+                v.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+                v.dedup_by(|a, b| a.def.name == b.def.name);
+                Ok(v)
+            }
+        }
+    }
+}
+
+/// How a call's result counts for the tool's health.
+pub fn outcome_of(result: &Result<crate::tool::ToolOutput, CallError>) -> Outcome {
+    match result {
+        Ok(_) => Outcome::Ok,
+        Err(CallError::Timeout { .. }) => Outcome::Timeout,
+        // The tool answered in time and said no: that is healthy.
+        Err(CallError::InvalidInput { .. } | CallError::NotFound { .. } | CallError::Forbidden { .. }) => Outcome::Ok,
+        Err(CallError::UnknownTool(_) | CallError::CapacityExceeded(_)) => Outcome::Ok,
+        Err(_) => Outcome::Error,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,246 @@
+//! Tests of the budget enforcer with an injected clock.
+
+use super::*;
+use crate::registry::Registry;
+use crate::tool::{CallContext, CallStats, Content, Provider, ToolMeta, ToolOutput};
+
+#[derive(Debug)]
+struct Fake(Vec<ToolDef>);
+
+impl Provider for Fake {
+    fn name(&self) -> &str {
+        "fake"
+    }
+    fn kind(&self) -> &'static str {
+        "fake"
+    }
+    fn tools(&self) -> &[ToolDef] {
+        &self.0
+    }
+    fn call(&self, _: &str, _: &serde_json::Value, _: &CallContext) -> Result<ToolOutput, CallError> {
+        Ok(ToolOutput { content: vec![Content::Text("ok".into())], stats: CallStats::default() })
+    }
+}
+
+fn def(name: &str, p50: Option<u32>, max: Option<u32>) -> ToolDef {
+    ToolDef {
+        name: name.into(),
+        description: String::new(),
+        input_schema: serde_json::json!({"type": "object"}),
+        meta: ToolMeta { estimated_duration_ms: p50, max_duration_ms: max, idempotent: true, cacheable_seconds: 0 },
+        probe_arguments: None,
+    }
+}
+
+const MS: Duration = Duration::from_millis(1);
+
+fn agent(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
+    AgentProfile {
+        name: name.into(),
+        budget_tier: ceiling,
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        instructions: None,
+        personality: None,
+        engine: None,
+    }
+}
+
+/// roll (FAST, 5 ms), search (STANDARD, 800 ms), image (DEEP, 3 s), glacier (over budget, 9 s), mystery (no metadata).
+fn setup() -> (Budget, Arc<ManualClock>, Arc<Catalog>) {
+    let clock = Arc::new(ManualClock::default());
+    let budget = Budget::with_clock(
+        BudgetConfig::default(),
+        vec![
+            agent("bartok", Tier::Fast, &["roll", "search", "image"]),
+            agent("greymantle", Tier::Standard, &["roll", "search", "image", "glacier"]),
+            agent("oracle", Tier::Deep, &["roll", "search", "image", "glacier", "mystery"]),
+            agent("mute", Tier::Deep, &[]),
+        ],
+        clock.clone(),
+    );
+    let r = Registry::new();
+    r.add(Arc::new(Fake(vec![
+        def("roll", Some(5), Some(20)),
+        def("search", Some(800), Some(1200)),
+        def("image", Some(3000), Some(3900)),
+        def("glacier", Some(9000), Some(20000)),
+        def("mystery", None, None),
+    ])))
+    .unwrap();
+    (budget, clock, r.snapshot())
+}
+
+fn names(v: Vec<Arc<RegisteredTool>>) -> Vec<String> {
+    v.into_iter().map(|t| t.def.name.clone()).collect()
+}
+
+fn visible(b: &Budget, c: &Catalog, agent: Option<&str>, tier: Tier) -> Vec<String> {
+    names(b.available_tools(c, agent, tier).unwrap())
+}
+
+#[test]
+fn declared_p50_sets_the_tier_until_measured() {
+    let (b, _, c) = setup();
+    let tier = |n: &str| b.tool_tier(&c.get(n).unwrap().def);
+    assert_eq!(tier("roll"), Some(Tier::Fast));
+    assert_eq!(tier("search"), Some(Tier::Standard));
+    assert_eq!(tier("image"), Some(Tier::Deep));
+    assert_eq!(tier("glacier"), None, "slower than the DEEP ceiling: over budget");
+    assert_eq!(tier("mystery"), Some(Tier::Standard), "no metadata: the documented default");
+    assert_eq!(b.status(&c.get("roll").unwrap().def).source, TierSource::Declared);
+}
+
+#[test]
+fn measured_p50_replaces_the_declared_one_after_enough_samples() {
+    let (b, _, c) = setup();
+    let roll = &c.get("roll").unwrap().def;
+    for i in 0..9 {
+        b.record(roll, MS * 700, Outcome::Ok);
+        assert_eq!(b.tool_tier(roll), Some(Tier::Fast), "still declared after {} samples", i + 1);
+    }
+    b.record(roll, MS * 700, Outcome::Ok);
+    let s = b.status(roll);
+    assert_eq!((s.source, s.tier), (TierSource::Measured, Some(Tier::Standard)));
+    assert_eq!(s.badge, Some(Badge::Standard));
+}
+
+#[test]
+fn calibration_probes_sit_between_declared_and_measured() {
+    let (b, _, c) = setup();
+    let search = &c.get("search").unwrap().def;
+    b.record_probes(search, &[MS * 100, MS * 120, MS * 90]);
+    let s = b.status(search);
+    assert_eq!((s.source, s.tier), (TierSource::Calibrated, Some(Tier::Fast)));
+    assert_eq!(s.real, None, "probes are not real calls");
+    for _ in 0..10 {
+        b.record(search, MS * 900, Outcome::Ok);
+    }
+    assert_eq!(b.status(search).source, TierSource::Measured);
+    assert_eq!(b.tool_tier(search), Some(Tier::Standard));
+}
+
+#[test]
+fn health_demotion_and_recovery() {
+    let (b, clock, c) = setup();
+    let roll = &c.get("roll").unwrap().def;
+    for _ in 0..6 {
+        b.record(roll, MS * 5, Outcome::Ok);
+    }
+    for _ in 0..4 {
+        b.record(roll, MS * 5, Outcome::Timeout);
+    }
+    // 4 of 10 failed: 40% > 30%.
+    let s = b.status(roll);
+    assert!(s.demoted);
+    assert_eq!((s.base_tier, s.tier), (Some(Tier::Fast), Some(Tier::Standard)));
+    assert_eq!(visible(&b, &c, Some("bartok"), Tier::Fast), ["search"].map(String::from).to_vec()[..0].to_vec());
+    // Recovery by new healthy calls: 4 errors in 14 is under 30%.
+    for _ in 0..4 {
+        b.record(roll, MS * 5, Outcome::Ok);
+    }
+    assert_eq!(b.tool_tier(roll), Some(Tier::Fast));
+    // Fail again, then recover by time alone: errors age out of the window.
+    for _ in 0..20 {
+        b.record(roll, MS * 5, Outcome::Error);
+    }
+    assert_eq!(b.tool_tier(roll), Some(Tier::Standard));
+    clock.advance(Duration::from_secs(601));
+    assert_eq!(b.tool_tier(roll), Some(Tier::Fast), "old errors aged out");
+}
+
+#[test]
+fn a_demoted_deep_tool_is_hidden_everywhere() {
+    let (b, _, c) = setup();
+    let image = &c.get("image").unwrap().def;
+    for _ in 0..5 {
+        b.record(image, MS * 3000, Outcome::Error);
+    }
+    assert_eq!(b.tool_tier(image), None);
+    assert!(!visible(&b, &c, Some("oracle"), Tier::Deep).contains(&"image".to_string()));
+}
+
+#[test]
+fn tool_errors_that_are_answers_do_not_count_against_health() {
+    let ok: Result<ToolOutput, CallError> = Err(CallError::InvalidInput { tool: "t".into(), message: "m".into() });
+    assert_eq!(outcome_of(&ok), Outcome::Ok);
+    let to: Result<ToolOutput, CallError> = Err(CallError::Timeout { tool: "t".into(), limit_ms: 1 });
+    assert_eq!(outcome_of(&to), Outcome::Timeout);
+    let trap: Result<ToolOutput, CallError> = Err(CallError::OutOfFuel { tool: "t".into(), fuel: 1 });
+    assert_eq!(outcome_of(&trap), Outcome::Error);
+}
+
+#[test]
+fn allow_list_times_ceiling_matrix() {
+    let (b, _, c) = setup();
+    let v = |a: &str, t: Tier| {
+        let tier = b.effective_tier(Some(a), t).unwrap();
+        visible(&b, &c, Some(a), tier)
+    };
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    // bartok: ceiling FAST, allowed roll/search/image.
+    assert_eq!(v("bartok", Tier::Fast), s(&["roll"]));
+    assert_eq!(v("bartok", Tier::Standard), s(&["roll"]));
+    assert_eq!(v("bartok", Tier::Deep), s(&["roll"]));
+    // greymantle: ceiling STANDARD; glacier allowed but over budget.
+    assert_eq!(v("greymantle", Tier::Fast), s(&["roll"]));
+    assert_eq!(v("greymantle", Tier::Standard), s(&["roll", "search"]));
+    assert_eq!(v("greymantle", Tier::Deep), s(&["roll", "search"]));
+    // oracle: ceiling DEEP; mystery (no metadata) is STANDARD by default.
+    assert_eq!(v("oracle", Tier::Fast), s(&["roll"]));
+    assert_eq!(v("oracle", Tier::Standard), s(&["mystery", "roll", "search"]));
+    assert_eq!(v("oracle", Tier::Deep), s(&["image", "mystery", "roll", "search"]));
+    // mute: nothing allowed, nothing visible.
+    assert!(v("mute", Tier::Deep).is_empty());
+    // The operator (no agent) sees every tool within the tier, never an over-budget one.
+    assert_eq!(visible(&b, &c, None, Tier::Deep), s(&["image", "mystery", "roll", "search"]));
+}
+
+#[test]
+fn unknown_agents_are_an_error() {
+    let (b, _, c) = setup();
+    assert_eq!(
+        b.available_tools(&c, Some("nobody"), Tier::Fast).unwrap_err(),
+        BudgetError::UnknownAgent("nobody".into())
+    );
+}
+
+#[test]
+fn dm_override_elevates_one_agent_and_expires() {
+    let (b, clock, c) = setup();
+    b.set_override("bartok", Tier::Deep, Duration::from_secs(60)).unwrap();
+    let sel = b.select(&b.selector(), Some("bartok"), "hello", Turn::default()).unwrap();
+    assert_eq!(sel, Selection { tier: Tier::Deep, reason: Reason::DmOverride });
+    assert_eq!(visible(&b, &c, Some("bartok"), sel.tier), ["image", "roll", "search"].map(String::from));
+    // Other agents are unaffected.
+    assert_eq!(b.effective_tier(Some("greymantle"), Tier::Deep).unwrap(), Tier::Standard);
+    clock.advance(Duration::from_secs(61));
+    assert_eq!(b.effective_tier(Some("bartok"), Tier::Deep).unwrap(), Tier::Fast);
+    assert!(b.set_override("nobody", Tier::Deep, Duration::from_secs(1)).is_err());
+}
+
+#[test]
+fn the_agent_ceiling_caps_the_selector() {
+    let (b, _, _) = setup();
+    let sel = b.select(&b.selector(), Some("bartok"), "think carefully", Turn::default()).unwrap();
+    assert_eq!(sel.tier, Tier::Fast);
+    assert_eq!(sel.reason, Reason::DeepKeyword("think carefully".into()));
+    let sel = b.select(&b.selector(), Some("oracle"), "think carefully", Turn::default()).unwrap();
+    assert_eq!(sel.tier, Tier::Deep);
+}
+
+#[test]
+fn timeouts_come_from_declared_max_or_measured_p99_never_above_the_ceiling() {
+    let (b, _, c) = setup();
+    assert_eq!(b.status(&c.get("roll").unwrap().def).timeout, MS * 20);
+    assert_eq!(b.status(&c.get("search").unwrap().def).timeout, MS * 1200);
+    // No declared max: the tier ceiling until measured, then p99 x 1.5.
+    let mystery = &c.get("mystery").unwrap().def;
+    assert_eq!(b.status(mystery).timeout, MS * 1500);
+    for _ in 0..10 {
+        b.record(mystery, MS * 100, Outcome::Ok);
+    }
+    assert_eq!(b.status(mystery).timeout, MS * 150);
+    // A declared max above the tier's ceiling is cut to the ceiling.
+    let d = def("boastful", Some(10), Some(5000));
+    assert_eq!(b.status(&d).timeout, MS * 500);
+}

@@ -1,0 +1,441 @@
+//! The configuration file, `toolhost.yaml`.
+//!
+//! It accepts the Glyphoxa seed's shape unchanged (`mcp.servers[]`, `npcs[]`)
+//! plus toolhost's own sections (`plugins`, `limits`, `budget`). Every
+//! section is optional. Unknown keys are errors, so a typo never silently
+//! disables a setting; every error names the key and the line.
+//!
+//! `${VAR}` in `command`, `url`, `env` values and `auth` fields is replaced
+//! by the environment variable's value (for secrets); a missing variable is
+//! an error naming the key and the line.
+
+use crate::budget::{AgentProfile, BudgetConfig};
+use crate::runtime::Limits;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The default config file name, looked up in the working directory.
+pub const DEFAULT_FILE: &str = "toolhost.yaml";
+
+/// Why the config file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The YAML is malformed or does not fit the schema.
+    #[error("{path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the key and line.
+        message: String,
+    },
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// External MCP servers (seed shape).
+    pub mcp: McpConfig,
+    /// Agent profiles (seed shape: `npcs:`).
+    pub npcs: Vec<AgentProfile>,
+    /// Which plugins to load.
+    pub plugins: PluginsConfig,
+    /// Hard limits on every wasm call.
+    pub limits: LimitsConfig,
+    /// Latency budget settings.
+    pub budget: BudgetConfig,
+    /// Directory of the compile cache (default: see `toolhost --help`).
+    pub cache_dir: Option<PathBuf>,
+    /// Directory for calibration results and other state.
+    pub state_dir: Option<PathBuf>,
+    /// Directory of the config file; relative paths resolve against it.
+    #[serde(skip)]
+    pub base_dir: PathBuf,
+}
+
+/// `mcp:` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct McpConfig {
+    /// The servers.
+    pub servers: Vec<McpServerConfig>,
+}
+
+/// Transport of an external MCP server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// A subprocess speaking over stdin/stdout.
+    Stdio,
+    /// Streamable HTTP.
+    StreamableHttp,
+}
+
+/// One external MCP server (the seed's `MCPServerConfig`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServerConfig {
+    /// Unique name.
+    pub name: String,
+    /// `stdio` or `streamable-http`.
+    pub transport: Transport,
+    /// Executable and arguments, split on whitespace (stdio).
+    #[serde(default)]
+    pub command: Option<String>,
+    /// Endpoint (streamable-http).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Extra environment for the subprocess (stdio).
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Authentication (streamable-http).
+    #[serde(default)]
+    pub auth: Option<AuthConfig>,
+}
+
+/// `auth:` of a server.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuthConfig {
+    /// Static bearer token (ignored when `oauth` is set).
+    #[serde(default)]
+    pub token: Option<String>,
+    /// OAuth 2.1 client credentials.
+    #[serde(default)]
+    pub oauth: Option<OAuthConfig>,
+}
+
+/// OAuth 2.1 client-credentials settings.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OAuthConfig {
+    /// Client id.
+    pub client_id: String,
+    /// Client secret.
+    pub client_secret: String,
+    /// Token endpoint.
+    pub token_url: String,
+    /// Scopes to request.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+/// `plugins:` section.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginsConfig {
+    /// Load the built-in plugins (default true).
+    pub builtins: bool,
+    /// Extra component files to load.
+    pub files: Vec<PathBuf>,
+}
+
+impl Default for PluginsConfig {
+    fn default() -> Self {
+        PluginsConfig { builtins: true, files: Vec::new() }
+    }
+}
+
+/// `limits:` section; every field optional, defaults as in [`Limits`].
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Fuel per call; 0 turns metering off.
+    pub fuel: Option<u64>,
+    /// Linear memory per call, MiB.
+    pub memory_mib: Option<usize>,
+    /// Floor under any deadline, ms.
+    pub timeout_floor_ms: Option<u64>,
+    /// Ceiling over any deadline, ms.
+    pub timeout_ceiling_ms: Option<u64>,
+    /// Largest result, bytes.
+    pub max_output_bytes: Option<usize>,
+    /// Largest component file, MiB.
+    pub max_component_mib: Option<usize>,
+    /// Instances alive at once.
+    pub max_instances: Option<u32>,
+    /// Wasm stack, KiB.
+    pub max_wasm_stack_kib: Option<usize>,
+}
+
+impl LimitsConfig {
+    /// Applies these settings over `base`.
+    pub fn apply(&self, mut l: Limits) -> Limits {
+        if let Some(f) = self.fuel {
+            l.fuel = (f > 0).then_some(f);
+        }
+        if let Some(m) = self.memory_mib {
+            l.memory_bytes = m << 20;
+        }
+        if let Some(ms) = self.timeout_floor_ms {
+            l.timeout_floor = Duration::from_millis(ms);
+        }
+        if let Some(ms) = self.timeout_ceiling_ms {
+            l.timeout_ceiling = Duration::from_millis(ms);
+        }
+        if let Some(b) = self.max_output_bytes {
+            l.output_bytes = b;
+        }
+        if let Some(m) = self.max_component_mib {
+            l.max_component_bytes = m << 20;
+        }
+        if let Some(n) = self.max_instances {
+            l.max_instances = n;
+        }
+        if let Some(k) = self.max_wasm_stack_kib {
+            l.max_wasm_stack = k << 10;
+        }
+        l
+    }
+}
+
+/// The line (1-based) where `needle` first appears in `text`.
+fn line_of(text: &str, needle: &str) -> Option<usize> {
+    text.find(needle).map(|i| text[..i].lines().count().max(1) + usize::from(text[..i].ends_with('\n')))
+}
+
+impl Config {
+    /// Reads and checks a config file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let mut cfg =
+            Config::parse(&text).map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
+        cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Ok(cfg)
+    }
+
+    /// Parses and checks config text. Errors name the key and the line.
+    pub fn parse(text: &str) -> Result<Config, String> {
+        let mut cfg: Config = if text.trim().is_empty() {
+            Config::default()
+        } else {
+            serde_yaml_ng::from_str(text).map_err(|e| e.to_string())?
+        };
+        cfg.check(text)?;
+        cfg.expand_env(text, |k| std::env::var(k).ok())?;
+        Ok(cfg)
+    }
+
+    fn check(&self, text: &str) -> Result<(), String> {
+        let at = |needle: &str| line_of(text, needle).map(|l| format!(" at line {l}")).unwrap_or_default();
+        let mut seen = HashSet::new();
+        for (i, n) in self.npcs.iter().enumerate() {
+            if n.name.trim().is_empty() {
+                return Err(format!("npcs[{i}].name: must not be empty{}", at("npcs")));
+            }
+            if !seen.insert(n.name.as_str()) {
+                return Err(format!("npcs[{i}].name: duplicate agent name {:?}{}", n.name, at(&n.name)));
+            }
+        }
+        let mut seen = HashSet::new();
+        for (i, s) in self.mcp.servers.iter().enumerate() {
+            let key = format!("mcp.servers[{i}]");
+            if !seen.insert(s.name.as_str()) {
+                return Err(format!("{key}.name: duplicate server name {:?}{}", s.name, at(&s.name)));
+            }
+            match s.transport {
+                Transport::Stdio if s.command.as_deref().is_none_or(|c| c.trim().is_empty()) => {
+                    return Err(format!("{key}.command: required for transport stdio{}", at(&s.name)));
+                }
+                Transport::StreamableHttp if s.url.is_none() => {
+                    return Err(format!("{key}.url: required for transport streamable-http{}", at(&s.name)));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// Replaces `${VAR}` in server commands, urls, env values and auth
+    /// fields, with `lookup` as the environment.
+    pub fn expand_env(&mut self, text: &str, lookup: impl Fn(&str) -> Option<String>) -> Result<(), String> {
+        for (i, s) in self.mcp.servers.iter_mut().enumerate() {
+            let key = format!("mcp.servers[{i}]");
+            let mut fields: Vec<(String, &mut String)> = Vec::new();
+            if let Some(c) = s.command.as_mut() {
+                fields.push((format!("{key}.command"), c));
+            }
+            if let Some(u) = s.url.as_mut() {
+                fields.push((format!("{key}.url"), u));
+            }
+            for (k, v) in s.env.iter_mut() {
+                fields.push((format!("{key}.env.{k}"), v));
+            }
+            if let Some(a) = s.auth.as_mut() {
+                if let Some(t) = a.token.as_mut() {
+                    fields.push((format!("{key}.auth.token"), t));
+                }
+                if let Some(o) = a.oauth.as_mut() {
+                    fields.push((format!("{key}.auth.oauth.client_id"), &mut o.client_id));
+                    fields.push((format!("{key}.auth.oauth.client_secret"), &mut o.client_secret));
+                    fields.push((format!("{key}.auth.oauth.token_url"), &mut o.token_url));
+                }
+            }
+            for (key, value) in fields {
+                *value = expand(value, &lookup).map_err(|var| {
+                    let line =
+                        line_of(text, &format!("${{{var}}}")).map(|l| format!(" at line {l}")).unwrap_or_default();
+                    format!("{key}: environment variable {var} is not set{line}")
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The runtime limits this config asks for.
+    pub fn limits(&self) -> Limits {
+        self.limits.apply(Limits::default())
+    }
+
+    /// A path from the config, resolved against the config file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() { p.to_path_buf() } else { self.base_dir.join(p) }
+    }
+}
+
+/// Expands `${VAR}`; returns the name of the first missing variable on error.
+fn expand(value: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        let Some(len) = rest[start + 2..].find('}') else { break };
+        let var = &rest[start + 2..start + 2 + len];
+        out.push_str(&rest[..start]);
+        out.push_str(&lookup(var).ok_or_else(|| var.to_string())?);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::budget::Tier;
+
+    const SEED: &str = r#"
+mcp:
+  servers:
+    - name: dice-extended
+      transport: stdio
+      command: /usr/local/bin/mcp-dice-server --config /etc/dice.json
+      env:
+        DICE_MAX_SIDES: "100"
+        LOG_LEVEL: debug
+    - name: world-search
+      transport: streamable-http
+      url: https://tools.example.com/mcp
+    - name: premium-tools
+      transport: streamable-http
+      url: https://premium.example.com/mcp
+      auth:
+        token: "Bearer eyJhbGciOiJSUzI1NiIs..."
+    - name: enterprise-tools
+      transport: streamable-http
+      url: https://enterprise.example.com/mcp
+      auth:
+        oauth:
+          client_id: glyphoxa-prod
+          client_secret: "${MCP_OAUTH_SECRET}"
+          token_url: https://auth.example.com/oauth/token
+          scopes:
+            - tools:read
+            - tools:execute
+npcs:
+  - name: Greymantle the Sage
+    personality: "An ancient elven scholar with vast knowledge..."
+    engine: cascaded
+    budget_tier: standard
+    tools:
+      - roll
+      - search_rules
+      - get_rule
+      - query_entities
+      - get_summary
+      - search_sessions
+  - name: Bartok the Barkeep
+    personality: "A jovial halfling who runs the tavern..."
+    engine: s2s
+    budget_tier: fast
+    tools:
+      - roll
+      - roll_table
+      - query_entities
+"#;
+
+    #[test]
+    fn the_seed_shape_parses_unchanged() {
+        let mut cfg: Config = serde_yaml_ng::from_str(SEED).unwrap();
+        cfg.check(SEED).unwrap();
+        cfg.expand_env(SEED, |k| (k == "MCP_OAUTH_SECRET").then(|| "s3cret".to_string())).unwrap();
+        assert_eq!(cfg.mcp.servers.len(), 4);
+        assert_eq!(cfg.mcp.servers[0].transport, Transport::Stdio);
+        assert_eq!(cfg.mcp.servers[0].env["DICE_MAX_SIDES"], "100");
+        assert_eq!(cfg.mcp.servers[3].auth.as_ref().unwrap().oauth.as_ref().unwrap().client_secret, "s3cret");
+        assert_eq!(cfg.npcs[0].budget_tier, Tier::Standard);
+        assert_eq!(cfg.npcs[1].tools, ["roll", "roll_table", "query_entities"]);
+        assert!(cfg.plugins.builtins);
+    }
+
+    #[test]
+    fn a_missing_secret_names_the_key_and_line() {
+        let mut cfg: Config = serde_yaml_ng::from_str(SEED).unwrap();
+        let e = cfg.expand_env(SEED, |_| None).unwrap_err();
+        assert_eq!(
+            e,
+            "mcp.servers[3].auth.oauth.client_secret: environment variable MCP_OAUTH_SECRET is not set at line 24"
+        );
+    }
+
+    #[test]
+    fn a_bad_tier_names_the_key_and_line() {
+        let e = Config::parse("npcs:\n  - name: a\n    budget_tier: quick\n").unwrap_err();
+        assert!(e.contains("npcs[0].budget_tier"), "{e}");
+        assert!(e.contains("line 3"), "{e}");
+        assert!(e.contains("unknown variant `quick`"), "{e}");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        let e = Config::parse("limits:\n  fuell: 5\n").unwrap_err();
+        assert!(e.contains("unknown field `fuell`") && e.contains("line 2"), "{e}");
+        let e = Config::parse("npcs:\n  - name: a\n    budget_teir: fast\n").unwrap_err();
+        assert!(e.contains("budget_teir"), "{e}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_key() {
+        let e = Config::parse("mcp:\n  servers:\n    - name: x\n      transport: stdio\n").unwrap_err();
+        assert_eq!(e, "mcp.servers[0].command: required for transport stdio at line 3");
+        let e = Config::parse("npcs:\n  - name: a\n  - name: a\n").unwrap_err();
+        assert!(e.starts_with("npcs[1].name: duplicate agent name"), "{e}");
+    }
+
+    #[test]
+    fn limits_apply_over_defaults() {
+        let cfg = Config::parse("limits:\n  fuel: 0\n  memory_mib: 8\n").unwrap();
+        let l = cfg.limits();
+        assert_eq!(l.fuel, None);
+        assert_eq!(l.memory_bytes, 8 << 20);
+        assert_eq!(l.output_bytes, Limits::default().output_bytes);
+    }
+
+    #[test]
+    fn env_expansion() {
+        let look = |k: &str| (k == "A").then(|| "1".to_string());
+        assert_eq!(expand("x${A}y${A}", &look).unwrap(), "x1y1");
+        assert_eq!(expand("no vars", &look).unwrap(), "no vars");
+        assert_eq!(expand("${B}", &look).unwrap_err(), "B");
+    }
+}

@@ -1,0 +1,141 @@
+//! The `toolhost` binary, as a user runs it.
+
+use crate::common::{run, stderr, stdout, toolhost};
+use serde_json::Value;
+use std::io::Write;
+use std::process::Stdio;
+use toolhost::builtin::test_guests::{DICEROLLER_PATH, OTHERWORLD_PATH};
+
+#[test]
+fn call_roll_prints_the_seed_shape() {
+    let o = run(&["call", "roll", r#"{"expression":"2d6+3"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.starts_with(r#"{"expression":"2d6+3","rolls":["#), "{out}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let rolls: Vec<i64> = v["rolls"].as_array().unwrap().iter().map(|r| r.as_i64().unwrap()).collect();
+    assert_eq!(rolls.len(), 2);
+    assert_eq!(v["total"].as_i64().unwrap(), rolls.iter().sum::<i64>() + 3);
+}
+
+#[test]
+fn call_get_rule_prints_the_srd_text() {
+    let o = run(&["call", "get_rule", r#"{"id":"spell-fireball"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["text"].as_str().unwrap().contains("A bright streak flashes from your pointing finger"));
+}
+
+#[test]
+fn call_search_rules_ranks_blinded_first() {
+    let o = run(&["call", "search_rules", r#"{"query":"blinded"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["results"][0]["id"], "condition-blinded");
+}
+
+#[test]
+fn call_reads_arguments_from_stdin() {
+    let mut child = toolhost()
+        .args(["call", "roll", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(br#"{"expression":"1d4","seed":1}"#).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(r#""expression":"1d4""#));
+}
+
+#[test]
+fn call_json_prints_content_and_cost() {
+    let o = run(&["call", "roll", r#"{"expression":"1d6"}"#, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["content"][0]["type"], "json");
+    assert!(v["fuel_used"].as_u64().unwrap() > 0);
+    assert!(v["duration_ms"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn call_errors_go_to_stderr_with_a_nonzero_exit() {
+    for (args, needle) in [
+        (vec!["call", "nope", "{}"], "unknown tool \"nope\""),
+        (vec!["call", "roll", "{not json"], "arguments are not valid JSON"),
+        (vec!["call", "roll", r#"{"expression":5}"#], "field /expression"),
+        (vec!["call", "roll", r#"{"expression":"0d6"}"#], "cannot roll zero dice"),
+        (vec!["call", "get_rule", r#"{"id":"spell-nothing"}"#], "no rule with id"),
+    ] {
+        let o = run(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stdout(&o).is_empty(), "{args:?}");
+        assert!(stderr(&o).contains(needle), "{args:?}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn tools_lists_every_builtin_with_latency_and_arguments() {
+    let o = run(&["tools"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    for line in ["roll ", "roll_table ", "search_rules ", "get_rule "] {
+        assert!(out.lines().any(|l| l.starts_with(line)), "{line} missing from\n{out}");
+    }
+    let roll = out.lines().find(|l| l.starts_with("roll ")).unwrap();
+    assert!(roll.contains("5ms") && roll.contains("20ms") && roll.contains("expression*"), "{roll}");
+}
+
+#[test]
+fn tools_json_is_machine_readable() {
+    let o = run(&["tools", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let tools = v.as_array().unwrap();
+    assert_eq!(tools.len(), 4);
+    let search = tools.iter().find(|t| t["name"] == "search_rules").unwrap();
+    assert_eq!(search["provider"], "ruleslookup");
+    assert_eq!(search["estimated_duration_ms"], 30);
+    assert_eq!(search["max_duration_ms"], 100);
+    assert_eq!(search["input_schema"]["required"][0], "query");
+}
+
+#[test]
+fn inspect_shows_digest_imports_and_tools() {
+    let o = run(&["inspect", DICEROLLER_PATH, "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    use sha2::Digest;
+    assert_eq!(v["sha256"], hex::encode(sha2::Sha256::digest(&bytes)));
+    assert_eq!(v["size"], bytes.len());
+    let imports: Vec<&str> = v["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
+    assert!(imports.iter().any(|i| i.starts_with("wasi:random/random")), "{imports:?}");
+    assert!(!imports.iter().any(|i| i.starts_with("wasi:sockets")), "{imports:?}");
+    assert!(v["exports"].as_array().unwrap().iter().any(|e| e == "toolhost:plugin/tool@0.1.0"));
+    let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["roll", "roll_table"]);
+
+    let text = run(&["inspect", DICEROLLER_PATH]);
+    let out = stdout(&text);
+    assert!(out.contains("sha256:") && out.contains("imports (") && out.contains("roll_table"), "{out}");
+}
+
+#[test]
+fn inspect_explains_why_a_component_cannot_load() {
+    let o = run(&["inspect", OTHERWORLD_PATH]);
+    assert!(!o.status.success());
+    assert!(stdout(&o).contains("wasi:cli/run"), "{}", stdout(&o));
+    assert!(stderr(&o).contains("does not implement the toolhost tool world"), "{}", stderr(&o));
+}
+
+#[test]
+fn help_explains_the_subcommands() {
+    let o = run(&["--help"]);
+    let out = stdout(&o);
+    for cmd in ["tools", "call", "inspect"] {
+        assert!(out.contains(cmd), "{out}");
+    }
+    let o = run(&["call", "--help"]);
+    assert!(stdout(&o).contains("reads them from stdin"), "{}", stdout(&o));
+}

@@ -1,0 +1,58 @@
+//! Shared fixtures.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::LazyLock;
+use toolhost::Host;
+use toolhost::builtin::test_guests;
+use toolhost::runtime::{Limits, Runtime};
+use toolhost::tool::{CallContext, CallError, Content, ToolOutput};
+
+/// One compile cache for the whole test run, so each plugin compiles once.
+pub static CACHE: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir().unwrap());
+
+/// A host with the built-in plugins and the hostile test plugin, default limits.
+pub static HOST: LazyLock<Host> = LazyLock::new(|| host_with(Limits::default()));
+
+/// A fresh host with `limits`, the built-ins and the hostile plugin.
+pub fn host_with(limits: Limits) -> Host {
+    let host = Host::new(Runtime::new(limits, Some(CACHE.path())).unwrap());
+    host.add_builtins().unwrap();
+    host.add_plugin_file(Path::new(test_guests::HOSTILE_PATH)).unwrap();
+    host
+}
+
+/// Calls `tool` on `host` with JSON `args`.
+pub fn call(host: &Host, tool: &str, args: serde_json::Value) -> Result<ToolOutput, CallError> {
+    host.call(tool, &args, &CallContext::default())
+}
+
+/// The single JSON block of a successful call.
+pub fn json_of(out: ToolOutput) -> serde_json::Value {
+    match &out.content[..] {
+        [Content::Json(v)] => v.clone(),
+        other => panic!("expected one JSON block, got {other:?}"),
+    }
+}
+
+/// The `toolhost` binary with the shared cache.
+pub fn toolhost() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    cmd.env("TOOLHOST_CACHE_DIR", CACHE.path()).env_remove("TOOLHOST_LOG");
+    cmd
+}
+
+/// Runs the binary with `args`.
+pub fn run(args: &[&str]) -> Output {
+    toolhost().args(args).output().expect("run toolhost")
+}
+
+/// stdout as text.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

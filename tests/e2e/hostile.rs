@@ -1,0 +1,158 @@
+//! Misbehaving plugins: each attack ends in its own typed error, and the next
+//! normal call on the same host succeeds.
+
+use crate::common::{HOST, call, host_with, json_of, run, stderr, stdout};
+use serde_json::json;
+use std::time::Duration;
+use toolhost::Host;
+use toolhost::builtin::test_guests::HOSTILE_PATH;
+use toolhost::runtime::Limits;
+use toolhost::tool::{CallError, Content};
+
+/// The host still serves: a built-in tool and the hostile plugin's own echo work.
+fn assert_still_serving(host: &Host) {
+    let v = json_of(call(host, "roll", json!({"expression": "1d20"})).unwrap());
+    assert!((1..=20).contains(&v["total"].as_i64().unwrap()));
+    let out = call(host, "echo", json!({"still": "alive"})).unwrap();
+    assert_eq!(out.content, vec![Content::Text(r#"{"still":"alive"}"#.into())]);
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_the_epoch_deadline() {
+    // Fuel off: only the deadline can stop it.
+    let host = host_with(Limits { fuel: None, ..Limits::default() });
+    match call(&host, "spin", json!({})) {
+        Err(CallError::Timeout { tool, limit_ms }) => {
+            assert_eq!(tool, "spin");
+            assert_eq!(limit_ms, 100, "the tool declares max 100 ms");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_by_fuel() {
+    // A deadline far away: only fuel can stop it.
+    let host = host_with(Limits { fuel: Some(5_000_000), timeout_floor: Duration::from_secs(20), ..Limits::default() });
+    match call(&host, "spin", json!({})) {
+        Err(CallError::OutOfFuel { tool, fuel }) => {
+            assert_eq!(tool, "spin");
+            assert_eq!(fuel, 5_000_000);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+}
+
+#[test]
+fn a_memory_bomb_hits_the_memory_limit() {
+    match call(&HOST, "grow", json!({})) {
+        Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, Limits::default().memory_bytes),
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&HOST);
+}
+
+#[test]
+fn a_smaller_memory_limit_is_enforced_too() {
+    let host = host_with(Limits { memory_bytes: 4 << 20, ..Limits::default() });
+    match call(&host, "grow", json!({})) {
+        Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, 4 << 20),
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+}
+
+#[test]
+fn deep_recursion_overflows_the_wasm_stack_cleanly() {
+    match call(&HOST, "recurse", json!({})) {
+        Err(e @ CallError::StackOverflow { .. }) => assert_eq!(e.kind(), "stack_overflow"),
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&HOST);
+}
+
+#[test]
+fn a_guest_panic_is_reported_with_its_message() {
+    match call(&HOST, "panic", json!({})) {
+        Err(CallError::GuestPanic { tool, message }) => {
+            assert_eq!(tool, "panic");
+            assert!(message.contains("panicked on purpose"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&HOST);
+}
+
+#[test]
+fn a_10_mb_output_is_refused() {
+    match call(&HOST, "big_output", json!({})) {
+        Err(CallError::OutputTooLarge { size, limit, .. }) => {
+            assert_eq!(size, 10 * 1024 * 1024);
+            assert_eq!(limit, Limits::default().output_bytes);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&HOST);
+}
+
+#[test]
+fn attacks_in_parallel_do_not_disturb_normal_calls() {
+    std::thread::scope(|s| {
+        for tool in ["grow", "recurse", "panic", "big_output", "spin"] {
+            s.spawn(move || assert!(call(&HOST, tool, json!({})).is_err()));
+        }
+        for _ in 0..4 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    assert_still_serving(&HOST);
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn no_state_survives_between_calls() {
+    // Each call gets a fresh instance: the hostile plugin's memory bomb left
+    // nothing behind, and two seeded rolls agree exactly.
+    let _ = call(&HOST, "grow", json!({}));
+    let a = json_of(call(&HOST, "roll", json!({"expression": "3d6", "seed": 9})).unwrap());
+    let b = json_of(call(&HOST, "roll", json!({"expression": "3d6", "seed": 9})).unwrap());
+    assert_eq!(a, b);
+}
+
+#[test]
+fn the_binary_reports_each_attack_and_exits_nonzero() {
+    for (tool, needle) in [
+        ("spin", "timed out after 100 ms"),
+        ("grow", "exceeded its memory limit"),
+        ("recurse", "overflowed its stack"),
+        ("panic", "panicked: the hostile plugin panicked on purpose"),
+        ("big_output", "over the 1048576 byte output limit"),
+    ] {
+        let o = run(&["--plugin", HOSTILE_PATH, "call", tool]);
+        assert!(!o.status.success(), "{tool}");
+        assert!(stderr(&o).contains(needle), "{tool}: {}", stderr(&o));
+        assert!(stdout(&o).is_empty(), "{tool}: nothing on stdout");
+    }
+    let o = run(&["--plugin", HOSTILE_PATH, "--fuel", "1000000", "--timeout-floor-ms", "20000", "call", "spin"]);
+    assert!(stderr(&o).contains("ran out of fuel (1000000 units)"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_plugin_sleeping_past_its_deadline_is_stopped() {
+    // The guest blocks in a WASI timer, where epoch interruption cannot
+    // reach; the bounded clock wakes it at the deadline: 1000 ms declared,
+    // cut to the 500 ms ceiling of its FAST tier.
+    let host = host_with(Limits { fuel: None, ..Limits::default() });
+    match call(&host, "sleep", json!({"ms": 600_000})) {
+        Err(CallError::Timeout { limit_ms, .. }) => assert_eq!(limit_ms, 500),
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+    // A sleep within the deadline completes normally.
+    let out = call(&host, "sleep", json!({"ms": 20})).unwrap();
+    assert_eq!(out.content, vec![Content::Text("slept 20 ms".into())]);
+}

@@ -1,0 +1,110 @@
+//! Loading is bounded: bad files are refused with a message that names the
+//! problem, and compiled code is cached on disk.
+
+use crate::common::run;
+use crate::common::stderr;
+use std::path::Path;
+use toolhost::builtin::test_guests::{DICEROLLER_PATH, HOSTILE_PATH, OTHERWORLD_PATH};
+use toolhost::runtime::{CompileSource, Limits, LoadErrorKind, Runtime};
+
+fn runtime() -> Runtime {
+    Runtime::new(Limits::default(), None).unwrap()
+}
+
+fn load_err(bytes: &[u8]) -> LoadErrorKind {
+    runtime().load("bad", bytes).unwrap_err().kind
+}
+
+#[test]
+fn a_core_module_is_refused_as_such() {
+    // The smallest valid core module: magic and version 1.
+    let e = load_err(b"\0asm\x01\0\0\0");
+    assert!(matches!(e, LoadErrorKind::CoreModule), "{e}");
+    assert!(e.to_string().contains("core WebAssembly module, not a component"));
+}
+
+#[test]
+fn a_truncated_component_is_refused() {
+    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let e = load_err(&bytes[..bytes.len() / 2]);
+    assert!(matches!(e, LoadErrorKind::Invalid(_)), "{e}");
+    assert!(e.to_string().contains("failed to parse WebAssembly"), "{e}");
+}
+
+#[test]
+fn a_component_of_another_world_is_refused_naming_what_it_exports() {
+    let e = load_err(&std::fs::read(OTHERWORLD_PATH).unwrap());
+    match &e {
+        LoadErrorKind::WrongWorld { exports } => assert!(exports.iter().any(|x| x.starts_with("wasi:cli/run")), "{e}"),
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("must export toolhost:plugin/tool@0.1.0"), "{e}");
+}
+
+#[test]
+fn garbage_is_not_wasm() {
+    assert!(matches!(load_err(b"#!/bin/sh\necho hi\n"), LoadErrorKind::NotWasm));
+    assert!(matches!(load_err(b""), LoadErrorKind::NotWasm));
+}
+
+#[test]
+fn an_oversized_file_is_refused_before_it_is_read() {
+    let rt = Runtime::new(Limits { max_component_bytes: 1000, ..Limits::default() }, None).unwrap();
+    let e = rt.load_file(Path::new(DICEROLLER_PATH)).unwrap_err();
+    assert!(matches!(e.kind, LoadErrorKind::TooLarge { limit: 1000, .. }), "{e}");
+    assert!(e.to_string().contains("diceroller"), "{e}");
+}
+
+#[test]
+fn a_missing_file_names_the_plugin() {
+    let e = runtime().load_file(Path::new("/nonexistent/ghost.wasm")).unwrap_err();
+    assert!(matches!(e.kind, LoadErrorKind::Io(_)), "{e}");
+    assert!(e.to_string().contains("ghost"), "{e}");
+}
+
+#[test]
+fn the_second_load_comes_from_the_disk_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let first = Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("diceroller", &bytes).unwrap();
+    assert_eq!(first.compile_source(), CompileSource::Compiled);
+    // A new runtime (a restart) finds the artifact.
+    let second = Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("diceroller", &bytes).unwrap();
+    assert_eq!(second.compile_source(), CompileSource::Cache);
+    assert_eq!(first.digest(), second.digest());
+}
+
+#[test]
+fn a_corrupt_cache_entry_is_discarded_and_recompiled() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let rt = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
+    let p = rt.load("hostile", &bytes).unwrap();
+    let entry = rt.cache().unwrap().dir().join(format!("{}.cwasm", p.digest()));
+    std::fs::write(&entry, b"not a compiled artifact").unwrap();
+    let again = Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("hostile", &bytes).unwrap();
+    assert_eq!(again.compile_source(), CompileSource::Compiled);
+    assert!(std::fs::read(&entry).unwrap().len() > 1000, "entry rewritten");
+}
+
+#[test]
+fn an_engine_with_other_settings_does_not_reuse_artifacts() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("diceroller", &bytes).unwrap();
+    let no_fuel = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(dir.path())).unwrap();
+    assert_eq!(no_fuel.load("diceroller", &bytes).unwrap().compile_source(), CompileSource::Compiled);
+}
+
+#[test]
+fn duplicate_tool_names_across_plugins_are_an_error() {
+    // The diceroller built-in is already loaded; a copy under another name clashes.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("dice2.wasm");
+    std::fs::copy(DICEROLLER_PATH, &copy).unwrap();
+    let o = run(&["--plugin", copy.to_str().unwrap(), "tools"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("clashes with the tool of the same name from \"diceroller\""), "{err}");
+    assert!(err.contains("dice2"), "{err}");
+}
