@@ -1,4 +1,6 @@
-//! Calls `roll` in a loop, for profilers: `cargo run --release --example profile_roll -- 200000`.
+//! Calls `roll` in a loop, for profilers:
+//! `cargo run --release --example profile_roll -- 200000 [--pipeline]`
+//! (`--pipeline` goes through `Host::call`: lookup, validation, budget).
 
 use serde_json::json;
 use toolhost::Host;
@@ -14,8 +16,13 @@ fn main() {
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
     let t = std::time::Instant::now();
+    let pipeline = std::env::args().any(|a| a == "--pipeline");
     for _ in 0..n {
-        dice.call("roll", &args, &ctx).unwrap();
+        if pipeline {
+            host.call("roll", &args, &ctx).unwrap();
+        } else {
+            dice.call("roll", &args, &ctx).unwrap();
+        }
     }
     println!("{:.2} us/call", t.elapsed().as_secs_f64() * 1e6 / n as f64);
 }

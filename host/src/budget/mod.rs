@@ -20,6 +20,7 @@ pub mod tier;
 use crate::registry::{Catalog, RegisteredTool};
 use crate::tool::{CallError, ToolDef};
 use metrics::{Outcome, Summary, Window};
+use rustc_hash::FxHashMap;
 pub use selector::{Clock, ManualClock, Reason, Selection, Selector, SelectorConfig, SystemClock, Turn};
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -216,7 +217,7 @@ pub struct Budget {
     clock: Arc<dyn Clock>,
     epoch: Instant,
     agents: HashMap<String, (AgentProfile, HashSet<String>)>,
-    tools: RwLock<HashMap<String, Arc<ToolState>>>,
+    tools: RwLock<FxHashMap<String, Arc<ToolState>>>,
     overrides: Mutex<HashMap<String, (Tier, Instant)>>,
     /// Shortest deadline any call gets (the runtime's floor; see `Limits`).
     pub(crate) timeout_floor: Duration,
@@ -244,7 +245,7 @@ impl Budget {
             clock,
             epoch,
             agents,
-            tools: RwLock::new(HashMap::new()),
+            tools: RwLock::new(FxHashMap::default()),
             overrides: Mutex::new(HashMap::new()),
             timeout_floor: Duration::ZERO,
         }
@@ -365,15 +366,29 @@ impl Budget {
         self.refresh(def, &state, &stats, now)
     }
 
-    /// The tool's current tier; `None` when over budget. Lock-free unless the
-    /// cached value is stale.
+    /// The tool's current tier; `None` when over budget. Takes no lock
+    /// unless the cached value is stale.
     pub fn tool_tier(&self, def: &ToolDef) -> Option<Tier> {
-        let state = self.state(&def.name);
+        let now = self.clock.now();
+        let cached = {
+            let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
+            self.cached_tier(tools.get(&def.name), def, now)
+        };
+        cached.unwrap_or_else(|| self.status(def).tier)
+    }
+
+    /// The tier from a tool's cached state, or from its declaration when it
+    /// has no state yet. `None` when the cache is stale.
+    fn cached_tier(&self, state: Option<&Arc<ToolState>>, def: &ToolDef, now: Instant) -> Option<Option<Tier>> {
+        let Some(state) = state else {
+            // Never called nor probed: the declared (or default) tier.
+            return Some(match def.meta.estimated_duration_ms {
+                Some(ms) => self.ceilings.tier_for(Duration::from_millis(u64::from(ms))),
+                None => Some(self.cfg.unmeasured_tier),
+            });
+        };
         let code = state.tier.load(Ordering::Acquire);
-        if code != u8::MAX && self.nanos(self.clock.now()) < state.stale_after.load(Ordering::Acquire) {
-            return code_tier(code);
-        }
-        self.status(def).tier
+        (code != u8::MAX && self.nanos(now) < state.stale_after.load(Ordering::Acquire)).then(|| code_tier(code))
     }
 
     /// The deadline a call of `def` gets now. Cheap when the tool declares a
@@ -491,18 +506,36 @@ impl Budget {
         agent: Option<&str>,
         tier: Tier,
     ) -> Result<Vec<Arc<RegisteredTool>>, BudgetError> {
-        let fits = |t: &RegisteredTool| self.tool_tier(&t.def).is_some_and(|tt| tt <= tier);
-        match agent {
-            None => Ok(catalog.tools().filter(|t| fits(t)).cloned().collect()),
-            Some(name) => {
-                let (profile, _) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
-                let mut v: Vec<Arc<RegisteredTool>> =
-                    profile.tools.iter().filter_map(|n| catalog.get(n)).filter(|t| fits(t)).cloned().collect();
-                v.sort_by(|a, b| a.def.name.cmp(&b.def.name));
-                v.dedup_by(|a, b| a.def.name == b.def.name);
-                Ok(v)
+        let profile = match agent {
+            Some(name) => Some(&self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?.0),
+            None => None,
+        };
+        let now = self.clock.now();
+        let mut stale = Vec::new();
+        let mut out: Vec<Arc<RegisteredTool>> = Vec::new();
+        {
+            // One read lock and one clock reading for the whole listing.
+            let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
+            let mut consider = |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, now) {
+                Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
+                Some(_) => {}
+                None => stale.push(t.clone()),
+            };
+            match profile {
+                None => catalog.tools().for_each(&mut consider),
+                Some(p) => p.tools.iter().filter_map(|n| catalog.get(n)).for_each(&mut consider),
             }
         }
+        for t in stale {
+            if self.status(&t.def).tier.is_some_and(|tt| tt <= tier) {
+                out.push(t);
+            }
+        }
+        if profile.is_some() || !out.is_sorted_by(|a, b| a.def.name <= b.def.name) {
+            out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
+            out.dedup_by(|a, b| a.def.name == b.def.name);
+        }
+        Ok(out)
     }
 }
 
