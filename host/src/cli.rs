@@ -78,6 +78,23 @@ struct HostArgs {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Serve the tools to MCP clients (the main job).
+    ///
+    /// Without a flag: streamable HTTP on 127.0.0.1:8722, endpoint /mcp for
+    /// the operator (every tool within budget) and /mcp/<agent> for each agent
+    /// in the config (its allow-list, at its tier). --stdio serves one client
+    /// over stdin/stdout instead; logs always go to stderr.
+    Serve {
+        /// Serve one client over stdin/stdout.
+        #[arg(long, conflicts_with = "http")]
+        stdio: bool,
+        /// Address for streamable HTTP [default: 127.0.0.1:8722]. Loopback only.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+        /// With --stdio: the agent the session acts as.
+        #[arg(long, value_name = "NAME", requires = "stdio")]
+        agent: Option<String>,
+    },
     /// List tools with tier, badge, declared latency and arguments.
     ///
     /// With --agent, only the tools on that agent's allow-list that fit its
@@ -257,6 +274,7 @@ impl HostArgs {
 pub fn run(cli: Cli) -> Result<ExitCode> {
     let a = &cli.host;
     match cli.command {
+        Command::Serve { stdio, http, agent } => serve(a.env()?, stdio, http, agent),
         Command::Tools { agent, tier, json } => tools(&a.env()?, agent.as_deref(), tier, json),
         Command::Call { tool, arguments, agent, tier, json } => {
             call(&a.env()?, &tool, &arguments, agent.as_deref(), tier, json)
@@ -703,4 +721,62 @@ fn agents(env: &Env, as_json: bool) -> Result<ExitCode> {
         budget.agents().iter().map(|a| [a.name.clone(), a.budget_tier.to_string(), a.tools.join(", ")]).collect();
     print_table(&["AGENT", "CEILING", "TOOLS"], &rows);
     Ok(ExitCode::SUCCESS)
+}
+
+fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Option<String>) -> Result<ExitCode> {
+    use toolhost::mcp::{McpFront, agent_slug};
+    let host = Arc::new(env.host);
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    if stdio {
+        let front = McpFront::new(host, agent)?;
+        return rt.block_on(async move {
+            use rmcp::ServiceExt;
+            let service = front.serve(rmcp::transport::stdio()).await.context("MCP initialization over stdio")?;
+            service.waiting().await.context("MCP session over stdio")?;
+            Ok(ExitCode::SUCCESS)
+        });
+    }
+    let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8722)));
+    if !addr.ip().is_loopback() {
+        bail!(
+            "refusing to serve on {addr}: only loopback addresses are allowed until bearer-token authentication is configured"
+        );
+    }
+    rt.block_on(async move {
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        };
+        let service_for = |agent: Option<String>| -> Result<StreamableHttpService<McpFront, LocalSessionManager>> {
+            let front = McpFront::new(host.clone(), agent)?;
+            Ok(StreamableHttpService::new(
+                move || Ok(front.clone()),
+                LocalSessionManager::default().into(),
+                StreamableHttpServerConfig::default(),
+            ))
+        };
+        let mut router = axum::Router::new().nest_service("/mcp", service_for(None)?);
+        let mut endpoints = vec![("(operator)".to_string(), "/mcp".to_string())];
+        for a in host.budget().agents() {
+            let path = format!("/mcp/{}", agent_slug(&a.name));
+            router = router.nest_service(&path, service_for(Some(a.name.clone()))?);
+            endpoints.push((a.name.clone(), path));
+        }
+        let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+        let local = listener.local_addr()?;
+        println!("toolhost {} serving MCP (streamable HTTP) on http://{local}", env!("CARGO_PKG_VERSION"));
+        for (who, path) in &endpoints {
+            println!("  {who}: http://{local}{path}");
+        }
+        println!("Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http --method tools/list");
+        println!("Ctrl-C stops the server.");
+        use std::io::Write as _;
+        std::io::stdout().flush().ok();
+        axum::serve(listener, router)
+            .with_graceful_shutdown(async {
+                let _ = tokio::signal::ctrl_c().await;
+            })
+            .await
+            .context("HTTP server")?;
+        Ok(ExitCode::SUCCESS)
+    })
 }

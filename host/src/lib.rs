@@ -24,6 +24,7 @@ pub mod budget;
 pub mod builtin;
 pub mod config;
 mod host;
+pub mod mcp;
 pub mod registry;
 pub mod runtime;
 pub mod tool;

@@ -6,6 +6,7 @@
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
+//! - `mcp`: the MCP server front over stdio and streamable HTTP.
 //! - `cli`: the binary's subcommands and their output.
 
 mod budget;
@@ -13,4 +14,5 @@ mod cli;
 mod common;
 mod hostile;
 mod loading;
+mod mcp;
 mod plugins;
