@@ -197,19 +197,6 @@ struct Env {
     environment: String,
 }
 
-fn default_state_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("TOOLHOST_STATE_DIR") {
-        return PathBuf::from(d);
-    }
-    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(d).join("toolhost");
-    }
-    if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-        return PathBuf::from(home).join(".local").join("state").join("toolhost");
-    }
-    std::env::temp_dir().join("toolhost-state")
-}
-
 impl HostArgs {
     fn config(&self) -> Result<Config> {
         let path = match &self.config {
@@ -223,22 +210,16 @@ impl HostArgs {
     }
 
     fn runtime(&self, cfg: &Config) -> Result<Runtime> {
-        let mut l = cfg.limits();
-        if let Some(f) = self.fuel {
-            l.fuel = (f > 0).then_some(f);
+        // Flags override the config file, key by key.
+        let l = toolhost::config::LimitsConfig {
+            fuel: self.fuel,
+            memory_mib: self.memory_mib,
+            timeout_ceiling_ms: self.timeout_ceiling_ms,
+            timeout_floor_ms: self.timeout_floor_ms,
+            max_output_bytes: self.max_output_bytes,
+            ..Default::default()
         }
-        if let Some(m) = self.memory_mib {
-            l.memory_bytes = m << 20;
-        }
-        if let Some(ms) = self.timeout_ceiling_ms {
-            l.timeout_ceiling = Duration::from_millis(ms);
-        }
-        if let Some(ms) = self.timeout_floor_ms {
-            l.timeout_floor = Duration::from_millis(ms);
-        }
-        if let Some(b) = self.max_output_bytes {
-            l.output_bytes = b;
-        }
+        .apply(cfg.limits());
         let root = (!self.no_cache).then(|| {
             self.cache_dir
                 .clone()
@@ -262,7 +243,7 @@ impl HostArgs {
             .state_dir
             .clone()
             .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
-            .unwrap_or_else(default_state_dir);
+            .unwrap_or_else(toolhost::config::default_state_dir);
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let store = CalibrationStore::new(&state, &environment);
         store.load_into(&host);

@@ -199,6 +199,28 @@ impl LimitsConfig {
     }
 }
 
+/// A per-user directory: `$<override_var>` if set, else `$<xdg_var>/toolhost`,
+/// else `~/<home_fallback>/toolhost`, else under the system temp dir.
+pub fn user_dir(override_var: &str, xdg_var: &str, home_fallback: &str) -> PathBuf {
+    let set = |v: &str| std::env::var_os(v).filter(|d| !d.is_empty()).map(PathBuf::from);
+    if let Some(d) = set(override_var) {
+        return d;
+    }
+    if let Some(d) = set(xdg_var) {
+        return d.join("toolhost");
+    }
+    if let Some(home) = set("HOME") {
+        return home.join(home_fallback).join("toolhost");
+    }
+    std::env::temp_dir().join(format!("toolhost-{}", home_fallback.replace('/', "-").trim_start_matches('.')))
+}
+
+/// Where calibration results and other state live by default:
+/// `$TOOLHOST_STATE_DIR`, `$XDG_STATE_HOME/toolhost` or `~/.local/state/toolhost`.
+pub fn default_state_dir() -> PathBuf {
+    user_dir("TOOLHOST_STATE_DIR", "XDG_STATE_HOME", ".local/state")
+}
+
 /// The line (1-based) where `needle` first appears in `text`.
 fn line_of(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|i| text[..i].lines().count().max(1) + usize::from(text[..i].ends_with('\n')))

@@ -8,7 +8,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
-pub use toolhost::plugin::host::LogLevel;
+pub use self::toolhost::plugin::host::LogLevel;
 
 /// The export every plugin must provide, without its version.
 pub const TOOL_INTERFACE: &str = "toolhost:plugin/tool";

@@ -30,16 +30,7 @@ impl CompileCache {
     /// The default location: `$TOOLHOST_CACHE_DIR`, else `$XDG_CACHE_HOME/toolhost`,
     /// else `~/.cache/toolhost`, else a directory under the system temp dir.
     pub fn default_root() -> PathBuf {
-        if let Some(d) = std::env::var_os("TOOLHOST_CACHE_DIR") {
-            return PathBuf::from(d);
-        }
-        if let Some(d) = std::env::var_os("XDG_CACHE_HOME").filter(|d| !d.is_empty()) {
-            return PathBuf::from(d).join("toolhost");
-        }
-        if let Some(home) = std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-            return PathBuf::from(home).join(".cache").join("toolhost");
-        }
-        std::env::temp_dir().join("toolhost-cache")
+        crate::config::user_dir("TOOLHOST_CACHE_DIR", "XDG_CACHE_HOME", ".cache")
     }
 
     /// Directory holding this engine's entries.
