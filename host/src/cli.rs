@@ -182,6 +182,14 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The security review: for every plugin, its digest, what it asks for
+    /// (from its imports), what the operator granted, what was denied, and in
+    /// plain words what each grant allows.
+    Grants {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// List the agents (NPCs) in the config with their ceilings and tools.
     Agents {
         /// Print JSON.
@@ -232,7 +240,8 @@ impl HostArgs {
     fn env(&self) -> Result<Env> {
         let cfg = self.config()?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
-        let host = Host::with_budget(self.runtime(&cfg)?, budget);
+        let host =
+            Host::with_budget(self.runtime(&cfg)?, budget).with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
         if cfg.plugins.builtins && !self.no_builtins {
             host.add_builtins().context("loading the built-in plugins")?;
         }
@@ -268,6 +277,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Calibrate { samples, json } => calibrate_cmd(&a.env()?, samples, json),
         Command::Stats { json } => stats(&a.env()?, json),
         Command::Agents { json } => agents(&a.env()?, json),
+        Command::Grants { json } => grants(&a.env()?, json),
     }
 }
 
@@ -471,10 +481,11 @@ fn inspect(args: &HostArgs, file: &Path, probes: usize, as_json: bool) -> Result
     let (digest, size) = (compiled.digest.clone(), compiled.size);
     let (imports, exports) = (compiled.imports.clone(), compiled.exports.clone());
     let host = Host::with_budget(runtime.clone(), Budget::new(cfg.budget.clone(), Vec::new()));
-    let loaded = runtime.instantiate_compiled(compiled).map_err(|e| e.kind.to_string()).and_then(|p| {
-        host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
-        Ok(())
-    });
+    let loaded =
+        runtime.instantiate_compiled(compiled, Default::default()).map_err(|e| e.kind.to_string()).and_then(|p| {
+            host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
+            Ok(())
+        });
     let error = loaded.err();
     let probed = if error.is_none() && probes > 0 { calibrate::calibrate(&host, probes) } else { Vec::new() };
     let catalog = host.registry().snapshot();
@@ -760,4 +771,62 @@ fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Optio
             .context("HTTP server")?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
+    use toolhost::capabilities::{Capability, requested};
+    let catalog = env.host.registry().snapshot();
+    let mut report = Vec::new();
+    for p in catalog.providers() {
+        let Some(w) = p.as_wasm() else { continue };
+        let g = w.grants();
+        let asks = requested(w.imports());
+        let granted_caps: Vec<Capability> =
+            [(!g.dirs.is_empty()).then_some(Capability::Files), (!g.env.is_empty()).then_some(Capability::Env)]
+                .into_iter()
+                .flatten()
+                .collect();
+        let denied: Vec<&str> = asks.iter().filter(|c| !granted_caps.contains(c)).map(|c| c.as_str()).collect();
+        let mut words = g.describe();
+        if words.is_empty() {
+            words.push("nothing granted: pure computation, no files, no environment, no network".into());
+        }
+        report.push(json!({
+            "plugin": p.name(),
+            "sha256": w.digest(),
+            "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+            "asks_for": asks.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
+            "granted": {
+                "files": g.dirs.iter().map(|d| json!({
+                    "dir": d.host.display().to_string(),
+                    "mount": d.mount,
+                    "mode": match d.mode { toolhost::capabilities::DirMode::ReadWrite => "read-write", _ => "read-only" },
+                })).collect::<Vec<_>>(),
+                "env": g.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+            },
+            "denied": denied,
+            "allows": words,
+            "imports": w.imports(),
+        }));
+    }
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    for r in &report {
+        println!("{}  sha256 {}", r["plugin"].as_str().unwrap_or(""), r["sha256"].as_str().unwrap_or(""));
+        let list = |v: &Value| {
+            let items: Vec<String> =
+                v.as_array().into_iter().flatten().map(|x| x.as_str().unwrap_or("").to_string()).collect();
+            if items.is_empty() { "(none)".to_string() } else { items.join(", ") }
+        };
+        println!("  tools:    {}", list(&r["tools"]));
+        println!("  asks for: {}", list(&r["asks_for"]));
+        println!("  denied:   {}", list(&r["denied"]));
+        for line in r["allows"].as_array().into_iter().flatten() {
+            println!("  - {}", line.as_str().unwrap_or(""));
+        }
+        println!();
+    }
+    Ok(ExitCode::SUCCESS)
 }

@@ -138,11 +138,13 @@ pub struct PluginsConfig {
     pub builtins: bool,
     /// Extra component files to load.
     pub files: Vec<PathBuf>,
+    /// What each plugin may touch, by plugin name. Nothing by default.
+    pub grants: crate::capabilities::GrantsByPlugin,
 }
 
 impl Default for PluginsConfig {
     fn default() -> Self {
-        PluginsConfig { builtins: true, files: Vec::new() }
+        PluginsConfig { builtins: true, files: Vec::new(), grants: Default::default() }
     }
 }
 

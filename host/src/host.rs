@@ -5,10 +5,11 @@
 
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::builtin::BUILTINS;
+use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
 use crate::registry::{Registry, RegistryError};
 use crate::runtime::{LoadError, Runtime, WasmPlugin};
 use crate::tool::{CallContext, CallError, ToolOutput};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,9 @@ pub enum AddPluginError {
     /// The registry refused it (a name clash).
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// Its grants cannot be honoured.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
 }
 
 /// The runtime, the registry and the budget, and the one way to call a tool.
@@ -29,6 +33,8 @@ pub struct Host {
     runtime: Runtime,
     registry: Registry,
     budget: Budget,
+    grants: GrantsByPlugin,
+    grants_base: PathBuf,
 }
 
 /// The results of a batch of parallel calls.
@@ -49,7 +55,23 @@ impl Host {
     /// A host with a configured budget (agents, ceilings, selector).
     pub fn with_budget(runtime: Runtime, mut budget: Budget) -> Host {
         budget.timeout_floor = runtime.limits().timeout_floor;
-        Host { runtime, registry: Registry::new(), budget }
+        Host { runtime, registry: Registry::new(), budget, grants: GrantsByPlugin::new(), grants_base: PathBuf::new() }
+    }
+
+    /// Sets the operator's grants (from `plugins.grants`), relative paths
+    /// resolved against `base`. Applies to plugins loaded afterwards.
+    pub fn with_grants(mut self, grants: GrantsByPlugin, base: &Path) -> Host {
+        self.grants = grants;
+        self.grants_base = base.to_path_buf();
+        self
+    }
+
+    /// The resolved grants for a plugin name (empty when none configured).
+    pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
+        match self.grants.get(plugin) {
+            Some(g) => g.resolve(plugin, &self.grants_base),
+            None => Ok(Grants::default()),
+        }
     }
 
     /// The wasm runtime.
@@ -70,7 +92,7 @@ impl Host {
     /// Loads and registers every built-in plugin.
     pub fn add_builtins(&self) -> Result<(), AddPluginError> {
         for b in BUILTINS {
-            let plugin = self.runtime.load(b.name, b.bytes)?;
+            let plugin = self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?;
             self.registry.add(Arc::new(plugin))?;
         }
         Ok(())
@@ -78,7 +100,8 @@ impl Host {
 
     /// Loads a component file and registers its tools.
     pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
-        let plugin = Arc::new(self.runtime.load_file(path)?);
+        let grants = self.grants_for(&crate::runtime::plugin_name_from_path(path))?;
+        let plugin = Arc::new(self.runtime.load_file_with(path, |_| grants)?);
         self.registry.add(plugin.clone())?;
         Ok(plugin)
     }

@@ -22,6 +22,7 @@
 
 pub mod budget;
 pub mod builtin;
+pub mod capabilities;
 pub mod config;
 mod host;
 pub mod mcp;

@@ -256,6 +256,11 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     fn fingerprint(&self) -> String {
         String::new()
     }
+    /// The wasm plugin behind this provider, if it is one (for reports such
+    /// as `toolhost grants`).
+    fn as_wasm(&self) -> Option<&crate::runtime::WasmPlugin> {
+        None
+    }
     /// Runs `tool` with `arguments`, which the host has already validated
     /// against the tool's schema.
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError>;

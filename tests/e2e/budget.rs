@@ -71,7 +71,10 @@ fn an_agent_sees_only_its_allowed_tools_within_its_ceiling() {
         ["get_rule", "roll"],
         "search_rules is STANDARD under a 20 ms FAST ceiling"
     );
-    assert_eq!(names(&d.json(&["tools", "--tier", "fast", "--json"])), ["get_rule", "roll", "roll_table"]);
+    assert_eq!(
+        names(&d.json(&["tools", "--tier", "fast", "--json"])),
+        ["get_rule", "list_dir", "read_file", "roll", "roll_table", "write_file"]
+    );
 }
 
 #[test]
@@ -128,9 +131,16 @@ fn calibration_is_stored_and_reused_by_the_next_start() {
         (Some("skipped"), Some("not idempotent: never probed"))
     );
     assert!(d.0.path().join("state/calibration/default.json").exists());
+    // fileio's tools have no directory granted here: their probes fail and
+    // nothing is stored for them.
+    let list_dir = tools.iter().find(|t| t["tool"] == "list_dir").unwrap();
+    assert_eq!(list_dir["outcome"], "failed");
+    let probed: Vec<&str> =
+        tools.iter().filter(|t| t["outcome"] == "probed").map(|t| t["tool"].as_str().unwrap()).collect();
+    assert_eq!(probed, ["get_rule", "roll", "roll_table", "search_rules"], "hostile tools are not idempotent");
     // A new process reads the stored probes.
     let after = d.json(&["stats", "--json"]);
-    for t in after.as_array().unwrap() {
+    for t in after.as_array().unwrap().iter().filter(|t| probed.contains(&t["tool"].as_str().unwrap())) {
         assert_eq!(t["tier_source"], "calibrated", "{t}");
         assert_eq!(t["probes"], 3, "{t}");
         assert!(t["badge"].is_string(), "{t}");

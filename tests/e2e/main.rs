@@ -3,6 +3,7 @@
 //!
 //! - `common`: shared hosts and a builder for the binary.
 //! - `plugins`: the built-in tools' happy paths and errors.
+//! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
@@ -12,6 +13,7 @@
 mod budget;
 mod cli;
 mod common;
+mod grants;
 mod hostile;
 mod loading;
 mod mcp;

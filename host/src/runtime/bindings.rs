@@ -7,8 +7,8 @@ wasmtime::component::bindgen!({
     world: "plugin",
 });
 
-pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
 pub use self::toolhost::plugin::host::LogLevel;
+pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
 
 /// The export every plugin must provide, without its version.
 pub const TOOL_INTERFACE: &str = "toolhost:plugin/tool";

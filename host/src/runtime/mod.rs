@@ -16,6 +16,7 @@ mod clock;
 pub mod limits;
 mod ticker;
 
+use crate::capabilities::{DirMode, Grants};
 use crate::tool::{CallContext, CallError, CallStats, Content, PluginEvent, Provider, ToolDef, ToolMeta, ToolOutput};
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
 use bindings::{LogLevel, PluginPre};
@@ -322,19 +323,34 @@ impl Runtime {
     /// Loads a plugin: compiles (or loads from cache), checks the world and
     /// imports, pre-instantiates, and reads its tools under the call limits.
     pub fn load(&self, name: &str, bytes: &[u8]) -> Result<WasmPlugin, LoadError> {
-        self.instantiate_compiled(self.compile(name, bytes)?)
+        self.instantiate_compiled(self.compile(name, bytes)?, Grants::default())
+    }
+
+    /// [`Runtime::load`] with the operator's grants for this plugin.
+    pub fn load_with(&self, name: &str, bytes: &[u8], grants: Grants) -> Result<WasmPlugin, LoadError> {
+        self.instantiate_compiled(self.compile(name, bytes)?, grants)
     }
 
     /// Reads a component file and loads it, naming the plugin after the file stem.
     pub fn load_file(&self, path: &std::path::Path) -> Result<WasmPlugin, LoadError> {
+        self.load_file_with(path, |_| Grants::default())
+    }
+
+    /// [`Runtime::load_file`] with grants looked up by the plugin's name.
+    pub fn load_file_with(
+        &self,
+        path: &std::path::Path,
+        grants: impl FnOnce(&str) -> Grants,
+    ) -> Result<WasmPlugin, LoadError> {
         let name = plugin_name_from_path(path);
         let bytes = read_bounded(path, self.inner.limits.max_component_bytes)
             .map_err(|kind| LoadError { plugin: name.clone(), kind })?;
-        self.load(&name, &bytes)
+        let g = grants(&name);
+        self.load_with(&name, &bytes, g)
     }
 
     /// Second half of [`Runtime::load`], for an already compiled component.
-    pub fn instantiate_compiled(&self, compiled: Compiled) -> Result<WasmPlugin, LoadError> {
+    pub fn instantiate_compiled(&self, compiled: Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {
         let name = compiled.name.clone();
         let err = |kind| LoadError { plugin: name.clone(), kind };
         compiled.check_world().map_err(err)?;
@@ -361,6 +377,7 @@ impl Runtime {
             source: compiled.source,
             pre,
             tools: Vec::new(),
+            grants,
         };
         let infos = plugin.list_tools().map_err(|e| err(LoadErrorKind::ListTools(e)))?;
         let mut tools: Vec<ToolDef> = Vec::with_capacity(infos.len());
@@ -375,12 +392,36 @@ impl Runtime {
         Ok(plugin)
     }
 
-    /// Builds a store for one call of `tool` in `plugin`, with every limit set.
-    fn store(&self, plugin: &Arc<str>, tool: &str, deadline: Duration, ctx: Option<&CallContext>) -> Store<State> {
+    /// Builds a store for one call of `tool` in `plugin`, with every limit
+    /// set and exactly the granted directories and variables in its WASI
+    /// context (none by default).
+    fn store(
+        &self,
+        plugin: &Arc<str>,
+        grants: &Grants,
+        tool: &str,
+        deadline: Duration,
+        ctx: Option<&CallContext>,
+    ) -> Result<Store<State>, CallError> {
         let limits = &self.inner.limits;
         let stdout = MemoryOutputPipe::new(limits.guest_output_bytes);
         let stderr = MemoryOutputPipe::new(limits.guest_output_bytes);
-        let wasi = WasiCtxBuilder::new().stdout(stdout.clone()).stderr(stderr.clone()).build();
+        let mut builder = WasiCtxBuilder::new();
+        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        for d in &grants.dirs {
+            let perms = match d.mode {
+                DirMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
+                DirMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
+            };
+            builder.preopened_dir(&d.host, &d.mount, perms).map_err(|e| CallError::Unavailable {
+                tool: tool.to_string(),
+                message: format!("granted directory {} cannot be opened: {e}", d.host.display()),
+            })?;
+        }
+        for (k, v) in &grants.env {
+            builder.env(k, v);
+        }
+        let wasi = builder.build();
         let state = State {
             wasi,
             table: ResourceTable::new(),
@@ -401,7 +442,7 @@ impl Runtime {
         let ticks = deadline.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64;
         store.set_epoch_deadline(ticks.max(1));
         store.epoch_deadline_trap();
-        store
+        Ok(store)
     }
 }
 
@@ -506,6 +547,7 @@ pub struct WasmPlugin {
     source: CompileSource,
     pre: PluginPre<State>,
     tools: Vec<ToolDef>,
+    grants: Grants,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -534,6 +576,11 @@ impl WasmPlugin {
         &self.imports
     }
 
+    /// What the operator granted this plugin.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
     /// Whether the code was compiled at load or came from the cache.
     pub fn compile_source(&self) -> CompileSource {
         self.source
@@ -557,7 +604,10 @@ impl WasmPlugin {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
-        let mut store = self.runtime.store(&self.name, tool, deadline, ctx);
+        let mut store = match self.runtime.store(&self.name, &self.grants, tool, deadline, ctx) {
+            Ok(s) => s,
+            Err(e) => return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }),
+        };
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = rt.limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
         let stats =
@@ -583,7 +633,7 @@ impl WasmPlugin {
     #[doc(hidden)]
     pub fn reused_instance(&self) -> Result<ReusedInstance<'_>, CallError> {
         let deadline = self.runtime.inner.limits.timeout_ceiling;
-        let mut store = self.runtime.store(&self.name, "reused", deadline, None);
+        let mut store = self.runtime.store(&self.name, &self.grants, "reused", deadline, None)?;
         let instance = self
             .pre
             .instantiate(&mut store)
@@ -696,6 +746,10 @@ impl Provider for WasmPlugin {
 
     fn fingerprint(&self) -> String {
         self.digest.clone()
+    }
+
+    fn as_wasm(&self) -> Option<&WasmPlugin> {
+        Some(self)
     }
 
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {

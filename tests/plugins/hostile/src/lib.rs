@@ -41,6 +41,7 @@ impl Guest for Plugin {
             tool("panic", "Panics.", 100),
             tool("big_output", "Returns 10 MB of text.", 1000),
             tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
+            tool("env", "Returns every environment variable it can see, NAME=value per line.", 100),
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
         ]
     }
@@ -74,6 +75,7 @@ impl Guest for Plugin {
                 std::thread::sleep(std::time::Duration::from_millis(ms));
                 Ok(vec![Content::Text(format!("slept {ms} ms"))])
             }
+            "env" => Ok(vec![Content::Text(std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect())]),
             "echo" => Ok(vec![Content::Text(arguments)]),
             other => Err(ToolError::NotFound(other.into())),
         }

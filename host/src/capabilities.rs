@@ -1,0 +1,193 @@
+//! Capability grants: what the operator lets each plugin touch. Deny by
+//! default: a plugin without a grant sees no directory and no environment
+//! variable, and a plugin importing a network interface does not load.
+//!
+//! Grants come only from the operator's config file (`plugins.grants`);
+//! nothing a tool or a model sends can change them.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// `plugins.grants.<plugin>` in the config.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrantConfig {
+    /// Directories the plugin may use.
+    pub files: Vec<DirGrantConfig>,
+    /// Names of host environment variables the plugin may read.
+    pub env: Vec<String>,
+}
+
+/// One granted directory.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DirGrantConfig {
+    /// The directory on the host (relative to the config file).
+    pub dir: PathBuf,
+    /// `read-write` (default) or `read-only`.
+    #[serde(default)]
+    pub mode: DirMode,
+    /// Where the plugin sees it (default `/`).
+    #[serde(default = "default_mount")]
+    pub mount: String,
+}
+
+fn default_mount() -> String {
+    "/".into()
+}
+
+/// Access to a granted directory.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DirMode {
+    /// Read and write.
+    #[default]
+    ReadWrite,
+    /// Read only.
+    ReadOnly,
+}
+
+/// Grants resolved for one plugin: absolute directories, env values read once.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grants {
+    /// Directories, with mount point and mode.
+    pub dirs: Vec<DirGrant>,
+    /// Environment variables (name, value) the plugin sees.
+    pub env: Vec<(String, String)>,
+    /// Variables granted but not set on the host (reported, not exposed).
+    pub env_missing: Vec<String>,
+}
+
+/// A resolved directory grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirGrant {
+    /// Absolute host path.
+    pub host: PathBuf,
+    /// Mount point inside the plugin.
+    pub mount: String,
+    /// Access.
+    pub mode: DirMode,
+}
+
+/// A grant that cannot be honoured.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// A granted directory is missing or unusable.
+    #[error("plugins.grants.{plugin}.files: {dir}: {reason}")]
+    Dir {
+        /// Plugin.
+        plugin: String,
+        /// Directory.
+        dir: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl GrantConfig {
+    /// Resolves paths against `base` and reads granted variables. A
+    /// read-write directory that does not exist yet is created.
+    pub fn resolve(&self, plugin: &str, base: &std::path::Path) -> Result<Grants, GrantError> {
+        let mut dirs = Vec::new();
+        for d in &self.files {
+            let host = if d.dir.is_absolute() { d.dir.clone() } else { base.join(&d.dir) };
+            let err =
+                |reason: String| GrantError::Dir { plugin: plugin.into(), dir: host.display().to_string(), reason };
+            if d.mode == DirMode::ReadWrite && !host.exists() {
+                std::fs::create_dir_all(&host).map_err(|e| err(format!("cannot create it: {e}")))?;
+            }
+            let host = host.canonicalize().map_err(|e| err(e.to_string()))?;
+            if !host.is_dir() {
+                return Err(err("not a directory".into()));
+            }
+            dirs.push(DirGrant { host, mount: d.mount.clone(), mode: d.mode });
+        }
+        let mut env = Vec::new();
+        let mut env_missing = Vec::new();
+        for name in &self.env {
+            match std::env::var(name) {
+                Ok(v) => env.push((name.clone(), v)),
+                Err(_) => env_missing.push(name.clone()),
+            }
+        }
+        Ok(Grants { dirs, env, env_missing })
+    }
+}
+
+/// All plugins' grants from the config, keyed by plugin name.
+pub type GrantsByPlugin = BTreeMap<String, GrantConfig>;
+
+/// A capability class, as a reviewer reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Capability {
+    /// Files in granted directories (`wasi:filesystem`).
+    Files,
+    /// Environment variables (`wasi:cli/environment`).
+    Env,
+    /// Sockets and outgoing HTTP (`wasi:sockets`, `wasi:http`).
+    Network,
+}
+
+impl Capability {
+    /// Lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Files => "files",
+            Capability::Env => "env",
+            Capability::Network => "network",
+        }
+    }
+
+    /// The capability an import asks for, if any.
+    pub fn of_import(import: &str) -> Option<Capability> {
+        if import.starts_with("wasi:filesystem/") {
+            Some(Capability::Files)
+        } else if import.starts_with("wasi:cli/environment") {
+            Some(Capability::Env)
+        } else if import.starts_with("wasi:sockets/") || import.starts_with("wasi:http/") {
+            Some(Capability::Network)
+        } else {
+            None
+        }
+    }
+}
+
+/// What a plugin asks for, from its imports.
+pub fn requested(imports: &[String]) -> Vec<Capability> {
+    let mut v: Vec<Capability> = imports.iter().filter_map(|i| Capability::of_import(i)).collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
+impl Grants {
+    /// Plain-words lines saying what each grant allows.
+    pub fn describe(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for d in &self.dirs {
+            out.push(match d.mode {
+                DirMode::ReadWrite => format!(
+                    "may read, create, overwrite and delete files under {} (seen as {})",
+                    d.host.display(),
+                    d.mount
+                ),
+                DirMode::ReadOnly => {
+                    format!("may read files under {} (seen as {}), not change them", d.host.display(), d.mount)
+                }
+            });
+        }
+        for (name, _) in &self.env {
+            out.push(format!("may read the environment variable {name}"));
+        }
+        for name in &self.env_missing {
+            out.push(format!("was granted the environment variable {name}, which is not set on this host"));
+        }
+        out
+    }
+
+    /// True when nothing is granted.
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty() && self.env.is_empty() && self.env_missing.is_empty()
+    }
+}

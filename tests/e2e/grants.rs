@@ -1,0 +1,204 @@
+//! Capability grants: deny by default, the fileio sandbox on a real
+//! directory, environment variables, the `grants` report.
+
+use crate::common::{CACHE, stderr, stdout, toolhost};
+use serde_json::{Value, json};
+use std::path::Path;
+use toolhost::Host;
+use toolhost::builtin::test_guests::HOSTILE_PATH;
+use toolhost::capabilities::{DirGrantConfig, DirMode, GrantConfig, GrantsByPlugin};
+use toolhost::runtime::{Limits, Runtime};
+use toolhost::tool::{CallContext, CallError, Content};
+
+/// A host whose fileio plugin is granted `dir` (and the hostile plugin `env`).
+fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
+    let mut grants = GrantsByPlugin::new();
+    if let Some((d, mode)) = dir {
+        grants.insert(
+            "fileio".into(),
+            GrantConfig { files: vec![DirGrantConfig { dir: d.to_path_buf(), mode, mount: "/".into() }], env: vec![] },
+        );
+    }
+    grants.insert("hostile".into(), GrantConfig { files: vec![], env: env.iter().map(|s| s.to_string()).collect() });
+    // These tests are about the sandbox, not latency: a generous deadline
+    // floor keeps fsync on a loaded CI disk from turning into timeouts.
+    let limits = Limits { timeout_floor: std::time::Duration::from_secs(5), ..Limits::default() };
+    let rt = Runtime::new(limits, Some(CACHE.path())).unwrap();
+    let cfg = toolhost::budget::BudgetConfig { fast_ms: 10_000, ..Default::default() };
+    let host = Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
+    host.add_builtins().unwrap();
+    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    host
+}
+
+fn call(h: &Host, tool: &str, args: Value) -> Result<Value, CallError> {
+    h.call(tool, &args, &CallContext::default()).map(|o| match &o.content[..] {
+        [Content::Json(v)] => v.clone(),
+        [Content::Text(t)] => Value::String(t.clone()),
+        other => panic!("{other:?}"),
+    })
+}
+
+/// Every file under `dir`, with its content, for before/after comparisons.
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() && !p.is_symlink() {
+                stack.push(p);
+            } else {
+                out.push((p.display().to_string(), std::fs::read(&p).unwrap_or_default()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn write_read_and_list_inside_the_granted_directory() {
+    let sandbox = tempfile::tempdir().unwrap();
+    let h = host(Some((sandbox.path(), DirMode::ReadWrite)), &[]);
+    let w =
+        call(&h, "write_file", json!({"path": "campaign/session-1.md", "content": "The party met Bartok."})).unwrap();
+    assert_eq!(w["bytes"], 21);
+    assert_eq!(std::fs::read_to_string(sandbox.path().join("campaign/session-1.md")).unwrap(), "The party met Bartok.");
+    let r = call(&h, "read_file", json!({"path": "campaign/session-1.md"})).unwrap();
+    assert_eq!(r["content"], "The party met Bartok.");
+    let l = call(&h, "list_dir", json!({"path": "campaign"})).unwrap();
+    assert_eq!(l["entries"], json!([{"name": "session-1.md", "kind": "file", "bytes": 21}]));
+    // Overwrite replaces the whole file.
+    call(&h, "write_file", json!({"path": "campaign/session-1.md", "content": "short"})).unwrap();
+    assert_eq!(std::fs::read_to_string(sandbox.path().join("campaign/session-1.md")).unwrap(), "short");
+}
+
+#[test]
+fn every_traversal_attempt_is_refused_and_the_disk_is_untouched() {
+    let outer = tempfile::tempdir().unwrap();
+    let sandbox = outer.path().join("sandbox");
+    std::fs::create_dir(&sandbox).unwrap();
+    std::fs::write(outer.path().join("secret.txt"), "outside").unwrap();
+    std::os::unix::fs::symlink(outer.path(), sandbox.join("escape")).unwrap();
+    std::os::unix::fs::symlink(outer.path().join("secret.txt"), sandbox.join("secret-link")).unwrap();
+    let h = host(Some((&sandbox, DirMode::ReadWrite)), &[]);
+    let before = snapshot(outer.path());
+    let long = "a/".repeat(600) + "x";
+    for (tool, args) in [
+        ("read_file", json!({"path": "../secret.txt"})),
+        ("read_file", json!({"path": "/etc/passwd"})),
+        ("read_file", json!({"path": format!("{}/secret.txt", outer.path().display())})),
+        ("read_file", json!({"path": "escape/secret.txt"})),
+        ("read_file", json!({"path": "secret-link"})),
+        ("read_file", json!({"path": "a\u{0}b"})),
+        ("write_file", json!({"path": "../evil.txt", "content": "x"})),
+        ("write_file", json!({"path": "escape/evil.txt", "content": "x"})),
+        ("write_file", json!({"path": "/tmp/evil.txt", "content": "x"})),
+        ("list_dir", json!({"path": "escape"})),
+        ("list_dir", json!({"path": ".."})),
+    ] {
+        let e = call(&h, tool, args.clone()).expect_err(&format!("{tool} {args} must fail"));
+        assert!(
+            matches!(e, CallError::InvalidInput { .. } | CallError::Forbidden { .. } | CallError::NotFound { .. }),
+            "{tool} {args}: {e:?}"
+        );
+    }
+    let long_err = call(&h, "read_file", json!({"path": long})).unwrap_err();
+    assert!(matches!(long_err, CallError::InvalidInput { .. }), "{long_err:?}");
+    assert_eq!(snapshot(outer.path()), before, "nothing outside the sandbox changed");
+    // Writing to the name of a symlink replaces the link inside the sandbox
+    // (atomic rename); it never writes through it.
+    call(&h, "write_file", json!({"path": "secret-link", "content": "overwritten"})).unwrap();
+    assert!(!sandbox.join("secret-link").is_symlink());
+    assert_eq!(std::fs::read_to_string(outer.path().join("secret.txt")).unwrap(), "outside");
+}
+
+#[test]
+fn without_a_grant_no_directory_is_reachable() {
+    let h = host(None, &[]);
+    match call(&h, "read_file", json!({"path": "anything.txt"})) {
+        Err(CallError::Forbidden { message, .. }) => assert!(message.contains("no directory was granted"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(matches!(call(&h, "write_file", json!({"path": "a", "content": "b"})), Err(CallError::Forbidden { .. })));
+}
+
+#[test]
+fn a_read_only_grant_reads_but_never_writes() {
+    let sandbox = tempfile::tempdir().unwrap();
+    std::fs::write(sandbox.path().join("rules.md"), "house rules").unwrap();
+    let h = host(Some((sandbox.path(), DirMode::ReadOnly)), &[]);
+    assert_eq!(call(&h, "read_file", json!({"path": "rules.md"})).unwrap()["content"], "house rules");
+    let e = call(&h, "write_file", json!({"path": "rules.md", "content": "changed"})).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
+    assert_eq!(std::fs::read_to_string(sandbox.path().join("rules.md")).unwrap(), "house rules");
+}
+
+#[test]
+fn files_over_1_mib_are_not_read() {
+    let sandbox = tempfile::tempdir().unwrap();
+    std::fs::write(sandbox.path().join("big.txt"), vec![b'x'; (1 << 20) + 1]).unwrap();
+    let h = host(Some((sandbox.path(), DirMode::ReadWrite)), &[]);
+    match call(&h, "read_file", json!({"path": "big.txt"})) {
+        Err(CallError::InvalidInput { message, .. }) => assert!(message.contains("1 MiB"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn environment_variables_are_invisible_without_a_grant() {
+    // SAFETY of the test: set before any thread of this process reads it; the
+    // name is unique to this test.
+    let name = "TOOLHOST_E2E_SECRET";
+    let visible = std::process::Command::new("env").env(name, "x").output().is_ok();
+    assert!(visible);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env(name, "hunter2")
+        .args(["--plugin", HOSTILE_PATH, "call", "env"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("hunter2"), "leaked: {}", stdout(&out));
+    assert!(stdout(&out).trim().is_empty(), "no variable at all: {}", stdout(&out));
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!("plugins:\n  grants:\n    hostile:\n      env: [{name}]\n"),
+    )
+    .unwrap();
+    let out = toolhost()
+        .current_dir(dir.path())
+        .env(name, "hunter2")
+        .env("OTHER_SECRET", "nope")
+        .args(["--plugin", HOSTILE_PATH, "call", "env"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out).trim(), format!("{name}=hunter2"), "exactly the granted variable");
+}
+
+#[test]
+fn grants_report_lists_every_plugin_with_what_it_may_touch() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./files\n          mode: read-only\n",
+    )
+    .unwrap();
+    std::fs::create_dir(dir.path().join("files")).unwrap();
+    let o = toolhost().current_dir(dir.path()).args(["grants", "--json"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let plugins: Vec<&str> = v.as_array().unwrap().iter().map(|p| p["plugin"].as_str().unwrap()).collect();
+    assert_eq!(plugins, ["diceroller", "fileio", "ruleslookup"]);
+    let fileio = &v[1];
+    assert_eq!(fileio["granted"]["files"][0]["mode"], "read-only");
+    assert!(fileio["asks_for"].as_array().unwrap().contains(&json!("files")));
+    assert!(fileio["allows"][0].as_str().unwrap().starts_with("may read files under"), "{}", fileio["allows"]);
+    assert_eq!(fileio["sha256"].as_str().unwrap().len(), 64);
+    let dice = &v[0];
+    assert_eq!(dice["granted"], json!({"files": [], "env": []}));
+    assert!(dice["allows"][0].as_str().unwrap().starts_with("nothing granted"));
+}
