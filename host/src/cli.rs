@@ -240,19 +240,27 @@ impl HostArgs {
     fn env(&self) -> Result<Env> {
         let cfg = self.config()?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
-        let host =
-            Host::with_budget(self.runtime(&cfg)?, budget).with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
+        let state = self
+            .state_dir
+            .clone()
+            .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
+            .unwrap_or_else(toolhost::config::default_state_dir);
+        let audit = if cfg.audit.disabled {
+            toolhost::audit::AuditLog::disabled()
+        } else {
+            let path = cfg.audit.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("audit.jsonl"));
+            toolhost::audit::AuditLog::open(&path, cfg.audit.include_arguments)
+                .with_context(|| format!("opening the audit log {}", path.display()))?
+        };
+        let host = Host::with_budget(self.runtime(&cfg)?, budget)
+            .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
+            .with_audit(audit);
         if cfg.plugins.builtins && !self.no_builtins {
             host.add_builtins().context("loading the built-in plugins")?;
         }
         for p in cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(self.plugins.iter().cloned()) {
             host.add_plugin_file(&p)?;
         }
-        let state = self
-            .state_dir
-            .clone()
-            .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
-            .unwrap_or_else(toolhost::config::default_state_dir);
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let store = CalibrationStore::new(&state, &environment);
         store.load_into(&host);

@@ -54,6 +54,8 @@ pub struct Config {
     pub limits: LimitsConfig,
     /// Latency budget settings.
     pub budget: BudgetConfig,
+    /// The audit trail.
+    pub audit: crate::audit::AuditConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     pub cache_dir: Option<PathBuf>,
     /// Directory for calibration results and other state.

@@ -3,6 +3,7 @@
 //! is an agent, check the arguments match the schema, run the tool under
 //! its budget deadline, record the measurement.
 
+use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::builtin::BUILTINS;
 use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
@@ -35,6 +36,7 @@ pub struct Host {
     budget: Budget,
     grants: GrantsByPlugin,
     grants_base: PathBuf,
+    audit: AuditLog,
 }
 
 /// The results of a batch of parallel calls.
@@ -55,7 +57,20 @@ impl Host {
     /// A host with a configured budget (agents, ceilings, selector).
     pub fn with_budget(runtime: Runtime, mut budget: Budget) -> Host {
         budget.timeout_floor = runtime.limits().timeout_floor;
-        Host { runtime, registry: Registry::new(), budget, grants: GrantsByPlugin::new(), grants_base: PathBuf::new() }
+        Host {
+            runtime,
+            registry: Registry::new(),
+            budget,
+            grants: GrantsByPlugin::new(),
+            grants_base: PathBuf::new(),
+            audit: AuditLog::disabled(),
+        }
+    }
+
+    /// Sends the audit trail to `audit` (by default it goes to the log only).
+    pub fn with_audit(mut self, audit: AuditLog) -> Host {
+        self.audit = audit;
+        self
     }
 
     /// Sets the operator's grants (from `plugins.grants`), relative paths
@@ -152,15 +167,37 @@ impl Host {
         arguments: &serde_json::Value,
         ctx: &CallContext,
     ) -> Result<ToolOutput, CallError> {
+        let start = Instant::now();
         let catalog = self.registry.snapshot();
-        let unknown = || CallError::UnknownTool(tool.to_string());
-        let entry = catalog.get(tool).ok_or_else(unknown)?;
-        if let Some((agent, tier)) = enforce
-            && !self.budget.visible(agent, tier, entry).unwrap_or(false)
-        {
-            tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
-            return Err(unknown());
-        }
+        let entry = catalog.get(tool);
+        let agent = enforce.and_then(|(a, _)| a).or(ctx.agent.as_deref());
+        let mut refused = false;
+        let result = match entry {
+            None => Err(CallError::UnknownTool(tool.to_string())),
+            Some(entry) => {
+                if let Some((agent, tier)) = enforce
+                    && !self.budget.visible(agent, tier, entry).unwrap_or(false)
+                {
+                    tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
+                    refused = true;
+                    Err(CallError::UnknownTool(tool.to_string()))
+                } else {
+                    self.run_visible(entry, agent, arguments, ctx)
+                }
+            }
+        };
+        self.audit_call(agent, tool, entry.map(|e| &**e), arguments, &result, refused, start.elapsed());
+        result
+    }
+
+    fn run_visible(
+        &self,
+        entry: &crate::registry::RegisteredTool,
+        agent: Option<&str>,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        let tool = entry.def.name.as_str();
         if !arguments.is_object() {
             return Err(CallError::InvalidInput {
                 tool: tool.to_string(),
@@ -174,13 +211,56 @@ impl Host {
         let deadline = self.budget.timeout_for(&entry.def);
         let ctx = CallContext {
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
-            agent: ctx.agent.clone().or_else(|| enforce.and_then(|(a, _)| a.map(str::to_string))),
+            agent: agent.map(str::to_string),
             ..ctx.clone()
         };
         let start = Instant::now();
-        let result = entry.provider.call(&entry.def.name, arguments, &ctx);
+        let result = entry.provider.call(tool, arguments, &ctx);
         self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
         result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn audit_call(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        entry: Option<&crate::registry::RegisteredTool>,
+        arguments: &serde_json::Value,
+        result: &Result<ToolOutput, CallError>,
+        refused: bool,
+        duration: Duration,
+    ) {
+        let wasm = entry.and_then(|e| e.provider.as_wasm());
+        let stats = result.as_ref().map(|o| o.stats).unwrap_or_default();
+        let mut capabilities = Vec::new();
+        if let Some(w) = wasm {
+            if !w.grants().dirs.is_empty() {
+                capabilities.push("files");
+            }
+            if !w.grants().env.is_empty() {
+                capabilities.push("env");
+            }
+        }
+        self.audit.write(&audit::Record {
+            time_ms: audit::now_ms(),
+            agent,
+            tool,
+            provider: entry.map(|e| e.provider.name()),
+            provider_digest: entry.map(|e| e.provider.fingerprint()).filter(|f| !f.is_empty()),
+            arguments_sha256: audit::hash_arguments(arguments),
+            arguments: self.audit.include_arguments().then_some(arguments),
+            outcome: match (result, refused) {
+                (_, true) => "refused",
+                (Ok(_), _) => "ok",
+                (Err(e), _) => e.kind(),
+            },
+            error: result.as_ref().err().map(|e| e.to_string()),
+            duration_ms: audit::ms(duration),
+            fuel_used: stats.fuel_used,
+            peak_memory_bytes: stats.peak_memory_bytes,
+            capabilities,
+        });
     }
 }
 

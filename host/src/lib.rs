@@ -20,6 +20,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod audit;
 pub mod budget;
 pub mod builtin;
 pub mod capabilities;

@@ -11,6 +11,9 @@ use toolhost::tool::{CallContext, CallError, Content, ToolOutput};
 /// One compile cache for the whole test run, so each plugin compiles once.
 pub static CACHE: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir().unwrap());
 
+/// State (calibration, audit log) of binaries run by the tests, kept out of $HOME.
+pub static STATE: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir().unwrap());
+
 /// A host with the built-in plugins and the hostile test plugin, default limits.
 pub static HOST: LazyLock<Host> = LazyLock::new(|| host_with(Limits::default()));
 
@@ -38,7 +41,7 @@ pub fn json_of(out: ToolOutput) -> serde_json::Value {
 /// The `toolhost` binary with the shared cache.
 pub fn toolhost() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
-    cmd.env("TOOLHOST_CACHE_DIR", CACHE.path()).env_remove("TOOLHOST_LOG");
+    cmd.env("TOOLHOST_CACHE_DIR", CACHE.path()).env("TOOLHOST_STATE_DIR", STATE.path()).env_remove("TOOLHOST_LOG");
     cmd
 }
 

@@ -25,7 +25,8 @@ fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
     let limits = Limits { timeout_floor: std::time::Duration::from_secs(5), ..Limits::default() };
     let rt = Runtime::new(limits, Some(CACHE.path())).unwrap();
     let cfg = toolhost::budget::BudgetConfig { fast_ms: 10_000, ..Default::default() };
-    let host = Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
+    let host =
+        Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
     host.add_builtins().unwrap();
     host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host

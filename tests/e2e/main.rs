@@ -6,10 +6,12 @@
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
+//! - `audit`: one record per call.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP.
 //! - `cli`: the binary's subcommands and their output.
 
+mod audit;
 mod budget;
 mod cli;
 mod common;
