@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Guests shipped inside the `toolhost` binary.
-const BUILTIN: &[&str] = &["diceroller", "ruleslookup", "fileio"];
+const BUILTIN: &[&str] = &["diceroller", "ruleslookup", "fileio", "memorytool"];
 /// Guests used only by the test suite.
 const TEST_ONLY: &[&str] = &["hostile", "otherworld"];
 const TARGET: &str = "wasm32-wasip2";

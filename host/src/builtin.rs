@@ -19,11 +19,14 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "diceroller", bytes: guests::DICEROLLER },
     Builtin { name: "ruleslookup", bytes: guests::RULESLOOKUP },
     Builtin { name: "fileio", bytes: guests::FILEIO },
+    Builtin { name: "memorytool", bytes: guests::MEMORYTOOL },
 ];
 
 /// Paths of the test-only guest components (hostile plugins and the like),
 /// for the test suite and benchmarks. Not part of the public API.
 #[doc(hidden)]
 pub mod test_guests {
-    pub use super::guests::{DICEROLLER_PATH, FILEIO_PATH, HOSTILE_PATH, OTHERWORLD_PATH, RULESLOOKUP_PATH};
+    pub use super::guests::{
+        DICEROLLER_PATH, FILEIO_PATH, HOSTILE_PATH, MEMORYTOOL_PATH, OTHERWORLD_PATH, RULESLOOKUP_PATH,
+    };
 }

@@ -17,6 +17,8 @@ pub struct GrantConfig {
     pub files: Vec<DirGrantConfig>,
     /// Names of host environment variables the plugin may read.
     pub env: Vec<String>,
+    /// Access to the campaign memory store.
+    pub memory: bool,
 }
 
 /// One granted directory.
@@ -48,8 +50,9 @@ pub enum DirMode {
     ReadOnly,
 }
 
-/// Grants resolved for one plugin: absolute directories, env values read once.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// Grants resolved for one plugin: absolute directories, env values read
+/// once, a handle on the memory store when granted.
+#[derive(Debug, Clone, Default)]
 pub struct Grants {
     /// Directories, with mount point and mode.
     pub dirs: Vec<DirGrant>,
@@ -57,6 +60,8 @@ pub struct Grants {
     pub env: Vec<(String, String)>,
     /// Variables granted but not set on the host (reported, not exposed).
     pub env_missing: Vec<String>,
+    /// The campaign memory store, when granted.
+    pub memory: Option<std::sync::Arc<crate::memory::MemoryStore>>,
 }
 
 /// A resolved directory grant.
@@ -80,6 +85,14 @@ pub enum GrantError {
         plugin: String,
         /// Directory.
         dir: String,
+        /// Why.
+        reason: String,
+    },
+    /// `memory` was granted but the store cannot be opened.
+    #[error("plugins.grants.{plugin}.memory: {reason}")]
+    Memory {
+        /// Plugin.
+        plugin: String,
         /// Why.
         reason: String,
     },
@@ -111,7 +124,7 @@ impl GrantConfig {
                 Err(_) => env_missing.push(name.clone()),
             }
         }
-        Ok(Grants { dirs, env, env_missing })
+        Ok(Grants { dirs, env, env_missing, memory: None })
     }
 }
 
@@ -127,6 +140,8 @@ pub enum Capability {
     Env,
     /// Sockets and outgoing HTTP (`wasi:sockets`, `wasi:http`).
     Network,
+    /// The campaign memory store (`toolhost:plugin/memory`).
+    Memory,
 }
 
 impl Capability {
@@ -136,6 +151,7 @@ impl Capability {
             Capability::Files => "files",
             Capability::Env => "env",
             Capability::Network => "network",
+            Capability::Memory => "memory",
         }
     }
 
@@ -147,6 +163,8 @@ impl Capability {
             Some(Capability::Env)
         } else if import.starts_with("wasi:sockets/") || import.starts_with("wasi:http/") {
             Some(Capability::Network)
+        } else if import.starts_with("toolhost:plugin/memory") {
+            Some(Capability::Memory)
         } else {
             None
         }
@@ -180,6 +198,9 @@ impl Grants {
         for (name, _) in &self.env {
             out.push(format!("may read the environment variable {name}"));
         }
+        if self.memory.is_some() {
+            out.push("may search the campaign memory (session transcripts, facts, knowledge graph), read only".into());
+        }
         for name in &self.env_missing {
             out.push(format!("was granted the environment variable {name}, which is not set on this host"));
         }
@@ -188,6 +209,6 @@ impl Grants {
 
     /// True when nothing is granted.
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty() && self.env.is_empty() && self.env_missing.is_empty()
+        self.dirs.is_empty() && self.env.is_empty() && self.env_missing.is_empty() && self.memory.is_none()
     }
 }

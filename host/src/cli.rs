@@ -190,11 +190,25 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// The campaign memory store (session transcripts, facts, knowledge graph).
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// List the agents (NPCs) in the config with their ceilings and tools.
     Agents {
         /// Print JSON.
         #[arg(long)]
         json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum MemoryCommand {
+    /// Load a campaign from a JSON file (sessions with transcripts,
+    /// entities, relationships, facts; the shape of host/data/demo-campaign.json).
+    /// Records with the same ids are replaced.
+    Import {
+        /// The campaign file.
+        file: PathBuf,
     },
 }
 
@@ -252,9 +266,14 @@ impl HostArgs {
             toolhost::audit::AuditLog::open(&path, cfg.audit.include_arguments)
                 .with_context(|| format!("opening the audit log {}", path.display()))?
         };
+        let memory_path =
+            cfg.memory.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("memory.sqlite3"));
+        let memory = toolhost::memory::MemoryStore::open(&memory_path)
+            .with_context(|| format!("opening the memory store {}", memory_path.display()))?;
         let host = Host::with_budget(self.runtime(&cfg)?, budget)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
-            .with_audit(audit);
+            .with_audit(audit)
+            .with_memory(Arc::new(memory));
         if cfg.plugins.builtins && !self.no_builtins {
             host.add_builtins().context("loading the built-in plugins")?;
         }
@@ -286,6 +305,22 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Stats { json } => stats(&a.env()?, json),
         Command::Agents { json } => agents(&a.env()?, json),
         Command::Grants { json } => grants(&a.env()?, json),
+        Command::Memory(MemoryCommand::Import { file }) => {
+            let env = a.env()?;
+            let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+            let campaign: toolhost::memory::Campaign = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a valid campaign file", file.display()))?;
+            let store = env.host.memory()?;
+            store.import(&campaign)?;
+            println!(
+                "imported {} sessions, {} entities, {} relationships, {} facts",
+                campaign.sessions.len(),
+                campaign.entities.len(),
+                campaign.relationships.len(),
+                campaign.facts.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
@@ -789,11 +824,14 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
         let Some(w) = p.as_wasm() else { continue };
         let g = w.grants();
         let asks = requested(w.imports());
-        let granted_caps: Vec<Capability> =
-            [(!g.dirs.is_empty()).then_some(Capability::Files), (!g.env.is_empty()).then_some(Capability::Env)]
-                .into_iter()
-                .flatten()
-                .collect();
+        let granted_caps: Vec<Capability> = [
+            (!g.dirs.is_empty()).then_some(Capability::Files),
+            (!g.env.is_empty()).then_some(Capability::Env),
+            g.memory.is_some().then_some(Capability::Memory),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
         let denied: Vec<&str> = asks.iter().filter(|c| !granted_caps.contains(c)).map(|c| c.as_str()).collect();
         let mut words = g.describe();
         if words.is_empty() {
@@ -811,6 +849,7 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
                     "mode": match d.mode { toolhost::capabilities::DirMode::ReadWrite => "read-write", _ => "read-only" },
                 })).collect::<Vec<_>>(),
                 "env": g.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
+                "memory": g.memory.is_some(),
             },
             "denied": denied,
             "allows": words,

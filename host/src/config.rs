@@ -56,6 +56,8 @@ pub struct Config {
     pub budget: BudgetConfig,
     /// The audit trail.
     pub audit: crate::audit::AuditConfig,
+    /// The campaign memory store.
+    pub memory: MemoryConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     pub cache_dir: Option<PathBuf>,
     /// Directory for calibration results and other state.
@@ -130,6 +132,15 @@ pub struct OAuthConfig {
     /// Scopes to request.
     #[serde(default)]
     pub scopes: Vec<String>,
+}
+
+/// `memory:` section.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MemoryConfig {
+    /// The SQLite file [default: `<state dir>/memory.sqlite3`]. A new store
+    /// starts with the demo campaign.
+    pub path: Option<PathBuf>,
 }
 
 /// `plugins:` section.

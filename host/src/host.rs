@@ -7,6 +7,7 @@ use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::builtin::BUILTINS;
 use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
+use crate::memory::MemoryStore;
 use crate::registry::{Registry, RegistryError};
 use crate::runtime::{LoadError, Runtime, WasmPlugin};
 use crate::tool::{CallContext, CallError, ToolOutput};
@@ -37,6 +38,7 @@ pub struct Host {
     grants: GrantsByPlugin,
     grants_base: PathBuf,
     audit: AuditLog,
+    memory: std::sync::OnceLock<Arc<MemoryStore>>,
 }
 
 /// The results of a batch of parallel calls.
@@ -64,7 +66,24 @@ impl Host {
             grants: GrantsByPlugin::new(),
             grants_base: PathBuf::new(),
             audit: AuditLog::disabled(),
+            memory: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The campaign memory store behind the `memory` capability. Without
+    /// one, the host uses an in-memory store holding the demo campaign.
+    pub fn with_memory(self, store: Arc<MemoryStore>) -> Host {
+        let _ = self.memory.set(store);
+        self
+    }
+
+    /// The memory store (the in-memory demo store when none was given).
+    pub fn memory(&self) -> Result<&Arc<MemoryStore>, crate::memory::MemoryError> {
+        if let Some(m) = self.memory.get() {
+            return Ok(m);
+        }
+        let store = Arc::new(MemoryStore::in_memory()?);
+        Ok(self.memory.get_or_init(|| store))
     }
 
     /// Sends the audit trail to `audit` (by default it goes to the log only).
@@ -82,11 +101,20 @@ impl Host {
     }
 
     /// The resolved grants for a plugin name (empty when none configured).
+    ///
+    /// The built-in `memorytool` is granted `memory` by default (the operator
+    /// can take it away with an explicit `plugins.grants.memorytool` entry).
     pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
-        match self.grants.get(plugin) {
-            Some(g) => g.resolve(plugin, &self.grants_base),
-            None => Ok(Grants::default()),
+        let (mut grants, memory) = match self.grants.get(plugin) {
+            Some(g) => (g.resolve(plugin, &self.grants_base)?, g.memory),
+            None => (Grants::default(), plugin == "memorytool"),
+        };
+        if memory {
+            let store =
+                self.memory().map_err(|e| GrantError::Memory { plugin: plugin.to_string(), reason: e.to_string() })?;
+            grants.memory = Some(store.clone());
         }
+        Ok(grants)
     }
 
     /// The wasm runtime.
@@ -240,6 +268,9 @@ impl Host {
             }
             if !w.grants().env.is_empty() {
                 capabilities.push("env");
+            }
+            if w.grants().memory.is_some() {
+                capabilities.push("memory");
             }
         }
         self.audit.write(&audit::Record {

@@ -27,6 +27,7 @@ pub mod capabilities;
 pub mod config;
 mod host;
 pub mod mcp;
+pub mod memory;
 pub mod registry;
 pub mod runtime;
 pub mod tool;

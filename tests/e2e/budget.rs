@@ -64,7 +64,7 @@ fn an_agent_sees_only_its_allowed_tools_within_its_ceiling() {
     assert_eq!(names(&d.json(&["tools", "--agent", "Bartok the Barkeep", "--json"])), ["roll", "roll_table"]);
     assert_eq!(
         names(&d.json(&["tools", "--agent", "Greymantle the Sage", "--json"])),
-        ["get_rule", "roll", "search_rules"]
+        ["get_rule", "get_summary", "query_entities", "roll", "search_rules", "search_sessions"]
     );
     assert_eq!(
         names(&d.json(&["tools", "--agent", "Greymantle the Sage", "--tier", "fast", "--json"])),
@@ -73,7 +73,8 @@ fn an_agent_sees_only_its_allowed_tools_within_its_ceiling() {
     );
     assert_eq!(
         names(&d.json(&["tools", "--tier", "fast", "--json"])),
-        ["get_rule", "list_dir", "read_file", "roll", "roll_table", "write_file"]
+        ["get_rule", "list_dir", "read_file", "roll", "roll_table", "write_file"],
+        "the memory tools and search_rules declare p50 above the 20 ms FAST ceiling"
     );
 }
 
@@ -100,7 +101,7 @@ fn select_reports_tier_reason_and_visible_tools() {
     assert_eq!(v["reason"], "DEEP keyword \"think carefully\"");
     assert_eq!(
         names(&json!(v["tools"].as_array().unwrap().iter().map(|n| json!({"name": n})).collect::<Vec<_>>())),
-        ["get_rule", "roll", "search_rules"]
+        ["get_rule", "get_summary", "query_entities", "roll", "search_rules", "search_sessions"]
     );
     let v = d.json(&["select", "remember the quest?", "--queue-depth", "4", "--json"]);
     assert_eq!((v["tier"].as_str(), v["reason"].as_str()), (Some("fast"), Some("4 players waiting")));
@@ -137,7 +138,20 @@ fn calibration_is_stored_and_reused_by_the_next_start() {
     assert_eq!(list_dir["outcome"], "failed");
     let probed: Vec<&str> =
         tools.iter().filter(|t| t["outcome"] == "probed").map(|t| t["tool"].as_str().unwrap()).collect();
-    assert_eq!(probed, ["get_rule", "roll", "roll_table", "search_rules"], "hostile tools are not idempotent");
+    assert_eq!(
+        probed,
+        [
+            "get_rule",
+            "get_summary",
+            "query_entities",
+            "roll",
+            "roll_table",
+            "search_facts",
+            "search_rules",
+            "search_sessions"
+        ],
+        "hostile tools are not idempotent"
+    );
     // A new process reads the stored probes.
     let after = d.json(&["stats", "--json"]);
     for t in after.as_array().unwrap().iter().filter(|t| probed.contains(&t["tool"].as_str().unwrap())) {

@@ -80,7 +80,19 @@ fn tools_lists_every_builtin_with_latency_and_arguments() {
     let o = run(&["tools"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for line in ["roll ", "roll_table ", "search_rules ", "get_rule ", "read_file ", "write_file ", "list_dir "] {
+    for line in [
+        "roll ",
+        "roll_table ",
+        "search_rules ",
+        "get_rule ",
+        "read_file ",
+        "write_file ",
+        "list_dir ",
+        "search_sessions ",
+        "query_entities ",
+        "get_summary ",
+        "search_facts ",
+    ] {
         assert!(out.lines().any(|l| l.starts_with(line)), "{line} missing from\n{out}");
     }
     let roll = out.lines().find(|l| l.starts_with("roll ")).unwrap();
@@ -92,7 +104,7 @@ fn tools_json_is_machine_readable() {
     let o = run(&["tools", "--json"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let tools = v.as_array().unwrap();
-    assert_eq!(tools.len(), 7);
+    assert_eq!(tools.len(), 11);
     let search = tools.iter().find(|t| t["name"] == "search_rules").unwrap();
     assert_eq!(search["provider"], "ruleslookup");
     assert_eq!(search["estimated_duration_ms"], 30);

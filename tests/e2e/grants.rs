@@ -16,10 +16,16 @@ fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
     if let Some((d, mode)) = dir {
         grants.insert(
             "fileio".into(),
-            GrantConfig { files: vec![DirGrantConfig { dir: d.to_path_buf(), mode, mount: "/".into() }], env: vec![] },
+            GrantConfig {
+                files: vec![DirGrantConfig { dir: d.to_path_buf(), mode, mount: "/".into() }],
+                ..Default::default()
+            },
         );
     }
-    grants.insert("hostile".into(), GrantConfig { files: vec![], env: env.iter().map(|s| s.to_string()).collect() });
+    grants.insert(
+        "hostile".into(),
+        GrantConfig { env: env.iter().map(|s| s.to_string()).collect(), ..Default::default() },
+    );
     // These tests are about the sandbox, not latency: a generous deadline
     // floor keeps fsync on a loaded CI disk from turning into timeouts.
     let limits = Limits { timeout_floor: std::time::Duration::from_secs(5), ..Limits::default() };
@@ -193,13 +199,16 @@ fn grants_report_lists_every_plugin_with_what_it_may_touch() {
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let plugins: Vec<&str> = v.as_array().unwrap().iter().map(|p| p["plugin"].as_str().unwrap()).collect();
-    assert_eq!(plugins, ["diceroller", "fileio", "ruleslookup"]);
+    assert_eq!(plugins, ["diceroller", "fileio", "memorytool", "ruleslookup"]);
+    let memorytool = &v[2];
+    assert_eq!(memorytool["granted"]["memory"], true, "the built-in memory tool holds the memory grant by default");
+    assert!(memorytool["denied"].as_array().unwrap().iter().all(|d| d != "memory"));
     let fileio = &v[1];
     assert_eq!(fileio["granted"]["files"][0]["mode"], "read-only");
     assert!(fileio["asks_for"].as_array().unwrap().contains(&json!("files")));
     assert!(fileio["allows"][0].as_str().unwrap().starts_with("may read files under"), "{}", fileio["allows"]);
     assert_eq!(fileio["sha256"].as_str().unwrap().len(), 64);
     let dice = &v[0];
-    assert_eq!(dice["granted"], json!({"files": [], "env": []}));
+    assert_eq!(dice["granted"], json!({"files": [], "env": [], "memory": false}));
     assert!(dice["allows"][0].as_str().unwrap().starts_with("nothing granted"));
 }

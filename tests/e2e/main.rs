@@ -8,6 +8,7 @@
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
 //! - `audit`: one record per call.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
+//! - `memory`: the memory tools over the SQLite store.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP.
 //! - `cli`: the binary's subcommands and their output.
 
@@ -19,4 +20,5 @@ mod grants;
 mod hostile;
 mod loading;
 mod mcp;
+mod memory;
 mod plugins;

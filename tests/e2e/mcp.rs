@@ -46,7 +46,7 @@ async fn stdio_serves_an_agent_its_tools_and_results() {
 
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    assert_eq!(names, ["roll", "roll_table"], "allow-list and tier; query_entities does not exist here");
+    assert_eq!(names, ["query_entities", "roll", "roll_table"], "the allow-list, at the FAST tier");
 
     let r = client
         .call_tool(CallToolRequestParams::new("roll").with_arguments(obj(json!({"expression": "2d6+3"}))))

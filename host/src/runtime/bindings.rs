@@ -4,10 +4,12 @@
 
 wasmtime::component::bindgen!({
     path: "../wit",
-    world: "plugin",
+    world: "memory-plugin",
 });
 
 pub use self::toolhost::plugin::host::LogLevel;
+pub use MemoryPlugin as Plugin;
+pub use MemoryPluginPre as PluginPre;
 pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
 
 /// The export every plugin must provide, without its version.

@@ -124,7 +124,8 @@ const ALWAYS_LINKED: &[&str] = &[
 ];
 
 /// Interfaces that reach outside the sandbox, with the grant each needs.
-const NEEDS_GRANT: &[(&str, &str)] = &[("wasi:sockets/", "network"), ("wasi:http/", "network")];
+const NEEDS_GRANT: &[(&str, &str)] =
+    &[("wasi:sockets/", "network"), ("wasi:http/", "network"), ("toolhost:plugin/memory@0.1", "memory")];
 
 /// Per-store state: the WASI context (empty by default), the limiter and the
 /// guest's bounded output.
@@ -140,6 +141,8 @@ pub(crate) struct State {
     events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
     /// When the call must end; bounds guest timers (see `clock.rs`).
     deadline: Instant,
+    /// The memory store, when granted.
+    memory: Option<Arc<crate::memory::MemoryStore>>,
 }
 
 impl WasiView for State {
@@ -191,6 +194,71 @@ impl bindings::toolhost::plugin::host::Host for State {
 }
 
 impl bindings::toolhost::plugin::types::Host for State {}
+
+mod memory_host {
+    use super::State;
+    use super::bindings::toolhost::plugin::memory::{Entity, Fact, Host, Relationship, TranscriptLine};
+    use crate::memory::MemoryStore;
+
+    fn store(s: &State) -> Result<&MemoryStore, String> {
+        // Unreachable in practice: a plugin importing memory without the
+        // grant is refused at load.
+        s.memory.as_deref().ok_or_else(|| "the memory capability was not granted".to_string())
+    }
+
+    fn entity(e: crate::memory::Entity) -> Entity {
+        Entity { id: e.id, name: e.name, kind: e.kind, attributes: serde_json::Value::Object(e.attributes).to_string() }
+    }
+
+    impl Host for State {
+        fn search_sessions(
+            &mut self,
+            query: String,
+            session_id: Option<String>,
+            limit: u32,
+        ) -> Result<Vec<TranscriptLine>, String> {
+            let hits = store(self)?.search_sessions(&query, session_id.as_deref(), limit).map_err(|e| e.to_string())?;
+            Ok(hits
+                .into_iter()
+                .map(|h| TranscriptLine {
+                    session_id: h.session_id,
+                    line: h.line,
+                    speaker: h.speaker,
+                    text: h.text,
+                    score: h.score,
+                })
+                .collect())
+        }
+
+        fn query_entities(
+            &mut self,
+            name: Option<String>,
+            kind: Option<String>,
+            limit: u32,
+        ) -> Result<Vec<Entity>, String> {
+            let found =
+                store(self)?.query_entities(name.as_deref(), kind.as_deref(), limit).map_err(|e| e.to_string())?;
+            Ok(found.into_iter().map(entity).collect())
+        }
+
+        fn get_entity(&mut self, id: String) -> Result<Option<Entity>, String> {
+            Ok(store(self)?.get_entity(&id).map_err(|e| e.to_string())?.map(entity))
+        }
+
+        fn relationships(&mut self, id: String) -> Result<Vec<Relationship>, String> {
+            let rels = store(self)?.relationships(&id).map_err(|e| e.to_string())?;
+            Ok(rels.into_iter().map(|r| Relationship { source: r.source, target: r.target, kind: r.kind }).collect())
+        }
+
+        fn search_facts(&mut self, query: String, limit: u32) -> Result<Vec<Fact>, String> {
+            let hits = store(self)?.search_facts(&query, limit).map_err(|e| e.to_string())?;
+            Ok(hits
+                .into_iter()
+                .map(|f| Fact { id: f.id, text: f.text, session_id: f.session_id, score: f.score })
+                .collect())
+        }
+    }
+}
 
 struct Inner {
     engine: Engine,
@@ -263,6 +331,12 @@ impl Runtime {
         )?;
         linker.allow_shadowing(false);
         bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+            &mut linker,
+            |s| s,
+        )?;
+        // Linked for every plugin, but only reachable by plugins granted
+        // `memory`: the others are refused at load if they import it.
+        bindings::toolhost::plugin::memory::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
             &mut linker,
             |s| s,
         )?;
@@ -356,6 +430,9 @@ impl Runtime {
         compiled.check_world().map_err(err)?;
         for import in &compiled.imports {
             if let Some((_, grant)) = NEEDS_GRANT.iter().find(|(p, _)| import.starts_with(p)) {
+                if *grant == "memory" && grants.memory.is_some() {
+                    continue;
+                }
                 return Err(err(LoadErrorKind::NotGranted { interface: import.clone(), grant }));
             }
             if !ALWAYS_LINKED.iter().any(|p| import.starts_with(p)) {
@@ -433,6 +510,7 @@ impl Runtime {
             logs_left: limits.log_lines,
             events: ctx.and_then(|c| c.events.clone()),
             deadline: Instant::now() + deadline,
+            memory: grants.memory.clone(),
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limiter);

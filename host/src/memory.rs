@@ -1,0 +1,383 @@
+//! The campaign memory store behind the `memory` capability: SQLite (WAL)
+//! with FTS5 indexes over session transcripts and facts, and tables for the
+//! knowledge graph. One file, safe for concurrent calls and for a killed
+//! host (SQLite's write-ahead log).
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Deserialize;
+use std::path::Path;
+use std::sync::Mutex;
+
+/// The demo campaign, loaded into an empty store.
+pub const DEMO_CAMPAIGN: &str = include_str!("../data/demo-campaign.json");
+
+/// A campaign to import (`toolhost memory import FILE.json`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Campaign {
+    /// Sessions with their transcripts.
+    #[serde(default)]
+    pub sessions: Vec<Session>,
+    /// Knowledge-graph entities.
+    #[serde(default)]
+    pub entities: Vec<Entity>,
+    /// Edges between entities.
+    #[serde(default)]
+    pub relationships: Vec<Relationship>,
+    /// Facts.
+    #[serde(default)]
+    pub facts: Vec<Fact>,
+}
+
+/// A session of play.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Session {
+    /// Id, e.g. `session-1`.
+    pub id: String,
+    /// Title.
+    #[serde(default)]
+    pub title: String,
+    /// Transcript lines: `[speaker, text]`.
+    pub transcript: Vec<(String, String)>,
+}
+
+/// An entity.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entity {
+    /// Id, e.g. `npc-bartok`.
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// Kind: npc, location, faction, item, pc ...
+    pub kind: String,
+    /// Attributes (a JSON object).
+    #[serde(default)]
+    pub attributes: serde_json::Map<String, serde_json::Value>,
+}
+
+/// An edge.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Relationship {
+    /// From entity id.
+    pub source: String,
+    /// To entity id.
+    pub target: String,
+    /// Kind, e.g. `owns`, `member_of`, `enemy_of`.
+    pub kind: String,
+}
+
+/// A fact.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fact {
+    /// Id.
+    pub id: String,
+    /// The fact.
+    pub text: String,
+    /// Session it came from.
+    #[serde(default)]
+    pub session_id: Option<String>,
+}
+
+/// A transcript hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LineHit {
+    /// Session.
+    pub session_id: String,
+    /// Line number (1-based).
+    pub line: u32,
+    /// Who spoke.
+    pub speaker: String,
+    /// What was said.
+    pub text: String,
+    /// Relevance (higher is better).
+    pub score: f64,
+}
+
+/// A fact hit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactHit {
+    /// Fact id.
+    pub id: String,
+    /// Text.
+    pub text: String,
+    /// Session.
+    pub session_id: Option<String>,
+    /// Relevance.
+    pub score: f64,
+}
+
+/// Store errors.
+#[derive(Debug, thiserror::Error)]
+pub enum MemoryError {
+    /// SQLite failed.
+    #[error("memory store: {0}")]
+    Sql(#[from] rusqlite::Error),
+    /// The campaign file is malformed.
+    #[error("campaign file: {0}")]
+    Campaign(#[from] serde_json::Error),
+}
+
+/// The store.
+#[derive(Debug)]
+pub struct MemoryStore {
+    conn: Mutex<Connection>,
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS sessions (id TEXT PRIMARY KEY, title TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS transcript (
+    session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+    line INTEGER NOT NULL, speaker TEXT NOT NULL, text TEXT NOT NULL,
+    PRIMARY KEY (session_id, line));
+CREATE VIRTUAL TABLE IF NOT EXISTS transcript_fts USING fts5(
+    text, speaker, session_id UNINDEXED, line UNINDEXED, tokenize = 'porter unicode61');
+CREATE TABLE IF NOT EXISTS entities (id TEXT PRIMARY KEY, name TEXT NOT NULL, kind TEXT NOT NULL, attributes TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS entities_kind ON entities(kind);
+CREATE TABLE IF NOT EXISTS relationships (source TEXT NOT NULL, target TEXT NOT NULL, kind TEXT NOT NULL,
+    PRIMARY KEY (source, target, kind));
+CREATE TABLE IF NOT EXISTS facts (id TEXT PRIMARY KEY, text TEXT NOT NULL, session_id TEXT);
+CREATE VIRTUAL TABLE IF NOT EXISTS facts_fts USING fts5(text, id UNINDEXED, tokenize = 'porter unicode61');
+";
+
+/// Turns free text into an FTS5 query: words joined with OR, each quoted,
+/// so user input never injects FTS syntax.
+fn fts_query(q: &str) -> Option<String> {
+    let words: Vec<String> = q
+        .split(|c: char| !c.is_alphanumeric() && c != '\'')
+        .filter(|w| w.len() > 1)
+        .map(|w| format!("\"{}\"", w.replace('"', "")))
+        .collect();
+    (!words.is_empty()).then(|| words.join(" OR "))
+}
+
+impl MemoryStore {
+    /// Opens (or creates) the store at `path`; an empty store gets the demo campaign.
+    pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let mut conn = Connection::open(path)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // WAL survives a killed host and lets readers run beside a writer.
+        // The mode is stored in the file; switching needs a moment alone
+        // with it, so several processes opening a new store retry.
+        for attempt in 0.. {
+            match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+                Ok(_) => break,
+                Err(e) if attempt < 50 && is_busy(&e) => std::thread::sleep(std::time::Duration::from_millis(20)),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        conn.execute_batch("PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")?;
+        // Schema and demo data in one immediate transaction: concurrent
+        // first opens are serialised and the demo is loaded once.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        tx.execute_batch(SCHEMA)?;
+        let empty: bool = tx.query_row(
+            "SELECT (SELECT count(*) FROM sessions) + (SELECT count(*) FROM entities) + (SELECT count(*) FROM facts) = 0",
+            [],
+            |r| r.get(0),
+        )?;
+        if empty {
+            import_into(&tx, &serde_json::from_str(DEMO_CAMPAIGN)?)?;
+        }
+        tx.commit()?;
+        Ok(MemoryStore { conn: Mutex::new(conn) })
+    }
+
+    /// A store in memory holding the demo campaign, gone when dropped (for
+    /// hosts that were not given a file).
+    pub fn in_memory() -> Result<MemoryStore, MemoryError> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        let store = MemoryStore { conn: Mutex::new(conn) };
+        store.import(&serde_json::from_str(DEMO_CAMPAIGN)?)?;
+        Ok(store)
+    }
+
+    /// Imports a campaign in one transaction (replacing records with the same ids).
+    pub fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        import_into(&tx, c)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Full-text search over transcripts.
+    pub fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
+        let Some(fts) = fts_query(q) else { return Ok(Vec::new()) };
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = c.prepare_cached(
+            "SELECT session_id, line, speaker, text, -bm25(transcript_fts) FROM transcript_fts
+             WHERE transcript_fts MATCH ?1 AND (?2 IS NULL OR session_id = ?2)
+             ORDER BY bm25(transcript_fts) LIMIT ?3",
+        )?;
+        let rows = st.query_map(params![fts, session, limit], |r| {
+            Ok(LineHit {
+                session_id: r.get(0)?,
+                line: r.get::<_, i64>(1)? as u32,
+                speaker: r.get(2)?,
+                text: r.get(3)?,
+                score: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Entities by name substring and/or kind.
+    pub fn query_entities(
+        &self,
+        name: Option<&str>,
+        kind: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Entity>, MemoryError> {
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = c.prepare_cached(
+            "SELECT id, name, kind, attributes FROM entities
+             WHERE (?1 IS NULL OR name LIKE '%' || ?1 || '%' ESCAPE '\\') AND (?2 IS NULL OR kind = ?2)
+             ORDER BY name LIMIT ?3",
+        )?;
+        let name = name.map(|n| n.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let rows = st.query_map(params![name, kind, limit], entity_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One entity.
+    pub fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(c.query_row("SELECT id, name, kind, attributes FROM entities WHERE id = ?1", params![id], entity_row)
+            .optional()?)
+    }
+
+    /// Relationships touching an entity.
+    pub fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = c.prepare_cached(
+            "SELECT source, target, kind FROM relationships WHERE source = ?1 OR target = ?1 ORDER BY source, kind, target",
+        )?;
+        let rows =
+            st.query_map(params![id], |r| Ok(Relationship { source: r.get(0)?, target: r.get(1)?, kind: r.get(2)? }))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Full-text search over facts.
+    pub fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
+        let Some(fts) = fts_query(q) else { return Ok(Vec::new()) };
+        let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let mut st = c.prepare_cached(
+            "SELECT f.id, f.text, f.session_id, -bm25(facts_fts) FROM facts_fts JOIN facts f ON f.id = facts_fts.id
+             WHERE facts_fts MATCH ?1 ORDER BY bm25(facts_fts) LIMIT ?2",
+        )?;
+        let rows = st.query_map(params![fts, limit], |r| {
+            Ok(FactHit { id: r.get(0)?, text: r.get(1)?, session_id: r.get(2)?, score: r.get(3)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(e, rusqlite::Error::SqliteFailure(f, _) if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked))
+}
+
+fn import_into(tx: &rusqlite::Transaction<'_>, c: &Campaign) -> Result<(), MemoryError> {
+    for s in &c.sessions {
+        tx.execute("DELETE FROM transcript_fts WHERE session_id = ?1", params![s.id])?;
+        tx.execute("DELETE FROM transcript WHERE session_id = ?1", params![s.id])?;
+        tx.execute("INSERT OR REPLACE INTO sessions (id, title) VALUES (?1, ?2)", params![s.id, s.title])?;
+        for (i, (speaker, text)) in s.transcript.iter().enumerate() {
+            let line = i as i64 + 1;
+            tx.execute(
+                "INSERT INTO transcript (session_id, line, speaker, text) VALUES (?1, ?2, ?3, ?4)",
+                params![s.id, line, speaker, text],
+            )?;
+            tx.execute(
+                "INSERT INTO transcript_fts (text, speaker, session_id, line) VALUES (?1, ?2, ?3, ?4)",
+                params![text, speaker, s.id, line],
+            )?;
+        }
+    }
+    for e in &c.entities {
+        tx.execute(
+            "INSERT OR REPLACE INTO entities (id, name, kind, attributes) VALUES (?1, ?2, ?3, ?4)",
+            params![e.id, e.name, e.kind, serde_json::Value::Object(e.attributes.clone()).to_string()],
+        )?;
+    }
+    for r in &c.relationships {
+        tx.execute(
+            "INSERT OR IGNORE INTO relationships (source, target, kind) VALUES (?1, ?2, ?3)",
+            params![r.source, r.target, r.kind],
+        )?;
+    }
+    for f in &c.facts {
+        tx.execute("DELETE FROM facts_fts WHERE id = ?1", params![f.id])?;
+        tx.execute(
+            "INSERT OR REPLACE INTO facts (id, text, session_id) VALUES (?1, ?2, ?3)",
+            params![f.id, f.text, f.session_id],
+        )?;
+        tx.execute("INSERT INTO facts_fts (text, id) VALUES (?1, ?2)", params![f.text, f.id])?;
+    }
+    Ok(())
+}
+
+fn entity_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entity> {
+    let attrs: String = r.get(3)?;
+    Ok(Entity {
+        id: r.get(0)?,
+        name: r.get(1)?,
+        kind: r.get(2)?,
+        attributes: serde_json::from_str(&attrs).unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> (tempfile::TempDir, MemoryStore) {
+        let d = tempfile::tempdir().unwrap();
+        let s = MemoryStore::open(&d.path().join("m.sqlite3")).unwrap();
+        (d, s)
+    }
+
+    #[test]
+    fn the_demo_campaign_is_loaded_into_an_empty_store() {
+        let (_d, s) = store();
+        assert!(!s.query_entities(None, Some("npc"), 100).unwrap().is_empty());
+        assert!(!s.search_sessions("dragon", None, 5).unwrap().is_empty());
+    }
+
+    #[test]
+    fn fts_input_cannot_inject_syntax() {
+        let (_d, s) = store();
+        assert!(s.search_facts("\" OR * NEAR(", 5).is_ok());
+        assert!(s.search_sessions("AND OR NOT", None, 5).is_ok());
+        assert_eq!(fts_query("a"), None);
+    }
+
+    #[test]
+    fn data_survives_reopening() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("m.sqlite3");
+        let s = MemoryStore::open(&p).unwrap();
+        s.import(&Campaign {
+            sessions: vec![],
+            entities: vec![Entity {
+                id: "x".into(),
+                name: "Zed".into(),
+                kind: "npc".into(),
+                attributes: Default::default(),
+            }],
+            relationships: vec![],
+            facts: vec![],
+        })
+        .unwrap();
+        drop(s);
+        let s = MemoryStore::open(&p).unwrap();
+        assert_eq!(s.get_entity("x").unwrap().unwrap().name, "Zed");
+    }
+}

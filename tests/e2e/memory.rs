@@ -1,0 +1,140 @@
+//! The memorytool plugin over the SQLite memory store: the demo campaign,
+//! persistence across restarts, the memory grant.
+
+use crate::common::{HOST, call, json_of, stderr, stdout, toolhost};
+use serde_json::{Value, json};
+use std::path::Path;
+use toolhost::Host;
+use toolhost::builtin::test_guests::MEMORYTOOL_PATH;
+use toolhost::runtime::{Limits, LoadErrorKind, Runtime};
+
+fn q(tool: &str, args: Value) -> Value {
+    json_of(call(&HOST, tool, args).unwrap())
+}
+
+#[test]
+fn search_sessions_finds_transcript_lines() {
+    let v = q("search_sessions", json!({"query": "Ember Crown"}));
+    let results = v["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    assert!(results.iter().all(|r| r["text"].as_str().unwrap().contains("rown")), "{results:?}");
+    let only3 = q("search_sessions", json!({"query": "crown", "session_id": "session-3"}));
+    assert!(only3["results"].as_array().unwrap().iter().all(|r| r["session_id"] == "session-3"));
+}
+
+#[test]
+fn query_entities_filters_by_name_and_type() {
+    let npcs = q("query_entities", json!({"type": "npc"}));
+    let names: Vec<&str> = npcs["entities"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"Bartok the Barkeep") && names.contains(&"Sister Cinder"), "{names:?}");
+    let v = q("query_entities", json!({"name": "bartok"}));
+    assert_eq!(v["entities"][0]["id"], "npc-bartok");
+    assert_eq!(v["entities"][0]["attributes"]["race"], "halfling");
+    // LIKE wildcards in the input are literal.
+    assert!(q("query_entities", json!({"name": "%"}))["entities"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn get_summary_returns_attributes_relationships_and_connected_entities() {
+    let v = q("get_summary", json!({"entity_id": "npc-sister-cinder"}));
+    assert_eq!(v["entity"]["attributes"]["former_name"], "Elspeth Marrow");
+    let kinds: Vec<&str> = v["relationships"].as_array().unwrap().iter().map(|r| r["kind"].as_str().unwrap()).collect();
+    assert!(kinds.contains(&"leads") && kinds.contains(&"holds"), "{kinds:?}");
+    let connected: Vec<&str> = v["connected"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
+    assert!(connected.contains(&"fac-ashen-circle") && connected.contains(&"item-ember-crown"), "{connected:?}");
+    match call(&HOST, "get_summary", json!({"entity_id": "bartok"})) {
+        Err(toolhost::tool::CallError::NotFound { message, .. }) => {
+            assert!(message.contains("npc-bartok"), "{message}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn search_facts_ranks_facts_and_falls_back_to_transcripts() {
+    let v = q("search_facts", json!({"query": "who leads the Ashen Circle", "top_k": 3}));
+    assert_eq!(v["source"], "facts");
+    let facts = v["facts"].as_array().unwrap();
+    assert!(facts.len() <= 3);
+    assert!(facts.iter().any(|f| f["id"] == "fact-13"), "{facts:?}");
+    let v = q("search_facts", json!({"query": "storm"}));
+    assert_eq!(v["source"], "transcripts", "no fact mentions the storm");
+    assert_eq!(v["facts"][0]["session_id"], "session-1");
+}
+
+#[test]
+fn concurrent_queries_are_safe() {
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    assert_eq!(q("search_facts", json!({"query": "dragon"}))["source"], "facts");
+                }
+            });
+        }
+    });
+}
+
+#[test]
+fn a_plugin_importing_memory_without_the_grant_does_not_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("snoop.wasm");
+    std::fs::copy(MEMORYTOOL_PATH, &copy).unwrap();
+    let host = Host::new(Runtime::new(Limits::default(), None).unwrap());
+    let e = host.add_plugin_file(&copy).unwrap_err();
+    match e {
+        toolhost::AddPluginError::Load(ref l) => {
+            assert!(
+                matches!(&l.kind, LoadErrorKind::NotGranted { interface, grant: "memory" } if interface.starts_with("toolhost:plugin/memory")),
+                "{e}"
+            );
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("needs the \"memory\" capability"), "{e}");
+}
+
+#[test]
+fn imported_data_survives_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("mine.json");
+    std::fs::write(
+        &campaign,
+        json!({
+            "sessions": [{"id": "s-x", "title": "Test", "transcript": [["DM", "The zeppelin lands in Quillhaven."]]}],
+            "entities": [{"id": "npc-zed", "name": "Zed the Tinker", "kind": "npc", "attributes": {"trade": "clockwork"}}],
+            "facts": [{"id": "f-x", "text": "Zed repairs zeppelins for free.", "session_id": "s-x"}]
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| toolhost().env("TOOLHOST_STATE_DIR", &state).args(args).output().unwrap();
+    let o = run(&["memory", "import", campaign.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("imported 1 sessions, 1 entities"), "{}", stdout(&o));
+    // A new process: the data is on disk.
+    let o = run(&["call", "query_entities", r#"{"name":"zed"}"#]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(v["entities"][0]["attributes"]["trade"], "clockwork");
+    let o = run(&["call", "search_facts", r#"{"query":"zeppelins"}"#]);
+    assert!(stdout(&o).contains("f-x"), "{}", stdout(&o));
+    // The demo campaign is still there too.
+    let o = run(&["call", "get_summary", r#"{"entity_id":"npc-bartok"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(Path::new(&state).join("memory.sqlite3").exists());
+}
+
+#[test]
+fn a_malformed_campaign_file_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"entities": [{"id": "x"}]}"#).unwrap();
+    let o = toolhost()
+        .env("TOOLHOST_STATE_DIR", dir.path())
+        .args(["memory", "import", bad.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("not a valid campaign file") && stderr(&o).contains("name"), "{}", stderr(&o));
+}
