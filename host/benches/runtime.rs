@@ -224,6 +224,68 @@ fn main() {
     println!("| 100 ms | {} | {} | {} |", ms(min), ms(median(elapsed)), ms(max));
 
     budget_section(n);
+    storage_section(if quick { 200 } else { 1000 });
+}
+
+/// fileio reads and writes on a real directory; search_facts over 10,000 facts.
+fn storage_section(n: usize) {
+    use toolhost::capabilities::{DirGrantConfig, DirMode, GrantConfig, GrantsByPlugin};
+    use toolhost::memory::{Campaign, Fact, MemoryStore};
+    println!("\n### Storage: fileio and the memory store\n");
+    println!("| operation | p50 | p99 |");
+    println!("|---|---|---|");
+    let sandbox = tempfile::tempdir().unwrap();
+    let db = tempfile::tempdir().unwrap();
+    let mut grants = GrantsByPlugin::new();
+    grants.insert(
+        "fileio".into(),
+        GrantConfig {
+            files: vec![DirGrantConfig { dir: sandbox.path().to_path_buf(), mode: DirMode::ReadWrite, mount: "/".into() }],
+            ..Default::default()
+        },
+    );
+    let store = MemoryStore::open(&db.path().join("m.sqlite3")).unwrap();
+    let words = ["dragon", "crown", "tavern", "goblin", "sage", "mine", "cult", "ember", "storm", "road"];
+    let facts: Vec<Fact> = (0..10_000)
+        .map(|i| Fact {
+            id: format!("bench-{i}"),
+            text: format!(
+                "Fact {i}: the {} near the {} was seen by the {} in session {}.",
+                words[i % 10],
+                words[(i / 10) % 10],
+                words[(i / 100) % 10],
+                i % 50
+            ),
+            session_id: None,
+        })
+        .collect();
+    store.import(&Campaign { sessions: vec![], entities: vec![], relationships: vec![], facts }).unwrap();
+    let limits = Limits { timeout_floor: Duration::from_secs(5), ..Limits::default() };
+    let rt = Runtime::new(limits, None).unwrap();
+    let cfg = BudgetConfig { fast_ms: 10_000, ..BudgetConfig::default() };
+    let host = Host::with_budget(rt, Budget::new(cfg, Vec::new()))
+        .with_grants(grants, Path::new("/"))
+        .with_memory(Arc::new(store));
+    host.add_builtins().unwrap();
+    let ctx = CallContext::default();
+    for (label, size) in [("4 KiB", 4 << 10), ("1 MiB", (1 << 20) - 64)] {
+        let content = "x".repeat(size);
+        let w = json!({"path": "bench.txt", "content": content});
+        let s = sample(n, || {
+            host.call("write_file", &w, &ctx).unwrap();
+        });
+        println!("| `write_file` {label} (atomic: temp file, fsync, rename) | {} | {} |", us(s.p50), us(s.p99));
+        let r = json!({"path": "bench.txt"});
+        let s = sample(n, || {
+            host.call("read_file", &r, &ctx).unwrap();
+        });
+        println!("| `read_file` {label} | {} | {} |", us(s.p50), us(s.p99));
+    }
+    let q = json!({"query": "dragon crown", "top_k": 10});
+    let s = sample(n, || {
+        host.call("search_facts", &q, &ctx).unwrap();
+    });
+    println!("| `search_facts`, 10,026 facts (FTS5), top 10 | {} | {} |", us(s.p50), us(s.p99));
 }
 
 /// A provider with many tools, for the enforcer benchmark.

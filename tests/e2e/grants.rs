@@ -212,3 +212,71 @@ fn grants_report_lists_every_plugin_with_what_it_may_touch() {
     assert_eq!(dice["granted"], json!({"files": [], "env": [], "memory": false}));
     assert!(dice["allows"][0].as_str().unwrap().starts_with("nothing granted"));
 }
+
+#[test]
+fn a_plugin_importing_sockets_without_a_grant_does_not_load() {
+    use toolhost::builtin::test_guests::NETCLIENT_PATH;
+    use toolhost::runtime::LoadErrorKind;
+    let rt = Runtime::new(Limits::default(), Some(CACHE.path())).unwrap();
+    let e = rt.load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
+    match &e.kind {
+        LoadErrorKind::NotGranted { interface, grant } => {
+            assert!(interface.starts_with("wasi:sockets/"), "{interface}");
+            assert_eq!(*grant, "network");
+        }
+        other => panic!("{other}"),
+    }
+    assert!(e.to_string().contains("wasi:sockets/"), "{e}");
+    // Through the binary: the error names the interface, and inspect shows the import.
+    let o = toolhost().args(["--plugin", NETCLIENT_PATH, "tools"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("needs the \"network\" capability"), "{}", stderr(&o));
+    let o = toolhost().args(["inspect", NETCLIENT_PATH, "--json"]).output().unwrap();
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["imports"].as_array().unwrap().iter().any(|i| i.as_str().unwrap().starts_with("wasi:sockets/")));
+    assert_eq!(v["loadable"], false);
+}
+
+#[test]
+fn sigkill_during_a_large_write_leaves_the_old_or_the_new_file_never_a_mix() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./files\n",
+    )
+    .unwrap();
+    let target = dir.path().join("files/big.txt");
+    let write = |fill: char| {
+        let content = fill.to_string().repeat(1 << 20);
+        let args = json!({"path": "big.txt", "content": content}).to_string();
+        let mut child = toolhost()
+            .current_dir(dir.path())
+            .args(["call", "write_file", "-"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            let _ = stdin.write_all(args.as_bytes());
+        });
+        child
+    };
+    assert!(write('a').wait().unwrap().success());
+    for i in 0..12u64 {
+        let fill = if i % 2 == 0 { 'b' } else { 'a' };
+        let mut child = write(fill);
+        // Kill at a different moment each round: during start-up, the
+        // write, the fsync or the rename.
+        std::thread::sleep(std::time::Duration::from_millis(3 + i * 7));
+        let _ = child.kill(); // SIGKILL
+        let _ = child.wait();
+        let bytes = std::fs::read(&target).unwrap();
+        assert_eq!(bytes.len(), 1 << 20, "round {i}: torn length");
+        let first = bytes[0];
+        assert!(first == b'a' || first == b'b', "round {i}");
+        assert!(bytes.iter().all(|&b| b == first), "round {i}: a mix of old and new content");
+    }
+}
