@@ -170,20 +170,23 @@ fn main() {
             (0..3)
                 .map(|_| {
                     let rt = Runtime::new(Limits::default(), None).unwrap();
+                    let grants = Host::new(rt.clone()).grants_for(b.name).unwrap();
                     let t = Instant::now();
-                    rt.load(b.name, b.bytes).unwrap();
+                    rt.load_with(b.name, b.bytes, grants).unwrap();
                     t.elapsed()
                 })
                 .collect(),
         );
         let warm_dir = tempfile::tempdir().unwrap();
-        Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap().load(b.name, b.bytes).unwrap();
+        let warm = Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap();
+        warm.load_with(b.name, b.bytes, Host::new(warm.clone()).grants_for(b.name).unwrap()).unwrap();
         let warm = median(
             (0..10)
                 .map(|_| {
                     let rt = Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap();
+                    let grants = Host::new(rt.clone()).grants_for(b.name).unwrap();
                     let t = Instant::now();
-                    rt.load(b.name, b.bytes).unwrap();
+                    rt.load_with(b.name, b.bytes, grants).unwrap();
                     t.elapsed()
                 })
                 .collect(),
