@@ -243,7 +243,11 @@ fn storage_section(n: usize) {
     grants.insert(
         "fileio".into(),
         GrantConfig {
-            files: vec![DirGrantConfig { dir: sandbox.path().to_path_buf(), mode: DirMode::ReadWrite, mount: "/".into() }],
+            files: vec![DirGrantConfig {
+                dir: sandbox.path().to_path_buf(),
+                mode: DirMode::ReadWrite,
+                mount: "/".into(),
+            }],
             ..Default::default()
         },
     );

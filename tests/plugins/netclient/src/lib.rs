@@ -28,7 +28,8 @@ impl Guest for Plugin {
 
     fn call(_name: String, arguments: String) -> Result<Vec<Content>, ToolError> {
         let addr = arguments.split('"').nth(3).unwrap_or("127.0.0.1:1").to_string();
-        let mut s = std::net::TcpStream::connect(&addr).map_err(|e| ToolError::Failed(format!("connect {addr}: {e}")))?;
+        let mut s =
+            std::net::TcpStream::connect(&addr).map_err(|e| ToolError::Failed(format!("connect {addr}: {e}")))?;
         write!(s, "GET / HTTP/1.0\r\nHost: {addr}\r\n\r\n").map_err(|e| ToolError::Failed(e.to_string()))?;
         let mut body = String::new();
         s.read_to_string(&mut body).map_err(|e| ToolError::Failed(e.to_string()))?;
