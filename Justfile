@@ -6,7 +6,7 @@ build:
 
 # Build only the guest components (wasm32-wasip2), into target/guests.
 build-plugins:
-    cargo build --locked --target wasm32-wasip2 --profile guest --target-dir target/guests -p diceroller -p ruleslookup -p hostile -p otherworld
+    cargo build --locked --target wasm32-wasip2 --profile guest --target-dir target/guests -p diceroller -p ruleslookup -p fileio -p memorytool -p hostile -p otherworld -p netclient
 
 # The whole test suite (what CI runs).
 test:
