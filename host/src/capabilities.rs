@@ -19,6 +19,10 @@ pub struct GrantConfig {
     pub env: Vec<String>,
     /// Access to the campaign memory store.
     pub memory: bool,
+    /// TCP endpoints the plugin may connect to, as `IP:port` (IPv6 as
+    /// `[::1]:port`). Only outgoing TCP connections to exactly these
+    /// addresses are allowed; no name lookups, no listening, no UDP.
+    pub network: Vec<String>,
 }
 
 /// One granted directory.
@@ -62,6 +66,8 @@ pub struct Grants {
     pub env_missing: Vec<String>,
     /// The campaign memory store, when granted.
     pub memory: Option<std::sync::Arc<crate::memory::MemoryStore>>,
+    /// The only socket addresses the plugin may connect to.
+    pub network: Vec<std::net::SocketAddr>,
 }
 
 /// A resolved directory grant.
@@ -87,6 +93,14 @@ pub enum GrantError {
         dir: String,
         /// Why.
         reason: String,
+    },
+    /// A network entry is not `IP:port`.
+    #[error("plugins.grants.{plugin}.network: {entry:?} is not an IP:port address (names are not resolved)")]
+    Network {
+        /// Plugin.
+        plugin: String,
+        /// The entry.
+        entry: String,
     },
     /// `memory` was granted but the store cannot be opened.
     #[error("plugins.grants.{plugin}.memory: {reason}")]
@@ -116,6 +130,12 @@ impl GrantConfig {
             }
             dirs.push(DirGrant { host, mount: d.mount.clone(), mode: d.mode });
         }
+        let mut network = Vec::new();
+        for n in &self.network {
+            let addr: std::net::SocketAddr =
+                n.parse().map_err(|_| GrantError::Network { plugin: plugin.into(), entry: n.clone() })?;
+            network.push(addr);
+        }
         let mut env = Vec::new();
         let mut env_missing = Vec::new();
         for name in &self.env {
@@ -124,7 +144,7 @@ impl GrantConfig {
                 Err(_) => env_missing.push(name.clone()),
             }
         }
-        Ok(Grants { dirs, env, env_missing, memory: None })
+        Ok(Grants { dirs, env, env_missing, memory: None, network })
     }
 }
 
@@ -198,6 +218,9 @@ impl Grants {
         for (name, _) in &self.env {
             out.push(format!("may read the environment variable {name}"));
         }
+        for a in &self.network {
+            out.push(format!("may open TCP connections to {a} (and to no other address)"));
+        }
         if self.memory.is_some() {
             out.push("may search the campaign memory (session transcripts, facts, knowledge graph), read only".into());
         }
@@ -209,6 +232,10 @@ impl Grants {
 
     /// True when nothing is granted.
     pub fn is_empty(&self) -> bool {
-        self.dirs.is_empty() && self.env.is_empty() && self.env_missing.is_empty() && self.memory.is_none()
+        self.dirs.is_empty()
+            && self.env.is_empty()
+            && self.env_missing.is_empty()
+            && self.memory.is_none()
+            && self.network.is_empty()
     }
 }

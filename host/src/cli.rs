@@ -850,6 +850,7 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
                 })).collect::<Vec<_>>(),
                 "env": g.env.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>(),
                 "memory": g.memory.is_some(),
+                "network": g.network.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             },
             "denied": denied,
             "allows": words,

@@ -272,6 +272,9 @@ impl Host {
             if w.grants().memory.is_some() {
                 capabilities.push("memory");
             }
+            if !w.grants().network.is_empty() {
+                capabilities.push("network");
+            }
         }
         self.audit.write(&audit::Record {
             time_ms: audit::now_ms(),

@@ -209,7 +209,7 @@ fn grants_report_lists_every_plugin_with_what_it_may_touch() {
     assert!(fileio["allows"][0].as_str().unwrap().starts_with("may read files under"), "{}", fileio["allows"]);
     assert_eq!(fileio["sha256"].as_str().unwrap().len(), 64);
     let dice = &v[0];
-    assert_eq!(dice["granted"], json!({"files": [], "env": [], "memory": false}));
+    assert_eq!(dice["granted"], json!({"files": [], "env": [], "memory": false, "network": []}));
     assert!(dice["allows"][0].as_str().unwrap().starts_with("nothing granted"));
 }
 
@@ -279,4 +279,71 @@ fn sigkill_during_a_large_write_leaves_the_old_or_the_new_file_never_a_mix() {
         assert!(first == b'a' || first == b'b', "round {i}");
         assert!(bytes.iter().all(|&b| b == first), "round {i}: a mix of old and new content");
     }
+}
+
+/// A one-shot HTTP server on loopback answering every request with `reply`;
+/// returns its address and a counter of connections it accepted.
+fn http_server(reply: String) -> (std::net::SocketAddr, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{Read as _, Write as _};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = hits.clone();
+    std::thread::spawn(move || {
+        for mut s in listener.incoming().flatten() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // Read the whole request head before answering.
+            let mut req = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !req.windows(4).any(|w| w == b"\r\n\r\n") {
+                match s.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => req.extend_from_slice(&buf[..n]),
+                }
+            }
+            let _ = s.write_all(reply.as_bytes());
+        }
+    });
+    (addr, hits)
+}
+
+#[test]
+fn a_network_grant_reaches_exactly_the_granted_address() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use toolhost::builtin::test_guests::NETCLIENT_PATH;
+    let (other, other_hits) = http_server("HTTP/1.0 200 OK\r\n\r\nSECRET from the other service".into());
+    let (granted, granted_hits) =
+        http_server(format!("HTTP/1.0 302 Found\r\nLocation: http://{other}/\r\n\r\nhello from the granted service"));
+    let mut grants = GrantsByPlugin::new();
+    grants.insert("netclient".into(), GrantConfig { network: vec![granted.to_string()], ..Default::default() });
+    let limits = Limits { timeout_floor: std::time::Duration::from_secs(5), ..Limits::default() };
+    let rt = Runtime::new(limits, Some(CACHE.path())).unwrap();
+    let h = Host::new(rt).with_grants(grants, Path::new("/"));
+    h.add_plugin_file(Path::new(NETCLIENT_PATH)).unwrap();
+
+    // The granted address answers.
+    let body = call(&h, "fetch", json!({"addr": granted.to_string()})).unwrap();
+    assert!(body.as_str().unwrap().contains("hello from the granted service"), "{body}");
+    // Any other port on the same host is refused.
+    let e = call(&h, "fetch", json!({"addr": other.to_string()})).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
+    // A Host header naming the granted service does not open the other one
+    // (the check is on the socket address, not on headers: cf. CVE-2024-32980).
+    let e = call(&h, "fetch", json!({"addr": other.to_string(), "host_header": granted.to_string()})).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
+    // Another host (address) is refused.
+    let e = call(&h, "fetch", json!({"addr": format!("127.0.0.2:{}", granted.port())})).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
+    // Following the granted service's redirect to the other one is refused.
+    let e = call(&h, "fetch", json!({"addr": granted.to_string(), "follow_redirect": true})).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
+    assert_eq!(other_hits.load(SeqCst), 0, "the other service was never reached");
+    assert_eq!(granted_hits.load(SeqCst), 2);
+}
+
+#[test]
+fn a_network_grant_must_be_an_ip_and_port() {
+    let g = GrantConfig { network: vec!["example.com:80".into()], ..Default::default() };
+    let e = g.resolve("netclient", Path::new("/")).unwrap_err();
+    assert!(e.to_string().contains("not an IP:port"), "{e}");
 }

@@ -125,7 +125,7 @@ const ALWAYS_LINKED: &[&str] = &[
 
 /// Interfaces that reach outside the sandbox, with the grant each needs.
 const NEEDS_GRANT: &[(&str, &str)] =
-    &[("wasi:sockets/", "network"), ("wasi:http/", "network"), ("toolhost:plugin/memory@0.1", "memory")];
+    &[("wasi:sockets/", "network"), ("wasi:http/", "http"), ("toolhost:plugin/memory@0.1", "memory")];
 
 /// Per-store state: the WASI context (empty by default), the limiter and the
 /// guest's bounded output.
@@ -430,7 +430,9 @@ impl Runtime {
         compiled.check_world().map_err(err)?;
         for import in &compiled.imports {
             if let Some((_, grant)) = NEEDS_GRANT.iter().find(|(p, _)| import.starts_with(p)) {
-                if *grant == "memory" && grants.memory.is_some() {
+                if (*grant == "memory" && grants.memory.is_some())
+                    || (*grant == "network" && !grants.network.is_empty())
+                {
                     continue;
                 }
                 return Err(err(LoadErrorKind::NotGranted { interface: import.clone(), grant }));
@@ -497,6 +499,22 @@ impl Runtime {
         }
         for (k, v) in &grants.env {
             builder.env(k, v);
+        }
+        if !grants.network.is_empty() {
+            // The check sees the socket address actually connected to, so
+            // no header, URL or redirect can widen it.
+            let allowed: Arc<[std::net::SocketAddr]> = grants.network.clone().into();
+            builder.allow_tcp(true).socket_addr_check(move |addr, usage| {
+                use wasmtime_wasi::sockets::SocketAddrUse;
+                let ok = match usage {
+                    SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                    // The implicit bind a connect performs (wildcard address,
+                    // any port); explicit binds and listening stay refused.
+                    SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
+                    _ => false,
+                };
+                Box::pin(async move { ok })
+            });
         }
         let wasi = builder.build();
         let state = State {
