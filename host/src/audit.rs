@@ -54,7 +54,10 @@ pub struct Record<'a> {
     /// Peak linear memory in bytes (wasm).
     pub peak_memory_bytes: usize,
     /// The capabilities the plugin held during the call (its grants).
-    pub capabilities: Vec<&'static str>,
+    pub capabilities_held: Vec<&'static str>,
+    /// The capabilities the call used: asked for its directories, read its
+    /// environment, queried the memory store, opened a granted connection.
+    pub capabilities_used: Vec<&'static str>,
 }
 
 /// The audit sink.

@@ -293,7 +293,8 @@ impl Host {
             duration_ms: audit::ms(duration),
             fuel_used: stats.fuel_used,
             peak_memory_bytes: stats.peak_memory_bytes,
-            capabilities,
+            capabilities_held: capabilities,
+            capabilities_used: crate::runtime::exercised::names(stats.capabilities_used),
         });
     }
 }

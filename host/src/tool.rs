@@ -89,6 +89,8 @@ pub struct CallStats {
     pub fuel_used: u64,
     /// Largest linear memory the guest reached, in bytes (wasm tools only).
     pub peak_memory_bytes: usize,
+    /// Capabilities the call used (bits of `runtime::exercised`).
+    pub capabilities_used: u8,
 }
 
 /// Why a call failed. Every variant carries what the model or the operator

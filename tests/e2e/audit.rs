@@ -2,7 +2,7 @@
 //! refused and failed calls included.
 
 use crate::common::toolhost;
-use serde_json::Value;
+use serde_json::{Value, json};
 use toolhost::builtin::test_guests::HOSTILE_PATH;
 
 fn records(path: &std::path::Path) -> Vec<Value> {
@@ -46,4 +46,34 @@ fn raw_arguments_are_recorded_only_when_the_operator_turns_them_on() {
     toolhost().current_dir(dir.path()).args(["call", "roll", r#"{"expression":"3d6"}"#]).output().unwrap();
     let r = records(&dir.path().join("a.jsonl"));
     assert_eq!(r[0]["arguments"]["expression"], "3d6");
+}
+
+#[test]
+fn records_say_which_capabilities_a_call_held_and_used() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./files\n    hostile:\n      env: [HOME]\naudit:\n  path: ./audit.jsonl\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| toolhost().current_dir(dir.path()).args(args).output().unwrap();
+    run(&["call", "write_file", r#"{"path":"a.txt","content":"x"}"#]);
+    run(&["call", "list_dir", r#"{"path":"."}"#]);
+    run(&["call", "search_facts", r#"{"query":"dragon"}"#]);
+    run(&["call", "roll", r#"{"expression":"1d4"}"#]);
+    run(&["--plugin", HOSTILE_PATH, "call", "env"]);
+    run(&["--plugin", HOSTILE_PATH, "call", "echo"]);
+    let r = records(&dir.path().join("audit.jsonl"));
+    let used: Vec<(String, Value, Value)> = r
+        .iter()
+        .map(|x| {
+            (x["tool"].as_str().unwrap().to_string(), x["capabilities_held"].clone(), x["capabilities_used"].clone())
+        })
+        .collect();
+    assert_eq!(used[0], ("write_file".into(), json!(["files"]), json!(["files"])));
+    assert_eq!(used[1], ("list_dir".into(), json!(["files"]), json!(["files"])));
+    assert_eq!(used[2], ("search_facts".into(), json!(["memory"]), json!(["memory"])));
+    assert_eq!(used[3], ("roll".into(), json!([]), json!([])));
+    assert_eq!(used[4], ("env".into(), json!(["env"]), json!(["env"])));
+    assert_eq!(used[5], ("echo".into(), json!(["env"]), json!([])), "held but not used");
 }

@@ -321,9 +321,14 @@ fn a_network_grant_reaches_exactly_the_granted_address() {
     let h = Host::new(rt).with_grants(grants, Path::new("/"));
     h.add_plugin_file(Path::new(NETCLIENT_PATH)).unwrap();
 
-    // The granted address answers.
-    let body = call(&h, "fetch", json!({"addr": granted.to_string()})).unwrap();
-    assert!(body.as_str().unwrap().contains("hello from the granted service"), "{body}");
+    // The granted address answers, and the call is known to have used the network.
+    let out = h.call("fetch", &json!({"addr": granted.to_string()}), &CallContext::default()).unwrap();
+    assert_eq!(toolhost::runtime::exercised::names(out.stats.capabilities_used), ["network"]);
+    let body = match &out.content[..] {
+        [Content::Text(t)] => t.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert!(body.contains("hello from the granted service"), "{body}");
     // Any other port on the same host is refused.
     let e = call(&h, "fetch", json!({"addr": other.to_string()})).unwrap_err();
     assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");

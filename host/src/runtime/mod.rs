@@ -13,6 +13,7 @@
 mod bindings;
 pub mod cache;
 mod clock;
+pub mod exercised;
 pub mod limits;
 mod ticker;
 
@@ -143,6 +144,12 @@ pub(crate) struct State {
     deadline: Instant,
     /// The memory store, when granted.
     memory: Option<Arc<crate::memory::MemoryStore>>,
+    /// Capabilities this call used (`exercised` bits).
+    used: u8,
+    files_granted: bool,
+    env_granted: bool,
+    /// Set by the socket address check when a granted connection is made.
+    network_used: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl WasiView for State {
@@ -200,7 +207,8 @@ mod memory_host {
     use super::bindings::toolhost::plugin::memory::{Entity, Fact, Host, Relationship, TranscriptLine};
     use crate::memory::MemoryStore;
 
-    fn store(s: &State) -> Result<&MemoryStore, String> {
+    fn store(s: &mut State) -> Result<&MemoryStore, String> {
+        s.used |= super::exercised::MEMORY;
         // Unreachable in practice: a plugin importing memory without the
         // grant is refused at load.
         s.memory.as_deref().ok_or_else(|| "the memory capability was not granted".to_string())
@@ -328,6 +336,15 @@ impl Runtime {
         wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
             &mut linker,
             |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline },
+        )?;
+        // Note when a call uses its file or environment grants.
+        wasmtime_wasi::p2::bindings::filesystem::preopens::add_to_linker::<State, exercised::HasFs>(
+            &mut linker,
+            exercised::fs,
+        )?;
+        wasmtime_wasi::p2::bindings::cli::environment::add_to_linker::<State, exercised::HasEnv>(
+            &mut linker,
+            exercised::env,
         )?;
         linker.allow_shadowing(false);
         bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
@@ -500,14 +517,22 @@ impl Runtime {
         for (k, v) in &grants.env {
             builder.env(k, v);
         }
+        let network_used = Arc::new(std::sync::atomic::AtomicBool::new(false));
         if !grants.network.is_empty() {
             // The check sees the socket address actually connected to, so
             // no header, URL or redirect can widen it.
             let allowed: Arc<[std::net::SocketAddr]> = grants.network.clone().into();
+            let used = network_used.clone();
             builder.allow_tcp(true).socket_addr_check(move |addr, usage| {
                 use wasmtime_wasi::sockets::SocketAddrUse;
                 let ok = match usage {
-                    SocketAddrUse::TcpConnect => allowed.contains(&addr),
+                    SocketAddrUse::TcpConnect => {
+                        let ok = allowed.contains(&addr);
+                        if ok {
+                            used.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        ok
+                    }
                     // The implicit bind a connect performs (wildcard address,
                     // any port); explicit binds and listening stay refused.
                     SocketAddrUse::TcpBind => addr.ip().is_unspecified() && addr.port() == 0,
@@ -529,6 +554,10 @@ impl Runtime {
             events: ctx.and_then(|c| c.events.clone()),
             deadline: Instant::now() + deadline,
             memory: grants.memory.clone(),
+            used: 0,
+            files_granted: !grants.dirs.is_empty(),
+            env_granted: !grants.env.is_empty(),
+            network_used,
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
@@ -706,8 +735,14 @@ impl WasmPlugin {
         };
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = rt.limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
-        let stats =
-            CallStats { duration: start.elapsed(), fuel_used, peak_memory_bytes: store.data().limiter.peak_memory };
+        let data = store.data();
+        let network = if data.network_used.load(std::sync::atomic::Ordering::Relaxed) { exercised::NETWORK } else { 0 };
+        let stats = CallStats {
+            duration: start.elapsed(),
+            fuel_used,
+            peak_memory_bytes: data.limiter.peak_memory,
+            capabilities_used: data.used | network,
+        };
         let state = store.into_data();
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
