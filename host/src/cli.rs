@@ -199,6 +199,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Connect to the external MCP servers in the config (mcp.servers) and
+    /// show each one's state and tools.
+    Servers {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Add or remove an external MCP server in the running host (through its
+    /// admin API, found in <state dir>/admin.json), without a restart.
+    #[command(subcommand)]
+    Server(ServerCommand),
+    /// What the running host serves now: providers, tools, external servers.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ServerCommand {
+    /// Connect the running host to another MCP server; its tools join the registry.
+    Add {
+        /// A unique name (letters, digits, '-', '_').
+        name: String,
+        /// Start this command and speak MCP over its stdin/stdout (split on whitespace).
+        #[arg(long, value_name = "COMMAND", conflicts_with = "url", required_unless_present = "url")]
+        command: Option<String>,
+        /// Connect to this streamable HTTP endpoint.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Bearer token for --url (read from the environment variable named here, never the command line).
+        #[arg(long, value_name = "VAR", requires = "url")]
+        token_env: Option<String>,
+        /// Extra environment for --command, as NAME=VALUE (repeatable).
+        #[arg(long = "set-env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+    },
+    /// Disconnect the running host from a server; its tools leave the registry.
+    Remove {
+        /// The server's name.
+        name: String,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -214,9 +257,14 @@ enum MemoryCommand {
 
 /// What a subcommand works with.
 struct Env {
-    host: Host,
+    host: Arc<Host>,
     store: CalibrationStore,
     environment: String,
+    /// External MCP servers; declared before `rt` so they stop first.
+    servers: Arc<toolhost::mcp::ExternalServers>,
+    rt: tokio::runtime::Runtime,
+    server_cfg: toolhost::config::ServerConfig,
+    state: PathBuf,
 }
 
 impl HostArgs {
@@ -251,6 +299,16 @@ impl HostArgs {
         Runtime::new(l, root.as_deref()).map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e:#}"))
     }
 
+    /// The state directory, without starting a host.
+    fn state_dir(&self) -> Result<PathBuf> {
+        let cfg = self.config()?;
+        Ok(self
+            .state_dir
+            .clone()
+            .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
+            .unwrap_or_else(toolhost::config::default_state_dir))
+    }
+
     fn env(&self) -> Result<Env> {
         let cfg = self.config()?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
@@ -283,9 +341,35 @@ impl HostArgs {
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let store = CalibrationStore::new(&state, &environment);
         store.load_into(&host);
-        Ok(Env { host, store, environment })
+        let host = Arc::new(host);
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("toolhost-io")
+            .build()
+            .context("starting the async runtime")?;
+        let servers = toolhost::mcp::ExternalServers::new(host.clone(), rt.handle().clone());
+        for (i, s) in cfg.mcp.servers.iter().enumerate() {
+            servers.add(s.clone()).with_context(|| format!("mcp.servers[{i}]"))?;
+        }
+        if !cfg.mcp.servers.is_empty() {
+            servers.wait_ready(SERVER_CONNECT_WAIT);
+            for s in servers.status() {
+                if s.state != "up" {
+                    eprintln!(
+                        "warning: MCP server {} is not connected ({}); its tools are unavailable until it is",
+                        s.name,
+                        s.last_error.as_deref().unwrap_or("still connecting")
+                    );
+                }
+            }
+        }
+        Ok(Env { host, store, environment, servers, rt, server_cfg: cfg.server.clone(), state })
     }
 }
+
+/// How long a command waits for the configured external MCP servers' first
+/// connection before going on without the ones that are not up.
+const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(20);
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -304,6 +388,70 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Calibrate { samples, json } => calibrate_cmd(&a.env()?, samples, json),
         Command::Stats { json } => stats(&a.env()?, json),
         Command::Agents { json } => agents(&a.env()?, json),
+        Command::Servers { json } => servers_list(&a.env()?, json),
+        Command::Server(ServerCommand::Add { name, command, url, token_env, env }) => {
+            let mut vars = serde_json::Map::new();
+            for kv in env {
+                let (k, v) = kv.split_once('=').with_context(|| format!("--set-env {kv:?}: expected NAME=VALUE"))?;
+                vars.insert(k.to_string(), Value::String(v.to_string()));
+            }
+            let token = match token_env {
+                Some(var) => Some(std::env::var(&var).with_context(|| format!("--token-env: {var} is not set"))?),
+                None => None,
+            };
+            let body = json!({
+                "name": name,
+                "transport": if command.is_some() { "stdio" } else { "streamable-http" },
+                "command": command,
+                "url": url,
+                "env": vars,
+                "auth": token.map(|t| json!({"token": t})),
+            });
+            let v = admin_request(&a.state_dir()?, "POST", "/servers", Some(body))?;
+            let st = &v["status"];
+            println!(
+                "added {name}: {} ({})",
+                st["state"].as_str().unwrap_or("connecting"),
+                st["tools"].as_array().map(|t| format!("{} tools", t.len())).unwrap_or_default()
+            );
+            if let Some(e) = st["last_error"].as_str() {
+                println!("  last error: {e}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Server(ServerCommand::Remove { name }) => {
+            admin_request(&a.state_dir()?, "DELETE", &format!("/servers/{name}"), None)?;
+            println!("removed {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Status { json } => {
+            let v = admin_request(&a.state_dir()?, "GET", "/status", None)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let rows: Vec<[String; 4]> = v["providers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    [
+                        p["name"].as_str().unwrap_or("").to_string(),
+                        p["kind"].as_str().unwrap_or("").to_string(),
+                        if p["available"].as_bool() == Some(true) { "up" } else { "unavailable" }.to_string(),
+                        p["tools"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ]
+                })
+                .collect();
+            print_table(&["PROVIDER", "KIND", "STATE", "TOOLS"], &rows);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Grants { json } => grants(&a.env()?, json),
         Command::Memory(MemoryCommand::Import { file }) => {
             let env = a.env()?;
@@ -463,6 +611,14 @@ fn content_json(c: &Content) -> Value {
         Content::Json(v) => json!({"type": "json", "json": v}),
         Content::Image { mime_type, data } => json!({"type": "image", "mime_type": mime_type, "data": encode(data)}),
         Content::Audio { mime_type, data } => json!({"type": "audio", "mime_type": mime_type, "data": encode(data)}),
+        Content::Resource { uri, mime_type, body } => match body {
+            toolhost::tool::ResourceBody::Text(t) => {
+                json!({"type": "resource", "uri": uri, "mime_type": mime_type, "text": t})
+            }
+            toolhost::tool::ResourceBody::Blob(b) => {
+                json!({"type": "resource", "uri": uri, "mime_type": mime_type, "blob": encode(b)})
+            }
+        },
     }
 }
 
@@ -759,61 +915,174 @@ fn agents(env: &Env, as_json: bool) -> Result<ExitCode> {
 }
 
 fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Option<String>) -> Result<ExitCode> {
-    use toolhost::mcp::{McpFront, agent_slug};
-    let host = Arc::new(env.host);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().context("starting the async runtime")?;
+    use toolhost::mcp::McpFront;
+    use toolhost::mcp::http::{Admin, endpoints, router};
+    let host = env.host.clone();
+    let admin = Admin { token: random_token()?, servers: Some(env.servers.clone()) };
+    let state = env.state.clone();
     if stdio {
-        let front = McpFront::new(host, agent)?;
-        return rt.block_on(async move {
+        let front = McpFront::new(host.clone(), agent)?;
+        return env.rt.block_on(async move {
             use rmcp::ServiceExt;
+            // The operator's admin API, on loopback, beside the stdio session.
+            let admin_file = start_admin(host.clone(), &env.server_cfg, admin, &state).await?;
             let service = front.serve(rmcp::transport::stdio()).await.context("MCP initialization over stdio")?;
             service.waiting().await.context("MCP session over stdio")?;
+            admin_file.remove();
             Ok(ExitCode::SUCCESS)
         });
     }
     let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8722)));
-    if !addr.ip().is_loopback() {
-        bail!(
-            "refusing to serve on {addr}: only loopback addresses are allowed until bearer-token authentication is configured"
-        );
-    }
-    rt.block_on(async move {
-        use rmcp::transport::streamable_http_server::{
-            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-        };
-        let service_for = |agent: Option<String>| -> Result<StreamableHttpService<McpFront, LocalSessionManager>> {
-            let front = McpFront::new(host.clone(), agent)?;
-            Ok(StreamableHttpService::new(
-                move || Ok(front.clone()),
-                LocalSessionManager::default().into(),
-                StreamableHttpServerConfig::default(),
-            ))
-        };
-        let mut router = axum::Router::new().nest_service("/mcp", service_for(None)?);
-        let mut endpoints = vec![("(operator)".to_string(), "/mcp".to_string())];
-        for a in host.budget().agents() {
-            let path = format!("/mcp/{}", agent_slug(&a.name));
-            router = router.nest_service(&path, service_for(Some(a.name.clone()))?);
-            endpoints.push((a.name.clone(), path));
-        }
+    env.rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
+        let admin_token = admin.token.clone();
+        let app = router(host.clone(), &env.server_cfg, local, Some(admin))?;
+        let admin_file = AdminFile::write(&state, local, &admin_token)?;
         println!("toolhost {} serving MCP (streamable HTTP) on http://{local}", env!("CARGO_PKG_VERSION"));
-        for (who, path) in &endpoints {
+        for (who, path) in endpoints(&host) {
             println!("  {who}: http://{local}{path}");
         }
-        println!("Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http --method tools/list");
+        let auth = if env.server_cfg.tokens.is_empty() { "" } else { " --header 'Authorization: Bearer <token>'" };
+        println!(
+            "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list"
+        );
+        println!("Operator commands (toolhost server add/remove, toolhost status) reach this host through {}.", admin_file.path.display());
         println!("Ctrl-C stops the server.");
         use std::io::Write as _;
         std::io::stdout().flush().ok();
-        axum::serve(listener, router)
+        axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;
             })
             .await
             .context("HTTP server")?;
+        admin_file.remove();
+        env.servers.shutdown();
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// 32 random bytes as hex.
+fn random_token() -> Result<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("no randomness for the admin token: {e}"))?;
+    Ok(hex::encode(b))
+}
+
+/// `<state>/admin.json`: where the running host's admin API is and its
+/// token, readable by the operator's user only.
+struct AdminFile {
+    path: PathBuf,
+}
+
+impl AdminFile {
+    fn path(state: &Path) -> PathBuf {
+        state.join("admin.json")
+    }
+
+    fn write(state: &Path, addr: std::net::SocketAddr, token: &str) -> Result<AdminFile> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        std::fs::create_dir_all(state).with_context(|| format!("creating {}", state.display()))?;
+        let path = AdminFile::path(state);
+        let tmp = state.join(format!(".admin.json.{}", std::process::id()));
+        let body = json!({"url": format!("http://{addr}"), "token": token, "pid": std::process::id()});
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .with_context(|| format!("writing {}", tmp.display()))?;
+        f.write_all(body.to_string().as_bytes())?;
+        std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
+        Ok(AdminFile { path })
+    }
+
+    fn remove(&self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Serves the admin API alone on an ephemeral loopback port (for `serve --stdio`).
+async fn start_admin(
+    host: Arc<Host>,
+    cfg: &toolhost::config::ServerConfig,
+    admin: toolhost::mcp::http::Admin,
+    state: &Path,
+) -> Result<AdminFile> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.context("binding the admin port")?;
+    let local = listener.local_addr()?;
+    let file = AdminFile::write(state, local, &admin.token)?;
+    let mut cfg = cfg.clone();
+    cfg.tokens.clear();
+    let app = toolhost::mcp::http::router(host, &cfg, local, Some(admin))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>()).await;
+    });
+    Ok(file)
+}
+
+/// Sends one request to the running host's admin API.
+fn admin_request(state: &Path, method: &str, route: &str, body: Option<Value>) -> Result<Value> {
+    let path = AdminFile::path(state);
+    let text = std::fs::read_to_string(&path).with_context(|| {
+        format!("no running toolhost found: {} is missing (start one with `toolhost serve`)", path.display())
+    })?;
+    let info: Value = serde_json::from_str(&text).with_context(|| format!("{} is not valid JSON", path.display()))?;
+    let url = format!("{}/admin{route}", info["url"].as_str().unwrap_or_default());
+    let token = info["token"].as_str().unwrap_or_default().to_string();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async move {
+        let client = reqwest::Client::new();
+        let mut req = client
+            .request(method.parse().context("HTTP method")?, &url)
+            .bearer_auth(token)
+            .timeout(Duration::from_secs(60));
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b.to_string());
+        }
+        let resp = req
+            .send()
+            .await
+            .with_context(|| format!("reaching the running toolhost at {url} (is it still running?)"))?;
+        let status = resp.status();
+        let v: Value = resp.json().await.unwrap_or(Value::Null);
+        if !status.is_success() {
+            let msg = v["error"]["message"].as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+            bail!("{msg}");
+        }
+        Ok(v)
+    })
+}
+
+fn servers_list(env: &Env, as_json: bool) -> Result<ExitCode> {
+    let status = env.servers.status();
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&status)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    if status.is_empty() {
+        println!("no external MCP servers configured (mcp.servers in toolhost.yaml)");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 4]> = status
+        .iter()
+        .map(|s| {
+            [
+                s.name.clone(),
+                s.transport.to_string(),
+                match &s.last_error {
+                    Some(e) if s.state != "up" => format!("{} ({e})", s.state),
+                    _ => s.state.to_string(),
+                },
+                s.tools.join(", "),
+            ]
+        })
+        .collect();
+    print_table(&["SERVER", "TRANSPORT", "STATE", "TOOLS"], &rows);
+    Ok(ExitCode::SUCCESS)
 }
 
 fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
@@ -828,6 +1097,7 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
             (!g.dirs.is_empty()).then_some(Capability::Files),
             (!g.env.is_empty()).then_some(Capability::Env),
             g.memory.is_some().then_some(Capability::Memory),
+            (!g.network.is_empty()).then_some(Capability::Network),
         ]
         .into_iter()
         .flatten()

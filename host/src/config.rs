@@ -58,6 +58,8 @@ pub struct Config {
     pub audit: crate::audit::AuditConfig,
     /// The campaign memory store.
     pub memory: MemoryConfig,
+    /// The MCP server front (`toolhost serve`).
+    pub server: ServerConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     pub cache_dir: Option<PathBuf>,
     /// Directory for calibration results and other state.
@@ -132,6 +134,67 @@ pub struct OAuthConfig {
     /// Scopes to request.
     #[serde(default)]
     pub scopes: Vec<String>,
+}
+
+/// `server:` section: how `toolhost serve --http` admits clients.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Bearer tokens and the agent each one acts as. With any token
+    /// configured, every HTTP request needs one; binding beyond loopback
+    /// requires at least one.
+    pub tokens: Vec<TokenConfig>,
+    /// Browser origins allowed besides loopback ones (`http://localhost:*`,
+    /// `http://127.0.0.1:*`, `http://[::1]:*`): exact `scheme://host[:port]`
+    /// or with `:*` for any port. Requests from other origins get 403.
+    pub allowed_origins: Vec<String>,
+    /// Host names accepted in the `Host` header besides loopback names and
+    /// the bound address (DNS-rebinding protection). Others get 403.
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body in bytes; larger ones get 413.
+    pub max_body_bytes: usize,
+    /// Per-client request rate limit.
+    pub rate_limit: RateLimitConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            tokens: Vec::new(),
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: 1 << 20,
+            rate_limit: RateLimitConfig::default(),
+        }
+    }
+}
+
+/// One bearer token.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The secret (use `${VAR}` to keep it out of the file).
+    pub token: String,
+    /// The agent (an `npcs[].name`) this token acts as; absent: the operator.
+    #[serde(default)]
+    pub agent: Option<String>,
+}
+
+/// A token bucket per client (its token, or its address without one):
+/// `per_minute` sustained, `burst` at once. 0 turns the limit off.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitConfig {
+    /// Requests per minute, sustained.
+    pub per_minute: u32,
+    /// Requests allowed at once before the sustained rate applies.
+    pub burst: u32,
+}
+
+impl Default for RateLimitConfig {
+    fn default() -> Self {
+        RateLimitConfig { per_minute: 60, burst: 10 }
+    }
 }
 
 /// `memory:` section.
@@ -326,6 +389,12 @@ impl Config {
                     format!("{key}: environment variable {var} is not set{line}")
                 })?;
             }
+        }
+        for (i, t) in self.server.tokens.iter_mut().enumerate() {
+            t.token = expand(&t.token, &lookup).map_err(|var| {
+                let line = line_of(text, &format!("${{{var}}}")).map(|l| format!(" at line {l}")).unwrap_or_default();
+                format!("server.tokens[{i}].token: environment variable {var} is not set{line}")
+            })?;
         }
         Ok(())
     }

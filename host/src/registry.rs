@@ -90,10 +90,16 @@ pub enum RegistryError {
 }
 
 /// The live catalogue.
-#[derive(Default)]
 pub struct Registry {
     current: ArcSwap<Catalog>,
     writer: Mutex<()>,
+    changes: tokio::sync::watch::Sender<u64>,
+}
+
+impl Default for Registry {
+    fn default() -> Registry {
+        Registry { current: ArcSwap::default(), writer: Mutex::new(()), changes: tokio::sync::watch::Sender::new(0) }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -121,6 +127,19 @@ impl Registry {
     /// An empty registry.
     pub fn new() -> Registry {
         Registry::default()
+    }
+
+    /// A receiver that wakes whenever the catalogue changes, or a provider
+    /// says its tools became available or unavailable ([`Registry::touch`]).
+    /// MCP sessions use it to send `notifications/tools/list_changed`.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Wakes every subscriber without changing the catalogue (a provider's
+    /// availability changed).
+    pub fn touch(&self) {
+        self.changes.send_modify(|v| *v += 1);
     }
 
     /// The catalogue as it is now. Cheap; hold it for the duration of a call.
@@ -162,6 +181,7 @@ impl Registry {
         next.providers.remove(name);
         next.tools.retain(|_, t| t.provider.name() != name);
         self.current.store(Arc::new(next));
+        self.touch();
         Ok(old)
     }
 
@@ -189,6 +209,7 @@ impl Registry {
         let mut providers = cur.providers.clone();
         providers.insert(provider.name().to_string(), provider);
         self.current.store(Arc::new(Catalog { tools, providers, generation: cur.generation + 1 }));
+        self.touch();
         Ok(())
     }
 }

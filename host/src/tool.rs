@@ -53,6 +53,24 @@ pub enum Content {
         /// Raw bytes.
         data: Vec<u8>,
     },
+    /// An embedded resource: a document named by a URI.
+    Resource {
+        /// The resource's URI.
+        uri: String,
+        /// MIME type, when known.
+        mime_type: Option<String>,
+        /// Text or raw bytes.
+        body: ResourceBody,
+    },
+}
+
+/// The contents of an embedded resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceBody {
+    /// Text.
+    Text(String),
+    /// Raw bytes.
+    Blob(Vec<u8>),
 }
 
 impl Content {
@@ -62,6 +80,8 @@ impl Content {
             Content::Text(s) => s.len(),
             Content::Json(v) => v.to_string().len(),
             Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
+            Content::Resource { body: ResourceBody::Text(t), .. } => t.len(),
+            Content::Resource { body: ResourceBody::Blob(b), .. } => b.len(),
         }
     }
 
@@ -257,6 +277,12 @@ pub trait Provider: Send + Sync + std::fmt::Debug {
     /// stored measurements of an older version are not reused.
     fn fingerprint(&self) -> String {
         String::new()
+    }
+    /// Whether its tools can be called now. An external server that is down
+    /// (and being reconnected) is unavailable: its tools are hidden from
+    /// listings, and calls to them fail with [`CallError::Unavailable`].
+    fn is_available(&self) -> bool {
+        true
     }
     /// The wasm plugin behind this provider, if it is one (for reports such
     /// as `toolhost grants`).

@@ -517,6 +517,7 @@ impl Budget {
             // One read lock and one clock reading for the whole listing.
             let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
             let mut consider = |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, now) {
+                _ if !t.provider.is_available() => {}
                 Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
                 Some(_) => {}
                 None => stale.push(t.clone()),

@@ -1,9 +1,14 @@
 //! The MCP edge. Only this module knows the wire format.
 //!
 //! - `server`: toolhost served to LLM clients, per agent.
+//! - `http`: the streamable HTTP front (hardening, tokens, admin API).
+//! - `client`: external MCP servers whose tools join the registry.
 
+pub mod client;
+pub mod http;
 pub mod server;
 
+pub use client::{ExternalServers, ServerStatus};
 pub use server::McpFront;
 
 /// A URL path segment for an agent name: lowercase ASCII letters and

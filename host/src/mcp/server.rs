@@ -5,19 +5,35 @@
 //! tool results with `isError: true`, so the model can read them and correct
 //! itself. Every result carries `_meta.toolhost` with a machine-readable
 //! `code` (on errors), the duration and the tier.
+//!
+//! While a tool runs, the plugin's `log` lines and `progress` reports are
+//! forwarded to the client as `notifications/message` (at or above the level
+//! the client set with `logging/setLevel`, `info` by default) and
+//! `notifications/progress` (when the request carried a progress token).
+//! Each session watches the registry and the budget and sends
+//! `notifications/tools/list_changed` when its agent's visible set changes.
+#![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still part of the protocol versions clients speak.
 
 use crate::Host;
 use crate::budget::Tier;
-use crate::tool::{CallContext, CallError, Content, ToolOutput};
+use crate::tool::{CallContext, CallError, Content, PluginEvent, ResourceBody, ToolOutput};
 use base64::Engine as _;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, MetaObject,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, LoggingLevel,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ResourceContents,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Duration;
+
+/// How often a session re-checks its visible tool set for changes that no
+/// registry event announces (measured latency, health demotion, an expiring
+/// DM override).
+const VISIBILITY_POLL: Duration = Duration::from_secs(1);
 
 /// One MCP session's view of the host: everything it does is on behalf of
 /// `agent` (the operator when `None`).
@@ -25,6 +41,32 @@ use std::sync::Arc;
 pub struct McpFront {
     host: Arc<Host>,
     agent: Option<String>,
+    /// Lowest log level forwarded to this session (a [`level_rank`]).
+    log_level: Arc<AtomicU8>,
+}
+
+/// Orders MCP log levels, debug lowest.
+fn level_rank(l: LoggingLevel) -> u8 {
+    match l {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// A plugin's log level as an MCP one (`trace` folds into debug).
+fn mcp_level(level: &str) -> LoggingLevel {
+    match level {
+        "trace" | "debug" => LoggingLevel::Debug,
+        "info" => LoggingLevel::Info,
+        "warn" => LoggingLevel::Warning,
+        _ => LoggingLevel::Error,
+    }
 }
 
 impl McpFront {
@@ -33,7 +75,36 @@ impl McpFront {
         if let Some(a) = &agent {
             host.budget().agent(a)?;
         }
-        Ok(McpFront { host, agent })
+        Ok(McpFront { host, agent, log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))) })
+    }
+
+    /// A fresh front for a new session of the same agent (its own log level).
+    pub fn session(&self) -> McpFront {
+        McpFront {
+            host: self.host.clone(),
+            agent: self.agent.clone(),
+            log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
+        }
+    }
+
+    /// The agent this front serves (`None`: the operator).
+    pub fn agent(&self) -> Option<&str> {
+        self.agent.as_deref()
+    }
+
+    /// The names of the tools this session may see now, sorted.
+    pub fn visible_names(&self) -> Vec<String> {
+        let catalog = self.host.registry().snapshot();
+        let mut names: Vec<String> = self
+            .host
+            .budget()
+            .available_tools(&catalog, self.agent.as_deref(), self.tier())
+            .unwrap_or_default()
+            .iter()
+            .map(|t| t.def.name.clone())
+            .collect();
+        names.sort_unstable();
+        names
     }
 
     /// The tier this session works at now: the agent's ceiling or a DM
@@ -78,9 +149,20 @@ impl McpFront {
     /// is a protocol error, as the MCP specification says; everything else,
     /// invalid input included, is a tool result the model can read.
     pub fn call(&self, name: &str, arguments: Value) -> Result<CallToolResult, ErrorData> {
+        self.call_with_events(name, arguments, None)
+    }
+
+    /// [`McpFront::call`], with the plugin's log lines and progress reports
+    /// sent to `events` while it runs.
+    pub fn call_with_events(
+        &self,
+        name: &str,
+        arguments: Value,
+        events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
+    ) -> Result<CallToolResult, ErrorData> {
         let tier = self.tier();
         let started = std::time::Instant::now();
-        let ctx = CallContext { agent: self.agent.clone(), ..CallContext::default() };
+        let ctx = CallContext { agent: self.agent.clone(), events, ..CallContext::default() };
         let result = self.host.call_as(self.agent.as_deref(), tier, name, &arguments, &ctx);
         let duration_ms = started.elapsed().as_secs_f64() * 1e3;
         if let Err(e @ CallError::UnknownTool(_)) = &result {
@@ -110,6 +192,23 @@ fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64
                     Content::Json(v) => ContentBlock::text(v.to_string()),
                     Content::Image { mime_type, data } => ContentBlock::image(b64(data), mime_type.clone()),
                     Content::Audio { mime_type, data } => ContentBlock::audio(b64(data), mime_type.clone()),
+                    Content::Resource { uri, mime_type, body } => {
+                        let contents = match body {
+                            ResourceBody::Text(t) => ResourceContents::TextResourceContents {
+                                uri: uri.clone(),
+                                mime_type: mime_type.clone(),
+                                text: t.clone(),
+                                meta: None,
+                            },
+                            ResourceBody::Blob(b) => ResourceContents::BlobResourceContents {
+                                uri: uri.clone(),
+                                mime_type: mime_type.clone(),
+                                blob: b64(b),
+                                meta: None,
+                            },
+                        };
+                        ContentBlock::resource(contents)
+                    }
                 })
                 .collect();
             let mut r = CallToolResult::success(content);
@@ -136,8 +235,9 @@ fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64
 
 impl ServerHandler for McpFront {
     fn get_info(&self) -> ServerConfig {
-        let mut info =
-            ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tool_list_changed().build());
+        let mut info = ServerConfig::new(
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build(),
+        );
         info.server_info.name = "toolhost".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
         let profile = self.agent.as_deref().and_then(|a| self.host.budget().agent(a).ok());
@@ -165,15 +265,93 @@ impl ServerHandler for McpFront {
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let front = self.clone();
         let name = request.name.to_string();
         let args = Value::Object(request.arguments.unwrap_or_default());
+
+        // The plugin reports from a blocking thread; a task forwards its
+        // reports to the client in order, and is drained before the result
+        // goes out, so every notification precedes the response.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PluginEvent>();
+        let progress_token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let min_level = self.log_level.load(Ordering::Relaxed);
+        let logger = name.clone();
+        let forwarder = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                match event {
+                    PluginEvent::Progress { progress, total, message } => {
+                        if let Some(token) = &progress_token {
+                            let mut p = ProgressNotificationParam::new(token.clone(), progress);
+                            p.total = total;
+                            p.message = message;
+                            let _ = peer.notify_progress(p).await;
+                        }
+                    }
+                    PluginEvent::Log { level, message } => {
+                        let level = mcp_level(level);
+                        if level_rank(level) >= min_level {
+                            let mut p = LoggingMessageNotificationParam::new(level, Value::String(message));
+                            p.logger = Some(logger.clone());
+                            let _ = peer.notify_logging_message(p).await;
+                        }
+                    }
+                }
+            }
+        });
+        let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
+            let _ = tx.send(e);
+        });
         // Wasm calls are synchronous and CPU-bound: run them off the async workers.
-        let result = tokio::task::spawn_blocking(move || front.call(&name, args))
-            .await
-            .map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?;
+        let call = tokio::task::spawn_blocking(move || front.call_with_events(&name, args, Some(sink)));
+        let result = tokio::select! {
+            r = call => r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
+            () = context.ct.cancelled() => {
+                // The client gave up (notifications/cancelled): no response is
+                // expected. The call itself ends at its deadline.
+                return Err(ErrorData::internal_error("request cancelled by the client", None));
+            }
+        };
+        let _ = forwarder.await;
         result.map(Into::into)
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.store(level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let front = self.clone();
+        let peer = context.peer;
+        let mut changes = self.host.registry().subscribe();
+        tokio::spawn(async move {
+            let mut last = front.visible_names();
+            let mut poll = tokio::time::interval(VISIBILITY_POLL);
+            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { break },
+                    _ = poll.tick() => {}
+                }
+                if peer.is_transport_closed() {
+                    break;
+                }
+                let now = front.visible_names();
+                if now != last {
+                    tracing::debug!(agent = ?front.agent, tools = now.len(), "visible tools changed");
+                    last = now;
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
     }
 }

@@ -8,6 +8,7 @@ wasmtime::component::bindgen!({
 });
 
 pub use self::toolhost::plugin::host::LogLevel;
+pub use self::toolhost::plugin::types::ResourceBody;
 pub use MemoryPlugin as Plugin;
 pub use MemoryPluginPre as PluginPre;
 pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};

@@ -315,7 +315,7 @@ impl Runtime {
             .total_tables(limits.max_instances * 8)
             .max_memories_per_component(8)
             .max_tables_per_component(16)
-            .max_core_instances_per_component(32)
+            .max_core_instances_per_component(64)
             .table_elements(limits.table_elements)
             .max_memory_size(limits.memory_bytes)
             // Reset a reused slot by rewriting only the pages the last
@@ -842,6 +842,14 @@ fn convert(content: Vec<bindings::Content>, tool: &str, limit: usize) -> Result<
         .map(|c| match c {
             bindings::Content::Text(s) | bindings::Content::Json(s) => s.len(),
             bindings::Content::Image(m) | bindings::Content::Audio(m) => m.data.len() + m.mime_type.len(),
+            bindings::Content::Resource(r) => {
+                r.uri.len()
+                    + r.mime_type.as_ref().map_or(0, String::len)
+                    + match &r.body {
+                        bindings::ResourceBody::Text(t) => t.len(),
+                        bindings::ResourceBody::Blob(b) => b.len(),
+                    }
+            }
         })
         .sum();
     if size > limit {
@@ -857,6 +865,14 @@ fn convert(content: Vec<bindings::Content>, tool: &str, limit: usize) -> Result<
                 })?),
                 bindings::Content::Image(m) => Content::Image { mime_type: m.mime_type, data: m.data },
                 bindings::Content::Audio(m) => Content::Audio { mime_type: m.mime_type, data: m.data },
+                bindings::Content::Resource(r) => Content::Resource {
+                    uri: r.uri,
+                    mime_type: r.mime_type,
+                    body: match r.body {
+                        bindings::ResourceBody::Text(t) => crate::tool::ResourceBody::Text(t),
+                        bindings::ResourceBody::Blob(b) => crate::tool::ResourceBody::Blob(b),
+                    },
+                },
             })
         })
         .collect()

@@ -1,0 +1,467 @@
+//! The streamable HTTP front: one endpoint for the operator (`/mcp`), one
+//! per agent (`/mcp/<slug>`), and the operator's admin API (`/admin/...`),
+//! behind the checks every request passes, in this order:
+//!
+//! 1. `Host` must name this server (loopback names, the bound address, or a
+//!    configured host): DNS-rebinding protection. Otherwise 403.
+//! 2. `Origin`, when present, must be a loopback origin or a configured
+//!    one. Otherwise 403.
+//! 3. With tokens configured, `Authorization: Bearer <token>` must name one
+//!    (401 otherwise). The token decides who the caller is: an agent token
+//!    on `/mcp` is served that agent's view; `/mcp/<slug>` accepts only its
+//!    own agent's token or an operator token (403 otherwise).
+//! 4. A token bucket per client (its token, or its address) limits the
+//!    request rate: 429 with `Retry-After` and a JSON-RPC error whose
+//!    `data.code` is `capacity_exceeded`.
+//! 5. Bodies over the cap get 413 before they are read in full.
+
+use crate::Host;
+use crate::config::ServerConfig;
+use crate::mcp::{ExternalServers, McpFront, agent_slug};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tower::ServiceExt as _;
+
+/// Why the HTTP front cannot start.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpError {
+    /// The `server:` config is unusable.
+    #[error("{0}")]
+    Config(String),
+}
+
+type Service = StreamableHttpService<McpFront, LocalSessionManager>;
+
+/// Who a request acts as.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Identity {
+    Operator,
+    Agent(String),
+}
+
+/// The operator's hooks for the admin API.
+#[derive(Clone)]
+pub struct Admin {
+    /// The secret every admin request must carry as a bearer token.
+    pub token: String,
+    /// External MCP servers, to add and remove at run time.
+    pub servers: Option<Arc<ExternalServers>>,
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin").finish_non_exhaustive()
+    }
+}
+
+struct Front {
+    host: Arc<Host>,
+    services: HashMap<Identity, Service>,
+    slugs: HashMap<String, String>,
+    tokens: Vec<(Vec<u8>, Identity)>,
+    hosts: Vec<String>,
+    origins: Vec<String>,
+    max_body: usize,
+    limiter: RateLimiter,
+    admin: Option<Admin>,
+}
+
+/// Builds the router for `local` (the address actually bound).
+pub fn router(
+    host: Arc<Host>,
+    cfg: &ServerConfig,
+    local: SocketAddr,
+    admin: Option<Admin>,
+) -> Result<axum::Router, HttpError> {
+    if !local.ip().is_loopback() && cfg.tokens.is_empty() {
+        return Err(HttpError::Config(format!(
+            "refusing to serve on {local}: beyond loopback every client must authenticate; add `server.tokens` to the config"
+        )));
+    }
+    let mut tokens = Vec::new();
+    for (i, t) in cfg.tokens.iter().enumerate() {
+        if t.token.len() < 16 {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
+        }
+        if tokens.iter().any(|(k, _)| k == t.token.as_bytes()) {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
+        }
+        let who = match &t.agent {
+            None => Identity::Operator,
+            Some(a) => {
+                host.budget().agent(a).map_err(|_| {
+                    HttpError::Config(format!("server.tokens[{i}].agent: no agent named {a:?} in `npcs`"))
+                })?;
+                Identity::Agent(a.clone())
+            }
+        };
+        tokens.push((t.token.as_bytes().to_vec(), who));
+    }
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"].iter().map(|s| s.to_string()).collect();
+    hosts.push(local.ip().to_string());
+    if let IpAddr::V6(v6) = local.ip() {
+        hosts.push(format!("[{v6}]"));
+    }
+    hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
+
+    let rmcp_config = || {
+        let mut c = StreamableHttpServerConfig::default();
+        // Our own checks run first and are stricter; let rmcp's pass what they pass.
+        c.allowed_hosts = Vec::new();
+        c.max_request_body_bytes = cfg.max_body_bytes.max(1);
+        c
+    };
+    let service_for = |agent: Option<String>| -> Result<Service, HttpError> {
+        let front = McpFront::new(host.clone(), agent).map_err(|e| HttpError::Config(e.to_string()))?;
+        Ok(StreamableHttpService::new(
+            move || Ok(front.session()),
+            LocalSessionManager::default().into(),
+            rmcp_config(),
+        ))
+    };
+    let mut services = HashMap::new();
+    let mut slugs = HashMap::new();
+    services.insert(Identity::Operator, service_for(None)?);
+    for a in host.budget().agents() {
+        services.insert(Identity::Agent(a.name.clone()), service_for(Some(a.name.clone()))?);
+        slugs.insert(agent_slug(&a.name), a.name.clone());
+    }
+    let front = Arc::new(Front {
+        host,
+        services,
+        slugs,
+        tokens,
+        hosts,
+        origins: cfg.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
+        max_body: cfg.max_body_bytes,
+        limiter: RateLimiter::new(cfg.rate_limit.per_minute, cfg.rate_limit.burst),
+        admin,
+    });
+    Ok(axum::Router::new().fallback(handle).with_state(front))
+}
+
+/// The endpoints `router` serves, as (who, path) pairs, for start-up banners.
+pub fn endpoints(host: &Host) -> Vec<(String, String)> {
+    let mut out = vec![("(operator)".to_string(), "/mcp".to_string())];
+    for a in host.budget().agents() {
+        out.push((a.name.clone(), format!("/mcp/{}", agent_slug(&a.name))));
+    }
+    out
+}
+
+fn error(status: StatusCode, code: &str, message: &str) -> Response {
+    let body = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32000, "message": message, "data": {"code": code}},
+    });
+    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+fn host_of(headers: &HeaderMap) -> Option<String> {
+    let h = headers.get(header::HOST)?.to_str().ok()?.to_ascii_lowercase();
+    // Strip the port: `name:port`, `[v6]:port`.
+    Some(match h.rfind(':') {
+        Some(i) if !h[i..].contains(']') && (h.starts_with('[') || h.matches(':').count() == 1) => h[..i].to_string(),
+        _ => h,
+    })
+}
+
+/// True for `scheme://host[:port]` origins whose host is loopback, or that
+/// match a configured entry (`:*` matches any port).
+fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
+    let origin = origin.trim_end_matches('/').to_ascii_lowercase();
+    let Some((scheme, rest)) = origin.split_once("://") else { return false };
+    if scheme != "http" && scheme != "https" {
+        return false;
+    }
+    let hostpart = match rest.rfind(':') {
+        Some(i) if !rest[i..].contains(']') => &rest[..i],
+        _ => rest,
+    };
+    if matches!(hostpart, "localhost" | "127.0.0.1" | "[::1]") {
+        return true;
+    }
+    allowed.iter().any(|a| match a.strip_suffix(":*") {
+        Some(prefix) => origin == prefix || origin.starts_with(&format!("{prefix}:")),
+        None => &origin == a,
+    })
+}
+
+/// Compares secrets in time independent of where they differ.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = v.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+async fn handle(
+    State(front): State<Arc<Front>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    request: Request,
+) -> Response {
+    let headers = request.headers();
+    match host_of(headers) {
+        Some(h) if front.hosts.contains(&h) => {}
+        Some(h) => return error(StatusCode::FORBIDDEN, "forbidden", &format!("Host {h:?} is not served here")),
+        None => return error(StatusCode::FORBIDDEN, "forbidden", "a Host header is required"),
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let o = origin.to_str().unwrap_or("");
+        if !origin_allowed(o, &front.origins) {
+            return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
+        }
+    }
+    let path = request.uri().path().to_string();
+    if let Some(rest) = path.strip_prefix("/admin") {
+        return admin(&front, rest, request).await;
+    }
+    let token = bearer(headers).map(str::to_string);
+    let identity = if front.tokens.is_empty() {
+        None
+    } else {
+        let Some(t) = token.as_deref() else {
+            return unauthorized("this server needs `Authorization: Bearer <token>`");
+        };
+        match front.tokens.iter().find(|(k, _)| same_secret(k, t.as_bytes())) {
+            Some((_, who)) => Some(who.clone()),
+            None => return unauthorized("unknown token"),
+        }
+    };
+    let target = match path.trim_end_matches('/') {
+        "/mcp" => identity.clone().unwrap_or(Identity::Operator),
+        p => match p.strip_prefix("/mcp/").and_then(|slug| front.slugs.get(slug)) {
+            Some(agent) => Identity::Agent(agent.clone()),
+            None => return error(StatusCode::NOT_FOUND, "not_found", &format!("no endpoint {path}")),
+        },
+    };
+    if let Some(who) = &identity
+        && *who != Identity::Operator
+        && *who != target
+    {
+        return error(StatusCode::FORBIDDEN, "forbidden", "this token is not allowed on this endpoint");
+    }
+    let key = token.unwrap_or_else(|| peer.ip().to_string());
+    if let Err(wait) = front.limiter.check(&key) {
+        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+        let mut r = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            "capacity_exceeded",
+            &format!("capacity exceeded: too many requests; retry after {secs} s"),
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        return r;
+    }
+    let request = match limit_body(request, front.max_body).await {
+        Ok(r) => r,
+        Err(r) => return r,
+    };
+    let Some(service) = front.services.get(&target) else {
+        return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
+    };
+    match service.clone().oneshot(request).await {
+        Ok(r) => r.map(Body::new),
+        Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
+    }
+}
+
+fn unauthorized(message: &str) -> Response {
+    let mut r = error(StatusCode::UNAUTHORIZED, "forbidden", message);
+    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolhost\""));
+    r
+}
+
+/// Reads the body up to `max` bytes; 413 beyond.
+async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
+    let too_large =
+        || error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", &format!("request body over the {max} byte limit"));
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > max) {
+        return Err(too_large());
+    }
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| too_large())?;
+    Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// Token buckets by client key.
+struct RateLimiter {
+    per_second: f64,
+    burst: f64,
+    buckets: Mutex<HashMap<String, (f64, Instant)>>,
+}
+
+impl RateLimiter {
+    fn new(per_minute: u32, burst: u32) -> RateLimiter {
+        RateLimiter {
+            per_second: f64::from(per_minute) / 60.0,
+            burst: f64::from(burst.max(1)),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Takes one token for `key`, or says how long until one is free.
+    fn check(&self, key: &str) -> Result<(), Duration> {
+        if self.per_second <= 0.0 {
+            return Ok(());
+        }
+        let now = Instant::now();
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        if buckets.len() > 10_000 {
+            // Forget clients whose buckets have refilled.
+            let full = Duration::from_secs_f64(self.burst / self.per_second);
+            buckets.retain(|_, (_, at)| now.duration_since(*at) < full);
+        }
+        let (tokens, at) = buckets.entry(key.to_string()).or_insert((self.burst, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_second).min(self.burst);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(Duration::from_secs_f64((1.0 - *tokens) / self.per_second))
+        }
+    }
+}
+
+/// `/admin/...`: the operator's API (bearer: the admin token).
+///
+/// - `GET /admin/status`: providers, tools and external servers.
+/// - `POST /admin/servers` with a server config (the `mcp.servers[]` shape,
+///   as JSON): adds an external server.
+/// - `DELETE /admin/servers/<name>`: removes one.
+async fn admin(front: &Arc<Front>, rest: &str, request: Request) -> Response {
+    let Some(admin) = &front.admin else {
+        return error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled");
+    };
+    match bearer(request.headers()) {
+        Some(t) if same_secret(t.as_bytes(), admin.token.as_bytes()) => {}
+        _ => return unauthorized("the admin API needs the admin token (see <state dir>/admin.json)"),
+    }
+    let method = request.method().clone();
+    let body = match axum::body::to_bytes(request.into_body(), 1 << 20).await {
+        Ok(b) => b,
+        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", "admin request over 1 MiB"),
+    };
+    let ok = |v: Value| (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response();
+    let bad = |status: StatusCode, code: &str, m: String| error(status, code, &m);
+    match (method.as_str(), rest.trim_end_matches('/')) {
+        ("GET", "/status") => {
+            let catalog = front.host.registry().snapshot();
+            let mut providers: Vec<Value> = catalog
+                .providers()
+                .map(|p| {
+                    json!({
+                        "name": p.name(),
+                        "kind": p.kind(),
+                        "available": p.is_available(),
+                        "fingerprint": p.fingerprint(),
+                        "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            providers.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            let servers = admin.servers.as_ref().map(|s| s.status()).unwrap_or_default();
+            ok(json!({"providers": providers, "servers": servers}))
+        }
+        ("POST", "/servers") => {
+            let Some(servers) = &admin.servers else {
+                return bad(StatusCode::NOT_FOUND, "not_found", "external servers are not enabled".into());
+            };
+            let cfg: crate::config::McpServerConfig = match serde_json::from_slice(&body) {
+                Ok(c) => c,
+                Err(e) => return bad(StatusCode::BAD_REQUEST, "invalid_input", format!("server config: {e}")),
+            };
+            let name = cfg.name.clone();
+            match servers.add(cfg) {
+                Ok(()) => {
+                    let s = servers.clone();
+                    let _ = tokio::task::spawn_blocking(move || s.wait_ready(Duration::from_secs(20))).await;
+                    let status = servers.status().into_iter().find(|s| s.name == name);
+                    ok(json!({"added": name, "status": status}))
+                }
+                Err(e) => bad(StatusCode::CONFLICT, "invalid_input", e.to_string()),
+            }
+        }
+        ("DELETE", p) if p.starts_with("/servers/") => {
+            let Some(servers) = &admin.servers else {
+                return bad(StatusCode::NOT_FOUND, "not_found", "external servers are not enabled".into());
+            };
+            let name = &p["/servers/".len()..];
+            match servers.remove(name) {
+                Ok(()) => ok(json!({"removed": name})),
+                Err(e) => bad(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+            }
+        }
+        _ => bad(StatusCode::NOT_FOUND, "not_found", format!("no admin route {method} /admin{rest}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let allowed = vec!["https://dm.example.com".to_string(), "http://tools.lan:*".to_string()];
+        assert!(origin_allowed("http://localhost:6274", &allowed));
+        assert!(origin_allowed("http://127.0.0.1", &allowed));
+        assert!(origin_allowed("https://dm.example.com", &allowed));
+        assert!(origin_allowed("http://tools.lan:8080", &allowed));
+        assert!(!origin_allowed("https://dm.example.com:444", &allowed));
+        assert!(!origin_allowed("http://evil.example", &allowed));
+        assert!(!origin_allowed("http://localhost.evil.example", &allowed));
+        assert!(!origin_allowed("null", &allowed));
+    }
+
+    #[test]
+    fn hosts() {
+        let mut h = HeaderMap::new();
+        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8722"));
+        assert_eq!(host_of(&h).as_deref(), Some("127.0.0.1"));
+        h.insert(header::HOST, HeaderValue::from_static("[::1]:8722"));
+        assert_eq!(host_of(&h).as_deref(), Some("[::1]"));
+        h.insert(header::HOST, HeaderValue::from_static("Evil.Example"));
+        assert_eq!(host_of(&h).as_deref(), Some("evil.example"));
+    }
+
+    #[test]
+    fn rate_limit_allows_a_burst_then_refills() {
+        let l = RateLimiter::new(60, 10);
+        for _ in 0..10 {
+            assert!(l.check("a").is_ok());
+        }
+        let wait = l.check("a").unwrap_err();
+        assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900), "{wait:?}");
+        assert!(l.check("b").is_ok(), "buckets are per client");
+        assert!(RateLimiter::new(0, 0).check("x").is_ok(), "0 turns the limit off");
+    }
+
+    #[test]
+    fn secrets_compare() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abc", b"abd"));
+        assert!(!same_secret(b"abc", b"abcd"));
+    }
+}

@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""An MCP client written with the official Python `mcp` package (2.x).
+
+Connects to one server, initializes, lists its tools, optionally calls one,
+and prints ONE JSON object on stdout:
+
+  {"server_name": ..., "protocol_version": ..., "tools": [names], "tool_meta": {name: _meta},
+   "result": {"isError": ..., "content": [...], "structuredContent": ..., "_meta": ...}}
+
+or, when the call was answered with a JSON-RPC error,
+
+  {"server_name": ..., "protocol_version": ..., "tools": [...], "error": {"code": ..., "message": ...}}
+
+Exit status: 0 when that object was printed (a tool result with isError: true
+and a JSON-RPC error both count), 1 when connecting or listing failed (the
+reason on stderr, and {"error": {"code": null, "message": ...}} on stdout).
+
+  py_client.py --stdio CMD [ARGS...] [--call NAME --args JSON]
+  py_client.py --http URL [--header 'Authorization: Bearer X'] [--call NAME --args JSON]
+
+`--stdio` takes every remaining argument as the command line, so put the other
+options before it. The stdio client does not pass the parent environment to
+the server (only HOME, PATH, ... by the SDK's rules): `--env KEY=VALUE` (repeatable)
+adds variables; `--inherit-env` passes this process's whole environment.
+`--mode` picks the SDK's negotiation: `auto` (the SDK default: a `server/discover`
+probe, then `initialize` on a pre-2026 server) or `legacy` (`initialize` only).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from contextlib import AsyncExitStack
+from typing import Any
+
+from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--http", metavar="URL", help="streamable HTTP endpoint, e.g. http://127.0.0.1:8722/mcp")
+    target.add_argument("--stdio", nargs=argparse.REMAINDER, metavar="CMD", help="server command and its arguments")
+    parser.add_argument("--header", action="append", default=[], help="'Name: value' (HTTP only, repeatable)")
+    parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the stdio server (repeatable)")
+    parser.add_argument("--inherit-env", action="store_true", help="pass this process's environment to the server")
+    parser.add_argument("--call", metavar="NAME", help="tool to call after listing")
+    parser.add_argument("--args", metavar="JSON", default="{}", help="tool arguments as a JSON object")
+    parser.add_argument("--mode", choices=["auto", "legacy"], default="auto", help="protocol negotiation")
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer")
+    args = parser.parse_args(argv)
+    if args.stdio is not None and not args.stdio:
+        parser.error("--stdio needs a command")
+    return args
+
+
+def dump(model: Any) -> Any:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    async with AsyncExitStack() as stack:
+        if args.http:
+            headers = {}
+            for header in args.header:
+                name, _, value = header.partition(":")
+                headers[name.strip()] = value.strip()
+            http = await stack.enter_async_context(create_mcp_http_client(headers=headers))
+            server: Any = streamable_http_client(args.http, http_client=http)
+        else:
+            env = dict(os.environ) if args.inherit_env else {}
+            for pair in args.env:
+                key, _, value = pair.partition("=")
+                env[key] = value
+            server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=env or None)
+        client = await stack.enter_async_context(
+            Client(server, mode=args.mode, read_timeout_seconds=args.timeout, cache=None)
+        )
+        info = client.server_info
+        out: dict[str, Any] = {
+            "server_name": info.name if info else None,
+            "protocol_version": client.protocol_version,
+        }
+        tools = await client.list_tools()
+        out["tools"] = [tool.name for tool in tools.tools]
+        # Each tool's _meta, where the server gave one (latency metadata lives there).
+        out["tool_meta"] = {tool.name: tool.meta for tool in tools.tools if tool.meta}
+        if args.call:
+            arguments = json.loads(args.args)
+            try:
+                result = await client.call_tool(args.call, arguments)
+            except MCPError as err:
+                out["error"] = {"code": err.error.code, "message": err.error.message}
+                if err.error.data is not None:
+                    out["error"]["data"] = err.error.data
+            else:
+                data = dump(result)
+                out["result"] = {
+                    "isError": bool(data.get("isError", False)),
+                    "content": data.get("content", []),
+                    "structuredContent": data.get("structuredContent"),
+                    "_meta": data.get("_meta"),
+                }
+        return out
+
+
+def main() -> int:
+    args = parse_args(sys.argv[1:])
+    try:
+        out = asyncio.run(run(args))
+    except BaseException as err:  # noqa: BLE001 - report anything, including ExceptionGroups
+        if isinstance(err, KeyboardInterrupt):
+            raise
+        message = f"{type(err).__name__}: {err}"
+        if isinstance(err, BaseExceptionGroup):
+            message += " [" + "; ".join(f"{type(e).__name__}: {e}" for e in err.exceptions) + "]"
+        print(f"py_client: {message}", file=sys.stderr)
+        print(json.dumps({"error": {"code": None, "message": message}}))
+        return 1
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
