@@ -369,7 +369,7 @@ impl HostArgs {
 
 /// How long a command waits for the configured external MCP servers' first
 /// connection before going on without the ones that are not up.
-const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(20);
+const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(30);
 
 /// Runs the parsed command line.
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -933,24 +933,35 @@ fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Optio
         });
     }
     let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8722)));
+    if !addr.ip().is_loopback() && env.server_cfg.tokens.is_empty() {
+        bail!(
+            "refusing to serve on {addr}: beyond loopback every client must authenticate; add `server.tokens` to the config"
+        );
+    }
     env.rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;
         let admin_token = admin.token.clone();
         let app = router(host.clone(), &env.server_cfg, local, Some(admin))?;
         let admin_file = AdminFile::write(&state, local, &admin_token)?;
-        println!("toolhost {} serving MCP (streamable HTTP) on http://{local}", env!("CARGO_PKG_VERSION"));
+        // The banner. Whoever started us may close stdout after reading the
+        // first line: a failed write must not stop the server.
+        use std::io::Write as _;
+        let mut banner = format!("toolhost {} serving MCP (streamable HTTP) on http://{local}\n", env!("CARGO_PKG_VERSION"));
         for (who, path) in endpoints(&host) {
-            println!("  {who}: http://{local}{path}");
+            banner.push_str(&format!("  {who}: http://{local}{path}\n"));
         }
         let auth = if env.server_cfg.tokens.is_empty() { "" } else { " --header 'Authorization: Bearer <token>'" };
-        println!(
-            "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list"
-        );
-        println!("Operator commands (toolhost server add/remove, toolhost status) reach this host through {}.", admin_file.path.display());
-        println!("Ctrl-C stops the server.");
-        use std::io::Write as _;
-        std::io::stdout().flush().ok();
+        banner.push_str(&format!(
+            "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list\n"
+        ));
+        banner.push_str(&format!(
+            "Operator commands (toolhost server add/remove, toolhost status) reach this host through {}.\nCtrl-C stops the server.\n",
+            admin_file.path.display()
+        ));
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+        drop(out);
         axum::serve(listener, app.into_make_service_with_connect_info::<std::net::SocketAddr>())
             .with_graceful_shutdown(async {
                 let _ = tokio::signal::ctrl_c().await;

@@ -9,16 +9,19 @@
 //! - `audit`: one record per call.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `memory`: the memory tools over the SQLite store.
-//! - `mcp`: the MCP server front over stdio and streamable HTTP.
+//! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
+//! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
 //! - `cli`: the binary's subcommands and their output.
 
 mod audit;
 mod budget;
 mod cli;
 mod common;
+mod external;
 mod grants;
 mod hostile;
 mod loading;
 mod mcp;
 mod memory;
+mod peers;
 mod plugins;

@@ -165,5 +165,174 @@ fn http_refuses_a_foreign_host_header() {
 fn serving_beyond_loopback_is_refused_without_auth() {
     let o = crate::common::run(&["serve", "--http", "0.0.0.0:0"]);
     assert!(!o.status.success());
-    assert!(crate::common::stderr(&o).contains("only loopback"), "{}", crate::common::stderr(&o));
+    assert!(crate::common::stderr(&o).contains("server.tokens"), "{}", crate::common::stderr(&o));
+}
+
+fn start_http_with(dir: &std::path::Path, config: &str) -> Server {
+    std::fs::write(dir.join("toolhost.yaml"), config).unwrap();
+    start_http(dir)
+}
+
+/// One raw HTTP/1.1 request with extra headers; returns (head, body).
+fn raw(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (String, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let mut req = format!(
+        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        body.len()
+    );
+    if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
+        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+    }
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).unwrap();
+    let _ = s.write_all(body.as_bytes());
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    let mut resp = Vec::new();
+    let mut buf = [0u8; 8192];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 {
+            break;
+        }
+        resp.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&resp);
+        if text.contains("\"result\"") || text.contains("\"error\"") {
+            break;
+        }
+    }
+    let resp = String::from_utf8_lossy(&resp).into_owned();
+    let (head, rest) = resp.split_once("\r\n\r\n").unwrap_or((&resp, ""));
+    (head.to_string(), rest.to_string())
+}
+
+fn header<'a>(head: &'a str, name: &str) -> Option<&'a str> {
+    head.lines().find_map(|l| {
+        let (k, v) = l.split_once(':')?;
+        k.trim().eq_ignore_ascii_case(name).then(|| v.trim())
+    })
+}
+
+#[test]
+fn http_refuses_foreign_origins_and_accepts_loopback_ones() {
+    let dir = config_dir();
+    let server = start_http(dir.path());
+    let init = initialize().to_string();
+    let (head, body) = raw(server.1, "/mcp", &[("Origin", "http://evil.example")], &init);
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(body.contains("Origin"), "{body}");
+    let (head, _) = raw(server.1, "/mcp", &[("Origin", "http://localhost:6274")], &init);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    let (head, _) = raw(server.1, "/mcp", &[], &init);
+    assert!(head.starts_with("HTTP/1.1 200"), "no Origin (not a browser): {head}");
+}
+
+#[test]
+fn http_caps_request_bodies_with_413() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_http_with(dir.path(), "server:\n  max_body_bytes: 4096\n");
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"pad": "x".repeat(10_000)}});
+    let (head, body) = raw(server.1, "/mcp", &[], &big.to_string());
+    assert!(head.starts_with("HTTP/1.1 413"), "{head}");
+    assert!(body.contains("4096 byte limit"), "{body}");
+    let (head, _) = raw(server.1, "/mcp", &[], &initialize().to_string());
+    assert!(head.starts_with("HTTP/1.1 200"), "a normal request still passes: {head}");
+}
+
+#[test]
+fn http_rate_limit_answers_429_with_retry_after() {
+    // Default policy: 60 per minute, burst 10, per client.
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_http_with(dir.path(), "");
+    let init = initialize().to_string();
+    for i in 0..10 {
+        let (head, _) = raw(server.1, "/mcp", &[], &init);
+        assert!(head.starts_with("HTTP/1.1 200"), "request {i}: {head}");
+    }
+    let (head, body) = raw(server.1, "/mcp", &[], &init);
+    assert!(head.starts_with("HTTP/1.1 429"), "{head}");
+    let retry: u64 = header(&head, "retry-after").expect("Retry-After").parse().unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(v["error"]["data"]["code"], "capacity_exceeded", "{v}");
+    // The bucket refills at one request per second.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let (head, _) = raw(server.1, "/mcp", &[], &init);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
+const TOKENS: &str = r#"
+npcs:
+  - name: Bartok the Barkeep
+    budget_tier: fast
+    tools: [roll, roll_table]
+  - name: Greymantle the Sage
+    budget_tier: standard
+    tools: [roll, search_rules, get_rule]
+server:
+  tokens:
+    - token: bartok-secret-token-0001
+      agent: Bartok the Barkeep
+    - token: dungeon-master-token-0001
+"#;
+
+fn tools_list(port: u16, path: &str, token: &str) -> (String, Vec<String>) {
+    let auth = format!("Bearer {token}");
+    let (head, _) = raw(port, path, &[("Authorization", &auth)], &initialize().to_string());
+    if !head.starts_with("HTTP/1.1 200") {
+        return (head, Vec::new());
+    }
+    let session = header(&head, "mcp-session-id").unwrap().to_string();
+    let headers = [("Authorization", auth.as_str()), ("Mcp-Session-Id", session.as_str())];
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    raw(port, path, &headers, &note);
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string();
+    let (head, body) = raw(port, path, &headers, &list);
+    let json_part = body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{'))).unwrap_or(&body);
+    let v: Value = serde_json::from_str(json_part).unwrap_or_else(|e| panic!("{e}: {body}"));
+    let mut names: Vec<String> =
+        v["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect();
+    names.sort();
+    (head, names)
+}
+
+#[test]
+fn bearer_tokens_decide_which_agent_a_client_is() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start_http_with(dir.path(), TOKENS);
+    let init = initialize().to_string();
+
+    let (head, _) = raw(server.1, "/mcp", &[], &init);
+    assert!(head.starts_with("HTTP/1.1 401"), "no token: {head}");
+    assert!(header(&head, "www-authenticate").is_some_and(|v| v.starts_with("Bearer")), "{head}");
+    let (head, _) = raw(server.1, "/mcp", &[("Authorization", "Bearer not-a-known-token-at-all")], &init);
+    assert!(head.starts_with("HTTP/1.1 401"), "unknown token: {head}");
+
+    // Bartok's token on /mcp: Bartok's view (allow-list at FAST).
+    let (_, names) = tools_list(server.1, "/mcp", "bartok-secret-token-0001");
+    assert_eq!(names, ["roll", "roll_table"]);
+    // ... and never another agent's endpoint.
+    let (head, _) = tools_list(server.1, "/mcp/greymantle-the-sage", "bartok-secret-token-0001");
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    // The operator's token reaches every endpoint.
+    let (_, names) = tools_list(server.1, "/mcp/greymantle-the-sage", "dungeon-master-token-0001");
+    assert_eq!(names, ["get_rule", "roll", "search_rules"]);
+    let (_, names) = tools_list(server.1, "/mcp", "dungeon-master-token-0001");
+    assert!(names.len() > 5 && names.contains(&"write_file".to_string()), "{names:?}");
+}
+
+#[test]
+fn a_token_naming_an_unknown_agent_is_a_config_error() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  tokens:\n    - token: some-long-token-value-1\n      agent: Nobody\n",
+    )
+    .unwrap();
+    let o =
+        crate::common::toolhost().current_dir(dir.path()).args(["serve", "--http", "127.0.0.1:0"]).output().unwrap();
+    assert!(!o.status.success());
+    let err = crate::common::stderr(&o);
+    assert!(err.contains("server.tokens[0].agent") && err.contains("Nobody"), "{err}");
 }

@@ -42,7 +42,7 @@ use tokio_util::sync::CancellationToken;
 /// Deadline of a call when the budget gave none.
 const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long connecting (spawn or HTTP, then `initialize` and `tools/list`) may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// First reconnect delay; doubles per failure up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(250);
 /// Longest reconnect delay.

@@ -1,0 +1,337 @@
+//! External MCP servers behind toolhost's registry, through the binary and
+//! real transports, with the Python `mcp` peer (`tests/peers/py_server.py`):
+//! a server killed mid-call, a call past its deadline (and the
+//! `notifications/cancelled` the server receives), servers added and removed
+//! while the host runs (and the `tools/list_changed` a client receives), and
+//! bearer and OAuth client-credentials authentication.
+
+use crate::common::{CACHE, stderr, stdout};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+fn peers() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers")
+}
+
+fn python() -> PathBuf {
+    let p = peers().join(".venv/bin/python");
+    assert!(p.exists(), "{} is missing: run scripts/install-peers", p.display());
+    p
+}
+
+fn py_server() -> String {
+    format!("{} {}", python().display(), peers().join("py_server.py").display())
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `toolhost serve --http 127.0.0.1:0` in `dir` (which holds toolhost.yaml);
+/// returns the process and its base URL.
+fn serve(dir: &Path) -> (Proc, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir)
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let url = first.split_whitespace().last().unwrap_or_else(|| panic!("banner: {first}")).to_string();
+    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
+    (Proc(child), url)
+}
+
+/// Counts `notifications/tools/list_changed`.
+#[derive(Clone, Default)]
+struct Watcher(Arc<AtomicUsize>);
+
+impl ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn connect(url: &str) -> (RunningService<RoleClient, Watcher>, Arc<AtomicUsize>) {
+    let w = Watcher::default();
+    let count = w.0.clone();
+    let client = w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize");
+    (client, count)
+}
+
+async fn call(client: &RunningService<RoleClient, Watcher>, tool: &str, args: Value) -> CallToolResult {
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone()))
+        .await
+        .unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+async fn names(client: &RunningService<RoleClient, Watcher>) -> Vec<String> {
+    client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect()
+}
+
+fn text(r: &CallToolResult) -> String {
+    r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<Vec<_>>().join("\n")
+}
+
+fn code(r: &CallToolResult) -> Value {
+    r.meta.as_ref().map(|m| m.0["toolhost"]["code"].clone()).unwrap_or(Value::Null)
+}
+
+async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn py_config(dir: &Path, extra_env: &str) -> String {
+    format!(
+        "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: py\n      transport: stdio\n      command: {}\n      env:\n        PY_PEER_PIDFILE: {}\n        PY_PEER_EVENTS: {}\n{extra_env}",
+        py_server(),
+        dir.join("py.pid").display(),
+        dir.join("events.log").display(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_server_killed_mid_call_fails_that_call_only_and_comes_back() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, _) = connect(&url).await;
+    assert!(names(&client).await.contains(&"add".to_string()));
+    let first_pid = std::fs::read_to_string(dir.path().join("py.pid")).unwrap();
+
+    // A long call in flight; kill the server under it.
+    let slow = {
+        let peer = client.peer().clone();
+        tokio::spawn(async move {
+            peer.call_tool(
+                CallToolRequestParams::new("slow").with_arguments(json!({"ms": 20_000}).as_object().unwrap().clone()),
+            )
+            .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Command::new("kill").args(["-9", first_pid.trim()]).status().unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(10), slow).await.expect("the call ends").unwrap().unwrap();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert_eq!(code(&r), "unavailable", "{r:?}");
+    assert!(text(&r).contains("\"py\""), "the error names the server: {}", text(&r));
+
+    // Everything else keeps answering meanwhile.
+    let roll = call(&client, "roll", json!({"expression": "1d20"})).await;
+    assert_eq!(roll.is_error, Some(false));
+
+    // The supervisor restarts the server; its tools come back.
+    eventually("py restarted", async || {
+        std::fs::read_to_string(dir.path().join("py.pid")).is_ok_and(|p| !p.is_empty() && p != first_pid)
+    })
+    .await;
+    eventually("add callable again", async || {
+        match client
+            .call_tool(
+                CallToolRequestParams::new("add").with_arguments(json!({"a": 2, "b": 3}).as_object().unwrap().clone()),
+            )
+            .await
+        {
+            Ok(r) => r.is_error == Some(false) && text(&r).contains('5'),
+            Err(_) => false,
+        }
+    })
+    .await;
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_past_its_deadline_times_out_and_the_server_is_told() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, _) = connect(&url).await;
+    // `slow` declares nothing: STANDARD tier, so the deadline is the tier's 1500 ms.
+    let started = Instant::now();
+    let r = call(&client, "slow", json!({"ms": 10_000})).await;
+    let took = started.elapsed();
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    assert_eq!(code(&r), "timeout", "{r:?}");
+    assert!(took < Duration::from_secs(5), "gave up at the deadline, not when the tool finished: {took:?}");
+    let events = dir.path().join("events.log");
+    eventually("notifications/cancelled reached the server", async || {
+        std::fs::read_to_string(&events).is_ok_and(|e| e.contains("cancelled slow"))
+    })
+    .await;
+    // The connection survives the timeout.
+    assert_eq!(text(&call(&client, "add", json!({"a": 1, "b": 1})).await), "2");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn servers_added_and_removed_at_run_time_notify_connected_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, changes) = connect(&url).await;
+    assert!(!names(&client).await.contains(&"add".to_string()));
+
+    let admin = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .current_dir(dir.path())
+            .env("TOOLHOST_CACHE_DIR", CACHE.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = admin(&["server", "add", "py", "--command", &py_server()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("added py: up"), "{}", stdout(&o));
+    eventually("list_changed after add", async || changes.load(Ordering::SeqCst) >= 1).await;
+    assert!(names(&client).await.contains(&"add".to_string()));
+    assert_eq!(text(&call(&client, "add", json!({"a": 20, "b": 22})).await), "42");
+
+    let o = admin(&["status", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let py = v["servers"].as_array().unwrap().iter().find(|s| s["name"] == "py").expect("py listed");
+    assert_eq!(py["state"], "up");
+
+    let o = admin(&["server", "add", "py", "--command", &py_server()]);
+    assert!(!o.status.success() && stderr(&o).contains("already configured"), "{}", stderr(&o));
+
+    let before = changes.load(Ordering::SeqCst);
+    let o = admin(&["server", "remove", "py"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    eventually("list_changed after remove", async || changes.load(Ordering::SeqCst) > before).await;
+    assert!(!names(&client).await.contains(&"add".to_string()));
+    client.cancel().await.unwrap();
+}
+
+/// A free loopback port.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// py_server over HTTP with `args`; waits until it listens.
+fn py_http(dir: &Path, args: &[&str]) -> (Proc, u16) {
+    let port = free_port();
+    let child = Command::new(python())
+        .arg(peers().join("py_server.py"))
+        .args(["--http", &port.to_string()])
+        .args(args)
+        .env("PY_PEER_EVENTS", dir.join("events.log"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "py_server did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    (Proc(child), port)
+}
+
+fn servers_json(dir: &Path) -> Value {
+    let o = Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir)
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["servers", "--json"])
+        .output()
+        .unwrap();
+    serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {} {}", stdout(&o), stderr(&o)))
+}
+
+#[test]
+fn streamable_http_servers_with_a_static_bearer_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_py, port) = py_http(dir.path(), &["--token", "s3cret-static-token"]);
+    let config = |token: &str| {
+        format!(
+            "mcp:\n  servers:\n    - name: remote\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n      auth:\n        token: \"Bearer ${{REMOTE_TOKEN}}\"\n"
+        )
+        .replace("${REMOTE_TOKEN}", token)
+    };
+    std::fs::write(dir.path().join("toolhost.yaml"), config("s3cret-static-token")).unwrap();
+    let v = servers_json(dir.path());
+    assert_eq!(v[0]["state"], "up", "{v}");
+    let o = crate::common::toolhost()
+        .current_dir(dir.path())
+        .args(["call", "add", r#"{"a": 2, "b": 40}"#])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&o).trim(), "42", "{}", stderr(&o));
+
+    std::fs::write(dir.path().join("toolhost.yaml"), config("wrong-token")).unwrap();
+    let v = servers_json(dir.path());
+    assert_eq!(v[0]["state"], "down", "{v}");
+    assert!(
+        v[0]["last_error"].as_str().unwrap().contains("401") || v[0]["last_error"].to_string().contains("uth"),
+        "{v}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn oauth_client_credentials_are_fetched_and_refreshed() {
+    let dir = tempfile::tempdir().unwrap();
+    // Tokens live 2 s: the host must refresh them while it keeps calling.
+    let (_py, port) = py_http(dir.path(), &["--oauth", "toolhost-e2e:e2e-client-secret", "--token-ttl", "2"]);
+    let config = format!(
+        "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: remote\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n      auth:\n        oauth:\n          client_id: toolhost-e2e\n          client_secret: \"${{E2E_SECRET}}\"\n          token_url: http://127.0.0.1:{port}/token\n          scopes: [tools:read, tools:execute]\n"
+    );
+    std::fs::write(dir.path().join("toolhost.yaml"), &config).unwrap();
+    // The secret comes from the environment (`${VAR}` expansion).
+    let mut host = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    host.current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .env("E2E_SECRET", "e2e-client-secret")
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut child = host.spawn().unwrap();
+    let mut first = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    let _host = Proc(child);
+    let url = first.split_whitespace().last().unwrap().to_string();
+    let (client, _) = connect(&url).await;
+    let started = Instant::now();
+    let mut calls = 0;
+    while started.elapsed() < Duration::from_millis(4500) {
+        let r = call(&client, "add", json!({"a": calls, "b": 1})).await;
+        assert_eq!(r.is_error, Some(false), "call {calls} at {:?}: {r:?}", started.elapsed());
+        assert_eq!(text(&r), (calls + 1).to_string());
+        calls += 1;
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let tokens = std::fs::read_to_string(dir.path().join("events.log")).unwrap().matches("token").count();
+    assert!(tokens >= 3, "tokens were refreshed while calling: {tokens} issued over {calls} calls");
+    client.cancel().await.unwrap();
+
+    // A wrong secret: the server is down with the token endpoint's answer, nothing else breaks.
+    std::fs::write(dir.path().join("toolhost.yaml"), config.replace("${E2E_SECRET}", "wrong-secret")).unwrap();
+    let v = servers_json(dir.path());
+    assert_eq!(v[0]["state"], "down", "{v}");
+    assert!(v[0]["last_error"].as_str().unwrap().contains("invalid_client"), "{v}");
+}
