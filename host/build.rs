@@ -12,7 +12,7 @@ use std::process::Command;
 /// Guests shipped inside the `toolhost` binary.
 const BUILTIN: &[&str] = &["diceroller", "ruleslookup", "fileio", "memorytool"];
 /// Guests used only by the test suite.
-const TEST_ONLY: &[&str] = &["hostile", "otherworld", "netclient", "conformance"];
+const TEST_ONLY: &[&str] = &["hostile", "otherworld", "netclient", "conformance", "swap_v1", "swap_v2"];
 const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "guest";
 

@@ -28,6 +28,6 @@ pub const BUILTINS: &[Builtin] = &[
 pub mod test_guests {
     pub use super::guests::{
         CONFORMANCE_PATH, DICEROLLER_PATH, FILEIO_PATH, HOSTILE_PATH, MEMORYTOOL_PATH, NETCLIENT_PATH, OTHERWORLD_PATH,
-        RULESLOOKUP_PATH,
+        RULESLOOKUP_PATH, SWAP_V1_PATH, SWAP_V2_PATH,
     };
 }

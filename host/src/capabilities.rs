@@ -200,6 +200,16 @@ pub fn requested(imports: &[String]) -> Vec<Capability> {
 }
 
 impl Grants {
+    /// Whether this grants anything of capability `c`.
+    pub fn grants(&self, c: Capability) -> bool {
+        match c {
+            Capability::Files => !self.dirs.is_empty(),
+            Capability::Env => !self.env.is_empty(),
+            Capability::Memory => self.memory.is_some(),
+            Capability::Network => !self.network.is_empty(),
+        }
+    }
+
     /// Plain-words lines saying what each grant allows.
     pub fn describe(&self) -> Vec<String> {
         let mut out = Vec::new();

@@ -74,6 +74,10 @@ struct HostArgs {
     /// Largest result a call may return, in bytes.
     #[arg(long, value_name = "BYTES", global = true)]
     max_output_bytes: Option<usize>,
+    /// Load plugin files that are not signed by a trusted key (they are
+    /// reported as unverified by `toolhost grants`). Default: refuse them.
+    #[arg(long, global = true, env = "TOOLHOST_ALLOW_UNSIGNED", value_parser = clap::builder::FalseyValueParser::new())]
+    allow_unsigned: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -216,6 +220,84 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Add, replace, remove or list plugins in the running host, without a
+    /// restart (through its admin API, found in <state dir>/admin.json).
+    #[command(subcommand)]
+    Plugin(PluginCommand),
+    /// Create a signing key pair for publishing plugins: NAME.key (secret,
+    /// mode 0600) and NAME.pub (goes into a host's trust.keys).
+    Keygen {
+        /// The author name written into every package signed with the key.
+        name: String,
+        /// Directory to write the files to.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        out: PathBuf,
+    },
+    /// Sign a component: appends a manifest (name, version, author,
+    /// description, the capabilities its imports ask for, its sha256) and an
+    /// ed25519 signature, as a custom section. Replaces an earlier signature.
+    Sign {
+        /// The component file.
+        file: PathBuf,
+        /// The secret key file from `toolhost keygen`.
+        #[arg(long, value_name = "FILE.key")]
+        key: PathBuf,
+        /// Plugin version.
+        #[arg(long, value_name = "SEMVER", default_value = "0.1.0")]
+        version: String,
+        /// One-line description [default: the tools it provides].
+        #[arg(long, value_name = "TEXT")]
+        description: Option<String>,
+        /// Write the package here instead of replacing FILE.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Check a package's signature and say whether this host would load it
+    /// (trust.keys, trust.allow_unsigned, the lock file). Exit 1 if not.
+    Verify {
+        /// The component file.
+        file: PathBuf,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Pin the digest of every plugin file the config loads (plugins.files,
+    /// plugins.dir, --plugin) in the lock file; a different file is then refused.
+    Lock,
+    /// Create a new plugin project (Rust, with the toolhost SDK) that builds
+    /// with one command and passes `toolhost inspect`.
+    New {
+        /// Plugin name (lowercase letters, digits, '-', '_').
+        name: String,
+        /// Where to create it.
+        #[arg(long, value_name = "DIR", default_value = ".")]
+        dir: PathBuf,
+        /// The toolhost-sdk crate to depend on [default: this toolhost's source tree].
+        #[arg(long, value_name = "DIR")]
+        sdk: Option<PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PluginCommand {
+    /// Load a component into the running host, or replace the loaded plugin
+    /// of the same name (the file name without .wasm) atomically. A broken or
+    /// refused file leaves the running version serving and says why.
+    Add {
+        /// The component file.
+        file: PathBuf,
+    },
+    /// Unload a plugin from the running host.
+    Remove {
+        /// Plugin name.
+        name: String,
+    },
+    /// List the running host's plugins.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -265,6 +347,8 @@ struct Env {
     rt: tokio::runtime::Runtime,
     server_cfg: toolhost::config::ServerConfig,
     state: PathBuf,
+    /// The watched plugins directory (`plugins.dir`).
+    plugins_dir: Option<PathBuf>,
 }
 
 impl HostArgs {
@@ -299,6 +383,31 @@ impl HostArgs {
         Runtime::new(l, root.as_deref()).map_err(|e| anyhow::anyhow!("cannot start the wasm engine: {e:#}"))
     }
 
+    /// The trust policy from `trust:` and --allow-unsigned.
+    fn trust(&self, cfg: &Config) -> Result<toolhost::package::TrustPolicy> {
+        let lock_path = self.lock_path(cfg);
+        let lock = match &lock_path {
+            Some(p) if p.exists() => Some(toolhost::package::LockFile::read(p)?),
+            Some(p) if cfg.trust.lock_file.is_some() => {
+                bail!("trust.lock_file: {} does not exist (create it with `toolhost lock`)", p.display())
+            }
+            _ => None,
+        };
+        Ok(toolhost::package::TrustPolicy {
+            keys: cfg.trust.keys.clone(),
+            allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned,
+            lock,
+        })
+    }
+
+    /// The lock file: trust.lock_file, else toolhost.lock beside the config.
+    fn lock_path(&self, cfg: &Config) -> Option<PathBuf> {
+        match &cfg.trust.lock_file {
+            Some(p) => Some(cfg.resolve(p)),
+            None => Some(cfg.base_dir.join("toolhost.lock")),
+        }
+    }
+
     /// The state directory, without starting a host.
     fn state_dir(&self) -> Result<PathBuf> {
         let cfg = self.config()?;
@@ -329,6 +438,7 @@ impl HostArgs {
         let memory = toolhost::memory::MemoryStore::open(&memory_path)
             .with_context(|| format!("opening the memory store {}", memory_path.display()))?;
         let host = Host::with_budget(self.runtime(&cfg)?, budget)
+            .with_trust(self.trust(&cfg)?)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
             .with_audit(audit)
             .with_memory(Arc::new(memory));
@@ -337,6 +447,18 @@ impl HostArgs {
         }
         for p in cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(self.plugins.iter().cloned()) {
             host.add_plugin_file(&p)?;
+        }
+        let plugins_dir = cfg.plugins.dir.as_ref().map(|d| cfg.resolve(d));
+        if let Some(dir) = &plugins_dir {
+            std::fs::create_dir_all(dir).with_context(|| format!("plugins.dir: creating {}", dir.display()))?;
+            for p in
+                toolhost::watch::plugin_files(dir).with_context(|| format!("plugins.dir: reading {}", dir.display()))?
+            {
+                // Like the watcher: a bad file is reported, the rest load.
+                if let Err(e) = host.install_plugin_file(&p) {
+                    eprintln!("warning: {} not loaded: {e}", p.display());
+                }
+            }
         }
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let store = CalibrationStore::new(&state, &environment);
@@ -363,7 +485,7 @@ impl HostArgs {
                 }
             }
         }
-        Ok(Env { host, store, environment, servers, rt, server_cfg: cfg.server.clone(), state })
+        Ok(Env { host, store, environment, servers, rt, server_cfg: cfg.server.clone(), state, plugins_dir })
     }
 }
 
@@ -422,6 +544,42 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Server(ServerCommand::Remove { name }) => {
             admin_request(&a.state_dir()?, "DELETE", &format!("/servers/{name}"), None)?;
             println!("removed {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plugin(cmd) => plugin_cmd(a, cmd),
+        Command::Keygen { name, out } => {
+            let key = toolhost::package::KeyPair::generate(&name)?;
+            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+            let stem = out.join(&name);
+            key.save(&stem)?;
+            println!(
+                "wrote {} (secret: keep it private) and {}",
+                stem.with_extension("key").display(),
+                stem.with_extension("pub").display()
+            );
+            println!(
+                "Hosts that trust you add this to toolhost.yaml:\ntrust:\n  keys:\n    - name: {}\n      public_key: {}",
+                name,
+                key.public().public_key
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sign { file, key, version, description, output } => {
+            sign_cmd(a, &file, &key, &version, description, output)
+        }
+        Command::Verify { file, json } => verify_cmd(a, &file, json),
+        Command::Lock => lock_cmd(a),
+        Command::New { name, dir, sdk } => {
+            let project = toolhost::scaffold::new_plugin(&dir, &name, sdk.as_deref())?;
+            let wasm = toolhost::scaffold::component_path(&project, &name);
+            println!("created {}", project.display());
+            println!(
+                "build it:   (cd {} && cargo build --release --target {})",
+                project.display(),
+                toolhost::scaffold::TARGET
+            );
+            println!("check it:   toolhost inspect {}", wasm.display());
+            println!("load it:    toolhost plugin add {}   (into a running `toolhost serve`)", wasm.display());
             Ok(ExitCode::SUCCESS)
         }
         Command::Status { json } => {
@@ -920,6 +1078,13 @@ fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Optio
     let host = env.host.clone();
     let admin = Admin { token: random_token()?, servers: Some(env.servers.clone()) };
     let state = env.state.clone();
+    let _watch = match &env.plugins_dir {
+        Some(dir) => Some(
+            toolhost::watch::watch_dir(host.clone(), dir, false)
+                .with_context(|| format!("watching plugins.dir {}", dir.display()))?,
+        ),
+        None => None,
+    };
     if stdio {
         let front = McpFront::new(host.clone(), agent)?;
         return env.rt.block_on(async move {
@@ -1118,9 +1283,12 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
         if words.is_empty() {
             words.push("nothing granted: pure computation, no files, no environment, no network".into());
         }
+        let origin = env.host.provenance(p.name());
         report.push(json!({
             "plugin": p.name(),
             "sha256": w.digest(),
+            "origin": origin.as_ref().map(|o| o.describe()),
+            "provenance": origin,
             "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
             "asks_for": asks.iter().map(|c| c.as_str()).collect::<Vec<_>>(),
             "granted": {
@@ -1149,6 +1317,9 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
                 v.as_array().into_iter().flatten().map(|x| x.as_str().unwrap_or("").to_string()).collect();
             if items.is_empty() { "(none)".to_string() } else { items.join(", ") }
         };
+        if let Some(o) = r["origin"].as_str() {
+            println!("  origin:   {o}");
+        }
         println!("  tools:    {}", list(&r["tools"]));
         println!("  asks for: {}", list(&r["asks_for"]));
         println!("  denied:   {}", list(&r["denied"]));
@@ -1157,5 +1328,178 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
         }
         println!();
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn plugin_cmd(a: &HostArgs, cmd: PluginCommand) -> Result<ExitCode> {
+    let state = a.state_dir()?;
+    match cmd {
+        PluginCommand::Add { file } => {
+            let path = file.canonicalize().with_context(|| format!("{} does not exist", file.display()))?;
+            let v = admin_request(&state, "POST", "/plugins", Some(json!({"path": path})))?;
+            let tools: Vec<&str> = v["tools"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+            let verb = if v["replaced"].is_null() { "added" } else { "replaced" };
+            println!(
+                "{verb} {} (sha256 {}): {}",
+                v["name"].as_str().unwrap_or(""),
+                v["digest"].as_str().unwrap_or(""),
+                tools.join(", ")
+            );
+            println!("  {}", v["provenance_text"].as_str().unwrap_or(""));
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::Remove { name } => {
+            admin_request(&state, "DELETE", &format!("/plugins/{name}"), None)?;
+            println!("removed {name}");
+            Ok(ExitCode::SUCCESS)
+        }
+        PluginCommand::List { json } => {
+            let v = admin_request(&state, "GET", "/plugins", None)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            let rows: Vec<[String; 4]> = v["plugins"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| {
+                    [
+                        p["name"].as_str().unwrap_or("").to_string(),
+                        p["sha256"].as_str().unwrap_or("").chars().take(12).collect(),
+                        p["provenance_text"].as_str().unwrap_or("").to_string(),
+                        p["tools"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                    ]
+                })
+                .collect();
+            print_table(&["PLUGIN", "SHA256", "ORIGIN", "TOOLS"], &rows);
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn sign_cmd(
+    a: &HostArgs,
+    file: &Path,
+    key: &Path,
+    version: &str,
+    description: Option<String>,
+    output: Option<PathBuf>,
+) -> Result<ExitCode> {
+    let key = toolhost::package::KeyPair::load(key)?;
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let name = toolhost::runtime::plugin_name_from_path(output.as_deref().unwrap_or(file));
+    // Load it (no grants, no cache writes beyond the usual) to read what it
+    // imports and provides: the manifest states what the author built.
+    let cfg = a.config()?;
+    let runtime = a.runtime(&cfg)?;
+    let component = toolhost::package::parse(&bytes)?.component;
+    let compiled = runtime.compile(&name, component)?;
+    let caps: Vec<String> =
+        toolhost::capabilities::requested(&compiled.imports).iter().map(|c| c.as_str().to_string()).collect();
+    let description = match description {
+        Some(d) => d,
+        None => match runtime.instantiate_compiled(compiled, Default::default()) {
+            Ok(p) => {
+                use toolhost::tool::Provider as _;
+                format!("tools: {}", p.tools().iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
+            }
+            Err(_) => String::new(),
+        },
+    };
+    let (package, manifest) = key.sign(&bytes, &name, version, &description, caps)?;
+    let out = output.unwrap_or_else(|| file.to_path_buf());
+    let tmp = out.with_extension("wasm.signing");
+    std::fs::write(&tmp, &package)
+        .and_then(|()| std::fs::rename(&tmp, &out))
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!("signed {} as {} {} by {}", out.display(), manifest.name, manifest.version, manifest.author);
+    println!("  sha256 {}", manifest.sha256);
+    println!(
+        "  asks for: {}",
+        if manifest.capabilities.is_empty() { "nothing".into() } else { manifest.capabilities.join(", ") }
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn verify_cmd(a: &HostArgs, file: &Path, as_json: bool) -> Result<ExitCode> {
+    let cfg = a.config()?;
+    let policy = a.trust(&cfg)?;
+    let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+    let name = toolhost::runtime::plugin_name_from_path(file);
+    let package = toolhost::package::parse(&bytes)?;
+    let signature = package.verify(&name);
+    let decision = policy.admit(&name, &bytes);
+    let report = json!({
+        "file": file.display().to_string(),
+        "sha256": toolhost::package::component_digest(&bytes)?,
+        "signature": match &signature {
+            Ok(Some(v)) => json!({"valid": true, "public_key": v.public_key, "manifest": v.manifest}),
+            Ok(None) => json!({"valid": false, "reason": "not signed"}),
+            Err(e) => json!({"valid": false, "reason": e.to_string()}),
+        },
+        "admitted": decision.is_ok(),
+        "decision": match &decision {
+            Ok((_, p)) => p.describe(),
+            Err(e) => e.to_string(),
+        },
+    });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        match &signature {
+            Ok(Some(v)) => {
+                let m = &v.manifest;
+                println!(
+                    "{}: signature valid: {} {} by {} (key {})",
+                    file.display(),
+                    m.name,
+                    m.version,
+                    m.author,
+                    v.public_key
+                );
+                println!("  sha256 {}", m.sha256);
+                println!(
+                    "  asks for: {}",
+                    if m.capabilities.is_empty() { "nothing".into() } else { m.capabilities.join(", ") }
+                );
+            }
+            Ok(None) => println!("{}: not signed", file.display()),
+            Err(e) => println!("{}: INVALID: {e}", file.display()),
+        }
+        match &decision {
+            Ok((_, p)) => println!("this host would load it: {}", p.describe()),
+            Err(e) => println!("this host would refuse it: {e}"),
+        }
+    }
+    Ok(if decision.is_ok() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+}
+
+fn lock_cmd(a: &HostArgs) -> Result<ExitCode> {
+    let cfg = a.config()?;
+    let path = a.lock_path(&cfg).context("no lock file path")?;
+    let mut files: Vec<PathBuf> =
+        cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(a.plugins.iter().cloned()).collect();
+    if let Some(dir) = cfg.plugins.dir.as_ref().map(|d| cfg.resolve(d)) {
+        files.extend(toolhost::watch::plugin_files(&dir).unwrap_or_default());
+    }
+    let mut lock = toolhost::package::LockFile::default();
+    for f in &files {
+        let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        let package = toolhost::package::parse(&bytes)?;
+        let version = package.verify("").ok().flatten().map(|v| v.manifest.version);
+        lock.plugins.insert(
+            toolhost::runtime::plugin_name_from_path(f),
+            toolhost::package::LockEntry { sha256: toolhost::package::component_digest(&bytes)?, version },
+        );
+    }
+    lock.write(&path)?;
+    println!("pinned {} plugin(s) in {}", lock.plugins.len(), path.display());
     Ok(ExitCode::SUCCESS)
 }

@@ -60,6 +60,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// The MCP server front (`toolhost serve`).
     pub server: ServerConfig,
+    /// Which plugin packages are trusted (signatures, lock file).
+    pub trust: crate::package::TrustConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     pub cache_dir: Option<PathBuf>,
     /// Directory for calibration results and other state.
@@ -214,13 +216,17 @@ pub struct PluginsConfig {
     pub builtins: bool,
     /// Extra component files to load.
     pub files: Vec<PathBuf>,
+    /// A directory `toolhost serve` watches: a `.wasm` file dropped (or
+    /// replaced) there is loaded (or swapped in) without a restart; a file
+    /// removed unloads its plugin.
+    pub dir: Option<PathBuf>,
     /// What each plugin may touch, by plugin name. Nothing by default.
     pub grants: crate::capabilities::GrantsByPlugin,
 }
 
 impl Default for PluginsConfig {
     fn default() -> Self {
-        PluginsConfig { builtins: true, files: Vec::new(), grants: Default::default() }
+        PluginsConfig { builtins: true, files: Vec::new(), dir: None, grants: Default::default() }
     }
 }
 

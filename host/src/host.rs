@@ -6,11 +6,12 @@
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::builtin::BUILTINS;
-use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
+use crate::capabilities::{Capability, GrantError, Grants, GrantsByPlugin, requested};
 use crate::memory::MemoryStore;
+use crate::package::{Provenance, TrustPolicy};
 use crate::registry::{Registry, RegistryError};
 use crate::runtime::{LoadError, Runtime, WasmPlugin};
-use crate::tool::{CallContext, CallError, ToolOutput};
+use crate::tool::{CallContext, CallError, Provider as _, ToolOutput};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -27,6 +28,52 @@ pub enum AddPluginError {
     /// Its grants cannot be honoured.
     #[error(transparent)]
     Grant(#[from] GrantError),
+    /// The trust policy refused the package (unsigned, untrusted, tampered, not the locked digest).
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
+    /// A new version asks for capabilities the running one did not, and the
+    /// operator has not granted them.
+    #[error(
+        "plugin {plugin:?}: the new version asks for {} which the running version did not, and plugins.grants.{plugin} does not grant {}; the running version stays. Grant {} first, then add it again",
+        list(.new),
+        if .new.len() == 1 { "it" } else { "them" },
+        if .new.len() == 1 { "it" } else { "them" }
+    )]
+    NewCapabilities {
+        /// Plugin name.
+        plugin: String,
+        /// What is new.
+        new: Vec<Capability>,
+    },
+    /// The file could not be read.
+    #[error("reading {path}: {reason}")]
+    Io {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+fn list(c: &[Capability]) -> String {
+    c.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// What [`Host::install_plugin_file`] did.
+#[derive(Debug, Clone)]
+pub struct Installed {
+    /// Plugin name.
+    pub name: String,
+    /// Component digest.
+    pub digest: String,
+    /// The digest of the version it replaced, if any.
+    pub replaced: Option<String>,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// Where it comes from.
+    pub provenance: Provenance,
+    /// Whether the component was compiled now or came from the cache.
+    pub compiled: bool,
 }
 
 /// The runtime, the registry and the budget, and the one way to call a tool.
@@ -39,6 +86,10 @@ pub struct Host {
     grants_base: PathBuf,
     audit: AuditLog,
     memory: std::sync::OnceLock<Arc<MemoryStore>>,
+    trust: TrustPolicy,
+    provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
+    /// Serializes installs, so two versions of one plugin never race.
+    installing: std::sync::Mutex<()>,
 }
 
 /// The results of a batch of parallel calls.
@@ -67,7 +118,28 @@ impl Host {
             grants_base: PathBuf::new(),
             audit: AuditLog::disabled(),
             memory: std::sync::OnceLock::new(),
+            trust: TrustPolicy::permissive(),
+            provenance: Default::default(),
+            installing: std::sync::Mutex::new(()),
         }
+    }
+
+    /// Which plugin files may load (default: everything, see
+    /// [`TrustPolicy::permissive`]; the `toolhost` binary applies the
+    /// config's `trust:` section).
+    pub fn with_trust(mut self, trust: TrustPolicy) -> Host {
+        self.trust = trust;
+        self
+    }
+
+    /// The trust policy.
+    pub fn trust(&self) -> &TrustPolicy {
+        &self.trust
+    }
+
+    /// Where a loaded plugin came from (`None`: not a plugin of this host).
+    pub fn provenance(&self, plugin: &str) -> Option<Provenance> {
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).cloned()
     }
 
     /// The campaign memory store behind the `memory` capability. Without
@@ -137,16 +209,101 @@ impl Host {
         for b in BUILTINS {
             let plugin = self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?;
             self.registry.add(Arc::new(plugin))?;
+            self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(b.name.to_string(), Provenance::Builtin);
         }
         Ok(())
     }
 
-    /// Loads a component file and registers its tools.
+    /// Loads a component file (through the trust policy) and registers its
+    /// tools. Fails if a provider of that name exists.
     pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
-        let grants = self.grants_for(&crate::runtime::plugin_name_from_path(path))?;
-        let plugin = Arc::new(self.runtime.load_file_with(path, |_| grants)?);
+        let name = crate::runtime::plugin_name_from_path(path);
+        let bytes = self.read_plugin(path)?;
+        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let plugin = Arc::new(self.runtime.load_with(&name, component, self.grants_for(&name)?)?);
         self.registry.add(plugin.clone())?;
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name, provenance);
         Ok(plugin)
+    }
+
+    fn read_plugin(&self, path: &Path) -> Result<Vec<u8>, AddPluginError> {
+        let limit = self.runtime.limits().max_component_bytes;
+        let io = |reason: String| AddPluginError::Io { path: path.display().to_string(), reason };
+        let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+        if meta.len() > limit as u64 + (1 << 16) {
+            return Err(AddPluginError::Load(LoadError {
+                plugin: crate::runtime::plugin_name_from_path(path),
+                kind: crate::runtime::LoadErrorKind::TooLarge { size: meta.len() as usize, limit },
+            }));
+        }
+        std::fs::read(path).map_err(|e| io(e.to_string()))
+    }
+
+    /// Adds or replaces a plugin from a file while the host serves: the hot
+    /// path of `toolhost plugin add` and the plugins-directory watcher.
+    ///
+    /// The file passes the trust policy, compiles (through the on-disk
+    /// cache) and instantiates before anything changes; a new version that
+    /// asks for capabilities the running one did not must have them granted
+    /// first. Then one atomic registry swap: calls already running finish on
+    /// the version they started with, new calls get the new one. On any
+    /// error the running version keeps serving. Blocking: call it off the
+    /// request path.
+    pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let name = crate::runtime::plugin_name_from_path(path);
+        let bytes = self.read_plugin(path)?;
+        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let compiled = self.runtime.compile(&name, component)?;
+        let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
+        let catalog = self.registry.snapshot();
+        let old = catalog.provider(&name).cloned();
+        let grants = self.grants_for(&name)?;
+        if let Some(old_wasm) = old.as_ref().and_then(|p| p.as_wasm()) {
+            let before = requested(old_wasm.imports());
+            let new: Vec<Capability> = requested(&compiled.imports)
+                .into_iter()
+                .filter(|c| !before.contains(c) && !grants.grants(*c))
+                .collect();
+            if !new.is_empty() {
+                return Err(AddPluginError::NewCapabilities { plugin: name, new });
+            }
+        }
+        let plugin = Arc::new(self.runtime.instantiate_compiled(compiled, grants)?);
+        let replaced = self.registry.upsert(plugin.clone())?;
+        if let Some(old) = &replaced {
+            // Measurements of the old version say nothing about the new one.
+            for t in old.tools() {
+                self.budget.forget(&t.name);
+            }
+        }
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
+        tracing::info!(plugin = %name, digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
+        Ok(Installed {
+            name,
+            digest: plugin.digest().to_string(),
+            replaced: replaced.map(|p| p.fingerprint()),
+            tools: plugin.tools().iter().map(|t| t.name.clone()).collect(),
+            provenance,
+            compiled: was_compiled,
+        })
+    }
+
+    /// Removes a plugin while the host serves. Calls already running finish.
+    pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        match self.registry.snapshot().provider(name) {
+            Some(p) if p.as_wasm().is_none() => {
+                return Err(AddPluginError::Registry(RegistryError::UnknownProvider(format!(
+                    "{name} (an external MCP server: use `toolhost server remove`)"
+                ))));
+            }
+            _ => {}
+        }
+        self.registry.remove(name)?;
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        tracing::info!(plugin = %name, "plugin removed");
+        Ok(())
     }
 
     /// Calls `tool` as the operator: no allow-list, no tier filter, but the

@@ -28,9 +28,12 @@ pub mod config;
 mod host;
 pub mod mcp;
 pub mod memory;
+pub mod package;
 pub mod registry;
 pub mod runtime;
+pub mod scaffold;
 pub mod tool;
 pub mod validate;
+pub mod watch;
 
 pub use host::{AddPluginError, Batch, Host};

@@ -41,7 +41,11 @@ pub fn json_of(out: ToolOutput) -> serde_json::Value {
 /// The `toolhost` binary with the shared cache.
 pub fn toolhost() -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_toolhost"));
-    cmd.env("TOOLHOST_CACHE_DIR", CACHE.path()).env("TOOLHOST_STATE_DIR", STATE.path()).env_remove("TOOLHOST_LOG");
+    // The test plugins are unsigned: allowing them is the operator's explicit choice here.
+    cmd.env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", STATE.path())
+        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
+        .env_remove("TOOLHOST_LOG");
     cmd
 }
 

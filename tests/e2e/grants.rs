@@ -162,6 +162,7 @@ fn environment_variables_are_invisible_without_a_grant() {
     assert!(visible);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
         .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
         .env(name, "hunter2")
         .args(["--plugin", HOSTILE_PATH, "call", "env"])
         .output()

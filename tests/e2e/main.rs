@@ -10,6 +10,7 @@
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `memory`: the memory tools over the SQLite store.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
+//! - `hotload`: plugins replaced under load, the plugins directory, signed packages.
 //! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
 //! - `cli`: the binary's subcommands and their output.
 
@@ -20,6 +21,7 @@ mod common;
 mod external;
 mod grants;
 mod hostile;
+mod hotload;
 mod loading;
 mod mcp;
 mod memory;

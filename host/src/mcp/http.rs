@@ -351,6 +351,10 @@ impl RateLimiter {
 /// - `POST /admin/servers` with a server config (the `mcp.servers[]` shape,
 ///   as JSON): adds an external server.
 /// - `DELETE /admin/servers/<name>`: removes one.
+/// - `GET /admin/plugins`: the wasm plugins with digest and provenance.
+/// - `POST /admin/plugins` with `{"path": ...}`: adds or atomically replaces
+///   a plugin (trust policy, compile cache, capability check first).
+/// - `DELETE /admin/plugins/<name>`: unloads one.
 async fn admin(front: &Arc<Front>, rest: &str, request: Request) -> Response {
     let Some(admin) = &front.admin else {
         return error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled");
@@ -402,6 +406,55 @@ async fn admin(front: &Arc<Front>, rest: &str, request: Request) -> Response {
                     ok(json!({"added": name, "status": status}))
                 }
                 Err(e) => bad(StatusCode::CONFLICT, "invalid_input", e.to_string()),
+            }
+        }
+        ("GET", "/plugins") => {
+            let catalog = front.host.registry().snapshot();
+            let mut plugins: Vec<Value> = catalog
+                .providers()
+                .filter_map(|p| p.as_wasm().map(|w| (p, w)))
+                .map(|(p, w)| {
+                    let origin = front.host.provenance(p.name());
+                    json!({
+                        "name": p.name(),
+                        "sha256": w.digest(),
+                        "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
+                        "provenance_text": origin.as_ref().map(|o| o.describe()),
+                        "provenance": origin,
+                    })
+                })
+                .collect();
+            plugins.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+            ok(json!({"plugins": plugins}))
+        }
+        ("POST", "/plugins") => {
+            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+            let Some(path) = req["path"].as_str().map(std::path::PathBuf::from) else {
+                return bad(StatusCode::BAD_REQUEST, "invalid_input", "expected {\"path\": \"/abs/file.wasm\"}".into());
+            };
+            let host = front.host.clone();
+            // Compiling can take seconds: off the async workers.
+            match tokio::task::spawn_blocking(move || host.install_plugin_file(&path)).await {
+                Ok(Ok(i)) => ok(json!({
+                    "name": i.name,
+                    "digest": i.digest,
+                    "replaced": i.replaced,
+                    "tools": i.tools,
+                    "compiled": i.compiled,
+                    "provenance_text": i.provenance.describe(),
+                    "provenance": i.provenance,
+                })),
+                Ok(Err(e)) => bad(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string()),
+                Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string()),
+            }
+        }
+        ("DELETE", p) if p.starts_with("/plugins/") => {
+            let name = p["/plugins/".len()..].to_string();
+            let host = front.host.clone();
+            match tokio::task::spawn_blocking(move || host.uninstall_plugin(&name)).await {
+                Ok(Ok(())) => ok(json!({"removed": &p["/plugins/".len()..]})),
+                Ok(Err(e)) => bad(StatusCode::NOT_FOUND, "not_found", e.to_string()),
+                Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string()),
             }
         }
         ("DELETE", p) if p.starts_with("/servers/") => {

@@ -1,0 +1,573 @@
+//! Signed plugin packages, the trust policy and the lock file.
+//!
+//! A package is one component file: the component as the author's toolchain
+//! built it, followed by one custom section named `toolhost-package` that
+//! holds the manifest and an ed25519 signature. Custom sections are part of
+//! the component format, so a signed package loads in any wasm runtime.
+//!
+//! The signature covers the manifest, which names the sha256 digest of the
+//! component without that section: changing any byte of the component (or
+//! the manifest) after signing breaks it. The manifest says who made it
+//! (name, version, author, description) and what it asks for (the
+//! capabilities its imports need, filled in by `toolhost sign`).
+//!
+//! The host's [`TrustPolicy`] names trusted author keys. A package signed by
+//! one of them loads; an unsigned package, one signed by an unknown key, or
+//! one whose signature does not verify is refused, unless the operator
+//! allows unsigned packages explicitly. A [`LockFile`] pins digests by
+//! plugin name; a mismatch is refused whatever the signature says.
+
+use base64::Engine as _;
+use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Name of the custom section that carries the manifest and signature.
+pub const SECTION: &str = "toolhost-package";
+const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
+
+/// Why a package could not be signed, verified or admitted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PackageError {
+    /// The bytes are not a component, or the package section is malformed.
+    #[error("{0}")]
+    Malformed(String),
+    /// No signature, and the policy wants one.
+    #[error(
+        "plugin {plugin:?} is not signed; sign it (`toolhost sign`) with a trusted key, or allow unsigned plugins explicitly (--allow-unsigned / trust.allow_unsigned)"
+    )]
+    Unsigned {
+        /// Plugin name.
+        plugin: String,
+    },
+    /// Signed by a key the policy does not trust.
+    #[error(
+        "plugin {plugin:?} is signed by an untrusted key {key} (author {author:?}); add the key to trust.keys to accept it"
+    )]
+    Untrusted {
+        /// Plugin name.
+        plugin: String,
+        /// The signer's public key (base64).
+        key: String,
+        /// The author the manifest names.
+        author: String,
+    },
+    /// The signature does not match the bytes: changed after signing.
+    #[error("plugin {plugin:?}: {reason}; the package was changed after it was signed, refusing it")]
+    BadSignature {
+        /// Plugin name.
+        plugin: String,
+        /// What did not match.
+        reason: String,
+    },
+    /// The lock file pins another digest.
+    #[error("plugin {plugin:?} has sha256 {actual}, but the lock file pins {locked}; refusing it")]
+    LockMismatch {
+        /// Plugin name.
+        plugin: String,
+        /// Digest in the lock file.
+        locked: String,
+        /// Digest of the file offered.
+        actual: String,
+    },
+    /// A key file could not be read or parsed.
+    #[error("{0}")]
+    Key(String),
+}
+
+/// What a signed package says about itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    /// Plugin name.
+    pub name: String,
+    /// Version (semver).
+    pub version: String,
+    /// Who made it.
+    pub author: String,
+    /// What it does.
+    #[serde(default)]
+    pub description: String,
+    /// Capabilities its imports ask for (`files`, `env`, `memory`, `network`).
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// sha256 of the component without the package section, hex.
+    pub sha256: String,
+}
+
+/// The package section's payload.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    /// The manifest as signed (canonical JSON text).
+    manifest: String,
+    /// The signer's public key, base64.
+    public_key: String,
+    /// ed25519 signature over `manifest`, base64.
+    signature: String,
+}
+
+/// A component file split into the component and its package section.
+#[derive(Debug, Clone)]
+pub struct Package<'a> {
+    /// The component without the package section.
+    pub component: &'a [u8],
+    /// The verified-shape (not yet trust-checked) signature, if any.
+    signed: Option<Envelope>,
+}
+
+/// Where a loaded plugin came from, for `toolhost grants` and audits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Provenance {
+    /// Compiled into the binary.
+    Builtin,
+    /// Signed by a trusted key.
+    Signed {
+        /// The manifest.
+        manifest: Manifest,
+        /// The trusted key's name in the policy.
+        key_name: String,
+    },
+    /// Not signed (or not by a trusted key), admitted because the operator
+    /// allowed unsigned plugins.
+    Unsigned {
+        /// Why it would otherwise have been refused.
+        reason: String,
+    },
+}
+
+impl Provenance {
+    /// One line for reports.
+    pub fn describe(&self) -> String {
+        match self {
+            Provenance::Builtin => "built in (part of the toolhost binary)".into(),
+            Provenance::Signed { manifest, key_name } => {
+                format!("signed by {} (trusted key {key_name}), version {}", manifest.author, manifest.version)
+            }
+            Provenance::Unsigned { reason } => {
+                format!("NOT VERIFIED: loaded only because the operator allows unsigned plugins ({reason})")
+            }
+        }
+    }
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    hex::encode(Sha256::digest(b))
+}
+
+fn leb128(mut n: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn read_leb128(b: &[u8], pos: &mut usize) -> Option<usize> {
+    let mut n: usize = 0;
+    for shift in (0..35).step_by(7) {
+        let byte = *b.get(*pos)?;
+        *pos += 1;
+        n |= usize::from(byte & 0x7f) << shift;
+        if byte & 0x80 == 0 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+/// Splits `bytes` into the component and its trailing package section.
+pub fn parse(bytes: &[u8]) -> Result<Package<'_>, PackageError> {
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(PackageError::Malformed("not a WebAssembly file".into()));
+    }
+    // Walk the top-level sections; the package section must be the last one.
+    let mut pos = 8;
+    let mut found: Option<(usize, &[u8])> = None;
+    while pos < bytes.len() {
+        let start = pos;
+        let id = bytes[pos];
+        pos += 1;
+        let size = read_leb128(bytes, &mut pos).ok_or_else(|| PackageError::Malformed("truncated section".into()))?;
+        let end = pos.checked_add(size).filter(|e| *e <= bytes.len());
+        let end = end.ok_or_else(|| PackageError::Malformed("truncated section".into()))?;
+        if id == 0 {
+            let mut p = pos;
+            let nlen =
+                read_leb128(bytes, &mut p).ok_or_else(|| PackageError::Malformed("bad custom section".into()))?;
+            if p + nlen <= end && &bytes[p..p + nlen] == SECTION.as_bytes() {
+                if found.is_some() {
+                    return Err(PackageError::Malformed(format!("more than one {SECTION} section")));
+                }
+                found = Some((start, &bytes[p + nlen..end]));
+            }
+        } else if found.is_some() {
+            return Err(PackageError::Malformed(format!("the {SECTION} section must be the last section")));
+        }
+        pos = end;
+    }
+    match found {
+        None => Ok(Package { component: bytes, signed: None }),
+        Some((start, payload)) => {
+            let env: Envelope = serde_json::from_slice(payload)
+                .map_err(|e| PackageError::Malformed(format!("{SECTION} section: {e}")))?;
+            Ok(Package { component: &bytes[..start], signed: Some(env) })
+        }
+    }
+}
+
+/// A signing key with its author name.
+#[derive(Debug)]
+pub struct KeyPair {
+    /// The author's name, written into manifests.
+    pub author: String,
+    key: SigningKey,
+}
+
+/// The public half, as the trust policy lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PublicKey {
+    /// A name for the key (the author's).
+    pub name: String,
+    /// ed25519 public key, base64.
+    pub public_key: String,
+}
+
+impl KeyPair {
+    /// A new random key.
+    pub fn generate(author: &str) -> Result<KeyPair, PackageError> {
+        let mut seed = [0u8; 32];
+        getrandom::fill(&mut seed).map_err(|e| PackageError::Key(format!("no randomness: {e}")))?;
+        Ok(KeyPair { author: author.to_string(), key: SigningKey::from_bytes(&seed) })
+    }
+
+    /// The public half.
+    pub fn public(&self) -> PublicKey {
+        PublicKey { name: self.author.clone(), public_key: B64.encode(self.key.verifying_key().to_bytes()) }
+    }
+
+    /// Writes `<stem>.key` (secret, mode 0600) and `<stem>.pub`.
+    pub fn save(&self, stem: &Path) -> Result<(), PackageError> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let secret = serde_json::json!({"author": self.author, "secret_key": B64.encode(self.key.to_bytes())});
+        let key_path = stem.with_extension("key");
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&key_path)
+            .map_err(|e| PackageError::Key(format!("writing {}: {e}", key_path.display())))?;
+        f.write_all(format!("{secret}\n").as_bytes())
+            .map_err(|e| PackageError::Key(format!("writing {}: {e}", key_path.display())))?;
+        let pub_path = stem.with_extension("pub");
+        let text = serde_json::to_string_pretty(&self.public()).unwrap_or_default();
+        std::fs::write(&pub_path, format!("{text}\n"))
+            .map_err(|e| PackageError::Key(format!("writing {}: {e}", pub_path.display())))
+    }
+
+    /// Reads a `.key` file written by [`KeyPair::save`].
+    pub fn load(path: &Path) -> Result<KeyPair, PackageError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PackageError::Key(format!("reading the key {}: {e}", path.display())))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| PackageError::Key(format!("{} is not a toolhost key file: {e}", path.display())))?;
+        let secret = v["secret_key"]
+            .as_str()
+            .and_then(|s| B64.decode(s).ok())
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| PackageError::Key(format!("{} has no valid secret_key", path.display())))?;
+        Ok(KeyPair {
+            author: v["author"].as_str().unwrap_or("unknown").to_string(),
+            key: SigningKey::from_bytes(&secret),
+        })
+    }
+
+    /// Signs a component (replacing an earlier signature): returns the
+    /// package bytes and the manifest.
+    pub fn sign(
+        &self,
+        bytes: &[u8],
+        name: &str,
+        version: &str,
+        description: &str,
+        capabilities: Vec<String>,
+    ) -> Result<(Vec<u8>, Manifest), PackageError> {
+        let component = parse(bytes)?.component;
+        let manifest = Manifest {
+            name: name.to_string(),
+            version: version.to_string(),
+            author: self.author.clone(),
+            description: description.to_string(),
+            capabilities,
+            sha256: sha256_hex(component),
+        };
+        let text = serde_json::to_string(&manifest).map_err(|e| PackageError::Malformed(e.to_string()))?;
+        let env = Envelope {
+            signature: B64.encode(self.key.sign(text.as_bytes()).to_bytes()),
+            public_key: self.public().public_key,
+            manifest: text,
+        };
+        let payload = serde_json::to_vec(&env).map_err(|e| PackageError::Malformed(e.to_string()))?;
+        let mut section = Vec::new();
+        leb128(SECTION.len(), &mut section);
+        section.extend_from_slice(SECTION.as_bytes());
+        section.extend_from_slice(&payload);
+        let mut out = component.to_vec();
+        out.push(0);
+        leb128(section.len(), &mut out);
+        out.extend_from_slice(&section);
+        Ok((out, manifest))
+    }
+}
+
+/// What a package proves, before any trust decision.
+#[derive(Debug, Clone)]
+pub struct Verified {
+    /// The manifest.
+    pub manifest: Manifest,
+    /// The signer's public key, base64.
+    pub public_key: String,
+}
+
+impl Package<'_> {
+    /// Checks the signature and the digest. `Ok(None)`: not signed.
+    pub fn verify(&self, plugin: &str) -> Result<Option<Verified>, PackageError> {
+        let Some(env) = &self.signed else { return Ok(None) };
+        let bad = |reason: String| PackageError::BadSignature { plugin: plugin.to_string(), reason };
+        let key = B64
+            .decode(&env.public_key)
+            .ok()
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .and_then(|b| VerifyingKey::from_bytes(&b).ok())
+            .ok_or_else(|| bad("the public key is malformed".into()))?;
+        let sig = B64
+            .decode(&env.signature)
+            .ok()
+            .and_then(|b| <[u8; 64]>::try_from(b).ok())
+            .map(|b| Signature::from_bytes(&b))
+            .ok_or_else(|| bad("the signature is malformed".into()))?;
+        key.verify(env.manifest.as_bytes(), &sig)
+            .map_err(|_| bad("the signature does not match the manifest".into()))?;
+        let manifest: Manifest =
+            serde_json::from_str(&env.manifest).map_err(|e| bad(format!("the manifest is malformed: {e}")))?;
+        let actual = sha256_hex(self.component);
+        if manifest.sha256 != actual {
+            return Err(bad(format!(
+                "the component's sha256 is {actual}, the signed manifest says {}",
+                manifest.sha256
+            )));
+        }
+        Ok(Some(Verified { manifest, public_key: env.public_key.clone() }))
+    }
+}
+
+/// `trust:` section of the config: who may publish plugins to this host.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrustConfig {
+    /// Trusted author keys (the contents of their `.pub` files).
+    pub keys: Vec<PublicKey>,
+    /// Admit unsigned or untrusted plugins (reported as such). Default false.
+    pub allow_unsigned: bool,
+    /// Lock file pinning plugin digests [default: `toolhost.lock` beside the
+    /// config, when it exists].
+    pub lock_file: Option<std::path::PathBuf>,
+}
+
+/// Digests pinned by plugin name (`toolhost.lock`, YAML).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockFile {
+    /// Plugin name -> pinned entry.
+    #[serde(default)]
+    pub plugins: BTreeMap<String, LockEntry>,
+}
+
+/// One pinned plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LockEntry {
+    /// sha256 of the file's component bytes, hex.
+    pub sha256: String,
+    /// Version from its manifest, when signed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+impl LockFile {
+    /// Reads a lock file.
+    pub fn read(path: &Path) -> Result<LockFile, PackageError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PackageError::Malformed(format!("reading the lock file {}: {e}", path.display())))?;
+        serde_yaml_ng::from_str(&text)
+            .map_err(|e| PackageError::Malformed(format!("lock file {}: {e}", path.display())))
+    }
+
+    /// Writes it (atomically).
+    pub fn write(&self, path: &Path) -> Result<(), PackageError> {
+        let text = serde_yaml_ng::to_string(self).map_err(|e| PackageError::Malformed(e.to_string()))?;
+        let tmp = path.with_extension("lock.tmp");
+        std::fs::write(
+            &tmp,
+            format!("# Plugin digests pinned by `toolhost lock`. A plugin whose digest differs is refused.\n{text}"),
+        )
+        .and_then(|()| std::fs::rename(&tmp, path))
+        .map_err(|e| PackageError::Malformed(format!("writing {}: {e}", path.display())))
+    }
+}
+
+/// The decision procedure for plugin files.
+#[derive(Debug, Clone, Default)]
+pub struct TrustPolicy {
+    /// Trusted keys.
+    pub keys: Vec<PublicKey>,
+    /// Admit what is not signed by a trusted key (reported as such).
+    pub allow_unsigned: bool,
+    /// Pinned digests.
+    pub lock: Option<LockFile>,
+}
+
+impl TrustPolicy {
+    /// A policy that admits everything (the library default: embedding
+    /// programs and tests decide for themselves).
+    pub fn permissive() -> TrustPolicy {
+        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None }
+    }
+
+    /// Decides on `bytes` offered as plugin `plugin`: returns the component
+    /// bytes to load and where they come from.
+    pub fn admit<'a>(&self, plugin: &str, bytes: &'a [u8]) -> Result<(&'a [u8], Provenance), PackageError> {
+        let package = parse(bytes).map_err(|e| match e {
+            PackageError::Malformed(m) => PackageError::Malformed(format!("plugin {plugin:?}: {m}")),
+            e => e,
+        })?;
+        if let Some(entry) = self.lock.as_ref().and_then(|l| l.plugins.get(plugin)) {
+            let actual = sha256_hex(package.component);
+            if entry.sha256 != actual {
+                return Err(PackageError::LockMismatch {
+                    plugin: plugin.to_string(),
+                    locked: entry.sha256.clone(),
+                    actual,
+                });
+            }
+        }
+        let refusal = match package.verify(plugin) {
+            // A broken signature is refused even when unsigned plugins are allowed.
+            Err(e) => return Err(e),
+            Ok(None) => PackageError::Unsigned { plugin: plugin.to_string() },
+            Ok(Some(v)) => match self.keys.iter().find(|k| k.public_key == v.public_key) {
+                Some(k) => {
+                    return Ok((
+                        package.component,
+                        Provenance::Signed { manifest: v.manifest, key_name: k.name.clone() },
+                    ));
+                }
+                None => {
+                    PackageError::Untrusted { plugin: plugin.to_string(), key: v.public_key, author: v.manifest.author }
+                }
+            },
+        };
+        if self.allow_unsigned {
+            let reason = match &refusal {
+                PackageError::Untrusted { author, .. } => format!("signed by untrusted author {author:?}"),
+                _ => "unsigned".into(),
+            };
+            Ok((package.component, Provenance::Unsigned { reason }))
+        } else {
+            Err(refusal)
+        }
+    }
+}
+
+/// The sha256 of a file's component bytes (without any package section).
+pub fn component_digest(bytes: &[u8]) -> Result<String, PackageError> {
+    Ok(sha256_hex(parse(bytes)?.component))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The smallest valid component header plus a custom section, enough
+    /// for the package layer (which never compiles anything).
+    fn component() -> Vec<u8> {
+        let mut b = b"\0asm\x0d\x00\x01\x00".to_vec();
+        b.extend_from_slice(&[0, 5, 4, b'n', b'o', b't', b'e']);
+        b
+    }
+
+    fn policy(k: &KeyPair) -> TrustPolicy {
+        TrustPolicy { keys: vec![k.public()], allow_unsigned: false, lock: None }
+    }
+
+    #[test]
+    fn signed_by_a_trusted_key_is_admitted_and_the_section_stripped() {
+        let k = KeyPair::generate("alice").unwrap();
+        let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "d", vec!["files".into()]).unwrap();
+        let (bytes, prov) = policy(&k).admit("demo", &pkg).unwrap();
+        assert_eq!(bytes, &component()[..]);
+        assert_eq!(prov, Provenance::Signed { manifest: manifest.clone(), key_name: "alice".into() });
+        // Re-signing replaces the section rather than stacking another.
+        let (again, _) = k.sign(&pkg, "demo", "1.0.1", "d", vec![]).unwrap();
+        assert_eq!(parse(&again).unwrap().component, &component()[..]);
+    }
+
+    #[test]
+    fn a_changed_byte_breaks_the_signature() {
+        let k = KeyPair::generate("alice").unwrap();
+        let (mut pkg, _) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+        pkg[12] ^= 1; // inside the component, before the package section
+        let e = policy(&k).admit("demo", &pkg).unwrap_err();
+        assert!(matches!(e, PackageError::BadSignature { .. }), "{e}");
+        let mut lenient = policy(&k);
+        lenient.allow_unsigned = true;
+        assert!(lenient.admit("demo", &pkg).is_err(), "a broken signature is never excused");
+    }
+
+    #[test]
+    fn unsigned_and_untrusted_are_refused_unless_allowed() {
+        let k = KeyPair::generate("alice").unwrap();
+        let mallory = KeyPair::generate("mallory").unwrap();
+        let e = policy(&k).admit("demo", &component()).unwrap_err();
+        assert!(matches!(e, PackageError::Unsigned { .. }), "{e}");
+        let (pkg, _) = mallory.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+        let e = policy(&k).admit("demo", &pkg).unwrap_err();
+        assert!(matches!(e, PackageError::Untrusted { .. }), "{e}");
+        let mut lenient = policy(&k);
+        lenient.allow_unsigned = true;
+        let (_, prov) = lenient.admit("demo", &pkg).unwrap();
+        assert!(matches!(prov, Provenance::Unsigned { .. }));
+    }
+
+    #[test]
+    fn the_lock_file_pins_digests() {
+        let k = KeyPair::generate("alice").unwrap();
+        let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+        let mut p = policy(&k);
+        let mut lock = LockFile::default();
+        lock.plugins.insert("demo".into(), LockEntry { sha256: manifest.sha256.clone(), version: None });
+        p.lock = Some(lock.clone());
+        assert!(p.admit("demo", &pkg).is_ok());
+        lock.plugins.insert("demo".into(), LockEntry { sha256: "00".repeat(32), version: None });
+        p.lock = Some(lock);
+        assert!(matches!(p.admit("demo", &pkg).unwrap_err(), PackageError::LockMismatch { .. }));
+    }
+
+    #[test]
+    fn keys_round_trip_through_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = KeyPair::generate("alice").unwrap();
+        k.save(&dir.path().join("alice")).unwrap();
+        let back = KeyPair::load(&dir.path().join("alice.key")).unwrap();
+        assert_eq!(back.public(), k.public());
+        assert!(k.save(&dir.path().join("alice")).is_err(), "never overwrites a key");
+    }
+}

@@ -1,0 +1,289 @@
+//! Hot loading and signed packages, through the binary: a plugin replaced
+//! under a steady load of MCP calls (zero failures, the new behaviour
+//! afterwards, `tools/list_changed` received), a corrupt or over-asking new
+//! version leaving the old one serving, the plugins directory watch, and
+//! ed25519-signed packages with the trust policy and the lock file.
+
+use crate::common::{CACHE, stderr, stdout, toolhost};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::io::BufRead;
+use std::path::Path;
+use std::process::{Child, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+use toolhost::builtin::test_guests::{FILEIO_PATH, HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
+
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `toolhost serve --http 127.0.0.1:0` in `dir`; returns it and its URL.
+fn serve(dir: &Path) -> (Proc, String) {
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    out.read_line(&mut first).unwrap();
+    // Keep draining stdout so the banner never blocks on a full pipe.
+    std::thread::spawn(move || for _ in out.lines() {});
+    let url = first.split_whitespace().last().unwrap_or_else(|| panic!("banner: {first}")).to_string();
+    (Proc(child), url)
+}
+
+/// Runs an operator command against the host serving from `dir`.
+fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
+    toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
+}
+
+/// Copies `from` to `to` atomically (a temp file, then a rename).
+fn place(from: &str, to: &Path) {
+    let tmp = to.with_extension("tmp-copy");
+    std::fs::copy(from, &tmp).unwrap();
+    std::fs::rename(&tmp, to).unwrap();
+}
+
+#[derive(Clone, Default)]
+struct Watcher(Arc<AtomicUsize>);
+
+impl ClientHandler for Watcher {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+type Client = RunningService<RoleClient, Watcher>;
+
+async fn connect(url: &str) -> (Client, Arc<AtomicUsize>) {
+    let w = Watcher::default();
+    let n = w.0.clone();
+    (w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize"), n)
+}
+
+async fn names(c: &Client) -> Vec<String> {
+    c.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect()
+}
+
+async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_replaced_under_load_fails_no_call() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.path().join("staging")).unwrap();
+    place(SWAP_V1_PATH, &dir.path().join("plugins/swap.wasm"));
+    let (_host, url) = serve(dir.path());
+    let (client, changes) = connect(&url).await;
+    assert!(names(&client).await.contains(&"version".to_string()));
+
+    // Four callers, back to back, for the whole test.
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut callers = Vec::new();
+    for _ in 0..4 {
+        let peer = client.peer().clone();
+        let stop = stop.clone();
+        callers.push(tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let r = peer.call_tool(CallToolRequestParams::new("version")).await;
+                let r = r.map_err(|e| e.to_string()).and_then(|r| {
+                    if r.is_error == Some(true) {
+                        return Err(format!("{r:?}"));
+                    }
+                    Ok(r.structured_content.as_ref().and_then(|v| v["version"].as_u64()).unwrap_or(0))
+                });
+                seen.push(r);
+            }
+            seen
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    place(SWAP_V2_PATH, &dir.path().join("staging/swap.wasm"));
+    let staged = dir.path().join("staging/swap.wasm");
+    let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).starts_with("replaced swap"), "{}", stdout(&o));
+    tokio::time::sleep(Duration::from_millis(700)).await;
+
+    // A corrupt new version: refused, and the running one keeps answering.
+    std::fs::write(&staged, b"\0asm\x0d\x00\x01\x00garbage").unwrap();
+    let corrupt = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, Ordering::Relaxed);
+    assert!(!corrupt.status.success(), "{}", stdout(&corrupt));
+    assert!(stderr(&corrupt).contains("\"swap\""), "the refusal names the plugin: {}", stderr(&corrupt));
+
+    let mut all = Vec::new();
+    for c in callers {
+        all.extend(c.await.unwrap());
+    }
+    let failures: Vec<&String> = all.iter().filter_map(|r| r.as_ref().err()).collect();
+    assert!(failures.is_empty(), "{} of {} calls failed during the swap: {:?}", failures.len(), all.len(), failures);
+    let versions: Vec<u64> = all.iter().map(|r| *r.as_ref().unwrap()).collect();
+    assert!(versions.contains(&1) && versions.contains(&2), "both versions answered: {} calls", versions.len());
+    assert!(versions.len() > 50, "a steady load: {} calls", versions.len());
+    let r = client.peer().call_tool(CallToolRequestParams::new("version")).await.unwrap();
+    assert_eq!(r.structured_content.unwrap()["version"], 2, "the new version serves after the corrupt one");
+    eventually("list_changed after the swap", async || changes.load(Ordering::SeqCst) >= 1).await;
+    assert!(names(&client).await.contains(&"new_in_v2".to_string()));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_plugins_directory_is_watched() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, changes) = connect(&url).await;
+    assert!(!names(&client).await.contains(&"echo".to_string()));
+
+    place(HOSTILE_PATH, &dir.path().join("plugins/hostile.wasm"));
+    eventually("a dropped plugin's tools appear", async || names(&client).await.contains(&"echo".to_string())).await;
+    assert!(changes.load(Ordering::SeqCst) >= 1, "clients were told");
+    let r = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("echo").with_arguments(json!({"x": 1}).as_object().unwrap().clone()))
+        .await
+        .unwrap();
+    assert_eq!(r.is_error, Some(false));
+
+    std::fs::remove_file(dir.path().join("plugins/hostile.wasm")).unwrap();
+    eventually("a removed plugin's tools go", async || !names(&client).await.contains(&"echo".to_string())).await;
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn a_new_version_asking_for_more_is_held_until_granted() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::create_dir_all(dir.path().join("staging")).unwrap();
+    place(SWAP_V1_PATH, &dir.path().join("plugins/tool.wasm"));
+    // fileio imports wasi:filesystem: it asks for `files`, which swap_v1 did not.
+    place(FILEIO_PATH, &dir.path().join("staging/tool.wasm"));
+    let staged = dir.path().join("staging/tool.wasm");
+    // Without the built-ins: the new version is a copy of fileio, whose tool names they hold.
+    std::fs::write(dir.path().join("toolhost.yaml"), format!("{CONFIG}  builtins: false\n")).unwrap();
+    {
+        let (_host, _url) = serve(dir.path());
+        let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+        assert!(!o.status.success());
+        let err = stderr(&o);
+        assert!(err.contains("asks for files which the running version did not"), "{err}");
+        let o = admin(dir.path(), &["plugin", "list", "--json"]);
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let tool = v["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "tool").unwrap().clone();
+        assert_eq!(tool["tools"], json!(["version"]), "the old version still serves");
+    }
+    // With the grant in place, the same upgrade goes through.
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!("{CONFIG}  builtins: false\n  grants:\n    tool:\n      files:\n        - dir: ./data\n          mode: read-only\n"),
+    )
+    .unwrap();
+    let (_host, _url) = serve(dir.path());
+    let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("read_file"), "{}", stdout(&o));
+}
+
+#[test]
+fn signed_packages_tampering_unsigned_and_the_lock_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let strict = |args: &[&str]| {
+        toolhost()
+            .current_dir(d)
+            .env("TOOLHOST_STATE_DIR", d.join("state"))
+            .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+            .env("TOOLHOST_CACHE_DIR", CACHE.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = strict(&["keygen", "alice", "--out", "keys"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(d.join("keys/alice.pub")).unwrap()).unwrap();
+    std::fs::write(
+        d.join("toolhost.yaml"),
+        format!("trust:\n  keys:\n    - name: alice\n      public_key: {}\n", public["public_key"].as_str().unwrap()),
+    )
+    .unwrap();
+    std::fs::copy(SWAP_V1_PATH, d.join("swap.wasm")).unwrap();
+
+    // Unsigned: refused by default, loads with the explicit override.
+    let o = strict(&["--plugin", "swap.wasm", "tools"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is not signed"), "{}", stderr(&o));
+    let o = strict(&["--allow-unsigned", "--plugin", "swap.wasm", "grants"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("NOT VERIFIED"), "grants says so: {}", stdout(&o));
+
+    // Signed by a trusted key: loads, and `grants` names the author.
+    let o = strict(&["sign", "swap.wasm", "--key", "keys/alice.key", "--version", "1.2.3"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strict(&["verify", "swap.wasm"]);
+    assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
+    assert!(stdout(&o).contains("signature valid: swap 1.2.3 by alice"), "{}", stdout(&o));
+    let o = strict(&["--plugin", "swap.wasm", "grants"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("signed by alice"), "{}", stdout(&o));
+    let o = strict(&["--plugin", "swap.wasm", "call", "version"]);
+    assert_eq!(stdout(&o).trim(), r#"{"version":1}"#, "{}", stderr(&o));
+
+    // One byte changed after signing: refused, even with the override.
+    let mut bytes = std::fs::read(d.join("swap.wasm")).unwrap();
+    bytes[100] ^= 0x01;
+    std::fs::write(d.join("tampered.wasm"), &bytes).unwrap();
+    for extra in [&[][..], &["--allow-unsigned"][..]] {
+        let mut args = extra.to_vec();
+        args.extend(["--plugin", "tampered.wasm", "tools"]);
+        let o = strict(&args);
+        assert!(!o.status.success(), "{args:?}");
+        assert!(stderr(&o).contains("changed after it was signed"), "{}", stderr(&o));
+    }
+    let o = strict(&["verify", "tampered.wasm"]);
+    assert!(!o.status.success());
+
+    // Signed by someone else: untrusted.
+    strict(&["keygen", "mallory", "--out", "keys"]);
+    std::fs::copy(SWAP_V1_PATH, d.join("other.wasm")).unwrap();
+    strict(&["sign", "other.wasm", "--key", "keys/mallory.key"]);
+    let o = strict(&["--plugin", "other.wasm", "tools"]);
+    assert!(stderr(&o).contains("untrusted key"), "{}", stderr(&o));
+
+    // The lock file pins the digest: a re-signed different build is refused.
+    let o = strict(&["--plugin", "swap.wasm", "lock"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(d.join("toolhost.lock")).unwrap().contains("swap"));
+    std::fs::copy(SWAP_V2_PATH, d.join("swap.wasm")).unwrap();
+    strict(&["sign", "swap.wasm", "--key", "keys/alice.key", "--version", "2.0.0"]);
+    let o = strict(&["--plugin", "swap.wasm", "tools"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("the lock file pins"), "{}", stderr(&o));
+}
