@@ -393,8 +393,18 @@ impl HostArgs {
             }
             _ => None,
         };
+        let mut keys = cfg.trust.keys.clone();
+        for (i, f) in cfg.trust.key_files.iter().enumerate() {
+            let path = cfg.resolve(f);
+            let text = std::fs::read_to_string(&path)
+                .with_context(|| format!("trust.key_files[{i}]: reading {}", path.display()))?;
+            keys.push(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("trust.key_files[{i}]: {} is not a toolhost .pub file", path.display()))?,
+            );
+        }
         Ok(toolhost::package::TrustPolicy {
-            keys: cfg.trust.keys.clone(),
+            keys,
             allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned,
             lock,
         })

@@ -375,6 +375,8 @@ impl Package<'_> {
 pub struct TrustConfig {
     /// Trusted author keys (the contents of their `.pub` files).
     pub keys: Vec<PublicKey>,
+    /// Trusted author keys as `.pub` files (from `toolhost keygen`).
+    pub key_files: Vec<std::path::PathBuf>,
     /// Admit unsigned or untrusted plugins (reported as such). Default false.
     pub allow_unsigned: bool,
     /// Lock file pinning plugin digests [default: `toolhost.lock` beside the

@@ -10,8 +10,10 @@
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `memory`: the memory tools over the SQLite store.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
+//! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
 //! - `hotload`: plugins replaced under load, the plugins directory, signed packages.
 //! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
+//! - `peers`: third-party peers: the conformance suite, the Python client, the Inspector CLI, reference servers.
 //! - `cli`: the binary's subcommands and their output.
 
 mod audit;
@@ -20,6 +22,7 @@ mod cli;
 mod common;
 mod external;
 mod grants;
+mod guide;
 mod hostile;
 mod hotload;
 mod loading;

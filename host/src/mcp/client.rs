@@ -312,6 +312,12 @@ async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous: Option<Ar
                     p.first_attempt().await;
                 }
                 let ok = register(&host, &server).await;
+                if ok {
+                    // Available before anyone waiting on the first attempt wakes.
+                    server.available.store(true, Ordering::Release);
+                    *server.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    host.registry().touch();
+                }
                 server.mark_attempted();
                 if ok {
                     run_connected(&host, &server, running).await;

@@ -1,0 +1,81 @@
+//! The author guide (`docs/authoring.md`) as written: every `sh` block, in
+//! order, in one empty directory, with the `toolhost` under test first on
+//! the PATH. And the Python plugin (`plugins-py/npcnames`), built with
+//! componentize-py by its own script and called end to end.
+
+use crate::common::{CACHE, stderr, stdout};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `sh` blocks of a Markdown file, concatenated.
+fn sh_blocks(markdown: &str) -> String {
+    let mut out = String::new();
+    let mut inside = false;
+    for line in markdown.lines() {
+        if !inside && line.trim() == "```sh" {
+            inside = true;
+        } else if inside && line.trim() == "```" {
+            inside = false;
+        } else if inside {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+#[test]
+fn the_author_guide_runs_as_written() {
+    let guide = std::fs::read_to_string(repo().join("docs/authoring.md")).unwrap();
+    let script = sh_blocks(&guide);
+    assert!(script.contains("toolhost new demo") && script.contains("toolhost plugin add"), "{script}");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_toolhost")).parent().unwrap().to_path_buf();
+    let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
+    let o = Command::new("bash")
+        .arg("-c")
+        // Whatever happens, stop the background host.
+        .arg(format!("set -euo pipefail\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{script}"))
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .unwrap();
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(o.status.success(), "the guide failed:\n--- stdout ---\n{out}\n--- stderr ---\n{err}");
+    assert!(out.contains("tools (1):") && out.contains("greet"), "inspect listed the tool:\n{out}");
+    assert!(out.contains("signed ") && out.contains("by alice"), "{out}");
+    assert!(out.contains("this host would load it: signed by alice"), "verify:\n{out}");
+    assert!(out.contains("added demo (sha256"), "plugin add:\n{out}");
+    assert!(out.contains(r#""message":"Hello, Ada."#), "the call:\n{out}");
+}
+
+#[test]
+fn the_python_plugin_builds_and_answers() {
+    let o = Command::new("bash").arg(repo().join("plugins-py/build.sh")).arg("npcnames").output().unwrap();
+    assert!(o.status.success(), "plugins-py/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
+    let wasm = repo().join("target/py-plugins/npcnames.wasm");
+    let call = |args: &str| {
+        crate::common::toolhost()
+            .args(["--no-builtins", "--plugin", wasm.to_str().unwrap(), "call", "npc_name", args])
+            .output()
+            .unwrap()
+    };
+    let o = call(r#"{"culture": "dwarf", "seed": 7}"#);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    assert_eq!(v["culture"], "dwarf");
+    assert!(v["name"].as_str().is_some_and(|n| n.contains(' ')), "{v}");
+    assert_eq!(stdout(&call(r#"{"culture": "dwarf", "seed": 7}"#)), stdout(&o), "same seed, same name");
+    let o = call(r#"{"culture": "orc", "seed": 7}"#);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("unknown culture"), "the plugin's own invalid-input error: {}", stderr(&o));
+}
