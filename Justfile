@@ -16,6 +16,10 @@ test:
 bench:
     cargo bench -p toolhost --bench runtime
 
+# MCP tools/call round trips, toolhost vs the Node and Python peers (after scripts/install-peers).
+bench-mcp:
+    cargo bench -p toolhost --bench mcp
+
 # Lints, as CI-clean as the code must be.
 lint:
     cargo fmt --all -- --check

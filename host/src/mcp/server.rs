@@ -279,42 +279,50 @@ impl ServerHandler for McpFront {
         let peer = context.peer.clone();
         let min_level = self.log_level.load(Ordering::Relaxed);
         let logger = name.clone();
-        let forwarder = tokio::spawn(async move {
-            while let Some(event) = rx.recv().await {
-                match event {
-                    PluginEvent::Progress { progress, total, message } => {
-                        if let Some(token) = &progress_token {
-                            let mut p = ProgressNotificationParam::new(token.clone(), progress);
-                            p.total = total;
-                            p.message = message;
-                            let _ = peer.notify_progress(p).await;
-                        }
-                    }
-                    PluginEvent::Log { level, message } => {
-                        let level = mcp_level(level);
-                        if level_rank(level) >= min_level {
-                            let mut p = LoggingMessageNotificationParam::new(level, Value::String(message));
-                            p.logger = Some(logger.clone());
-                            let _ = peer.notify_logging_message(p).await;
-                        }
-                    }
+        let forward = async |event: PluginEvent| match event {
+            PluginEvent::Progress { progress, total, message } => {
+                if let Some(token) = &progress_token {
+                    let mut p = ProgressNotificationParam::new(token.clone(), progress);
+                    p.total = total;
+                    p.message = message;
+                    let _ = peer.notify_progress(p).await;
                 }
             }
-        });
+            PluginEvent::Log { level, message } => {
+                let level = mcp_level(level);
+                if level_rank(level) >= min_level {
+                    let mut p = LoggingMessageNotificationParam::new(level, Value::String(message));
+                    p.logger = Some(logger.clone());
+                    let _ = peer.notify_logging_message(p).await;
+                }
+            }
+        };
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
             let _ = tx.send(e);
         });
-        // Wasm calls are synchronous and CPU-bound: run them off the async workers.
-        let call = tokio::task::spawn_blocking(move || front.call_with_events(&name, args, Some(sink)));
-        let result = tokio::select! {
-            r = call => r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
-            () = context.ct.cancelled() => {
-                // The client gave up (notifications/cancelled): no response is
-                // expected. The call itself ends at its deadline.
-                return Err(ErrorData::internal_error("request cancelled by the client", None));
+        // Wasm calls are synchronous and CPU-bound: run them off the async
+        // workers. This task forwards the plugin's reports while it runs (no
+        // extra task per call) and drains the rest before the result goes
+        // out, so every notification precedes the response.
+        let mut call = tokio::task::spawn_blocking(move || front.call_with_events(&name, args, Some(sink)));
+        let mut events_open = true;
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
+                event = rx.recv(), if events_open => match event {
+                    Some(e) => forward(e).await,
+                    None => events_open = false,
+                },
+                () = context.ct.cancelled() => {
+                    // The client gave up (notifications/cancelled): no response is
+                    // expected. The call itself ends at its deadline.
+                    return Err(ErrorData::internal_error("request cancelled by the client", None));
+                }
             }
         };
-        let _ = forwarder.await;
+        while let Ok(e) = rx.try_recv() {
+            forward(e).await;
+        }
         result.map(Into::into)
     }
 
