@@ -607,13 +607,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                         p["name"].as_str().unwrap_or("").to_string(),
                         p["kind"].as_str().unwrap_or("").to_string(),
                         if p["available"].as_bool() == Some(true) { "up" } else { "unavailable" }.to_string(),
-                        p["tools"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        str_list(&p["tools"]),
                     ]
                 })
                 .collect();
@@ -1341,6 +1335,11 @@ fn grants(env: &Env, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A JSON array of strings as "a, b, c".
+fn str_list(v: &Value) -> String {
+    v.as_array().into_iter().flatten().filter_map(Value::as_str).collect::<Vec<_>>().join(", ")
+}
+
 fn plugin_cmd(a: &HostArgs, cmd: PluginCommand) -> Result<ExitCode> {
     let state = a.state_dir()?;
     match cmd {
@@ -1378,13 +1377,7 @@ fn plugin_cmd(a: &HostArgs, cmd: PluginCommand) -> Result<ExitCode> {
                         p["name"].as_str().unwrap_or("").to_string(),
                         p["sha256"].as_str().unwrap_or("").chars().take(12).collect(),
                         p["provenance_text"].as_str().unwrap_or("").to_string(),
-                        p["tools"]
-                            .as_array()
-                            .into_iter()
-                            .flatten()
-                            .filter_map(Value::as_str)
-                            .collect::<Vec<_>>()
-                            .join(", "),
+                        str_list(&p["tools"]),
                     ]
                 })
                 .collect();

@@ -6,16 +6,12 @@
 //! bearer and OAuth client-credentials authentication.
 
 use crate::common::{CACHE, stderr, stdout};
+use crate::live::{Client, Proc, connect, eventually, names, serve, spawn_serving};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::io::BufRead;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 fn peers() -> PathBuf {
@@ -32,61 +28,11 @@ fn py_server() -> String {
     format!("{} {}", python().display(), peers().join("py_server.py").display())
 }
 
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `toolhost serve --http 127.0.0.1:0` in `dir` (which holds toolhost.yaml);
-/// returns the process and its base URL.
-fn serve(dir: &Path) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .current_dir(dir)
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
-        .env("TOOLHOST_STATE_DIR", dir.join("state"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let url = first.split_whitespace().last().unwrap_or_else(|| panic!("banner: {first}")).to_string();
-    assert!(url.starts_with("http://127.0.0.1:"), "{first}");
-    (Proc(child), url)
-}
-
-/// Counts `notifications/tools/list_changed`.
-#[derive(Clone, Default)]
-struct Watcher(Arc<AtomicUsize>);
-
-impl ClientHandler for Watcher {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-async fn connect(url: &str) -> (RunningService<RoleClient, Watcher>, Arc<AtomicUsize>) {
-    let w = Watcher::default();
-    let count = w.0.clone();
-    let client = w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize");
-    (client, count)
-}
-
-async fn call(client: &RunningService<RoleClient, Watcher>, tool: &str, args: Value) -> CallToolResult {
+async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
     client
         .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone()))
         .await
         .unwrap_or_else(|e| panic!("{tool}: {e}"))
-}
-
-async fn names(client: &RunningService<RoleClient, Watcher>) -> Vec<String> {
-    client.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect()
 }
 
 fn text(r: &CallToolResult) -> String {
@@ -95,14 +41,6 @@ fn text(r: &CallToolResult) -> String {
 
 fn code(r: &CallToolResult) -> Value {
     r.meta.as_ref().map(|m| m.0["toolhost"]["code"].clone()).unwrap_or(Value::Null)
-}
-
-async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn py_config(dir: &Path, extra_env: &str) -> String {
@@ -302,19 +240,12 @@ async fn oauth_client_credentials_are_fetched_and_refreshed() {
     );
     std::fs::write(dir.path().join("toolhost.yaml"), &config).unwrap();
     // The secret comes from the environment (`${VAR}` expansion).
-    let mut host = Command::new(env!("CARGO_BIN_EXE_toolhost"));
+    let mut host = crate::common::toolhost();
     host.current_dir(dir.path())
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
         .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
         .env("E2E_SECRET", "e2e-client-secret")
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    let mut child = host.spawn().unwrap();
-    let mut first = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
-    let _host = Proc(child);
-    let url = first.split_whitespace().last().unwrap().to_string();
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let (_host, url) = spawn_serving(host);
     let (client, _) = connect(&url).await;
     let started = Instant::now();
     let mut calls = 0;

@@ -5,46 +5,14 @@
 //! ed25519-signed packages with the trust policy and the lock file.
 
 use crate::common::{CACHE, stderr, stdout, toolhost};
+use crate::live::{connect, eventually, names, serve};
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
-use std::io::BufRead;
 use std::path::Path;
-use std::process::{Child, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 use toolhost::builtin::test_guests::{FILEIO_PATH, HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
-
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `toolhost serve --http 127.0.0.1:0` in `dir`; returns it and its URL.
-fn serve(dir: &Path) -> (Proc, String) {
-    let mut child = toolhost()
-        .current_dir(dir)
-        .env("TOOLHOST_STATE_DIR", dir.join("state"))
-        .args(["serve", "--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut first = String::new();
-    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
-    out.read_line(&mut first).unwrap();
-    // Keep draining stdout so the banner never blocks on a full pipe.
-    std::thread::spawn(move || for _ in out.lines() {});
-    let url = first.split_whitespace().last().unwrap_or_else(|| panic!("banner: {first}")).to_string();
-    (Proc(child), url)
-}
 
 /// Runs an operator command against the host serving from `dir`.
 fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -56,35 +24,6 @@ fn place(from: &str, to: &Path) {
     let tmp = to.with_extension("tmp-copy");
     std::fs::copy(from, &tmp).unwrap();
     std::fs::rename(&tmp, to).unwrap();
-}
-
-#[derive(Clone, Default)]
-struct Watcher(Arc<AtomicUsize>);
-
-impl ClientHandler for Watcher {
-    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.0.fetch_add(1, Ordering::SeqCst);
-    }
-}
-
-type Client = RunningService<RoleClient, Watcher>;
-
-async fn connect(url: &str) -> (Client, Arc<AtomicUsize>) {
-    let w = Watcher::default();
-    let n = w.0.clone();
-    (w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize"), n)
-}
-
-async fn names(c: &Client) -> Vec<String> {
-    c.list_all_tools().await.unwrap().iter().map(|t| t.name.to_string()).collect()
-}
-
-async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !f().await {
-        assert!(Instant::now() < deadline, "timed out waiting for: {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";

@@ -2,6 +2,7 @@
 //! through the `toolhost` binary as a user runs it.
 //!
 //! - `common`: shared hosts and a builder for the binary.
+//! - `live`: a running `serve --http` and an MCP client that counts list_changed.
 //! - `plugins`: the built-in tools' happy paths and errors.
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
@@ -25,6 +26,7 @@ mod grants;
 mod guide;
 mod hostile;
 mod hotload;
+mod live;
 mod loading;
 mod mcp;
 mod memory;
