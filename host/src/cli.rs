@@ -1102,11 +1102,7 @@ fn serve(env: Env, stdio: bool, http: Option<std::net::SocketAddr>, agent: Optio
         });
     }
     let addr = http.unwrap_or_else(|| std::net::SocketAddr::from(([127, 0, 0, 1], 8722)));
-    if !addr.ip().is_loopback() && env.server_cfg.tokens.is_empty() {
-        bail!(
-            "refusing to serve on {addr}: beyond loopback every client must authenticate; add `server.tokens` to the config"
-        );
-    }
+    toolhost::mcp::http::check_exposure(addr, &env.server_cfg)?;
     env.rt.block_on(async move {
         let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
         let local = listener.local_addr()?;

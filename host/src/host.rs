@@ -45,14 +45,6 @@ pub enum AddPluginError {
         /// What is new.
         new: Vec<Capability>,
     },
-    /// The file could not be read.
-    #[error("reading {path}: {reason}")]
-    Io {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
 }
 
 fn list(c: &[Capability]) -> String {
@@ -226,17 +218,12 @@ impl Host {
         Ok(plugin)
     }
 
+    /// Reads a plugin file: the component limit, plus room for a package
+    /// section (manifest and signature).
     fn read_plugin(&self, path: &Path) -> Result<Vec<u8>, AddPluginError> {
-        let limit = self.runtime.limits().max_component_bytes;
-        let io = |reason: String| AddPluginError::Io { path: path.display().to_string(), reason };
-        let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
-        if meta.len() > limit as u64 + (1 << 16) {
-            return Err(AddPluginError::Load(LoadError {
-                plugin: crate::runtime::plugin_name_from_path(path),
-                kind: crate::runtime::LoadErrorKind::TooLarge { size: meta.len() as usize, limit },
-            }));
-        }
-        std::fs::read(path).map_err(|e| io(e.to_string()))
+        let limit = self.runtime.limits().max_component_bytes + (1 << 16);
+        crate::runtime::read_bounded(path, limit)
+            .map_err(|kind| LoadError { plugin: crate::runtime::plugin_name_from_path(path), kind }.into())
     }
 
     /// Adds or replaces a plugin from a file while the host serves: the hot

@@ -7,25 +7,16 @@
 
 use crate::common::{CACHE, stderr, stdout};
 use crate::live::{Client, Proc, connect, eventually, names, serve, spawn_serving};
+use crate::peers::{free_port, peers_dir, python};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-fn peers() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers")
-}
-
-fn python() -> PathBuf {
-    let p = peers().join(".venv/bin/python");
-    assert!(p.exists(), "{} is missing: run scripts/install-peers", p.display());
-    p
-}
-
 fn py_server() -> String {
-    format!("{} {}", python().display(), peers().join("py_server.py").display())
+    format!("{} {}", python().display(), peers_dir().join("py_server.py").display())
 }
 
 async fn call(client: &Client, tool: &str, args: Value) -> CallToolResult {
@@ -165,16 +156,11 @@ async fn servers_added_and_removed_at_run_time_notify_connected_clients() {
     client.cancel().await.unwrap();
 }
 
-/// A free loopback port.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// py_server over HTTP with `args`; waits until it listens.
 fn py_http(dir: &Path, args: &[&str]) -> (Proc, u16) {
     let port = free_port();
     let child = Command::new(python())
-        .arg(peers().join("py_server.py"))
+        .arg(peers_dir().join("py_server.py"))
         .args(["--http", &port.to_string()])
         .args(args)
         .env("PY_PEER_EVENTS", dir.join("events.log"))

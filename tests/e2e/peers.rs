@@ -59,7 +59,7 @@ const NO_RATE_LIMIT: &str = "server:\n  rate_limit:\n    per_minute: 0\n";
 // Where the peers are
 
 /// `tests/peers/`, where `scripts/install-peers` puts the peers.
-fn peers_dir() -> PathBuf {
+pub(crate) fn peers_dir() -> PathBuf {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers");
     dir.canonicalize().unwrap_or_else(|e| panic!("{}: {e}: run scripts/install-peers", dir.display()))
 }
@@ -78,7 +78,7 @@ fn node22() -> PathBuf {
 }
 
 /// The venv's Python, which has the official `mcp` package.
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     peer(".venv/bin/python")
 }
 
@@ -280,7 +280,7 @@ fn assert_nothing_left(run: &Finished) {
 }
 
 /// A TCP port nothing listens on right now (on every interface).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
 }
 

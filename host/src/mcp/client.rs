@@ -160,15 +160,7 @@ impl ExternalServers {
         let deadline = Instant::now() + timeout;
         for s in servers {
             let left = deadline.saturating_duration_since(Instant::now());
-            let _ = self.block_on(async { tokio::time::timeout(left, s.first_attempt()).await });
-        }
-    }
-
-    fn block_on<F: Future>(&self, f: F) -> F::Output {
-        match tokio::runtime::Handle::try_current() {
-            // Called from async code: step out of the worker first.
-            Ok(_) => tokio::task::block_in_place(|| self.rt.block_on(f)),
-            Err(_) => self.rt.block_on(f),
+            let _ = block_on(&self.rt, async { tokio::time::timeout(left, s.first_attempt()).await });
         }
     }
 
@@ -194,6 +186,15 @@ impl Drop for ExternalServers {
         for s in self.servers.get_mut().unwrap_or_else(|p| p.into_inner()).values() {
             s.stop.cancel();
         }
+    }
+}
+
+/// Runs `f` to completion on `rt` from synchronous code; from inside async
+/// code it steps out of the worker first (`block_in_place`).
+fn block_on<F: Future>(rt: &tokio::runtime::Handle, f: F) -> F::Output {
+    match tokio::runtime::Handle::try_current() {
+        Ok(_) => tokio::task::block_in_place(|| rt.block_on(f)),
+        Err(_) => rt.block_on(f),
     }
 }
 
@@ -558,10 +559,7 @@ impl Provider for McpTools {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(timeout);
         let fut = async move { peer.send_request_with_option(request, options).await?.await_response().await };
-        let response = match tokio::runtime::Handle::try_current() {
-            Ok(_) => tokio::task::block_in_place(|| self.server.rt.block_on(fut)),
-            Err(_) => self.server.rt.block_on(fut),
-        };
+        let response = block_on(&self.server.rt, fut);
         let result = match response {
             Ok(ServerResult::CallToolResult(r)) => r,
             Ok(other) => {

@@ -76,6 +76,17 @@ struct Front {
     admin: Option<Admin>,
 }
 
+/// Refuses to serve beyond loopback without tokens: checked before binding
+/// (by the CLI) and again by [`router`].
+pub fn check_exposure(addr: SocketAddr, cfg: &ServerConfig) -> Result<(), HttpError> {
+    if !addr.ip().is_loopback() && cfg.tokens.is_empty() {
+        return Err(HttpError::Config(format!(
+            "refusing to serve on {addr}: beyond loopback every client must authenticate; add `server.tokens` to the config"
+        )));
+    }
+    Ok(())
+}
+
 /// Builds the router for `local` (the address actually bound).
 pub fn router(
     host: Arc<Host>,
@@ -83,11 +94,7 @@ pub fn router(
     local: SocketAddr,
     admin: Option<Admin>,
 ) -> Result<axum::Router, HttpError> {
-    if !local.ip().is_loopback() && cfg.tokens.is_empty() {
-        return Err(HttpError::Config(format!(
-            "refusing to serve on {local}: beyond loopback every client must authenticate; add `server.tokens` to the config"
-        )));
-    }
+    check_exposure(local, cfg)?;
     let mut tokens = Vec::new();
     for (i, t) in cfg.tokens.iter().enumerate() {
         if t.token.len() < 16 {
