@@ -4,9 +4,13 @@
 build:
     cargo build --release
 
-# Build only the guest components (wasm32-wasip2), into target/guests.
+# Build only the built-in guest components (wasm32-wasip2), into target/guests.
 build-plugins:
-    cargo build --locked --target wasm32-wasip2 --profile guest --target-dir target/guests -p diceroller -p ruleslookup -p fileio -p memorytool -p hostile -p otherworld -p netclient
+    cargo build --locked --target wasm32-wasip2 --profile guest --target-dir target/guests -p diceroller -p ruleslookup -p fileio -p memorytool
+
+# A release build with line tables, for perf and callgrind.
+build-profiling:
+    cargo build --locked --profile profiling
 
 # The whole test suite (what CI runs).
 test:

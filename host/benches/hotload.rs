@@ -9,9 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use toolhost::Host;
-use toolhost::builtin::test_guests::{SWAP_V1_PATH, SWAP_V2_PATH};
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::CallContext;
+use toolhost_test_artifacts::{SWAP_V1_PATH, SWAP_V2_PATH};
 
 fn pct(v: &mut [Duration], p: f64) -> Duration {
     v.sort_unstable();

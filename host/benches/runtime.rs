@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost::Host;
 use toolhost::budget::{AgentProfile, Budget, BudgetConfig, Tier, Turn};
-use toolhost::builtin::{BUILTINS, test_guests};
+use toolhost::builtin::BUILTINS;
 use toolhost::registry::Registry;
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::{CallContext, CallError, Provider, ToolDef, ToolMeta, ToolOutput};
@@ -213,7 +213,7 @@ fn main() {
     println!("| deadline | elapsed min | elapsed p50 | elapsed max |");
     println!("|---|---|---|---|");
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(cache.path())).unwrap();
-    let hostile = rt.load_file(Path::new(test_guests::HOSTILE_PATH)).unwrap();
+    let hostile = rt.load_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
     let runs = if quick { 5 } else { 20 };
     let elapsed: Vec<Duration> = (0..runs)
         .map(|_| {
@@ -303,8 +303,8 @@ impl Provider for Many {
     fn name(&self) -> &str {
         "many"
     }
-    fn kind(&self) -> &'static str {
-        "bench"
+    fn kind(&self) -> toolhost::tool::ProviderKind {
+        toolhost::tool::ProviderKind::Other
     }
     fn tools(&self) -> &[ToolDef] {
         &self.0

@@ -21,13 +21,3 @@ pub const BUILTINS: &[Builtin] = &[
     Builtin { name: "fileio", bytes: guests::FILEIO },
     Builtin { name: "memorytool", bytes: guests::MEMORYTOOL },
 ];
-
-/// Paths of the test-only guest components (hostile plugins and the like),
-/// for the test suite and benchmarks. Not part of the public API.
-#[doc(hidden)]
-pub mod test_guests {
-    pub use super::guests::{
-        CONFORMANCE_PATH, DICEROLLER_PATH, FILEIO_PATH, HOSTILE_PATH, MEMORYTOOL_PATH, NETCLIENT_PATH, OTHERWORLD_PATH,
-        RULESLOOKUP_PATH, SWAP_V1_PATH, SWAP_V2_PATH,
-    };
-}

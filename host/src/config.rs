@@ -10,6 +10,7 @@
 //! an error naming the key and the line.
 
 use crate::budget::{AgentProfile, BudgetConfig};
+pub use crate::paths::{default_cache_dir, default_state_dir};
 use crate::runtime::Limits;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashSet};
@@ -80,7 +81,7 @@ pub struct McpConfig {
 }
 
 /// Transport of an external MCP server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// A subprocess speaking over stdin/stdout.
@@ -90,7 +91,7 @@ pub enum Transport {
 }
 
 /// One external MCP server (the seed's `MCPServerConfig`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// Unique name.
@@ -112,7 +113,7 @@ pub struct McpServerConfig {
 }
 
 /// `auth:` of a server.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Static bearer token (ignored when `oauth` is set).
@@ -124,7 +125,7 @@ pub struct AuthConfig {
 }
 
 /// OAuth 2.1 client-credentials settings.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// Client id.
@@ -281,28 +282,6 @@ impl LimitsConfig {
         }
         l
     }
-}
-
-/// A per-user directory: `$<override_var>` if set, else `$<xdg_var>/toolhost`,
-/// else `~/<home_fallback>/toolhost`, else under the system temp dir.
-pub fn user_dir(override_var: &str, xdg_var: &str, home_fallback: &str) -> PathBuf {
-    let set = |v: &str| std::env::var_os(v).filter(|d| !d.is_empty()).map(PathBuf::from);
-    if let Some(d) = set(override_var) {
-        return d;
-    }
-    if let Some(d) = set(xdg_var) {
-        return d.join("toolhost");
-    }
-    if let Some(home) = set("HOME") {
-        return home.join(home_fallback).join("toolhost");
-    }
-    std::env::temp_dir().join(format!("toolhost-{}", home_fallback.replace('/', "-").trim_start_matches('.')))
-}
-
-/// Where calibration results and other state live by default:
-/// `$TOOLHOST_STATE_DIR`, `$XDG_STATE_HOME/toolhost` or `~/.local/state/toolhost`.
-pub fn default_state_dir() -> PathBuf {
-    user_dir("TOOLHOST_STATE_DIR", "XDG_STATE_HOME", ".local/state")
 }
 
 /// The line (1-based) where `needle` first appears in `text`.

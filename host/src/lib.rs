@@ -20,20 +20,29 @@
 
 #![deny(unsafe_code)]
 
+pub mod admin;
 pub mod audit;
 pub mod budget;
 pub mod builtin;
-pub mod capabilities;
+pub mod calibrate;
 pub mod config;
 mod host;
 pub mod mcp;
 pub mod memory;
 pub mod package;
+pub mod paths;
 pub mod registry;
-pub mod runtime;
+pub mod report;
 pub mod scaffold;
-pub mod tool;
-pub mod validate;
 pub mod watch;
 
-pub use host::{AddPluginError, Batch, Host};
+/// The wasm runtime (the `toolhost-runtime` crate).
+pub use toolhost_runtime as runtime;
+/// Capabilities (a module of the runtime).
+pub use toolhost_runtime::capabilities;
+/// The shared vocabulary (the `toolhost-types` crate).
+pub use toolhost_types as tool;
+/// Argument validation (the vocabulary's).
+pub use toolhost_types::validate;
+
+pub use host::{AddPluginError, Assembly, Batch, BuildError, CacheChoice, Host, HostBuilder, Installed, plugin_files};

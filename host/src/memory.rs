@@ -7,6 +7,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use std::path::Path;
 use std::sync::Mutex;
+use toolhost_runtime::capabilities::memory as wit;
 
 /// The demo campaign, loaded into an empty store.
 pub const DEMO_CAMPAIGN: &str = include_str!("../data/demo-campaign.json");
@@ -322,6 +323,60 @@ fn import_into(tx: &rusqlite::Transaction<'_>, c: &Campaign) -> Result<(), Memor
         tx.execute("INSERT INTO facts_fts (text, id) VALUES (?1, ?2)", params![f.text, f.id])?;
     }
     Ok(())
+}
+
+/// The store as plugins granted `memory` see it (the runtime's
+/// `toolhost:plugin/memory` interface).
+impl toolhost_runtime::MemoryBackend for MemoryStore {
+    fn search_sessions(
+        &self,
+        query: &str,
+        session_id: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<wit::TranscriptLine>, String> {
+        let hits = MemoryStore::search_sessions(self, query, session_id, limit).map_err(|e| e.to_string())?;
+        Ok(hits
+            .into_iter()
+            .map(|h| wit::TranscriptLine {
+                session_id: h.session_id,
+                line: h.line,
+                speaker: h.speaker,
+                text: h.text,
+                score: h.score,
+            })
+            .collect())
+    }
+
+    fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<wit::Entity>, String> {
+        let found = MemoryStore::query_entities(self, name, kind, limit).map_err(|e| e.to_string())?;
+        Ok(found.into_iter().map(wit_entity).collect())
+    }
+
+    fn get_entity(&self, id: &str) -> Result<Option<wit::Entity>, String> {
+        Ok(MemoryStore::get_entity(self, id).map_err(|e| e.to_string())?.map(wit_entity))
+    }
+
+    fn relationships(&self, id: &str) -> Result<Vec<wit::Relationship>, String> {
+        let rels = MemoryStore::relationships(self, id).map_err(|e| e.to_string())?;
+        Ok(rels.into_iter().map(|r| wit::Relationship { source: r.source, target: r.target, kind: r.kind }).collect())
+    }
+
+    fn search_facts(&self, query: &str, limit: u32) -> Result<Vec<wit::Fact>, String> {
+        let hits = MemoryStore::search_facts(self, query, limit).map_err(|e| e.to_string())?;
+        Ok(hits
+            .into_iter()
+            .map(|f| wit::Fact { id: f.id, text: f.text, session_id: f.session_id, score: f.score })
+            .collect())
+    }
+}
+
+fn wit_entity(e: Entity) -> wit::Entity {
+    wit::Entity {
+        id: e.id,
+        name: e.name,
+        kind: e.kind,
+        attributes: serde_json::Value::Object(e.attributes).to_string(),
+    }
 }
 
 fn entity_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Entity> {

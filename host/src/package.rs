@@ -119,7 +119,7 @@ pub struct Package<'a> {
 }
 
 /// Where a loaded plugin came from, for `toolhost grants` and audits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Provenance {
     /// Compiled into the binary.

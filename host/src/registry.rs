@@ -230,8 +230,8 @@ mod tests {
         fn name(&self) -> &str {
             &self.name
         }
-        fn kind(&self) -> &'static str {
-            "fake"
+        fn kind(&self) -> crate::tool::ProviderKind {
+            crate::tool::ProviderKind::Other
         }
         fn tools(&self) -> &[ToolDef] {
             &self.tools
@@ -335,8 +335,8 @@ mod tests {
             fn name(&self) -> &str {
                 "bad"
             }
-            fn kind(&self) -> &'static str {
-                "fake"
+            fn kind(&self) -> crate::tool::ProviderKind {
+                crate::tool::ProviderKind::Other
             }
             fn tools(&self) -> &[ToolDef] {
                 &self.0

@@ -1,27 +1,39 @@
 //! `toolhost new NAME`: a plugin project from the template in
 //! `host/templates/plugin`, embedded in the binary.
 //!
-//! The project is a standalone cargo package (its own `[workspace]`) that
-//! depends on this repository's `sdk/` crate (`toolhost-sdk`) by path and
-//! builds with `cargo build --release --target wasm32-wasip2`. Its template
-//! source is compiled and tested in the workspace by `sdk/tests/template.rs`.
+//! The project is a standalone cargo package (its own `[workspace]`) with
+//! the guest SDK vendored in `vendor/toolhost-sdk` (this binary's copy of
+//! `sdk/src` and `wit/tool.wit`, also embedded), so it builds with
+//! `cargo build --release --target wasm32-wasip2` in any directory, with no
+//! toolhost checkout. Its template source is compiled and tested in the
+//! workspace by `sdk/tests/template.rs`.
 
 use std::fs;
 use std::path::{Path, PathBuf};
 
-/// The SDK this binary was built with: `<repository>/sdk`.
-pub const DEFAULT_SDK_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../sdk");
-
 /// The target the project builds for.
 pub const TARGET: &str = "wasm32-wasip2";
 
-/// The template: where each file goes, its text, and whether it is TOML
-/// (where `{{sdk_path}}` must be escaped as a string).
-const FILES: &[(&str, &str, bool)] = &[
-    ("Cargo.toml", include_str!("../templates/plugin/Cargo.toml.tmpl"), true),
-    ("src/lib.rs", include_str!("../templates/plugin/lib.rs.tmpl"), false),
-    ("README.md", include_str!("../templates/plugin/README.md.tmpl"), false),
-    (".gitignore", include_str!("../templates/plugin/gitignore.tmpl"), false),
+/// The template: where each file goes and its text.
+const FILES: &[(&str, &str)] = &[
+    ("Cargo.toml", include_str!("../templates/plugin/Cargo.toml.tmpl")),
+    ("src/lib.rs", include_str!("../templates/plugin/lib.rs.tmpl")),
+    ("README.md", include_str!("../templates/plugin/README.md.tmpl")),
+    (".gitignore", include_str!("../templates/plugin/gitignore.tmpl")),
+    ("vendor/toolhost-sdk/Cargo.toml", include_str!("../templates/sdk/Cargo.toml.tmpl")),
+    ("vendor/toolhost-sdk/wit/tool.wit", include_str!("../../wit/tool.wit")),
+];
+
+/// The SDK's source files, vendored as they are (but for where its
+/// `lib.rs` finds the WIT).
+pub const SDK_SOURCES: &[(&str, &str)] = &[
+    ("lib.rs", include_str!("../../sdk/src/lib.rs")),
+    ("error.rs", include_str!("../../sdk/src/error.rs")),
+    ("log.rs", include_str!("../../sdk/src/log.rs")),
+    ("memory.rs", include_str!("../../sdk/src/memory.rs")),
+    ("output.rs", include_str!("../../sdk/src/output.rs")),
+    ("schema.rs", include_str!("../../sdk/src/schema.rs")),
+    ("tool.rs", include_str!("../../sdk/src/tool.rs")),
 ];
 
 /// Longest plugin name accepted.
@@ -52,17 +64,6 @@ pub enum ScaffoldError {
     Exists {
         /// The project directory.
         path: PathBuf,
-    },
-    /// The SDK directory is missing or unusable.
-    #[error(
-        "the toolhost SDK is not usable at {}: {reason}; pass the sdk/ directory of a toolhost checkout",
-        path.display()
-    )]
-    Sdk {
-        /// The SDK directory tried.
-        path: PathBuf,
-        /// What is wrong with it.
-        reason: String,
     },
     /// Creating a directory or writing a file failed.
     #[error("could not write {}: {source}", path.display())]
@@ -110,17 +111,14 @@ pub fn component_path(project: &Path, name: &str) -> PathBuf {
     project.join("target").join(TARGET).join("release").join(format!("{}.wasm", crate_name(name)))
 }
 
-/// Creates the plugin project `parent/name` from the template and returns its
-/// directory. `sdk` is the `toolhost-sdk` crate's directory; `None` means the
-/// one this binary was built from ([`DEFAULT_SDK_DIR`]). The project refers to
-/// it by its canonical absolute path.
+/// Creates the plugin project `parent/name` from the template, with the
+/// SDK vendored in it, and returns its directory.
 ///
 /// Refuses an invalid name and an existing directory that is not empty; an
 /// existing empty directory is filled. On failure nothing is left behind
 /// (an existing empty directory stays, empty).
-pub fn new_plugin(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
+pub fn new_plugin(parent: &Path, name: &str) -> Result<PathBuf, ScaffoldError> {
     validate_name(name)?;
-    let sdk_path = sdk_dir(sdk.unwrap_or(Path::new(DEFAULT_SDK_DIR)))?;
 
     let io = |path: &Path| {
         let path = path.to_path_buf();
@@ -145,7 +143,7 @@ pub fn new_plugin(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathB
         })?;
     }
 
-    let written = write_files(&project, name, &sdk_path);
+    let written = write_files(&project, name);
     if let Err(e) = written {
         // Leave the directory as it was: absent, or empty.
         if existed {
@@ -163,71 +161,50 @@ pub fn new_plugin(parent: &Path, name: &str, sdk: Option<&Path>) -> Result<PathB
     Ok(project)
 }
 
-/// The SDK directory, canonical and checked, as UTF-8 text.
-fn sdk_dir(sdk: &Path) -> Result<String, ScaffoldError> {
-    let fail = |reason: String| ScaffoldError::Sdk { path: sdk.to_path_buf(), reason };
-    let canonical = sdk.canonicalize().map_err(|e| fail(e.to_string()))?;
-    if !canonical.join("Cargo.toml").is_file() {
-        return Err(fail("it has no Cargo.toml".into()));
-    }
-    canonical.into_os_string().into_string().map_err(|_| fail("its path is not valid UTF-8".into()))
-}
-
-fn write_files(project: &Path, name: &str, sdk_path: &str) -> Result<(), ScaffoldError> {
-    for (relative, template, toml) in FILES {
+fn write_files(project: &Path, name: &str) -> Result<(), ScaffoldError> {
+    let sdk = SDK_SOURCES.iter().map(|(file, text)| (format!("vendor/toolhost-sdk/src/{file}"), vendored(file, text)));
+    let files = FILES.iter().map(|(relative, template)| (relative.to_string(), render(template, name))).chain(sdk);
+    for (relative, text) in files {
         let path = project.join(relative);
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|source| ScaffoldError::Io { path: dir.to_path_buf(), source })?;
         }
-        let sdk = if *toml { toml_escape(sdk_path) } else { sdk_path.to_string() };
-        let text = render(template, name, &sdk);
         fs::write(&path, text).map_err(|source| ScaffoldError::Io { path, source })?;
     }
     Ok(())
 }
 
-/// Fills in `{{name}}`, `{{crate_name}}` and `{{sdk_path}}`.
-fn render(template: &str, name: &str, sdk_path: &str) -> String {
-    template.replace("{{name}}", name).replace("{{crate_name}}", &crate_name(name)).replace("{{sdk_path}}", sdk_path)
+/// An SDK source file as vendored: the WIT sits beside the crate.
+fn vendored(file: &str, text: &str) -> String {
+    if file == "lib.rs" { text.replace("path: \"../wit\"", "path: \"wit\"") } else { text.to_string() }
 }
 
-/// Escapes text for the inside of a TOML basic string (`"..."`).
-fn toml_escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out
+/// Fills in `{{name}}`, `{{crate_name}}` and `{{toolhost_version}}`.
+fn render(template: &str, name: &str) -> String {
+    template
+        .replace("{{name}}", name)
+        .replace("{{crate_name}}", &crate_name(name))
+        .replace("{{toolhost_version}}", env!("CARGO_PKG_VERSION"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn repo_sdk() -> PathBuf {
-        Path::new(DEFAULT_SDK_DIR).canonicalize().expect("the repository's sdk/ directory")
-    }
-
     fn read(path: PathBuf) -> String {
         fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
     #[test]
-    fn creates_a_standalone_project_on_the_repository_sdk() {
+    fn creates_a_standalone_project_with_the_sdk_vendored() {
         let tmp = tempfile::tempdir().unwrap();
-        let project = new_plugin(tmp.path(), "weather-tool", None).unwrap();
+        let project = new_plugin(tmp.path(), "weather-tool").unwrap();
         assert_eq!(project, tmp.path().join("weather-tool"));
 
         let cargo = read(project.join("Cargo.toml"));
         assert!(cargo.contains("name = \"weather-tool\"\n"), "{cargo}");
-        let sdk = repo_sdk();
-        assert!(cargo.contains(&format!("toolhost-sdk = {{ path = \"{}\" }}", sdk.display())), "{cargo}");
-        assert!(sdk.is_absolute() && sdk.join("Cargo.toml").is_file());
+        assert!(cargo.contains("toolhost-sdk = { path = \"vendor/toolhost-sdk\" }"), "{cargo}");
+        assert!(!cargo.contains("path = \"/"), "no absolute path: {cargo}");
         assert!(cargo.contains("\n[workspace]\n"), "standalone: {cargo}");
         assert!(cargo.contains("crate-type = [\"cdylib\"]"), "{cargo}");
         for line in ["opt-level = \"s\"", "lto = true", "strip = true"] {
@@ -240,9 +217,17 @@ mod tests {
         let readme = read(project.join("README.md"));
         assert!(readme.contains("target/wasm32-wasip2/release/weather_tool.wasm"), "{readme}");
         assert!(readme.contains("cargo build --release --target wasm32-wasip2"), "{readme}");
+        assert!(readme.contains("--allow-unsigned") && readme.contains("toolhost sign"), "{readme}");
         assert_eq!(read(project.join(".gitignore")), "/target\n");
 
-        for (relative, _, _) in FILES {
+        let sdk = project.join("vendor/toolhost-sdk");
+        let sdk_lib = read(sdk.join("src/lib.rs"));
+        assert!(sdk_lib.contains("path: \"wit\"") && !sdk_lib.contains("../wit"), "the WIT is found beside the crate");
+        assert_eq!(read(sdk.join("wit/tool.wit")), include_str!("../../wit/tool.wit"));
+        let sdk_cargo = read(sdk.join("Cargo.toml"));
+        assert!(!sdk_cargo.contains(".workspace") && !sdk_cargo.contains("[lints]"), "standalone: {sdk_cargo}");
+
+        for (relative, _) in FILES {
             let text = read(project.join(relative));
             assert!(!text.contains("{{"), "{relative} has an unfilled placeholder: {text}");
         }
@@ -250,6 +235,37 @@ mod tests {
             component_path(&project, "weather-tool"),
             project.join("target/wasm32-wasip2/release/weather_tool.wasm")
         );
+    }
+
+    /// The vendored copy is the whole SDK: every source file, and the same
+    /// dependencies as `sdk/Cargo.toml` (whose versions come from the workspace).
+    #[test]
+    fn the_vendored_sdk_is_the_whole_sdk() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/src");
+        let mut on_disk: Vec<String> =
+            fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+        on_disk.sort();
+        let mut embedded: Vec<String> = SDK_SOURCES.iter().map(|(f, _)| f.to_string()).collect();
+        embedded.sort();
+        assert_eq!(embedded, on_disk, "add new SDK files to SDK_SOURCES");
+
+        let deps = |toml: &str| -> Vec<String> {
+            let section = toml.split("[dependencies]").nth(1).unwrap_or("");
+            let section = section.split("\n[").next().unwrap_or("");
+            let mut names: Vec<String> = section
+                .lines()
+                .filter_map(|l| l.split(['=', '.']).next())
+                .map(str::trim)
+                .filter(|n| !n.is_empty() && !n.starts_with('#'))
+                .map(str::to_string)
+                .collect();
+            names.sort();
+            names
+        };
+        let repo = read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/Cargo.toml"));
+        let template = FILES.iter().find(|(f, _)| *f == "vendor/toolhost-sdk/Cargo.toml").unwrap().1;
+        assert_eq!(deps(template), deps(&repo));
+        assert!(SDK_SOURCES[0].1.contains("path: \"../wit\""), "the SDK's lib.rs names its WIT as vendored() expects");
     }
 
     #[test]
@@ -270,7 +286,7 @@ mod tests {
             ("toolhost-sdk", "reserved"),
             (&"a".repeat(65), "longer than 64"),
         ] {
-            let e = new_plugin(tmp.path(), name, None).expect_err(name);
+            let e = new_plugin(tmp.path(), name).expect_err(name);
             assert!(matches!(e, ScaffoldError::InvalidName { .. }), "{name}: {e}");
             assert!(e.to_string().contains(needle), "{name:?}: {e}");
         }
@@ -285,58 +301,26 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         fs::create_dir(tmp.path().join("taken")).unwrap();
         fs::write(tmp.path().join("taken/notes.txt"), "mine").unwrap();
-        let e = new_plugin(tmp.path(), "taken", None).unwrap_err();
+        let e = new_plugin(tmp.path(), "taken").unwrap_err();
         assert!(matches!(e, ScaffoldError::Exists { .. }), "{e}");
         assert!(e.to_string().contains("not an empty directory"), "{e}");
         assert_eq!(read(tmp.path().join("taken/notes.txt")), "mine");
 
         fs::write(tmp.path().join("afile"), "x").unwrap();
-        assert!(matches!(new_plugin(tmp.path(), "afile", None), Err(ScaffoldError::Exists { .. })));
+        assert!(matches!(new_plugin(tmp.path(), "afile"), Err(ScaffoldError::Exists { .. })));
 
         fs::create_dir(tmp.path().join("empty")).unwrap();
-        let project = new_plugin(tmp.path(), "empty", None).unwrap();
+        let project = new_plugin(tmp.path(), "empty").unwrap();
         assert!(project.join("src/lib.rs").is_file());
 
         // A second run on the same name is refused.
-        assert!(matches!(new_plugin(tmp.path(), "empty", None), Err(ScaffoldError::Exists { .. })));
+        assert!(matches!(new_plugin(tmp.path(), "empty"), Err(ScaffoldError::Exists { .. })));
     }
 
     #[test]
     fn creates_missing_parents() {
         let tmp = tempfile::tempdir().unwrap();
-        let project = new_plugin(&tmp.path().join("a/b"), "deep", None).unwrap();
+        let project = new_plugin(&tmp.path().join("a/b"), "deep").unwrap();
         assert!(project.join("Cargo.toml").is_file());
-    }
-
-    #[test]
-    fn an_explicit_sdk_path_is_canonical_and_escaped() {
-        let tmp = tempfile::tempdir().unwrap();
-        let sdk = tmp.path().join("odd \"sdk\" \\ dir");
-        fs::create_dir(&sdk).unwrap();
-        fs::write(sdk.join("Cargo.toml"), "").unwrap();
-        let relative = sdk.join("..").join(sdk.file_name().unwrap());
-        let project = new_plugin(&tmp.path().join("out"), "demo", Some(&relative)).unwrap();
-        let cargo = read(project.join("Cargo.toml"));
-        let canonical = sdk.canonicalize().unwrap().display().to_string();
-        let escaped = canonical.replace('\\', "\\\\").replace('"', "\\\"");
-        assert!(cargo.contains(&format!("toolhost-sdk = {{ path = \"{escaped}\" }}")), "{cargo}");
-        assert!(read(project.join("README.md")).contains(&canonical));
-    }
-
-    #[test]
-    fn a_missing_sdk_is_refused_before_anything_is_written() {
-        let tmp = tempfile::tempdir().unwrap();
-        let e = new_plugin(tmp.path(), "demo", Some(&tmp.path().join("nowhere"))).unwrap_err();
-        assert!(matches!(e, ScaffoldError::Sdk { .. }), "{e}");
-        assert!(e.to_string().contains("nowhere"), "{e}");
-        let e = new_plugin(tmp.path(), "demo", Some(tmp.path())).unwrap_err();
-        assert!(e.to_string().contains("no Cargo.toml"), "{e}");
-        assert!(!tmp.path().join("demo").exists());
-    }
-
-    #[test]
-    fn toml_escaping() {
-        assert_eq!(toml_escape(r#"/a "b" \c"#), r#"/a \"b\" \\c"#);
-        assert_eq!(toml_escape("x\ny"), "x\\u000Ay");
     }
 }

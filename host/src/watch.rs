@@ -6,6 +6,7 @@
 //! logged with the reason. Drop files in with a rename for an atomic swap.
 
 use crate::Host;
+use crate::host::{is_plugin_file, plugin_files};
 use notify::{RecursiveMode, Watcher as _};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
@@ -24,19 +25,6 @@ impl std::fmt::Debug for DirWatch {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DirWatch").finish_non_exhaustive()
     }
-}
-
-fn is_plugin_file(p: &Path) -> bool {
-    p.extension().is_some_and(|e| e == "wasm")
-        && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.starts_with('.'))
-}
-
-/// The plugin files in `dir`, sorted.
-pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
-    let mut v: Vec<PathBuf> =
-        std::fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_plugin_file(p)).collect();
-    v.sort();
-    Ok(v)
 }
 
 /// Keeps the host in step with `dir`. With `load_existing`, loads the files

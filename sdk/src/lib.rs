@@ -2,8 +2,8 @@
 //!
 //! A toolhost plugin is a WebAssembly component (`wasm32-wasip2`) that exports
 //! the `toolhost:plugin/tool` interface of the repository's `wit/tool.wit`.
-//! This crate hides that contract: implement [`Tool`] for a type per tool,
-//! list the types in [`plugin!`], and the crate does the rest:
+//! This crate hides that contract: implement [`Tool`] (or [`TypedTool`]) for a
+//! type per tool, list the types in [`plugin!`], and the crate does the rest:
 //!
 //! - `list-tools` is built from each tool's constants, with the JSON Schema of
 //!   its arguments derived from the [`Tool::Args`] type by `schemars`
@@ -12,10 +12,13 @@
 //! - `call` is dispatched by tool name; the arguments are deserialized with
 //!   `serde_json`, and a mismatch becomes [`ToolError::InvalidInput`] naming
 //!   the offending field;
+//! - errors: [`ToolError`] has the WIT's four kinds, and `?` turns any
+//!   [`std::error::Error`] into [`ToolError::Failed`] with its message;
 //! - the component's exports are generated (only when compiling for
 //!   `wasm32`, so the same crate builds and unit-tests natively).
 //!
-//! [`log`] and [`progress`] talk to the host while a call runs.
+//! [`log`] and [`progress`] talk to the host while a call runs; [`memory`]
+//! reads the campaign memory store (a capability the operator grants).
 //!
 //! # Example
 //!
@@ -77,6 +80,31 @@
 //! # }
 //! ```
 //!
+//! `?` works on foreign errors inside `call`; they become
+//! [`ToolError::Failed`] with the error's message:
+//!
+//! ```
+//! use toolhost_sdk::{NoArgs, Output, Tool, ToolError};
+//!
+//! struct Motd;
+//!
+//! impl Tool for Motd {
+//!     type Args = NoArgs;
+//!     const NAME: &'static str = "motd";
+//!     const DESCRIPTION: &'static str = "Reads the message of the day from the granted directory.";
+//!
+//!     fn call(_: NoArgs) -> Result<Output, ToolError> {
+//!         let text = std::fs::read_to_string("/no/such/motd.txt")?;
+//!         Ok(text.into())
+//!     }
+//! }
+//!
+//! # fn main() {
+//! let err = toolhost_sdk::invoke::<Motd>("{}").unwrap_err();
+//! assert!(matches!(err, ToolError::Failed(_)), "{err}");
+//! # }
+//! ```
+//!
 //! Build it with `cargo build --release --target wasm32-wasip2`; the
 //! component is `target/wasm32-wasip2/release/<crate_name>.wasm`. Check it
 //! with `toolhost inspect` and call it with
@@ -91,13 +119,26 @@
 //!   `#[serde(try_from)]` ...); they are reported the same way.
 //! - The arguments schema must describe a JSON object (a struct with named
 //!   fields, or [`NoArgs`]); the host refuses any other at load time.
-//! - This crate targets the `plugin` world (pure computation plus the host's
-//!   logging). Plugins of the `memory-plugin` world use `wit-bindgen`
-//!   directly, as `plugins/memorytool` does.
+//! - `Option` fields may be left out, and also accept `null`; mark one
+//!   `#[schemars(transform = toolhost_sdk::schema::not_null)]` to refuse
+//!   `null`. `#[schemars(length(min = 1, max = 200))]`,
+//!   `#[schemars(range(min = 1, max = 50))]` and
+//!   `#[schemars(extend("enum" = ["a", "b"]))]` add the usual constraints.
+//! - The bindings target the WIT's `memory-plugin` world, but a component
+//!   imports `toolhost:plugin/memory` only when it calls [`memory`]: other
+//!   plugins need no `memory` grant.
 
 pub mod log;
+pub mod memory;
+pub mod schema;
 
-/// The bindings `wit-bindgen` generates from `wit/tool.wit` (world `plugin`).
+mod error;
+mod output;
+mod tool;
+
+/// The bindings `wit-bindgen` generates from `wit/tool.wit` (world
+/// `memory-plugin`: the `plugin` world plus the `memory` import, which a
+/// component keeps only when it calls [`memory`]).
 ///
 /// Used by [`plugin!`]; plugin code does not need it.
 #[doc(hidden)]
@@ -105,299 +146,46 @@ pub mod log;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../wit",
-        world: "plugin",
+        world: "memory-plugin",
         pub_export_macro: true,
         export_macro_name: "export",
         default_bindings_module: "$crate::bindings",
         additional_derives: [PartialEq, Eq],
+        // They hold an `f64` score, so cannot be `Eq`.
+        additional_derives_ignore: ["transcript-line", "fact"],
     });
 }
 
-pub use bindings::toolhost::plugin::types::{Content, EmbeddedResource, Media, ResourceBody, ToolError, ToolInfo};
+pub use bindings::toolhost::plugin::types::{Content, EmbeddedResource, Media, ResourceBody, ToolInfo};
+pub use error::ToolError;
 pub use log::progress;
+pub use output::Output;
+pub use schema::{output_schema, schema_for};
 pub use schemars::{self, JsonSchema};
 pub use serde;
 pub use serde_json;
+pub use tool::{NoArgs, Tool, TypedTool, describe, invoke};
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+/// The rule every tool name follows, as a regular expression: 1 to 64 ASCII
+/// letters, digits, `_` or `-`. The host and the WIT say the same.
+pub const TOOL_NAME_PATTERN: &str = "^[a-zA-Z0-9_-]{1,64}$";
 
-/// One tool: its name, description, latency metadata, typed arguments and
-/// behaviour. Implement it on a unit struct and list the struct in [`plugin!`].
-///
-/// The latency constants feed the host's budget: a tool is placed in a latency
-/// tier by [`ESTIMATED_MS`](Tool::ESTIMATED_MS) until the host has measured
-/// it, and each call's hard deadline derives from [`MAX_MS`](Tool::MAX_MS).
-pub trait Tool {
-    /// The arguments object. Its JSON Schema (from `JsonSchema`) is what the
-    /// model sees and what the host validates against; doc comments on fields
-    /// become descriptions. Use a struct with named fields (or [`NoArgs`]);
-    /// `#[serde(deny_unknown_fields)]` makes the schema refuse extra fields.
-    type Args: DeserializeOwned + JsonSchema;
-
-    /// The name the model calls the tool by: 1 to 64 ASCII letters, digits,
-    /// `_`, `-` or `.`, unique within the plugin (checked at compile time by
-    /// [`plugin!`]).
-    const NAME: &'static str;
-
-    /// What the tool does, written for the model. Be specific.
-    const DESCRIPTION: &'static str;
-
-    /// Typical (p50) duration in milliseconds. Default 10.
-    const ESTIMATED_MS: u32 = 10;
-
-    /// Upper bound (p99) in milliseconds, at least [`ESTIMATED_MS`](Tool::ESTIMATED_MS).
-    /// The host derives the call's deadline from it. Default 100.
-    const MAX_MS: u32 = 100;
-
-    /// True when calling twice with the same arguments has no further effect.
-    /// Only idempotent tools are probed for calibration. Default `false`: say
-    /// `true` for pure functions.
-    const IDEMPOTENT: bool = false;
-
-    /// How long a result may be cached, in seconds; 0 (the default) means never.
-    const CACHEABLE_SECONDS: u32 = 0;
-
-    /// A minimal valid arguments object, as JSON text, for latency probes.
-    /// `None` (the default): the host derives one from the schema.
-    const PROBE_ARGUMENTS: Option<&'static str> = None;
-
-    /// Runs the tool. Return [`ToolError::invalid_input`] for arguments that
-    /// make no sense, with a message that tells the model what would be right.
-    fn call(args: Self::Args) -> Result<Output, ToolError>;
-}
-
-/// Arguments of a tool that takes none: the schema is an empty object that
-/// allows no properties.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NoArgs {}
-
-impl JsonSchema for NoArgs {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "NoArgs".into()
+/// True when `name` matches [`TOOL_NAME_PATTERN`]. A `const fn`, so
+/// [`plugin!`] checks names at compile time.
+pub const fn valid_tool_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    if bytes.is_empty() || bytes.len() > 64 {
+        return false;
     }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "object", "properties": {}, "additionalProperties": false })
-    }
-}
-
-/// The result of a call: one or more content blocks.
-///
-/// Usually [`Output::text`] or [`Output::json`]; `From<String>` and
-/// `From<&str>` make text too, so `Ok("done".into())` works.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Output {
-    blocks: Vec<Content>,
-}
-
-impl Output {
-    /// A plain-text result.
-    pub fn text(text: impl Into<String>) -> Output {
-        Output { blocks: vec![Content::Text(text.into())] }
-    }
-
-    /// A JSON result (structured output), serialized with `serde_json`.
-    /// Returns a `Result` so it can end a [`Tool::call`] directly; it fails
-    /// (as [`ToolError::Failed`]) only when `value`'s `Serialize` does.
-    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Output, ToolError> {
-        Ok(Output { blocks: vec![json_block(value)?] })
-    }
-
-    /// A result made of the given blocks (images, audio, resources ...).
-    pub fn from_blocks(blocks: Vec<Content>) -> Output {
-        Output { blocks }
-    }
-
-    /// Appends a text block.
-    pub fn with_text(mut self, text: impl Into<String>) -> Output {
-        self.blocks.push(Content::Text(text.into()));
-        self
-    }
-
-    /// Appends a JSON block.
-    pub fn with_json<T: Serialize + ?Sized>(mut self, value: &T) -> Result<Output, ToolError> {
-        self.blocks.push(json_block(value)?);
-        Ok(self)
-    }
-
-    /// Appends any block.
-    pub fn push(&mut self, block: Content) {
-        self.blocks.push(block);
-    }
-
-    /// The blocks, in order.
-    pub fn blocks(&self) -> &[Content] {
-        &self.blocks
-    }
-
-    /// The blocks, as the WIT `call` returns them.
-    pub fn into_blocks(self) -> Vec<Content> {
-        self.blocks
-    }
-}
-
-fn json_block<T: Serialize + ?Sized>(value: &T) -> Result<Content, ToolError> {
-    serde_json::to_string(value)
-        .map(Content::Json)
-        .map_err(|e| ToolError::Failed(format!("could not serialize the result as JSON: {e}")))
-}
-
-impl From<String> for Output {
-    fn from(text: String) -> Output {
-        Output::text(text)
-    }
-}
-
-impl From<&str> for Output {
-    fn from(text: &str) -> Output {
-        Output::text(text)
-    }
-}
-
-impl From<Content> for Output {
-    fn from(block: Content) -> Output {
-        Output { blocks: vec![block] }
-    }
-}
-
-impl From<Vec<Content>> for Output {
-    fn from(blocks: Vec<Content>) -> Output {
-        Output { blocks }
-    }
-}
-
-impl ToolError {
-    /// The arguments were well-formed but made no sense.
-    pub fn invalid_input(message: impl Into<String>) -> ToolError {
-        ToolError::InvalidInput(message.into())
-    }
-
-    /// The thing asked for does not exist.
-    pub fn not_found(message: impl Into<String>) -> ToolError {
-        ToolError::NotFound(message.into())
-    }
-
-    /// The request needs something the plugin was not granted.
-    pub fn forbidden(message: impl Into<String>) -> ToolError {
-        ToolError::Forbidden(message.into())
-    }
-
-    /// The tool ran and failed.
-    pub fn failed(message: impl Into<String>) -> ToolError {
-        ToolError::Failed(message.into())
-    }
-
-    /// The message, whatever the kind.
-    pub fn message(&self) -> &str {
-        match self {
-            ToolError::InvalidInput(m) | ToolError::NotFound(m) | ToolError::Forbidden(m) | ToolError::Failed(m) => m,
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+            return false;
         }
+        i += 1;
     }
-}
-
-/// The JSON Schema of an arguments type, as the host receives it: draft
-/// 2020-12, subschemas inlined (recursive types keep `$defs` at the root, so
-/// the schema is always self-contained), without the Rust type's `title`.
-pub fn schema_for<A: JsonSchema>() -> serde_json::Value {
-    let generator =
-        schemars::generate::SchemaSettings::draft2020_12().with(|s| s.inline_subschemas = true).into_generator();
-    let mut schema = generator.into_root_schema_for::<A>().to_value();
-    if let Some(object) = schema.as_object_mut() {
-        object.remove("title");
-    }
-    schema
-}
-
-/// The `tool-info` record [`plugin!`] lists for tool `T`.
-pub fn describe<T: Tool>() -> ToolInfo {
-    ToolInfo {
-        name: T::NAME.into(),
-        description: T::DESCRIPTION.into(),
-        input_schema: schema_for::<T::Args>().to_string(),
-        estimated_duration_ms: T::ESTIMATED_MS,
-        max_duration_ms: T::MAX_MS,
-        idempotent: T::IDEMPOTENT,
-        cacheable_seconds: T::CACHEABLE_SECONDS,
-        probe_arguments: T::PROBE_ARGUMENTS.map(Into::into),
-    }
-}
-
-/// Runs tool `T` on `arguments` (JSON text) the way the component's `call`
-/// does: deserialize, call, flatten the output into blocks. Arguments that do
-/// not deserialize give [`ToolError::InvalidInput`] naming the field and
-/// listing the expected ones. Handy in native unit tests.
-pub fn invoke<T: Tool>(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args = parse_arguments::<T>(arguments)?;
-    T::call(args).map(Output::into_blocks)
-}
-
-fn parse_arguments<T: Tool>(arguments: &str) -> Result<T::Args, ToolError> {
-    let mut de = serde_json::Deserializer::from_str(arguments);
-    let parsed = serde_path_to_error::deserialize::<_, T::Args>(&mut de);
-    let error = match parsed {
-        Ok(args) => match de.end() {
-            Ok(()) => return Ok(args),
-            Err(e) => (String::new(), e),
-        },
-        Err(e) => {
-            let path = e.path().to_string();
-            (path, e.into_inner())
-        }
-    };
-    let (path, inner) = error;
-    let place = if path.is_empty() || path == "." { String::new() } else { format!(" at `{path}`") };
-    Err(ToolError::InvalidInput(format!(
-        "invalid arguments for {}{place}: {}; {}",
-        T::NAME,
-        without_position(&inner),
-        expected_fields(&schema_for::<T::Args>()),
-    )))
-}
-
-/// serde_json's message without its "at line 1 column 9" suffix, which means
-/// nothing to a model.
-fn without_position(error: &serde_json::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" at line ") {
-        Some(i) if error.line() > 0 => text[..i].to_string(),
-        _ => text,
-    }
-}
-
-/// "expected fields: name (string, required), excited (boolean)".
-fn expected_fields(schema: &serde_json::Value) -> String {
-    let Some(properties) = schema.get("properties").and_then(|p| p.as_object()) else {
-        return "expected an object".into();
-    };
-    if properties.is_empty() {
-        return "expected an empty object".into();
-    }
-    let required: Vec<&str> =
-        schema.get("required").and_then(|r| r.as_array()).into_iter().flatten().filter_map(|r| r.as_str()).collect();
-    let fields: Vec<String> = properties
-        .iter()
-        .map(|(name, property)| {
-            let mut notes: Vec<String> = Vec::new();
-            match property.get("type") {
-                Some(serde_json::Value::String(t)) => notes.push(t.clone()),
-                Some(serde_json::Value::Array(ts)) => {
-                    notes.push(ts.iter().filter_map(|t| t.as_str()).collect::<Vec<_>>().join(" or "))
-                }
-                _ => {}
-            }
-            if required.contains(&name.as_str()) {
-                notes.push("required".into());
-            }
-            if notes.is_empty() { name.clone() } else { format!("{name} ({})", notes.join(", ")) }
-        })
-        .collect();
-    format!("expected fields: {}", fields.join(", "))
+    true
 }
 
 /// Implements the component's `tool` interface over the listed [`Tool`]
@@ -426,8 +214,7 @@ fn expected_fields(schema: &serde_json::Value) -> String {
 ///     const DESCRIPTION: &'static str = "Seconds since the Unix epoch.";
 ///
 ///     fn call(_: NoArgs) -> Result<Output, ToolError> {
-///         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)
-///             .map_err(|e| ToolError::failed(e.to_string()))?;
+///         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?;
 ///         Output::json(&now.as_secs())
 ///     }
 /// }
@@ -438,10 +225,11 @@ fn expected_fields(schema: &serde_json::Value) -> String {
 ///
 /// `list-tools` returns [`describe`] of each type, in order; `call` runs the
 /// one whose [`Tool::NAME`] matches, through [`invoke`], and answers an
-/// unknown name with [`ToolError::NotFound`]. Invalid names, duplicate names
-/// and `MAX_MS < ESTIMATED_MS` are compile-time errors. Use it once per
-/// crate. The exports are generated only for `wasm32` targets, so the crate
-/// still compiles (and its tests run) natively.
+/// unknown name with [`ToolError::NotFound`]. Invalid names (see
+/// [`valid_tool_name`]), duplicate names and `MAX_MS < ESTIMATED_MS` are
+/// compile-time errors. Use it once per crate. The exports are generated only
+/// for `wasm32` targets, so the crate still compiles (and its tests run)
+/// natively.
 #[macro_export]
 macro_rules! plugin {
     ($($tool:ty),+ $(,)?) => {
@@ -462,13 +250,14 @@ macro_rules! plugin {
             fn call(
                 name: ::std::string::String,
                 arguments: ::std::string::String,
-            ) -> ::core::result::Result<::std::vec::Vec<$crate::Content>, $crate::ToolError> {
+            ) -> ::core::result::Result<::std::vec::Vec<$crate::Content>, $crate::__private::WitToolError> {
                 $(
                     if name == <$tool as $crate::Tool>::NAME {
-                        return $crate::invoke::<$tool>(&arguments);
+                        return $crate::invoke::<$tool>(&arguments).map_err(::core::convert::Into::into);
                     }
                 )+
                 ::core::result::Result::Err($crate::__private::unknown_tool(
+                    ::core::env!("CARGO_PKG_NAME"),
                     &name,
                     &[$(<$tool as $crate::Tool>::NAME),+],
                 ))
@@ -483,13 +272,16 @@ macro_rules! plugin {
 /// Support for [`plugin!`]; not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    use super::{Tool, ToolError};
+    use super::{Tool, valid_tool_name};
+
+    /// The WIT `tool-error` the exported `call` returns.
+    pub use crate::bindings::toolhost::plugin::types::ToolError as WitToolError;
 
     /// Compile-time checks of one tool's constants.
     pub const fn check<T: Tool>() {
         assert!(
-            valid_name(T::NAME),
-            "toolhost_sdk::plugin!: a Tool::NAME is not 1-64 ASCII letters, digits, '_', '-' or '.'"
+            valid_tool_name(T::NAME),
+            "toolhost_sdk::plugin!: a Tool::NAME is not 1-64 ASCII letters, digits, '_' or '-'"
         );
         assert!(T::MAX_MS >= T::ESTIMATED_MS, "toolhost_sdk::plugin!: a tool's MAX_MS is below its ESTIMATED_MS");
     }
@@ -507,22 +299,6 @@ pub mod __private {
         }
     }
 
-    const fn valid_name(name: &str) -> bool {
-        let bytes = name.as_bytes();
-        if bytes.is_empty() || bytes.len() > 64 {
-            return false;
-        }
-        let mut i = 0;
-        while i < bytes.len() {
-            let b = bytes[i];
-            if !(b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.') {
-                return false;
-            }
-            i += 1;
-        }
-        true
-    }
-
     const fn same(a: &str, b: &str) -> bool {
         let (a, b) = (a.as_bytes(), b.as_bytes());
         if a.len() != b.len() {
@@ -538,17 +314,18 @@ pub mod __private {
         true
     }
 
-    /// The answer to a call naming no tool of this plugin.
-    pub fn unknown_tool(name: &str, known: &[&str]) -> ToolError {
-        ToolError::NotFound(format!("this plugin has no tool {name:?}; its tools are: {}", known.join(", ")))
+    /// The answer to a call naming no tool of plugin `plugin`.
+    pub fn unknown_tool(plugin: &str, name: &str, known: &[&str]) -> WitToolError {
+        WitToolError::NotFound(format!("{plugin} has no tool {name:?}; its tools are: {}", known.join(", ")))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::__private::WitToolError;
     use crate::bindings::exports::toolhost::plugin::tool::Guest;
-    use serde::Deserialize;
+    use serde::{Deserialize, Serialize};
 
     /// Arguments with a nested type, an optional field and a default.
     #[derive(Deserialize, JsonSchema)]
@@ -580,6 +357,10 @@ mod tests {
         fn call(args: RollArgs) -> Result<Output, ToolError> {
             if args.dice.sides == 0 {
                 return Err(ToolError::invalid_input("a die needs at least one side"));
+            }
+            if args.dice.sides == 7 {
+                // A foreign error through `?`.
+                let _: serde_json::Value = serde_json::from_str("not json")?;
             }
             let total = args.dice.count * args.dice.sides;
             let out = Output::json(&serde_json::json!({ "total": total, "seed": args.seed }))?;
@@ -621,7 +402,7 @@ mod tests {
             <__ToolhostSdkPlugin as super::Guest>::list_tools()
         }
 
-        pub(super) fn call(name: &str, arguments: &str) -> Result<Vec<crate::Content>, crate::ToolError> {
+        pub(super) fn call(name: &str, arguments: &str) -> Result<Vec<crate::Content>, crate::__private::WitToolError> {
             <__ToolhostSdkPlugin as super::Guest>::call(name.into(), arguments.into())
         }
     }
@@ -688,7 +469,22 @@ mod tests {
         assert_eq!(exported::call("ping", "{}").unwrap(), [Content::Text("pong".into())]);
 
         let err = exported::call("nope", "{}").unwrap_err();
-        assert!(matches!(&err, ToolError::NotFound(m) if m.contains("\"nope\"") && m.contains("roll, ping")), "{err}");
+        let WitToolError::NotFound(m) = &err else { panic!("{err:?}") };
+        assert_eq!(m, "toolhost-sdk has no tool \"nope\"; its tools are: roll, ping");
+
+        // Errors cross the boundary as the WIT's variant of the same kind.
+        let err = exported::call("roll", r#"{"dice":{"count":2,"sides":0}}"#).unwrap_err();
+        assert_eq!(err, WitToolError::InvalidInput("a die needs at least one side".into()));
+        let err = exported::call("roll", r#"{"dice":{"count":2,"sides":7}}"#).unwrap_err();
+        assert!(matches!(&err, WitToolError::Failed(m) if m == "expected ident at line 1 column 2"), "{err:?}");
+        for (ours, theirs) in [
+            (ToolError::invalid_input("a"), WitToolError::InvalidInput("a".into())),
+            (ToolError::not_found("b"), WitToolError::NotFound("b".into())),
+            (ToolError::forbidden("c"), WitToolError::Forbidden("c".into())),
+            (ToolError::failed("d"), WitToolError::Failed("d".into())),
+        ] {
+            assert_eq!(WitToolError::from(ours), theirs);
+        }
     }
 
     #[test]
@@ -750,5 +546,167 @@ mod tests {
             }
         }
         assert!(std::panic::catch_unwind(__private::check::<Bad>).is_err());
+    }
+
+    #[test]
+    fn tool_names_follow_the_pattern() {
+        assert_eq!(TOOL_NAME_PATTERN, "^[a-zA-Z0-9_-]{1,64}$");
+        for good in ["a", "roll_table", "get-rule", "A1", "_", "-", &"x".repeat(64)] {
+            assert!(valid_tool_name(good), "{good:?}");
+        }
+        for bad in ["", "a.b", "no spaces", "caf\u{e9}", "a/b", "a:b", &"x".repeat(65)] {
+            assert!(!valid_tool_name(bad), "{bad:?}");
+        }
+        const _: () = assert!(valid_tool_name("compile_time"));
+    }
+
+    #[test]
+    fn foreign_errors_become_failed_with_their_message() {
+        fn read() -> Result<String, ToolError> {
+            Ok(std::fs::read_to_string("/definitely/not/here.txt")?)
+        }
+        let err = read().unwrap_err();
+        let ToolError::Failed(m) = &err else { panic!("{err}") };
+        assert!(m.contains("No such file"), "{m}");
+
+        fn parse() -> Result<serde_json::Value, ToolError> {
+            Ok(serde_json::from_str("{")?)
+        }
+        assert_eq!(parse().unwrap_err(), ToolError::Failed("EOF while parsing an object at line 1 column 1".into()));
+
+        /// An error with a source the message does not repeat.
+        #[derive(Debug)]
+        struct Outer(std::io::Error);
+        impl std::fmt::Display for Outer {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("loading the table")
+            }
+        }
+        impl std::error::Error for Outer {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = ToolError::from(Outer(std::io::Error::other("disk on fire")));
+        assert_eq!(err, ToolError::Failed("loading the table: disk on fire".into()));
+    }
+
+    #[test]
+    fn tool_errors_have_kinds_and_messages() {
+        let err = ToolError::not_found("no rule \"x\"");
+        assert_eq!(err.kind(), "not-found");
+        assert_eq!(err.message(), "no rule \"x\"");
+        assert_eq!(err.to_string(), "not-found: no rule \"x\"");
+        assert!(matches!(ToolError::forbidden("f"), ToolError::Forbidden(m) if m == "f"));
+        assert_eq!(ToolError::invalid_input("i").kind(), "invalid-input");
+        assert_eq!(ToolError::failed("x").kind(), "failed");
+    }
+
+    /// A typed tool: its output is one JSON block with a schema.
+    #[derive(Serialize, JsonSchema)]
+    struct Total {
+        /// The sum of the dice.
+        total: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        note: Option<String>,
+        faces: Vec<Face>,
+    }
+
+    #[derive(Serialize, JsonSchema)]
+    #[serde(rename_all = "lowercase")]
+    enum Face {
+        Low,
+        High,
+    }
+
+    struct Sum;
+
+    impl TypedTool for Sum {
+        type Args = Dice;
+        type Output = Total;
+        const NAME: &'static str = "sum";
+        const DESCRIPTION: &'static str = "Sums dice.";
+        const ESTIMATED_MS: u32 = 2;
+        const MAX_MS: u32 = 4;
+        const IDEMPOTENT: bool = true;
+        const CACHEABLE_SECONDS: u32 = 5;
+        const PROBE_ARGUMENTS: Option<&'static str> = Some(r#"{"count":1,"sides":6}"#);
+
+        fn call(args: Dice) -> Result<Total, ToolError> {
+            let total = args.count.checked_mul(args.sides).ok_or_else(|| ToolError::invalid_input("too many"))?;
+            let face = if args.sides > 3 { Face::High } else { Face::Low };
+            Ok(Total { total, note: None, faces: vec![face] })
+        }
+    }
+
+    #[test]
+    fn typed_tools_are_tools_with_an_output_schema() {
+        let out = invoke::<Sum>(r#"{"count":2,"sides":6}"#).unwrap();
+        assert_eq!(out, [Content::Json(r#"{"total":12,"faces":["high"]}"#.into())]);
+        assert_eq!(
+            invoke::<Sum>(r#"{"count":4294967295,"sides":6}"#).unwrap_err(),
+            ToolError::invalid_input("too many")
+        );
+
+        let info = describe::<Sum>();
+        assert_eq!((info.name.as_str(), info.description.as_str()), ("sum", "Sums dice."));
+        assert_eq!((info.estimated_duration_ms, info.max_duration_ms, info.cacheable_seconds), (2, 4, 5));
+        assert!(info.idempotent);
+        assert_eq!(info.probe_arguments.as_deref(), Some(r#"{"count":1,"sides":6}"#));
+        __private::check::<Sum>();
+
+        let schema = output_schema::<Sum>();
+        assert_eq!(schema["type"], "object", "{schema}");
+        assert!(schema.get("title").is_none() && schema.get("$defs").is_none(), "{schema}");
+        assert_eq!(schema["properties"]["total"]["description"], "The sum of the dice.", "{schema}");
+        assert_eq!(schema["required"], serde_json::json!(["total", "faces"]), "serialize contract: {schema}");
+        let validator = compile(&schema);
+        let produced: serde_json::Value = match &out[0] {
+            Content::Json(text) => serde_json::from_str(text).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        assert!(validator.is_valid(&produced));
+        assert!(validator.is_valid(&serde_json::json!({"total": 1, "note": "n", "faces": ["low"]})));
+        assert!(!validator.is_valid(&serde_json::json!({"total": 1, "faces": ["middle"]})));
+        assert!(!validator.is_valid(&serde_json::json!({"faces": []})));
+
+        mod exported {
+            crate::plugin!(super::Sum);
+        }
+    }
+
+    #[test]
+    fn not_null_keeps_optional_fields_optional_but_not_nullable() {
+        #[derive(Deserialize, JsonSchema)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code)]
+        struct Args {
+            /// Seed.
+            #[schemars(transform = schema::not_null, range(min = 1))]
+            seed: Option<u64>,
+            #[schemars(transform = schema::not_null)]
+            dice: Option<Dice>,
+            #[schemars(transform = schema::not_null, extend("enum" = ["a", "b"]))]
+            pick: Option<String>,
+        }
+        let schema = schema_for::<Args>();
+        assert_eq!(schema["properties"]["seed"]["type"], "integer", "{schema}");
+        assert_eq!(schema["properties"]["seed"]["minimum"], 1, "{schema}");
+        assert_eq!(schema["properties"]["seed"]["description"], "Seed.", "{schema}");
+        assert_eq!(schema["properties"]["dice"]["type"], "object", "{schema}");
+        assert_eq!(schema["properties"]["pick"]["enum"], serde_json::json!(["a", "b"]), "{schema}");
+        assert!(schema.get("required").is_none(), "{schema}");
+        let validator = compile(&schema);
+        assert!(validator.is_valid(&serde_json::json!({})));
+        assert!(validator.is_valid(&serde_json::json!({"seed": 1, "dice": {"count": 1, "sides": 2}, "pick": "a"})));
+        for bad in [
+            serde_json::json!({"seed": null}),
+            serde_json::json!({"seed": 0}),
+            serde_json::json!({"dice": null}),
+            serde_json::json!({"pick": null}),
+            serde_json::json!({"pick": "c"}),
+        ] {
+            assert!(!validator.is_valid(&bad), "{bad}");
+        }
     }
 }

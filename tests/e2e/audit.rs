@@ -3,7 +3,7 @@
 
 use crate::common::toolhost;
 use serde_json::{Value, json};
-use toolhost::builtin::test_guests::HOSTILE_PATH;
+use toolhost_test_artifacts::HOSTILE_PATH;
 
 fn records(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
@@ -22,7 +22,7 @@ fn every_call_leaves_a_record_with_outcome_digest_and_cost() {
     run(&["call", "nope", "{}"]);
     run(&["call", "get_rule", r#"{"id":"spell-fireball"}"#, "--agent", "bartok"]);
     run(&["call", "roll", r#"{"expression":7}"#]);
-    run(&["--plugin", HOSTILE_PATH, "call", "panic"]);
+    run(&["call", "panic", "--plugin", HOSTILE_PATH]);
     let r = records(&dir.path().join("audit.jsonl"));
     let outcomes: Vec<&str> = r.iter().map(|x| x["outcome"].as_str().unwrap()).collect();
     assert_eq!(outcomes, ["ok", "unknown_tool", "refused", "invalid_input", "guest_panic"]);
@@ -61,8 +61,8 @@ fn records_say_which_capabilities_a_call_held_and_used() {
     run(&["call", "list_dir", r#"{"path":"."}"#]);
     run(&["call", "search_facts", r#"{"query":"dragon"}"#]);
     run(&["call", "roll", r#"{"expression":"1d4"}"#]);
-    run(&["--plugin", HOSTILE_PATH, "call", "env"]);
-    run(&["--plugin", HOSTILE_PATH, "call", "echo"]);
+    run(&["call", "env", "--plugin", HOSTILE_PATH]);
+    run(&["call", "echo", "--plugin", HOSTILE_PATH]);
     let r = records(&dir.path().join("audit.jsonl"));
     let used: Vec<(String, Value, Value)> = r
         .iter()

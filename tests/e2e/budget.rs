@@ -7,9 +7,9 @@ use std::path::Path;
 use std::process::Output;
 use toolhost::Host;
 use toolhost::budget::{AgentProfile, Budget, BudgetConfig, Tier};
-use toolhost::builtin::test_guests::HOSTILE_PATH;
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::{CallContext, CallError};
+use toolhost_test_artifacts::HOSTILE_PATH;
 
 const CONFIG: &str = r#"
 npcs:

@@ -1,10 +1,11 @@
 //! The `toolhost` binary, as a user runs it.
 
+use crate::common::builtin_path;
 use crate::common::{run, stderr, stdout, toolhost};
 use serde_json::Value;
 use std::io::Write;
 use std::process::Stdio;
-use toolhost::builtin::test_guests::{DICEROLLER_PATH, OTHERWORLD_PATH};
+use toolhost_test_artifacts::OTHERWORLD_PATH;
 
 #[test]
 fn call_roll_prints_the_seed_shape() {
@@ -114,10 +115,10 @@ fn tools_json_is_machine_readable() {
 
 #[test]
 fn inspect_shows_digest_imports_and_tools() {
-    let o = run(&["inspect", DICEROLLER_PATH, "--json"]);
+    let o = run(&["inspect", builtin_path("diceroller"), "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let bytes = std::fs::read(builtin_path("diceroller")).unwrap();
     use sha2::Digest;
     assert_eq!(v["sha256"], hex::encode(sha2::Sha256::digest(&bytes)));
     assert_eq!(v["size"], bytes.len());
@@ -128,7 +129,7 @@ fn inspect_shows_digest_imports_and_tools() {
     let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["roll", "roll_table"]);
 
-    let text = run(&["inspect", DICEROLLER_PATH]);
+    let text = run(&["inspect", builtin_path("diceroller")]);
     let out = stdout(&text);
     assert!(out.contains("sha256:") && out.contains("imports (") && out.contains("roll_table"), "{out}");
 }

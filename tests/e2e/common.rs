@@ -4,7 +4,6 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::LazyLock;
 use toolhost::Host;
-use toolhost::builtin::test_guests;
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::{CallContext, CallError, Content, ToolOutput};
 
@@ -21,8 +20,26 @@ pub static HOST: LazyLock<Host> = LazyLock::new(|| host_with(Limits::default()))
 pub fn host_with(limits: Limits) -> Host {
     let host = Host::new(Runtime::new(limits, Some(CACHE.path())).unwrap());
     host.add_builtins().unwrap();
-    host.add_plugin_file(Path::new(test_guests::HOSTILE_PATH)).unwrap();
+    host.add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
     host
+}
+
+/// A built-in plugin's component as a file (the binary embeds the bytes;
+/// some tests need a path).
+pub fn builtin_path(name: &str) -> &'static str {
+    static DIR: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir().unwrap());
+    static WRITTEN: LazyLock<std::sync::Mutex<std::collections::HashMap<String, &'static str>>> =
+        LazyLock::new(Default::default);
+    let mut written = WRITTEN.lock().unwrap();
+    if let Some(p) = written.get(name) {
+        return p;
+    }
+    let b = toolhost::builtin::BUILTINS.iter().find(|b| b.name == name).unwrap_or_else(|| panic!("no built-in {name}"));
+    let path = DIR.path().join(format!("{name}.wasm"));
+    std::fs::write(&path, b.bytes).unwrap();
+    let path: &'static str = Box::leak(path.display().to_string().into_boxed_str());
+    written.insert(name.to_string(), path);
+    path
 }
 
 /// Calls `tool` on `host` with JSON `args`.

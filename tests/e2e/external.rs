@@ -44,7 +44,7 @@ fn py_config(dir: &Path, extra_env: &str) -> String {
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_server_killed_mid_call_fails_that_call_only_and_comes_back() {
+async fn an_external_servers_failure_touches_only_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
     let (_host, url) = serve(dir.path());

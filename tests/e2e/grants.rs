@@ -5,10 +5,10 @@ use crate::common::{CACHE, stderr, stdout, toolhost};
 use serde_json::{Value, json};
 use std::path::Path;
 use toolhost::Host;
-use toolhost::builtin::test_guests::HOSTILE_PATH;
 use toolhost::capabilities::{DirGrantConfig, DirMode, GrantConfig, GrantsByPlugin};
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::{CallContext, CallError, Content};
+use toolhost_test_artifacts::HOSTILE_PATH;
 
 /// A host whose fileio plugin is granted `dir` (and the hostile plugin `env`).
 fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
@@ -164,7 +164,7 @@ fn environment_variables_are_invisible_without_a_grant() {
         .env("TOOLHOST_CACHE_DIR", CACHE.path())
         .env("TOOLHOST_ALLOW_UNSIGNED", "1")
         .env(name, "hunter2")
-        .args(["--plugin", HOSTILE_PATH, "call", "env"])
+        .args(["call", "env", "--plugin", HOSTILE_PATH])
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
@@ -181,7 +181,7 @@ fn environment_variables_are_invisible_without_a_grant() {
         .current_dir(dir.path())
         .env(name, "hunter2")
         .env("OTHER_SECRET", "nope")
-        .args(["--plugin", HOSTILE_PATH, "call", "env"])
+        .args(["call", "env", "--plugin", HOSTILE_PATH])
         .output()
         .unwrap();
     assert_eq!(stdout(&out).trim(), format!("{name}=hunter2"), "exactly the granted variable");
@@ -216,8 +216,8 @@ fn grants_report_lists_every_plugin_with_what_it_may_touch() {
 
 #[test]
 fn a_plugin_importing_sockets_without_a_grant_does_not_load() {
-    use toolhost::builtin::test_guests::NETCLIENT_PATH;
     use toolhost::runtime::LoadErrorKind;
+    use toolhost_test_artifacts::NETCLIENT_PATH;
     let rt = Runtime::new(Limits::default(), Some(CACHE.path())).unwrap();
     let e = rt.load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
     match &e.kind {
@@ -229,7 +229,7 @@ fn a_plugin_importing_sockets_without_a_grant_does_not_load() {
     }
     assert!(e.to_string().contains("wasi:sockets/"), "{e}");
     // Through the binary: the error names the interface, and inspect shows the import.
-    let o = toolhost().args(["--plugin", NETCLIENT_PATH, "tools"]).output().unwrap();
+    let o = toolhost().args(["tools", "--plugin", NETCLIENT_PATH]).output().unwrap();
     assert!(!o.status.success());
     assert!(stderr(&o).contains("needs the \"network\" capability"), "{}", stderr(&o));
     let o = toolhost().args(["inspect", NETCLIENT_PATH, "--json"]).output().unwrap();
@@ -311,7 +311,7 @@ fn http_server(reply: String) -> (std::net::SocketAddr, std::sync::Arc<std::sync
 #[test]
 fn a_network_grant_reaches_exactly_the_granted_address() {
     use std::sync::atomic::Ordering::SeqCst;
-    use toolhost::builtin::test_guests::NETCLIENT_PATH;
+    use toolhost_test_artifacts::NETCLIENT_PATH;
     let (other, other_hits) = http_server("HTTP/1.0 200 OK\r\n\r\nSECRET from the other service".into());
     let (granted, granted_hits) =
         http_server(format!("HTTP/1.0 302 Found\r\nLocation: http://{other}/\r\n\r\nhello from the granted service"));
@@ -324,7 +324,7 @@ fn a_network_grant_reaches_exactly_the_granted_address() {
 
     // The granted address answers, and the call is known to have used the network.
     let out = h.call("fetch", &json!({"addr": granted.to_string()}), &CallContext::default()).unwrap();
-    assert_eq!(toolhost::runtime::exercised::names(out.stats.capabilities_used), ["network"]);
+    assert_eq!(out.stats.capabilities_used.names(), ["network"]);
     let body = match &out.content[..] {
         [Content::Text(t)] => t.clone(),
         other => panic!("{other:?}"),
@@ -350,6 +350,6 @@ fn a_network_grant_reaches_exactly_the_granted_address() {
 #[test]
 fn a_network_grant_must_be_an_ip_and_port() {
     let g = GrantConfig { network: vec!["example.com:80".into()], ..Default::default() };
-    let e = g.resolve("netclient", Path::new("/")).unwrap_err();
+    let e = g.resolve("netclient", Path::new("/"), &|| unreachable!("no memory grant")).unwrap_err();
     assert!(e.to_string().contains("not an IP:port"), "{e}");
 }

@@ -64,7 +64,7 @@ fn the_python_plugin_builds_and_answers() {
     let wasm = repo().join("target/py-plugins/npcnames.wasm");
     let call = |args: &str| {
         crate::common::toolhost()
-            .args(["--no-builtins", "--plugin", wasm.to_str().unwrap(), "call", "npc_name", args])
+            .args(["call", "npc_name", args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])
             .output()
             .unwrap()
     };

@@ -4,6 +4,7 @@
 //! version leaving the old one serving, the plugins directory watch, and
 //! ed25519-signed packages with the trust policy and the lock file.
 
+use crate::common::builtin_path;
 use crate::common::{CACHE, stderr, stdout, toolhost};
 use crate::live::{connect, eventually, names, serve};
 use rmcp::model::CallToolRequestParams;
@@ -12,7 +13,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use toolhost::builtin::test_guests::{FILEIO_PATH, HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
+use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
 
 /// Runs an operator command against the host serving from `dir`.
 fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
@@ -29,7 +30,7 @@ fn place(from: &str, to: &Path) {
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_plugin_replaced_under_load_fails_no_call() {
+async fn a_plugin_swap_is_one_registry_store() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
@@ -123,7 +124,7 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
     std::fs::create_dir_all(dir.path().join("staging")).unwrap();
     place(SWAP_V1_PATH, &dir.path().join("plugins/tool.wasm"));
     // fileio imports wasi:filesystem: it asks for `files`, which swap_v1 did not.
-    place(FILEIO_PATH, &dir.path().join("staging/tool.wasm"));
+    place(builtin_path("fileio"), &dir.path().join("staging/tool.wasm"));
     let staged = dir.path().join("staging/tool.wasm");
     // Without the built-ins: the new version is a copy of fileio, whose tool names they hold.
     std::fs::write(dir.path().join("toolhost.yaml"), format!("{CONFIG}  builtins: false\n")).unwrap();
@@ -152,7 +153,7 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
 }
 
 #[test]
-fn signed_packages_tampering_unsigned_and_the_lock_file() {
+fn plugin_files_load_only_through_the_trust_policy() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let strict = |args: &[&str]| {
@@ -176,10 +177,10 @@ fn signed_packages_tampering_unsigned_and_the_lock_file() {
     std::fs::copy(SWAP_V1_PATH, d.join("swap.wasm")).unwrap();
 
     // Unsigned: refused by default, loads with the explicit override.
-    let o = strict(&["--plugin", "swap.wasm", "tools"]);
+    let o = strict(&["tools", "--plugin", "swap.wasm"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("is not signed"), "{}", stderr(&o));
-    let o = strict(&["--allow-unsigned", "--plugin", "swap.wasm", "grants"]);
+    let o = strict(&["grants", "--allow-unsigned", "--plugin", "swap.wasm"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("NOT VERIFIED"), "grants says so: {}", stdout(&o));
 
@@ -189,10 +190,10 @@ fn signed_packages_tampering_unsigned_and_the_lock_file() {
     let o = strict(&["verify", "swap.wasm"]);
     assert!(o.status.success(), "{} {}", stdout(&o), stderr(&o));
     assert!(stdout(&o).contains("signature valid: swap 1.2.3 by alice"), "{}", stdout(&o));
-    let o = strict(&["--plugin", "swap.wasm", "grants"]);
+    let o = strict(&["grants", "--plugin", "swap.wasm"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).contains("signed by alice"), "{}", stdout(&o));
-    let o = strict(&["--plugin", "swap.wasm", "call", "version"]);
+    let o = strict(&["call", "version", "--plugin", "swap.wasm"]);
     assert_eq!(stdout(&o).trim(), r#"{"version":1}"#, "{}", stderr(&o));
 
     // One byte changed after signing: refused, even with the override.
@@ -200,8 +201,8 @@ fn signed_packages_tampering_unsigned_and_the_lock_file() {
     bytes[100] ^= 0x01;
     std::fs::write(d.join("tampered.wasm"), &bytes).unwrap();
     for extra in [&[][..], &["--allow-unsigned"][..]] {
-        let mut args = extra.to_vec();
-        args.extend(["--plugin", "tampered.wasm", "tools"]);
+        let mut args = vec!["tools", "--plugin", "tampered.wasm"];
+        args.extend(extra);
         let o = strict(&args);
         assert!(!o.status.success(), "{args:?}");
         assert!(stderr(&o).contains("changed after it was signed"), "{}", stderr(&o));
@@ -213,16 +214,16 @@ fn signed_packages_tampering_unsigned_and_the_lock_file() {
     strict(&["keygen", "mallory", "--out", "keys"]);
     std::fs::copy(SWAP_V1_PATH, d.join("other.wasm")).unwrap();
     strict(&["sign", "other.wasm", "--key", "keys/mallory.key"]);
-    let o = strict(&["--plugin", "other.wasm", "tools"]);
+    let o = strict(&["tools", "--plugin", "other.wasm"]);
     assert!(stderr(&o).contains("untrusted key"), "{}", stderr(&o));
 
     // The lock file pins the digest: a re-signed different build is refused.
-    let o = strict(&["--plugin", "swap.wasm", "lock"]);
+    let o = strict(&["lock", "--plugin", "swap.wasm"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(std::fs::read_to_string(d.join("toolhost.lock")).unwrap().contains("swap"));
     std::fs::copy(SWAP_V2_PATH, d.join("swap.wasm")).unwrap();
     strict(&["sign", "swap.wasm", "--key", "keys/alice.key", "--version", "2.0.0"]);
-    let o = strict(&["--plugin", "swap.wasm", "tools"]);
+    let o = strict(&["tools", "--plugin", "swap.wasm"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("the lock file pins"), "{}", stderr(&o));
 }

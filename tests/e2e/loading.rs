@@ -1,11 +1,12 @@
 //! Loading is bounded: bad files are refused with a message that names the
 //! problem, and compiled code is cached on disk.
 
+use crate::common::builtin_path;
 use crate::common::run;
 use crate::common::stderr;
 use std::path::Path;
-use toolhost::builtin::test_guests::{DICEROLLER_PATH, HOSTILE_PATH, OTHERWORLD_PATH};
 use toolhost::runtime::{CompileSource, Limits, LoadErrorKind, Runtime};
+use toolhost_test_artifacts::{HOSTILE_PATH, OTHERWORLD_PATH};
 
 fn runtime() -> Runtime {
     Runtime::new(Limits::default(), None).unwrap()
@@ -25,7 +26,7 @@ fn a_core_module_is_refused_as_such() {
 
 #[test]
 fn a_truncated_component_is_refused() {
-    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let bytes = std::fs::read(builtin_path("diceroller")).unwrap();
     let e = load_err(&bytes[..bytes.len() / 2]);
     assert!(matches!(e, LoadErrorKind::Invalid(_)), "{e}");
     assert!(e.to_string().contains("failed to parse WebAssembly"), "{e}");
@@ -50,7 +51,7 @@ fn garbage_is_not_wasm() {
 #[test]
 fn an_oversized_file_is_refused_before_it_is_read() {
     let rt = Runtime::new(Limits { max_component_bytes: 1000, ..Limits::default() }, None).unwrap();
-    let e = rt.load_file(Path::new(DICEROLLER_PATH)).unwrap_err();
+    let e = rt.load_file(Path::new(builtin_path("diceroller"))).unwrap_err();
     assert!(matches!(e.kind, LoadErrorKind::TooLarge { limit: 1000, .. }), "{e}");
     assert!(e.to_string().contains("diceroller"), "{e}");
 }
@@ -65,7 +66,7 @@ fn a_missing_file_names_the_plugin() {
 #[test]
 fn the_second_load_comes_from_the_disk_cache() {
     let dir = tempfile::tempdir().unwrap();
-    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let bytes = std::fs::read(builtin_path("diceroller")).unwrap();
     let first = Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("diceroller", &bytes).unwrap();
     assert_eq!(first.compile_source(), CompileSource::Compiled);
     // A new runtime (a restart) finds the artifact.
@@ -90,7 +91,7 @@ fn a_corrupt_cache_entry_is_discarded_and_recompiled() {
 #[test]
 fn an_engine_with_other_settings_does_not_reuse_artifacts() {
     let dir = tempfile::tempdir().unwrap();
-    let bytes = std::fs::read(DICEROLLER_PATH).unwrap();
+    let bytes = std::fs::read(builtin_path("diceroller")).unwrap();
     Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("diceroller", &bytes).unwrap();
     let no_fuel = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(dir.path())).unwrap();
     assert_eq!(no_fuel.load("diceroller", &bytes).unwrap().compile_source(), CompileSource::Compiled);
@@ -101,8 +102,8 @@ fn duplicate_tool_names_across_plugins_are_an_error() {
     // The diceroller built-in is already loaded; a copy under another name clashes.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("dice2.wasm");
-    std::fs::copy(DICEROLLER_PATH, &copy).unwrap();
-    let o = run(&["--plugin", copy.to_str().unwrap(), "tools"]);
+    std::fs::copy(builtin_path("diceroller"), &copy).unwrap();
+    let o = run(&["tools", "--plugin", copy.to_str().unwrap()]);
     assert!(!o.status.success());
     let err = stderr(&o);
     assert!(err.contains("clashes with the tool of the same name from \"diceroller\""), "{err}");

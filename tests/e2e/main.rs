@@ -6,6 +6,7 @@
 //! - `plugins`: the built-in tools' happy paths and errors.
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
+//! - `invariants`: one test per invariant of ARCHITECTURE.md, named after it.
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
 //! - `audit`: one record per call.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
@@ -26,6 +27,7 @@ mod grants;
 mod guide;
 mod hostile;
 mod hotload;
+mod invariants;
 mod live;
 mod loading;
 mod mcp;

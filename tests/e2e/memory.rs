@@ -1,11 +1,11 @@
 //! The memorytool plugin over the SQLite memory store: the demo campaign,
 //! persistence across restarts, the memory grant.
 
+use crate::common::builtin_path;
 use crate::common::{HOST, call, json_of, stderr, stdout, toolhost};
 use serde_json::{Value, json};
 use std::path::Path;
 use toolhost::Host;
-use toolhost::builtin::test_guests::MEMORYTOOL_PATH;
 use toolhost::runtime::{Limits, LoadErrorKind, Runtime};
 
 fn q(tool: &str, args: Value) -> Value {
@@ -79,7 +79,7 @@ fn concurrent_queries_are_safe() {
 fn a_plugin_importing_memory_without_the_grant_does_not_load() {
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("snoop.wasm");
-    std::fs::copy(MEMORYTOOL_PATH, &copy).unwrap();
+    std::fs::copy(builtin_path("memorytool"), &copy).unwrap();
     let host = Host::new(Runtime::new(Limits::default(), None).unwrap());
     let e = host.add_plugin_file(&copy).unwrap_err();
     match e {

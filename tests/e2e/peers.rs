@@ -41,7 +41,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-use toolhost::builtin::test_guests::CONFORMANCE_PATH;
+use toolhost_test_artifacts::CONFORMANCE_PATH;
 
 /// How long a server may take to come up (toolhost waits up to 20 s for its
 /// external servers before it binds).

@@ -12,13 +12,12 @@
 //! path takes no lock: each tool's current tier is cached in atomics,
 //! recomputed when a sample is recorded or when its oldest sample expires.
 
-pub mod calibrate;
 pub mod metrics;
 pub mod selector;
 pub mod tier;
 
 use crate::registry::{Catalog, RegisteredTool};
-use crate::tool::{CallError, ToolDef};
+use crate::tool::{CallError, DeadlinePolicy, ToolDef};
 use metrics::{Outcome, Summary, Window};
 use rustc_hash::FxHashMap;
 pub use selector::{Clock, ManualClock, Reason, Selection, Selector, SelectorConfig, SystemClock, Turn};
@@ -219,14 +218,27 @@ pub struct Budget {
     agents: HashMap<String, (AgentProfile, HashSet<String>)>,
     tools: RwLock<FxHashMap<String, Arc<ToolState>>>,
     overrides: Mutex<HashMap<String, (Tier, Instant)>>,
-    /// Shortest deadline any call gets (the runtime's floor; see `Limits`).
-    pub(crate) timeout_floor: Duration,
+    /// The operator's floor and ceiling on every deadline.
+    deadlines: DeadlinePolicy,
 }
 
 impl Budget {
     /// A budget with `cfg` and `agents`, on the system clock.
     pub fn new(cfg: BudgetConfig, agents: Vec<AgentProfile>) -> Budget {
         Budget::with_clock(cfg, agents, Arc::new(SystemClock))
+    }
+
+    /// Applies the operator's floor and ceiling (the runtime's limits) to
+    /// every deadline this budget sets.
+    #[must_use]
+    pub fn with_deadlines(mut self, deadlines: DeadlinePolicy) -> Budget {
+        self.deadlines = deadlines;
+        self
+    }
+
+    /// The operator's floor and ceiling on every deadline.
+    pub fn deadlines(&self) -> DeadlinePolicy {
+        self.deadlines
     }
 
     /// A budget on an injected clock.
@@ -247,7 +259,7 @@ impl Budget {
             agents,
             tools: RwLock::new(FxHashMap::default()),
             overrides: Mutex::new(HashMap::new()),
-            timeout_floor: Duration::ZERO,
+            deadlines: DeadlinePolicy { floor: Duration::ZERO, ceiling: Duration::MAX },
         }
     }
 
@@ -335,16 +347,16 @@ impl Budget {
         }
     }
 
-    /// A call's deadline: the declared max duration, or the measured p99
-    /// times the margin, raised to the floor, never above the tier's ceiling.
+    /// A call's deadline: what the tool wants (its declared max duration,
+    /// or its measured p99 times the margin) under the tier's ceiling and
+    /// the operator's policy.
     fn timeout(&self, def: &ToolDef, tier: Option<Tier>, real: Option<Summary>) -> Duration {
-        let ceiling = self.ceilings.of(tier.unwrap_or(Tier::Deep));
         let wanted = match (def.meta.max_duration_ms, real) {
-            (Some(ms), _) => Duration::from_millis(u64::from(ms)),
-            (None, Some(r)) if r.count >= self.cfg.min_samples => r.p99.mul_f64(self.cfg.timeout_margin),
-            _ => ceiling,
+            (Some(ms), _) => Some(Duration::from_millis(u64::from(ms))),
+            (None, Some(r)) if r.count >= self.cfg.min_samples => Some(r.p99.mul_f64(self.cfg.timeout_margin)),
+            _ => None,
         };
-        wanted.max(self.timeout_floor).min(ceiling)
+        self.deadlines.deadline(wanted, Some(self.ceilings.of(tier.unwrap_or(Tier::Deep))))
     }
 
     /// Updates the cached tier after a change.
@@ -395,10 +407,10 @@ impl Budget {
     /// max duration (the common case): no lock.
     pub fn timeout_for(&self, def: &ToolDef) -> Duration {
         match def.meta.max_duration_ms {
-            Some(ms) => {
-                let ceiling = self.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep));
-                Duration::from_millis(u64::from(ms)).max(self.timeout_floor).min(ceiling)
-            }
+            Some(ms) => self.deadlines.deadline(
+                Some(Duration::from_millis(u64::from(ms))),
+                Some(self.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep))),
+            ),
             None => self.status(def).timeout,
         }
     }

@@ -11,8 +11,8 @@ impl Provider for Fake {
     fn name(&self) -> &str {
         "fake"
     }
-    fn kind(&self) -> &'static str {
-        "fake"
+    fn kind(&self) -> crate::tool::ProviderKind {
+        crate::tool::ProviderKind::Other
     }
     fn tools(&self) -> &[ToolDef] {
         &self.0

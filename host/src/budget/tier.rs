@@ -5,7 +5,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 /// A latency budget tier. Ordered: `Fast < Standard < Deep`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tier {
     /// p50 <= 500 ms: fits a normal conversational turn.

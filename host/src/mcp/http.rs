@@ -1,6 +1,7 @@
 //! The streamable HTTP front: one endpoint for the operator (`/mcp`), one
-//! per agent (`/mcp/<slug>`), and the operator's admin API (`/admin/...`),
-//! behind the checks every request passes, in this order:
+//! per agent (`/mcp/<slug>`), and the operator's admin API (`/admin/...`,
+//! see [`crate::admin`]), behind the checks every request passes, in this
+//! order (1 and 2 for the admin API too; it has its own token):
 //!
 //! 1. `Host` must name this server (loopback names, the bound address, or a
 //!    configured host): DNS-rebinding protection. Otherwise 403.
@@ -17,7 +18,7 @@
 
 use crate::Host;
 use crate::config::ServerConfig;
-use crate::mcp::{ExternalServers, McpFront, agent_slug};
+use crate::mcp::{McpFront, agent_slug};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -25,7 +26,6 @@ use axum::response::{IntoResponse, Response};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
-use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -49,21 +49,6 @@ enum Identity {
     Agent(String),
 }
 
-/// The operator's hooks for the admin API.
-#[derive(Clone)]
-pub struct Admin {
-    /// The secret every admin request must carry as a bearer token.
-    pub token: String,
-    /// External MCP servers, to add and remove at run time.
-    pub servers: Option<Arc<ExternalServers>>,
-}
-
-impl std::fmt::Debug for Admin {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Admin").finish_non_exhaustive()
-    }
-}
-
 struct Front {
     host: Arc<Host>,
     services: HashMap<Identity, Service>,
@@ -73,7 +58,6 @@ struct Front {
     origins: Vec<String>,
     max_body: usize,
     limiter: RateLimiter,
-    admin: Option<Admin>,
 }
 
 /// Refuses to serve beyond loopback without tokens: checked before binding
@@ -92,7 +76,7 @@ pub fn router(
     host: Arc<Host>,
     cfg: &ServerConfig,
     local: SocketAddr,
-    admin: Option<Admin>,
+    admin: Option<crate::admin::Admin>,
 ) -> Result<axum::Router, HttpError> {
     check_exposure(local, cfg)?;
     let mut tokens = Vec::new();
@@ -152,9 +136,21 @@ pub fn router(
         origins: cfg.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
         max_body: cfg.max_body_bytes,
         limiter: RateLimiter::new(cfg.rate_limit.per_minute, cfg.rate_limit.burst),
-        admin,
     });
-    Ok(axum::Router::new().fallback(handle).with_state(front))
+    let app = match admin {
+        Some(admin) => axum::Router::new().nest("/admin", crate::admin::router(front.host.clone(), admin)),
+        None => axum::Router::new().route(
+            "/admin/{*rest}",
+            axum::routing::any(|| async { error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled") }),
+        ),
+    };
+    let mcp = front.clone();
+    Ok(app
+        .fallback(move |ConnectInfo(peer): ConnectInfo<SocketAddr>, request: Request| {
+            let front = mcp.clone();
+            async move { handle(front, peer, request).await }
+        })
+        .layer(axum::middleware::from_fn_with_state(front, guard)))
 }
 
 /// The endpoints `router` serves, as (who, path) pairs, for start-up banners.
@@ -167,12 +163,7 @@ pub fn endpoints(host: &Host) -> Vec<(String, String)> {
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": -32000, "message": message, "data": {"code": code}},
-    });
-    (status, [(header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+    (status, axum::Json(crate::admin::api::ErrorReply::new(code, message))).into_response()
 }
 
 fn host_of(headers: &HeaderMap) -> Option<String> {
@@ -206,24 +197,22 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
 }
 
 /// Compares secrets in time independent of where they differ.
-fn same_secret(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-fn bearer(headers: &HeaderMap) -> Option<&str> {
+pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
-async fn handle(
-    State(front): State<Arc<Front>>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    request: Request,
-) -> Response {
+/// Checks every request, the admin API's included: DNS-rebinding (`Host`)
+/// and cross-origin (`Origin`) protection.
+async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
     let headers = request.headers();
     match host_of(headers) {
         Some(h) if front.hosts.contains(&h) => {}
@@ -236,10 +225,13 @@ async fn handle(
             return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
         }
     }
+    next.run(request).await
+}
+
+/// The MCP endpoints: who is calling, rate limit, body cap, then rmcp.
+async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Response {
+    let headers = request.headers();
     let path = request.uri().path().to_string();
-    if let Some(rest) = path.strip_prefix("/admin") {
-        return admin(&front, rest, request).await;
-    }
     let token = bearer(headers).map(str::to_string);
     let identity = if front.tokens.is_empty() {
         None
@@ -349,132 +341,6 @@ impl RateLimiter {
         } else {
             Err(Duration::from_secs_f64((1.0 - *tokens) / self.per_second))
         }
-    }
-}
-
-/// `/admin/...`: the operator's API (bearer: the admin token).
-///
-/// - `GET /admin/status`: providers, tools and external servers.
-/// - `POST /admin/servers` with a server config (the `mcp.servers[]` shape,
-///   as JSON): adds an external server.
-/// - `DELETE /admin/servers/<name>`: removes one.
-/// - `GET /admin/plugins`: the wasm plugins with digest and provenance.
-/// - `POST /admin/plugins` with `{"path": ...}`: adds or atomically replaces
-///   a plugin (trust policy, compile cache, capability check first).
-/// - `DELETE /admin/plugins/<name>`: unloads one.
-async fn admin(front: &Arc<Front>, rest: &str, request: Request) -> Response {
-    let Some(admin) = &front.admin else {
-        return error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled");
-    };
-    match bearer(request.headers()) {
-        Some(t) if same_secret(t.as_bytes(), admin.token.as_bytes()) => {}
-        _ => return unauthorized("the admin API needs the admin token (see <state dir>/admin.json)"),
-    }
-    let method = request.method().clone();
-    let body = match axum::body::to_bytes(request.into_body(), 1 << 20).await {
-        Ok(b) => b,
-        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", "admin request over 1 MiB"),
-    };
-    let ok = |v: Value| (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], v.to_string()).into_response();
-    let bad = |status: StatusCode, code: &str, m: String| error(status, code, &m);
-    match (method.as_str(), rest.trim_end_matches('/')) {
-        ("GET", "/status") => {
-            let catalog = front.host.registry().snapshot();
-            let mut providers: Vec<Value> = catalog
-                .providers()
-                .map(|p| {
-                    json!({
-                        "name": p.name(),
-                        "kind": p.kind(),
-                        "available": p.is_available(),
-                        "fingerprint": p.fingerprint(),
-                        "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-                    })
-                })
-                .collect();
-            providers.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-            let servers = admin.servers.as_ref().map(|s| s.status()).unwrap_or_default();
-            ok(json!({"providers": providers, "servers": servers}))
-        }
-        ("POST", "/servers") => {
-            let Some(servers) = &admin.servers else {
-                return bad(StatusCode::NOT_FOUND, "not_found", "external servers are not enabled".into());
-            };
-            let cfg: crate::config::McpServerConfig = match serde_json::from_slice(&body) {
-                Ok(c) => c,
-                Err(e) => return bad(StatusCode::BAD_REQUEST, "invalid_input", format!("server config: {e}")),
-            };
-            let name = cfg.name.clone();
-            match servers.add(cfg) {
-                Ok(()) => {
-                    let s = servers.clone();
-                    let _ = tokio::task::spawn_blocking(move || s.wait_ready(Duration::from_secs(20))).await;
-                    let status = servers.status().into_iter().find(|s| s.name == name);
-                    ok(json!({"added": name, "status": status}))
-                }
-                Err(e) => bad(StatusCode::CONFLICT, "invalid_input", e.to_string()),
-            }
-        }
-        ("GET", "/plugins") => {
-            let catalog = front.host.registry().snapshot();
-            let mut plugins: Vec<Value> = catalog
-                .providers()
-                .filter_map(|p| p.as_wasm().map(|w| (p, w)))
-                .map(|(p, w)| {
-                    let origin = front.host.provenance(p.name());
-                    json!({
-                        "name": p.name(),
-                        "sha256": w.digest(),
-                        "tools": p.tools().iter().map(|t| t.name.clone()).collect::<Vec<_>>(),
-                        "provenance_text": origin.as_ref().map(|o| o.describe()),
-                        "provenance": origin,
-                    })
-                })
-                .collect();
-            plugins.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-            ok(json!({"plugins": plugins}))
-        }
-        ("POST", "/plugins") => {
-            let req: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-            let Some(path) = req["path"].as_str().map(std::path::PathBuf::from) else {
-                return bad(StatusCode::BAD_REQUEST, "invalid_input", "expected {\"path\": \"/abs/file.wasm\"}".into());
-            };
-            let host = front.host.clone();
-            // Compiling can take seconds: off the async workers.
-            match tokio::task::spawn_blocking(move || host.install_plugin_file(&path)).await {
-                Ok(Ok(i)) => ok(json!({
-                    "name": i.name,
-                    "digest": i.digest,
-                    "replaced": i.replaced,
-                    "tools": i.tools,
-                    "compiled": i.compiled,
-                    "provenance_text": i.provenance.describe(),
-                    "provenance": i.provenance,
-                })),
-                Ok(Err(e)) => bad(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string()),
-                Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string()),
-            }
-        }
-        ("DELETE", p) if p.starts_with("/plugins/") => {
-            let name = p["/plugins/".len()..].to_string();
-            let host = front.host.clone();
-            match tokio::task::spawn_blocking(move || host.uninstall_plugin(&name)).await {
-                Ok(Ok(())) => ok(json!({"removed": &p["/plugins/".len()..]})),
-                Ok(Err(e)) => bad(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-                Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string()),
-            }
-        }
-        ("DELETE", p) if p.starts_with("/servers/") => {
-            let Some(servers) = &admin.servers else {
-                return bad(StatusCode::NOT_FOUND, "not_found", "external servers are not enabled".into());
-            };
-            let name = &p["/servers/".len()..];
-            match servers.remove(name) {
-                Ok(()) => ok(json!({"removed": name})),
-                Err(e) => bad(StatusCode::NOT_FOUND, "not_found", e.to_string()),
-            }
-        }
-        _ => bad(StatusCode::NOT_FOUND, "not_found", format!("no admin route {method} /admin{rest}")),
     }
 }
 

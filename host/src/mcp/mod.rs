@@ -3,8 +3,10 @@
 //! - `server`: toolhost served to LLM clients, per agent.
 //! - `http`: the streamable HTTP front (hardening, tokens, admin API).
 //! - `client`: external MCP servers whose tools join the registry.
+//! - `content`: content blocks between the host's and MCP's.
 
 pub mod client;
+pub mod content;
 pub mod http;
 pub mod server;
 

@@ -16,12 +16,11 @@
 
 use crate::Host;
 use crate::budget::Tier;
-use crate::tool::{CallContext, CallError, Content, PluginEvent, ResourceBody, ToolOutput};
-use base64::Engine as _;
+use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ResourceContents,
-    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
+    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -179,38 +178,8 @@ fn meta(v: Value) -> MetaObject {
 fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64) -> CallToolResult {
     match result {
         Ok(out) => {
-            let structured = match &out.content[..] {
-                [Content::Json(v)] if v.is_object() => Some(v.clone()),
-                _ => None,
-            };
-            let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
-            let content = out
-                .content
-                .iter()
-                .map(|c| match c {
-                    Content::Text(t) => ContentBlock::text(t.clone()),
-                    Content::Json(v) => ContentBlock::text(v.to_string()),
-                    Content::Image { mime_type, data } => ContentBlock::image(b64(data), mime_type.clone()),
-                    Content::Audio { mime_type, data } => ContentBlock::audio(b64(data), mime_type.clone()),
-                    Content::Resource { uri, mime_type, body } => {
-                        let contents = match body {
-                            ResourceBody::Text(t) => ResourceContents::TextResourceContents {
-                                uri: uri.clone(),
-                                mime_type: mime_type.clone(),
-                                text: t.clone(),
-                                meta: None,
-                            },
-                            ResourceBody::Blob(b) => ResourceContents::BlobResourceContents {
-                                uri: uri.clone(),
-                                mime_type: mime_type.clone(),
-                                blob: b64(b),
-                                meta: None,
-                            },
-                        };
-                        ContentBlock::resource(contents)
-                    }
-                })
-                .collect();
+            let structured = super::content::structured(&out.content);
+            let content = super::content::to_mcp(&out.content);
             let mut r = CallToolResult::success(content);
             r.structured_content = structured;
             r.meta = Some(meta(json!({

@@ -7,16 +7,11 @@
 //! included, unreachable whatever the plugin does. Writes are atomic: a
 //! temporary file in the same directory, renamed over the target.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::io::{ErrorKind, Read, Write};
 use std::path::{Component, Path, PathBuf};
-
-#[allow(missing_docs)]
-mod bindings {
-    wit_bindgen::generate!({ path: "../../wit", world: "plugin" });
-}
-
-use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
+use toolhost_sdk::{ToolError, TypedTool};
 
 /// Largest file `read_file` returns.
 pub const MAX_READ: u64 = 1 << 20;
@@ -83,103 +78,156 @@ fn check_granted() -> Result<(), ToolError> {
     }
 }
 
-#[derive(Deserialize)]
+// The arguments of `read_file`. No doc comment here: it would describe the
+// whole arguments object in the schema.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct PathArgs {
+    /// Path relative to the sandbox, e.g. notes/session-3.md. No absolute paths, no '..'.
+    #[schemars(length(min = 1, max = 1024))]
     path: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct WriteArgs {
+    /// Path relative to the sandbox, e.g. notes/session-3.md. No absolute paths, no '..'.
+    #[schemars(length(min = 1, max = 1024))]
     path: String,
+    /// The text to write (at most 1 MiB).
     content: String,
 }
 
-#[derive(Serialize)]
-struct ReadResult<'a> {
-    path: &'a str,
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct DirArgs {
+    /// Directory relative to the sandbox; "." for the root.
+    #[schemars(length(max = 1024))]
+    path: String,
+}
+
+/// What `read_file` returns.
+#[derive(Serialize, JsonSchema)]
+struct ReadResult {
+    /// The path, as given.
+    path: String,
+    /// The file's text.
     content: String,
+    /// Its length in bytes.
     bytes: usize,
 }
 
-#[derive(Serialize)]
-struct WriteResult<'a> {
-    path: &'a str,
+/// What `write_file` returns.
+#[derive(Serialize, JsonSchema)]
+struct WriteResult {
+    /// The path, as given.
+    path: String,
+    /// Bytes written.
     bytes: usize,
 }
 
-#[derive(Serialize)]
+/// What `list_dir` returns.
+#[derive(Serialize, JsonSchema)]
+struct ListResult {
+    /// The directory, as given.
+    path: String,
+    /// Its entries, sorted by name.
+    entries: Vec<Entry>,
+}
+
+/// One directory entry.
+#[derive(Serialize, JsonSchema)]
 struct Entry {
+    /// The entry's name.
     name: String,
+    /// `file`, `dir` or `other`.
+    #[schemars(extend("enum" = ["file", "dir", "other"]))]
     kind: &'static str,
+    /// Size in bytes (0 for anything but a file).
     bytes: u64,
 }
 
-fn parse<'a, T: Deserialize<'a>>(arguments: &'a str) -> Result<T, ToolError> {
-    serde_json::from_str(arguments).map_err(|e| ToolError::InvalidInput(e.to_string()))
+/// `read_file`.
+struct ReadFile;
+
+impl TypedTool for ReadFile {
+    type Args = PathArgs;
+    type Output = ReadResult;
+    const NAME: &'static str = "read_file";
+    const DESCRIPTION: &'static str = "Read a text file from the sandbox. Files larger than 1 MiB are rejected.";
+    const ESTIMATED_MS: u32 = 20;
+    const MAX_MS: u32 = 100;
+    const IDEMPOTENT: bool = true;
+
+    fn call(args: PathArgs) -> Result<ReadResult, ToolError> {
+        let path = sandbox_path(&args.path).map_err(ToolError::InvalidInput)?;
+        check_granted()?;
+        let file = std::fs::File::open(&path).map_err(|e| io_error("read", &args.path, e))?;
+        let meta = file.metadata().map_err(|e| io_error("read", &args.path, e))?;
+        if meta.is_dir() {
+            return Err(ToolError::InvalidInput(format!("{} is a directory; use list_dir", args.path)));
+        }
+        if meta.len() > MAX_READ {
+            return Err(ToolError::InvalidInput(format!(
+                "{} is {} bytes; files over {MAX_READ} bytes (1 MiB) are not read",
+                args.path,
+                meta.len()
+            )));
+        }
+        let mut bytes = Vec::with_capacity(meta.len() as usize);
+        file.take(MAX_READ + 1).read_to_end(&mut bytes).map_err(|e| io_error("read", &args.path, e))?;
+        let content = String::from_utf8(bytes)
+            .map_err(|_| ToolError::InvalidInput(format!("{} is not UTF-8 text", args.path)))?;
+        Ok(ReadResult { path: args.path, bytes: content.len(), content })
+    }
 }
 
-fn json(value: &impl Serialize) -> Result<Vec<Content>, ToolError> {
-    serde_json::to_string(value).map(|s| vec![Content::Json(s)]).map_err(|e| ToolError::Failed(e.to_string()))
-}
+/// `write_file`.
+struct WriteFile;
 
-fn read_file(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: PathArgs = parse(arguments)?;
-    let path = sandbox_path(&args.path).map_err(ToolError::InvalidInput)?;
-    check_granted()?;
-    let file = std::fs::File::open(&path).map_err(|e| io_error("read", &args.path, e))?;
-    let meta = file.metadata().map_err(|e| io_error("read", &args.path, e))?;
-    if meta.is_dir() {
-        return Err(ToolError::InvalidInput(format!("{} is a directory; use list_dir", args.path)));
-    }
-    if meta.len() > MAX_READ {
-        return Err(ToolError::InvalidInput(format!(
-            "{} is {} bytes; files over {MAX_READ} bytes (1 MiB) are not read",
-            args.path,
-            meta.len()
-        )));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    file.take(MAX_READ + 1).read_to_end(&mut bytes).map_err(|e| io_error("read", &args.path, e))?;
-    let content =
-        String::from_utf8(bytes).map_err(|_| ToolError::InvalidInput(format!("{} is not UTF-8 text", args.path)))?;
-    json(&ReadResult { path: &args.path, bytes: content.len(), content })
-}
+impl TypedTool for WriteFile {
+    type Args = WriteArgs;
+    type Output = WriteResult;
+    const NAME: &'static str = "write_file";
+    const DESCRIPTION: &'static str = "Write text content to a file within the sandbox, replacing it atomically. Creates parent directories automatically.";
+    const ESTIMATED_MS: u32 = 20;
+    const MAX_MS: u32 = 100;
 
-fn write_file(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: WriteArgs = parse(arguments)?;
-    let path = sandbox_path(&args.path).map_err(ToolError::InvalidInput)?;
-    if args.content.len() > MAX_WRITE {
-        return Err(ToolError::InvalidInput(format!(
-            "content is {} bytes; the limit is {MAX_WRITE}",
-            args.content.len()
-        )));
+    fn call(args: WriteArgs) -> Result<WriteResult, ToolError> {
+        let path = sandbox_path(&args.path).map_err(ToolError::InvalidInput)?;
+        if args.content.len() > MAX_WRITE {
+            return Err(ToolError::InvalidInput(format!(
+                "content is {} bytes; the limit is {MAX_WRITE}",
+                args.content.len()
+            )));
+        }
+        check_granted()?;
+        let parent = path.parent().unwrap_or(Path::new(ROOT));
+        std::fs::create_dir_all(parent).map_err(|e| match e.kind() {
+            // The parent exists but is not a directory we may enter: a file, or a
+            // symlink leading out of the sandbox.
+            ErrorKind::AlreadyExists => ToolError::InvalidInput(format!(
+                "write {}: a component of the path is not a directory in the sandbox (symlinks that leave it are not followed)",
+                args.path
+            )),
+            _ => io_error("create directory for", &args.path, e),
+        })?;
+        // Atomic replace: write a temporary sibling, flush it, rename it over
+        // the target. A crash leaves the old file or the new one, never a mix.
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+        let tmp = parent.join(format!(".{name}.tmp-{:016x}", random_suffix()));
+        let result = (|| {
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(args.content.as_bytes())?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &path)
+        })();
+        if let Err(e) = result {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(io_error("write", &args.path, e));
+        }
+        Ok(WriteResult { bytes: args.content.len(), path: args.path })
     }
-    check_granted()?;
-    let parent = path.parent().unwrap_or(Path::new(ROOT));
-    std::fs::create_dir_all(parent).map_err(|e| match e.kind() {
-        // The parent exists but is not a directory we may enter: a file, or a
-        // symlink leading out of the sandbox.
-        ErrorKind::AlreadyExists => ToolError::InvalidInput(format!(
-            "write {}: a component of the path is not a directory in the sandbox (symlinks that leave it are not followed)",
-            args.path
-        )),
-        _ => io_error("create directory for", &args.path, e),
-    })?;
-    // Atomic replace: write a temporary sibling, flush it, rename it over
-    // the target. A crash leaves the old file or the new one, never a mix.
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let tmp = parent.join(format!(".{name}.tmp-{:016x}", random_suffix()));
-    let result = (|| {
-        let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        f.write_all(args.content.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, &path)
-    })();
-    if let Err(e) = result {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(io_error("write", &args.path, e));
-    }
-    json(&WriteResult { path: &args.path, bytes: args.content.len() })
 }
 
 fn random_suffix() -> u64 {
@@ -190,92 +238,49 @@ fn random_suffix() -> u64 {
     h.finish()
 }
 
-fn list_dir(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: PathArgs = parse(arguments)?;
-    let path = if matches!(args.path.as_str(), "" | "." | "./") {
-        PathBuf::from(ROOT)
-    } else {
-        sandbox_path(&args.path).map_err(ToolError::InvalidInput)?
-    };
-    check_granted()?;
-    let mut entries = Vec::new();
-    for e in std::fs::read_dir(&path).map_err(|e| io_error("list", &args.path, e))? {
-        let e = e.map_err(|e| io_error("list", &args.path, e))?;
-        let name = e.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') && name.contains(".tmp-") {
-            continue; // an interrupted atomic write
-        }
-        let meta = e.metadata().map_err(|err| io_error("list", &name, err))?;
-        let kind = if meta.is_dir() {
-            "dir"
-        } else if meta.is_file() {
-            "file"
+/// `list_dir`.
+struct ListDir;
+
+impl TypedTool for ListDir {
+    type Args = DirArgs;
+    type Output = ListResult;
+    const NAME: &'static str = "list_dir";
+    const DESCRIPTION: &'static str = "List a directory in the sandbox (\".\" for its root): names, kinds and sizes.";
+    const ESTIMATED_MS: u32 = 20;
+    const MAX_MS: u32 = 100;
+    const IDEMPOTENT: bool = true;
+    const PROBE_ARGUMENTS: Option<&'static str> = Some(r#"{"path":"."}"#);
+
+    fn call(args: DirArgs) -> Result<ListResult, ToolError> {
+        let path = if matches!(args.path.as_str(), "" | "." | "./") {
+            PathBuf::from(ROOT)
         } else {
-            "other"
+            sandbox_path(&args.path).map_err(ToolError::InvalidInput)?
         };
-        entries.push(Entry { name, kind, bytes: if meta.is_file() { meta.len() } else { 0 } });
-    }
-    entries.sort_by(|a, b| a.name.cmp(&b.name));
-    json(&serde_json::json!({ "path": args.path, "entries": entries }))
-}
-
-const PATH_PROP: &str = r#""path": { "type": "string", "minLength": 1, "maxLength": 1024, "description": "Path relative to the sandbox, e.g. notes/session-3.md. No absolute paths, no '..'." }"#;
-
-struct Plugin;
-
-impl Guest for Plugin {
-    fn list_tools() -> Vec<ToolInfo> {
-        let schema = |extra: &str, required: &str| {
-            format!(
-                r#"{{"type":"object","properties":{{{PATH_PROP}{extra}}},"required":[{required}],"additionalProperties":false}}"#
-            )
-        };
-        vec![
-            ToolInfo {
-                name: "write_file".into(),
-                description: "Write text content to a file within the sandbox, replacing it atomically. Creates parent directories automatically.".into(),
-                input_schema: schema(r#", "content": { "type": "string", "description": "The text to write (at most 1 MiB)." }"#, r#""path", "content""#),
-                estimated_duration_ms: 20,
-                max_duration_ms: 100,
-                idempotent: false,
-                cacheable_seconds: 0,
-                probe_arguments: None,
-            },
-            ToolInfo {
-                name: "read_file".into(),
-                description: "Read a text file from the sandbox. Files larger than 1 MiB are rejected.".into(),
-                input_schema: schema("", r#""path""#),
-                estimated_duration_ms: 20,
-                max_duration_ms: 100,
-                idempotent: true,
-                cacheable_seconds: 0,
-                probe_arguments: None,
-            },
-            ToolInfo {
-                name: "list_dir".into(),
-                description: "List a directory in the sandbox (\".\" for its root): names, kinds and sizes.".into(),
-                input_schema: r#"{"type":"object","properties":{"path":{"type":"string","maxLength":1024,"description":"Directory relative to the sandbox; \".\" for the root."}},"required":["path"],"additionalProperties":false}"#.into(),
-                estimated_duration_ms: 20,
-                max_duration_ms: 100,
-                idempotent: true,
-                cacheable_seconds: 0,
-                probe_arguments: Some(r#"{"path":"."}"#.into()),
-            },
-        ]
-    }
-
-    fn call(name: String, arguments: String) -> Result<Vec<Content>, ToolError> {
-        match name.as_str() {
-            "write_file" => write_file(&arguments),
-            "read_file" => read_file(&arguments),
-            "list_dir" => list_dir(&arguments),
-            other => Err(ToolError::NotFound(format!("fileio has no tool {other:?}"))),
+        check_granted()?;
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(&path).map_err(|e| io_error("list", &args.path, e))? {
+            let e = e.map_err(|e| io_error("list", &args.path, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') && name.contains(".tmp-") {
+                continue; // an interrupted atomic write
+            }
+            let meta = e.metadata().map_err(|err| io_error("list", &name, err))?;
+            let kind = if meta.is_dir() {
+                "dir"
+            } else if meta.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            entries.push(Entry { name, kind, bytes: if meta.is_file() { meta.len() } else { 0 } });
         }
+        entries.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(ListResult { path: args.path, entries })
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-bindings::export!(Plugin with_types_in bindings);
+toolhost_sdk::plugin!(WriteFile, ReadFile, ListDir);
 
 #[cfg(test)]
 mod tests {
@@ -301,5 +306,39 @@ mod tests {
             assert!(e.contains(needle), "{p:?}: {e}");
         }
         assert!(sandbox_path(&"a/".repeat(600)).unwrap_err().contains("limit"));
+    }
+
+    #[test]
+    fn tools_refuse_escapes_before_touching_files() {
+        let err = toolhost_sdk::invoke::<ReadFile>(r#"{"path":"../etc/passwd"}"#).unwrap_err();
+        assert!(matches!(&err, ToolError::InvalidInput(m) if m.contains("'..' is not allowed")), "{err}");
+        let err = toolhost_sdk::invoke::<WriteFile>(r#"{"path":"/etc/x","content":""}"#).unwrap_err();
+        assert!(matches!(&err, ToolError::InvalidInput(m) if m.contains("absolute")), "{err}");
+        let err = toolhost_sdk::invoke::<ListDir>(r#"{"path":"a/../.."}"#).unwrap_err();
+        assert!(matches!(&err, ToolError::InvalidInput(m) if m.contains("'..' is not allowed")), "{err}");
+    }
+
+    #[test]
+    fn schemas_keep_their_constraints() {
+        use serde_json::{Value, json};
+        let schema = |info: toolhost_sdk::ToolInfo| serde_json::from_str::<Value>(&info.input_schema).unwrap();
+        let write = schema(toolhost_sdk::describe::<WriteFile>());
+        assert_eq!(write["required"], json!(["path", "content"]), "{write}");
+        assert_eq!(write["additionalProperties"], false, "{write}");
+        assert_eq!(write["properties"]["path"]["minLength"], 1, "{write}");
+        assert_eq!(write["properties"]["path"]["maxLength"], 1024, "{write}");
+        assert_eq!(write["properties"]["content"]["type"], "string", "{write}");
+        let read = schema(toolhost_sdk::describe::<ReadFile>());
+        assert_eq!(read["properties"]["path"], write["properties"]["path"]);
+        assert_eq!(read["required"], json!(["path"]), "{read}");
+        let list = schema(toolhost_sdk::describe::<ListDir>());
+        assert!(list["properties"]["path"].get("minLength").is_none(), "\"\" lists the root: {list}");
+        assert_eq!(list["properties"]["path"]["maxLength"], 1024, "{list}");
+        assert_eq!(list["required"], json!(["path"]), "{list}");
+        let out = toolhost_sdk::output_schema::<ListDir>();
+        assert_eq!(
+            out["properties"]["entries"]["items"]["properties"]["kind"]["enum"],
+            json!(["file", "dir", "other"])
+        );
     }
 }

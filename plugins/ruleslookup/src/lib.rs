@@ -8,7 +8,10 @@
 
 pub mod text;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use toolhost_sdk::schema::not_null;
+use toolhost_sdk::{ToolError, TypedTool};
 
 /// One rule document.
 pub struct Doc {
@@ -40,7 +43,7 @@ const K1: f64 = 1.2;
 const B: f64 = 0.75;
 
 /// A ranked search hit.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, JsonSchema)]
 pub struct Hit {
     /// Rule id, for `get_rule`.
     pub id: &'static str,
@@ -131,152 +134,133 @@ pub fn suggest(id: &str) -> Vec<&'static str> {
         .collect()
 }
 
-#[allow(missing_docs)]
-mod bindings {
-    wit_bindgen::generate!({ path: "../../wit", world: "plugin" });
-}
-
-use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
-
-#[derive(Deserialize)]
+// The arguments of `search_rules`. No doc comment here: it would describe
+// the whole arguments object in the schema.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct SearchArgs {
+    /// Keywords, e.g. "grapple", "blinded", "opportunity attack".
+    #[schemars(length(min = 1, max = 500))]
     query: String,
+    /// Game system; only "dnd5e" (SRD 5.1) is available.
+    #[schemars(transform = not_null)]
     system: Option<String>,
+    /// Only return rules of this category.
+    #[schemars(transform = not_null, extend("enum" = CATEGORIES))]
     category: Option<String>,
+    /// Most results to return (default 5).
+    #[schemars(transform = not_null, range(min = 1, max = 20))]
     limit: Option<usize>,
 }
 
-#[derive(Serialize)]
-struct SearchResult<'a> {
-    query: &'a str,
+/// What `search_rules` returns.
+#[derive(Serialize, JsonSchema)]
+struct SearchResult {
+    /// The query, as given.
+    query: String,
+    /// The best matches, best first.
     results: Vec<Hit>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct GetArgs {
+    /// Rule id such as "condition-blinded" or "spell-fireball"; search_rules returns ids.
+    #[schemars(length(min = 1, max = 200))]
     id: String,
 }
 
-#[derive(Serialize)]
+/// What `get_rule` returns.
+#[derive(Serialize, JsonSchema)]
 struct RuleResult {
+    /// Rule id.
     id: &'static str,
+    /// Display name.
     name: &'static str,
+    /// Category.
     category: &'static str,
+    /// The rule text (Markdown).
     text: &'static str,
+    /// The CC-BY-4.0 attribution that must accompany the text.
     attribution: &'static str,
 }
 
-fn parse<'a, T: Deserialize<'a>>(arguments: &'a str) -> Result<T, ToolError> {
-    serde_json::from_str(arguments).map_err(|e| ToolError::InvalidInput(e.to_string()))
+/// `search_rules`: BM25 keyword search.
+struct SearchRules;
+
+impl TypedTool for SearchRules {
+    type Args = SearchArgs;
+    type Output = SearchResult;
+    const NAME: &'static str = "search_rules";
+    const DESCRIPTION: &'static str = "Keyword search across the D&D 5e SRD 5.1 rules: conditions, combat, spells and general rules. Returns ranked rule ids with snippets; fetch the full text with get_rule.";
+    const ESTIMATED_MS: u32 = 30;
+    const MAX_MS: u32 = 100;
+    const IDEMPOTENT: bool = true;
+    const CACHEABLE_SECONDS: u32 = 3600;
+    const PROBE_ARGUMENTS: Option<&'static str> = Some(r#"{"query":"grapple"}"#);
+
+    fn call(args: SearchArgs) -> Result<SearchResult, ToolError> {
+        if let Some(system) = &args.system
+            && !SYSTEMS.iter().any(|s| s.eq_ignore_ascii_case(system.trim()))
+        {
+            return Err(ToolError::InvalidInput(format!(
+                "no rules for system {system:?}; this plugin covers D&D 5e (SRD 5.1): use \"dnd5e\" or leave system out"
+            )));
+        }
+        if let Some(c) = &args.category
+            && !CATEGORIES.contains(&c.as_str())
+        {
+            return Err(ToolError::InvalidInput(format!(
+                "unknown category {c:?}; use one of {}",
+                CATEGORIES.join(", ")
+            )));
+        }
+        if text::terms(&args.query).is_empty() {
+            return Err(ToolError::InvalidInput("query has no searchable words".into()));
+        }
+        let limit = args.limit.unwrap_or(5).clamp(1, 20);
+        let results = search(&args.query, args.category.as_deref(), limit);
+        Ok(SearchResult { query: args.query, results })
+    }
 }
 
-fn json(value: &impl Serialize) -> Result<Vec<Content>, ToolError> {
-    serde_json::to_string(value).map(|s| vec![Content::Json(s)]).map_err(|e| ToolError::Failed(e.to_string()))
-}
+/// `get_rule`: one rule's full text by id.
+struct GetRule;
 
-fn search_rules(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: SearchArgs = parse(arguments)?;
-    if let Some(system) = &args.system
-        && !SYSTEMS.iter().any(|s| s.eq_ignore_ascii_case(system.trim()))
-    {
-        return Err(ToolError::InvalidInput(format!(
-            "no rules for system {system:?}; this plugin covers D&D 5e (SRD 5.1): use \"dnd5e\" or leave system out"
-        )));
-    }
-    if let Some(c) = &args.category
-        && !CATEGORIES.contains(&c.as_str())
-    {
-        return Err(ToolError::InvalidInput(format!("unknown category {c:?}; use one of {}", CATEGORIES.join(", "))));
-    }
-    if text::terms(&args.query).is_empty() {
-        return Err(ToolError::InvalidInput("query has no searchable words".into()));
-    }
-    let limit = args.limit.unwrap_or(5).clamp(1, 20);
-    json(&SearchResult { query: &args.query, results: search(&args.query, args.category.as_deref(), limit) })
-}
+impl TypedTool for GetRule {
+    type Args = GetArgs;
+    type Output = RuleResult;
+    const NAME: &'static str = "get_rule";
+    const DESCRIPTION: &'static str = "Retrieve the full text of a D&D 5e SRD rule by its id (e.g. condition-blinded, spell-fireball). Use search_rules first to discover ids.";
+    const ESTIMATED_MS: u32 = 5;
+    const MAX_MS: u32 = 20;
+    const IDEMPOTENT: bool = true;
+    const CACHEABLE_SECONDS: u32 = 3600;
+    const PROBE_ARGUMENTS: Option<&'static str> = Some(r#"{"id":"condition-blinded"}"#);
 
-fn get_rule(arguments: &str) -> Result<Vec<Content>, ToolError> {
-    let args: GetArgs = parse(arguments)?;
-    match get(args.id.trim()) {
-        Some(d) => json(&RuleResult {
-            id: d.id,
-            name: d.name,
-            category: d.category,
-            text: d.text,
-            attribution: "SRD 5.1 by Wizards of the Coast LLC, CC-BY-4.0",
-        }),
-        None => {
-            let close = suggest(&args.id);
-            let hint = if close.is_empty() {
-                "use search_rules to find ids".to_string()
-            } else {
-                format!("did you mean {}?", close.join(", "))
-            };
-            Err(ToolError::NotFound(format!("no rule with id {:?}; {hint}", args.id)))
+    fn call(args: GetArgs) -> Result<RuleResult, ToolError> {
+        match get(args.id.trim()) {
+            Some(d) => Ok(RuleResult {
+                id: d.id,
+                name: d.name,
+                category: d.category,
+                text: d.text,
+                attribution: "SRD 5.1 by Wizards of the Coast LLC, CC-BY-4.0",
+            }),
+            None => {
+                let close = suggest(&args.id);
+                let hint = if close.is_empty() {
+                    "use search_rules to find ids".to_string()
+                } else {
+                    format!("did you mean {}?", close.join(", "))
+                };
+                Err(ToolError::NotFound(format!("no rule with id {:?}; {hint}", args.id)))
+            }
         }
     }
 }
 
-const SEARCH_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "query": { "type": "string", "minLength": 1, "maxLength": 500, "description": "Keywords, e.g. \"grapple\", \"blinded\", \"opportunity attack\"." },
-    "system": { "type": "string", "description": "Game system; only \"dnd5e\" (SRD 5.1) is available." },
-    "category": { "type": "string", "enum": ["condition", "combat", "spell", "general"], "description": "Only return rules of this category." },
-    "limit": { "type": "integer", "minimum": 1, "maximum": 20, "description": "Most results to return (default 5)." }
-  },
-  "required": ["query"],
-  "additionalProperties": false
-}"#;
-
-const GET_SCHEMA: &str = r#"{
-  "type": "object",
-  "properties": {
-    "id": { "type": "string", "minLength": 1, "maxLength": 200, "description": "Rule id such as \"condition-blinded\" or \"spell-fireball\"; search_rules returns ids." }
-  },
-  "required": ["id"],
-  "additionalProperties": false
-}"#;
-
-struct Plugin;
-
-impl Guest for Plugin {
-    fn list_tools() -> Vec<ToolInfo> {
-        vec![
-            ToolInfo {
-                name: "search_rules".into(),
-                description: "Keyword search across the D&D 5e SRD 5.1 rules: conditions, combat, spells and general rules. Returns ranked rule ids with snippets; fetch the full text with get_rule.".into(),
-                input_schema: SEARCH_SCHEMA.into(),
-                estimated_duration_ms: 30,
-                max_duration_ms: 100,
-                idempotent: true,
-                cacheable_seconds: 3600,
-                probe_arguments: Some(r#"{"query":"grapple"}"#.into()),
-            },
-            ToolInfo {
-                name: "get_rule".into(),
-                description: "Retrieve the full text of a D&D 5e SRD rule by its id (e.g. condition-blinded, spell-fireball). Use search_rules first to discover ids.".into(),
-                input_schema: GET_SCHEMA.into(),
-                estimated_duration_ms: 5,
-                max_duration_ms: 20,
-                idempotent: true,
-                cacheable_seconds: 3600,
-                probe_arguments: Some(r#"{"id":"condition-blinded"}"#.into()),
-            },
-        ]
-    }
-
-    fn call(name: String, arguments: String) -> Result<Vec<Content>, ToolError> {
-        match name.as_str() {
-            "search_rules" => search_rules(&arguments),
-            "get_rule" => get_rule(&arguments),
-            other => Err(ToolError::NotFound(format!("ruleslookup has no tool {other:?}"))),
-        }
-    }
-}
-
-#[cfg(target_arch = "wasm32")]
-bindings::export!(Plugin with_types_in bindings);
+toolhost_sdk::plugin!(SearchRules, GetRule);
 
 #[cfg(test)]
 mod tests {
@@ -320,5 +304,54 @@ mod tests {
     #[test]
     fn unknown_words_find_nothing() {
         assert!(search("xyzzyplugh", None, 5).is_empty());
+    }
+
+    #[test]
+    fn tools_answer_through_the_sdk() {
+        use toolhost_sdk::{Content, invoke};
+        let out = invoke::<SearchRules>(r#"{"query":"blinded","limit":1}"#).unwrap();
+        let [Content::Json(out)] = &out[..] else { panic!("expected one JSON block") };
+        assert!(
+            out.starts_with(r#"{"query":"blinded","results":[{"id":"condition-blinded","name":"Blinded","#),
+            "{out}"
+        );
+        let out = invoke::<GetRule>(r#"{"id":" spell-fireball "}"#).unwrap();
+        let [Content::Json(out)] = &out[..] else { panic!("expected one JSON block") };
+        assert!(out.starts_with(r#"{"id":"spell-fireball","name":"Fireball","category":"spell","text":"#), "{out}");
+        assert!(out.ends_with(r#""attribution":"SRD 5.1 by Wizards of the Coast LLC, CC-BY-4.0"}"#), "{out}");
+
+        let err = invoke::<GetRule>(r#"{"id":"fireball"}"#).unwrap_err();
+        assert!(
+            matches!(&err, ToolError::NotFound(m) if m.starts_with("no rule with id \"fireball\"; did you mean ") && m.contains("spell-fireball")),
+            "{err}"
+        );
+        let err = invoke::<SearchRules>(r#"{"query":"grapple","system":"pf2e"}"#).unwrap_err();
+        assert!(matches!(&err, ToolError::InvalidInput(m) if m.starts_with("no rules for system \"pf2e\"")), "{err}");
+        let err = invoke::<SearchRules>(r#"{"query":"grapple","category":"feats"}"#).unwrap_err();
+        assert_eq!(
+            err,
+            ToolError::invalid_input("unknown category \"feats\"; use one of condition, combat, spell, general")
+        );
+        let err = invoke::<SearchRules>(r#"{"query":"the of"}"#).unwrap_err();
+        assert_eq!(err, ToolError::invalid_input("query has no searchable words"));
+    }
+
+    #[test]
+    fn schemas_keep_their_constraints() {
+        use serde_json::json;
+        let search: serde_json::Value =
+            serde_json::from_str(&toolhost_sdk::describe::<SearchRules>().input_schema).unwrap();
+        let p = &search["properties"];
+        assert_eq!((p["query"]["minLength"].as_u64(), p["query"]["maxLength"].as_u64()), (Some(1), Some(500)));
+        assert_eq!(p["system"]["type"], "string", "no null: {search}");
+        assert_eq!(p["category"]["enum"], json!(CATEGORIES), "{search}");
+        assert_eq!(p["category"]["description"], "Only return rules of this category.", "{search}");
+        assert_eq!((p["limit"]["type"].as_str(), p["limit"]["minimum"].as_u64()), (Some("integer"), Some(1)));
+        assert_eq!(p["limit"]["maximum"], 20, "{search}");
+        assert_eq!(search["required"], json!(["query"]), "{search}");
+        assert_eq!(search["additionalProperties"], false, "{search}");
+        let get: serde_json::Value = serde_json::from_str(&toolhost_sdk::describe::<GetRule>().input_schema).unwrap();
+        assert_eq!(get["properties"]["id"]["maxLength"], 200, "{get}");
+        assert_eq!(get["required"], json!(["id"]), "{get}");
     }
 }

@@ -3,28 +3,26 @@
 //! grants network access, and then let it reach only the granted addresses,
 //! whatever Host header it sends or redirect it follows.
 
-#[allow(missing_docs)]
-mod bindings {
-    wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
-}
-
-use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use std::io::{Read, Write};
+use toolhost_sdk::{Output, Tool, ToolError};
 
-struct Plugin;
-
-#[derive(serde::Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 struct Args {
+    /// IP:port to connect to.
     addr: String,
+    /// A Host header other than the address.
     host_header: Option<String>,
+    /// Follow one redirect.
     #[serde(default)]
     follow_redirect: bool,
 }
 
 fn get(addr: &str, host: &str) -> Result<String, ToolError> {
-    let mut s = std::net::TcpStream::connect(addr).map_err(|e| ToolError::Forbidden(format!("connect {addr}: {e}")))?;
+    let mut s = std::net::TcpStream::connect(addr).map_err(|e| ToolError::forbidden(format!("connect {addr}: {e}")))?;
     let request = format!("GET / HTTP/1.0\r\nHost: {host}\r\n\r\n");
-    s.write_all(request.as_bytes()).map_err(|e| ToolError::Failed(format!("write: {e}")))?;
+    s.write_all(request.as_bytes()).map_err(|e| ToolError::failed(format!("write: {e}")))?;
     // Read until the server closes; a reset after the response still
     // leaves the bytes already received.
     let mut body = Vec::new();
@@ -37,38 +35,30 @@ fn get(addr: &str, host: &str) -> Result<String, ToolError> {
                 let _ = e;
                 break;
             }
-            Err(e) => return Err(ToolError::Failed(format!("read: {e}"))),
+            Err(e) => return Err(ToolError::failed(format!("read: {e}"))),
         }
     }
     Ok(String::from_utf8_lossy(&body).into_owned())
 }
 
-impl Guest for Plugin {
-    fn list_tools() -> Vec<ToolInfo> {
-        vec![ToolInfo {
-            name: "fetch".into(),
-            description: "GET / from addr (IP:port) over HTTP/1.0, optionally with another Host header, optionally following one redirect.".into(),
-            input_schema: r#"{"type":"object","properties":{"addr":{"type":"string"},"host_header":{"type":"string"},"follow_redirect":{"type":"boolean"}},"required":["addr"]}"#.into(),
-            estimated_duration_ms: 10,
-            max_duration_ms: 1000,
-            idempotent: false,
-            cacheable_seconds: 0,
-            probe_arguments: None,
-        }]
-    }
+struct Fetch;
 
-    fn call(_name: String, arguments: String) -> Result<Vec<Content>, ToolError> {
-        let a: Args = serde_json::from_str(&arguments).map_err(|e| ToolError::InvalidInput(e.to_string()))?;
+impl Tool for Fetch {
+    type Args = Args;
+    const NAME: &'static str = "fetch";
+    const DESCRIPTION: &'static str = "GET / from addr (IP:port) over HTTP/1.0, optionally with another Host header, optionally following one redirect.";
+    const MAX_MS: u32 = 1000;
+
+    fn call(a: Args) -> Result<Output, ToolError> {
         let body = get(&a.addr, a.host_header.as_deref().unwrap_or(&a.addr))?;
         if a.follow_redirect
             && let Some(loc) = body.lines().find_map(|l| l.strip_prefix("Location: http://"))
         {
             let next = loc.trim().trim_end_matches('/');
-            return get(next, next).map(|b| vec![Content::Text(b)]);
+            return get(next, next).map(Output::text);
         }
-        Ok(vec![Content::Text(body)])
+        Ok(Output::text(body))
     }
 }
 
-#[cfg(target_arch = "wasm32")]
-bindings::export!(Plugin with_types_in bindings);
+toolhost_sdk::plugin!(Fetch);

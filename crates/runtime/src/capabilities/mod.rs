@@ -1,0 +1,408 @@
+//! Capabilities: what the operator lets a plugin touch beyond pure
+//! computation. Deny by default: without a grant a plugin sees no directory,
+//! no environment variable, no memory store and no network.
+//!
+//! Each capability is one module implementing [`CapabilityFactor`] (the way
+//! Spin's factors and wasmtime-wasi's per-interface modules split a host):
+//! which imports it answers, how its grant is read from config
+//! ([`GrantConfig`]) and resolved ([`Grants`]), how it configures one
+//! instance, and what it reports as held and used. [`CAPABILITIES`] is the
+//! one list; everything else (loading, linking, the store, the audit, the
+//! reviewer's report) asks it. Adding a capability is one new module, one
+//! entry in that list, and its field in [`GrantConfig`] and [`Grants`].
+//!
+//! Grants come only from the operator's config (`plugins.grants`); nothing a
+//! tool or a model sends can change them.
+
+pub mod env;
+pub mod files;
+pub mod memory;
+pub mod network;
+
+use crate::state::{State, Used};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::Arc;
+use toolhost_types::{Capabilities, Capability};
+use wasmtime::component::Linker;
+use wasmtime_wasi::WasiCtxBuilder;
+
+pub use files::{DirGrant, DirGrantConfig, DirMode};
+pub use memory::MemoryBackend;
+
+/// What a capability is, as data.
+#[derive(Debug)]
+pub struct About {
+    /// Which capability.
+    pub capability: Capability,
+    /// The WIT interfaces it answers (`package:namespace/interface`, no version).
+    pub interfaces: &'static [&'static str],
+    /// Whether a component may import it without holding it: the import
+    /// alone exposes nothing (an empty list of directories or variables).
+    /// When `false`, a component importing it is refused at load unless the
+    /// grant is held.
+    pub inert_without_grant: bool,
+}
+
+/// One capability: everything the runtime does for it.
+pub trait CapabilityFactor: Send + Sync {
+    /// What it is.
+    fn about(&self) -> &'static About;
+    /// Whether `grants` gives anything of it.
+    fn held(&self, grants: &Grants) -> bool;
+    /// Puts what the grant gives into one instance's context.
+    fn configure(&self, grants: &Grants, setup: &mut InstanceSetup) -> Result<(), String>;
+    /// Links its host functions (wrappers that note use, or its own
+    /// interface) into the linker every instance is made from.
+    fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()>;
+    /// The grant in detail, for reports (JSON).
+    fn report(&self, grants: &Grants) -> serde_json::Value;
+    /// In plain words, what the grant allows (and grants that cannot work).
+    fn allows(&self, grants: &Grants) -> Vec<String>;
+}
+
+/// A WASI view wrapped to note when a call uses a held capability (the
+/// interfaces through which a grant is exercised: asking for the
+/// preopened directories, reading the environment).
+pub(crate) struct Noting<'a, V> {
+    used: &'a Used,
+    held: bool,
+    capability: Capability,
+    pub(crate) inner: V,
+}
+
+impl<'a, V> Noting<'a, V> {
+    pub(crate) fn new(used: &'a Used, held: Capabilities, capability: Capability, inner: V) -> Self {
+        Noting { used, held: held.contains(capability), capability, inner }
+    }
+
+    /// Notes the use (of a capability the plugin holds).
+    pub(crate) fn note(&self) {
+        if self.held {
+            self.used.mark(self.capability);
+        }
+    }
+}
+
+/// What configuring one instance builds: its WASI context and the
+/// toolhost services it may reach.
+pub struct InstanceSetup {
+    pub(crate) wasi: WasiCtxBuilder,
+    pub(crate) memory: Option<Arc<dyn MemoryBackend>>,
+    pub(crate) used: Arc<Used>,
+}
+
+/// What an import is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImportClass {
+    /// Harmless by itself: clocks, random, stdio into a bounded buffer,
+    /// the host's log and progress.
+    Inert,
+    /// Part of a capability.
+    Capability(Capability),
+    /// Something this host does not provide (for example `wasi:http`).
+    Unsupported,
+}
+
+/// Interfaces every plugin may import. None exposes anything by itself: the
+/// store's context has no arguments, no stdin and a bounded stdout/stderr.
+const INERT: &[&str] = &[
+    "wasi:cli/exit",
+    "wasi:cli/stdin",
+    "wasi:cli/stdout",
+    "wasi:cli/stderr",
+    "wasi:cli/terminal-input",
+    "wasi:cli/terminal-output",
+    "wasi:cli/terminal-stdin",
+    "wasi:cli/terminal-stdout",
+    "wasi:cli/terminal-stderr",
+    "wasi:clocks/monotonic-clock",
+    "wasi:clocks/wall-clock",
+    "wasi:io/error",
+    "wasi:io/poll",
+    "wasi:io/streams",
+    "wasi:random/random",
+    "wasi:random/insecure",
+    "wasi:random/insecure-seed",
+    "toolhost:plugin/host",
+    "toolhost:plugin/types",
+];
+
+/// Every capability, in report order.
+pub struct CapabilitySet {
+    factors: [&'static dyn CapabilityFactor; 4],
+}
+
+/// The capabilities this runtime offers.
+pub static CAPABILITIES: CapabilitySet =
+    CapabilitySet { factors: [&files::Files, &env::Env, &network::Network, &memory::Memory] };
+
+/// An import name without its version: `wasi:cli/environment@0.2.3` ->
+/// `wasi:cli/environment`.
+fn interface(import: &str) -> &str {
+    import.split_once('@').map_or(import, |(i, _)| i)
+}
+
+impl CapabilitySet {
+    /// Every capability's factor.
+    pub fn factors(&self) -> impl Iterator<Item = &'static dyn CapabilityFactor> + '_ {
+        self.factors.iter().copied()
+    }
+
+    /// The factor of `c`.
+    pub fn factor(&self, c: Capability) -> &'static dyn CapabilityFactor {
+        self.factors().find(|f| f.about().capability == c).expect("every capability has a factor")
+    }
+
+    /// What `import` is.
+    pub fn classify(&self, import: &str) -> ImportClass {
+        let name = interface(import);
+        if INERT.contains(&name) {
+            return ImportClass::Inert;
+        }
+        match self.factors().find(|f| f.about().interfaces.contains(&name)) {
+            Some(f) => ImportClass::Capability(f.about().capability),
+            None => ImportClass::Unsupported,
+        }
+    }
+
+    /// The capabilities `imports` touch.
+    pub fn imported(&self, imports: &[String]) -> Capabilities {
+        imports
+            .iter()
+            .filter_map(|i| match self.classify(i) {
+                ImportClass::Capability(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Of `imported`, those that expose nothing without a grant.
+    pub fn inert_without_grant(&self, imported: Capabilities) -> Capabilities {
+        imported.iter().filter(|c| self.factor(*c).about().inert_without_grant).collect()
+    }
+
+    /// The capabilities `grants` gives.
+    pub fn held(&self, grants: &Grants) -> Capabilities {
+        self.factors().filter(|f| f.held(grants)).map(|f| f.about().capability).collect()
+    }
+
+    /// Each held capability's grant in detail, by name.
+    pub fn report(&self, grants: &Grants) -> BTreeMap<&'static str, serde_json::Value> {
+        self.factors().map(|f| (f.about().capability.as_str(), f.report(grants))).collect()
+    }
+
+    /// In plain words, what `grants` allows.
+    pub fn allows(&self, grants: &Grants) -> Vec<String> {
+        self.factors().flat_map(|f| f.allows(grants)).collect()
+    }
+
+    /// Checks a component's imports against its grants: refuses what this
+    /// host does not provide, and capabilities that need a grant it lacks.
+    pub fn check_imports(&self, imports: &[String], grants: &Grants) -> Result<(), crate::LoadErrorKind> {
+        for import in imports {
+            match self.classify(import) {
+                ImportClass::Inert => {}
+                ImportClass::Capability(c) => {
+                    let f = self.factor(c);
+                    if !f.about().inert_without_grant && !f.held(grants) {
+                        return Err(crate::LoadErrorKind::NotGranted { interface: import.clone(), grant: c.as_str() });
+                    }
+                }
+                ImportClass::Unsupported => return Err(crate::LoadErrorKind::UnknownImport(import.clone())),
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn configure(&self, grants: &Grants, setup: &mut InstanceSetup) -> Result<(), String> {
+        self.factors().try_for_each(|f| f.configure(grants, setup))
+    }
+
+    pub(crate) fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
+        self.factors().try_for_each(|f| f.link(linker))
+    }
+}
+
+/// `plugins.grants.<plugin>` in the config: one key per capability.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GrantConfig {
+    /// Directories the plugin may use.
+    pub files: Vec<DirGrantConfig>,
+    /// Names of host environment variables the plugin may read.
+    pub env: Vec<String>,
+    /// TCP endpoints the plugin may connect to, as `IP:port` (IPv6 as
+    /// `[::1]:port`). Only outgoing TCP connections to exactly these
+    /// addresses are allowed; no name lookups, no listening, no UDP.
+    pub network: Vec<String>,
+    /// Access to the campaign memory store.
+    pub memory: bool,
+}
+
+/// All plugins' grants from the config, keyed by plugin name.
+pub type GrantsByPlugin = BTreeMap<String, GrantConfig>;
+
+/// Grants resolved for one plugin: absolute directories, environment values
+/// read once, the memory store when granted, parsed addresses.
+#[derive(Debug, Clone, Default)]
+pub struct Grants {
+    /// Directories, with mount point and mode.
+    pub dirs: Vec<DirGrant>,
+    /// Environment variables (name, value) the plugin sees.
+    pub env: Vec<(String, String)>,
+    /// Variables granted but not set on the host (reported, not exposed).
+    pub env_missing: Vec<String>,
+    /// The only socket addresses the plugin may connect to.
+    pub network: Vec<std::net::SocketAddr>,
+    /// The campaign memory store, when granted.
+    pub memory: Option<Arc<dyn MemoryBackend>>,
+}
+
+/// A grant that cannot be honoured.
+#[derive(Debug, thiserror::Error)]
+pub enum GrantError {
+    /// A granted directory is missing or unusable.
+    #[error("plugins.grants.{plugin}.files: {dir}: {reason}")]
+    Dir {
+        /// Plugin.
+        plugin: String,
+        /// Directory.
+        dir: String,
+        /// Why.
+        reason: String,
+    },
+    /// A network entry is not `IP:port`.
+    #[error("plugins.grants.{plugin}.network: {entry:?} is not an IP:port address (names are not resolved)")]
+    Network {
+        /// Plugin.
+        plugin: String,
+        /// The entry.
+        entry: String,
+    },
+    /// `memory` was granted but the store cannot be opened.
+    #[error("plugins.grants.{plugin}.memory: {reason}")]
+    Memory {
+        /// Plugin.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl GrantConfig {
+    /// Resolves the grant for `plugin`: paths against `base` (a read-write
+    /// directory that does not exist yet is created), variables read from
+    /// the host's environment, addresses parsed, and the memory store taken
+    /// from `memory` when granted.
+    pub fn resolve(
+        &self,
+        plugin: &str,
+        base: &Path,
+        memory: &dyn Fn() -> Result<Arc<dyn MemoryBackend>, String>,
+    ) -> Result<Grants, GrantError> {
+        let (env, env_missing) = env::resolve(&self.env);
+        Ok(Grants {
+            dirs: files::resolve(plugin, base, &self.files)?,
+            env,
+            env_missing,
+            network: network::resolve(plugin, &self.network)?,
+            memory: match self.memory {
+                true => Some(memory().map_err(|reason| GrantError::Memory { plugin: plugin.into(), reason })?),
+                false => None,
+            },
+        })
+    }
+}
+
+impl Grants {
+    /// Whether this grants anything of capability `c`.
+    pub fn grants(&self, c: Capability) -> bool {
+        CAPABILITIES.factor(c).held(self)
+    }
+
+    /// Plain-words lines saying what each grant allows.
+    pub fn describe(&self) -> Vec<String> {
+        CAPABILITIES.allows(self)
+    }
+
+    /// True when nothing is granted (and nothing granted is missing).
+    pub fn is_empty(&self) -> bool {
+        CAPABILITIES.held(self).is_empty() && self.env_missing.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every interface of WASI 0.2 and of `wit/tool.wit`, and what it must
+    /// be: `inert`, a capability's name, or `unsupported`.
+    const TABLE: &str = "
+        wasi:cli/environment env; wasi:cli/exit inert; wasi:cli/stdin inert; wasi:cli/stdout inert;
+        wasi:cli/stderr inert; wasi:cli/terminal-input inert; wasi:cli/terminal-output inert;
+        wasi:cli/terminal-stdin inert; wasi:cli/terminal-stdout inert; wasi:cli/terminal-stderr inert;
+        wasi:clocks/monotonic-clock inert; wasi:clocks/wall-clock inert;
+        wasi:filesystem/types files; wasi:filesystem/preopens files;
+        wasi:io/error inert; wasi:io/poll inert; wasi:io/streams inert;
+        wasi:random/random inert; wasi:random/insecure inert; wasi:random/insecure-seed inert;
+        wasi:sockets/network network; wasi:sockets/instance-network network; wasi:sockets/tcp network;
+        wasi:sockets/tcp-create-socket network; wasi:sockets/udp network; wasi:sockets/udp-create-socket network;
+        wasi:sockets/ip-name-lookup network;
+        wasi:http/outgoing-handler unsupported; wasi:http/types unsupported;
+        toolhost:plugin/host inert; toolhost:plugin/types inert; toolhost:plugin/memory memory;
+        example:unknown/thing unsupported";
+
+    fn table() -> Vec<(String, ImportClass)> {
+        TABLE
+            .split(';')
+            .map(|entry| {
+                let (name, class) = entry.trim().split_once(' ').expect("name and class");
+                let class = match class {
+                    "inert" => ImportClass::Inert,
+                    "unsupported" => ImportClass::Unsupported,
+                    c => ImportClass::Capability(Capability::from_name(c).expect("a capability")),
+                };
+                (format!("{name}@0.2.6"), class)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_import_maps_to_exactly_one_capability_or_the_inert_set() {
+        let table = table();
+        for (import, want) in &table {
+            let name = interface(import);
+            let owners: Vec<Capability> = CAPABILITIES
+                .factors()
+                .filter(|f| f.about().interfaces.contains(&name))
+                .map(|f| f.about().capability)
+                .collect();
+            let inert = INERT.contains(&name);
+            assert!(owners.len() + usize::from(inert) <= 1, "{import} belongs to {owners:?} (inert: {inert})");
+            assert_eq!(CAPABILITIES.classify(import), *want, "{import}");
+        }
+        // And every interface a factor or the inert list names is in the table.
+        for name in INERT.iter().chain(CAPABILITIES.factors().flat_map(|f| f.about().interfaces.iter())) {
+            assert!(table.iter().any(|(i, _)| interface(i) == *name), "{name} is missing from the table");
+        }
+        for c in Capability::ALL {
+            assert_eq!(CAPABILITIES.factor(c).about().capability, c);
+        }
+    }
+
+    #[test]
+    fn held_follows_the_grant() {
+        let none = Grants::default();
+        assert!(CAPABILITIES.held(&none).is_empty());
+        assert!(none.is_empty());
+        let g = Grants {
+            env: vec![("A".into(), "1".into())],
+            network: vec!["127.0.0.1:1".parse().unwrap()],
+            ..Grants::default()
+        };
+        assert_eq!(CAPABILITIES.held(&g).names(), ["env", "network"]);
+        assert_eq!(g.describe().len(), 2, "{:?}", g.describe());
+    }
+}

@@ -1,0 +1,373 @@
+//! toolhost's wasm runtime: one engine, compile-once plugins, a fresh store
+//! and instance per call, and hard limits on every call.
+//!
+//! A [`Runtime`] owns the wasmtime [`Engine`] (Cranelift, fuel, epoch
+//! interruption, pooling allocator), the linker, the on-disk compile cache and
+//! the epoch ticker. [`Runtime::load`] turns component bytes into a
+//! [`WasmPlugin`]: validated, compiled (or loaded from the cache), checked
+//! against the `tool` world and the plugin's grants, pre-instantiated, with
+//! its tool list read once. [`WasmPlugin`] implements [`Provider`]: each call
+//! builds a new store with the limits and exactly the plugin's grants,
+//! instantiates, calls, and classifies any trap into a typed [`CallError`].
+//!
+//! What a plugin may touch is decided by [`capabilities`]: one module per
+//! capability, one list ([`CAPABILITIES`]) asked by loading, linking and
+//! every store.
+//!
+//! This crate depends on no MCP, HTTP or database crate.
+
+#![deny(unsafe_code)]
+
+mod bindings;
+pub mod cache;
+pub mod capabilities;
+mod clock;
+pub mod limits;
+mod plugin;
+mod state;
+mod ticker;
+
+use bindings::PluginPre;
+pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
+pub use cache::CompileCache;
+use capabilities::InstanceSetup;
+pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend};
+use limits::Limiter;
+pub use limits::Limits;
+pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
+use sha2::{Digest, Sha256};
+use state::{State, Used};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use ticker::Ticker;
+use toolhost_types::{CallContext, CallError, ToolDef};
+use wasmtime::component::{Component, Linker, ResourceTable};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
+use wasmtime_wasi::WasiCtxBuilder;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+
+/// Why a component could not be loaded.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot load plugin {plugin:?}: {kind}")]
+pub struct LoadError {
+    /// The plugin (file or built-in name) that failed.
+    pub plugin: String,
+    /// What was wrong.
+    pub kind: LoadErrorKind,
+}
+
+/// What was wrong with a component.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadErrorKind {
+    /// The file could not be read.
+    #[error("cannot read file: {0}")]
+    Io(#[from] std::io::Error),
+    /// The file is larger than the operator allows.
+    #[error("file is {size} bytes, over the {limit} byte limit for components")]
+    TooLarge {
+        /// File size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// Not WebAssembly at all.
+    #[error("not a WebAssembly file (no \\0asm header)")]
+    NotWasm,
+    /// A core module, not a component.
+    #[error(
+        "this is a core WebAssembly module, not a component; build for wasm32-wasip2 (or wrap it with `wasm-tools component new`)"
+    )]
+    CoreModule,
+    /// wasmtime rejected the bytes (truncated, malformed, unsupported feature).
+    #[error("invalid component: {0}")]
+    Invalid(String),
+    /// The component does not export the `tool` interface.
+    #[error(
+        "component does not implement the toolhost tool world: it must export {TOOL_INTERFACE}@{CONTRACT_VERSION}; it exports [{}]",
+        exports.join(", ")
+    )]
+    WrongWorld {
+        /// What it exports instead.
+        exports: Vec<String>,
+    },
+    /// The component exports the `tool` interface at a version this host does not speak.
+    #[error("component targets {found}; this host speaks {TOOL_INTERFACE}@0.1.x")]
+    IncompatibleVersion {
+        /// The export name found.
+        found: String,
+    },
+    /// The component imports an interface the operator did not grant.
+    #[error("component imports {interface}, which needs the {grant:?} capability; it was not granted")]
+    NotGranted {
+        /// The import.
+        interface: String,
+        /// The capability that would allow it.
+        grant: &'static str,
+    },
+    /// The component imports something this host does not provide at all.
+    #[error("component imports {0}, which this host does not provide")]
+    UnknownImport(String),
+    /// Linking or pre-instantiation failed.
+    #[error("cannot link component: {0}")]
+    Link(String),
+    /// `list-tools` failed.
+    #[error("list-tools failed: {0}")]
+    ListTools(CallError),
+    /// A tool declaration is unusable.
+    #[error("tool {tool:?} is declared wrongly: {reason}")]
+    BadTool {
+        /// The tool.
+        tool: String,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+struct Inner {
+    engine: Engine,
+    linker: Linker<State>,
+    limits: Limits,
+    cache: Option<CompileCache>,
+    ticker: Ticker,
+}
+
+/// The engine, linker, limits and compile cache shared by every plugin.
+/// Cheap to clone.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime").field("limits", &self.inner.limits).finish_non_exhaustive()
+    }
+}
+
+/// Where a load's compiled code came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CompileSource {
+    /// Compiled with Cranelift now (and stored in the cache, if any).
+    Compiled,
+    /// Loaded from the on-disk cache.
+    Cache,
+}
+
+impl Runtime {
+    /// Builds a runtime with `limits`, caching compiled code under `cache_root`
+    /// (no disk cache when `None`).
+    pub fn new(limits: Limits, cache_root: Option<&std::path::Path>) -> Result<Runtime, wasmtime::Error> {
+        let mut config = Config::new();
+        config.wasm_component_model(true);
+        config.consume_fuel(limits.fuel.is_some());
+        config.epoch_interruption(true);
+        config.max_wasm_stack(limits.max_wasm_stack);
+        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
+        let mut pool = PoolingAllocationConfig::default();
+        pool.total_component_instances(limits.max_instances)
+            .total_core_instances(limits.max_instances * 8)
+            .total_memories(limits.max_instances * 2)
+            .total_tables(limits.max_instances * 8)
+            .max_memories_per_component(8)
+            .max_tables_per_component(16)
+            .max_core_instances_per_component(64)
+            .table_elements(limits.table_elements)
+            .max_memory_size(limits.memory_bytes)
+            // Reset a reused slot by rewriting only the pages the last
+            // instance dirtied (Linux PAGEMAP_SCAN, kernel >= 6.7; plain
+            // memset elsewhere) instead of unmapping them: a fresh instance
+            // per call then costs about half as much (see BENCHMARKS.md).
+            .linear_memory_keep_resident(1 << 20)
+            .table_keep_resident(64 << 10)
+            .pagemap_scan(wasmtime::Enabled::Auto);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
+        let engine = Engine::new(&config)?;
+
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+        linker.allow_shadowing(true);
+        // Replace wasmtime-wasi's monotonic clock with one whose timers never
+        // outlive the call's deadline.
+        wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
+            &mut linker,
+            |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline },
+        )?;
+        // Each capability's own host functions: wrappers that note use, or
+        // its interface.
+        CAPABILITIES.link(&mut linker)?;
+        linker.allow_shadowing(false);
+        bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+            &mut linker,
+            |s| s,
+        )?;
+        let cache = cache_root.map(|root| CompileCache::new(root, &engine));
+        let ticker = Ticker::start(&engine);
+        Ok(Runtime { inner: Arc::new(Inner { engine, linker, limits, cache, ticker }) })
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.inner.limits
+    }
+
+    /// The compile cache, when enabled.
+    pub fn cache(&self) -> Option<&CompileCache> {
+        self.inner.cache.as_ref()
+    }
+
+    /// Compiles `bytes` (or loads the cached compilation) and checks what the
+    /// component is, without reading its tools. Used by `inspect`.
+    pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
+        let err = |kind| LoadError { plugin: name.to_string(), kind };
+        let limit = self.inner.limits.max_component_bytes;
+        if bytes.len() > limit {
+            return Err(err(LoadErrorKind::TooLarge { size: bytes.len(), limit }));
+        }
+        if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+            return Err(err(LoadErrorKind::NotWasm));
+        }
+        // Bytes 4..8: version and layer. Core modules are layer 0 (01 00 00 00);
+        // components are layer 1 (0d 00 01 00).
+        if bytes[6..8] == [0, 0] {
+            return Err(err(LoadErrorKind::CoreModule));
+        }
+        let digest = hex::encode(Sha256::digest(bytes));
+        let engine = &self.inner.engine;
+        let (component, source) = match self.inner.cache.as_ref().and_then(|c| c.load(engine, &digest)) {
+            Some(c) => (c, CompileSource::Cache),
+            None => {
+                let serialized =
+                    engine.precompile_component(bytes).map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
+                // SAFETY: `serialized` was produced just above by this engine.
+                #[allow(unsafe_code)]
+                let component = unsafe { Component::deserialize(engine, &serialized) }
+                    .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
+                if let Some(cache) = &self.inner.cache {
+                    cache.store(&digest, &serialized);
+                }
+                (component, CompileSource::Compiled)
+            }
+        };
+        let ty = component.component_type();
+        let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
+        let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
+        Ok(Compiled { name: name.to_string(), digest, size: bytes.len(), component, source, imports, exports })
+    }
+
+    /// Loads a plugin: compiles (or loads from cache), checks the world and
+    /// imports, pre-instantiates, and reads its tools under the call limits.
+    pub fn load(&self, name: &str, bytes: &[u8]) -> Result<WasmPlugin, LoadError> {
+        self.instantiate_compiled(self.compile(name, bytes)?, Grants::default())
+    }
+
+    /// [`Runtime::load`] with the operator's grants for this plugin.
+    pub fn load_with(&self, name: &str, bytes: &[u8], grants: Grants) -> Result<WasmPlugin, LoadError> {
+        self.instantiate_compiled(self.compile(name, bytes)?, grants)
+    }
+
+    /// Reads a component file and loads it without grants, naming the
+    /// plugin after the file stem.
+    pub fn load_file(&self, path: &std::path::Path) -> Result<WasmPlugin, LoadError> {
+        let name = plugin_name_from_path(path);
+        let bytes = read_bounded(path, self.inner.limits.max_component_bytes)
+            .map_err(|kind| LoadError { plugin: name.clone(), kind })?;
+        self.load_with(&name, &bytes, Grants::default())
+    }
+
+    /// Second half of [`Runtime::load`], for an already compiled component.
+    pub fn instantiate_compiled(&self, compiled: Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {
+        let name = compiled.name.clone();
+        let err = |kind| LoadError { plugin: name.clone(), kind };
+        compiled.check_world().map_err(err)?;
+        CAPABILITIES.check_imports(&compiled.imports, &grants).map_err(err)?;
+        let pre = self
+            .inner
+            .linker
+            .instantiate_pre(&compiled.component)
+            .map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;
+        let pre = PluginPre::new(pre).map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;
+        let mut plugin = WasmPlugin {
+            runtime: self.clone(),
+            name: Arc::from(name.as_str()),
+            digest: compiled.digest,
+            size: compiled.size,
+            imported: CAPABILITIES.imported(&compiled.imports),
+            imports: compiled.imports,
+            source: compiled.source,
+            pre,
+            tools: Vec::new(),
+            held: CAPABILITIES.held(&grants),
+            grants,
+        };
+        let infos = plugin.list_tools().map_err(|e| err(LoadErrorKind::ListTools(e)))?;
+        let mut tools: Vec<ToolDef> = Vec::with_capacity(infos.len());
+        for info in infos {
+            let def = plugin::tool_def(info).map_err(|(tool, reason)| err(LoadErrorKind::BadTool { tool, reason }))?;
+            if tools.iter().any(|t| t.name == def.name) {
+                return Err(err(LoadErrorKind::BadTool { tool: def.name, reason: "declared twice".into() }));
+            }
+            tools.push(def);
+        }
+        plugin.tools = tools;
+        Ok(plugin)
+    }
+
+    /// Builds a store for one call of `tool` in `plugin`, with every limit
+    /// set and exactly the plugin's grants in its context (none by default).
+    pub(crate) fn store(
+        &self,
+        plugin: &WasmPlugin,
+        tool: &str,
+        deadline: Duration,
+        ctx: Option<&CallContext>,
+    ) -> Result<Store<State>, CallError> {
+        let limits = &self.inner.limits;
+        let stdout = MemoryOutputPipe::new(limits.guest_output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.guest_output_bytes);
+        let mut wasi = WasiCtxBuilder::new();
+        wasi.stdout(stdout.clone()).stderr(stderr.clone());
+        let mut setup = InstanceSetup { wasi, memory: None, used: Arc::new(Used::default()) };
+        CAPABILITIES
+            .configure(&plugin.grants, &mut setup)
+            .map_err(|message| CallError::Unavailable { tool: tool.to_string(), message })?;
+        let InstanceSetup { mut wasi, memory, used } = setup;
+        let state = State {
+            wasi: wasi.build(),
+            table: ResourceTable::new(),
+            limiter: Limiter::new(limits),
+            stdout,
+            stderr,
+            plugin: plugin.name.clone(),
+            tool: Arc::from(tool),
+            logs_left: limits.log_lines,
+            events: ctx.and_then(|c| c.events.clone()),
+            deadline: Instant::now() + deadline,
+            memory,
+            held: plugin.held,
+            used,
+        };
+        let mut store = Store::new(&self.inner.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        if let Some(fuel) = limits.fuel {
+            store.set_fuel(fuel).expect("fuel is enabled");
+        }
+        let ticks = deadline.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64;
+        store.set_epoch_deadline(ticks.max(1));
+        store.epoch_deadline_trap();
+        Ok(store)
+    }
+}
+
+/// Reads a file, refusing one larger than `limit` before reading it all.
+pub fn read_bounded(path: &std::path::Path, limit: usize) -> Result<Vec<u8>, LoadErrorKind> {
+    let size = std::fs::metadata(path)?.len();
+    if size > limit as u64 {
+        return Err(LoadErrorKind::TooLarge { size: size as usize, limit });
+    }
+    Ok(std::fs::read(path)?)
+}
+
+/// A plugin's name from its file name: the stem, e.g. `diceroller` for `diceroller.wasm`.
+pub fn plugin_name_from_path(path: &std::path::Path) -> String {
+    path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string())
+}

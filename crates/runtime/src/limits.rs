@@ -1,0 +1,125 @@
+//! Hard limits on loading and running plugins, and the per-store resource
+//! limiter that enforces memory and table limits with a typed outcome.
+
+use std::time::Duration;
+use wasmtime::ResourceLimiter;
+
+/// Operator-set limits. Every call of every plugin runs under them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel (roughly: wasm instructions) per call. `None` disables metering.
+    pub fuel: Option<u64>,
+    /// Largest linear memory one instance may grow to, in bytes.
+    pub memory_bytes: usize,
+    /// Most elements a table may hold.
+    pub table_elements: usize,
+    /// Largest wasm stack, in bytes (an engine-wide setting).
+    pub max_wasm_stack: usize,
+    /// Largest result a call may return, in bytes (all content blocks together).
+    pub output_bytes: usize,
+    /// Shortest deadline a call gets, whatever the tool declares: absorbs
+    /// scheduler noise for tools that declare a very small max duration.
+    pub timeout_floor: Duration,
+    /// Longest deadline any call gets, whatever the tool declares.
+    pub timeout_ceiling: Duration,
+    /// Largest component file the host will load, in bytes.
+    pub max_component_bytes: usize,
+    /// Bytes of guest stdout/stderr kept per call (for the log).
+    pub guest_output_bytes: usize,
+    /// Most `host.log` lines a plugin may emit per call.
+    pub log_lines: usize,
+    /// Most instances alive at once across all plugins (pooling allocator slots).
+    pub max_instances: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            fuel: Some(5_000_000_000),
+            memory_bytes: 64 << 20,
+            table_elements: 20_000,
+            max_wasm_stack: 512 << 10,
+            output_bytes: 1 << 20,
+            timeout_floor: Duration::from_millis(100),
+            timeout_ceiling: Duration::from_secs(30),
+            max_component_bytes: 64 << 20,
+            guest_output_bytes: 64 << 10,
+            log_lines: 100,
+            max_instances: 256,
+        }
+    }
+}
+
+impl Limits {
+    /// The floor and ceiling on every call's deadline.
+    pub fn deadlines(&self) -> toolhost_types::DeadlinePolicy {
+        toolhost_types::DeadlinePolicy { floor: self.timeout_floor, ceiling: self.timeout_ceiling }
+    }
+}
+
+/// Enforces [`Limits`] on one store and remembers what happened, so a failed
+/// growth becomes a typed "memory limit" error rather than an anonymous trap.
+#[derive(Debug)]
+pub(crate) struct Limiter {
+    memory_limit: usize,
+    table_limit: usize,
+    /// Set when the guest asked for more memory than allowed.
+    pub(crate) memory_denied: bool,
+    /// Largest memory size granted, in bytes.
+    pub(crate) peak_memory: usize,
+}
+
+impl Limiter {
+    pub(crate) fn new(limits: &Limits) -> Self {
+        Limiter {
+            memory_limit: limits.memory_bytes,
+            table_limit: limits.table_elements,
+            memory_denied: false,
+            peak_memory: 0,
+        }
+    }
+}
+
+impl ResourceLimiter for Limiter {
+    fn memory_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        if desired > self.memory_limit || maximum.is_some_and(|m| desired > m) {
+            self.memory_denied = true;
+            return Ok(false);
+        }
+        self.peak_memory = self.peak_memory.max(desired);
+        Ok(true)
+    }
+
+    fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
+        Ok(desired <= self.table_limit && maximum.is_none_or(|m| desired <= m))
+    }
+
+    fn instances(&self) -> usize {
+        // A Rust component has a handful of core instances; this bounds
+        // pathological components that nest thousands.
+        1000
+    }
+
+    fn memories(&self) -> usize {
+        16
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limiter_denies_growth_past_the_limit_and_remembers_it() {
+        let mut lim = Limiter::new(&Limits { memory_bytes: 1 << 20, ..Limits::default() });
+        assert!(lim.memory_growing(0, 1 << 19, None).unwrap());
+        assert!(!lim.memory_denied);
+        assert!(!lim.memory_growing(1 << 19, 2 << 20, None).unwrap());
+        assert!(lim.memory_denied);
+        assert_eq!(lim.peak_memory, 1 << 19);
+    }
+}

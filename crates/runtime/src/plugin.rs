@@ -1,0 +1,383 @@
+//! A loaded plugin and its calls: a fresh store and instance per call, a
+//! typed error for every way a call can fail, the result converted once
+//! from the WIT content blocks to the host's.
+
+use crate::bindings::{self, PluginPre};
+use crate::capabilities::{CAPABILITIES, Grants};
+use crate::limits::{Limiter, Limits};
+use crate::state::State;
+use crate::{CompileSource, LoadErrorKind, Runtime, TOOL_INTERFACE};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolhost_types::{
+    CallContext, CallError, CallStats, Capabilities, Content, Provider, ProviderInfo, ProviderKind, ResourceBody,
+    ToolDef, ToolMeta, ToolOutput, Validator, valid_tool_name,
+};
+use wasmtime::component::Component;
+use wasmtime::component::types::ComponentItem;
+use wasmtime::{Store, Trap};
+
+/// A compiled component, checked for nothing yet but its format.
+pub struct Compiled {
+    /// Plugin name.
+    pub name: String,
+    /// sha256 of the component bytes, hex.
+    pub digest: String,
+    /// Size of the component in bytes.
+    pub size: usize,
+    /// Whether it was compiled now or loaded from the cache.
+    pub source: CompileSource,
+    /// Names of the interfaces it imports.
+    pub imports: Vec<String>,
+    /// Names of what it exports.
+    pub exports: Vec<String>,
+    pub(crate) component: Component,
+}
+
+impl Compiled {
+    /// Checks that the component exports a compatible `tool` interface.
+    pub(crate) fn check_world(&self) -> Result<(), LoadErrorKind> {
+        let prefix = format!("{TOOL_INTERFACE}@");
+        match self.exports.iter().find(|e| e.starts_with(&prefix)) {
+            Some(e) if e.starts_with(&format!("{prefix}0.1.")) => {
+                let engine = self.component.engine();
+                match self.component.component_type().get_export(engine, e) {
+                    Some(ext) if matches!(ext.ty, ComponentItem::ComponentInstance(_)) => Ok(()),
+                    _ => Err(LoadErrorKind::WrongWorld { exports: self.exports.clone() }),
+                }
+            }
+            Some(e) => Err(LoadErrorKind::IncompatibleVersion { found: e.clone() }),
+            None => Err(LoadErrorKind::WrongWorld { exports: self.exports.clone() }),
+        }
+    }
+}
+
+pub(crate) fn tool_def(info: bindings::ToolInfo) -> Result<ToolDef, (String, String)> {
+    let fail = |reason: String| (info.name.clone(), reason);
+    if !valid_tool_name(&info.name) {
+        return Err(fail(format!("names must match {}", toolhost_types::TOOL_NAME_PATTERN)));
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(&info.input_schema).map_err(|e| fail(format!("input schema is not JSON: {e}")))?;
+    if schema.get("type").and_then(|t| t.as_str()) != Some("object") {
+        return Err(fail("input schema must be a JSON Schema with \"type\": \"object\"".into()));
+    }
+    Validator::new(&schema).map_err(|e| fail(format!("input schema is not a valid JSON Schema: {e}")))?;
+    if info.max_duration_ms < info.estimated_duration_ms {
+        return Err(fail(format!(
+            "max-duration-ms ({}) is below estimated-duration-ms ({})",
+            info.max_duration_ms, info.estimated_duration_ms
+        )));
+    }
+    if let Some(probe) = &info.probe_arguments {
+        serde_json::from_str::<serde_json::Value>(probe)
+            .map_err(|e| fail(format!("probe arguments are not JSON: {e}")))?;
+    }
+    Ok(ToolDef {
+        name: info.name,
+        description: info.description,
+        input_schema: schema,
+        meta: ToolMeta {
+            estimated_duration_ms: Some(info.estimated_duration_ms),
+            max_duration_ms: Some(info.max_duration_ms),
+            idempotent: info.idempotent,
+            cacheable_seconds: info.cacheable_seconds,
+        },
+        probe_arguments: info.probe_arguments.map(|p| serde_json::from_str(&p).expect("checked above")),
+    })
+}
+
+/// A loaded wasm plugin: compiled, linked, with its tools read. Calls run in a
+/// fresh instance each.
+pub struct WasmPlugin {
+    pub(crate) runtime: Runtime,
+    pub(crate) name: Arc<str>,
+    pub(crate) digest: String,
+    pub(crate) size: usize,
+    pub(crate) imports: Vec<String>,
+    /// The capabilities its imports touch.
+    pub(crate) imported: Capabilities,
+    pub(crate) source: CompileSource,
+    pub(crate) pre: PluginPre<State>,
+    pub(crate) tools: Vec<ToolDef>,
+    pub(crate) grants: Grants,
+    /// The capabilities its grants give.
+    pub(crate) held: Capabilities,
+}
+
+impl std::fmt::Debug for WasmPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WasmPlugin")
+            .field("name", &self.name)
+            .field("digest", &self.digest)
+            .field("tools", &self.tools.iter().map(|t| &t.name).collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmPlugin {
+    /// sha256 of the component, hex.
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
+    /// Component size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// The interfaces the component imports (what it asks for).
+    pub fn imports(&self) -> &[String] {
+        &self.imports
+    }
+
+    /// What the operator granted this plugin.
+    pub fn grants(&self) -> &Grants {
+        &self.grants
+    }
+
+    /// Whether the code was compiled at load or came from the cache.
+    pub fn compile_source(&self) -> CompileSource {
+        self.source
+    }
+
+    pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
+        let deadline = self.runtime.inner.limits.deadlines().for_declared(Some(1000));
+        let (result, _) = self
+            .run("list-tools", deadline, None, |plugin, store| plugin.toolhost_plugin_tool().call_list_tools(store));
+        result
+    }
+
+    /// Instantiates in a fresh store and runs `f`, classifying failures.
+    fn run<R>(
+        &self,
+        tool: &str,
+        deadline: Duration,
+        ctx: Option<&CallContext>,
+        f: impl FnOnce(&bindings::Plugin, &mut Store<State>) -> wasmtime::Result<R>,
+    ) -> (Result<R, CallError>, CallStats) {
+        let rt = &self.runtime.inner;
+        let start = Instant::now();
+        let _tick = rt.ticker.enter();
+        let mut store = match self.runtime.store(self, tool, deadline, ctx) {
+            Ok(s) => s,
+            Err(e) => return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }),
+        };
+        let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
+        let fuel_used = rt.limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
+        let data = store.data();
+        let stats = CallStats {
+            duration: start.elapsed(),
+            fuel_used,
+            peak_memory_bytes: data.limiter.peak_memory,
+            capabilities_used: data.used.get(),
+        };
+        let state = store.into_data();
+        let stderr = state.stderr.contents();
+        let stdout = state.stdout.contents();
+        if !stdout.is_empty() {
+            tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", String::from_utf8_lossy(&stdout).trim_end());
+        }
+        if !stderr.is_empty() {
+            tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", String::from_utf8_lossy(&stderr).trim_end());
+        }
+        let result = result.map_err(|e| classify(e, tool, deadline, &rt.limits, &state.limiter, &stderr));
+        (result, stats)
+    }
+}
+
+impl WasmPlugin {
+    /// Keeps one instance alive across calls. This gives up the per-call
+    /// isolation every real call has (state leaks between calls), so it exists
+    /// only to measure what fresh instances cost.
+    #[doc(hidden)]
+    pub fn reused_instance(&self) -> Result<ReusedInstance<'_>, CallError> {
+        let deadline = self.runtime.inner.limits.timeout_ceiling;
+        let mut store = self.runtime.store(self, "reused", deadline, None)?;
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| CallError::Trap { tool: "reused".into(), message: format!("{e:#}") })?;
+        Ok(ReusedInstance { plugin: self, store, instance })
+    }
+}
+
+/// See [`WasmPlugin::reused_instance`].
+#[doc(hidden)]
+pub struct ReusedInstance<'a> {
+    plugin: &'a WasmPlugin,
+    store: Store<State>,
+    instance: bindings::Plugin,
+}
+
+impl ReusedInstance<'_> {
+    /// Calls `tool` in the kept instance, with fuel and deadline reset.
+    pub fn call(&mut self, tool: &str, arguments: &str) -> Result<Vec<Content>, CallError> {
+        let rt = &self.plugin.runtime.inner;
+        let _tick = rt.ticker.enter();
+        if let Some(fuel) = rt.limits.fuel {
+            self.store.set_fuel(fuel).expect("fuel is enabled");
+        }
+        self.store.set_epoch_deadline(rt.limits.timeout_ceiling.as_millis() as u64);
+        match self.instance.toolhost_plugin_tool().call_call(&mut self.store, tool, arguments) {
+            Ok(Ok(content)) => convert(content, tool, rt.limits.output_bytes),
+            Ok(Err(e)) => Err(CallError::Failed { tool: tool.into(), message: format!("{e:?}") }),
+            Err(e) => Err(CallError::Trap { tool: tool.into(), message: format!("{e:#}") }),
+        }
+    }
+}
+
+/// Turns a wasmtime error from a call into the typed error the caller sees.
+fn classify(
+    e: wasmtime::Error,
+    tool: &str,
+    deadline: Duration,
+    limits: &Limits,
+    limiter: &Limiter,
+    stderr: &[u8],
+) -> CallError {
+    let tool = tool.to_string();
+    // A denied memory growth makes a Rust guest abort; report the cause, not the abort.
+    if limiter.memory_denied {
+        return CallError::MemoryLimit { tool, limit_bytes: limits.memory_bytes };
+    }
+    match e.downcast_ref::<Trap>() {
+        Some(Trap::Interrupt) => CallError::Timeout { tool, limit_ms: deadline.as_millis() as u64 },
+        Some(Trap::OutOfFuel) => CallError::OutOfFuel { tool, fuel: limits.fuel.unwrap_or(0) },
+        Some(Trap::StackOverflow) => CallError::StackOverflow { tool },
+        Some(Trap::UnreachableCodeReached) if panic_message(stderr).is_some() => {
+            CallError::GuestPanic { tool, message: panic_message(stderr).unwrap_or_default() }
+        }
+        Some(trap) => CallError::Trap { tool, message: trap.to_string() },
+        None => CallError::Trap { tool, message: format!("{e:#}") },
+    }
+}
+
+/// Extracts "panicked at FILE: MESSAGE" from a Rust guest's stderr.
+fn panic_message(stderr: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(stderr);
+    let start = text.find("panicked at ")?;
+    let rest = &text[start + "panicked at ".len()..];
+    // Format: "panicked at src/lib.rs:12:5:\nMESSAGE\nnote: ..."
+    let mut lines = rest.lines();
+    let location = lines.next().unwrap_or("").trim_end_matches(':');
+    let message: Vec<&str> = lines.take_while(|l| !l.starts_with("note:")).collect();
+    Some(format!("{} (at {location})", message.join(" ").trim()))
+}
+
+fn convert(content: Vec<bindings::Content>, tool: &str, limit: usize) -> Result<Vec<Content>, CallError> {
+    let size: usize = content
+        .iter()
+        .map(|c| match c {
+            bindings::Content::Text(s) | bindings::Content::Json(s) => s.len(),
+            bindings::Content::Image(m) | bindings::Content::Audio(m) => m.data.len() + m.mime_type.len(),
+            bindings::Content::Resource(r) => {
+                r.uri.len()
+                    + r.mime_type.as_ref().map_or(0, String::len)
+                    + match &r.body {
+                        bindings::ResourceBody::Text(t) => t.len(),
+                        bindings::ResourceBody::Blob(b) => b.len(),
+                    }
+            }
+        })
+        .sum();
+    if size > limit {
+        return Err(CallError::OutputTooLarge { tool: tool.to_string(), size, limit });
+    }
+    content
+        .into_iter()
+        .map(|c| {
+            Ok(match c {
+                bindings::Content::Text(s) => Content::Text(s),
+                bindings::Content::Json(s) => Content::Json(serde_json::from_str(&s).map_err(|e| {
+                    CallError::Failed { tool: tool.to_string(), message: format!("plugin returned invalid JSON: {e}") }
+                })?),
+                bindings::Content::Image(m) => Content::Image { mime_type: m.mime_type, data: m.data },
+                bindings::Content::Audio(m) => Content::Audio { mime_type: m.mime_type, data: m.data },
+                bindings::Content::Resource(r) => Content::Resource {
+                    uri: r.uri,
+                    mime_type: r.mime_type,
+                    body: match r.body {
+                        bindings::ResourceBody::Text(t) => ResourceBody::Text(t),
+                        bindings::ResourceBody::Blob(b) => ResourceBody::Blob(b),
+                    },
+                },
+            })
+        })
+        .collect()
+}
+
+impl Provider for WasmPlugin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Wasm
+    }
+
+    fn tools(&self) -> &[ToolDef] {
+        &self.tools
+    }
+
+    fn fingerprint(&self) -> Option<&str> {
+        Some(&self.digest)
+    }
+
+    fn held(&self) -> Capabilities {
+        self.held
+    }
+
+    fn describe(&self) -> ProviderInfo {
+        let inert = CAPABILITIES.inert_without_grant(self.imported).difference(self.held);
+        ProviderInfo {
+            kind: ProviderKind::Wasm,
+            digest: Some(self.digest.clone()),
+            size: Some(self.size),
+            imports: self.imports.clone(),
+            asks: self.imported.difference(inert),
+            inert,
+            held: self.held,
+            grants: CAPABILITIES.report(&self.grants),
+            allows: CAPABILITIES.allows(&self.grants),
+        }
+    }
+
+    fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
+        let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
+        // The caller's deadline (the budget's), or the declared bound; the
+        // operator's floor and ceiling always hold.
+        let policy = self.runtime.inner.limits.deadlines();
+        let deadline = match ctx.deadline {
+            Some(d) => policy.deadline(Some(d), Some(d)),
+            None => policy.for_declared(def.meta.max_duration_ms),
+        };
+        let args = arguments.to_string();
+        let (result, stats) = self.run(tool, deadline, Some(ctx), |plugin, store| {
+            plugin.toolhost_plugin_tool().call_call(store, tool, &args)
+        });
+        let tool_s = || tool.to_string();
+        match result? {
+            Ok(content) => {
+                let content = convert(content, tool, self.runtime.inner.limits.output_bytes)?;
+                Ok(ToolOutput { content, stats })
+            }
+            Err(bindings::ToolError::InvalidInput(message)) => Err(CallError::InvalidInput { tool: tool_s(), message }),
+            Err(bindings::ToolError::NotFound(message)) => Err(CallError::NotFound { tool: tool_s(), message }),
+            Err(bindings::ToolError::Forbidden(message)) => Err(CallError::Forbidden { tool: tool_s(), message }),
+            Err(bindings::ToolError::Failed(message)) => Err(CallError::Failed { tool: tool_s(), message }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn panic_message_is_extracted_from_rust_stderr() {
+        let stderr = b"\nthread '<unnamed>' panicked at src/lib.rs:63:24:\nthe hostile plugin panicked on purpose\nnote: run with `RUST_BACKTRACE=1`\n";
+        assert_eq!(panic_message(stderr).unwrap(), "the hostile plugin panicked on purpose (at src/lib.rs:63:24)");
+        assert_eq!(panic_message(b"all fine"), None);
+    }
+}

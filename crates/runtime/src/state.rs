@@ -1,0 +1,103 @@
+//! What one store holds while one call runs: its WASI context (exactly the
+//! plugin's grants), the resource limiter, bounded stdout/stderr, the
+//! deadline, the caller's event sink, and which capabilities the call used.
+
+use crate::bindings;
+use crate::bindings::LogLevel;
+use crate::capabilities::MemoryBackend;
+use crate::limits::Limiter;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::time::Instant;
+use toolhost_types::{Capabilities, Capability, PluginEvent};
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+
+/// The capabilities one call used, shared with the callbacks that notice
+/// use from outside the store (the socket address check).
+#[derive(Debug, Default)]
+pub struct Used(AtomicU8);
+
+impl Used {
+    /// Notes that the call used `c`.
+    pub fn mark(&self, c: Capability) {
+        self.0.fetch_or(Capabilities::EMPTY.with(c).bits(), Ordering::Relaxed);
+    }
+
+    /// What the call used so far.
+    pub fn get(&self) -> Capabilities {
+        Capabilities::from_bits(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// Per-store state.
+pub struct State {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limiter: Limiter,
+    pub(crate) stdout: MemoryOutputPipe,
+    pub(crate) stderr: MemoryOutputPipe,
+    pub(crate) plugin: Arc<str>,
+    pub(crate) tool: Arc<str>,
+    pub(crate) logs_left: usize,
+    pub(crate) events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
+    /// When the call must end; bounds guest timers (see `clock.rs`).
+    pub(crate) deadline: Instant,
+    /// The memory store, when granted.
+    pub(crate) memory: Option<Arc<dyn MemoryBackend>>,
+    /// What the plugin holds.
+    pub(crate) held: Capabilities,
+    /// What this call used.
+    pub(crate) used: Arc<Used>,
+}
+
+impl WasiView for State {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+impl bindings::toolhost::plugin::host::Host for State {
+    fn log(&mut self, level: LogLevel, message: String) {
+        if self.logs_left == 0 {
+            return;
+        }
+        self.logs_left -= 1;
+        let message: String = message.chars().take(4096).collect();
+        let (plugin, tool) = (&*self.plugin, &*self.tool);
+        let level = match level {
+            LogLevel::Trace => {
+                tracing::trace!(plugin, tool, "{message}");
+                "trace"
+            }
+            LogLevel::Debug => {
+                tracing::debug!(plugin, tool, "{message}");
+                "debug"
+            }
+            LogLevel::Info => {
+                tracing::info!(plugin, tool, "{message}");
+                "info"
+            }
+            LogLevel::Warn => {
+                tracing::warn!(plugin, tool, "{message}");
+                "warn"
+            }
+            LogLevel::Error => {
+                tracing::error!(plugin, tool, "{message}");
+                "error"
+            }
+        };
+        if let Some(sink) = &self.events {
+            sink(PluginEvent::Log { level, message });
+        }
+    }
+
+    fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if let Some(sink) = &self.events {
+            sink(PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(1024).collect()) });
+        }
+    }
+}
+
+impl bindings::toolhost::plugin::types::Host for State {}

@@ -1,0 +1,25 @@
+//! toolhost's vocabulary, shared by every layer: what a tool is
+//! ([`ToolDef`]), what a call returns ([`Content`], [`CallError`]), who runs
+//! it ([`Provider`], described by plain data in [`ProviderInfo`]), the
+//! capability names a reviewer reads ([`Capability`]), the one tool-name
+//! rule ([`valid_tool_name`]) and the one deadline rule ([`DeadlinePolicy`]).
+//!
+//! This crate knows nothing of wasmtime, MCP or any wire format; everything
+//! else depends on it, and it depends on nothing of toolhost's.
+
+#![deny(unsafe_code)]
+
+mod capability;
+mod deadline;
+mod names;
+mod tool;
+pub mod validate;
+
+pub use capability::{Capabilities, Capability};
+pub use deadline::DeadlinePolicy;
+pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
+pub use tool::{
+    CallContext, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo, ProviderKind, ResourceBody,
+    ToolDef, ToolMeta, ToolOutput,
+};
+pub use validate::Validator;

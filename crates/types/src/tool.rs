@@ -1,0 +1,454 @@
+//! The host's own vocabulary for tools, independent of where a tool comes from
+//! (a wasm plugin or an external MCP server) and of any wire format.
+
+use crate::Capabilities;
+use serde::{Serialize, Serializer};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the host knows about a tool before calling it.
+#[derive(Debug, Clone)]
+pub struct ToolDef {
+    /// Unique name in the registry.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments object.
+    pub input_schema: serde_json::Value,
+    /// Declared latency and behaviour.
+    pub meta: ToolMeta,
+    /// A minimal valid arguments object for latency probes, when declared.
+    pub probe_arguments: Option<serde_json::Value>,
+}
+
+/// Declared latency and behaviour of a tool (the seed's tool definition fields).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ToolMeta {
+    /// Declared p50 in milliseconds; `None` when the provider declared nothing.
+    pub estimated_duration_ms: Option<u32>,
+    /// Declared upper bound (p99) in milliseconds; `None` when undeclared.
+    pub max_duration_ms: Option<u32>,
+    /// Safe to retry or call speculatively.
+    pub idempotent: bool,
+    /// How long a result may be cached; 0 means never.
+    pub cacheable_seconds: u32,
+}
+
+/// One block of a tool result.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Content {
+    /// Plain text.
+    Text(String),
+    /// A JSON document.
+    Json(serde_json::Value),
+    /// An image.
+    Image {
+        /// MIME type such as `image/png`.
+        mime_type: String,
+        /// Raw bytes.
+        data: Vec<u8>,
+    },
+    /// Audio.
+    Audio {
+        /// MIME type such as `audio/wav`.
+        mime_type: String,
+        /// Raw bytes.
+        data: Vec<u8>,
+    },
+    /// An embedded resource: a document named by a URI.
+    Resource {
+        /// The resource's URI.
+        uri: String,
+        /// MIME type, when known.
+        mime_type: Option<String>,
+        /// Text or raw bytes.
+        body: ResourceBody,
+    },
+}
+
+/// The contents of an embedded resource.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ResourceBody {
+    /// Text.
+    Text(String),
+    /// Raw bytes.
+    Blob(Vec<u8>),
+}
+
+impl Content {
+    /// Size of the block's payload in bytes.
+    pub fn len(&self) -> usize {
+        match self {
+            Content::Text(s) => s.len(),
+            Content::Json(v) => v.to_string().len(),
+            Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
+            Content::Resource { body: ResourceBody::Text(t), .. } => t.len(),
+            Content::Resource { body: ResourceBody::Blob(b), .. } => b.len(),
+        }
+    }
+
+    /// True when the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The JSON shape of a block in `toolhost call --json` and the admin API:
+/// `{"type": "text", "text": ...}`, `{"type": "json", "json": ...}`,
+/// `{"type": "image"|"audio", "mime_type": ..., "data": base64}`,
+/// `{"type": "resource", "uri": ..., "mime_type": ..., "text"|"blob": ...}`.
+impl Serialize for Content {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use base64::Engine as _;
+        use serde::ser::SerializeMap;
+        let b64 = |d: &[u8]| base64::engine::general_purpose::STANDARD.encode(d);
+        let mut m = s.serialize_map(None)?;
+        match self {
+            Content::Text(t) => {
+                m.serialize_entry("type", "text")?;
+                m.serialize_entry("text", t)?;
+            }
+            Content::Json(v) => {
+                m.serialize_entry("type", "json")?;
+                m.serialize_entry("json", v)?;
+            }
+            Content::Image { mime_type, data } | Content::Audio { mime_type, data } => {
+                m.serialize_entry("type", if matches!(self, Content::Image { .. }) { "image" } else { "audio" })?;
+                m.serialize_entry("mime_type", mime_type)?;
+                m.serialize_entry("data", &b64(data))?;
+            }
+            Content::Resource { uri, mime_type, body } => {
+                m.serialize_entry("type", "resource")?;
+                m.serialize_entry("uri", uri)?;
+                m.serialize_entry("mime_type", mime_type)?;
+                match body {
+                    ResourceBody::Text(t) => m.serialize_entry("text", t)?,
+                    ResourceBody::Blob(b) => m.serialize_entry("blob", &b64(b))?,
+                }
+            }
+        }
+        m.end()
+    }
+}
+
+/// A successful call.
+#[derive(Debug, Clone)]
+pub struct ToolOutput {
+    /// The result blocks, in order.
+    pub content: Vec<Content>,
+    /// Execution facts for metrics and audit.
+    pub stats: CallStats,
+}
+
+/// What a call cost.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallStats {
+    /// Wall-clock time of the call, instantiation included.
+    pub duration: Duration,
+    /// Fuel the guest consumed (wasm tools only).
+    pub fuel_used: u64,
+    /// Largest linear memory the guest reached, in bytes (wasm tools only).
+    pub peak_memory_bytes: usize,
+    /// Capabilities the call used (not only held): asked for its
+    /// directories, read its environment, queried the memory store, opened a
+    /// granted connection.
+    pub capabilities_used: Capabilities,
+}
+
+/// Why a call failed. Every variant carries what the model or the operator
+/// needs to understand it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallError {
+    /// No such tool (or not visible to this caller: the two are indistinguishable).
+    #[error("unknown tool {0:?}")]
+    UnknownTool(String),
+    /// The arguments do not match the tool's schema, or the tool judged them invalid.
+    #[error("invalid input for {tool}: {message}")]
+    InvalidInput {
+        /// Tool name.
+        tool: String,
+        /// What was wrong, naming the field when known.
+        message: String,
+    },
+    /// The tool reported that what was asked for does not exist.
+    #[error("{tool}: not found: {message}")]
+    NotFound {
+        /// Tool name.
+        tool: String,
+        /// The tool's message.
+        message: String,
+    },
+    /// The tool refused for lack of a capability.
+    #[error("{tool}: forbidden: {message}")]
+    Forbidden {
+        /// Tool name.
+        tool: String,
+        /// The tool's message.
+        message: String,
+    },
+    /// The tool ran and reported a failure.
+    #[error("{tool} failed: {message}")]
+    Failed {
+        /// Tool name.
+        tool: String,
+        /// The tool's message.
+        message: String,
+    },
+    /// The call ran past its deadline and was stopped.
+    #[error("{tool} timed out after {limit_ms} ms")]
+    Timeout {
+        /// Tool name.
+        tool: String,
+        /// The deadline that was enforced.
+        limit_ms: u64,
+    },
+    /// The guest used up its fuel (instruction budget).
+    #[error("{tool} ran out of fuel ({fuel} units)")]
+    OutOfFuel {
+        /// Tool name.
+        tool: String,
+        /// The fuel budget.
+        fuel: u64,
+    },
+    /// The guest tried to grow its memory past the limit.
+    #[error("{tool} exceeded its memory limit of {limit_bytes} bytes")]
+    MemoryLimit {
+        /// Tool name.
+        tool: String,
+        /// The limit.
+        limit_bytes: usize,
+    },
+    /// The guest overflowed its wasm stack.
+    #[error("{tool} overflowed its stack (deep recursion)")]
+    StackOverflow {
+        /// Tool name.
+        tool: String,
+    },
+    /// The guest panicked.
+    #[error("{tool} panicked: {message}")]
+    GuestPanic {
+        /// Tool name.
+        tool: String,
+        /// The panic message, from the guest's stderr when it printed one.
+        message: String,
+    },
+    /// The result was larger than the host accepts.
+    #[error("{tool} returned {size} bytes, over the {limit} byte output limit")]
+    OutputTooLarge {
+        /// Tool name.
+        tool: String,
+        /// Size of the result.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The guest trapped for another reason.
+    #[error("{tool} trapped: {message}")]
+    Trap {
+        /// Tool name.
+        tool: String,
+        /// The trap.
+        message: String,
+    },
+    /// The provider is not available right now (an external server is down).
+    #[error("{tool} is unavailable: {message}")]
+    Unavailable {
+        /// Tool name.
+        tool: String,
+        /// Why.
+        message: String,
+    },
+    /// Too many calls: a rate limit or concurrency cap.
+    #[error("capacity exceeded: {0}")]
+    CapacityExceeded(String),
+}
+
+impl CallError {
+    /// A stable machine-readable code, as in the Limina MCP interface:
+    /// `not_found`, `invalid_input`, `forbidden`, `handler_error`,
+    /// `capacity_exceeded`, plus `timeout` and `unavailable`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool(_) | CallError::NotFound { .. } => "not_found",
+            CallError::InvalidInput { .. } => "invalid_input",
+            CallError::Forbidden { .. } => "forbidden",
+            CallError::Timeout { .. } => "timeout",
+            CallError::Unavailable { .. } => "unavailable",
+            CallError::CapacityExceeded(_) => "capacity_exceeded",
+            CallError::Failed { .. }
+            | CallError::OutOfFuel { .. }
+            | CallError::MemoryLimit { .. }
+            | CallError::StackOverflow { .. }
+            | CallError::GuestPanic { .. }
+            | CallError::OutputTooLarge { .. }
+            | CallError::Trap { .. } => "handler_error",
+        }
+    }
+
+    /// A short name for the kind of failure, finer than [`CallError::code`]
+    /// (`out_of_fuel`, `memory_limit`, `guest_panic` ...), for logs and audit.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool(_) => "unknown_tool",
+            CallError::InvalidInput { .. } => "invalid_input",
+            CallError::NotFound { .. } => "not_found",
+            CallError::Forbidden { .. } => "forbidden",
+            CallError::Failed { .. } => "failed",
+            CallError::Timeout { .. } => "timeout",
+            CallError::OutOfFuel { .. } => "out_of_fuel",
+            CallError::MemoryLimit { .. } => "memory_limit",
+            CallError::StackOverflow { .. } => "stack_overflow",
+            CallError::GuestPanic { .. } => "guest_panic",
+            CallError::OutputTooLarge { .. } => "output_too_large",
+            CallError::Trap { .. } => "trap",
+            CallError::Unavailable { .. } => "unavailable",
+            CallError::CapacityExceeded(_) => "capacity_exceeded",
+        }
+    }
+}
+
+/// What kind of provider runs a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderKind {
+    /// A WebAssembly component, run in a fresh instance per call.
+    Wasm,
+    /// An external MCP server.
+    Mcp,
+    /// Anything else (test doubles, embedders' own providers).
+    Other,
+}
+
+impl ProviderKind {
+    /// Lowercase name for listings.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Wasm => "wasm",
+            ProviderKind::Mcp => "mcp",
+            ProviderKind::Other => "other",
+        }
+    }
+}
+
+/// What a provider says about itself, as plain data, for reports (`toolhost
+/// grants`, `plugin list`, the admin API) and the audit trail.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProviderInfo {
+    /// What kind of provider it is.
+    pub kind: ProviderKind,
+    /// The version's digest (a wasm component's sha256), when it has one.
+    pub digest: Option<String>,
+    /// Size of the code in bytes, when known.
+    pub size: Option<usize>,
+    /// The interfaces a component imports (what it could ask for).
+    pub imports: Vec<String>,
+    /// Capabilities it asks for: imports that reach outside the sandbox and
+    /// mean nothing without a grant.
+    pub asks: Capabilities,
+    /// Capabilities it imports that expose nothing unless granted (the
+    /// Rust standard library imports the environment and the filesystem
+    /// whether or not a plugin uses them).
+    pub inert: Capabilities,
+    /// Capabilities it holds: what the operator granted.
+    pub held: Capabilities,
+    /// Each held capability's grant in detail, by capability name.
+    pub grants: BTreeMap<&'static str, serde_json::Value>,
+    /// In plain words, what each grant allows.
+    pub allows: Vec<String>,
+}
+
+impl ProviderInfo {
+    /// The description of a provider that has no code of its own to show.
+    pub fn of_kind(kind: ProviderKind) -> ProviderInfo {
+        ProviderInfo {
+            kind,
+            digest: None,
+            size: None,
+            imports: Vec::new(),
+            asks: Capabilities::EMPTY,
+            inert: Capabilities::EMPTY,
+            held: Capabilities::EMPTY,
+            grants: BTreeMap::new(),
+            allows: Vec::new(),
+        }
+    }
+}
+
+/// Something that can run tools: a wasm plugin, an external MCP server.
+pub trait Provider: Send + Sync + std::fmt::Debug {
+    /// Provider name (plugin or server name), unique in the registry.
+    fn name(&self) -> &str;
+    /// What kind of provider this is.
+    fn kind(&self) -> ProviderKind;
+    /// The tools it provides.
+    fn tools(&self) -> &[ToolDef];
+    /// Identifies this version of the provider (a wasm plugin's digest), so
+    /// stored measurements of an older version are not reused.
+    fn fingerprint(&self) -> Option<&str> {
+        None
+    }
+    /// The capabilities it holds (cheap: read on every call for the audit).
+    fn held(&self) -> Capabilities {
+        Capabilities::EMPTY
+    }
+    /// Describes it for reports.
+    fn describe(&self) -> ProviderInfo {
+        ProviderInfo {
+            digest: self.fingerprint().map(str::to_string),
+            held: self.held(),
+            ..ProviderInfo::of_kind(self.kind())
+        }
+    }
+    /// Whether its tools can be called now. An external server that is down
+    /// (and being reconnected) is unavailable: its tools are hidden from
+    /// listings, and calls to them fail with [`CallError::Unavailable`].
+    fn is_available(&self) -> bool {
+        true
+    }
+    /// Runs `tool` with `arguments`, which the host has already validated
+    /// against the tool's schema.
+    fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError>;
+}
+
+/// Per-call context from the caller.
+#[derive(Clone, Default)]
+pub struct CallContext {
+    /// The agent on whose behalf the call runs, if known.
+    pub agent: Option<String>,
+    /// The deadline the budget set for this call; providers may shorten it
+    /// (operator floor and ceiling) but never exceed the ceiling.
+    pub deadline: Option<std::time::Duration>,
+    /// Where the plugin's log lines and progress reports go, besides the host log.
+    pub events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
+}
+
+impl std::fmt::Debug for CallContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallContext")
+            .field("agent", &self.agent)
+            .field("deadline", &self.deadline)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Something a plugin reported while it ran.
+#[derive(Debug, Clone, PartialEq)]
+pub enum PluginEvent {
+    /// A log line.
+    Log {
+        /// Severity: trace, debug, info, warn, error.
+        level: &'static str,
+        /// The line.
+        message: String,
+    },
+    /// Progress of a long call.
+    Progress {
+        /// Progress so far.
+        progress: f64,
+        /// Total, when known.
+        total: Option<f64>,
+        /// Human-readable status.
+        message: Option<String>,
+    },
+}

@@ -1,0 +1,137 @@
+//! Requests and replies of the admin API, shared by the router and the
+//! client. Routes (all under `/admin`, bearer: the admin token):
+//!
+//! | method and path | request | reply |
+//! |---|---|---|
+//! | `GET /status` | | [`StatusReply`] |
+//! | `GET /plugins` | | [`PluginsReply`] |
+//! | `POST /plugins` | [`AddPluginRequest`] | [`InstalledReply`] |
+//! | `DELETE /plugins/{name}` | | [`RemovedReply`] |
+//! | `POST /servers` | a server config (`mcp.servers[]` shape) | [`AddServerReply`] |
+//! | `DELETE /servers/{name}` | | [`RemovedReply`] |
+//!
+//! Errors are [`ErrorReply`] with an HTTP status saying what kind.
+
+use crate::mcp::ServerStatus;
+use crate::package::Provenance;
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// One registry provider.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderEntry {
+    /// Provider name.
+    pub name: String,
+    /// `wasm` or `mcp`.
+    pub kind: String,
+    /// Whether its tools can be called now.
+    pub available: bool,
+    /// Its version's digest, when it has one.
+    pub fingerprint: Option<String>,
+    /// Its tools.
+    pub tools: Vec<String>,
+}
+
+/// `GET /status`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatusReply {
+    /// Every provider, sorted by name.
+    pub providers: Vec<ProviderEntry>,
+    /// Every external server, sorted by name.
+    pub servers: Vec<ServerStatus>,
+}
+
+/// One loaded wasm plugin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PluginEntry {
+    /// Plugin name.
+    pub name: String,
+    /// Component digest.
+    pub sha256: String,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// Where it comes from, in words.
+    pub provenance_text: Option<String>,
+    /// Where it comes from.
+    pub provenance: Option<Provenance>,
+}
+
+/// `GET /plugins`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PluginsReply {
+    /// Every wasm plugin, sorted by name.
+    pub plugins: Vec<PluginEntry>,
+}
+
+/// `POST /plugins`: load or replace the plugin in this file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddPluginRequest {
+    /// Absolute path of the component file, readable by the host.
+    pub path: PathBuf,
+}
+
+/// What adding a plugin did.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstalledReply {
+    /// The install.
+    #[serde(flatten)]
+    pub installed: crate::Installed,
+    /// Where it comes from, in words.
+    pub provenance_text: String,
+}
+
+/// `POST /servers`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AddServerReply {
+    /// The server's name.
+    pub added: String,
+    /// Its state after the first connection attempt (or 20 s).
+    pub status: Option<ServerStatus>,
+}
+
+/// `DELETE /plugins/{name}`, `DELETE /servers/{name}`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemovedReply {
+    /// What was removed.
+    pub removed: String,
+}
+
+/// An error, in the JSON-RPC error shape the MCP front also uses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorReply {
+    /// `"2.0"`.
+    pub jsonrpc: String,
+    /// Always null (not an answer to a JSON-RPC request).
+    pub id: Option<u64>,
+    /// The error.
+    pub error: ErrorBody,
+}
+
+/// The error inside [`ErrorReply`].
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// JSON-RPC code (-32000: a server error).
+    pub code: i64,
+    /// What went wrong, for the operator.
+    pub message: String,
+    /// The machine-readable kind.
+    pub data: ErrorData,
+}
+
+/// The machine-readable part of an error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorData {
+    /// `not_found`, `invalid_input`, `forbidden`, `capacity_exceeded`, `handler_error`.
+    pub code: String,
+}
+
+impl ErrorReply {
+    /// An error with `code` and `message`.
+    pub fn new(code: &str, message: impl Into<String>) -> ErrorReply {
+        ErrorReply {
+            jsonrpc: "2.0".into(),
+            id: None,
+            error: ErrorBody { code: -32000, message: message.into(), data: ErrorData { code: code.into() } },
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! The operator's admin API: how `toolhost plugin add`, `server add`,
+//! `status` and friends reach a running host.
+//!
+//! - [`api`]: the requests and replies, typed (serde), shared by both ends.
+//! - [`router`]: the axum `Router` a serving host mounts at `/admin`, behind
+//!   its own bearer token.
+//! - [`client`]: the CLI's side: finds the running host through its endpoint
+//!   record in the state directory and calls it.
+//!
+//! The endpoint record (`<state>/admin.json`, mode 0600) holds the address
+//! and the token; only the operator's user can read it.
+
+pub mod api;
+pub mod client;
+pub mod router;
+
+pub use router::{Admin, router};

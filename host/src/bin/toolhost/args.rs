@@ -1,0 +1,202 @@
+//! Arguments shared by several commands, in one place. Each command
+//! flattens only the groups it uses, so its `--help` lists only flags that
+//! mean something to it.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+use toolhost::HostBuilder;
+use toolhost::config::{self, Config};
+use toolhost::mcp::ExternalServers;
+
+/// `--config`.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// Config file [default: ./toolhost.yaml when it exists].
+    #[arg(long, value_name = "FILE", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+impl ConfigArgs {
+    /// The config file's contents (defaults without one).
+    pub fn load(&self) -> Result<Config> {
+        let path = match &self.config {
+            Some(p) => Some(p.clone()),
+            None => Some(PathBuf::from(config::DEFAULT_FILE)).filter(|p| p.exists()),
+        };
+        match path {
+            Some(p) => Ok(Config::load(&p)?),
+            None => Ok(Config::default()),
+        }
+    }
+}
+
+/// Finding a running host: its state directory.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The running host's state directory, where its admin endpoint record is
+    /// [default: $TOOLHOST_STATE_DIR, $XDG_STATE_HOME/toolhost or ~/.local/state/toolhost].
+    #[arg(long, value_name = "DIR", global = true)]
+    pub state_dir: Option<PathBuf>,
+}
+
+impl StateArgs {
+    /// The state directory.
+    pub fn state_dir(&self) -> Result<PathBuf> {
+        Ok(HostBuilder::new(self.config.load()?).state_dir(self.state_dir.clone()).resolved_state_dir())
+    }
+
+    /// A client of the running host's admin API.
+    pub fn admin(&self) -> Result<toolhost::admin::client::AdminClient> {
+        Ok(toolhost::admin::client::AdminClient::discover(&self.state_dir()?)?)
+    }
+}
+
+/// The wasm engine: the compile cache and limits on every call.
+#[derive(Debug, Args)]
+pub struct RuntimeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// Where compiled components are cached [default: $TOOLHOST_CACHE_DIR, $XDG_CACHE_HOME/toolhost or ~/.cache/toolhost].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Compile every component afresh and cache nothing.
+    #[arg(long)]
+    pub no_cache: bool,
+    /// Fuel (about one unit per wasm instruction) per call; 0 disables metering.
+    #[arg(long, value_name = "UNITS")]
+    pub fuel: Option<u64>,
+    /// Linear memory limit per call, in MiB.
+    #[arg(long, value_name = "MIB")]
+    pub memory_mib: Option<usize>,
+    /// Ceiling on any call's deadline, in milliseconds.
+    #[arg(long, value_name = "MS")]
+    pub timeout_ceiling_ms: Option<u64>,
+    /// Floor under any call's deadline, in milliseconds (tools declaring less get this).
+    #[arg(long, value_name = "MS")]
+    pub timeout_floor_ms: Option<u64>,
+    /// Largest result a call may return, in bytes.
+    #[arg(long, value_name = "BYTES")]
+    pub max_output_bytes: Option<usize>,
+}
+
+impl RuntimeArgs {
+    /// A host builder from the config with these flags over it, key by key.
+    pub fn builder(&self) -> Result<HostBuilder> {
+        let mut builder = HostBuilder::new(self.config.load()?);
+        let limits = &mut builder.config_mut().limits;
+        limits.fuel = self.fuel.or(limits.fuel);
+        limits.memory_mib = self.memory_mib.or(limits.memory_mib);
+        limits.timeout_ceiling_ms = self.timeout_ceiling_ms.or(limits.timeout_ceiling_ms);
+        limits.timeout_floor_ms = self.timeout_floor_ms.or(limits.timeout_floor_ms);
+        limits.max_output_bytes = self.max_output_bytes.or(limits.max_output_bytes);
+        let cache = match (&self.cache_dir, self.no_cache) {
+            (_, true) => toolhost::CacheChoice::Off,
+            (Some(d), false) => toolhost::CacheChoice::Dir(d.clone()),
+            (None, false) => toolhost::CacheChoice::Default,
+        };
+        Ok(builder.cache(cache))
+    }
+}
+
+/// Everything that shapes a host: plugins, state, trust, limits.
+#[derive(Debug, Args)]
+pub struct HostArgs {
+    #[command(flatten)]
+    pub runtime: RuntimeArgs,
+    /// Load this plugin component too (repeatable).
+    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    pub plugins: Vec<PathBuf>,
+    /// Do not load the built-in plugins.
+    #[arg(long)]
+    pub no_builtins: bool,
+    /// Where calibration results and other state are kept [default: $TOOLHOST_STATE_DIR, $XDG_STATE_HOME/toolhost or ~/.local/state/toolhost].
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Calibration environment name [default: budget.environment, else "default"].
+    #[arg(long = "env", value_name = "NAME")]
+    pub environment: Option<String>,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+}
+
+/// `--allow-unsigned`.
+#[derive(Debug, Args)]
+pub struct TrustArgs {
+    /// Load plugin files that are not signed by a trusted key (they are
+    /// reported as unverified by `toolhost grants`). Default: refuse them.
+    #[arg(long, env = "TOOLHOST_ALLOW_UNSIGNED", value_parser = clap::builder::FalseyValueParser::new())]
+    pub allow_unsigned: bool,
+}
+
+impl HostArgs {
+    /// The builder for this host.
+    pub fn builder(&self) -> Result<HostBuilder> {
+        Ok(self
+            .runtime
+            .builder()?
+            .state_dir(self.state_dir.clone())
+            .builtins(!self.no_builtins)
+            .plugins(self.plugins.iter().cloned())
+            .allow_unsigned(self.trust.allow_unsigned)
+            .environment(self.environment.clone()))
+    }
+
+    /// Builds the host with its external MCP servers (waiting for their
+    /// first connection), and prints warnings.
+    pub fn start(&self) -> Result<Started> {
+        let assembly = self.build()?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .thread_name("toolhost-io")
+            .build()
+            .context("starting the async runtime")?;
+        let servers = ExternalServers::start(assembly.host.clone(), &assembly.config.mcp.servers, rt.handle().clone())?;
+        if !assembly.config.mcp.servers.is_empty() {
+            servers.wait_ready(SERVER_CONNECT_WAIT);
+            for s in servers.status() {
+                if s.state != "up" {
+                    eprintln!(
+                        "warning: MCP server {} is not connected ({}); its tools are unavailable until it is",
+                        s.name,
+                        s.last_error.as_deref().unwrap_or("still connecting")
+                    );
+                }
+            }
+        }
+        Ok(Started { assembly, servers, rt })
+    }
+
+    /// Builds the host (without external servers) and prints its warnings.
+    pub fn build(&self) -> Result<toolhost::Assembly> {
+        let assembly = self.builder()?.build()?;
+        for w in &assembly.warnings {
+            eprintln!("warning: {w}");
+        }
+        Ok(assembly)
+    }
+}
+
+/// How long a command waits for the configured external MCP servers' first
+/// connection before going on without the ones that are not up.
+pub const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(30);
+
+/// A host with its external servers running.
+pub struct Started {
+    /// The host.
+    pub assembly: toolhost::Assembly,
+    /// Its external MCP servers; declared before `rt` so they stop first.
+    pub servers: Arc<ExternalServers>,
+    /// The runtime the servers' connections live on.
+    pub rt: tokio::runtime::Runtime,
+}
+
+impl Drop for Started {
+    fn drop(&mut self) {
+        self.servers.shutdown();
+    }
+}

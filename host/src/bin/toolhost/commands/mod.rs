@@ -1,0 +1,74 @@
+//! The subcommands, one file each.
+
+mod agents;
+mod calibrate;
+mod call;
+mod grants;
+mod inspect;
+mod keygen;
+mod lock;
+mod memory;
+mod new;
+mod plugin;
+mod select;
+mod serve;
+mod server;
+mod servers;
+mod sign;
+mod stats;
+mod status;
+mod tools;
+mod verify;
+
+use anyhow::Result;
+use clap::Subcommand;
+use std::process::ExitCode;
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Serve(serve::Serve),
+    Tools(tools::Tools),
+    Call(call::Call),
+    Inspect(inspect::Inspect),
+    Select(select::Select),
+    Calibrate(calibrate::Calibrate),
+    Stats(stats::Stats),
+    Grants(grants::Grants),
+    Memory(memory::Memory),
+    Agents(agents::Agents),
+    Servers(servers::Servers),
+    Server(server::Server),
+    Status(status::Status),
+    Plugin(plugin::Plugin),
+    Keygen(keygen::Keygen),
+    Sign(sign::Sign),
+    Verify(verify::Verify),
+    Lock(lock::Lock),
+    New(new::New),
+}
+
+impl Command {
+    pub fn run(self) -> Result<ExitCode> {
+        match self {
+            Command::Serve(c) => c.run(),
+            Command::Tools(c) => c.run(),
+            Command::Call(c) => c.run(),
+            Command::Inspect(c) => c.run(),
+            Command::Select(c) => c.run(),
+            Command::Calibrate(c) => c.run(),
+            Command::Stats(c) => c.run(),
+            Command::Grants(c) => c.run(),
+            Command::Memory(c) => c.run(),
+            Command::Agents(c) => c.run(),
+            Command::Servers(c) => c.run(),
+            Command::Server(c) => c.run(),
+            Command::Status(c) => c.run(),
+            Command::Plugin(c) => c.run(),
+            Command::Keygen(c) => c.run(),
+            Command::Sign(c) => c.run(),
+            Command::Verify(c) => c.run(),
+            Command::Lock(c) => c.run(),
+            Command::New(c) => c.run(),
+        }
+    }
+}

@@ -1,0 +1,78 @@
+use crate::args::StateArgs;
+use crate::output::{print_json, print_table};
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Add, replace, remove or list plugins in the running host, without a
+/// restart (through its admin API, found in <state dir>/admin.json).
+#[derive(Debug, clap::Args)]
+pub struct Plugin {
+    #[command(subcommand)]
+    action: Action,
+    #[command(flatten)]
+    state: StateArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Load a component into the running host, or replace the loaded plugin
+    /// of the same name atomically. A broken or refused file leaves the
+    /// running version serving and says why.
+    Add {
+        /// The component file.
+        file: PathBuf,
+    },
+    /// Unload a plugin from the running host.
+    Remove {
+        /// Plugin name.
+        name: String,
+    },
+    /// List the running host's plugins.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Plugin {
+    pub fn run(self) -> Result<ExitCode> {
+        let state = self.state;
+        match self.action {
+            Action::Add { file } => {
+                let path = file.canonicalize().with_context(|| format!("{} does not exist", file.display()))?;
+                let reply = state.admin()?.add_plugin(&path)?;
+                let i = &reply.installed;
+                let verb = if i.replaced.is_none() { "added" } else { "replaced" };
+                println!("{verb} {} (sha256 {}): {}", i.name, i.digest, i.tools.join(", "));
+                println!("  {}", reply.provenance_text);
+            }
+            Action::Remove { name } => {
+                state.admin()?.remove_plugin(&name)?;
+                println!("removed {name}");
+            }
+            Action::List { json } => {
+                let list = state.admin()?.plugins()?;
+                if json {
+                    return print_json(&list);
+                }
+                let rows: Vec<[String; 4]> = list
+                    .plugins
+                    .iter()
+                    .map(|p| {
+                        [
+                            p.name.clone(),
+                            p.sha256.chars().take(12).collect(),
+                            p.provenance_text.clone().unwrap_or_default(),
+                            p.tools.join(", "),
+                        ]
+                    })
+                    .collect();
+                print_table(&["PLUGIN", "SHA256", "ORIGIN", "TOOLS"], &rows);
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,128 @@
+use crate::args::HostArgs;
+use anyhow::{Context, Result};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::ExitCode;
+use std::sync::Arc;
+use toolhost::Host;
+use toolhost::admin::Admin;
+use toolhost::admin::client::EndpointRecord;
+use toolhost::mcp::McpFront;
+use toolhost::mcp::http::{endpoints, router};
+
+/// Serve the tools to MCP clients (the main job).
+///
+/// Without a flag: streamable HTTP on 127.0.0.1:8722, endpoint /mcp for
+/// the operator (every tool within budget) and /mcp/<agent> for each agent
+/// in the config (its allow-list, at its tier). --stdio serves one client
+/// over stdin/stdout instead; logs always go to stderr.
+#[derive(Debug, clap::Args)]
+pub struct Serve {
+    /// Serve one client over stdin/stdout.
+    #[arg(long, conflicts_with = "http")]
+    stdio: bool,
+    /// Address for streamable HTTP [default: 127.0.0.1:8722]. Beyond
+    /// loopback, `server.tokens` must be configured.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<SocketAddr>,
+    /// With --stdio: the agent the session acts as.
+    #[arg(long, value_name = "NAME", requires = "stdio")]
+    agent: Option<String>,
+    #[command(flatten)]
+    host: HostArgs,
+}
+
+/// 32 random bytes as hex.
+fn random_token() -> Result<String> {
+    let mut b = [0u8; 32];
+    getrandom::fill(&mut b).map_err(|e| anyhow::anyhow!("no randomness for the admin token: {e}"))?;
+    Ok(hex::encode(b))
+}
+
+/// Serves the admin API alone on an ephemeral loopback port (for `serve --stdio`).
+async fn start_admin(
+    host: Arc<Host>,
+    cfg: &toolhost::config::ServerConfig,
+    admin: Admin,
+    state: &Path,
+) -> Result<std::path::PathBuf> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.context("binding the admin port")?;
+    let local = listener.local_addr()?;
+    let record = EndpointRecord::write(state, local, &admin.token)
+        .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
+    let mut cfg = cfg.clone();
+    cfg.tokens.clear();
+    let app = router(host, &cfg, local, Some(admin))?;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await;
+    });
+    Ok(record)
+}
+
+impl Serve {
+    pub fn run(self) -> Result<ExitCode> {
+        let started = self.host.start()?;
+        let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
+        let host = a.host.clone();
+        let admin = Admin { token: random_token()?, servers: Some(servers.clone()) };
+        let state = a.state_dir.clone();
+        let server_cfg = a.config.server.clone();
+        let _watch = match &a.plugins_dir {
+            Some(dir) => Some(
+                toolhost::watch::watch_dir(host.clone(), dir, false)
+                    .with_context(|| format!("watching plugins.dir {}", dir.display()))?,
+            ),
+            None => None,
+        };
+        if self.stdio {
+            let front = McpFront::new(host.clone(), self.agent)?;
+            return rt.block_on(async move {
+                use rmcp::ServiceExt;
+                // The operator's admin API, on loopback, beside the stdio session.
+                let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
+                let service = front.serve(rmcp::transport::stdio()).await.context("MCP initialization over stdio")?;
+                service.waiting().await.context("MCP session over stdio")?;
+                EndpointRecord::remove(&record);
+                Ok(ExitCode::SUCCESS)
+            });
+        }
+        let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
+        toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
+            let local = listener.local_addr()?;
+            let admin_token = admin.token.clone();
+            let app = router(host.clone(), &server_cfg, local, Some(admin))?;
+            let record = EndpointRecord::write(&state, local, &admin_token)
+                .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
+            // The banner. Whoever started us may close stdout after reading the
+            // first line: a failed write must not stop the server.
+            use std::io::Write as _;
+            let mut banner =
+                format!("toolhost {} serving MCP (streamable HTTP) on http://{local}\n", env!("CARGO_PKG_VERSION"));
+            for (who, path) in endpoints(&host) {
+                banner.push_str(&format!("  {who}: http://{local}{path}\n"));
+            }
+            let auth = if server_cfg.tokens.is_empty() { "" } else { " --header 'Authorization: Bearer <token>'" };
+            banner.push_str(&format!(
+                "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list\n"
+            ));
+            banner.push_str(&format!(
+                "Operator commands (toolhost server add/remove, toolhost status) reach this host through {}.\nCtrl-C stops the server.\n",
+                record.display()
+            ));
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
+            drop(out);
+            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+                .with_graceful_shutdown(async {
+                    let _ = tokio::signal::ctrl_c().await;
+                })
+                .await
+                .context("HTTP server")?;
+            EndpointRecord::remove(&record);
+            servers.shutdown();
+            Ok(ExitCode::SUCCESS)
+        })
+    }
+}

@@ -1,0 +1,85 @@
+use crate::args::StateArgs;
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use toolhost::config::{AuthConfig, McpServerConfig, Transport};
+
+/// Add or remove an external MCP server in the running host (through its
+/// admin API, found in <state dir>/admin.json), without a restart.
+#[derive(Debug, clap::Args)]
+pub struct Server {
+    #[command(subcommand)]
+    action: Action,
+    #[command(flatten)]
+    state: StateArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// Connect the running host to another MCP server; its tools join the registry.
+    Add {
+        /// A unique name (letters, digits, '-', '_').
+        name: String,
+        /// Start this command and speak MCP over its stdin/stdout (split on whitespace).
+        #[arg(long, value_name = "COMMAND", conflicts_with = "url", required_unless_present = "url")]
+        command: Option<String>,
+        /// Connect to this streamable HTTP endpoint.
+        #[arg(long, value_name = "URL")]
+        url: Option<String>,
+        /// Bearer token for --url (read from the environment variable named here, never the command line).
+        #[arg(long, value_name = "VAR", requires = "url")]
+        token_env: Option<String>,
+        /// Extra environment for --command, as NAME=VALUE (repeatable).
+        #[arg(long = "set-env", value_name = "NAME=VALUE")]
+        env: Vec<String>,
+    },
+    /// Disconnect the running host from a server; its tools leave the registry.
+    Remove {
+        /// The server's name.
+        name: String,
+    },
+}
+
+impl Server {
+    pub fn run(self) -> Result<ExitCode> {
+        let state = self.state;
+        match self.action {
+            Action::Add { name, command, url, token_env, env } => {
+                let mut vars = BTreeMap::new();
+                for kv in env {
+                    let (k, v) =
+                        kv.split_once('=').with_context(|| format!("--set-env {kv:?}: expected NAME=VALUE"))?;
+                    vars.insert(k.to_string(), v.to_string());
+                }
+                let token = match token_env {
+                    Some(var) => Some(std::env::var(&var).with_context(|| format!("--token-env: {var} is not set"))?),
+                    None => None,
+                };
+                let cfg = McpServerConfig {
+                    name: name.clone(),
+                    transport: if command.is_some() { Transport::Stdio } else { Transport::StreamableHttp },
+                    command,
+                    url,
+                    env: vars,
+                    auth: token.map(|t| AuthConfig { token: Some(t), oauth: None }),
+                };
+                let reply = state.admin()?.add_server(&cfg)?;
+                match reply.status {
+                    Some(st) => {
+                        println!("added {name}: {} ({} tools)", st.state, st.tools.len());
+                        if let Some(e) = st.last_error {
+                            println!("  last error: {e}");
+                        }
+                    }
+                    None => println!("added {name}: connecting"),
+                }
+            }
+            Action::Remove { name } => {
+                state.admin()?.remove_server(&name)?;
+                println!("removed {name}");
+            }
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,48 @@
+//! The `toolhost` command line. One file per command under `commands/`;
+//! arguments shared by several commands in `args.rs`, printing in
+//! `output.rs`. `anyhow` lives here, at the edge.
+
+mod args;
+mod commands;
+mod output;
+
+use clap::Parser;
+use std::process::ExitCode;
+
+/// A WebAssembly plugin host for sandboxed LLM tools.
+///
+/// toolhost runs tools compiled to WASI preview-2 components (the built-in
+/// dice roller, SRD rules lookup, file and memory tools, plus any plugin you
+/// load) under hard limits: fuel, an epoch deadline, memory and output caps,
+/// deny-by-default capabilities. Tools are sorted into FAST / STANDARD / DEEP
+/// latency tiers; agents (NPCs) see only the tools on their allow-list that
+/// fit their tier.
+///
+/// Configuration comes from toolhost.yaml in the working directory (or
+/// --config); command-line flags override it.
+#[derive(Debug, Parser)]
+#[command(name = "toolhost", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: commands::Command,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    // Logs go to stderr, always: on stdio transports stdout carries protocol
+    // messages and nothing else.
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match cli.command.run() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

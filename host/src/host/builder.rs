@@ -1,0 +1,307 @@
+//! Assembling a host from a config: the runtime with its limits and
+//! compile cache, the budget with its agents, the trust policy, the grants,
+//! the audit trail, the memory store, the built-in plugins, plugin files,
+//! the plugins directory and stored calibration. The `toolhost` binary,
+//! the tests and the benchmarks all build hosts this way.
+
+use super::Host;
+use crate::audit::AuditLog;
+use crate::budget::Budget;
+use crate::calibrate::CalibrationStore;
+use crate::config::Config;
+use crate::memory::{MemoryError, MemoryStore};
+use crate::package::{LockFile, PackageError, TrustPolicy};
+use crate::runtime::Runtime;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Why a host could not be assembled. Each message names the setting or
+/// file at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    /// The wasm engine would not start with these limits.
+    #[error("cannot start the wasm engine: {0}")]
+    Engine(String),
+    /// A trusted key file is missing or malformed.
+    #[error("trust.key_files[{index}]: {path}: {reason}")]
+    KeyFile {
+        /// Position in `trust.key_files`.
+        index: usize,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The configured lock file does not exist.
+    #[error("trust.lock_file: {0} does not exist (create it with `toolhost lock`)")]
+    LockMissing(PathBuf),
+    /// The lock file is unreadable.
+    #[error(transparent)]
+    Lock(#[from] PackageError),
+    /// The audit log cannot be opened.
+    #[error("opening the audit log {path}: {source}")]
+    Audit {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The memory store cannot be opened.
+    #[error("opening the memory store {path}: {source}")]
+    Memory {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: MemoryError,
+    },
+    /// A built-in plugin did not load.
+    #[error("loading the built-in plugins: {0}")]
+    Builtins(super::AddPluginError),
+    /// A plugin file did not load.
+    #[error(transparent)]
+    Plugin(super::AddPluginError),
+    /// The plugins directory cannot be created or read.
+    #[error("plugins.dir: {path}: {source}")]
+    PluginsDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Where compiled components are cached.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CacheChoice {
+    /// `cache_dir` from the config, else the per-user default.
+    Default,
+    /// This directory.
+    Dir(PathBuf),
+    /// No disk cache: compile every component afresh.
+    Off,
+}
+
+/// Builds a [`Host`] from a [`Config`] plus the command line's overrides.
+#[derive(Debug, Clone)]
+pub struct HostBuilder {
+    config: Config,
+    cache: CacheChoice,
+    state_dir: Option<PathBuf>,
+    builtins: bool,
+    plugins: Vec<PathBuf>,
+    allow_unsigned: bool,
+    environment: Option<String>,
+}
+
+/// A built host and what was decided while building it.
+#[derive(Debug)]
+pub struct Assembly {
+    /// The host.
+    pub host: Arc<Host>,
+    /// The config it was built from.
+    pub config: Config,
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// The plugins directory to watch, when configured.
+    pub plugins_dir: Option<PathBuf>,
+    /// Calibration results for this environment.
+    pub calibration: CalibrationStore,
+    /// The calibration environment's name.
+    pub environment: String,
+    /// Problems that did not stop the host (a plugin in the plugins
+    /// directory that did not load ...), for the operator.
+    pub warnings: Vec<String>,
+}
+
+impl HostBuilder {
+    /// A builder for `config`, with the built-ins and the default cache.
+    pub fn new(config: Config) -> HostBuilder {
+        HostBuilder {
+            config,
+            cache: CacheChoice::Default,
+            state_dir: None,
+            builtins: true,
+            plugins: Vec::new(),
+            allow_unsigned: false,
+            environment: None,
+        }
+    }
+
+    /// The config being built from (to apply overrides to).
+    pub fn config_mut(&mut self) -> &mut Config {
+        &mut self.config
+    }
+
+    /// Where compiled components are cached.
+    #[must_use]
+    pub fn cache(mut self, cache: CacheChoice) -> HostBuilder {
+        self.cache = cache;
+        self
+    }
+
+    /// The state directory, over the config's.
+    #[must_use]
+    pub fn state_dir(mut self, dir: Option<PathBuf>) -> HostBuilder {
+        if dir.is_some() {
+            self.state_dir = dir;
+        }
+        self
+    }
+
+    /// Whether to load the built-in plugins (also subject to `plugins.builtins`).
+    #[must_use]
+    pub fn builtins(mut self, on: bool) -> HostBuilder {
+        self.builtins = on;
+        self
+    }
+
+    /// Plugin files to load besides `plugins.files`.
+    #[must_use]
+    pub fn plugins(mut self, files: impl IntoIterator<Item = PathBuf>) -> HostBuilder {
+        self.plugins.extend(files);
+        self
+    }
+
+    /// Loads unsigned plugin files (besides `trust.allow_unsigned`).
+    #[must_use]
+    pub fn allow_unsigned(mut self, on: bool) -> HostBuilder {
+        self.allow_unsigned |= on;
+        self
+    }
+
+    /// The calibration environment, over `budget.environment`.
+    #[must_use]
+    pub fn environment(mut self, name: Option<String>) -> HostBuilder {
+        if name.is_some() {
+            self.environment = name;
+        }
+        self
+    }
+
+    /// The state directory this builder will use.
+    pub fn resolved_state_dir(&self) -> PathBuf {
+        let cfg = &self.config;
+        self.state_dir
+            .clone()
+            .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
+            .unwrap_or_else(crate::paths::default_state_dir)
+    }
+
+    /// The compile cache directory this builder will use (`None`: off).
+    pub fn resolved_cache_dir(&self) -> Option<PathBuf> {
+        let cfg = &self.config;
+        match &self.cache {
+            CacheChoice::Off => None,
+            CacheChoice::Dir(d) => Some(d.clone()),
+            CacheChoice::Default => {
+                Some(cfg.cache_dir.as_ref().map(|d| cfg.resolve(d)).unwrap_or_else(crate::paths::default_cache_dir))
+            }
+        }
+    }
+
+    /// The lock file: `trust.lock_file`, else `toolhost.lock` beside the config.
+    pub fn lock_path(&self) -> PathBuf {
+        match &self.config.trust.lock_file {
+            Some(p) => self.config.resolve(p),
+            None => self.config.base_dir.join("toolhost.lock"),
+        }
+    }
+
+    /// The plugin files the config and the overrides name (not the plugins directory).
+    pub fn plugin_files(&self) -> Vec<PathBuf> {
+        let cfg = &self.config;
+        cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(self.plugins.iter().cloned()).collect()
+    }
+
+    /// The plugins directory, when configured.
+    pub fn plugins_dir(&self) -> Option<PathBuf> {
+        self.config.plugins.dir.as_ref().map(|d| self.config.resolve(d))
+    }
+
+    /// The wasm runtime alone (for `inspect` and `sign`).
+    pub fn runtime(&self) -> Result<Runtime, BuildError> {
+        Runtime::new(self.config.limits(), self.resolved_cache_dir().as_deref())
+            .map_err(|e| BuildError::Engine(format!("{e:#}")))
+    }
+
+    /// The trust policy from `trust:` and the unsigned override.
+    pub fn trust(&self) -> Result<TrustPolicy, BuildError> {
+        let cfg = &self.config;
+        let lock_path = self.lock_path();
+        let lock = if lock_path.exists() {
+            Some(LockFile::read(&lock_path)?)
+        } else if cfg.trust.lock_file.is_some() {
+            return Err(BuildError::LockMissing(lock_path));
+        } else {
+            None
+        };
+        let mut keys = cfg.trust.keys.clone();
+        for (index, f) in cfg.trust.key_files.iter().enumerate() {
+            let path = cfg.resolve(f);
+            let err = |reason: String| BuildError::KeyFile { index, path: path.clone(), reason };
+            let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
+            keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
+        }
+        Ok(TrustPolicy { keys, allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned, lock })
+    }
+
+    /// Builds the host: everything but the external servers (see
+    /// `mcp::ExternalServers::start`).
+    pub fn build(self) -> Result<Assembly, BuildError> {
+        let state = self.resolved_state_dir();
+        let cfg = &self.config;
+        let audit = if cfg.audit.disabled {
+            AuditLog::disabled()
+        } else {
+            let path = cfg.audit.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("audit.jsonl"));
+            AuditLog::open(&path, cfg.audit.include_arguments).map_err(|source| BuildError::Audit { path, source })?
+        };
+        let memory_path =
+            cfg.memory.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("memory.sqlite3"));
+        let memory =
+            MemoryStore::open(&memory_path).map_err(|source| BuildError::Memory { path: memory_path, source })?;
+        let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
+        let host = Host::with_budget(self.runtime()?, budget)
+            .with_trust(self.trust()?)
+            .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
+            .with_audit(audit)
+            .with_memory(Arc::new(memory));
+        if cfg.plugins.builtins && self.builtins {
+            host.add_builtins().map_err(BuildError::Builtins)?;
+        }
+        for p in self.plugin_files() {
+            host.add_plugin_file(&p).map_err(BuildError::Plugin)?;
+        }
+        let mut warnings = Vec::new();
+        let plugins_dir = self.plugins_dir();
+        if let Some(dir) = &plugins_dir {
+            let err = |source| BuildError::PluginsDir { path: dir.clone(), source };
+            std::fs::create_dir_all(dir).map_err(err)?;
+            for p in super::plugin_files(dir).map_err(err)? {
+                // Like the watcher: a bad file is reported, the rest load.
+                if let Err(e) = host.install_plugin_file(&p) {
+                    warnings.push(format!("{} not loaded: {e}", p.display()));
+                }
+            }
+        }
+        let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
+        let calibration = CalibrationStore::new(&state, &environment);
+        calibration.load_into(&host);
+        Ok(Assembly {
+            host: Arc::new(host),
+            config: self.config,
+            state_dir: state,
+            plugins_dir,
+            calibration,
+            environment,
+            warnings,
+        })
+    }
+}
+
+impl Assembly {
+    /// The state directory.
+    pub fn state_dir(&self) -> &Path {
+        &self.state_dir
+    }
+}

@@ -1,0 +1,180 @@
+//! Adding, replacing and removing plugins: the built-ins at start, files
+//! at start and while the host serves (the admin API and the plugins
+//! directory take the same path).
+
+use super::Host;
+use crate::builtin::BUILTINS;
+use crate::capabilities::{CAPABILITIES, GrantError};
+use crate::package::Provenance;
+use crate::registry::RegistryError;
+use crate::runtime::{LoadError, WasmPlugin};
+use crate::tool::{Capability, Provider as _, ProviderKind};
+use std::path::Path;
+use std::sync::Arc;
+
+/// Whether `p` looks like a plugin file: `*.wasm`, not hidden.
+pub fn is_plugin_file(p: &Path) -> bool {
+    p.extension().is_some_and(|e| e == "wasm")
+        && p.file_name().and_then(|n| n.to_str()).is_some_and(|n| !n.starts_with('.'))
+}
+
+/// The plugin files in `dir`, sorted.
+pub fn plugin_files(dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
+    let mut v: Vec<std::path::PathBuf> =
+        std::fs::read_dir(dir)?.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| is_plugin_file(p)).collect();
+    v.sort();
+    Ok(v)
+}
+
+/// Why a plugin could not be added to the host.
+#[derive(Debug, thiserror::Error)]
+pub enum AddPluginError {
+    /// The component did not load.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The registry refused it (a name clash).
+    #[error(transparent)]
+    Registry(#[from] RegistryError),
+    /// Its grants cannot be honoured.
+    #[error(transparent)]
+    Grant(#[from] GrantError),
+    /// The trust policy refused the package (unsigned, untrusted, tampered, not the locked digest).
+    #[error(transparent)]
+    Package(#[from] crate::package::PackageError),
+    /// A new version asks for capabilities the running one did not, and the
+    /// operator has not granted them.
+    #[error(
+        "plugin {plugin:?}: the new version asks for {} which the running version did not, and plugins.grants.{plugin} does not grant {}; the running version stays. Grant {} first, then add it again",
+        list(.new),
+        if .new.len() == 1 { "it" } else { "them" },
+        if .new.len() == 1 { "it" } else { "them" }
+    )]
+    NewCapabilities {
+        /// Plugin name.
+        plugin: String,
+        /// What is new.
+        new: Vec<Capability>,
+    },
+}
+
+fn list(c: &[Capability]) -> String {
+    c.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// What [`Host::install_plugin_file`] did.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Installed {
+    /// Plugin name.
+    pub name: String,
+    /// Component digest.
+    pub digest: String,
+    /// The digest of the version it replaced, if any.
+    pub replaced: Option<String>,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// Where it comes from.
+    pub provenance: Provenance,
+    /// Whether the component was compiled now or came from the cache.
+    pub compiled: bool,
+}
+
+impl Host {
+    /// Loads and registers every built-in plugin.
+    pub fn add_builtins(&self) -> Result<(), AddPluginError> {
+        for b in BUILTINS {
+            let plugin = self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?;
+            self.registry.add(Arc::new(plugin))?;
+            self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(b.name.to_string(), Provenance::Builtin);
+        }
+        Ok(())
+    }
+
+    /// Loads a component file (through the trust policy) and registers its
+    /// tools. Fails if a provider of that name exists.
+    pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
+        let name = crate::runtime::plugin_name_from_path(path);
+        let bytes = self.read_plugin(path)?;
+        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let plugin = Arc::new(self.runtime.load_with(&name, component, self.grants_for(&name)?)?);
+        self.registry.add(plugin.clone())?;
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name, provenance);
+        Ok(plugin)
+    }
+
+    /// Reads a plugin file: the component limit, plus room for a package
+    /// section (manifest and signature).
+    fn read_plugin(&self, path: &Path) -> Result<Vec<u8>, AddPluginError> {
+        let limit = self.runtime.limits().max_component_bytes + (1 << 16);
+        crate::runtime::read_bounded(path, limit)
+            .map_err(|kind| LoadError { plugin: crate::runtime::plugin_name_from_path(path), kind }.into())
+    }
+
+    /// Adds or replaces a plugin from a file while the host serves: the hot
+    /// path of `toolhost plugin add` and the plugins-directory watcher.
+    ///
+    /// The file passes the trust policy, compiles (through the on-disk
+    /// cache) and instantiates before anything changes; a new version that
+    /// asks for capabilities the running one did not must have them granted
+    /// first. Then one atomic registry swap: calls already running finish on
+    /// the version they started with, new calls get the new one. On any
+    /// error the running version keeps serving. Blocking: call it off the
+    /// request path.
+    pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let name = crate::runtime::plugin_name_from_path(path);
+        let bytes = self.read_plugin(path)?;
+        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let compiled = self.runtime.compile(&name, component)?;
+        let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
+        let catalog = self.registry.snapshot();
+        let old = catalog.provider(&name).cloned();
+        let grants = self.grants_for(&name)?;
+        if let Some(old) = old.as_ref().filter(|p| p.kind() == ProviderKind::Wasm) {
+            let before = CAPABILITIES.imported(&old.describe().imports);
+            let new: Vec<Capability> = CAPABILITIES
+                .imported(&compiled.imports)
+                .difference(before)
+                .iter()
+                .filter(|c| !grants.grants(*c))
+                .collect();
+            if !new.is_empty() {
+                return Err(AddPluginError::NewCapabilities { plugin: name, new });
+            }
+        }
+        let plugin = Arc::new(self.runtime.instantiate_compiled(compiled, grants)?);
+        let replaced = self.registry.upsert(plugin.clone())?;
+        if let Some(old) = &replaced {
+            // Measurements of the old version say nothing about the new one.
+            for t in old.tools() {
+                self.budget.forget(&t.name);
+            }
+        }
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
+        tracing::info!(plugin = %name, digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
+        Ok(Installed {
+            name,
+            digest: plugin.digest().to_string(),
+            replaced: replaced.map(|p| p.fingerprint().unwrap_or_default().to_string()),
+            tools: plugin.tools().iter().map(|t| t.name.clone()).collect(),
+            provenance,
+            compiled: was_compiled,
+        })
+    }
+
+    /// Removes a plugin while the host serves. Calls already running finish.
+    pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        match self.registry.snapshot().provider(name) {
+            Some(p) if p.kind() != ProviderKind::Wasm => {
+                return Err(AddPluginError::Registry(RegistryError::UnknownProvider(format!(
+                    "{name} (an external MCP server: use `toolhost server remove`)"
+                ))));
+            }
+            _ => {}
+        }
+        self.registry.remove(name)?;
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        tracing::info!(plugin = %name, "plugin removed");
+        Ok(())
+    }
+}

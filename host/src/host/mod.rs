@@ -1,0 +1,294 @@
+//! The call pipeline every tool goes through, whatever its provider:
+//! resolve the name, check visibility (allow-list and tier) when the caller
+//! is an agent, check the arguments match the schema, run the tool under
+//! its budget deadline, record the measurement.
+
+mod builder;
+mod install;
+
+pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
+pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
+
+use crate::audit::{self, AuditLog};
+use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
+use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
+use crate::memory::MemoryStore;
+use crate::package::{Provenance, TrustPolicy};
+use crate::registry::Registry;
+use crate::runtime::{MemoryBackend, Runtime};
+use crate::tool::{CallContext, CallError, ToolOutput};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The runtime, the registry and the budget, and the one way to call a tool.
+#[derive(Debug)]
+pub struct Host {
+    runtime: Runtime,
+    registry: Registry,
+    budget: Budget,
+    grants: GrantsByPlugin,
+    grants_base: PathBuf,
+    audit: AuditLog,
+    memory: std::sync::OnceLock<Arc<MemoryStore>>,
+    trust: TrustPolicy,
+    provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
+    /// Serializes installs, so two versions of one plugin never race.
+    installing: std::sync::Mutex<()>,
+}
+
+/// The results of a batch of parallel calls.
+#[derive(Debug)]
+pub struct Batch {
+    /// One result per call, in the order given.
+    pub results: Vec<Result<ToolOutput, CallError>>,
+    /// The batch's latency cost: the slowest call, not the sum.
+    pub cost: Duration,
+}
+
+impl Host {
+    /// A host with no tools, default budget settings and no agents.
+    pub fn new(runtime: Runtime) -> Host {
+        Host::with_budget(runtime, Budget::new(BudgetConfig::default(), Vec::new()))
+    }
+
+    /// A host with a configured budget (agents, ceilings, selector).
+    pub fn with_budget(runtime: Runtime, budget: Budget) -> Host {
+        let budget = budget.with_deadlines(runtime.limits().deadlines());
+        Host {
+            runtime,
+            registry: Registry::new(),
+            budget,
+            grants: GrantsByPlugin::new(),
+            grants_base: PathBuf::new(),
+            audit: AuditLog::disabled(),
+            memory: std::sync::OnceLock::new(),
+            trust: TrustPolicy::permissive(),
+            provenance: Default::default(),
+            installing: std::sync::Mutex::new(()),
+        }
+    }
+
+    /// Which plugin files may load (default: everything, see
+    /// [`TrustPolicy::permissive`]; the `toolhost` binary applies the
+    /// config's `trust:` section).
+    pub fn with_trust(mut self, trust: TrustPolicy) -> Host {
+        self.trust = trust;
+        self
+    }
+
+    /// The trust policy.
+    pub fn trust(&self) -> &TrustPolicy {
+        &self.trust
+    }
+
+    /// Where a loaded plugin came from (`None`: not a plugin of this host).
+    pub fn provenance(&self, plugin: &str) -> Option<Provenance> {
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).cloned()
+    }
+
+    /// The campaign memory store behind the `memory` capability. Without
+    /// one, the host uses an in-memory store holding the demo campaign.
+    pub fn with_memory(self, store: Arc<MemoryStore>) -> Host {
+        let _ = self.memory.set(store);
+        self
+    }
+
+    /// The memory store (the in-memory demo store when none was given).
+    pub fn memory(&self) -> Result<&Arc<MemoryStore>, crate::memory::MemoryError> {
+        if let Some(m) = self.memory.get() {
+            return Ok(m);
+        }
+        let store = Arc::new(MemoryStore::in_memory()?);
+        Ok(self.memory.get_or_init(|| store))
+    }
+
+    /// Sends the audit trail to `audit` (by default it goes to the log only).
+    pub fn with_audit(mut self, audit: AuditLog) -> Host {
+        self.audit = audit;
+        self
+    }
+
+    /// Sets the operator's grants (from `plugins.grants`), relative paths
+    /// resolved against `base`. Applies to plugins loaded afterwards.
+    pub fn with_grants(mut self, grants: GrantsByPlugin, base: &Path) -> Host {
+        self.grants = grants;
+        self.grants_base = base.to_path_buf();
+        self
+    }
+
+    /// The resolved grants for a plugin name (empty when none configured).
+    ///
+    /// The built-in `memorytool` is granted `memory` by default (the operator
+    /// can take it away with an explicit `plugins.grants.memorytool` entry).
+    pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
+        let memory = || -> Result<Arc<dyn MemoryBackend>, String> {
+            Ok(self.memory().map_err(|e| e.to_string())?.clone() as Arc<dyn MemoryBackend>)
+        };
+        match self.grants.get(plugin) {
+            Some(g) => g.resolve(plugin, &self.grants_base, &memory),
+            None if plugin == "memorytool" => crate::capabilities::GrantConfig { memory: true, ..Default::default() }
+                .resolve(plugin, &self.grants_base, &memory),
+            None => Ok(Grants::default()),
+        }
+    }
+
+    /// The wasm runtime.
+    pub fn runtime(&self) -> &Runtime {
+        &self.runtime
+    }
+
+    /// The tool registry.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The latency budget.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
+    }
+
+    /// Calls `tool` as the operator: no allow-list, no tier filter, but the
+    /// same validation, deadline and measurement as every call.
+    pub fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
+        self.run(None, tool, arguments, ctx)
+    }
+
+    /// Calls `tool` on behalf of `agent` at `tier`. A tool the agent cannot
+    /// see (not on its allow-list, or over the tier's budget) is refused
+    /// exactly like a tool that does not exist, so the refusal reveals
+    /// nothing.
+    pub fn call_as(
+        &self,
+        agent: Option<&str>,
+        tier: Tier,
+        tool: &str,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        self.run(Some((agent, tier)), tool, arguments, ctx)
+    }
+
+    /// Runs several calls in parallel, each bounded by its own deadline. The
+    /// batch costs the slowest call, not the sum.
+    pub fn call_batch(
+        &self,
+        agent: Option<&str>,
+        tier: Tier,
+        calls: &[(String, serde_json::Value)],
+        ctx: &CallContext,
+    ) -> Batch {
+        let start = Instant::now();
+        let results = std::thread::scope(|s| {
+            let handles: Vec<_> =
+                calls.iter().map(|(tool, args)| s.spawn(move || self.call_as(agent, tier, tool, args, ctx))).collect();
+            handles.into_iter().map(|h| h.join().expect("batch call thread")).collect()
+        });
+        Batch { results, cost: start.elapsed() }
+    }
+
+    fn run(
+        &self,
+        enforce: Option<(Option<&str>, Tier)>,
+        tool: &str,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        let start = Instant::now();
+        let catalog = self.registry.snapshot();
+        let entry = catalog.get(tool);
+        let agent = enforce.and_then(|(a, _)| a).or(ctx.agent.as_deref());
+        let mut refused = false;
+        let result = match entry {
+            None => Err(CallError::UnknownTool(tool.to_string())),
+            Some(entry) => {
+                if let Some((agent, tier)) = enforce
+                    && !self.budget.visible(agent, tier, entry).unwrap_or(false)
+                {
+                    tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
+                    refused = true;
+                    Err(CallError::UnknownTool(tool.to_string()))
+                } else {
+                    self.run_visible(entry, agent, arguments, ctx)
+                }
+            }
+        };
+        self.audit_call(agent, tool, entry.map(|e| &**e), arguments, &result, refused, start.elapsed());
+        result
+    }
+
+    fn run_visible(
+        &self,
+        entry: &crate::registry::RegisteredTool,
+        agent: Option<&str>,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        let tool = entry.def.name.as_str();
+        if !arguments.is_object() {
+            return Err(CallError::InvalidInput {
+                tool: tool.to_string(),
+                message: format!("arguments must be a JSON object, not {}", json_kind(arguments)),
+            });
+        }
+        entry
+            .validator
+            .check(arguments)
+            .map_err(|message| CallError::InvalidInput { tool: tool.to_string(), message })?;
+        let deadline = self.budget.timeout_for(&entry.def);
+        let ctx = CallContext {
+            deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
+            agent: agent.map(str::to_string),
+            ..ctx.clone()
+        };
+        let start = Instant::now();
+        let result = entry.provider.call(tool, arguments, &ctx);
+        self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
+        result
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn audit_call(
+        &self,
+        agent: Option<&str>,
+        tool: &str,
+        entry: Option<&crate::registry::RegisteredTool>,
+        arguments: &serde_json::Value,
+        result: &Result<ToolOutput, CallError>,
+        refused: bool,
+        duration: Duration,
+    ) {
+        let stats = result.as_ref().map(|o| o.stats).unwrap_or_default();
+        self.audit.write(&audit::Record {
+            time_ms: audit::now_ms(),
+            agent,
+            tool,
+            provider: entry.map(|e| e.provider.name()),
+            provider_digest: entry.and_then(|e| e.provider.fingerprint()).map(str::to_string),
+            arguments_sha256: audit::hash_arguments(arguments),
+            arguments: self.audit.include_arguments().then_some(arguments),
+            outcome: match (result, refused) {
+                (_, true) => "refused",
+                (Ok(_), _) => "ok",
+                (Err(e), _) => e.kind(),
+            },
+            error: result.as_ref().err().map(|e| e.to_string()),
+            duration_ms: audit::ms(duration),
+            fuel_used: stats.fuel_used,
+            peak_memory_bytes: stats.peak_memory_bytes,
+            capabilities_held: entry.map(|e| e.provider.held().names()).unwrap_or_default(),
+            capabilities_used: stats.capabilities_used.names(),
+        });
+    }
+}
+
+fn json_kind(v: &serde_json::Value) -> &'static str {
+    match v {
+        serde_json::Value::Null => "null",
+        serde_json::Value::Bool(_) => "a boolean",
+        serde_json::Value::Number(_) => "a number",
+        serde_json::Value::String(_) => "a string",
+        serde_json::Value::Array(_) => "an array",
+        serde_json::Value::Object(_) => "an object",
+    }
+}

@@ -1,0 +1,114 @@
+//! A connected server's tools as a registry provider: calls go to the
+//! server with the budget's deadline.
+
+use super::block_on;
+use super::supervisor::Server;
+use crate::mcp::content::from_mcp;
+use crate::tool::{CallContext, CallError, CallStats, Content, Provider, ProviderKind, ToolDef, ToolOutput};
+use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
+use rmcp::service::{PeerRequestOptions, ServiceError};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+/// Deadline of a call when the budget gave none.
+const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// One connection's tools, as a registry provider.
+#[derive(Debug)]
+pub(super) struct McpTools {
+    pub(super) server: Arc<Server>,
+    pub(super) tools: Vec<ToolDef>,
+    /// Exposed name -> the server's own name.
+    pub(super) remote: HashMap<String, String>,
+}
+
+impl Provider for McpTools {
+    fn name(&self) -> &str {
+        &self.server.cfg.name
+    }
+
+    fn kind(&self) -> ProviderKind {
+        ProviderKind::Mcp
+    }
+
+    fn tools(&self) -> &[ToolDef] {
+        &self.tools
+    }
+
+    fn is_available(&self) -> bool {
+        self.server.available.load(Ordering::Acquire)
+    }
+
+    fn call(&self, tool: &str, arguments: &Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
+        let started = Instant::now();
+        let unavailable = |message: String| CallError::Unavailable { tool: tool.to_string(), message };
+        let peer = self.server.peer.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let Some(peer) = peer.filter(|_| self.is_available()) else {
+            let why = self.server.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            return Err(unavailable(format!(
+                "MCP server {:?} is not connected ({}); reconnecting",
+                self.server.cfg.name,
+                why.unwrap_or_else(|| "connecting".into())
+            )));
+        };
+        let remote = self.remote.get(tool).cloned().unwrap_or_else(|| tool.to_string());
+        let timeout = ctx.deadline.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        let mut params = CallToolRequestParams::new(remote);
+        if let Value::Object(o) = arguments {
+            params = params.with_arguments(o.clone());
+        }
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let options = PeerRequestOptions::with_timeout(timeout);
+        let fut = async move { peer.send_request_with_option(request, options).await?.await_response().await };
+        let response = block_on(&self.server.rt, fut);
+        let result = match response {
+            Ok(ServerResult::CallToolResult(r)) => r,
+            Ok(other) => {
+                return Err(CallError::Failed {
+                    tool: tool.to_string(),
+                    message: format!("the server answered tools/call with an unexpected result: {other:?}"),
+                });
+            }
+            Err(ServiceError::Timeout { .. }) => {
+                return Err(CallError::Timeout {
+                    tool: tool.to_string(),
+                    limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            Err(ServiceError::McpError(e)) if e.code == ErrorCode::INVALID_PARAMS => {
+                return Err(CallError::InvalidInput { tool: tool.to_string(), message: e.message.to_string() });
+            }
+            Err(ServiceError::McpError(e)) => {
+                return Err(CallError::Failed {
+                    tool: tool.to_string(),
+                    message: format!("server error {}: {}", e.code.0, e.message),
+                });
+            }
+            Err(
+                e @ (ServiceError::TransportClosed | ServiceError::TransportSend(_) | ServiceError::Cancelled { .. }),
+            ) => {
+                return Err(unavailable(format!(
+                    "MCP server {:?} went away during the call ({e})",
+                    self.server.cfg.name
+                )));
+            }
+            Err(e) => return Err(CallError::Failed { tool: tool.to_string(), message: e.to_string() }),
+        };
+        let content = from_mcp(&result.content, result.structured_content.as_ref());
+        if result.is_error == Some(true) {
+            let message = content
+                .iter()
+                .filter_map(|c| if let Content::Text(t) = c { Some(t.as_str()) } else { None })
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(CallError::Failed {
+                tool: tool.to_string(),
+                message: if message.is_empty() { "the tool reported an error".into() } else { message },
+            });
+        }
+        Ok(ToolOutput { content, stats: CallStats { duration: started.elapsed(), ..CallStats::default() } })
+    }
+}

@@ -1,0 +1,235 @@
+//! What the host reports about itself, as typed, serializable structs:
+//! tools with their budget figures, plugins with their grants, agents. The
+//! `toolhost` commands print them (as tables or `--json`); the admin API
+//! serves them.
+
+use crate::Host;
+use crate::budget::{AgentProfile, Tier, ToolStatus};
+use crate::registry::RegisteredTool;
+use crate::tool::ToolDef;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+fn ms(d: Option<Duration>) -> Option<f64> {
+    d.map(|d| d.as_secs_f64() * 1e3)
+}
+
+/// A tool's budget figures at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BudgetReport {
+    /// Tier after health demotion (`None`: over budget, never shown).
+    pub tier: Option<Tier>,
+    /// Tier before health demotion.
+    pub base_tier: Option<Tier>,
+    /// Whether health demotion applies.
+    pub demoted: bool,
+    /// Where the tier comes from: `measured`, `calibrated`, `declared`, `default`.
+    pub tier_source: String,
+    /// The p50 the tier was taken from, in ms.
+    pub p50_ms: Option<f64>,
+    /// Marketplace badge, when measured.
+    pub badge: Option<String>,
+    /// The seed's compatibility tag.
+    pub compatibility: String,
+    /// The deadline a call gets now, in ms.
+    pub timeout_ms: f64,
+    /// Real calls in the window.
+    pub calls: usize,
+    /// Real calls' p50, ms.
+    pub real_p50_ms: Option<f64>,
+    /// Real calls' p99, ms.
+    pub real_p99_ms: Option<f64>,
+    /// Errors and timeouts among real calls, 0 to 1.
+    pub error_rate: Option<f64>,
+    /// Calibration probes.
+    pub probes: usize,
+    /// Probes' p50, ms.
+    pub probe_p50_ms: Option<f64>,
+    /// Probes' p99, ms.
+    pub probe_p99_ms: Option<f64>,
+}
+
+impl From<&ToolStatus> for BudgetReport {
+    fn from(s: &ToolStatus) -> BudgetReport {
+        BudgetReport {
+            tier: s.tier,
+            base_tier: s.base_tier,
+            demoted: s.demoted,
+            tier_source: s.source.as_str().to_string(),
+            p50_ms: ms(s.p50),
+            badge: s.badge.map(|b| b.as_str().to_string()),
+            compatibility: Tier::compatibility(s.tier).to_string(),
+            timeout_ms: s.timeout.as_secs_f64() * 1e3,
+            calls: s.real.map_or(0, |r| r.count),
+            real_p50_ms: ms(s.real.map(|r| r.p50)),
+            real_p99_ms: ms(s.real.map(|r| r.p99)),
+            error_rate: s.real.map(|r| r.error_rate()),
+            probes: s.probes.map_or(0, |p| p.count),
+            probe_p50_ms: ms(s.probes.map(|p| p.p50)),
+            probe_p99_ms: ms(s.probes.map(|p| p.p99)),
+        }
+    }
+}
+
+/// A tool's declaration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDeclaration {
+    /// Name.
+    pub name: String,
+    /// Description for the model.
+    pub description: String,
+    /// JSON Schema of the arguments.
+    pub input_schema: serde_json::Value,
+    /// Declared p50, ms.
+    pub estimated_duration_ms: Option<u32>,
+    /// Declared upper bound, ms.
+    pub max_duration_ms: Option<u32>,
+    /// Safe to retry.
+    pub idempotent: bool,
+    /// How long a result may be cached.
+    pub cacheable_seconds: u32,
+}
+
+impl From<&ToolDef> for ToolDeclaration {
+    fn from(t: &ToolDef) -> ToolDeclaration {
+        ToolDeclaration {
+            name: t.name.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            estimated_duration_ms: t.meta.estimated_duration_ms,
+            max_duration_ms: t.meta.max_duration_ms,
+            idempotent: t.meta.idempotent,
+            cacheable_seconds: t.meta.cacheable_seconds,
+        }
+    }
+}
+
+/// A tool in the registry with its budget figures (`toolhost tools --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolReport {
+    /// The declaration.
+    #[serde(flatten)]
+    pub declaration: ToolDeclaration,
+    /// Its provider.
+    pub provider: String,
+    /// The provider's kind (`wasm`, `mcp`).
+    pub kind: String,
+    /// Budget figures.
+    pub budget: BudgetReport,
+}
+
+impl ToolReport {
+    /// The report of `tool` in `host`.
+    pub fn of(host: &Host, tool: &RegisteredTool) -> ToolReport {
+        ToolReport {
+            declaration: (&tool.def).into(),
+            provider: tool.provider.name().to_string(),
+            kind: tool.provider.kind().as_str().to_string(),
+            budget: (&host.budget().status(&tool.def)).into(),
+        }
+    }
+}
+
+/// One row of `toolhost stats --json`: a tool's figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StatsRow {
+    /// Tool name.
+    pub tool: String,
+    /// Its provider.
+    pub provider: String,
+    /// Budget figures.
+    #[serde(flatten)]
+    pub budget: BudgetReport,
+}
+
+/// Every tool's figures, by name.
+pub fn stats(host: &Host) -> Vec<StatsRow> {
+    host.registry()
+        .snapshot()
+        .tools()
+        .map(|t| StatsRow {
+            tool: t.def.name.clone(),
+            provider: t.provider.name().to_string(),
+            budget: (&host.budget().status(&t.def)).into(),
+        })
+        .collect()
+}
+
+/// What a reviewer reads about one plugin (`toolhost grants --json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GrantsReport {
+    /// Plugin name.
+    pub plugin: String,
+    /// Component digest.
+    pub sha256: String,
+    /// Where it comes from, in words.
+    pub origin: Option<String>,
+    /// Where it comes from.
+    pub provenance: Option<crate::package::Provenance>,
+    /// Its tools.
+    pub tools: Vec<String>,
+    /// Capabilities its imports touch.
+    pub asks_for: Vec<String>,
+    /// Each capability's grant in detail.
+    pub granted: serde_json::Map<String, serde_json::Value>,
+    /// Capabilities it asks for but does not hold.
+    pub denied: Vec<String>,
+    /// In plain words, what the grants allow.
+    pub allows: Vec<String>,
+    /// The interfaces it imports.
+    pub imports: Vec<String>,
+}
+
+/// The grants report of every wasm plugin in `host`.
+pub fn grants(host: &Host) -> Vec<GrantsReport> {
+    let catalog = host.registry().snapshot();
+    catalog
+        .providers()
+        .filter(|p| p.kind() == crate::tool::ProviderKind::Wasm)
+        .map(|p| {
+            let info = p.describe();
+            let imported = info.asks.union(info.inert);
+            let mut allows = info.allows.clone();
+            if allows.is_empty() {
+                allows.push("nothing granted: pure computation, no files, no environment, no network".into());
+            }
+            let origin = host.provenance(p.name());
+            GrantsReport {
+                plugin: p.name().to_string(),
+                sha256: info.digest.clone().unwrap_or_default(),
+                origin: origin.as_ref().map(|o| o.describe()),
+                provenance: origin,
+                tools: p.tools().iter().map(|t| t.name.clone()).collect(),
+                asks_for: imported.names().into_iter().map(str::to_string).collect(),
+                granted: info.grants.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+                denied: imported.difference(info.held).names().into_iter().map(str::to_string).collect(),
+                allows,
+                imports: info.imports,
+            }
+        })
+        .collect()
+}
+
+/// An agent as configured (`toolhost agents --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentReport {
+    /// Name.
+    pub name: String,
+    /// Its ceiling.
+    pub budget_tier: Tier,
+    /// Its allow-list.
+    pub tools: Vec<String>,
+    /// Instructions sent to its MCP clients.
+    pub instructions: Option<String>,
+}
+
+impl From<&AgentProfile> for AgentReport {
+    fn from(a: &AgentProfile) -> AgentReport {
+        AgentReport {
+            name: a.name.clone(),
+            budget_tier: a.budget_tier,
+            tools: a.tools.clone(),
+            instructions: a.instructions.clone(),
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! One test per invariant of ARCHITECTURE.md, named after it. (Three live
+//! beside the machinery they need: `external::an_external_servers_failure_touches_only_its_own_tools`,
+//! `hotload::a_plugin_swap_is_one_registry_store`, `hotload::plugin_files_load_only_through_the_trust_policy`.)
+
+use crate::common::{CACHE, HOST, call, host_with, json_of, run, stderr, stdout};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use toolhost::Host;
+use toolhost::budget::{AgentProfile, Budget, BudgetConfig, Tier};
+use toolhost::runtime::{Limits, Runtime};
+use toolhost::tool::{CallContext, CallError, Content, Provider as _};
+use toolhost_test_artifacts::{COUNTER_PATH, HOSTILE_PATH, NETCLIENT_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
+
+fn counter_host() -> Host {
+    let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+    host.add_plugin_file(Path::new(COUNTER_PATH)).unwrap();
+    host
+}
+
+fn calls_of(content: &[Content]) -> u64 {
+    match content {
+        [Content::Json(v)] => v["calls"].as_u64().unwrap(),
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The guest counts its calls in a static: a reused instance would answer
+/// 2, 3, ...; a fresh one answers 1 every time, sequentially and in parallel.
+#[test]
+fn every_call_runs_in_a_fresh_instance() {
+    let host = counter_host();
+    for i in 0..50 {
+        let out = call(&host, "count", json!({})).unwrap();
+        assert_eq!(calls_of(&out.content), 1, "call {i} saw state from an earlier call");
+    }
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| {
+                for _ in 0..20 {
+                    assert_eq!(calls_of(&call(&host, "count", json!({})).unwrap().content), 1);
+                }
+            });
+        }
+    });
+    // The test can fail: the same guest in one kept instance does count up.
+    let plugin =
+        Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(COUNTER_PATH)).unwrap();
+    let mut kept = plugin.reused_instance().unwrap();
+    assert_eq!(calls_of(&kept.call("count", "{}").unwrap()), 1);
+    assert_eq!(calls_of(&kept.call("count", "{}").unwrap()), 2);
+}
+
+/// Each limit stops its attack with its own typed error, and the host
+/// serves the next call.
+#[test]
+fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
+    let host = host_with(Limits { fuel: Some(200_000_000), memory_bytes: 16 << 20, ..Limits::default() });
+    for (tool, kind) in [
+        ("spin", &["timeout", "out_of_fuel"][..]),
+        ("grow", &["memory_limit"][..]),
+        ("recurse", &["stack_overflow"][..]),
+        ("big_output", &["output_too_large"][..]),
+        ("panic", &["guest_panic"][..]),
+    ] {
+        let e = call(&host, tool, json!({})).unwrap_err();
+        assert!(kind.contains(&e.kind()), "{tool}: {e}");
+        let out = call(&host, "roll", json!({"expression": "1d6"})).unwrap();
+        assert!(json_of(out)["total"].as_i64().is_some(), "the host serves after {tool}");
+    }
+}
+
+/// The host's validator answers (naming the field by its JSON pointer)
+/// before any plugin code runs: the plugin's own errors read differently.
+#[test]
+fn invalid_arguments_never_reach_a_plugin() {
+    let host = counter_host();
+    for (args, needle) in [
+        (json!({"surplus": 1}), "arguments:"),
+        (json!([]), "must be a JSON object"),
+        (json!("x"), "must be a JSON object"),
+    ] {
+        match call(&host, "count", args.clone()) {
+            Err(CallError::InvalidInput { message, .. }) => assert!(message.contains(needle), "{args}: {message}"),
+            other => panic!("{args}: {other:?}"),
+        }
+    }
+    let e = call(&HOST, "roll", json!({"expression": 5})).unwrap_err();
+    assert!(matches!(&e, CallError::InvalidInput { message, .. } if message.starts_with("field /expression")), "{e}");
+}
+
+/// Off the allow-list or over the tier: not listed, and refused exactly
+/// like a tool that does not exist.
+#[test]
+fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
+    let agent = AgentProfile {
+        name: "Bartok".into(),
+        budget_tier: Tier::Fast,
+        tools: vec!["roll".into(), "search_facts".into()],
+        instructions: None,
+        personality: None,
+        engine: None,
+    };
+    let host = Host::with_budget(
+        Runtime::new(Limits::default(), Some(CACHE.path())).unwrap(),
+        // FAST up to 100 ms: search_facts (declared p50 200 ms) is STANDARD.
+        Budget::new(BudgetConfig { fast_ms: 100, ..BudgetConfig::default() }, vec![agent]),
+    );
+    host.add_builtins().unwrap();
+    let catalog = host.registry().snapshot();
+    let visible: Vec<String> = host
+        .budget()
+        .available_tools(&catalog, Some("Bartok"), Tier::Deep.min(Tier::Fast))
+        .unwrap()
+        .iter()
+        .map(|t| t.def.name.clone())
+        .collect();
+    assert_eq!(visible, ["roll"], "search_facts is STANDARD, get_rule is off the list");
+    let ctx = CallContext::default();
+    let unknown = host.call_as(Some("Bartok"), Tier::Fast, "no_such_tool", &json!({}), &ctx).unwrap_err();
+    for tool in ["get_rule", "search_facts"] {
+        let e = host.call_as(Some("Bartok"), Tier::Fast, tool, &json!({"id": "x", "query": "x"}), &ctx).unwrap_err();
+        assert_eq!(e.code(), unknown.code(), "{tool}");
+        assert_eq!(e.to_string(), unknown.to_string().replace("no_such_tool", tool), "{tool}");
+    }
+}
+
+/// In wasm code the epoch deadline traps a loop; in a WASI timer the
+/// bounded clock wakes the sleeper at the deadline.
+#[test]
+fn a_guest_cannot_block_past_its_deadline() {
+    let host = host_with(Limits { fuel: None, ..Limits::default() });
+    let e = call(&host, "spin", json!({})).unwrap_err();
+    assert_eq!(e.kind(), "timeout", "{e}");
+    let started = Instant::now();
+    let e = call(&host, "sleep", json!({"ms": 60_000})).unwrap_err();
+    assert_eq!(e.kind(), "timeout", "{e}");
+    assert!(started.elapsed() < Duration::from_secs(20), "a one-minute sleep ended at its 1 s deadline, not its own");
+}
+
+/// Probes never count as real calls, and never run a tool that is not
+/// idempotent (the hostile plugin's tools are not).
+#[test]
+fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool() {
+    let host = host_with(Limits::default());
+    let results = toolhost::calibrate::calibrate(&host, 3);
+    let catalog = host.registry().snapshot();
+    for r in &results {
+        let def = &catalog.get(&r.tool).unwrap().def;
+        if !def.meta.idempotent {
+            assert!(matches!(r.outcome, toolhost::calibrate::ProbeOutcome::Skipped(_)), "{} was probed", r.tool);
+        }
+        let status = host.budget().status(def);
+        assert!(status.real.is_none(), "{}: probes counted as real calls", r.tool);
+    }
+    let roll = host.registry().snapshot().get("roll").unwrap().def.clone();
+    assert_eq!(host.budget().status(&roll).probes.map(|p| p.count), Some(3));
+    call(&host, "roll", json!({"expression": "1d4"})).unwrap();
+    let s = host.budget().status(&roll);
+    assert_eq!((s.real.map(|r| r.count), s.probes.map(|p| p.count)), (Some(1), Some(3)));
+}
+
+/// A call keeps the catalogue it started with: a snapshot taken before a
+/// swap still reaches the old version.
+#[test]
+fn the_registry_never_changes_under_a_running_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let file: PathBuf = dir.path().join("swap.wasm");
+    std::fs::copy(SWAP_V1_PATH, &file).unwrap();
+    let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+    host.install_plugin_file(&file).unwrap();
+    let during = host.registry().snapshot();
+    std::fs::copy(SWAP_V2_PATH, &file).unwrap();
+    host.install_plugin_file(&file).unwrap();
+    let old = during.get("version").unwrap();
+    let out = old.provider.call("version", &json!({}), &CallContext::default()).unwrap();
+    assert_eq!(json_of(out)["version"], 1, "the snapshot still runs the version it held");
+    assert_eq!(json_of(call(&host, "version", json!({})).unwrap())["version"], 2);
+    assert!(during.get("new_in_v2").is_none());
+}
+
+/// No variable, directory or socket unless granted: the hostile plugin's
+/// `env` sees nothing; a sockets importer does not load.
+#[test]
+fn the_wasi_context_holds_exactly_the_plugins_grants() {
+    // SAFETY of the test: the variable is set before any host reads it.
+    let env = call(&HOST, "env", json!({})).unwrap();
+    assert!(matches!(&env.content[..], [Content::Text(t)] if t.is_empty()), "{env:?}");
+    let e =
+        Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
+    assert!(e.to_string().contains("wasi:sockets"), "{e}");
+    let e = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap())
+        .add_plugin_file(Path::new(HOSTILE_PATH))
+        .map(|p| p.held())
+        .unwrap();
+    assert!(e.is_empty(), "nothing held without a grant");
+}
+
+/// With the most verbose logging, stdout holds the result and nothing else.
+#[test]
+fn logs_go_to_stderr_never_stdout() {
+    let o = crate::common::toolhost()
+        .env("TOOLHOST_LOG", "trace")
+        .args(["call", "roll", r#"{"expression":"1d20","seed":4}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert_eq!(out.lines().count(), 1, "{out}");
+    assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
+    assert!(!stderr(&o).is_empty(), "the logs went to stderr");
+    let _ = run;
+}
+
+/// `unsafe` only where wasmtime requires it (deserializing compiled code),
+/// each with a SAFETY note; every crate else denies it.
+#[test]
+fn unsafe_appears_only_where_wasmtime_requires_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let allowed = ["crates/runtime/src/lib.rs", "crates/runtime/src/cache.rs"];
+    let mut seen = Vec::new();
+    for dir in ["crates/types/src", "crates/runtime/src", "host/src", "sdk/src"] {
+        for file in walk(&root.join(dir)) {
+            let text = std::fs::read_to_string(&file).unwrap();
+            let rel = file.strip_prefix(&root).unwrap().display().to_string();
+            for (i, line) in text.lines().enumerate() {
+                let code = line.split("//").next().unwrap_or("");
+                if code.contains("unsafe {") || code.contains("unsafe fn") || code.contains("unsafe impl") {
+                    assert!(allowed.contains(&rel.as_str()), "{rel}:{}: unsafe outside the allowed places", i + 1);
+                    let before: Vec<&str> = text.lines().take(i).collect();
+                    let noted = before.iter().rev().take(8).any(|l| l.contains("SAFETY:"));
+                    assert!(noted, "{rel}:{}: unsafe without a SAFETY note", i + 1);
+                    seen.push(rel.clone());
+                }
+            }
+        }
+    }
+    assert!(!seen.is_empty(), "the scan found the known unsafe blocks");
+    for lib in ["crates/types/src/lib.rs", "crates/runtime/src/lib.rs", "host/src/lib.rs"] {
+        assert!(std::fs::read_to_string(root.join(lib)).unwrap().contains("#![deny(unsafe_code)]"), "{lib}");
+    }
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The runtime crate depends on no MCP, HTTP or database crate, whatever
+/// its dependencies pull in (read from Cargo.lock).
+#[test]
+fn the_runtime_depends_on_no_mcp_http_or_database_crate() {
+    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock")).unwrap();
+    let mut deps: std::collections::HashMap<String, Vec<String>> = Default::default();
+    for pkg in lock.split("[[package]]").skip(1) {
+        let name = pkg.lines().find_map(|l| l.strip_prefix("name = ")).unwrap().trim_matches('"').to_string();
+        let list: Vec<String> = match pkg.split("dependencies = [").nth(1) {
+            Some(d) => d
+                .split(']')
+                .next()
+                .unwrap()
+                .split(',')
+                .map(|x| x.trim().trim_matches('"').split(' ').next().unwrap_or("").to_string())
+                .filter(|x| !x.is_empty())
+                .collect(),
+            None => Vec::new(),
+        };
+        deps.entry(name).or_default().extend(list);
+    }
+    let mut seen = std::collections::HashSet::new();
+    let mut todo = vec!["toolhost-runtime".to_string()];
+    while let Some(n) = todo.pop() {
+        if seen.insert(n.clone()) {
+            todo.extend(deps.get(&n).cloned().unwrap_or_default());
+        }
+    }
+    assert!(seen.contains("wasmtime"), "the walk works");
+    for banned in ["rmcp", "axum", "reqwest", "hyper", "rusqlite", "toolhost"] {
+        assert!(!seen.contains(banned), "toolhost-runtime pulls in {banned}");
+    }
+}
+
+/// Within the host crate, modules use only modules below them:
+/// registry < budget < config < host < edges (MCP, admin, watcher).
+#[test]
+fn dependencies_point_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let layer = |module: &str| -> Option<usize> {
+        Some(match module {
+            "registry" | "audit" | "memory" | "package" | "paths" | "builtin" => 0,
+            "budget" => 1,
+            "config" => 2,
+            "host" | "calibrate" | "report" | "Host" | "HostBuilder" => 3,
+            "mcp" | "admin" | "watch" | "scaffold" => 4,
+            _ => return None,
+        })
+    };
+    for file in walk(&src) {
+        let rel = file.strip_prefix(&src).unwrap();
+        let own = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
+        if own == "bin" || own == "lib" {
+            continue;
+        }
+        let Some(mine) = layer(&own) else { continue };
+        let text = std::fs::read_to_string(&file).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for part in line.split("crate::").skip(1) {
+                let used: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
+                if let Some(theirs) = layer(&used) {
+                    assert!(
+                        theirs <= mine,
+                        "{}:{}: {own} (layer {mine}) uses {used} (layer {theirs})",
+                        rel.display(),
+                        i + 1
+                    );
+                }
+            }
+        }
+    }
+    let _ = Arc::new(());
+}
+
+/// One tool-name rule: the vocabulary's, the SDK's and the WIT comment agree.
+#[test]
+fn one_tool_name_rule_in_host_sdk_and_wit() {
+    assert_eq!(toolhost::tool::TOOL_NAME_PATTERN, toolhost_sdk::TOOL_NAME_PATTERN);
+    let wit = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/tool.wit")).unwrap();
+    assert!(wit.contains(toolhost::tool::TOOL_NAME_PATTERN), "wit/tool.wit states the rule");
+    for name in ["roll", "a-b_c", "A9", "", "dotted.name", "has space", "ü", &"x".repeat(64), &"x".repeat(65)] {
+        assert_eq!(toolhost::tool::valid_tool_name(name), toolhost_sdk::valid_tool_name(name), "{name:?}");
+    }
+}
