@@ -18,11 +18,12 @@ test:
 
 # Benchmarks: the runtime latency report and the criterion medians.
 bench:
-    cargo bench -p toolhost --bench runtime
+    cargo bench -p toolhost-bench --bench runtime
 
 # MCP tools/call round trips, toolhost vs the Node and Python peers (after scripts/install-peers).
 bench-mcp:
-    cargo bench -p toolhost --bench mcp
+    cargo build --release
+    cargo bench -p toolhost-bench --bench mcp
 
 # Lints, as CI-clean as the code must be.
 lint:

@@ -332,13 +332,88 @@ fn dependencies_point_one_way() {
     let _ = Arc::new(());
 }
 
-/// One tool-name rule: the vocabulary's, the SDK's and the WIT comment agree.
+/// One tool-name rule: the vocabulary's and the WIT comment agree (the SDK's
+/// side of the rule is checked against the vocabulary in
+/// `sdk/tests/name_rule.rs`, which keeps the guest crates out of the host's
+/// test build).
 #[test]
 fn one_tool_name_rule_in_host_sdk_and_wit() {
-    assert_eq!(toolhost::tool::TOOL_NAME_PATTERN, toolhost_sdk::TOOL_NAME_PATTERN);
     let wit = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/tool.wit")).unwrap();
     assert!(wit.contains(toolhost::tool::TOOL_NAME_PATTERN), "wit/tool.wit states the rule");
-    for name in ["roll", "a-b_c", "A9", "", "dotted.name", "has space", "ü", &"x".repeat(64), &"x".repeat(65)] {
-        assert_eq!(toolhost::tool::valid_tool_name(name), toolhost_sdk::valid_tool_name(name), "{name:?}");
+    let sdk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/tests/name_rule.rs")).unwrap();
+    assert!(sdk.contains("toolhost_types::TOOL_NAME_PATTERN"), "the SDK's test compares against the vocabulary");
+    for (name, ok) in [("roll", true), ("a-b_c", true), ("dotted.name", false), ("", false), (&*"x".repeat(65), false)]
+    {
+        assert_eq!(toolhost::tool::valid_tool_name(name), ok, "{name:?}");
     }
+}
+
+/// The host-side crates of `scripts/test`'s first cargo invocation, which must
+/// resolve every dependency of the host with the features of the README's run
+/// command (`cargo build --release`), so that command compiles nothing after
+/// the tests.
+const HOST_SIDE: [&str; 5] =
+    ["toolhost", "toolhost-types", "toolhost-runtime", "toolhost-guest-build", "toolhost-test-artifacts"];
+
+/// `cargo tree` of the packages, with the features each dependency of the
+/// `toolhost` package is built with: "name version" → feature lists (a crate
+/// can be built twice, for build scripts and for the target).
+fn host_dependency_features(packages: &[&str], edges: &str) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut cmd = std::process::Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    cmd.current_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("..")).args([
+        "tree",
+        "--locked",
+        "--no-dedupe",
+        "--prefix",
+        "depth",
+        "-f",
+        "{p} {f}",
+        "-e",
+        edges,
+    ]);
+    for p in packages {
+        cmd.args(["-p", p]);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "cargo tree: {}", String::from_utf8_lossy(&out.stderr));
+    let mut features: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut in_host = false;
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let depth_len = line.find(|c: char| !c.is_ascii_digit()).unwrap_or(line.len());
+        let (depth, node) = line.split_at(depth_len);
+        if depth == "0" {
+            in_host = node.starts_with("toolhost v");
+        } else if in_host && !depth.is_empty() {
+            let node = node.trim_end_matches(" (*)");
+            let mut parts = node.splitn(3, ' ');
+            let key = format!("{} {}", parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+            let list = features.entry(key).or_default();
+            let feats = parts.next().unwrap_or("").to_string();
+            if !list.contains(&feats) {
+                list.push(feats);
+                list.sort();
+            }
+        }
+    }
+    features
+}
+
+/// The README's two commands share one build: every dependency of the host is
+/// resolved with the same features by `cargo build --release` and by the test
+/// command's host-side invocation (dev-dependencies included).
+#[test]
+fn the_run_build_and_the_test_build_share_features() {
+    let run = host_dependency_features(&["toolhost"], "normal,build");
+    let test = host_dependency_features(&HOST_SIDE, "normal,build,dev");
+    assert!(run.keys().any(|k| k.starts_with("wasmtime ")), "the walk works");
+    let differ: Vec<String> = run
+        .iter()
+        .filter_map(|(k, v)| test.get(k).filter(|t| *t != v).map(|t| format!("{k}: run {v:?}, test {t:?}")))
+        .collect();
+    assert!(differ.is_empty(), "features the test build adds to the run build's dependencies:\n{}", differ.join("\n"));
+    let script = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/test")).unwrap();
+    assert!(
+        script.contains(&format!("host_side=({})", HOST_SIDE.join(" "))),
+        "scripts/test tests exactly these host-side crates together"
+    );
 }

