@@ -74,12 +74,13 @@ impl AuditLog {
         AuditLog { file: None, path: None, include_arguments: false }
     }
 
-    /// Appends to `path` (created with its directory if missing).
+    /// Appends to `path` (created 0600, its missing directories 0700: the
+    /// trail names agents and tools, and is nobody else's to read).
     pub fn open(path: &Path, include_arguments: bool) -> std::io::Result<AuditLog> {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
+            crate::runtime::private::create_dirs(dir)?;
         }
-        let file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+        let file = crate::runtime::private::open_private_append(path)?;
         Ok(AuditLog { file: Some(Mutex::new(file)), path: Some(path.to_path_buf()), include_arguments })
     }
 

@@ -205,7 +205,7 @@ impl CalibrationStore {
             );
         }
         let dir = self.path.parent().expect("store path has a parent");
-        std::fs::create_dir_all(dir)?;
+        crate::runtime::private::create_dirs(dir)?;
         let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
         serde_json::to_writer_pretty(&mut tmp, &file)?;
         tmp.persist(&self.path).map_err(|e| e.error)?;

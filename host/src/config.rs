@@ -64,7 +64,11 @@ pub struct Config {
     /// Which plugin packages are trusted (signatures, lock file).
     pub trust: crate::package::TrustConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
+    /// It must be private to this user (0700, owned by it).
     pub cache_dir: Option<PathBuf>,
+    /// Size bound of the compile cache in MiB (default 1024); the least
+    /// recently used entries are evicted past it.
+    pub cache_max_mb: Option<u64>,
     /// Directory for calibration results and other state.
     pub state_dir: Option<PathBuf>,
     /// Directory of the config file; relative paths resolve against it.
@@ -251,6 +255,10 @@ pub struct LimitsConfig {
     pub max_instances: Option<u32>,
     /// Wasm stack, KiB.
     pub max_wasm_stack_kib: Option<usize>,
+    /// Calls of one plugin running at once (default 64).
+    pub plugin_concurrency: Option<u32>,
+    /// Calls of one agent running at once, across all tools (default 32).
+    pub agent_concurrency: Option<u32>,
 }
 
 impl LimitsConfig {
@@ -279,6 +287,12 @@ impl LimitsConfig {
         }
         if let Some(k) = self.max_wasm_stack_kib {
             l.max_wasm_stack = k << 10;
+        }
+        if let Some(n) = self.plugin_concurrency {
+            l.plugin_concurrency = n.max(1);
+        }
+        if let Some(n) = self.agent_concurrency {
+            l.agent_concurrency = n.max(1);
         }
         l
     }

@@ -159,7 +159,12 @@ impl MemoryStore {
     /// Opens (or creates) the store at `path`; an empty store gets the demo campaign.
     pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
         if let Some(dir) = path.parent() {
-            let _ = std::fs::create_dir_all(dir);
+            let _ = crate::runtime::private::create_dirs(dir);
+        }
+        // 0600 before SQLite opens it (its -wal and -shm files take the
+        // database's mode): a campaign's memory is the DM's alone.
+        if let Err(e) = crate::runtime::private::touch_private(path) {
+            tracing::debug!(path = %path.display(), error = %e, "could not pre-create the memory store 0600");
         }
         let mut conn = Connection::open(path)?;
         conn.busy_timeout(std::time::Duration::from_secs(10))?;

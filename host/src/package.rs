@@ -16,6 +16,12 @@
 //! one whose signature does not verify is refused, unless the operator
 //! allows unsigned packages explicitly. A [`LockFile`] pins digests by
 //! plugin name; a mismatch is refused whatever the signature says.
+//!
+//! A signed package's identity is the name in its manifest: offered under any
+//! other name (a file `fileio.wasm` holding a package signed as `weather`),
+//! it is refused, so it can never take another plugin's grants, lock entry or
+//! place. Unsigned components (admitted only with `allow_unsigned`) are named
+//! by their file and reported as unsigned everywhere.
 
 use base64::Engine as _;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
@@ -75,6 +81,20 @@ pub enum PackageError {
     /// A key file could not be read or parsed.
     #[error("{0}")]
     Key(String),
+    /// A signed package offered under a name other than the one it was signed
+    /// with: its identity (grants, lock entry, what it replaces) is the signed
+    /// name, never the file's.
+    #[error(
+        "{file:?} is offered as plugin {plugin:?} but is signed as plugin {signed:?}; a package loads only under its signed name: name the file {signed}.wasm (it then gets {signed:?}'s grants, not {plugin:?}'s)"
+    )]
+    NameMismatch {
+        /// The name it was offered under (the file's stem).
+        plugin: String,
+        /// The name in its signed manifest.
+        signed: String,
+        /// The file name it was offered as.
+        file: String,
+    },
 }
 
 /// What a signed package says about itself.
@@ -465,6 +485,15 @@ impl TrustPolicy {
             // A broken signature is refused even when unsigned plugins are allowed.
             Err(e) => return Err(e),
             Ok(None) => PackageError::Unsigned { plugin: plugin.to_string() },
+            Ok(Some(v)) if v.manifest.name != plugin => {
+                // Checked before trust: a package signed by anyone never
+                // borrows another plugin's name, grants or lock entry.
+                return Err(PackageError::NameMismatch {
+                    plugin: plugin.to_string(),
+                    signed: v.manifest.name,
+                    file: format!("{plugin}.wasm"),
+                });
+            }
             Ok(Some(v)) => match self.keys.iter().find(|k| k.public_key == v.public_key) {
                 Some(k) => {
                     return Ok((

@@ -17,7 +17,7 @@ fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
         grants.insert(
             "fileio".into(),
             GrantConfig {
-                files: vec![DirGrantConfig { dir: d.to_path_buf(), mode, mount: "/".into() }],
+                files: vec![DirGrantConfig { dir: d.to_path_buf(), mode, mount: "/".into(), ..Default::default() }],
                 ..Default::default()
             },
         );

@@ -89,8 +89,10 @@ fn a_guest_panic_is_reported_with_its_message() {
 fn a_10_mb_output_is_refused() {
     match call(&HOST, "big_output", json!({})) {
         Err(CallError::OutputTooLarge { size, limit, .. }) => {
-            assert_eq!(size, 10 * 1024 * 1024);
             assert_eq!(limit, Limits::default().output_bytes);
+            // The copy out of the guest stopped at the cap: the host never
+            // held the 10 MB.
+            assert!(size > limit && size < 10 * 1024 * 1024, "{size}");
         }
         other => panic!("{other:?}"),
     }

@@ -17,12 +17,14 @@
 //! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
 //! - `peers`: third-party peers: the conformance suite, the Python client, the Inspector CLI, reference servers.
 //! - `cli`: the binary's subcommands and their output.
+//! - `trust`: the compile cache, package identity, fair sharing, private files.
 
 mod audit;
 mod budget;
 mod cli;
 mod common;
 mod external;
+mod fsguard;
 mod grants;
 mod guide;
 mod hostile;
@@ -34,3 +36,4 @@ mod mcp;
 mod memory;
 mod peers;
 mod plugins;
+mod trust;

@@ -247,6 +247,7 @@ fn storage_section(n: usize) {
                 dir: sandbox.path().to_path_buf(),
                 mode: DirMode::ReadWrite,
                 mount: "/".into(),
+                ..Default::default()
             }],
             ..Default::default()
         },

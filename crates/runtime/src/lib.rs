@@ -24,18 +24,21 @@ pub mod capabilities;
 mod clock;
 pub mod limits;
 mod plugin;
+pub mod private;
+pub mod slots;
 mod state;
 mod ticker;
 
 use bindings::PluginPre;
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
-pub use cache::CompileCache;
+pub use cache::{CacheConfig, CacheError, CompileCache};
 use capabilities::InstanceSetup;
 pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend};
 use limits::Limiter;
 pub use limits::Limits;
 pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
 use sha2::{Digest, Sha256};
+pub use slots::{Slot, Slots};
 use state::{State, Used};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -70,6 +73,9 @@ pub enum LoadErrorKind {
         /// The limit.
         limit: usize,
     },
+    /// Not a regular file (a FIFO, device, socket or directory).
+    #[error("not a regular file (FIFOs, devices and sockets are never read as plugins)")]
+    NotAFile,
     /// Not WebAssembly at all.
     #[error("not a WebAssembly file (no \\0asm header)")]
     NotWasm,
@@ -155,8 +161,24 @@ pub enum CompileSource {
 
 impl Runtime {
     /// Builds a runtime with `limits`, caching compiled code under `cache_root`
-    /// (no disk cache when `None`).
+    /// (no disk cache when `None`), with the cache's key kept in
+    /// `<cache_root>/key` and the default size bound. A cache directory that
+    /// is not private to this user is not used (see [`Runtime::with_cache`]).
     pub fn new(limits: Limits, cache_root: Option<&std::path::Path>) -> Result<Runtime, wasmtime::Error> {
+        let cache = cache_root.and_then(|root| match CacheConfig::in_dir(root, cache::DEFAULT_MAX_BYTES) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "compile cache disabled: every plugin is compiled at load");
+                None
+            }
+        });
+        Runtime::with_cache(limits, cache)
+    }
+
+    /// Builds a runtime with `limits` and an authenticated compile cache (none
+    /// when `None`). A cache directory that is not private to this user is
+    /// not used: the runtime compiles every component instead, and says so.
+    pub fn with_cache(limits: Limits, cache: Option<CacheConfig>) -> Result<Runtime, wasmtime::Error> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.consume_fuel(limits.fuel.is_some());
@@ -200,7 +222,13 @@ impl Runtime {
             &mut linker,
             |s| s,
         )?;
-        let cache = cache_root.map(|root| CompileCache::new(root, &engine));
+        let cache = cache.and_then(|c| match CompileCache::open(c, &engine) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "compile cache disabled: every plugin is compiled at load");
+                None
+            }
+        });
         let ticker = Ticker::start(&engine);
         Ok(Runtime { inner: Arc::new(Inner { engine, linker, limits, cache, ticker }) })
     }
@@ -298,6 +326,7 @@ impl Runtime {
             tools: Vec::new(),
             held: CAPABILITIES.held(&grants),
             grants,
+            busy: Slots::new(self.inner.limits.plugin_concurrency),
         };
         let infos = plugin.list_tools().map_err(|e| err(LoadErrorKind::ListTools(e)))?;
         let mut tools: Vec<ToolDef> = Vec::with_capacity(infos.len());
@@ -351,6 +380,11 @@ impl Runtime {
         if let Some(fuel) = limits.fuel {
             store.set_fuel(fuel).expect("fuel is enabled");
         }
+        // wasmtime charges every string and list it copies out of the guest
+        // (the call's result, each import's arguments) against this budget
+        // before copying it, so no call makes the host allocate much more than
+        // the output cap, aliased pointers or not.
+        store.set_hostcall_fuel(limits.output_bytes + HOSTCALL_SLACK);
         let ticks = deadline.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64;
         store.set_epoch_deadline(ticks.max(1));
         store.epoch_deadline_trap();
@@ -358,13 +392,34 @@ impl Runtime {
     }
 }
 
-/// Reads a file, refusing one larger than `limit` before reading it all.
+/// Host-call copy budget beyond the output cap: the per-element overhead of
+/// lifting lists and records.
+const HOSTCALL_SLACK: usize = 64 << 10;
+
+/// Reads a regular file, refusing one larger than `limit` before reading it.
+/// FIFOs, devices and sockets are refused without blocking (the file is
+/// opened non-blocking and checked with `fstat` on the opened descriptor, so
+/// what is checked is what is read), and the read itself stops at `limit`.
 pub fn read_bounded(path: &std::path::Path, limit: usize) -> Result<Vec<u8>, LoadErrorKind> {
-    let size = std::fs::metadata(path)?.len();
-    if size > limit as u64 {
-        return Err(LoadErrorKind::TooLarge { size: size as usize, limit });
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::File::options()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+        .open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(LoadErrorKind::NotAFile);
     }
-    Ok(std::fs::read(path)?)
+    if md.len() > limit as u64 {
+        return Err(LoadErrorKind::TooLarge { size: md.len() as usize, limit });
+    }
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    (&mut f).take(limit as u64 + 1).read_to_end(&mut bytes)?;
+    if bytes.len() > limit {
+        return Err(LoadErrorKind::TooLarge { size: bytes.len(), limit });
+    }
+    Ok(bytes)
 }
 
 /// A plugin's name from its file name: the stem, e.g. `diceroller` for `diceroller.wasm`.

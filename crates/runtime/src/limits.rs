@@ -30,6 +30,13 @@ pub struct Limits {
     pub log_lines: usize,
     /// Most instances alive at once across all plugins (pooling allocator slots).
     pub max_instances: u32,
+    /// Most calls of one plugin running at once; past it a call fails fast
+    /// with `capacity_exceeded`, so no plugin can take every slot.
+    pub plugin_concurrency: u32,
+    /// Most calls one agent (or the operator endpoint) has running at once,
+    /// across all tools; past it the agent's calls fail fast with
+    /// `capacity_exceeded`, so a flooding client only slows itself.
+    pub agent_concurrency: u32,
 }
 
 impl Default for Limits {
@@ -46,6 +53,8 @@ impl Default for Limits {
             guest_output_bytes: 64 << 10,
             log_lines: 100,
             max_instances: 256,
+            plugin_concurrency: 64,
+            agent_concurrency: 32,
         }
     }
 }

@@ -103,6 +103,8 @@ pub struct WasmPlugin {
     pub(crate) grants: Grants,
     /// The capabilities its grants give.
     pub(crate) held: Capabilities,
+    /// Its calls running now, against `Limits::plugin_concurrency`.
+    pub(crate) busy: Arc<crate::Slots>,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -228,6 +230,9 @@ impl ReusedInstance<'_> {
 }
 
 /// Turns a wasmtime error from a call into the typed error the caller sees.
+/// wasmtime's error when a store's host-call copy budget runs out.
+const HOSTCALL_FUEL_EXHAUSTED: &str = "fuel allocated for hostcalls has been exhausted";
+
 fn classify(
     e: wasmtime::Error,
     tool: &str,
@@ -240,6 +245,17 @@ fn classify(
     // A denied memory growth makes a Rust guest abort; report the cause, not the abort.
     if limiter.memory_denied {
         return CallError::MemoryLimit { tool, limit_bytes: limits.memory_bytes };
+    }
+    // The copy budget set from the output cap (`Runtime::store`) ran out
+    // while lifting the result or an import's arguments out of the guest:
+    // the copy stopped there.
+    if format!("{e:#}").contains(HOSTCALL_FUEL_EXHAUSTED) {
+        return CallError::OutputTooLarge { tool, size: limits.output_bytes + 1, limit: limits.output_bytes };
+    }
+    // Every pooled instance slot is taken (by other plugins' calls: each
+    // plugin's own share is bounded before it gets here): busy, not broken.
+    if e.downcast_ref::<wasmtime::PoolConcurrencyLimitError>().is_some() {
+        return CallError::CapacityExceeded(format!("the host is busy: every instance slot is in use ({e})"));
     }
     match e.downcast_ref::<Trap>() {
         Some(Trap::Interrupt) => CallError::Timeout { tool, limit_ms: deadline.as_millis() as u64 },
@@ -351,6 +367,13 @@ impl Provider for WasmPlugin {
         let deadline = match ctx.deadline {
             Some(d) => policy.deadline(Some(d), Some(d)),
             None => policy.for_declared(def.meta.max_duration_ms),
+        };
+        let Some(_slot) = self.busy.try_take() else {
+            return Err(CallError::CapacityExceeded(format!(
+                "{} is busy: {} of its calls are already running (limits.plugin_concurrency); try again shortly",
+                self.name,
+                self.busy.limit()
+            )));
         };
         let args = arguments.to_string();
         let (result, stats) = self.run(tool, deadline, Some(ctx), |plugin, store| {

@@ -5,6 +5,7 @@
 use crate::bindings;
 use crate::bindings::LogLevel;
 use crate::capabilities::MemoryBackend;
+use crate::capabilities::files_guard::CallFiles;
 use crate::limits::Limiter;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -15,19 +16,24 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
 
 /// The capabilities one call used, shared with the callbacks that notice
-/// use from outside the store (the socket address check).
+/// use from outside the store (the socket address check); and what it does
+/// with its granted directories (the filesystem guard's per-call state,
+/// set when the instance is configured).
 #[derive(Debug, Default)]
-pub struct Used(AtomicU8);
+pub struct Used {
+    capabilities: AtomicU8,
+    pub(crate) files: CallFiles,
+}
 
 impl Used {
     /// Notes that the call used `c`.
     pub fn mark(&self, c: Capability) {
-        self.0.fetch_or(Capabilities::EMPTY.with(c).bits(), Ordering::Relaxed);
+        self.capabilities.fetch_or(Capabilities::EMPTY.with(c).bits(), Ordering::Relaxed);
     }
 
     /// What the call used so far.
     pub fn get(&self) -> Capabilities {
-        Capabilities::from_bits(self.0.load(Ordering::Relaxed))
+        Capabilities::from_bits(self.capabilities.load(Ordering::Relaxed))
     }
 }
 

@@ -234,11 +234,12 @@ pub enum CallError {
         message: String,
     },
     /// The result was larger than the host accepts.
-    #[error("{tool} returned {size} bytes, over the {limit} byte output limit")]
+    #[error("{tool} returned at least {size} bytes, over the {limit} byte output limit")]
     OutputTooLarge {
         /// Tool name.
         tool: String,
-        /// Size of the result.
+        /// Size of the result (when the copy out of the guest was stopped
+        /// at the limit: the bytes counted until then).
         size: usize,
         /// The limit.
         limit: usize,

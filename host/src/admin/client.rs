@@ -69,7 +69,7 @@ impl EndpointRecord {
     pub fn write(state: &Path, addr: SocketAddr, token: &str) -> std::io::Result<PathBuf> {
         use std::io::Write as _;
         use std::os::unix::fs::OpenOptionsExt as _;
-        std::fs::create_dir_all(state)?;
+        crate::runtime::private::create_dirs(state)?;
         let path = EndpointRecord::path(state);
         let tmp = state.join(format!(".admin.json.{}", std::process::id()));
         let record =

@@ -11,7 +11,7 @@ use crate::calibrate::CalibrationStore;
 use crate::config::Config;
 use crate::memory::{MemoryError, MemoryStore};
 use crate::package::{LockFile, PackageError, TrustPolicy};
-use crate::runtime::Runtime;
+use crate::runtime::{CacheConfig, Runtime};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -19,6 +19,9 @@ use std::sync::Arc;
 /// file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// The state directory is not private to this user.
+    #[error("state directory: {0} (set --state-dir or TOOLHOST_STATE_DIR to a directory of your own)")]
+    StateDir(crate::runtime::private::PrivateDirError),
     /// The wasm engine would not start with these limits.
     #[error("cannot start the wasm engine: {0}")]
     Engine(String),
@@ -218,10 +221,23 @@ impl HostBuilder {
         self.config.plugins.dir.as_ref().map(|d| self.config.resolve(d))
     }
 
-    /// The wasm runtime alone (for `inspect` and `sign`).
+    /// The wasm runtime alone (for `inspect` and `sign`). A compile cache
+    /// directory that is not private to this user is not used: the runtime
+    /// compiles every plugin at load, and says why.
     pub fn runtime(&self) -> Result<Runtime, BuildError> {
-        Runtime::new(self.config.limits(), self.resolved_cache_dir().as_deref())
-            .map_err(|e| BuildError::Engine(format!("{e:#}")))
+        let max_bytes = self
+            .config
+            .cache_max_mb
+            .map(|mb| mb.saturating_mul(1 << 20))
+            .unwrap_or(crate::runtime::cache::DEFAULT_MAX_BYTES);
+        let cache = self.resolved_cache_dir().and_then(|root| match CacheConfig::in_dir(&root, max_bytes) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(error = %e, "compile cache disabled: every plugin is compiled at load");
+                None
+            }
+        });
+        Runtime::with_cache(self.config.limits(), cache).map_err(|e| BuildError::Engine(format!("{e:#}")))
     }
 
     /// The trust policy from `trust:` and the unsigned override.
@@ -249,6 +265,8 @@ impl HostBuilder {
     /// `mcp::ExternalServers::start`).
     pub fn build(self) -> Result<Assembly, BuildError> {
         let state = self.resolved_state_dir();
+        // Private (0700, ours) before anything is written into it.
+        crate::runtime::private::ensure_private_dir(&state).map_err(BuildError::StateDir)?;
         let cfg = &self.config;
         let audit = if cfg.audit.disabled {
             AuditLog::disabled()

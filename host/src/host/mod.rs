@@ -35,6 +35,9 @@ pub struct Host {
     provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
     /// Serializes installs, so two versions of one plugin never race.
     installing: std::sync::Mutex<()>,
+    /// Calls running per agent ("" for calls without one), against
+    /// `Limits::agent_concurrency`.
+    agents_busy: std::sync::Mutex<std::collections::HashMap<String, Arc<crate::runtime::Slots>>>,
 }
 
 /// The results of a batch of parallel calls.
@@ -66,6 +69,7 @@ impl Host {
             trust: TrustPolicy::permissive(),
             provenance: Default::default(),
             installing: std::sync::Mutex::new(()),
+            agents_busy: Default::default(),
         }
     }
 
@@ -209,12 +213,32 @@ impl Host {
                     refused = true;
                     Err(CallError::UnknownTool(tool.to_string()))
                 } else {
-                    self.run_visible(entry, agent, arguments, ctx)
+                    match self.agent_slot(agent) {
+                        Ok(_slot) => self.run_visible(entry, agent, arguments, ctx),
+                        Err(e) => Err(e),
+                    }
                 }
             }
         };
         self.audit_call(agent, tool, entry.map(|e| &**e), arguments, &result, refused, start.elapsed());
         result
+    }
+
+    /// A slot among the agent's concurrent calls, or `capacity_exceeded`.
+    fn agent_slot(&self, agent: Option<&str>) -> Result<crate::runtime::Slot, CallError> {
+        let slots = {
+            let mut map = self.agents_busy.lock().unwrap_or_else(|e| e.into_inner());
+            map.entry(agent.unwrap_or("").to_string())
+                .or_insert_with(|| crate::runtime::Slots::new(self.runtime.limits().agent_concurrency))
+                .clone()
+        };
+        slots.try_take().ok_or_else(|| {
+            CallError::CapacityExceeded(format!(
+                "{} already has {} calls running (limits.agent_concurrency); try again when one finishes",
+                agent.map_or_else(|| "this caller".to_string(), |a| format!("agent {a:?}")),
+                slots.limit()
+            ))
+        })
     }
 
     fn run_visible(
@@ -243,7 +267,11 @@ impl Host {
         };
         let start = Instant::now();
         let result = entry.provider.call(tool, arguments, &ctx);
-        self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
+        // A call refused for capacity never ran: it says nothing about the
+        // tool's latency or health.
+        if !matches!(result, Err(CallError::CapacityExceeded(_))) {
+            self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
+        }
         result
     }
 

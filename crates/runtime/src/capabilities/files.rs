@@ -1,18 +1,18 @@
 //! `files`: directories the operator grants, each preopened at a mount
 //! point with a mode. Without a grant a plugin's filesystem has no
 //! directories at all, so the import (which every Rust guest has through
-//! its standard library) exposes nothing.
+//! its standard library) exposes nothing. With one, every filesystem call
+//! goes through the guard in `files_guard.rs`: only regular files and
+//! directories can be opened, a read-write directory has quotas
+//! (`max_bytes`, `max_files`), and no link can be made.
 
-use super::Noting;
+use super::files_guard::{self, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES};
 use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
 use crate::state::State;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use toolhost_types::Capability;
-use wasmtime::component::{HasData, Linker, Resource};
-use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
-use wasmtime_wasi::p2::bindings::filesystem::preopens;
-use wasmtime_wasi::p2::bindings::filesystem::types::Descriptor;
+use wasmtime::component::Linker;
 
 /// One granted directory, as written in the config.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -26,10 +26,40 @@ pub struct DirGrantConfig {
     /// Where the plugin sees it (default `/`).
     #[serde(default = "default_mount")]
     pub mount: String,
+    /// Read-write only: the most bytes the directory may hold (sum of its
+    /// regular files' sizes, whoever wrote them), default 256 MiB. A write
+    /// past it fails with `insufficient-space`.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
+    /// Read-write only: the most entries (files, directories, anything)
+    /// the directory may hold below it, default 10,000. A create past it
+    /// fails with `quota`.
+    #[serde(default = "default_max_files")]
+    pub max_files: u64,
+}
+
+impl Default for DirGrantConfig {
+    fn default() -> Self {
+        DirGrantConfig {
+            dir: PathBuf::new(),
+            mode: DirMode::default(),
+            mount: default_mount(),
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_files: DEFAULT_MAX_FILES,
+        }
+    }
 }
 
 fn default_mount() -> String {
     "/".into()
+}
+
+fn default_max_bytes() -> u64 {
+    DEFAULT_MAX_BYTES
+}
+
+fn default_max_files() -> u64 {
+    DEFAULT_MAX_FILES
 }
 
 /// Access to a granted directory.
@@ -62,6 +92,10 @@ pub struct DirGrant {
     pub mount: String,
     /// Access.
     pub mode: DirMode,
+    /// Most bytes the directory may hold (read-write).
+    pub max_bytes: u64,
+    /// Most entries the directory may hold (read-write).
+    pub max_files: u64,
 }
 
 /// Resolves directories against `base`; a read-write directory that does
@@ -78,7 +112,13 @@ pub(super) fn resolve(plugin: &str, base: &Path, cfg: &[DirGrantConfig]) -> Resu
         if !host.is_dir() {
             return Err(err("not a directory".into()));
         }
-        dirs.push(DirGrant { host, mount: d.mount.clone(), mode: d.mode });
+        dirs.push(DirGrant {
+            host,
+            mount: d.mount.clone(),
+            mode: d.mode,
+            max_bytes: d.max_bytes,
+            max_files: d.max_files,
+        });
     }
     Ok(dirs)
 }
@@ -112,25 +152,26 @@ impl CapabilityFactor for Files {
                 .preopened_dir(&d.host, &d.mount, perms)
                 .map_err(|e| format!("granted directory {} cannot be opened: {e}", d.host.display()))?;
         }
+        // The guard's view of the same grants, in the same order.
+        setup.used.files.configure(&grants.dirs);
         Ok(())
     }
 
     fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
-        // A guest asks for its directories before any file access: noting
-        // that call is noting the use of the grant.
-        preopens::add_to_linker::<State, HasFs>(linker, |s| {
-            let view = WasiFilesystemCtxView { ctx: s.wasi.filesystem(), table: &mut s.table };
-            Noting::new(&s.used, s.held, Capability::Files, view)
-        })
+        files_guard::add_to_linker(linker)
     }
 
     fn report(&self, grants: &Grants) -> serde_json::Value {
         grants
             .dirs
             .iter()
-            .map(
-                |d| serde_json::json!({"dir": d.host.display().to_string(), "mount": d.mount, "mode": d.mode.as_str()}),
-            )
+            .map(|d| match d.mode {
+                DirMode::ReadWrite => serde_json::json!({"dir": d.host.display().to_string(), "mount": d.mount,
+                    "mode": d.mode.as_str(), "max_bytes": d.max_bytes, "max_files": d.max_files}),
+                DirMode::ReadOnly => {
+                    serde_json::json!({"dir": d.host.display().to_string(), "mount": d.mount, "mode": d.mode.as_str()})
+                }
+            })
             .collect()
     }
 
@@ -140,26 +181,16 @@ impl CapabilityFactor for Files {
             .iter()
             .map(|d| match d.mode {
                 DirMode::ReadWrite => format!(
-                    "may read, create, overwrite and delete files under {} (seen as {})",
+                    "may read, create, overwrite and delete files under {} (seen as {}), up to {} bytes in {} entries",
                     d.host.display(),
-                    d.mount
+                    d.mount,
+                    d.max_bytes,
+                    d.max_files
                 ),
                 DirMode::ReadOnly => {
                     format!("may read files under {} (seen as {}), not change them", d.host.display(), d.mount)
                 }
             })
             .collect()
-    }
-}
-
-struct HasFs;
-impl HasData for HasFs {
-    type Data<'a> = Noting<'a, WasiFilesystemCtxView<'a>>;
-}
-
-impl preopens::Host for Noting<'_, WasiFilesystemCtxView<'_>> {
-    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
-        self.note();
-        preopens::Host::get_directories(&mut self.inner)
     }
 }

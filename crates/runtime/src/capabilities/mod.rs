@@ -16,6 +16,7 @@
 
 pub mod env;
 pub mod files;
+pub(crate) mod files_guard;
 pub mod memory;
 pub mod network;
 

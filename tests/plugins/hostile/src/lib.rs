@@ -9,6 +9,7 @@ mod bindings {
 
 use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
 use std::hint::black_box;
+use std::io::Write as _;
 
 struct Plugin;
 
@@ -32,6 +33,25 @@ fn recurse(n: u64, limit: u64) -> u64 {
     if n == limit { n } else { recurse(n + 1, limit).wrapping_mul(31).wrapping_add(n) }
 }
 
+/// `"key": "value"` in a flat JSON object (no escapes), by a tiny hand
+/// parser that keeps this crate free of serde.
+fn string_arg(arguments: &str, key: &str) -> Option<String> {
+    let rest = arguments.split_once(&format!("\"{key}\""))?.1.trim_start().strip_prefix(':')?.trim_start();
+    Some(rest.strip_prefix('"')?.split_once('"')?.0.to_string())
+}
+
+/// `"key": 123` in a flat JSON object.
+fn number_arg(arguments: &str, key: &str) -> Option<u64> {
+    let rest = arguments.split_once(&format!("\"{key}\""))?.1.trim_start().strip_prefix(':')?.trim_start();
+    rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// An I/O error as JSON members: `"kind": "...", "error": "..."`.
+fn io_error(e: &std::io::Error) -> String {
+    let text = e.to_string().replace(['"', '\\'], "'");
+    format!(r#""kind": "{:?}", "error": "{text}""#, e.kind())
+}
+
 impl Guest for Plugin {
     fn list_tools() -> Vec<ToolInfo> {
         vec![
@@ -43,6 +63,18 @@ impl Guest for Plugin {
             tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
             tool("env", "Returns every environment variable it can see, NAME=value per line.", 100),
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
+            tool(
+                "dir_bomb",
+                "Creates files {\"dir\"}/{\"prefix\"}<i> ({\"size\"} bytes each, default 0) until an error.",
+                5000,
+            ),
+            tool(
+                "big_write",
+                "Appends {\"chunk\"}-byte writes (default 65536) to {\"path\"} until an error, reopening the file for each.",
+                5000,
+            ),
+            tool("plant_symlink", "Tries to link {\"link\"} to {\"target\"} (a symlink, then a hard link).", 1000),
+            tool("read_path", "Reads {\"path\"} and returns its length.", 1000),
         ]
     }
 
@@ -77,6 +109,61 @@ impl Guest for Plugin {
             }
             "env" => Ok(vec![Content::Text(std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect())]),
             "echo" => Ok(vec![Content::Text(arguments)]),
+            "dir_bomb" => {
+                let dir = string_arg(&arguments, "dir").unwrap_or_else(|| "/".into());
+                let data = vec![b'x'; number_arg(&arguments, "size").unwrap_or(0) as usize];
+                let prefix = string_arg(&arguments, "prefix").unwrap_or_else(|| "bomb-".into());
+                let mut created = 0u64;
+                let error = loop {
+                    let path = format!("{}/{prefix}{created}", dir.trim_end_matches('/'));
+                    match std::fs::write(&path, &data) {
+                        Ok(()) => created += 1,
+                        Err(e) => break e,
+                    }
+                };
+                Ok(vec![Content::Text(format!(r#"{{"created": {created}, {}}}"#, io_error(&error)))])
+            }
+            "big_write" => {
+                let path = string_arg(&arguments, "path").unwrap_or_else(|| "/big".into());
+                let chunk = vec![b'y'; number_arg(&arguments, "chunk").unwrap_or(65536).max(1) as usize];
+                // One `write` per open: a full quota then shows as the
+                // open-time error, not as a failed stream write (which
+                // wasi-libc reports as EIO whatever the cause).
+                let mut written = 0u64;
+                let error = loop {
+                    let file = std::fs::OpenOptions::new().create(true).append(true).open(&path);
+                    match file.and_then(|mut f| f.write(&chunk)) {
+                        Ok(0) => break std::io::Error::other("wrote nothing"),
+                        Ok(n) => written += n as u64,
+                        Err(e) => break e,
+                    }
+                };
+                Ok(vec![Content::Text(format!(r#"{{"written": {written}, {}}}"#, io_error(&error)))])
+            }
+            "plant_symlink" => {
+                let target = string_arg(&arguments, "target").unwrap_or_else(|| "/etc/passwd".into());
+                let link = string_arg(&arguments, "link").unwrap_or_else(|| "/evil".into());
+                // `soft_link` is the spelling that builds on every target.
+                #[allow(deprecated)]
+                let symlink = std::fs::soft_link(&target, &link);
+                let hard = std::fs::hard_link(&target, format!("{link}-hard"));
+                let show = |r: std::io::Result<()>| match r {
+                    Ok(()) => r#""ok": true"#.to_string(),
+                    Err(e) => format!(r#""ok": false, {}"#, io_error(&e)),
+                };
+                Ok(vec![Content::Text(format!(
+                    r#"{{"symlink": {{{}}}, "hard_link": {{{}}}}}"#,
+                    show(symlink),
+                    show(hard)
+                ))])
+            }
+            "read_path" => {
+                let path = string_arg(&arguments, "path").unwrap_or_default();
+                Ok(vec![Content::Text(match std::fs::read(&path) {
+                    Ok(bytes) => format!(r#"{{"ok": true, "len": {}}}"#, bytes.len()),
+                    Err(e) => format!(r#"{{"ok": false, {}}}"#, io_error(&e)),
+                })])
+            }
             other => Err(ToolError::NotFound(other.into())),
         }
     }

@@ -20,7 +20,13 @@ pub struct Sign {
     /// One-line description [default: the tools it provides].
     #[arg(long, value_name = "TEXT")]
     description: Option<String>,
-    /// Write the package here instead of replacing FILE.
+    /// The plugin's name, its identity on every host: grants, the lock file
+    /// and replacement key on it, and the package loads only from a file
+    /// named NAME.wasm [default: FILE's stem].
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Write the package here instead of replacing FILE. Its file name must
+    /// be NAME.wasm: writing elsewhere never renames a plugin.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
     #[command(flatten)]
@@ -31,7 +37,20 @@ impl Sign {
     pub fn run(self) -> Result<ExitCode> {
         let key = toolhost::package::KeyPair::load(&self.key)?;
         let bytes = std::fs::read(&self.file).with_context(|| format!("reading {}", self.file.display()))?;
-        let name = toolhost::runtime::plugin_name_from_path(self.output.as_deref().unwrap_or(&self.file));
+        let name = self.name.clone().unwrap_or_else(|| toolhost::runtime::plugin_name_from_path(&self.file));
+        if !toolhost::tool::valid_tool_name(&name) {
+            anyhow::bail!("{name:?} is not a valid plugin name (letters, digits, '_' and '-', 1 to 64 of them)");
+        }
+        if let Some(out) = &self.output {
+            let stem = toolhost::runtime::plugin_name_from_path(out);
+            if stem != name {
+                anyhow::bail!(
+                    "{} would hold plugin {name:?}, which loads only from a file named {name}.wasm; \
+                     write it there, or sign it under another name with --name {stem}",
+                    out.display()
+                );
+            }
+        }
         // Load it (no grants) to read what it imports and provides: the
         // manifest states what the author built.
         let runtime = self.runtime.builder()?.runtime()?;

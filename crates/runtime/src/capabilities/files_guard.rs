@@ -1,0 +1,897 @@
+//! The guard in front of wasmtime-wasi's `wasi:filesystem` (WASI 0.2, sync
+//! bindings). It shadows `wasi:filesystem/types` and `preopens` in the
+//! linker and hands every function to wasmtime-wasi's own implementation
+//! except these:
+//!
+//! * `open-at` is done here, with wasmtime-wasi's flag handling and the same
+//!   sandboxed path resolution (`cap_primitives::fs::open`, of which
+//!   wasmtime-wasi's resolver is a copy), but with `O_NONBLOCK | O_NOCTTY`,
+//!   then `fstat` on the opened descriptor: only regular files and
+//!   directories are handed out. A FIFO, socket or device is closed and
+//!   refused with `error-code::access`, so an open never blocks and what is
+//!   checked is what was opened.
+//! * Whatever adds data or names to a read-write grant is metered against
+//!   its quota (`max_bytes`: sum of the regular files' sizes; `max_files`:
+//!   entries, directories included): `write`, the `output-stream`s of
+//!   `write-via-stream` / `append-via-stream` (replaced by [`QuotaStream`]),
+//!   `set-size`, `open-at` with `create` or `truncate`, and
+//!   `create-directory-at`. Over quota: `error-code::insufficient-space`
+//!   (bytes) or `error-code::quota` (entries). A failed stream write carries
+//!   `ENOSPC` (`filesystem-error-code` answers `insufficient-space`; wasi-libc
+//!   does not ask and reports `EIO`).
+//! * `symlink-at` and `link-at` are refused with `error-code::not-permitted`,
+//!   and `rename-at` between two grants with `error-code::cross-device` (it
+//!   would move data out of one quota into another uncharged).
+//!
+//! The ledger of a directory ([`Tree`]) is shared by every call and plugin
+//! granted it, for the life of the process. Every change of size or entry
+//! count that a guest makes happens under the tree's lock, measured by
+//! `fstat` before and after, so what the ledger holds is exact, with one
+//! deliberate over-count: space freed by deleting or replacing a file
+//! (`unlink-file-at`, `rename-at` over a file) is not credited at once (an
+//! open descriptor may keep the file alive), only by the next rescan. A
+//! rescan (a walk of the tree that follows no symlinks and stops past the
+//! limits) runs when a call starts using the grant while no other call is,
+//! if the ledger was never set, may over-count, or is a minute old (to see
+//! changes made from outside). There is no separate per-call bound: the
+//! tree quota already bounds what any number of calls can leave on disk,
+//! and the call's deadline and fuel bound how long it writes.
+
+use super::Noting;
+use super::files::DirGrant;
+use crate::state::State;
+use cap_primitives::fs::{FollowSymlinks, MetadataExt, OpenOptions, OpenOptionsExt};
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
+use toolhost_types::Capability;
+use wasmtime::component::{HasData, Linker, Resource};
+use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemCtxView};
+use wasmtime_wasi::p2::bindings::filesystem::preopens;
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+use wasmtime_wasi::p2::bindings::sync::filesystem::types as sync;
+use wasmtime_wasi::p2::bindings::sync::io::streams;
+use wasmtime_wasi::p2::{DynOutputStream, FsResult, OutputStream, Pollable, StreamError, StreamResult};
+use wasmtime_wasi::{FsPerms, OpenMode};
+
+/// Default `max_bytes` of a read-write grant: 256 MiB.
+pub const DEFAULT_MAX_BYTES: u64 = 256 << 20;
+/// Default `max_files` of a read-write grant.
+pub const DEFAULT_MAX_FILES: u64 = 10_000;
+/// A ledger older than this is rescanned when a call starts alone on it.
+const RESCAN_AFTER: Duration = Duration::from_secs(60);
+/// Most bytes an output stream accepts per `write` (wasmtime-wasi's own).
+const STREAM_CHUNK: u64 = 64 << 10;
+
+// ---------------------------------------------------------------------------
+// The ledger of one directory, across calls
+// ---------------------------------------------------------------------------
+
+/// What a granted directory holds; one per directory per process.
+pub(crate) struct Tree {
+    root: PathBuf,
+    usage: Mutex<Usage>,
+}
+
+#[derive(Debug, Default)]
+struct Usage {
+    bytes: u64,
+    entries: u64,
+    /// Calls using the tree now.
+    active: usize,
+    /// The ledger may over-count: rescan when next alone.
+    dirty: bool,
+    scanned: Option<Instant>,
+}
+
+impl Usage {
+    /// Applies a file's change of size from `before` to `after`.
+    fn resized(&mut self, before: u64, after: u64) {
+        if after >= before {
+            self.bytes = self.bytes.saturating_add(after - before);
+        } else {
+            self.bytes = self.bytes.saturating_sub(before - after);
+        }
+    }
+}
+
+impl Tree {
+    /// The ledger of `root` (canonical), created on first use.
+    fn of(root: &Path) -> Arc<Tree> {
+        static TREES: Mutex<Option<HashMap<PathBuf, Arc<Tree>>>> = Mutex::new(None);
+        let mut trees = TREES.lock().unwrap_or_else(PoisonError::into_inner);
+        let trees = trees.get_or_insert_with(HashMap::new);
+        if let Some(tree) = trees.get(root) {
+            return tree.clone();
+        }
+        trees
+            .entry(root.to_path_buf())
+            .or_insert_with(|| Arc::new(Tree { root: root.to_path_buf(), usage: Mutex::new(Usage::default()) }))
+            .clone()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Usage> {
+        self.usage.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// A call starts using the tree (rescanning it first when alone and the
+    /// ledger may be off); it stops when the token drops.
+    fn begin(self: &Arc<Self>, q: &Quota) -> Active {
+        let mut u = self.lock();
+        let stale = u.dirty || u.scanned.is_none_or(|t| t.elapsed() >= RESCAN_AFTER);
+        if u.active == 0 && stale {
+            match scan(&self.root, q.max_bytes, q.max_files) {
+                Some((bytes, entries)) => {
+                    (u.bytes, u.entries, u.dirty) = (bytes, entries, false);
+                }
+                // Unreadable, or already past this grant's limits: full for
+                // everyone until a later rescan says otherwise.
+                None => (u.bytes, u.entries, u.dirty) = (u64::MAX, u64::MAX, true),
+            }
+            u.scanned = Some(Instant::now());
+        }
+        u.active += 1;
+        Active(self.clone())
+    }
+}
+
+/// A call using a tree (see [`Tree::begin`]).
+struct Active(Arc<Tree>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        let mut u = self.0.lock();
+        u.active = u.active.saturating_sub(1);
+    }
+}
+
+/// Sum of regular files' sizes and number of entries under `root`, following
+/// no symlinks; `None` if `root` cannot be read or the walk passes either
+/// limit (so it costs at most `max_files + 1` stats).
+fn scan(root: &Path, max_bytes: u64, max_files: u64) -> Option<(u64, u64)> {
+    let (mut bytes, mut entries) = (0u64, 0u64);
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let list = match std::fs::read_dir(&dir) {
+            Ok(list) => list,
+            Err(_) if dir == root => return None,
+            Err(_) => continue,
+        };
+        for entry in list.flatten() {
+            entries += 1;
+            // `DirEntry::metadata` does not follow symlinks.
+            if let Ok(m) = entry.metadata() {
+                if m.is_dir() {
+                    stack.push(entry.path());
+                } else if m.is_file() {
+                    bytes = bytes.saturating_add(m.len());
+                }
+            }
+            if bytes > max_bytes || entries > max_files {
+                return None;
+            }
+        }
+    }
+    Some((bytes, entries))
+}
+
+/// One grant's limits on its directory's ledger.
+#[derive(Clone)]
+struct Quota {
+    tree: Arc<Tree>,
+    max_bytes: u64,
+    max_files: u64,
+}
+
+impl Quota {
+    /// Runs `op` on the regular file `file` under the tree's lock, giving it
+    /// the file's size and the bytes still free; the ledger then follows
+    /// the file's size.
+    fn resize<T>(&self, file: &std::fs::File, op: impl FnOnce(u64, u64) -> io::Result<T>) -> io::Result<T> {
+        let mut u = self.tree.lock();
+        let before = file.metadata()?.len();
+        let r = op(before, self.max_bytes.saturating_sub(u.bytes));
+        match file.metadata() {
+            Ok(m) => u.resized(before, m.len()),
+            Err(_) => (u.bytes, u.dirty) = (u64::MAX, true),
+        }
+        r
+    }
+
+    /// Runs `op` (which creates one name on success) if an entry is free.
+    fn create<T>(&self, op: impl FnOnce() -> FsResult<T>) -> FsResult<T> {
+        let mut u = self.tree.lock();
+        if u.entries >= self.max_files {
+            return Err(ErrorCode::Quota.into());
+        }
+        let r = op()?;
+        u.entries += 1;
+        Ok(r)
+    }
+}
+
+fn nospc() -> io::Error {
+    io::Error::from(rustix::io::Errno::NOSPC)
+}
+
+// ---------------------------------------------------------------------------
+// Per call
+// ---------------------------------------------------------------------------
+
+/// The guard's state for one call: its grants (in `preopened_dir` order)
+/// and which grant each open descriptor belongs to.
+#[derive(Default)]
+pub(crate) struct CallFiles(Mutex<Call>);
+
+#[derive(Default)]
+struct Call {
+    grants: Vec<Grant>,
+    /// `descriptor` rep -> index in `grants`. Every descriptor comes from
+    /// `get-directories` or `open-at`, which tag it; an untagged one may not
+    /// change anything (fail closed).
+    tags: HashMap<u32, usize>,
+}
+
+struct Grant {
+    mount: String,
+    /// `None` for a read-only grant.
+    quota: Option<Quota>,
+    active: Option<Active>,
+}
+
+impl std::fmt::Debug for CallFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let call = self.lock();
+        f.debug_struct("CallFiles").field("grants", &call.grants.len()).field("open", &call.tags.len()).finish()
+    }
+}
+
+impl CallFiles {
+    fn lock(&self) -> MutexGuard<'_, Call> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Sets the call's grants: the same list, in the same order, as the
+    /// `preopened_dir` calls.
+    pub(crate) fn configure(&self, dirs: &[DirGrant]) {
+        self.lock().grants = dirs
+            .iter()
+            .map(|d| Grant {
+                mount: d.mount.clone(),
+                quota: (d.mode == super::DirMode::ReadWrite).then(|| Quota {
+                    tree: Tree::of(&d.host),
+                    max_bytes: d.max_bytes,
+                    max_files: d.max_files,
+                }),
+                active: None,
+            })
+            .collect();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Linking
+// ---------------------------------------------------------------------------
+
+/// What the guard's host functions see.
+pub(crate) struct GuardView<'a> {
+    fs: WasiFilesystemCtxView<'a>,
+    call: &'a CallFiles,
+}
+
+fn view(s: &mut State) -> GuardView<'_> {
+    GuardView { fs: WasiFilesystemCtxView { ctx: s.wasi.filesystem(), table: &mut s.table }, call: &s.used.files }
+}
+
+struct HasGuard;
+impl HasData for HasGuard {
+    type Data<'a> = GuardView<'a>;
+}
+
+struct HasPreopens;
+impl HasData for HasPreopens {
+    type Data<'a> = Noting<'a, GuardView<'a>>;
+}
+
+/// Shadows `wasi:filesystem/types` and `preopens` (call with shadowing
+/// allowed, after `wasmtime_wasi::p2::add_to_linker_sync`).
+pub(crate) fn add_to_linker(linker: &mut Linker<State>) -> wasmtime::Result<()> {
+    sync::add_to_linker::<State, HasGuard>(linker, view)?;
+    // A guest asks for its directories before any file access: noting that
+    // call is noting the use of the grant.
+    preopens::add_to_linker::<State, HasPreopens>(linker, |s| {
+        let (used, held) = (&*s.used, s.held);
+        let view = GuardView {
+            fs: WasiFilesystemCtxView { ctx: s.wasi.filesystem(), table: &mut s.table },
+            call: &used.files,
+        };
+        Noting::new(used, held, Capability::Files, view)
+    })
+}
+
+impl preopens::Host for Noting<'_, GuardView<'_>> {
+    fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
+        self.note();
+        let dirs = preopens::Host::get_directories(&mut self.inner.fs)?;
+        let mut call = self.inner.call.lock();
+        for (i, (fd, mount)) in dirs.iter().enumerate() {
+            let Some(grant) = call.grants.get_mut(i) else { continue };
+            if grant.mount != *mount {
+                continue; // not the grant we think: untagged, so read-only
+            }
+            if grant.active.is_none() {
+                grant.active = grant.quota.as_ref().map(|q| q.tree.begin(q));
+            }
+            call.tags.insert(fd.rep(), i);
+        }
+        Ok(dirs)
+    }
+}
+
+fn err<T>(code: ErrorCode) -> FsResult<T> {
+    Err(code.into())
+}
+
+impl GuardView<'_> {
+    fn grant_of(&self, fd: &Resource<Descriptor>) -> Option<usize> {
+        self.call.lock().tags.get(&fd.rep()).copied()
+    }
+
+    fn quota_of(&self, grant: Option<usize>) -> FsResult<Quota> {
+        let call = self.call.lock();
+        match grant.and_then(|i| call.grants[i].quota.clone()) {
+            Some(q) => Ok(q),
+            None => err(ErrorCode::NotPermitted),
+        }
+    }
+
+    /// The file behind `fd` and its quota when it may be written;
+    /// `Ok(None)`: not a writable file, wasmtime-wasi answers (and refuses).
+    fn writable_file(&mut self, fd: &Resource<Descriptor>) -> FsResult<Option<(Arc<std::fs::File>, Quota)>> {
+        let file = match self.fs.table.get(fd)? {
+            Descriptor::File(f) if !f.perms.write_not_permitted() => f.file.clone(),
+            _ => return Ok(None),
+        };
+        Ok(Some((file, self.quota_of(self.grant_of(fd))?)))
+    }
+
+    /// The quota of the directory `fd` when it may be changed.
+    fn writable_dir(&mut self, fd: &Resource<Descriptor>) -> FsResult<Option<Quota>> {
+        match self.fs.table.get(fd)? {
+            Descriptor::Dir(d) if !d.perms.write_not_permitted() => {}
+            _ => return Ok(None),
+        }
+        Ok(Some(self.quota_of(self.grant_of(fd))?))
+    }
+
+    /// `fstatat(path, AT_SYMLINK_NOFOLLOW)` under the directory `fd`.
+    fn stat_nofollow(&mut self, fd: &Resource<Descriptor>, path: &str) -> Option<cap_primitives::fs::Metadata> {
+        match self.fs.table.get(fd).ok()? {
+            Descriptor::Dir(d) => cap_primitives::fs::stat(&d.dir, Path::new(path), FollowSymlinks::No).ok(),
+            Descriptor::File(_) => None,
+        }
+    }
+
+    /// A metered output stream of `file`.
+    fn metered(
+        &mut self,
+        file: Arc<std::fs::File>,
+        quota: Quota,
+        position: Option<u64>,
+    ) -> FsResult<Resource<DynOutputStream>> {
+        let stream: DynOutputStream = Box::new(QuotaStream { file, quota, position, closed: false });
+        Ok(self.fs.table.push(stream)?)
+    }
+}
+
+impl sync::Host for GuardView<'_> {
+    fn convert_error_code(&mut self, err: wasmtime_wasi::p2::FsError) -> wasmtime::Result<sync::ErrorCode> {
+        sync::Host::convert_error_code(&mut self.fs, err)
+    }
+
+    fn filesystem_error_code(&mut self, err: Resource<streams::Error>) -> wasmtime::Result<Option<sync::ErrorCode>> {
+        sync::Host::filesystem_error_code(&mut self.fs, err)
+    }
+}
+
+impl sync::HostDirectoryEntryStream for GuardView<'_> {
+    fn read_directory_entry(
+        &mut self,
+        stream: Resource<sync::DirectoryEntryStream>,
+    ) -> FsResult<Option<sync::DirectoryEntry>> {
+        sync::HostDirectoryEntryStream::read_directory_entry(&mut self.fs, stream)
+    }
+
+    fn drop(&mut self, stream: Resource<sync::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        sync::HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+impl sync::HostDescriptor for GuardView<'_> {
+    // --- guarded -----------------------------------------------------------
+
+    fn open_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: sync::PathFlags,
+        path: String,
+        oflags: sync::OpenFlags,
+        flags: sync::DescriptorFlags,
+    ) -> FsResult<Resource<Descriptor>> {
+        let dir: Dir = match self.fs.table.get(&fd)? {
+            Descriptor::Dir(d) => d.clone(),
+            Descriptor::File(_) => return err(ErrorCode::NotDirectory),
+        };
+        let grant = self.grant_of(&fd);
+        // Options as wasmtime-wasi's `Dir::open_at` builds them, except
+        // TRUNCATE: applied below with `ftruncate`, once the type is checked.
+        let mut opts = OpenOptions::new();
+        let mut mode = OpenMode::empty();
+        let create = oflags.contains(sync::OpenFlags::CREATE);
+        let exclusive = oflags.contains(sync::OpenFlags::EXCLUSIVE);
+        let truncate = oflags.contains(sync::OpenFlags::TRUNCATE);
+        if create || truncate {
+            opts.write(true);
+            mode |= OpenMode::WRITE;
+        }
+        if flags.contains(sync::DescriptorFlags::READ) {
+            opts.read(true);
+            mode |= OpenMode::READ;
+        }
+        if flags.contains(sync::DescriptorFlags::WRITE) {
+            opts.write(true);
+            mode |= OpenMode::WRITE;
+        } else {
+            opts.read(true);
+            mode |= OpenMode::READ;
+        }
+        let follow = path_flags.contains(sync::PathFlags::SYMLINK_FOLLOW);
+        opts._cap_fs_ext_follow(if follow { FollowSymlinks::Yes } else { FollowSymlinks::No });
+        if flags.intersects(
+            sync::DescriptorFlags::FILE_INTEGRITY_SYNC
+                | sync::DescriptorFlags::DATA_INTEGRITY_SYNC
+                | sync::DescriptorFlags::REQUESTED_WRITE_SYNC,
+        ) {
+            return err(ErrorCode::Unsupported);
+        }
+        let want_dir = oflags.contains(sync::OpenFlags::DIRECTORY);
+        if want_dir && (create || exclusive || truncate) {
+            return err(ErrorCode::Invalid);
+        }
+        if dir.perms.write_not_permitted() && mode.contains(OpenMode::WRITE) {
+            return err(ErrorCode::NotPermitted);
+        }
+        let quota = match dir.perms {
+            FsPerms::ReadWrite if create || truncate => Some(self.quota_of(grant)?),
+            _ => None,
+        };
+        // The guard: never block in open(2), never acquire a terminal.
+        opts._cap_fs_ext_nonblock(true);
+        opts.custom_flags(rustix::fs::OFlags::NOCTTY.bits() as i32);
+
+        let path = Path::new(&path);
+        // open(2) of a socket, or of a FIFO for writing with no reader, is
+        // ENXIO: refused like the rest.
+        let open = |opts: &OpenOptions| {
+            cap_primitives::fs::open(&dir.dir, path, opts).map_err(|e| match e.raw_os_error() {
+                Some(n) if n == rustix::io::Errno::NXIO.raw_os_error() => rustix::io::Errno::ACCESS.into(),
+                _ => e,
+            })
+        };
+        let file = match &quota {
+            // A new name costs an entry. The tree stays locked from the
+            // lookup to the create, so "did it exist" cannot change between.
+            Some(q) if create => {
+                let mut u = q.tree.lock();
+                let mut lookup = opts.clone();
+                lookup.create(false);
+                match (!exclusive).then(|| open(&lookup)) {
+                    Some(Err(e)) if e.kind() == io::ErrorKind::NotFound => None,
+                    other => other,
+                }
+                .unwrap_or_else(|| {
+                    if u.entries >= q.max_files {
+                        return Err(rustix::io::Errno::DQUOT.into());
+                    }
+                    let mut new = opts.clone();
+                    new.create_new(true);
+                    let f = open(&new)?;
+                    u.entries += 1;
+                    Ok(f)
+                })
+            }
+            _ => open(&opts),
+        };
+        let file = match file {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::DQUOT.raw_os_error()) => {
+                return err(ErrorCode::Quota);
+            }
+            r => r?,
+        };
+        // What was opened, by fstat: anything but a file or a directory is
+        // closed (dropped) and refused.
+        let ft = file.metadata()?.file_type();
+        if !ft.is_file() && !ft.is_dir() {
+            return err(ErrorCode::Access);
+        }
+        if want_dir && !ft.is_dir() {
+            return err(ErrorCode::NotDirectory);
+        }
+        let fl = rustix::fs::fcntl_getfl(&file).map_err(io::Error::from)?;
+        rustix::fs::fcntl_setfl(&file, fl - rustix::fs::OFlags::NONBLOCK).map_err(io::Error::from)?;
+        if let (Some(q), true, true) = (&quota, truncate, ft.is_file()) {
+            q.resize(&file, |_, _| file.set_len(0))?;
+        }
+        // wasmtime-wasi keeps `allow_blocking_current_thread` private; the
+        // runtime never sets it, so it is false here too.
+        let desc = match ft.is_dir() {
+            true => Descriptor::Dir(Dir::new(file, dir.perms, mode, false)),
+            false => Descriptor::File(File::new(file, dir.perms, mode, false)),
+        };
+        let res = self.fs.table.push(desc)?;
+        if let Some(i) = grant {
+            self.call.lock().tags.insert(res.rep(), i);
+        }
+        Ok(res)
+    }
+
+    fn write(
+        &mut self,
+        fd: Resource<Descriptor>,
+        mut buf: Vec<u8>,
+        offset: sync::Filesize,
+    ) -> FsResult<sync::Filesize> {
+        let Some((file, quota)) = self.writable_file(&fd)? else {
+            return sync::HostDescriptor::write(&mut self.fs, fd, buf, offset);
+        };
+        let n = quota.resize(&file, |size, room| {
+            // Write what fits: up to `size + room`.
+            let fits = size.saturating_add(room);
+            let end = offset.saturating_add(buf.len() as u64);
+            if !buf.is_empty() && end > fits {
+                if offset >= fits {
+                    return Err(nospc());
+                }
+                buf.truncate((fits - offset) as usize);
+            }
+            file.write_at(&buf, offset)
+        })?;
+        Ok(n as u64)
+    }
+
+    fn write_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: sync::Filesize,
+    ) -> FsResult<Resource<streams::OutputStream>> {
+        let Some((file, quota)) = self.writable_file(&fd)? else {
+            return sync::HostDescriptor::write_via_stream(&mut self.fs, fd, offset);
+        };
+        // Nothing fits: say so now, with its own error code (wasi-libc turns
+        // a later stream failure into EIO).
+        if QuotaStream::allowance(&file, &quota, Some(offset))? == 0 {
+            return err(ErrorCode::InsufficientSpace);
+        }
+        self.metered(file, quota, Some(offset))
+    }
+
+    fn append_via_stream(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<streams::OutputStream>> {
+        let Some((file, quota)) = self.writable_file(&fd)? else {
+            return sync::HostDescriptor::append_via_stream(&mut self.fs, fd);
+        };
+        if QuotaStream::allowance(&file, &quota, None)? == 0 {
+            return err(ErrorCode::InsufficientSpace);
+        }
+        self.metered(file, quota, None)
+    }
+
+    fn set_size(&mut self, fd: Resource<Descriptor>, size: sync::Filesize) -> FsResult<()> {
+        let Some((file, quota)) = self.writable_file(&fd)? else {
+            return sync::HostDescriptor::set_size(&mut self.fs, fd, size);
+        };
+        Ok(quota.resize(&file, |cur, room| {
+            if size > cur && size - cur > room {
+                return Err(nospc());
+            }
+            file.set_len(size)
+        })?)
+    }
+
+    fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let Some(quota) = self.writable_dir(&fd)? else {
+            return sync::HostDescriptor::create_directory_at(&mut self.fs, fd, path);
+        };
+        quota.create(|| sync::HostDescriptor::create_directory_at(&mut self.fs, fd, path))
+    }
+
+    fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let Some(quota) = self.writable_dir(&fd)? else {
+            return sync::HostDescriptor::unlink_file_at(&mut self.fs, fd, path);
+        };
+        let mut u = quota.tree.lock();
+        sync::HostDescriptor::unlink_file_at(&mut self.fs, fd, path)?;
+        // One name fewer; its bytes only by the next rescan (an open
+        // descriptor may keep them on disk).
+        u.entries = u.entries.saturating_sub(1);
+        u.dirty = true;
+        Ok(())
+    }
+
+    fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
+        let Some(quota) = self.writable_dir(&fd)? else {
+            return sync::HostDescriptor::remove_directory_at(&mut self.fs, fd, path);
+        };
+        let mut u = quota.tree.lock();
+        sync::HostDescriptor::remove_directory_at(&mut self.fs, fd, path)?;
+        u.entries = u.entries.saturating_sub(1);
+        Ok(())
+    }
+
+    fn rename_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        old_path: String,
+        new_fd: Resource<Descriptor>,
+        new_path: String,
+    ) -> FsResult<()> {
+        self.fs.table.get(&fd)?;
+        self.fs.table.get(&new_fd)?;
+        if self.grant_of(&fd) != self.grant_of(&new_fd) {
+            return err(ErrorCode::CrossDevice);
+        }
+        let Some(quota) = self.writable_dir(&fd)? else {
+            return sync::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path);
+        };
+        let mut u = quota.tree.lock();
+        let src = self.stat_nofollow(&fd, &old_path);
+        let dst = self.stat_nofollow(&new_fd, &new_path);
+        sync::HostDescriptor::rename_at(&mut self.fs, fd, old_path, new_fd, new_path)?;
+        // A replaced name is gone (its bytes: see unlink).
+        if let (Some(s), Some(d)) = (src, dst)
+            && (s.dev(), s.ino()) != (d.dev(), d.ino())
+        {
+            u.entries = u.entries.saturating_sub(1);
+            u.dirty = true;
+        }
+        Ok(())
+    }
+
+    fn symlink_at(&mut self, fd: Resource<Descriptor>, _old_path: String, _new_path: String) -> FsResult<()> {
+        self.fs.table.get(&fd)?; // a bad handle still traps
+        err(ErrorCode::NotPermitted)
+    }
+
+    fn link_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        _old_path_flags: sync::PathFlags,
+        _old_path: String,
+        new_descriptor: Resource<Descriptor>,
+        _new_path: String,
+    ) -> FsResult<()> {
+        self.fs.table.get(&fd)?;
+        self.fs.table.get(&new_descriptor)?;
+        err(ErrorCode::NotPermitted)
+    }
+
+    fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
+        self.call.lock().tags.remove(&fd.rep());
+        sync::HostDescriptor::drop(&mut self.fs, fd)
+    }
+
+    // --- delegated unchanged -----------------------------------------------
+
+    fn advise(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: sync::Filesize,
+        len: sync::Filesize,
+        advice: sync::Advice,
+    ) -> FsResult<()> {
+        sync::HostDescriptor::advise(&mut self.fs, fd, offset, len, advice)
+    }
+
+    fn sync_data(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        sync::HostDescriptor::sync_data(&mut self.fs, fd)
+    }
+
+    fn get_flags(&mut self, fd: Resource<Descriptor>) -> FsResult<sync::DescriptorFlags> {
+        sync::HostDescriptor::get_flags(&mut self.fs, fd)
+    }
+
+    fn get_type(&mut self, fd: Resource<Descriptor>) -> FsResult<sync::DescriptorType> {
+        sync::HostDescriptor::get_type(&mut self.fs, fd)
+    }
+
+    fn set_times(
+        &mut self,
+        fd: Resource<Descriptor>,
+        atim: sync::NewTimestamp,
+        mtim: sync::NewTimestamp,
+    ) -> FsResult<()> {
+        sync::HostDescriptor::set_times(&mut self.fs, fd, atim, mtim)
+    }
+
+    fn read(
+        &mut self,
+        fd: Resource<Descriptor>,
+        len: sync::Filesize,
+        offset: sync::Filesize,
+    ) -> FsResult<(Vec<u8>, bool)> {
+        sync::HostDescriptor::read(&mut self.fs, fd, len, offset)
+    }
+
+    fn read_directory(&mut self, fd: Resource<Descriptor>) -> FsResult<Resource<sync::DirectoryEntryStream>> {
+        sync::HostDescriptor::read_directory(&mut self.fs, fd)
+    }
+
+    fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
+        sync::HostDescriptor::sync(&mut self.fs, fd)
+    }
+
+    fn stat(&mut self, fd: Resource<Descriptor>) -> FsResult<sync::DescriptorStat> {
+        sync::HostDescriptor::stat(&mut self.fs, fd)
+    }
+
+    fn stat_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: sync::PathFlags,
+        path: String,
+    ) -> FsResult<sync::DescriptorStat> {
+        sync::HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path)
+    }
+
+    fn set_times_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: sync::PathFlags,
+        path: String,
+        atim: sync::NewTimestamp,
+        mtim: sync::NewTimestamp,
+    ) -> FsResult<()> {
+        sync::HostDescriptor::set_times_at(&mut self.fs, fd, path_flags, path, atim, mtim)
+    }
+
+    fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
+        sync::HostDescriptor::readlink_at(&mut self.fs, fd, path)
+    }
+
+    fn read_via_stream(
+        &mut self,
+        fd: Resource<Descriptor>,
+        offset: sync::Filesize,
+    ) -> FsResult<Resource<streams::InputStream>> {
+        sync::HostDescriptor::read_via_stream(&mut self.fs, fd, offset)
+    }
+
+    fn is_same_object(&mut self, a: Resource<Descriptor>, b: Resource<Descriptor>) -> wasmtime::Result<bool> {
+        sync::HostDescriptor::is_same_object(&mut self.fs, a, b)
+    }
+
+    fn metadata_hash(&mut self, fd: Resource<Descriptor>) -> FsResult<sync::MetadataHashValue> {
+        sync::HostDescriptor::metadata_hash(&mut self.fs, fd)
+    }
+
+    fn metadata_hash_at(
+        &mut self,
+        fd: Resource<Descriptor>,
+        path_flags: sync::PathFlags,
+        path: String,
+    ) -> FsResult<sync::MetadataHashValue> {
+        sync::HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The metered output stream
+// ---------------------------------------------------------------------------
+
+/// An `output-stream` of a file in a read-write grant: each write is checked
+/// and written synchronously under the tree's lock (nothing is ever in
+/// flight outside a host call), at `position`, or at the end when `None`.
+struct QuotaStream {
+    file: Arc<std::fs::File>,
+    quota: Quota,
+    position: Option<u64>,
+    closed: bool,
+}
+
+impl QuotaStream {
+    /// Bytes that may be written at `position` (the end when `None`).
+    fn allowance(file: &std::fs::File, quota: &Quota, position: Option<u64>) -> io::Result<u64> {
+        let u = quota.tree.lock();
+        let size = file.metadata()?.len();
+        let room = quota.max_bytes.saturating_sub(u.bytes);
+        Ok(size.saturating_add(room).saturating_sub(position.unwrap_or(size)))
+    }
+
+    fn failed(&mut self, e: io::Error) -> StreamError {
+        self.closed = true;
+        StreamError::LastOperationFailed(e.into())
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl OutputStream for QuotaStream {
+    fn write(&mut self, bytes: bytes::Bytes) -> StreamResult<()> {
+        if self.closed {
+            return Err(StreamError::Closed);
+        }
+        let (file, position, n) = (&self.file, self.position, bytes.len() as u64);
+        let r = self.quota.resize(file, |size, room| {
+            let at = position.unwrap_or(size);
+            if n > 0 && at.saturating_add(n) > size.saturating_add(room) {
+                return Err(nospc());
+            }
+            file.write_all_at(&bytes, at)
+        });
+        match r {
+            Ok(()) => {
+                if let Some(p) = &mut self.position {
+                    *p += n;
+                }
+                Ok(())
+            }
+            Err(e) => Err(self.failed(e)),
+        }
+    }
+
+    fn flush(&mut self) -> StreamResult<()> {
+        match self.closed {
+            true => Err(StreamError::Closed),
+            false => Ok(()),
+        }
+    }
+
+    fn check_write(&mut self) -> StreamResult<usize> {
+        if self.closed {
+            return Err(StreamError::Closed);
+        }
+        let allowed = QuotaStream::allowance(&self.file, &self.quota, self.position).map_err(|e| self.failed(e))?;
+        // When nothing fits, offer a chunk anyway and let `write` fail with
+        // ENOSPC: a flush (which waits for a non-zero offer) still succeeds.
+        Ok(match allowed {
+            0 => STREAM_CHUNK,
+            n => n.min(STREAM_CHUNK),
+        } as usize)
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl Pollable for QuotaStream {
+    async fn ready(&mut self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capabilities::DirGrantConfig;
+
+    #[test]
+    fn quota_keys_default_and_parse_as_integers() {
+        let d: DirGrantConfig = serde_json::from_str(r#"{"dir": "x"}"#).unwrap();
+        assert_eq!((d.max_bytes, d.max_files, d.mount.as_str()), (DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES, "/"));
+        assert_eq!(d, DirGrantConfig { dir: "x".into(), ..Default::default() });
+        let d: DirGrantConfig = serde_json::from_str(r#"{"dir": "x", "max_bytes": 5, "max_files": 2}"#).unwrap();
+        assert_eq!((d.max_bytes, d.max_files), (5, 2));
+        assert!(serde_json::from_str::<DirGrantConfig>(r#"{"dir": "x", "max_bytes": "1MiB"}"#).is_err());
+        assert!(serde_json::from_str::<DirGrantConfig>(r#"{"dir": "x", "max_files": -1}"#).is_err());
+    }
+
+    #[test]
+    fn a_scan_counts_files_and_entries_follows_no_symlink_and_stops_past_a_limit() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("sub")).unwrap();
+        std::fs::write(t.path().join("sub/a"), [0u8; 100]).unwrap();
+        std::fs::write(t.path().join("b"), [0u8; 20]).unwrap();
+        std::os::unix::fs::symlink("/usr", t.path().join("link")).unwrap();
+        assert_eq!(scan(t.path(), 1000, 1000), Some((120, 4)));
+        assert_eq!(scan(t.path(), 119, 1000), None, "past max_bytes");
+        assert_eq!(scan(t.path(), 1000, 3), None, "past max_files");
+        assert_eq!(scan(&t.path().join("missing"), 1000, 1000), None);
+    }
+}

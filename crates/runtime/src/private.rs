@@ -1,0 +1,221 @@
+//! Private per-user files and directories: what toolhost writes (compiled
+//! code, keys, state, the audit trail, the memory store) is readable by its
+//! user only. Directories are 0700 and must be owned by the effective user;
+//! files are created 0600.
+
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::io::{self, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a directory cannot be used as a private directory.
+#[derive(Debug, thiserror::Error)]
+pub enum PrivateDirError {
+    /// Creating or inspecting it failed.
+    #[error("{path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// It is a symbolic link (which another user could point anywhere).
+    #[error("{path} is a symbolic link; toolhost keeps private data only in a real directory")]
+    Symlink {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// It exists but is not a directory.
+    #[error("{path} is not a directory")]
+    NotADirectory {
+        /// The path.
+        path: PathBuf,
+    },
+    /// Others may write into it (a shared directory such as /tmp).
+    #[error("{path} is writable by other users (mode {mode:o}); refusing to keep private data there")]
+    SharedWritable {
+        /// The directory.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
+    /// Another user owns it, so they could change what is in it.
+    #[error("{path} is owned by uid {owner}, not by this user (uid {me}); refusing to keep private data there")]
+    NotOwned {
+        /// The directory.
+        path: PathBuf,
+        /// Its owner.
+        owner: u32,
+        /// The effective user.
+        me: u32,
+    },
+}
+
+/// The effective user id.
+pub fn effective_uid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// Creates `path` (and missing parents) with mode 0700, then checks that it
+/// is a real directory owned by the effective user. A directory of ours that
+/// others can only read or enter is tightened to 0700 (with a warning); one
+/// others can write into, or owned by someone else, is refused.
+pub fn ensure_private_dir(path: &Path) -> Result<(), PrivateDirError> {
+    let io_err = |source| PrivateDirError::Io { path: path.to_path_buf(), source };
+    DirBuilder::new().recursive(true).mode(0o700).create(path).map_err(io_err)?;
+    let md = std::fs::symlink_metadata(path).map_err(io_err)?;
+    if md.file_type().is_symlink() {
+        return Err(PrivateDirError::Symlink { path: path.to_path_buf() });
+    }
+    if !md.is_dir() {
+        return Err(PrivateDirError::NotADirectory { path: path.to_path_buf() });
+    }
+    let me = effective_uid();
+    if md.uid() != me {
+        return Err(PrivateDirError::NotOwned { path: path.to_path_buf(), owner: md.uid(), me });
+    }
+    if md.mode() & 0o022 != 0 {
+        // Never chmod a shared directory (as root, /tmp is "ours").
+        return Err(PrivateDirError::SharedWritable { path: path.to_path_buf(), mode: md.mode() & 0o7777 });
+    }
+    if md.mode() & 0o077 != 0 {
+        tracing::warn!(dir = %path.display(), mode = format!("{:o}", md.mode() & 0o777), "tightening to 0700");
+        std::fs::set_permissions(path, Permissions::from_mode(0o700)).map_err(io_err)?;
+    }
+    Ok(())
+}
+
+/// Creates `path` and missing parents with mode 0700 (existing directories
+/// are left as they are: an operator may choose where logs go).
+pub fn create_dirs(path: &Path) -> io::Result<()> {
+    DirBuilder::new().recursive(true).mode(0o700).create(path)
+}
+
+/// Creates `path` empty with mode 0600 if it does not exist, and tightens an
+/// existing file of ours that others can read. For files opened by other
+/// libraries (SQLite copies the database's mode to its journal files).
+pub fn touch_private(path: &Path) -> io::Result<()> {
+    let f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    tighten(&f)
+}
+
+/// Opens `path` for appending, creating it 0600 if missing (an existing file
+/// of ours is tightened to 0600).
+pub fn open_private_append(path: &Path) -> io::Result<std::fs::File> {
+    let f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    tighten(&f)?;
+    Ok(f)
+}
+
+/// Tightens an open file of ours to 0600 if others can read it.
+pub fn tighten(f: &std::fs::File) -> io::Result<()> {
+    let md = f.metadata()?;
+    if md.mode() & 0o077 != 0 {
+        f.set_permissions(Permissions::from_mode(0o600))?;
+    }
+    Ok(())
+}
+
+/// Writes `bytes` to `path` atomically (a 0600 temporary file in the same
+/// directory, synced, then renamed over `path`).
+pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut tmp = tempfile::Builder::new().permissions(Permissions::from_mode(0o600)).tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// Reads a 32-byte secret key from `path`, creating it (random, 0600) if
+/// missing. A key file that others can read, that is not ours or that has
+/// the wrong size is an error, not silently replaced.
+pub fn load_or_create_key(path: &Path) -> io::Result<[u8; 32]> {
+    match OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path) {
+        Ok(mut f) => {
+            let md = f.metadata()?;
+            if md.uid() != effective_uid() || md.mode() & 0o077 != 0 || !md.is_file() {
+                return Err(io::Error::other(format!(
+                    "{}: a key file must be a regular file owned by this user with mode 0600 (it is uid {}, mode {:o})",
+                    path.display(),
+                    md.uid(),
+                    md.mode() & 0o777
+                )));
+            }
+            let mut key = [0u8; 32];
+            let mut rest = Vec::new();
+            f.read_exact(&mut key)
+                .and_then(|()| f.read_to_end(&mut rest))
+                .map_err(|e| io::Error::new(e.kind(), format!("{}: not a 32-byte key: {e}", path.display())))?;
+            if !rest.is_empty() {
+                return Err(io::Error::other(format!("{}: not a 32-byte key", path.display())));
+            }
+            Ok(key)
+        }
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            let mut key = [0u8; 32];
+            getrandom_key(&mut key)?;
+            // create_new: if another process created it meanwhile, use theirs.
+            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
+                Ok(mut f) => {
+                    f.write_all(&key)?;
+                    f.sync_all()?;
+                    Ok(key)
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => load_or_create_key(path),
+                Err(e) => Err(e),
+            }
+        }
+        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+    }
+}
+
+fn getrandom_key(key: &mut [u8; 32]) -> io::Result<()> {
+    let mut f = std::fs::File::open("/dev/urandom")?;
+    f.read_exact(key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_dir_is_0700_and_an_open_one_of_ours_is_tightened() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("a/b");
+        ensure_private_dir(&d).unwrap();
+        assert_eq!(std::fs::metadata(&d).unwrap().mode() & 0o777, 0o700);
+        std::fs::set_permissions(&d, Permissions::from_mode(0o755)).unwrap();
+        ensure_private_dir(&d).unwrap();
+        assert_eq!(std::fs::metadata(&d).unwrap().mode() & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_dir_others_can_write_is_refused_and_left_alone() {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(t.path(), Permissions::from_mode(0o1777)).unwrap();
+        assert!(matches!(ensure_private_dir(t.path()), Err(PrivateDirError::SharedWritable { .. })));
+        assert_eq!(std::fs::metadata(t.path()).unwrap().mode() & 0o7777, 0o1777);
+    }
+
+    #[test]
+    fn a_symlinked_dir_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(t.path(), t.path().join("link")).unwrap();
+        assert!(matches!(ensure_private_dir(&t.path().join("link")), Err(PrivateDirError::Symlink { .. })));
+    }
+
+    #[test]
+    fn keys_are_created_0600_reused_and_checked() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("key");
+        let k = load_or_create_key(&p).unwrap();
+        assert_eq!(std::fs::metadata(&p).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(load_or_create_key(&p).unwrap(), k);
+        std::fs::set_permissions(&p, Permissions::from_mode(0o644)).unwrap();
+        assert!(load_or_create_key(&p).unwrap_err().to_string().contains("mode 0600"));
+        std::fs::write(t.path().join("short"), b"abc").unwrap();
+        std::fs::set_permissions(t.path().join("short"), Permissions::from_mode(0o600)).unwrap();
+        assert!(load_or_create_key(&t.path().join("short")).is_err());
+    }
+}

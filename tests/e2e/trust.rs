@@ -1,0 +1,271 @@
+//! The trust chain and resource isolation (issue #11): the compile cache
+//! cannot be used to substitute code, a signed package cannot borrow another
+//! plugin's name, one flooding agent cannot starve another, non-regular
+//! files are never read as plugins, private data is private.
+
+use crate::common::{CACHE, stderr, stdout, toolhost};
+use serde_json::{Value, json};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+use toolhost::Host;
+use toolhost::budget::{AgentProfile, Budget, BudgetConfig, Tier};
+use toolhost::builtin::BUILTINS;
+use toolhost::runtime::{Limits, Runtime};
+use toolhost::tool::{CallContext, CallError};
+use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH};
+
+fn builtin(name: &str) -> &'static [u8] {
+    BUILTINS.iter().find(|b| b.name == name).unwrap().bytes
+}
+
+fn mode(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+#[test]
+fn a_substituted_cache_entry_is_recompiled_not_run() {
+    let cache = tempfile::tempdir().unwrap();
+    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    let dice = rt.compile("diceroller", builtin("diceroller")).unwrap();
+    let files = rt.compile("fileio", builtin("fileio")).unwrap();
+    let c = rt.cache().unwrap();
+    // Another plugin's (valid, signed-by-this-host) compiled code put under
+    // diceroller's digest.
+    std::fs::copy(c.entry_path(&files.digest), c.entry_path(&dice.digest)).unwrap();
+    assert_eq!(mode(cache.path()), 0o700, "the cache is private");
+    assert_eq!(mode(&cache.path().join("key")), 0o600, "so is its key");
+
+    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    let again = rt.compile("diceroller", builtin("diceroller")).unwrap();
+    assert_eq!(again.source, toolhost::runtime::CompileSource::Compiled, "the substituted entry is not loaded");
+    let plugin = rt.instantiate_compiled(again, Default::default()).unwrap();
+    let names: Vec<String> = toolhost::tool::Provider::tools(&plugin).iter().map(|t| t.name.clone()).collect();
+    assert!(names.contains(&"roll".to_string()), "diceroller's own code runs: {names:?}");
+    // The entry was rewritten with the right code: the next load is a hit.
+    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    assert_eq!(
+        rt.compile("diceroller", builtin("diceroller")).unwrap().source,
+        toolhost::runtime::CompileSource::Cache
+    );
+
+    // Through the binary: a forged entry (bytes written by someone without
+    // the key) is discarded with a warning and the tool still works.
+    let entry = c.entry_path(&dice.digest);
+    let mut bytes = std::fs::read(&entry).unwrap();
+    let n = bytes.len();
+    bytes[n - 1] ^= 1;
+    std::fs::write(&entry, &bytes).unwrap();
+    let o = toolhost()
+        .env("TOOLHOST_CACHE_DIR", cache.path())
+        .args(["call", "roll", r#"{"expression":"1d1"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("discarding compile cache entry"), "{}", stderr(&o));
+}
+
+#[test]
+fn a_cache_dir_others_can_write_or_own_is_not_used() {
+    let shared = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = toolhost()
+        .env("TOOLHOST_CACHE_DIR", shared.path())
+        .args(["call", "roll", r#"{"expression":"1d1"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "the host still works, compiling instead: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("compile cache disabled") && stderr(&o).contains("writable by other users"),
+        "{}",
+        stderr(&o)
+    );
+    assert_eq!(std::fs::read_dir(shared.path()).unwrap().count(), 0, "nothing written there");
+    assert_eq!(mode(shared.path()), 0o1777, "a shared directory is never chmod-ed");
+
+    // Owned by another user (needs root to set up; CI runs as root).
+    let theirs = tempfile::tempdir().unwrap();
+    if std::os::unix::fs::chown(theirs.path(), Some(65534), Some(65534)).is_ok() {
+        let o = toolhost().env("TOOLHOST_CACHE_DIR", theirs.path()).args(["tools"]).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("owned by uid 65534"), "{}", stderr(&o));
+    }
+}
+
+#[test]
+fn private_state_is_0600_in_0700_directories() {
+    let d = tempfile::tempdir().unwrap();
+    let state = d.path().join("state");
+    let o = toolhost()
+        .env("TOOLHOST_STATE_DIR", &state)
+        .args(["call", "roll", r#"{"expression":"1d1"}"#])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(mode(&state), 0o700);
+    let mut seen = Vec::new();
+    for e in std::fs::read_dir(&state).unwrap().flatten() {
+        if e.file_type().unwrap().is_file() {
+            assert_eq!(mode(&e.path()), 0o600, "{}", e.path().display());
+            seen.push(e.file_name().to_string_lossy().into_owned());
+        }
+    }
+    assert!(seen.iter().any(|f| f == "audit.jsonl"), "{seen:?}");
+    assert!(seen.iter().any(|f| f.starts_with("memory")), "{seen:?}");
+}
+
+#[test]
+fn a_fifo_or_device_is_never_read_as_a_plugin() {
+    let d = tempfile::tempdir().unwrap();
+    let fifo = d.path().join("tool.wasm");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [fifo.to_str().unwrap(), "/dev/zero"] {
+        let start = Instant::now();
+        let o = toolhost().args(["tools", "--plugin", path]).output().unwrap();
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains("not a regular file"), "{path}: {}", stderr(&o));
+        assert!(start.elapsed() < Duration::from_secs(20), "{path}: refused without blocking or reading");
+    }
+}
+
+#[test]
+fn a_signed_package_under_another_plugins_name_gets_none_of_its_grants() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let strict = |args: &[&str]| {
+        toolhost()
+            .current_dir(d)
+            .env("TOOLHOST_STATE_DIR", d.join("state"))
+            .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+            .env("TOOLHOST_CACHE_DIR", CACHE.path())
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    assert!(strict(&["keygen", "alice", "--out", "keys"]).status.success());
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(d.join("keys/alice.pub")).unwrap()).unwrap();
+    std::fs::create_dir(d.join("files")).unwrap();
+    std::fs::write(d.join("files/secret.txt"), "the DM's notes").unwrap();
+    std::fs::write(
+        d.join("toolhost.yaml"),
+        format!(
+            "trust:\n  keys:\n    - name: alice\n      public_key: {}\nplugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./files\n",
+            public["public_key"].as_str().unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::copy(SWAP_V1_PATH, d.join("weather.wasm")).unwrap();
+    let o = strict(&["sign", "weather.wasm", "--key", "keys/alice.key"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("as weather"), "{}", stdout(&o));
+
+    // Copied under fileio's name: refused, naming both names, with or
+    // without the built-ins, and `grants` shows nothing of fileio's for it.
+    std::fs::copy(d.join("weather.wasm"), d.join("fileio.wasm")).unwrap();
+    for extra in [&[][..], &["--no-builtins"][..]] {
+        let mut args = vec!["tools", "--plugin", "fileio.wasm"];
+        args.extend(extra);
+        let o = strict(&args);
+        assert!(!o.status.success(), "{args:?}: {}", stdout(&o));
+        assert!(stderr(&o).contains(r#"signed as plugin "weather""#), "{}", stderr(&o));
+    }
+    let o = strict(&["grants", "--no-builtins", "--plugin", "fileio.wasm"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    // `sign -o` never renames: the signed name follows the input or --name.
+    let o = strict(&["sign", "weather.wasm", "--key", "keys/alice.key", "-o", "fileio.wasm"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("loads only from a file named weather.wasm"), "{}", stderr(&o));
+    // Under its own name it loads, with no grant.
+    let o = strict(&["grants", "--no-builtins", "--plugin", "weather.wasm"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let granted_dir = d.join("files").canonicalize().unwrap();
+    assert!(stdout(&o).contains("weather"), "{}", stdout(&o));
+    assert!(!stdout(&o).contains(granted_dir.to_str().unwrap()), "{}", stdout(&o));
+}
+
+/// A slow tool flooded by three agents with 100 concurrent calls each: the
+/// flood is refused past each agent's and the plugin's share with
+/// `capacity_exceeded`, never counted against the tool's health, and an NPC's
+/// `roll` stays listed and answers throughout.
+#[test]
+fn a_flood_of_one_client_never_hides_another_agents_roll() {
+    let agent = |name: &str, tier, tools: &[&str]| AgentProfile {
+        name: name.into(),
+        budget_tier: tier,
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        instructions: None,
+        personality: None,
+        engine: None,
+    };
+    let agents = vec![
+        agent("npc", Tier::Fast, &["roll"]),
+        agent("f1", Tier::Deep, &["sleep"]),
+        agent("f2", Tier::Deep, &["sleep"]),
+        agent("f3", Tier::Deep, &["sleep"]),
+    ];
+    let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
+    let limits = rt.limits().clone();
+    let host = Arc::new(Host::with_budget(rt, Budget::new(BudgetConfig::default(), agents)));
+    host.add_builtins().unwrap();
+    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    let sleep_def = host.registry().snapshot().get("sleep").unwrap().def.clone();
+
+    let flooding = Arc::new(AtomicBool::new(true));
+    let floods: Vec<_> = ["f1", "f2", "f3"]
+        .into_iter()
+        .flat_map(|a| (0..100).map(move |_| a))
+        .map(|a| {
+            let host = host.clone();
+            std::thread::spawn(move || {
+                host.call_as(Some(a), Tier::Deep, "sleep", &json!({"ms": 400}), &CallContext::default())
+            })
+        })
+        .collect();
+    let watcher = {
+        let (host, flooding) = (host.clone(), flooding.clone());
+        std::thread::spawn(move || {
+            let mut rolls = 0;
+            while flooding.load(Ordering::Relaxed) {
+                let catalog = host.registry().snapshot();
+                let roll = catalog.get("roll").unwrap();
+                assert!(host.budget().visible(Some("npc"), Tier::Fast, roll).unwrap(), "roll stays listed for the NPC");
+                let r = host.call_as(
+                    Some("npc"),
+                    Tier::Fast,
+                    "roll",
+                    &json!({"expression": "1d20"}),
+                    &CallContext::default(),
+                );
+                assert!(r.is_ok(), "the NPC's roll answers during the flood: {r:?}");
+                rolls += 1;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            rolls
+        })
+    };
+    let results: Vec<_> = floods.into_iter().map(|t| t.join().unwrap()).collect();
+    flooding.store(false, Ordering::Relaxed);
+    let rolls = watcher.join().unwrap();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    let busy: Vec<&String> = results
+        .iter()
+        .filter_map(|r| match r {
+            Err(CallError::CapacityExceeded(m)) => Some(m),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        ok + busy.len(),
+        300,
+        "every refusal is capacity_exceeded: {:?}",
+        results.iter().find(|r| matches!(r, Err(e) if !matches!(e, CallError::CapacityExceeded(_))))
+    );
+    assert!(ok >= 1 && ok as u32 <= 3 * limits.agent_concurrency, "{ok} ran");
+    assert!(busy.iter().any(|m| m.contains("agent_concurrency")), "agents were held to their share");
+    assert!(rolls >= 5, "the NPC rolled throughout ({rolls})");
+    // Refusals never ran, so they do not count against the flooded tool.
+    assert!(host.budget().tool_tier(&sleep_def).is_some());
+    assert!(host.budget().visible(Some("f1"), Tier::Deep, host.registry().snapshot().get("sleep").unwrap()).unwrap());
+}
