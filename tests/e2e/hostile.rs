@@ -148,3 +148,33 @@ fn a_plugin_sleeping_past_its_deadline_is_stopped() {
     let out = call(&host, "sleep", json!({"ms": 20})).unwrap();
     assert_eq!(out.content, vec![Content::Text("slept 20 ms".into())]);
 }
+
+/// A plugin reporting progress in a tight loop: the caller gets at most 100
+/// reports (at least 25 ms apart), the last one carries the final value, and
+/// the call still answers (nothing queues for a slow client).
+#[test]
+fn a_progress_flood_is_coalesced() {
+    use std::sync::Mutex;
+    use toolhost::tool::{CallContext, PluginEvent};
+    let seen: std::sync::Arc<Mutex<Vec<f64>>> = Default::default();
+    let sink = seen.clone();
+    let ctx = CallContext {
+        events: Some(std::sync::Arc::new(move |e| {
+            if let PluginEvent::Progress { progress, .. } = e {
+                sink.lock().unwrap().push(progress);
+            }
+        })),
+        ..CallContext::default()
+    };
+    let out = HOST.call("progress_flood", &json!({}), &ctx).expect("the call answers");
+    let sent: f64 = match &out.content[0] {
+        toolhost::tool::Content::Text(t) => t.parse().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    let seen = seen.lock().unwrap();
+    assert!(sent > 1000.0, "the guest flooded ({sent} reports)");
+    assert!(seen.len() <= 100 && seen.len() >= 3, "{} reports reached the caller", seen.len());
+    assert_eq!(*seen.last().unwrap(), sent, "the final value is not lost");
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+    assert_still_serving(&HOST);
+}

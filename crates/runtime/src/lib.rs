@@ -374,6 +374,9 @@ impl Runtime {
             memory,
             held: plugin.held,
             used,
+            progress_left: state::PROGRESS_REPORTS,
+            progress_sent: None,
+            progress_pending: None,
         };
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limiter);

@@ -174,7 +174,8 @@ impl WasmPlugin {
             peak_memory_bytes: data.limiter.peak_memory,
             capabilities_used: data.used.get(),
         };
-        let state = store.into_data();
+        let mut state = store.into_data();
+        state.flush_progress();
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
         if !stdout.is_empty() {

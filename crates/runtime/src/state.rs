@@ -56,6 +56,30 @@ pub struct State {
     pub(crate) held: Capabilities,
     /// What this call used.
     pub(crate) used: Arc<Used>,
+    /// Progress reports the call may still send.
+    pub(crate) progress_left: usize,
+    /// When the last progress report went out.
+    pub(crate) progress_sent: Option<Instant>,
+    /// A report held back by the rate limit (the latest wins); sent when the
+    /// next one is due, or when the call ends.
+    pub(crate) progress_pending: Option<PluginEvent>,
+}
+
+/// Progress reports one call may send at most.
+pub(crate) const PROGRESS_REPORTS: usize = 100;
+/// Least time between two progress reports of one call.
+pub(crate) const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(25);
+
+impl State {
+    /// Sends the report the rate limit held back, if any (at the call's end).
+    pub(crate) fn flush_progress(&mut self) {
+        if let (Some(sink), Some(event)) = (&self.events, self.progress_pending.take())
+            && self.progress_left > 0
+        {
+            self.progress_left -= 1;
+            sink(event);
+        }
+    }
 }
 
 impl WasiView for State {
@@ -99,9 +123,25 @@ impl bindings::toolhost::plugin::host::Host for State {
         }
     }
 
+    /// Coalesced: at most one report per `PROGRESS_INTERVAL` and
+    /// `PROGRESS_REPORTS` per call reach the caller; in between, the latest
+    /// report replaces the held one, so nothing queues for a slow client and
+    /// the final value is never lost.
     fn progress(&mut self, progress: f64, total: Option<f64>, message: Option<String>) {
+        if self.events.is_none() || self.progress_left == 0 {
+            return;
+        }
+        let event = PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(1024).collect()) };
+        let now = Instant::now();
+        if self.progress_sent.is_some_and(|t| now.duration_since(t) < PROGRESS_INTERVAL) {
+            self.progress_pending = Some(event);
+            return;
+        }
+        self.progress_pending = None;
+        self.progress_sent = Some(now);
+        self.progress_left -= 1;
         if let Some(sink) = &self.events {
-            sink(PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(1024).collect()) });
+            sink(event);
         }
     }
 }

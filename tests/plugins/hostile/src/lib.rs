@@ -63,6 +63,7 @@ impl Guest for Plugin {
             tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
             tool("env", "Returns every environment variable it can see, NAME=value per line.", 100),
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
+            tool("progress_flood", "Reports progress as fast as it can for 300 ms, then returns the count.", 1000),
             tool(
                 "dir_bomb",
                 "Creates files {\"dir\"}/{\"prefix\"}<i> ({\"size\"} bytes each, default 0) until an error.",
@@ -109,6 +110,15 @@ impl Guest for Plugin {
             }
             "env" => Ok(vec![Content::Text(std::env::vars().map(|(k, v)| format!("{k}={v}\n")).collect())]),
             "echo" => Ok(vec![Content::Text(arguments)]),
+            "progress_flood" => {
+                let start = std::time::Instant::now();
+                let mut n = 0u64;
+                while start.elapsed() < std::time::Duration::from_millis(300) {
+                    n += 1;
+                    bindings::toolhost::plugin::host::progress(n as f64, None, Some("flooding"));
+                }
+                Ok(vec![Content::Text(n.to_string())])
+            }
             "dir_bomb" => {
                 let dir = string_arg(&arguments, "dir").unwrap_or_else(|| "/".into());
                 let data = vec![b'x'; number_arg(&arguments, "size").unwrap_or(0) as usize];
