@@ -85,15 +85,13 @@ pub enum PackageError {
     /// with: its identity (grants, lock entry, what it replaces) is the signed
     /// name, never the file's.
     #[error(
-        "{file:?} is offered as plugin {plugin:?} but is signed as plugin {signed:?}; a package loads only under its signed name: name the file {signed}.wasm (it then gets {signed:?}'s grants, not {plugin:?}'s)"
+        "\"{plugin}.wasm\" is offered as plugin {plugin:?} but is signed as plugin {signed:?}; a package loads only under its signed name: name the file {signed}.wasm (it then gets {signed:?}'s grants, not {plugin:?}'s)"
     )]
     NameMismatch {
         /// The name it was offered under (the file's stem).
         plugin: String,
         /// The name in its signed manifest.
         signed: String,
-        /// The file name it was offered as.
-        file: String,
     },
 }
 
@@ -488,11 +486,7 @@ impl TrustPolicy {
             Ok(Some(v)) if v.manifest.name != plugin => {
                 // Checked before trust: a package signed by anyone never
                 // borrows another plugin's name, grants or lock entry.
-                return Err(PackageError::NameMismatch {
-                    plugin: plugin.to_string(),
-                    signed: v.manifest.name,
-                    file: format!("{plugin}.wasm"),
-                });
+                return Err(PackageError::NameMismatch { plugin: plugin.to_string(), signed: v.manifest.name });
             }
             Ok(Some(v)) => match self.keys.iter().find(|k| k.public_key == v.public_key) {
                 Some(k) => {

@@ -66,6 +66,18 @@ pub fn toolhost() -> Command {
     cmd
 }
 
+/// Runs the binary in `dir` as a strict operator would: unsigned plugins
+/// refused, state under `dir/state`, the shared compile cache.
+pub fn run_strict(dir: &Path, args: &[&str]) -> Output {
+    toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+        .args(args)
+        .output()
+        .expect("run toolhost")
+}
+
 /// Runs the binary with `args`.
 pub fn run(args: &[&str]) -> Output {
     toolhost().args(args).output().expect("run toolhost")

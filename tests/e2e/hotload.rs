@@ -5,7 +5,7 @@
 //! ed25519-signed packages with the trust policy and the lock file.
 
 use crate::common::builtin_path;
-use crate::common::{CACHE, stderr, stdout, toolhost};
+use crate::common::{run_strict, stderr, stdout, toolhost};
 use crate::live::{connect, eventually, names, serve};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -156,16 +156,7 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
 fn plugin_files_load_only_through_the_trust_policy() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let strict = |args: &[&str]| {
-        toolhost()
-            .current_dir(d)
-            .env("TOOLHOST_STATE_DIR", d.join("state"))
-            .env_remove("TOOLHOST_ALLOW_UNSIGNED")
-            .env("TOOLHOST_CACHE_DIR", CACHE.path())
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let strict = |args: &[&str]| run_strict(d, args);
     let o = strict(&["keygen", "alice", "--out", "keys"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let public: Value = serde_json::from_str(&std::fs::read_to_string(d.join("keys/alice.pub")).unwrap()).unwrap();

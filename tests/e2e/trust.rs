@@ -3,7 +3,7 @@
 //! plugin's name, one flooding agent cannot starve another, non-regular
 //! files are never read as plugins, private data is private.
 
-use crate::common::{CACHE, stderr, stdout, toolhost};
+use crate::common::{CACHE, run_strict, stderr, stdout, toolhost};
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -114,6 +114,15 @@ fn private_state_is_0600_in_0700_directories() {
     }
     assert!(seen.iter().any(|f| f == "audit.jsonl"), "{seen:?}");
     assert!(seen.iter().any(|f| f.starts_with("memory")), "{seen:?}");
+
+    // A state directory other users can write into is refused, untouched.
+    let shared = d.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let o = toolhost().env("TOOLHOST_STATE_DIR", &shared).args(["tools"]).output().unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("writable by other users"), "{}", stderr(&o));
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0, "nothing written there");
 }
 
 #[test]
@@ -122,11 +131,26 @@ fn a_fifo_or_device_is_never_read_as_a_plugin() {
     let fifo = d.path().join("tool.wasm");
     assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
     for path in [fifo.to_str().unwrap(), "/dev/zero"] {
+        // Opening a FIFO without a writer for reading blocks forever: if the
+        // host did, this run would never end. Give it a generous bound, then
+        // kill it and fail, rather than hang the suite.
+        let mut child = toolhost()
+            .args(["tools", "--plugin", path])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
         let start = Instant::now();
-        let o = toolhost().args(["tools", "--plugin", path]).output().unwrap();
+        while child.try_wait().unwrap().is_none() {
+            if start.elapsed() > Duration::from_secs(60) {
+                child.kill().unwrap();
+                panic!("{path}: the host blocked reading it");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let o = child.wait_with_output().unwrap();
         assert!(!o.status.success());
         assert!(stderr(&o).contains("not a regular file"), "{path}: {}", stderr(&o));
-        assert!(start.elapsed() < Duration::from_secs(20), "{path}: refused without blocking or reading");
     }
 }
 
@@ -134,16 +158,7 @@ fn a_fifo_or_device_is_never_read_as_a_plugin() {
 fn a_signed_package_under_another_plugins_name_gets_none_of_its_grants() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    let strict = |args: &[&str]| {
-        toolhost()
-            .current_dir(d)
-            .env("TOOLHOST_STATE_DIR", d.join("state"))
-            .env_remove("TOOLHOST_ALLOW_UNSIGNED")
-            .env("TOOLHOST_CACHE_DIR", CACHE.path())
-            .args(args)
-            .output()
-            .unwrap()
-    };
+    let strict = |args: &[&str]| run_strict(d, args);
     assert!(strict(&["keygen", "alice", "--out", "keys"]).status.success());
     let public: Value = serde_json::from_str(&std::fs::read_to_string(d.join("keys/alice.pub")).unwrap()).unwrap();
     std::fs::create_dir(d.join("files")).unwrap();

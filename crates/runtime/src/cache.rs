@@ -97,6 +97,8 @@ impl CompileCache {
             engine_hash,
             key: config.key,
             max_bytes: config.max_bytes,
+            // Past any threshold: the first store of this process evicts, so
+            // growth left by earlier processes is trimmed once.
             written: AtomicU64::new(u64::MAX / 2),
         })
     }
@@ -127,8 +129,8 @@ impl CompileCache {
     /// removed and reported as a miss, so the caller recompiles.
     pub fn load(&self, engine: &Engine, digest: &str) -> Option<Component> {
         let path = self.entry_path(digest);
-        let bytes = match read_entry(&path) {
-            Ok(Some(b)) => b,
+        let (file, bytes) = match read_entry(&path) {
+            Ok(Some(entry)) => entry,
             Ok(None) => return None,
             Err(e) => return self.discard(&path, &format!("unreadable: {e}")),
         };
@@ -148,10 +150,9 @@ impl CompileCache {
         let loaded = unsafe { Component::deserialize(engine, artifact) };
         match loaded {
             Ok(c) => {
-                // Recently used entries are evicted last.
-                if let Ok(f) = std::fs::File::options().write(true).open(&path) {
-                    let _ = f.set_modified(std::time::SystemTime::now());
-                }
+                // Recently used entries are evicted last (futimens on the
+                // descriptor already open: allowed to the owner).
+                let _ = file.set_modified(std::time::SystemTime::now());
                 Some(c)
             }
             Err(e) => self.discard(&path, &format!("{e:#}")),
@@ -214,7 +215,7 @@ impl CompileCache {
 
 /// Reads an entry: a regular file, not followed through a symlink, no
 /// larger than a compiled component can reasonably be. `Ok(None)`: missing.
-fn read_entry(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
+fn read_entry(path: &Path) -> std::io::Result<Option<(std::fs::File, Vec<u8>)>> {
     const MAX_ENTRY: u64 = 1 << 30;
     let f = std::fs::File::options()
         .read(true)
@@ -234,5 +235,5 @@ fn read_entry(path: &Path) -> std::io::Result<Option<Vec<u8>>> {
     }
     let mut bytes = Vec::with_capacity(md.len() as usize);
     (&mut f).take(MAX_ENTRY).read_to_end(&mut bytes)?;
-    Ok(Some(bytes))
+    Ok(Some((f, bytes)))
 }

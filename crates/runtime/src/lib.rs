@@ -161,24 +161,27 @@ pub enum CompileSource {
 
 impl Runtime {
     /// Builds a runtime with `limits`, caching compiled code under `cache_root`
-    /// (no disk cache when `None`), with the cache's key kept in
-    /// `<cache_root>/key` and the default size bound. A cache directory that
-    /// is not private to this user is not used (see [`Runtime::with_cache`]).
+    /// (no disk cache when `None`) with the default size bound.
     pub fn new(limits: Limits, cache_root: Option<&std::path::Path>) -> Result<Runtime, wasmtime::Error> {
-        let cache = cache_root.and_then(|root| match CacheConfig::in_dir(root, cache::DEFAULT_MAX_BYTES) {
+        Runtime::with_cache_dir(limits, cache_root, cache::DEFAULT_MAX_BYTES)
+    }
+
+    /// Builds a runtime with `limits` and an authenticated compile cache under
+    /// `cache_root` holding at most `max_bytes` (none when `None`). A cache
+    /// directory that is not private to this user is not used: the runtime
+    /// compiles every component instead, and says why.
+    pub fn with_cache_dir(
+        limits: Limits,
+        cache_root: Option<&std::path::Path>,
+        max_bytes: u64,
+    ) -> Result<Runtime, wasmtime::Error> {
+        let cache = cache_root.and_then(|root| match CacheConfig::in_dir(root, max_bytes) {
             Ok(c) => Some(c),
             Err(e) => {
                 tracing::warn!(error = %e, "compile cache disabled: every plugin is compiled at load");
                 None
             }
         });
-        Runtime::with_cache(limits, cache)
-    }
-
-    /// Builds a runtime with `limits` and an authenticated compile cache (none
-    /// when `None`). A cache directory that is not private to this user is
-    /// not used: the runtime compiles every component instead, and says so.
-    pub fn with_cache(limits: Limits, cache: Option<CacheConfig>) -> Result<Runtime, wasmtime::Error> {
         let mut config = Config::new();
         config.wasm_component_model(true);
         config.consume_fuel(limits.fuel.is_some());

@@ -95,8 +95,7 @@ pub fn create_dirs(path: &Path) -> io::Result<()> {
 /// existing file of ours that others can read. For files opened by other
 /// libraries (SQLite copies the database's mode to its journal files).
 pub fn touch_private(path: &Path) -> io::Result<()> {
-    let f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
-    tighten(&f)
+    open_private_append(path).map(drop)
 }
 
 /// Opens `path` for appending, creating it 0600 if missing (an existing file

@@ -11,7 +11,7 @@ use crate::calibrate::CalibrationStore;
 use crate::config::Config;
 use crate::memory::{MemoryError, MemoryStore};
 use crate::package::{LockFile, PackageError, TrustPolicy};
-use crate::runtime::{CacheConfig, Runtime};
+use crate::runtime::Runtime;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -230,14 +230,8 @@ impl HostBuilder {
             .cache_max_mb
             .map(|mb| mb.saturating_mul(1 << 20))
             .unwrap_or(crate::runtime::cache::DEFAULT_MAX_BYTES);
-        let cache = self.resolved_cache_dir().and_then(|root| match CacheConfig::in_dir(&root, max_bytes) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(error = %e, "compile cache disabled: every plugin is compiled at load");
-                None
-            }
-        });
-        Runtime::with_cache(self.config.limits(), cache).map_err(|e| BuildError::Engine(format!("{e:#}")))
+        Runtime::with_cache_dir(self.config.limits(), self.resolved_cache_dir().as_deref(), max_bytes)
+            .map_err(|e| BuildError::Engine(format!("{e:#}")))
     }
 
     /// The trust policy from `trust:` and the unsigned override.

@@ -226,11 +226,16 @@ impl Host {
 
     /// A slot among the agent's concurrent calls, or `capacity_exceeded`.
     fn agent_slot(&self, agent: Option<&str>) -> Result<crate::runtime::Slot, CallError> {
+        let key = agent.unwrap_or("");
         let slots = {
             let mut map = self.agents_busy.lock().unwrap_or_else(|e| e.into_inner());
-            map.entry(agent.unwrap_or("").to_string())
-                .or_insert_with(|| crate::runtime::Slots::new(self.runtime.limits().agent_concurrency))
-                .clone()
+            match map.get(key) {
+                Some(s) => s.clone(),
+                None => map
+                    .entry(key.to_string())
+                    .or_insert_with(|| crate::runtime::Slots::new(self.runtime.limits().agent_concurrency))
+                    .clone(),
+            }
         };
         slots.try_take().ok_or_else(|| {
             CallError::CapacityExceeded(format!(
