@@ -1,16 +1,19 @@
-//! The audit trail: one JSON line per call, refused and failed calls
-//! included, appended to a file and mirrored to `tracing`.
+//! The audit trail: one JSON line per call (refused and failed calls
+//! included) and per plugin load, replacement, removal and refused load,
+//! appended to a file and mirrored to `tracing`.
 //!
-//! A record says who called what, with which plugin version, how it ended
-//! and what it cost. Arguments are recorded as a sha256 hash unless the
-//! operator turns raw arguments on (they may hold player data).
+//! A call record says who called what (agent, session, token id), with
+//! which plugin version, how it ended and what it cost. Arguments, and any
+//! error text a tool wrote, are recorded as a sha256 hash (and a length)
+//! unless the operator turns raw arguments on: they may hold player data or
+//! what a plugin read from a granted secret.
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 /// `audit:` in the config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
@@ -24,13 +27,19 @@ pub struct AuditConfig {
     pub disabled: bool,
 }
 
-/// One call, as recorded.
+/// One call, as recorded (`"event": "call"`).
 #[derive(Debug, Clone, Serialize)]
 pub struct Record<'a> {
-    /// Unix time in milliseconds.
-    pub time_ms: u64,
+    /// When the call ended, RFC 3339 in UTC with milliseconds.
+    pub time: String,
+    /// Always `call`.
+    pub event: &'static str,
     /// The agent, or `None` for the operator.
     pub agent: Option<&'a str>,
+    /// The caller's session (an MCP session id), when it came through one.
+    pub session: Option<&'a str>,
+    /// The id of the token the caller presented (never the secret).
+    pub token: Option<&'a str>,
     /// The tool name asked for.
     pub tool: &'a str,
     /// The provider that ran it, when it was resolved.
@@ -44,20 +53,83 @@ pub struct Record<'a> {
     pub arguments: Option<&'a serde_json::Value>,
     /// `ok`, or the error kind (`unknown_tool`, `refused`, `invalid_input`, `timeout` ...).
     pub outcome: &'a str,
-    /// The error message, on failure.
+    /// The error message, on failure. Text the tool wrote is replaced by
+    /// `[withheld: N bytes]` unless raw arguments are on.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// sha256 of the withheld error text, hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_text_sha256: Option<String>,
+    /// Length of the withheld error text in bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_text_bytes: Option<usize>,
     /// Wall time in milliseconds.
     pub duration_ms: f64,
-    /// Fuel consumed (wasm).
+    /// Fuel consumed (wasm), whatever the outcome; 0 for a call that never
+    /// ran. For a call stopped at its deadline it is a lower bound: wasmtime
+    /// writes back the fuel a running loop burns only at calls and returns.
     pub fuel_used: u64,
-    /// Peak linear memory in bytes (wasm).
+    /// Peak linear memory in bytes (wasm), whatever the outcome.
     pub peak_memory_bytes: usize,
     /// The capabilities the plugin held during the call (its grants).
     pub capabilities_held: Vec<&'static str>,
     /// The capabilities the call used: asked for its directories, read its
     /// environment, queried the memory store, opened a granted connection.
     pub capabilities_used: Vec<&'static str>,
+}
+
+/// What happened to a plugin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PluginEventKind {
+    /// Loaded where there was none of that name.
+    PluginLoad,
+    /// A new version replaced a running one.
+    PluginReplace,
+    /// Removed.
+    PluginRemove,
+    /// A load or replacement that was refused; whatever ran before still runs.
+    PluginRefused,
+}
+
+impl PluginEventKind {
+    /// As written in the record.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginEventKind::PluginLoad => "plugin_load",
+            PluginEventKind::PluginReplace => "plugin_replace",
+            PluginEventKind::PluginRemove => "plugin_remove",
+            PluginEventKind::PluginRefused => "plugin_refused",
+        }
+    }
+}
+
+/// One plugin lifecycle event, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct PluginRecord<'a> {
+    /// When, RFC 3339 in UTC with milliseconds.
+    pub time: String,
+    /// `plugin_load`, `plugin_replace`, `plugin_remove` or `plugin_refused`.
+    pub event: PluginEventKind,
+    /// The plugin's name (for a refused file, the name it would have had).
+    pub plugin: &'a str,
+    /// The file it came from, when it came from one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<&'a std::path::Path>,
+    /// The component's sha256 (the new one on a replacement).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<&'a str>,
+    /// The replaced or removed version's sha256.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_sha256: Option<&'a str>,
+    /// Where it comes from, in words (built in, signed by whom, unsigned).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// The capabilities its grants give.
+    pub capabilities_held: Vec<&'static str>,
+    /// Why a load was refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 /// The audit sink.
@@ -94,7 +166,7 @@ impl AuditLog {
         self.include_arguments
     }
 
-    /// Writes a record. Never fails the call: a write error is logged.
+    /// Writes a call record. Never fails the call: a write error is logged.
     pub fn write(&self, r: &Record<'_>) {
         tracing::info!(
             target: "toolhost::audit",
@@ -104,6 +176,23 @@ impl AuditLog {
             duration_ms = r.duration_ms,
             "call"
         );
+        self.append(r);
+    }
+
+    /// Writes a plugin lifecycle record.
+    pub fn write_plugin(&self, r: &PluginRecord<'_>) {
+        tracing::info!(
+            target: "toolhost::audit",
+            plugin = r.plugin,
+            sha256 = r.sha256.unwrap_or("-"),
+            error = r.error.as_deref().unwrap_or("-"),
+            "{}",
+            r.event.as_str()
+        );
+        self.append(r);
+    }
+
+    fn append(&self, r: &impl Serialize) {
         let Some(file) = &self.file else { return };
         let mut line = match serde_json::to_vec(r) {
             Ok(l) => l,
@@ -127,12 +216,53 @@ pub fn hash_arguments(v: &serde_json::Value) -> String {
     hex::encode(Sha256::digest(v.to_string().as_bytes()))
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+/// Now, RFC 3339 in UTC with milliseconds (`2026-11-23T21:04:05.123Z`).
+pub fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// The error as the audit trail keeps it: the message, with the text the
+/// tool wrote withheld (returned apart as its sha256 and length) unless
+/// `raw` is on.
+pub fn redact_error(e: &crate::tool::CallError, raw: bool) -> (String, Option<String>, Option<usize>) {
+    let message = e.to_string();
+    match e.provider_text() {
+        Some(text) if !raw && !text.is_empty() => (
+            // Every such message ends with the tool's text.
+            format!("{}[withheld: {} bytes]", message.strip_suffix(text).unwrap_or("error text "), text.len()),
+            Some(hex::encode(Sha256::digest(text.as_bytes()))),
+            Some(text.len()),
+        ),
+        _ => (message, None, None),
+    }
 }
 
 /// Milliseconds as a float, for records.
 pub fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1e3
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tool::CallError;
+
+    #[test]
+    fn tool_written_error_text_is_withheld_unless_raw_is_on() {
+        let e = CallError::Failed { tool: "leak".into(), message: "could not use hunter2".into() };
+        let (msg, sha, len) = redact_error(&e, false);
+        assert_eq!(msg, "leak failed: [withheld: 21 bytes]");
+        assert_eq!(sha.unwrap(), hex::encode(Sha256::digest(b"could not use hunter2")));
+        assert_eq!(len, Some(21));
+        assert_eq!(redact_error(&e, true), ("leak failed: could not use hunter2".into(), None, None));
+        let host_words = CallError::Timeout { tool: "leak".into(), limit_ms: 500 };
+        assert_eq!(redact_error(&host_words, false), ("leak timed out after 500 ms".into(), None, None));
+    }
+
+    #[test]
+    fn timestamps_are_rfc3339_utc_with_milliseconds() {
+        let t = now_rfc3339();
+        assert!(chrono::DateTime::parse_from_rfc3339(&t).is_ok(), "{t}");
+        assert!(t.ends_with('Z') && t.len() == "2026-11-23T21:04:05.123Z".len(), "{t}");
+    }
 }

@@ -108,12 +108,22 @@ pub struct McpServerConfig {
     /// Endpoint (streamable-http).
     #[serde(default)]
     pub url: Option<String>,
-    /// Extra environment for the subprocess (stdio).
+    /// Environment for the subprocess (stdio), besides `pass_env`.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Variables passed through from the host's environment to the
+    /// subprocess (stdio); it gets no others [default: PATH, HOME, LANG,
+    /// LC_ALL, TZ, TMPDIR, USER].
+    #[serde(default = "default_pass_env")]
+    pub pass_env: Vec<String>,
     /// Authentication (streamable-http).
     #[serde(default)]
     pub auth: Option<AuthConfig>,
+}
+
+/// The variables a stdio server inherits unless its config says otherwise.
+pub fn default_pass_env() -> Vec<String> {
+    ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "USER"].map(String::from).to_vec()
 }
 
 /// `auth:` of a server.
@@ -185,6 +195,20 @@ pub struct TokenConfig {
     /// The agent (an `npcs[].name`) this token acts as; absent: the operator.
     #[serde(default)]
     pub agent: Option<String>,
+    /// A name for the token in the audit trail [default: `sha256:` and the
+    /// first 8 hex digits of the token's sha256].
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+impl TokenConfig {
+    /// The id the audit trail records for calls made with this token.
+    pub fn audit_id(&self) -> String {
+        use sha2::Digest as _;
+        self.id
+            .clone()
+            .unwrap_or_else(|| format!("sha256:{}", &hex::encode(sha2::Sha256::digest(self.token.as_bytes()))[..8]))
+    }
 }
 
 /// A token bucket per client (its token, or its address without one):

@@ -168,16 +168,34 @@ pub struct GrantsReport {
     pub provenance: Option<crate::package::Provenance>,
     /// Its tools.
     pub tools: Vec<String>,
-    /// Capabilities its imports touch.
+    /// Capabilities it asks for: imported ones that need a grant to load,
+    /// and imported ones it is granted. Not those in `inert`.
     pub asks_for: Vec<String>,
+    /// Capabilities it imports that expose nothing without a grant, and
+    /// that it is not granted (the Rust standard library imports `env` and
+    /// `files` whether or not a plugin uses them).
+    #[serde(default)]
+    pub inert: Vec<String>,
     /// Each capability's grant in detail.
     pub granted: serde_json::Map<String, serde_json::Value>,
-    /// Capabilities it asks for but does not hold.
+    /// Capabilities it asks for (not inert) but does not hold. Never one it
+    /// holds.
     pub denied: Vec<String>,
+    /// Capabilities it holds but its imports cannot use: grants to remove.
+    #[serde(default)]
+    pub over_granted: Vec<String>,
+    /// In plain words, what is wrong between its imports and its grants
+    /// (over-grants, denied capabilities); empty when nothing is.
+    #[serde(default)]
+    pub findings: Vec<String>,
     /// In plain words, what the grants allow.
     pub allows: Vec<String>,
     /// The interfaces it imports.
     pub imports: Vec<String>,
+}
+
+fn names(c: crate::tool::Capabilities) -> Vec<String> {
+    c.names().into_iter().map(str::to_string).collect()
 }
 
 /// The grants report of every wasm plugin in `host`.
@@ -188,7 +206,7 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
         .filter(|p| p.kind() == crate::tool::ProviderKind::Wasm)
         .map(|p| {
             let info = p.describe();
-            let imported = info.asks.union(info.inert);
+            let review = crate::capabilities::CAPABILITIES.review(&info.imports, info.held);
             let mut allows = info.allows.clone();
             if allows.is_empty() {
                 allows.push("nothing granted: pure computation, no files, no environment, no network".into());
@@ -200,9 +218,12 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 origin: origin.as_ref().map(|o| o.describe()),
                 provenance: origin,
                 tools: p.tools().iter().map(|t| t.name.clone()).collect(),
-                asks_for: imported.names().into_iter().map(str::to_string).collect(),
+                asks_for: names(review.asks),
+                inert: names(review.inert),
                 granted: info.grants.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-                denied: imported.difference(info.held).names().into_iter().map(str::to_string).collect(),
+                denied: names(review.denied),
+                over_granted: names(review.over_granted),
+                findings: review.findings(p.name()),
                 allows,
                 imports: info.imports,
             }

@@ -43,6 +43,13 @@ pub fn watch_dir(host: Arc<Host>, dir: &Path, load_existing: bool) -> Result<Dir
     }
     let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        // Only changes count: the watcher's own reads of a file (open,
+        // access, close without writing) must not trigger another read.
+        if let Ok(ev) = res.as_ref()
+            && !is_change(&ev.kind)
+        {
+            return;
+        }
         if let Ok(ev) = res {
             for p in ev.paths {
                 let _ = tx.send(p);
@@ -66,6 +73,17 @@ pub fn watch_dir(host: Arc<Host>, dir: &Path, load_existing: bool) -> Result<Dir
         })
         .map_err(notify::Error::io)?;
     Ok(DirWatch { _watcher: watcher })
+}
+
+/// Whether an event can mean a file's content or presence changed.
+fn is_change(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        EventKind::Modify(notify::event::ModifyKind::Metadata(_)) => false,
+        _ => true,
+    }
 }
 
 fn apply(host: &Host, path: &Path, loaded: &mut HashMap<String, PathBuf>) {

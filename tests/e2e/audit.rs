@@ -1,12 +1,23 @@
 //! The audit trail: every call through the binary leaves one JSON line,
-//! refused and failed calls included.
+//! refused and failed calls included, with what it cost whatever its
+//! outcome; every plugin load, replacement, removal and refused load leaves
+//! one too. Text a plugin wrote into an error is kept as a hash, and nothing
+//! a plugin prints can forge a line of the host's log.
 
-use crate::common::toolhost;
+use crate::common::{stderr, toolhost};
+use crate::live::{Proc, spawn_serving};
 use serde_json::{Value, json};
-use toolhost_test_artifacts::HOSTILE_PATH;
+use sha2::Digest as _;
+use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
 
-fn records(path: &std::path::Path) -> Vec<Value> {
+/// Every record in the file.
+fn all_records(path: &std::path::Path) -> Vec<Value> {
     std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The call records in the file.
+fn records(path: &std::path::Path) -> Vec<Value> {
+    all_records(path).into_iter().filter(|r| r["event"] == "call").collect()
 }
 
 #[test]
@@ -36,7 +47,16 @@ fn every_call_leaves_a_record_with_outcome_digest_and_cost() {
     assert!(ok["peak_memory_bytes"].as_u64().unwrap() > 0);
     assert_eq!(r[2]["agent"], "bartok");
     assert_eq!(r[2]["tool"], "get_rule");
-    assert!(r[4]["error"].as_str().unwrap().contains("panicked on purpose"));
+    // The panic message is the plugin's text: a hash and a length, not the words.
+    let withheld = r[4]["error_text_bytes"].as_u64().unwrap();
+    assert_eq!(r[4]["error"], format!("panic panicked: [withheld: {withheld} bytes]"), "{}", r[4]);
+    assert!(withheld > "the hostile plugin panicked on purpose".len() as u64, "{}", r[4]);
+    assert!(r[4]["fuel_used"].as_u64().unwrap() > 0, "a failed call's cost is recorded: {}", r[4]);
+    assert!(r[4]["peak_memory_bytes"].as_u64().unwrap() > 0, "{}", r[4]);
+    for x in &r {
+        let t = x["time"].as_str().unwrap();
+        assert!(chrono::DateTime::parse_from_rfc3339(t).is_ok() && t.ends_with('Z'), "RFC 3339 UTC: {t}");
+    }
 }
 
 #[test]
@@ -76,4 +96,153 @@ fn records_say_which_capabilities_a_call_held_and_used() {
     assert_eq!(used[3], ("roll".into(), json!([]), json!([])));
     assert_eq!(used[4], ("env".into(), json!(["env"]), json!(["env"])));
     assert_eq!(used[5], ("echo".into(), json!(["env"]), json!([])), "held but not used");
+}
+
+#[test]
+fn a_plugin_that_reads_a_granted_secret_and_fails_leaves_only_a_hash_of_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("vault")).unwrap();
+    std::fs::write(dir.path().join("vault/key"), "dragon-hoard-passphrase\n").unwrap();
+    let config = |raw: bool| {
+        format!(
+            "plugins:\n  grants:\n    hostile:\n      files:\n        - dir: ./vault\n          mount: /vault\n          mode: read-only\naudit:\n  path: ./audit.jsonl\n  include_arguments: {raw}\n"
+        )
+    };
+    let run = |args: &[&str]| toolhost().current_dir(dir.path()).args(args).output().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), config(false)).unwrap();
+    let o = run(&["call", "leak_in_error", r#"{"path":"/vault/key"}"#, "--plugin", HOSTILE_PATH]);
+    assert!(stderr(&o).contains("dragon-hoard-passphrase"), "the caller sees the tool's error: {}", stderr(&o));
+    let o = run(&["call", "spin", "--plugin", HOSTILE_PATH]);
+    assert!(!o.status.success());
+
+    let text = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(!text.contains("dragon-hoard"), "the secret never reaches the trail: {text}");
+    let r = records(&dir.path().join("audit.jsonl"));
+    let leak = &r[0];
+    assert_eq!(leak["outcome"], "failed");
+    assert_eq!(leak["error"], "leak_in_error failed: [withheld: 37 bytes]");
+    let expected = hex::encode(sha2::Sha256::digest(b"could not use dragon-hoard-passphrase"));
+    assert_eq!(leak["error_text_sha256"], expected.as_str());
+    assert_eq!(leak["error_text_bytes"], 37);
+    assert_eq!(leak["capabilities_held"], json!(["files"]));
+    assert_eq!(leak["capabilities_used"], json!(["files"]), "the failed call used its grant: {leak}");
+    assert!(leak["fuel_used"].as_u64().unwrap() > 0 && leak["peak_memory_bytes"].as_u64().unwrap() > 0, "{leak}");
+    // A runaway call: stopped, and what it burned is on record.
+    let spin = &r[1];
+    assert!(["out_of_fuel", "timeout"].contains(&spin["outcome"].as_str().unwrap()), "{spin}");
+    // (A lower bound: a loop stopped at its deadline has not written back
+    // all the fuel it burned.)
+    assert!(spin["fuel_used"].as_u64().unwrap() > 0, "{spin}");
+    assert!(!spin["error"].as_str().unwrap().contains("withheld"), "host words are kept: {spin}");
+
+    // The operator who allows raw arguments gets the words too.
+    std::fs::write(dir.path().join("toolhost.yaml"), config(true)).unwrap();
+    run(&["call", "leak_in_error", r#"{"path":"/vault/key"}"#, "--plugin", HOSTILE_PATH]);
+    let r = records(&dir.path().join("audit.jsonl"));
+    assert_eq!(r[2]["error"], "leak_in_error failed: could not use dragon-hoard-passphrase");
+    assert!(r[2].get("error_text_sha256").is_none());
+}
+
+#[test]
+fn plugin_loads_replacements_removals_and_refusals_each_leave_one_record() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "plugins:\n  builtins: false\nserver:\n  rate_limit: { per_minute: 0 }\naudit:\n  path: ./audit.jsonl\n",
+    )
+    .unwrap();
+    let state = dir.path().join("state");
+    let mut cmd = toolhost();
+    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", &state).args(["serve", "--http", "127.0.0.1:0"]);
+    let (_host, _url): (Proc, String) = spawn_serving(cmd);
+    let admin = |args: &[&str]| {
+        toolhost().current_dir(dir.path()).env("TOOLHOST_STATE_DIR", &state).args(args).output().unwrap()
+    };
+    let staged = dir.path().join("swap.wasm");
+    std::fs::copy(SWAP_V1_PATH, &staged).unwrap();
+    assert!(admin(&["plugin", "add", staged.to_str().unwrap()]).status.success());
+    std::fs::copy(SWAP_V2_PATH, &staged).unwrap();
+    assert!(admin(&["plugin", "add", staged.to_str().unwrap()]).status.success());
+    std::fs::write(&staged, b"\0asm\x0d\x00\x01\x00garbage").unwrap();
+    assert!(!admin(&["plugin", "add", staged.to_str().unwrap()]).status.success());
+    assert!(admin(&["plugin", "remove", "swap"]).status.success());
+
+    let digest = |p: &str| hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()));
+    let events: Vec<Value> =
+        all_records(&dir.path().join("audit.jsonl")).into_iter().filter(|r| r["event"] != "call").collect();
+    let kinds: Vec<&str> = events.iter().map(|r| r["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["plugin_load", "plugin_replace", "plugin_refused", "plugin_remove"], "{events:#?}");
+    assert!(events.iter().all(|r| r["plugin"] == "swap"), "{events:#?}");
+    assert_eq!(events[0]["sha256"], digest(SWAP_V1_PATH).as_str());
+    assert!(events[0]["origin"].as_str().unwrap().contains("unsigned"), "{}", events[0]);
+    assert_eq!(events[1]["sha256"], digest(SWAP_V2_PATH).as_str());
+    assert_eq!(events[1]["previous_sha256"], digest(SWAP_V1_PATH).as_str());
+    assert!(events[2]["error"].as_str().unwrap().contains("swap"), "the refusal says why: {}", events[2]);
+    assert_eq!(events[3]["previous_sha256"], digest(SWAP_V2_PATH).as_str());
+    for r in &events {
+        assert!(chrono::DateTime::parse_from_rfc3339(r["time"].as_str().unwrap()).is_ok(), "{r}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn call_records_name_the_session_and_the_token() {
+    use rmcp::ServiceExt as _;
+    use rmcp::model::CallToolRequestParams;
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll]\nserver:\n  rate_limit: { per_minute: 0 }\n  tokens:\n    - token: bartok-secret-token-0001\n      agent: bartok\n    - token: dungeon-master-token-0001\n      id: dm-laptop\naudit:\n  path: ./audit.jsonl\n",
+    )
+    .unwrap();
+    let mut cmd = toolhost();
+    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", dir.path().join("state")).args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (_host, url) = spawn_serving(cmd);
+    let connect = async |token: &str| {
+        let config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token);
+        ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("initialize")
+    };
+    let roll =
+        || CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d6"}).as_object().unwrap().clone());
+    let bartok = connect("bartok-secret-token-0001").await;
+    let dm_a = connect("dungeon-master-token-0001").await;
+    let dm_b = connect("dungeon-master-token-0001").await;
+    for c in [&bartok, &bartok, &dm_a, &dm_b] {
+        let r = c.call_tool(roll()).await.unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    }
+    let r = records(&dir.path().join("audit.jsonl"));
+    assert_eq!(r.len(), 4, "{r:#?}");
+    let bartok_id = format!("sha256:{}", &hex::encode(sha2::Sha256::digest(b"bartok-secret-token-0001"))[..8]);
+    let tokens: Vec<&str> = r.iter().map(|x| x["token"].as_str().unwrap()).collect();
+    assert_eq!(tokens, [bartok_id.as_str(), &bartok_id, "dm-laptop", "dm-laptop"]);
+    assert_eq!(r[0]["agent"], "bartok");
+    assert!(r[2]["agent"].is_null(), "the operator's token acts as the operator: {}", r[2]);
+    let sessions: Vec<&str> = r.iter().map(|x| x["session"].as_str().unwrap()).collect();
+    assert!(sessions.iter().all(|s| !s.is_empty()), "{sessions:?}");
+    assert_eq!(sessions[0], sessions[1], "one session, one id");
+    assert_ne!(sessions[1], sessions[2]);
+    assert_ne!(sessions[2], sessions[3], "two sessions with the same token are told apart");
+    let text = std::fs::read_to_string(dir.path().join("audit.jsonl")).unwrap();
+    assert!(!text.contains("secret-token"), "no secret in the trail");
+}
+
+#[test]
+fn nothing_a_plugin_prints_can_forge_a_host_log_line() {
+    let o =
+        toolhost().env("TOOLHOST_LOG", "info").args(["call", "forge_log", "--plugin", HOSTILE_PATH]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let log = stderr(&o);
+    for source in ["log", "stderr", "stdout"] {
+        assert!(log.contains(&format!("{source}\\n2026-11-23T00:00:00.000000Z")), "{source} line, escaped: {log}");
+    }
+    for line in log.lines() {
+        assert!(!line.starts_with("2026-11-23T00:00:00"), "a forged line: {line:?}\n{log}");
+    }
+    assert!(!log.contains(['\r', '\u{1b}', '\u{202e}']), "raw control or bidi characters: {log:?}");
 }

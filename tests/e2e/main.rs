@@ -18,6 +18,7 @@
 //! - `peers`: third-party peers: the conformance suite, the Python client, the Inspector CLI, reference servers.
 //! - `cli`: the binary's subcommands and their output.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
+//! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
 mod budget;
@@ -36,4 +37,6 @@ mod mcp;
 mod memory;
 mod peers;
 mod plugins;
+mod review;
 mod trust;
+mod upstream;

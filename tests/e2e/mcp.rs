@@ -158,7 +158,7 @@ fn http_refuses_a_foreign_host_header() {
     let dir = config_dir();
     let server = start_http(dir.path());
     let (head, _) = post(server.1, "/mcp", "evil.example", &initialize());
-    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    assert!(head.starts_with("HTTP/1.1 421"), "Misdirected Request, as the Python SDK answers: {head}");
 }
 
 #[test]
@@ -173,11 +173,16 @@ fn start_http_with(dir: &std::path::Path, config: &str) -> Server {
     start_http(dir)
 }
 
-/// One raw HTTP/1.1 request with extra headers; returns (head, body).
+/// One raw HTTP/1.1 POST with extra headers; returns (head, body).
 fn raw(port: u16, path: &str, headers: &[(&str, &str)], body: &str) -> (String, String) {
+    raw_request(port, "POST", path, headers, body)
+}
+
+/// One raw HTTP/1.1 request with extra headers; returns (head, body).
+fn raw_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> (String, String) {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     let mut req = format!(
-        "POST {path} HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "{method} {path} HTTP/1.1\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()
     );
     if !headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("host")) {
@@ -335,4 +340,92 @@ fn a_token_naming_an_unknown_agent_is_a_config_error() {
     assert!(!o.status.success());
     let err = crate::common::stderr(&o);
     assert!(err.contains("server.tokens[0].agent") && err.contains("Nobody"), "{err}");
+}
+
+/// The JSON-RPC message in a response body (plain JSON or one SSE event).
+fn message(body: &str) -> Value {
+    let json_part = body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{'))).unwrap_or(body);
+    serde_json::from_str(json_part.trim()).unwrap_or_else(|e| panic!("{e}: {body:?}"))
+}
+
+#[test]
+fn http_answers_malformed_messages_as_the_spec_and_the_reference_sdks_do() {
+    let dir = config_dir();
+    let server = start_http(dir.path());
+    let port = server.1;
+    let (head, body) = raw(port, "/mcp", &[], "{not json");
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    let m = message(&body);
+    assert_eq!((m["error"]["code"].as_i64(), m["id"].clone()), (Some(-32700), Value::Null), "{m}");
+    let (head, body) = raw(port, "/mcp", &[], &json!([initialize()]).to_string());
+    assert!(head.starts_with("HTTP/1.1 400"), "a batch: {head}");
+    assert_eq!(message(&body)["error"]["code"], -32600);
+    let (head, body) = raw(port, "/mcp", &[], r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#);
+    assert!(head.starts_with("HTTP/1.1 400"), "{head}");
+    assert_eq!(message(&body)["error"]["code"], -32600);
+
+    let (head, _) = raw(port, "/mcp", &[], &initialize().to_string());
+    let session = header(&head, "mcp-session-id").unwrap().to_string();
+    let headers = [("Mcp-Session-Id", session.as_str()), ("MCP-Protocol-Version", "2025-06-18")];
+    raw(port, "/mcp", &headers, &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    for params in [json!({"name": "roll", "arguments": "1d20"}), json!({"arguments": {}}), json!({"name": 7})] {
+        let call = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": params});
+        let (head, body) = raw(port, "/mcp", &headers, &call.to_string());
+        let m = message(&body);
+        assert_eq!(m["error"]["code"], -32602, "invalid params, not method not found: {params} {head} {m}");
+        assert_eq!(m["id"], 9);
+    }
+    // The session still works, and ends with 200.
+    let call = json!({"jsonrpc": "2.0", "id": 10, "method": "tools/call", "params": {"name": "roll", "arguments": {"expression": "1d4"}}});
+    let (_, body) = raw(port, "/mcp", &headers, &call.to_string());
+    assert!(message(&body)["result"]["content"].is_array(), "{body}");
+    let (head, _) = raw_request(port, "DELETE", "/mcp", &headers, "");
+    assert!(head.starts_with("HTTP/1.1 200"), "DELETE: {head}");
+}
+
+#[test]
+fn stdio_answers_every_malformed_line_and_keeps_serving() {
+    let dir = config_dir();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        out.read_line(&mut line).unwrap();
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    let mut send = |line: &str| {
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    };
+    send("{not json");
+    let m = next();
+    assert_eq!((m["error"]["code"].as_i64(), m["id"].clone()), (Some(-32700), Value::Null), "{m}");
+    send(&json!([initialize()]).to_string());
+    assert_eq!(next()["error"]["code"], -32600, "a batch");
+    send(&initialize().to_string());
+    assert_eq!(next()["result"]["serverInfo"]["name"], "toolhost");
+    send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string());
+    send(
+        &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "roll", "arguments": [1]}})
+            .to_string(),
+    );
+    let m = next();
+    assert_eq!((m["error"]["code"].as_i64(), m["id"].as_i64()), (Some(-32602), Some(5)), "{m}");
+    send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"roll","arguments":{"expression":"1d4"}}}"#);
+    let m = next();
+    assert_eq!(m["id"], 6);
+    assert!(m["result"]["content"].is_array(), "still serving: {m}");
+    let _ = child.kill();
+    let _ = child.wait();
 }

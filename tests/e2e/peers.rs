@@ -21,7 +21,7 @@
 //!   reference servers (server-everything over stdio and over streamable
 //!   HTTP, server-memory) and of a Python SDK server: all connect, their tools
 //!   join the registry with the collision rule (first in config order keeps
-//!   the bare name, later ones get `<server>.<tool>`), calls reach them from
+//!   the bare name, later ones get `<server>_<tool>`), calls reach them from
 //!   the CLI, server-memory really writes its file, the CLI leaves no server
 //!   process behind, and a Python client reaches a Node server *through*
 //!   toolhost's own MCP front.
@@ -626,14 +626,14 @@ fn external_servers_join_the_registry() {
         servers[i]["tools"].as_array().unwrap().iter().map(|t| t.as_str().unwrap()).collect()
     };
     assert!(tools_of(0).contains(&"echo") && tools_of(0).contains(&"get-sum"), "{out}");
-    assert!(tools_of(1).contains(&"everything-http.echo") && !tools_of(1).contains(&"echo"), "{out}");
+    assert!(tools_of(1).contains(&"everything-http_echo") && !tools_of(1).contains(&"echo"), "{out}");
     assert!(tools_of(2).contains(&"create_entities") && tools_of(2).contains(&"read_graph"), "{out}");
-    assert!(tools_of(3).contains(&"py.echo") && tools_of(3).contains(&"add"), "{out}");
+    assert!(tools_of(3).contains(&"py_echo") && tools_of(3).contains(&"add"), "{out}");
 
     // One registry: built-ins and every server's tools, each name once.
     let out = toolhost_ok(d, &["tools", "--json"]);
     let tools = names(&serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}")));
-    for t in ["roll", "echo", "everything-http.echo", "py.echo", "add", "create_entities", "read_graph"] {
+    for t in ["roll", "echo", "everything-http_echo", "py_echo", "add", "create_entities", "read_graph"] {
         assert!(tools.iter().any(|n| n == t), "{t} not listed: {tools:?}");
     }
     let mut unique = tools.clone();
@@ -644,11 +644,11 @@ fn external_servers_join_the_registry() {
     // Calls from the CLI reach each server.
     assert_eq!(toolhost_ok(d, &["call", "echo", r#"{"message":"hi"}"#]).trim(), "Echo: hi");
     assert_eq!(
-        toolhost_ok(d, &["call", "everything-http.echo", r#"{"message":"over http"}"#]).trim(),
+        toolhost_ok(d, &["call", "everything-http_echo", r#"{"message":"over http"}"#]).trim(),
         "Echo: over http"
     );
     assert_eq!(toolhost_ok(d, &["call", "add", r#"{"a":2,"b":3}"#]).trim(), "5");
-    assert_eq!(toolhost_ok(d, &["call", "py.echo", r#"{"text":"from python"}"#]).trim(), "from python");
+    assert_eq!(toolhost_ok(d, &["call", "py_echo", r#"{"text":"from python"}"#]).trim(), "from python");
 
     // server-memory writes its graph to the file named in `env`: a later
     // process (a new server-memory) reads back what an earlier one stored.
@@ -666,7 +666,7 @@ fn external_servers_join_the_registry() {
     let http = strings(&["--http", &server.mcp()]);
     let v = py_client(d, &http, "auto", "echo", &json!({"message": "hi"}));
     let tools = v["tools"].as_array().unwrap();
-    for t in ["roll", "echo", "everything-http.echo", "py.echo", "create_entities"] {
+    for t in ["roll", "echo", "everything-http_echo", "py_echo", "create_entities"] {
         assert!(tools.contains(&json!(t)), "{t} not listed: {v}");
     }
     assert_eq!(v["result"]["isError"], false, "{v}");

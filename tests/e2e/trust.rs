@@ -284,3 +284,60 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     assert!(host.budget().tool_tier(&sleep_def).is_some());
     assert!(host.budget().visible(Some("f1"), Tier::Deep, host.registry().snapshot().get("sleep").unwrap()).unwrap());
 }
+
+/// Peak resident memory of process `pid`, in bytes (`VmHWM`).
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_aliased_output_amplifier_costs_the_host_no_more_than_the_cap() {
+    use crate::live::{connect, spawn_serving};
+    use rmcp::model::CallToolRequestParams;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!("server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n"),
+    )
+    .unwrap();
+    let mut cmd = toolhost();
+    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", dir.path().join("state")).args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (host, url) = spawn_serving(cmd);
+    let (client, _) = connect(&url).await;
+    let before = peak_rss(host.0.id());
+    // 40 calls, 8 at a time, each handing back one 1 MiB buffer 120 times:
+    // 120 MiB per call if the host copied everything before checking.
+    let mut calls = Vec::new();
+    for _ in 0..8 {
+        let peer = client.peer().clone();
+        calls.push(tokio::spawn(async move {
+            let mut kinds = Vec::new();
+            for _ in 0..5 {
+                let r = peer.call_tool(CallToolRequestParams::new("alias_output")).await.unwrap();
+                kinds.push(r.meta.as_ref().and_then(|m| m.0["toolhost"]["kind"].as_str().map(str::to_string)));
+            }
+            kinds
+        }));
+    }
+    for c in calls {
+        for kind in c.await.unwrap() {
+            assert_eq!(kind.as_deref(), Some("output_too_large"));
+        }
+    }
+    let after = peak_rss(host.0.id());
+    assert!(after < before + (256 << 20), "peak resident memory grew from {} MB to {} MB", before >> 20, after >> 20);
+    let roll =
+        CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d20"}).as_object().unwrap().clone());
+    let r = client.call_tool(roll).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "the host still serves: {r:?}");
+}

@@ -33,7 +33,7 @@ use bindings::PluginPre;
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
 pub use cache::{CacheConfig, CacheError, CompileCache};
 use capabilities::InstanceSetup;
-pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend};
+pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend, Review};
 use limits::Limiter;
 pub use limits::Limits;
 pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
@@ -307,41 +307,59 @@ impl Runtime {
 
     /// Second half of [`Runtime::load`], for an already compiled component.
     pub fn instantiate_compiled(&self, compiled: Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {
-        let name = compiled.name.clone();
-        let err = |kind| LoadError { plugin: name.clone(), kind };
+        let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
         compiled.check_world().map_err(err)?;
         CAPABILITIES.check_imports(&compiled.imports, &grants).map_err(err)?;
+        let mut plugin = self.prepare(&compiled, grants)?;
+        plugin.tools = read_tools(&plugin).map_err(err)?;
+        Ok(plugin)
+    }
+
+    /// Describes a compiled component without loading it: its tools, read
+    /// from its `list-tools` export in a fresh instance with no grant at
+    /// all (empty environment, no directory, no socket, no memory store),
+    /// under the usual fuel, deadline and memory limits. Its imports are
+    /// not checked against any grant (a reviewer sees what a plugin asks
+    /// for before granting it; see [`CapabilitySet::review`]), but what this
+    /// host does not provide at all, and a component outside the `tool`
+    /// world, are still refused. Nothing else of the component runs, and no
+    /// plugin comes out of it: loading still goes through
+    /// [`Runtime::instantiate_compiled`] and its grant check. Used by
+    /// `toolhost inspect`.
+    ///
+    /// [`CapabilitySet::review`]: capabilities::CapabilitySet::review
+    pub fn describe_compiled(&self, compiled: &Compiled) -> Result<Vec<ToolDef>, LoadError> {
+        let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
+        compiled.check_world().map_err(err)?;
+        CAPABILITIES.check_supported(&compiled.imports).map_err(err)?;
+        let plugin = self.prepare(compiled, Grants::default())?;
+        read_tools(&plugin).map_err(err)
+    }
+
+    /// Links and pre-instantiates a compiled component into a plugin with
+    /// `grants` and no tools yet; checks nothing (the callers do).
+    fn prepare(&self, compiled: &Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {
+        let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
         let pre = self
             .inner
             .linker
             .instantiate_pre(&compiled.component)
             .map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;
         let pre = PluginPre::new(pre).map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;
-        let mut plugin = WasmPlugin {
+        Ok(WasmPlugin {
             runtime: self.clone(),
-            name: Arc::from(name.as_str()),
-            digest: compiled.digest,
+            name: Arc::from(compiled.name.as_str()),
+            digest: compiled.digest.clone(),
             size: compiled.size,
             imported: CAPABILITIES.imported(&compiled.imports),
-            imports: compiled.imports,
+            imports: compiled.imports.clone(),
             source: compiled.source,
             pre,
             tools: Vec::new(),
             held: CAPABILITIES.held(&grants),
             grants,
             busy: Slots::new(self.inner.limits.plugin_concurrency),
-        };
-        let infos = plugin.list_tools().map_err(|e| err(LoadErrorKind::ListTools(e)))?;
-        let mut tools: Vec<ToolDef> = Vec::with_capacity(infos.len());
-        for info in infos {
-            let def = plugin::tool_def(info).map_err(|(tool, reason)| err(LoadErrorKind::BadTool { tool, reason }))?;
-            if tools.iter().any(|t| t.name == def.name) {
-                return Err(err(LoadErrorKind::BadTool { tool: def.name, reason: "declared twice".into() }));
-            }
-            tools.push(def);
-        }
-        plugin.tools = tools;
-        Ok(plugin)
+        })
     }
 
     /// Builds a store for one call of `tool` in `plugin`, with every limit
@@ -396,6 +414,21 @@ impl Runtime {
         store.epoch_deadline_trap();
         Ok(store)
     }
+}
+
+/// Reads `plugin`'s tools from its `list-tools` export (a fresh instance
+/// under the call limits) and checks each declaration.
+fn read_tools(plugin: &WasmPlugin) -> Result<Vec<ToolDef>, LoadErrorKind> {
+    let infos = plugin.list_tools().map_err(LoadErrorKind::ListTools)?;
+    let mut tools: Vec<ToolDef> = Vec::with_capacity(infos.len());
+    for info in infos {
+        let def = plugin::tool_def(info).map_err(|(tool, reason)| LoadErrorKind::BadTool { tool, reason })?;
+        if tools.iter().any(|t| t.name == def.name) {
+            return Err(LoadErrorKind::BadTool { tool: def.name, reason: "declared twice".into() });
+        }
+        tools.push(def);
+    }
+    Ok(tools)
 }
 
 /// Host-call copy budget beyond the output cap: the per-element overhead of

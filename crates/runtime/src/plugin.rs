@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost_types::{
     CallContext, CallError, CallStats, Capabilities, Content, Provider, ProviderInfo, ProviderKind, ResourceBody,
-    ToolDef, ToolMeta, ToolOutput, Validator, valid_tool_name,
+    ToolDef, ToolMeta, ToolOutput, Validator, log_safe, valid_tool_name,
 };
 use wasmtime::component::Component;
 use wasmtime::component::types::ComponentItem;
@@ -178,11 +178,14 @@ impl WasmPlugin {
         state.flush_progress();
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
+        // Escaped: a guest's output can never forge a host log line.
         if !stdout.is_empty() {
-            tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", String::from_utf8_lossy(&stdout).trim_end());
+            let text = String::from_utf8_lossy(&stdout);
+            tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", log_safe(text.trim_end()));
         }
         if !stderr.is_empty() {
-            tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", String::from_utf8_lossy(&stderr).trim_end());
+            let text = String::from_utf8_lossy(&stderr);
+            tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
         let result = result.map_err(|e| classify(e, tool, deadline, &rt.limits, &state.limiter, &stderr));
         (result, stats)
@@ -380,6 +383,9 @@ impl Provider for WasmPlugin {
         let (result, stats) = self.run(tool, deadline, Some(ctx), |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, tool, &args)
         });
+        if let Some(cost) = &ctx.cost {
+            cost.set(stats);
+        }
         let tool_s = || tool.to_string();
         match result? {
             Ok(content) => {

@@ -96,25 +96,28 @@ impl bindings::toolhost::plugin::host::Host for State {
         self.logs_left -= 1;
         let message: String = message.chars().take(4096).collect();
         let (plugin, tool) = (&*self.plugin, &*self.tool);
+        // The host log gets the line escaped (it can never forge a host
+        // line); the MCP client gets it as it was, inside JSON.
+        let line = toolhost_types::log_safe(&message);
         let level = match level {
             LogLevel::Trace => {
-                tracing::trace!(plugin, tool, "{message}");
+                tracing::trace!(plugin, tool, "{line}");
                 "trace"
             }
             LogLevel::Debug => {
-                tracing::debug!(plugin, tool, "{message}");
+                tracing::debug!(plugin, tool, "{line}");
                 "debug"
             }
             LogLevel::Info => {
-                tracing::info!(plugin, tool, "{message}");
+                tracing::info!(plugin, tool, "{line}");
                 "info"
             }
             LogLevel::Warn => {
-                tracing::warn!(plugin, tool, "{message}");
+                tracing::warn!(plugin, tool, "{line}");
                 "warn"
             }
             LogLevel::Error => {
-                tracing::error!(plugin, tool, "{message}");
+                tracing::error!(plugin, tool, "{line}");
                 "error"
             }
         };

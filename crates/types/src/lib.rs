@@ -12,14 +12,16 @@
 mod capability;
 mod deadline;
 mod names;
+mod text;
 mod tool;
 pub mod validate;
 
 pub use capability::{Capabilities, Capability};
 pub use deadline::DeadlinePolicy;
 pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
+pub use text::log_safe;
 pub use tool::{
-    CallContext, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo, ProviderKind, ResourceBody,
-    ToolDef, ToolMeta, ToolOutput,
+    CallContext, CallCost, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo, ProviderKind,
+    ResourceBody, ToolDef, ToolMeta, ToolOutput,
 };
 pub use validate::Validator;

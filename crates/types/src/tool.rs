@@ -287,6 +287,21 @@ impl CallError {
         }
     }
 
+    /// The part of the message the tool itself wrote (or, for invalid
+    /// input, that may quote the caller's arguments): what an audit trail
+    /// keeps only as a hash unless the operator allows raw text. `None` when
+    /// the whole message is the host's own words.
+    pub fn provider_text(&self) -> Option<&str> {
+        match self {
+            CallError::InvalidInput { message, .. }
+            | CallError::NotFound { message, .. }
+            | CallError::Forbidden { message, .. }
+            | CallError::Failed { message, .. }
+            | CallError::GuestPanic { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
     /// A short name for the kind of failure, finer than [`CallError::code`]
     /// (`out_of_fuel`, `memory_limit`, `guest_panic` ...), for logs and audit.
     pub fn kind(&self) -> &'static str {
@@ -422,6 +437,31 @@ pub struct CallContext {
     pub deadline: Option<std::time::Duration>,
     /// Where the plugin's log lines and progress reports go, besides the host log.
     pub events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
+    /// The caller's session (an MCP session id), for the audit trail.
+    pub session: Option<String>,
+    /// Which credential the caller presented (a token's id, never the
+    /// secret), for the audit trail.
+    pub token: Option<String>,
+    /// Where the provider leaves what the call cost, whatever its outcome:
+    /// a failed call's fuel and memory are in no [`ToolOutput`].
+    pub cost: Option<Arc<CallCost>>,
+}
+
+/// What a call cost, left by the provider for the caller to read after the
+/// call ends, success or failure.
+#[derive(Debug, Default)]
+pub struct CallCost(std::sync::Mutex<Option<CallStats>>);
+
+impl CallCost {
+    /// Records the call's cost.
+    pub fn set(&self, stats: CallStats) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+    }
+
+    /// The recorded cost, if the provider left one.
+    pub fn get(&self) -> Option<CallStats> {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl std::fmt::Debug for CallContext {
@@ -429,6 +469,8 @@ impl std::fmt::Debug for CallContext {
         f.debug_struct("CallContext")
             .field("agent", &self.agent)
             .field("deadline", &self.deadline)
+            .field("session", &self.session)
+            .field("token", &self.token)
             .finish_non_exhaustive()
     }
 }

@@ -82,9 +82,22 @@ impl Host {
     /// Loads and registers every built-in plugin.
     pub fn add_builtins(&self) -> Result<(), AddPluginError> {
         for b in BUILTINS {
-            let plugin = self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?;
-            self.registry.add(Arc::new(plugin))?;
-            self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(b.name.to_string(), Provenance::Builtin);
+            let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
+                let plugin = Arc::new(self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?);
+                self.registry.add(plugin.clone())?;
+                Ok(plugin)
+            })();
+            match &added {
+                Ok(plugin) => {
+                    self.provenance
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(b.name.to_string(), Provenance::Builtin);
+                    self.audit_loaded(plugin, None, None, &Provenance::Builtin);
+                }
+                Err(e) => self.audit_refused(b.name, None, e),
+            }
+            added?;
         }
         Ok(())
     }
@@ -93,12 +106,59 @@ impl Host {
     /// tools. Fails if a provider of that name exists.
     pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let name = crate::runtime::plugin_name_from_path(path);
-        let bytes = self.read_plugin(path)?;
-        let (component, provenance) = self.trust.admit(&name, &bytes)?;
-        let plugin = Arc::new(self.runtime.load_with(&name, component, self.grants_for(&name)?)?);
-        self.registry.add(plugin.clone())?;
-        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name, provenance);
-        Ok(plugin)
+        let added = (|| -> Result<_, AddPluginError> {
+            let bytes = self.read_plugin(path)?;
+            let (component, provenance) = self.trust.admit(&name, &bytes)?;
+            let plugin = Arc::new(self.runtime.load_with(&name, component, self.grants_for(&name)?)?);
+            self.registry.add(plugin.clone())?;
+            Ok((plugin, provenance))
+        })();
+        match added {
+            Ok((plugin, provenance)) => {
+                self.audit_loaded(&plugin, Some(path), None, &provenance);
+                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name, provenance);
+                Ok(plugin)
+            }
+            Err(e) => {
+                self.audit_refused(&name, Some(path), &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// Records a load (or, with `previous`, a replacement).
+    fn audit_loaded(&self, plugin: &WasmPlugin, path: Option<&Path>, previous: Option<&str>, provenance: &Provenance) {
+        use crate::tool::Provider as _;
+        self.audit.write_plugin(&crate::audit::PluginRecord {
+            time: crate::audit::now_rfc3339(),
+            event: if previous.is_some() {
+                crate::audit::PluginEventKind::PluginReplace
+            } else {
+                crate::audit::PluginEventKind::PluginLoad
+            },
+            plugin: plugin.name(),
+            path,
+            sha256: Some(plugin.digest()),
+            previous_sha256: previous,
+            origin: Some(provenance.describe()),
+            capabilities_held: plugin.held().names(),
+            error: None,
+        });
+    }
+
+    /// Records a refused load or replacement.
+    fn audit_refused(&self, name: &str, path: Option<&Path>, error: &AddPluginError) {
+        self.audit.write_plugin(&crate::audit::PluginRecord {
+            time: crate::audit::now_rfc3339(),
+            event: crate::audit::PluginEventKind::PluginRefused,
+            plugin: name,
+            path,
+            sha256: None,
+            previous_sha256: None,
+            origin: None,
+            capabilities_held: Vec::new(),
+            error: Some(error.to_string()),
+        });
     }
 
     /// Reads a plugin file: the component limit, plus room for a package
@@ -122,6 +182,15 @@ impl Host {
     pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
         let name = crate::runtime::plugin_name_from_path(path);
+        let installed = self.install_locked(&name, path);
+        if let Err(e) = &installed {
+            self.audit_refused(&name, Some(path), e);
+        }
+        installed
+    }
+
+    fn install_locked(&self, name: &str, path: &Path) -> Result<Installed, AddPluginError> {
+        let name = name.to_string();
         let bytes = self.read_plugin(path)?;
         let (component, provenance) = self.trust.admit(&name, &bytes)?;
         let compiled = self.runtime.compile(&name, component)?;
@@ -151,6 +220,7 @@ impl Host {
         }
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
         tracing::info!(plugin = %name, digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
+        self.audit_loaded(&plugin, Some(path), replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
             name,
             digest: plugin.digest().to_string(),
@@ -172,9 +242,20 @@ impl Host {
             }
             _ => {}
         }
-        self.registry.remove(name)?;
+        let removed = self.registry.remove(name)?;
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         tracing::info!(plugin = %name, "plugin removed");
+        self.audit.write_plugin(&crate::audit::PluginRecord {
+            time: crate::audit::now_rfc3339(),
+            event: crate::audit::PluginEventKind::PluginRemove,
+            plugin: name,
+            path: None,
+            sha256: None,
+            previous_sha256: removed.fingerprint(),
+            origin: None,
+            capabilities_held: removed.held().names(),
+            error: None,
+        });
         Ok(())
     }
 }

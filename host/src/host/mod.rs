@@ -202,6 +202,10 @@ impl Host {
         let catalog = self.registry.snapshot();
         let entry = catalog.get(tool);
         let agent = enforce.and_then(|(a, _)| a).or(ctx.agent.as_deref());
+        // The provider leaves the call's cost here, so a failed call's fuel
+        // and memory reach the audit trail too.
+        let cost = Arc::new(crate::tool::CallCost::default());
+        let ctx = &CallContext { cost: Some(cost.clone()), ..ctx.clone() };
         let mut refused = false;
         let result = match entry {
             None => Err(CallError::UnknownTool(tool.to_string())),
@@ -220,7 +224,12 @@ impl Host {
                 }
             }
         };
-        self.audit_call(agent, tool, entry.map(|e| &**e), arguments, &result, refused, start.elapsed());
+        let stats = match &result {
+            Ok(out) => out.stats,
+            Err(_) => cost.get().unwrap_or_default(),
+        };
+        let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
+        self.audit_call(&call, entry.map(|e| &**e), &result, stats, refused, start.elapsed());
         result
     }
 
@@ -280,32 +289,42 @@ impl Host {
         result
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn audit_call(
         &self,
-        agent: Option<&str>,
-        tool: &str,
+        call: &AuditedCall<'_>,
         entry: Option<&crate::registry::RegisteredTool>,
-        arguments: &serde_json::Value,
         result: &Result<ToolOutput, CallError>,
+        stats: crate::tool::CallStats,
         refused: bool,
         duration: Duration,
     ) {
-        let stats = result.as_ref().map(|o| o.stats).unwrap_or_default();
+        let raw = self.audit.include_arguments();
+        let (error, error_text_sha256, error_text_bytes) = match result {
+            Err(e) => {
+                let (m, h, n) = audit::redact_error(e, raw);
+                (Some(m), h, n)
+            }
+            Ok(_) => (None, None, None),
+        };
         self.audit.write(&audit::Record {
-            time_ms: audit::now_ms(),
-            agent,
-            tool,
+            time: audit::now_rfc3339(),
+            event: "call",
+            agent: call.agent,
+            session: call.session,
+            token: call.token,
+            tool: call.tool,
             provider: entry.map(|e| e.provider.name()),
             provider_digest: entry.and_then(|e| e.provider.fingerprint()).map(str::to_string),
-            arguments_sha256: audit::hash_arguments(arguments),
-            arguments: self.audit.include_arguments().then_some(arguments),
+            arguments_sha256: audit::hash_arguments(call.arguments),
+            arguments: raw.then_some(call.arguments),
             outcome: match (result, refused) {
                 (_, true) => "refused",
                 (Ok(_), _) => "ok",
                 (Err(e), _) => e.kind(),
             },
-            error: result.as_ref().err().map(|e| e.to_string()),
+            error,
+            error_text_sha256,
+            error_text_bytes,
             duration_ms: audit::ms(duration),
             fuel_used: stats.fuel_used,
             peak_memory_bytes: stats.peak_memory_bytes,
@@ -313,6 +332,15 @@ impl Host {
             capabilities_used: stats.capabilities_used.names(),
         });
     }
+}
+
+/// Who asked for a call, and what: the audit record's subject.
+struct AuditedCall<'a> {
+    agent: Option<&'a str>,
+    session: Option<&'a str>,
+    token: Option<&'a str>,
+    tool: &'a str,
+    arguments: &'a serde_json::Value,
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {

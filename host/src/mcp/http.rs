@@ -42,6 +42,10 @@ pub enum HttpError {
 
 type Service = StreamableHttpService<McpFront, LocalSessionManager>;
 
+/// The audit id of the token a request presented (never the secret).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenId(pub std::sync::Arc<str>);
+
 /// Who a request acts as.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum Identity {
@@ -53,7 +57,8 @@ struct Front {
     host: Arc<Host>,
     services: HashMap<Identity, Service>,
     slugs: HashMap<String, String>,
-    tokens: Vec<(Vec<u8>, Identity)>,
+    /// Each token's secret, who it acts as, and its audit id.
+    tokens: Vec<(Vec<u8>, Identity, TokenId)>,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
@@ -84,7 +89,7 @@ pub fn router(
         if t.token.len() < 16 {
             return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
         }
-        if tokens.iter().any(|(k, _)| k == t.token.as_bytes()) {
+        if tokens.iter().any(|(k, _, _)| k == t.token.as_bytes()) {
             return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
         }
         let who = match &t.agent {
@@ -96,7 +101,7 @@ pub fn router(
                 Identity::Agent(a.clone())
             }
         };
-        tokens.push((t.token.as_bytes().to_vec(), who));
+        tokens.push((t.token.as_bytes().to_vec(), who, TokenId(t.audit_id().into())));
     }
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"].iter().map(|s| s.to_string()).collect();
     hosts.push(local.ip().to_string());
@@ -216,8 +221,12 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
     let headers = request.headers();
     match host_of(headers) {
         Some(h) if front.hosts.contains(&h) => {}
-        Some(h) => return error(StatusCode::FORBIDDEN, "forbidden", &format!("Host {h:?} is not served here")),
-        None => return error(StatusCode::FORBIDDEN, "forbidden", "a Host header is required"),
+        // 421, as the reference SDK answers: this server is not the one
+        // that name points at (a DNS-rebinding attempt, or a misroute).
+        Some(h) => {
+            return error(StatusCode::MISDIRECTED_REQUEST, "forbidden", &format!("Host {h:?} is not served here"));
+        }
+        None => return error(StatusCode::BAD_REQUEST, "invalid_input", "a Host header is required"),
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let o = origin.to_str().unwrap_or("");
@@ -239,10 +248,14 @@ async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Respon
         let Some(t) = token.as_deref() else {
             return unauthorized("this server needs `Authorization: Bearer <token>`");
         };
-        match front.tokens.iter().find(|(k, _)| same_secret(k, t.as_bytes())) {
-            Some((_, who)) => Some(who.clone()),
+        match front.tokens.iter().find(|(k, _, _)| same_secret(k, t.as_bytes())) {
+            Some((_, who, id)) => Some((who.clone(), id.clone())),
             None => return unauthorized("unknown token"),
         }
+    };
+    let (identity, token_id) = match identity {
+        Some((who, id)) => (Some(who), Some(id)),
+        None => (None, None),
     };
     let target = match path.trim_end_matches('/') {
         "/mcp" => identity.clone().unwrap_or(Identity::Operator),
@@ -268,14 +281,27 @@ async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Respon
         r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         return r;
     }
-    let request = match limit_body(request, front.max_body).await {
+    let mut request = match limit_body(request, front.max_body).await {
         Ok(r) => r,
         Err(r) => return r,
     };
+    let is_delete = request.method() == axum::http::Method::DELETE;
+    // rmcp hands the request's parts to the handler, which puts the token's
+    // id in the audit trail.
+    if let Some(id) = token_id {
+        request.extensions_mut().insert(id);
+    }
     let Some(service) = front.services.get(&target) else {
         return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
     };
     match service.clone().oneshot(request).await {
+        // A terminated session: 200, as the reference SDKs answer (rmcp's
+        // 202 reads as a failure to the Python client).
+        Ok(r) if is_delete && r.status() == StatusCode::ACCEPTED => {
+            let (mut parts, _) = r.into_parts();
+            parts.status = StatusCode::OK;
+            Response::from_parts(parts, Body::empty())
+        }
         Ok(r) => r.map(Body::new),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
     }
@@ -301,7 +327,22 @@ async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
     }
     let (parts, body) = request.into_parts();
     let bytes = axum::body::to_bytes(body, max).await.map_err(|_| too_large())?;
+    if parts.method == axum::http::Method::POST
+        && let Some(refusal) = refuse_malformed(&bytes)
+    {
+        return Err(refusal);
+    }
     Ok(Request::from_parts(parts, Body::from(bytes)))
+}
+
+/// The answer to a POST body that is not a well-formed JSON-RPC message,
+/// before rmcp reads it: 400 for invalid JSON (-32700) or an invalid
+/// request (-32600), 200 with -32602 for invalid `tools/call` params, as the
+/// specification and the reference SDKs answer.
+fn refuse_malformed(body: &[u8]) -> Option<Response> {
+    let r = super::jsonrpc::check_message(body).err()?;
+    let status = if r.code == super::jsonrpc::INVALID_PARAMS { StatusCode::OK } else { StatusCode::BAD_REQUEST };
+    Some((status, axum::Json(r.response)).into_response())
 }
 
 /// Token buckets by client key.

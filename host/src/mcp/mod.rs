@@ -4,10 +4,12 @@
 //! - `http`: the streamable HTTP front (hardening, tokens, admin API).
 //! - `client`: external MCP servers whose tools join the registry.
 //! - `content`: content blocks between the host's and MCP's.
+//! - `jsonrpc`: message checks in front of rmcp, on both transports.
 
 pub mod client;
 pub mod content;
 pub mod http;
+pub mod jsonrpc;
 pub mod server;
 
 pub use client::{ExternalServers, ServerStatus};

@@ -42,6 +42,18 @@ pub struct McpFront {
     agent: Option<String>,
     /// Lowest log level forwarded to this session (a [`level_rank`]).
     log_level: Arc<AtomicU8>,
+    /// This session's id in the audit trail when the transport has none of
+    /// its own (stdio); over HTTP the `Mcp-Session-Id` is used.
+    session_id: Arc<str>,
+}
+
+/// A fresh random session id (128 bits, hex).
+fn new_session_id() -> Arc<str> {
+    let mut bytes = [0u8; 16];
+    // Without OS randomness the id only loses uniqueness, not safety: it
+    // names a session in the audit trail and grants nothing.
+    let _ = getrandom::fill(&mut bytes);
+    hex::encode(bytes).into()
 }
 
 /// Orders MCP log levels, debug lowest.
@@ -74,7 +86,12 @@ impl McpFront {
         if let Some(a) = &agent {
             host.budget().agent(a)?;
         }
-        Ok(McpFront { host, agent, log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))) })
+        Ok(McpFront {
+            host,
+            agent,
+            log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
+            session_id: new_session_id(),
+        })
     }
 
     /// A fresh front for a new session of the same agent (its own log level).
@@ -83,7 +100,14 @@ impl McpFront {
             host: self.host.clone(),
             agent: self.agent.clone(),
             log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
+            session_id: new_session_id(),
         }
+    }
+
+    /// This session's id in the audit trail (stdio; over HTTP the
+    /// transport's `Mcp-Session-Id` is recorded instead).
+    pub fn session_id(&self) -> &str {
+        &self.session_id
     }
 
     /// The agent this front serves (`None`: the operator).
@@ -159,9 +183,16 @@ impl McpFront {
         arguments: Value,
         events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
     ) -> Result<CallToolResult, ErrorData> {
+        let ctx = CallContext { events, session: Some(self.session_id.to_string()), ..CallContext::default() };
+        self.call_in(name, arguments, ctx)
+    }
+
+    /// Runs a call in `ctx` (its events, session and token), as this
+    /// session's agent at its tier.
+    fn call_in(&self, name: &str, arguments: Value, ctx: CallContext) -> Result<CallToolResult, ErrorData> {
         let tier = self.tier();
         let started = std::time::Instant::now();
-        let ctx = CallContext { agent: self.agent.clone(), events, ..CallContext::default() };
+        let ctx = CallContext { agent: self.agent.clone(), ..ctx };
         let result = self.host.call_as(self.agent.as_deref(), tier, name, &arguments, &ctx);
         let duration_ms = started.elapsed().as_secs_f64() * 1e3;
         if let Err(e @ CallError::UnknownTool(_)) = &result {
@@ -273,7 +304,16 @@ impl ServerHandler for McpFront {
         // workers. This task forwards the plugin's reports while it runs (no
         // extra task per call) and drains the rest before the result goes
         // out, so every notification precedes the response.
-        let mut call = tokio::task::spawn_blocking(move || front.call_with_events(&name, args, Some(sink)));
+        // Over HTTP, rmcp hands the handler the request's parts: the
+        // transport's session id and the token's audit id come from there.
+        let parts = context.extensions.get::<http::request::Parts>();
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| self.session_id.to_string(), str::to_string);
+        let token = parts.and_then(|p| p.extensions.get::<super::http::TokenId>()).map(|t| t.0.to_string());
+        let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
+        let mut call = tokio::task::spawn_blocking(move || front.call_in(&name, args, ctx));
         let mut events_open = true;
         let result = loop {
             tokio::select! {

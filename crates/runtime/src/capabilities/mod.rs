@@ -202,12 +202,17 @@ impl CapabilitySet {
     /// Checks a component's imports against its grants: refuses what this
     /// host does not provide, and capabilities that need a grant it lacks.
     pub fn check_imports(&self, imports: &[String], grants: &Grants) -> Result<(), crate::LoadErrorKind> {
+        self.check_granted(imports, self.held(grants))
+    }
+
+    /// [`CapabilitySet::check_imports`] against a set of granted
+    /// capabilities (what a config would grant, before it is resolved).
+    pub fn check_granted(&self, imports: &[String], granted: Capabilities) -> Result<(), crate::LoadErrorKind> {
         for import in imports {
             match self.classify(import) {
                 ImportClass::Inert => {}
                 ImportClass::Capability(c) => {
-                    let f = self.factor(c);
-                    if !f.about().inert_without_grant && !f.held(grants) {
+                    if !self.factor(c).about().inert_without_grant && !granted.contains(c) {
                         return Err(crate::LoadErrorKind::NotGranted { interface: import.clone(), grant: c.as_str() });
                     }
                 }
@@ -217,12 +222,89 @@ impl CapabilitySet {
         Ok(())
     }
 
+    /// Refuses only what this host does not provide at all, whatever is
+    /// granted: what a component must pass to be described.
+    pub fn check_supported(&self, imports: &[String]) -> Result<(), crate::LoadErrorKind> {
+        self.check_granted(imports, Capability::ALL.into_iter().collect())
+    }
+
+    /// What a reviewer reads: a component's `imports` against the
+    /// capabilities `granted` to it.
+    pub fn review(&self, imports: &[String], granted: Capabilities) -> Review {
+        let imported = self.imported(imports);
+        let inert = self.inert_without_grant(imported).difference(granted);
+        let asks = imported.difference(inert);
+        Review {
+            imported,
+            asks,
+            inert,
+            granted,
+            denied: asks.difference(granted),
+            over_granted: granted.difference(imported),
+        }
+    }
+
+    /// The interfaces through which `c` is reached, in words:
+    /// `wasi:sockets` for a whole package, else the interface names.
+    pub fn interfaces_in_words(&self, c: Capability) -> String {
+        let interfaces = self.factor(c).about().interfaces;
+        let package = |i: &'static str| i.split_once('/').map_or(i, |(p, _)| p);
+        match interfaces {
+            [first, rest @ ..] if !rest.is_empty() && rest.iter().all(|i| package(i) == package(first)) => {
+                package(first).to_string()
+            }
+            _ => interfaces.join(" or "),
+        }
+    }
+
     pub(crate) fn configure(&self, grants: &Grants, setup: &mut InstanceSetup) -> Result<(), String> {
         self.factors().try_for_each(|f| f.configure(grants, setup))
     }
 
     pub(crate) fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
         self.factors().try_for_each(|f| f.link(linker))
+    }
+}
+
+/// A component's capabilities against what it is granted, as a reviewer
+/// reads them (`toolhost inspect`, `toolhost grants`). By construction
+/// `asks` and `inert` split `imported`, and nothing granted is `denied`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Review {
+    /// Capabilities its imports touch.
+    pub imported: Capabilities,
+    /// What it asks for: imported capabilities that mean something, those
+    /// that need a grant to load at all, and those it is granted.
+    pub asks: Capabilities,
+    /// Imported, but exposing nothing: no grant is needed to load and none
+    /// is given (the Rust standard library imports the environment and the
+    /// filesystem whether or not a plugin uses them).
+    pub inert: Capabilities,
+    /// What is granted.
+    pub granted: Capabilities,
+    /// Asked for and not granted: the component does not load.
+    pub denied: Capabilities,
+    /// Granted but not imported: the grant can never be used.
+    pub over_granted: Capabilities,
+}
+
+impl Review {
+    /// In plain words, what is wrong between `plugin`'s imports and its
+    /// grants: capabilities it needs and lacks, grants it cannot use.
+    pub fn findings(&self, plugin: &str) -> Vec<String> {
+        let denied = self.denied.iter().map(|c| {
+            format!(
+                "{plugin} imports {}, which needs the {c} capability, and is not granted it: it does not load until plugins.grants.{plugin}.{c} grants it",
+                CAPABILITIES.interfaces_in_words(c)
+            )
+        });
+        let over = self.over_granted.iter().map(|c| {
+            format!(
+                "over-grant: {plugin} is granted {c} but does not import {}, so the grant can never be used; remove plugins.grants.{plugin}.{c}",
+                CAPABILITIES.interfaces_in_words(c)
+            )
+        });
+        denied.chain(over).collect()
     }
 }
 
@@ -293,6 +375,20 @@ pub enum GrantError {
 }
 
 impl GrantConfig {
+    /// The capabilities this grants, as written (before it is resolved: a
+    /// granted variable counts whether or not the host sets it).
+    pub fn capabilities(&self) -> Capabilities {
+        [
+            (!self.files.is_empty(), Capability::Files),
+            (!self.env.is_empty(), Capability::Env),
+            (!self.network.is_empty(), Capability::Network),
+            (self.memory, Capability::Memory),
+        ]
+        .into_iter()
+        .filter_map(|(granted, c)| granted.then_some(c))
+        .collect()
+    }
+
     /// Resolves the grant for `plugin`: paths against `base` (a read-write
     /// directory that does not exist yet is created), variables read from
     /// the host's environment, addresses parsed, and the memory store taken
@@ -391,6 +487,89 @@ mod tests {
         for c in Capability::ALL {
             assert_eq!(CAPABILITIES.factor(c).about().capability, c);
         }
+    }
+
+    fn imports(names: &[&str]) -> Vec<String> {
+        names.iter().map(|n| format!("{n}@0.2.6")).collect()
+    }
+
+    fn set(c: &[Capability]) -> Capabilities {
+        c.iter().copied().collect()
+    }
+
+    #[test]
+    fn a_review_shows_std_imports_as_inert_asks_what_needs_a_grant_and_flags_over_grants() {
+        // What the Rust standard library imports, whatever the plugin does.
+        let std_only = imports(&["wasi:cli/environment", "wasi:filesystem/types", "wasi:filesystem/preopens"]);
+        let r = CAPABILITIES.review(&std_only, Capabilities::EMPTY);
+        assert_eq!((r.inert.names(), r.asks.names()), (vec!["files", "env"], vec![]));
+        assert!(r.denied.is_empty() && r.over_granted.is_empty() && r.findings("dice").is_empty(), "{r:?}");
+        // Granted, an inert import is an ask: the plugin sees what is granted.
+        let r = CAPABILITIES.review(&std_only, set(&[Capability::Env]));
+        assert_eq!((r.inert.names(), r.asks.names()), (vec!["files"], vec!["env"]));
+        assert!(r.denied.is_empty());
+        // Sockets need a grant: asked for and, without one, denied.
+        let net = imports(&["wasi:cli/environment", "wasi:sockets/tcp", "wasi:sockets/network"]);
+        let r = CAPABILITIES.review(&net, Capabilities::EMPTY);
+        assert_eq!(
+            (r.asks.names(), r.denied.names(), r.inert.names()),
+            (vec!["network"], vec!["network"], vec!["env"])
+        );
+        assert_eq!(r.findings("netclient").len(), 1);
+        assert!(r.findings("netclient")[0].contains("imports wasi:sockets"), "{:?}", r.findings("netclient"));
+        assert!(r.findings("netclient")[0].contains("plugins.grants.netclient.network"));
+        assert!(CAPABILITIES.review(&net, set(&[Capability::Network])).denied.is_empty());
+        // Grants the imports cannot use.
+        let r =
+            CAPABILITIES.review(&imports(&["wasi:cli/environment"]), set(&[Capability::Network, Capability::Files]));
+        assert_eq!(r.over_granted.names(), ["files", "network"]);
+        let f = r.findings("dice");
+        assert!(f[0].starts_with("over-grant: dice is granted files but does not import wasi:filesystem"), "{f:?}");
+        assert!(f[1].contains("does not import wasi:sockets") && f[1].contains("remove plugins.grants.dice.network"));
+    }
+
+    #[test]
+    fn a_review_never_shows_a_capability_both_denied_and_granted() {
+        let both = |a: Capabilities, b: Capabilities| a.difference(a.difference(b));
+        // One interface per capability; every subset imported, every subset granted.
+        let one: Vec<&str> = Capability::ALL.iter().map(|c| CAPABILITIES.factor(*c).about().interfaces[0]).collect();
+        for imported in 0u8..16 {
+            let names: Vec<&str> = (0..4).filter(|i| imported & (1 << i) != 0).map(|i| one[i]).collect();
+            let imports = imports(&names);
+            for granted in 0u8..16 {
+                let granted = Capabilities::from_bits(granted);
+                let r = CAPABILITIES.review(&imports, granted);
+                assert_eq!(r.imported, CAPABILITIES.imported(&imports));
+                assert_eq!(r.asks.union(r.inert), r.imported, "{r:?}");
+                assert!(both(r.asks, r.inert).is_empty(), "{r:?}");
+                assert!(both(r.denied, r.granted).is_empty(), "{r:?}");
+                assert!(both(r.over_granted, r.imported).is_empty(), "{r:?}");
+                assert!(r.denied.is_subset(r.asks), "{r:?}");
+                // Denied exactly when the load check refuses it.
+                assert_eq!(r.denied.is_empty(), CAPABILITIES.check_granted(&imports, granted).is_ok(), "{r:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn describing_refuses_only_what_the_host_does_not_provide() {
+        assert!(CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "toolhost:plugin/memory"])).is_ok());
+        let e = CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "wasi:http/types"])).unwrap_err();
+        assert!(matches!(e, crate::LoadErrorKind::UnknownImport(ref i) if i.starts_with("wasi:http/types")), "{e}");
+        assert_eq!(CAPABILITIES.interfaces_in_words(Capability::Env), "wasi:cli/environment");
+        assert_eq!(CAPABILITIES.interfaces_in_words(Capability::Memory), "toolhost:plugin/memory");
+    }
+
+    #[test]
+    fn a_grant_config_names_its_capabilities_before_it_is_resolved() {
+        assert!(GrantConfig::default().capabilities().is_empty());
+        let g = GrantConfig {
+            env: vec!["SURELY_NOT_SET_ANYWHERE".into()],
+            network: vec!["not an address".into()],
+            memory: true,
+            ..GrantConfig::default()
+        };
+        assert_eq!(g.capabilities().names(), ["env", "network", "memory"]);
     }
 
     #[test]

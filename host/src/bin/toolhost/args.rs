@@ -149,6 +149,13 @@ impl HostArgs {
     /// Builds the host with its external MCP servers (waiting for their
     /// first connection), and prints warnings.
     pub fn start(&self) -> Result<Started> {
+        self.start_and_wait(true)
+    }
+
+    /// Builds the host and starts its external servers; with `wait`, waits
+    /// (bounded) for their first connection, warning about those not up.
+    /// Without, their tools join the registry when each connects.
+    pub fn start_and_wait(&self, wait: bool) -> Result<Started> {
         let assembly = self.build()?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -156,7 +163,7 @@ impl HostArgs {
             .build()
             .context("starting the async runtime")?;
         let servers = ExternalServers::start(assembly.host.clone(), &assembly.config.mcp.servers, rt.handle().clone())?;
-        if !assembly.config.mcp.servers.is_empty() {
+        if wait && !assembly.config.mcp.servers.is_empty() {
             servers.wait_ready(SERVER_CONNECT_WAIT);
             for s in servers.status() {
                 if s.state != "up" {

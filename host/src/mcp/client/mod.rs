@@ -9,9 +9,10 @@
 //! `unavailable`) and the supervisor reconnects with exponential backoff.
 //! The other providers are never affected.
 //!
-//! Tool names: a server's tool keeps its own name unless another provider
-//! already has a tool of that name; then it is registered as
-//! `<server>.<tool>`. Nothing is ever overwritten. Servers connect in
+//! Tool names: a server's tool keeps its own name when it fits the one
+//! tool-name rule and no other provider has it; otherwise it is registered
+//! as `<server>_<tool>` (see `names.rs`; names with control characters or
+//! over 128 bytes are skipped). Nothing is ever overwritten. Servers connect in
 //! parallel but register their first tool list in the order they were added
 //! (config order), so who gets a contested bare name does not depend on
 //! which server happened to start faster.
@@ -21,6 +22,7 @@
 //! owns the connection. Each call has a deadline; when it passes, the
 //! request is abandoned and `notifications/cancelled` is sent to the server.
 
+mod names;
 mod oauth;
 mod provider;
 mod supervisor;
@@ -137,6 +139,7 @@ impl ExternalServers {
             last_error: Mutex::new(None),
             stop: CancellationToken::new(),
             relist: Notify::new(),
+            recheck: Notify::new(),
             exposed: Mutex::new(Vec::new()),
         });
         servers.insert(server.cfg.name.clone(), server.clone());

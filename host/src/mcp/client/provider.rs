@@ -23,6 +23,8 @@ pub(super) struct McpTools {
     pub(super) tools: Vec<ToolDef>,
     /// Exposed name -> the server's own name.
     pub(super) remote: HashMap<String, String>,
+    /// The largest result accepted, in bytes of JSON (the wasm output cap).
+    pub(super) max_output_bytes: usize,
 }
 
 impl Provider for McpTools {
@@ -64,6 +66,18 @@ impl Provider for McpTools {
         let options = PeerRequestOptions::with_timeout(timeout);
         let fut = async move { peer.send_request_with_option(request, options).await?.await_response().await };
         let response = block_on(&self.server.rt, fut);
+        // A call that failed as if the server were gone (a restart, a stale
+        // session): have the supervisor check the connection now rather
+        // than at its next ping.
+        if matches!(
+            response,
+            Err(ServiceError::Timeout { .. }
+                | ServiceError::TransportClosed
+                | ServiceError::TransportSend(_)
+                | ServiceError::Cancelled { .. })
+        ) {
+            self.server.recheck.notify_one();
+        }
         let result = match response {
             Ok(ServerResult::CallToolResult(r)) => r,
             Ok(other) => {
@@ -97,6 +111,13 @@ impl Provider for McpTools {
             }
             Err(e) => return Err(CallError::Failed { tool: tool.to_string(), message: e.to_string() }),
         };
+        // The same cap as a wasm tool's output: an upstream cannot flood
+        // the model's context (or the host's memory downstream).
+        let size = serde_json::to_vec(&result.content).map_or(usize::MAX, |v| v.len())
+            + result.structured_content.as_ref().map_or(0, |v| v.to_string().len());
+        if size > self.max_output_bytes {
+            return Err(CallError::OutputTooLarge { tool: tool.to_string(), size, limit: self.max_output_bytes });
+        }
         let content = from_mcp(&result.content, result.structured_content.as_ref());
         if result.is_error == Some(true) {
             let message = content

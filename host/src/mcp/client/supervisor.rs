@@ -31,6 +31,8 @@ pub(super) struct Server {
     pub(super) last_error: Mutex<Option<String>>,
     pub(super) stop: CancellationToken,
     pub(super) relist: Notify,
+    /// A call failed as if the connection were lost: ping now.
+    pub(super) recheck: Notify,
     pub(super) exposed: Mutex<Vec<String>>,
 }
 
@@ -159,8 +161,28 @@ async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running)
     host.registry().touch();
     tracing::info!(server = %server.cfg.name, "connected");
     let mut running = Some(running);
+    let mut ping = tokio::time::interval(PING_INTERVAL);
+    ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ping.tick().await;
     loop {
         tokio::select! {
+            // An HTTP server has no connection to watch: a restarted one
+            // answers the old session with 400 or 404 and every call would
+            // time out. A ping that fails ends this connection; the
+            // supervisor hides the tools and re-initializes.
+            _ = ping.tick() => {
+                let Some(peer) = running.as_ref().map(|r| r.peer().clone()) else { break };
+                let request = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default());
+                let options = rmcp::service::PeerRequestOptions::with_timeout(PING_TIMEOUT);
+                let answer = async { peer.send_request_with_option(request, options).await?.await_response().await };
+                if let Err(e) = answer.await {
+                    server.set_error(format!("ping failed ({e}); reconnecting"));
+                    break;
+                }
+            }
+            () = server.recheck.notified() => {
+                ping.reset_immediately();
+            }
             () = server.stop.cancelled() => {
                 if let Some(r) = running.take() {
                     let _ = r.cancel().await;
@@ -188,6 +210,39 @@ async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running)
     }
 }
 
+/// `initialize` failed: the error, with what a refused redirect means
+/// (reqwest's own words do not say).
+fn explain_http_error(url: &str, e: &str) -> String {
+    if e.contains("error following redirect") {
+        format!(
+            "initialize at {url}: the server redirected elsewhere; toolhost follows redirects only within the server's own origin (scheme, host and port), at most 5 ({e})"
+        )
+    } else {
+        format!("initialize at {url}: {e}")
+    }
+}
+
+/// Follows at most 5 redirects, and only within the origin (scheme, host and
+/// port) that was asked: the arguments of a call never reach a host the
+/// operator did not configure.
+pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt.previous().first().is_some_and(|first| {
+            first.scheme() == attempt.url().scheme()
+                && first.host_str() == attempt.url().host_str()
+                && first.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if !same {
+            let to = attempt.url().origin().ascii_serialization();
+            attempt.error(format!("refused a redirect to another origin ({to})"))
+        } else if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 async fn connect(server: &Arc<Server>) -> Result<Running, String> {
     let cfg = &server.cfg;
     let handler = Handler { server: server.clone() };
@@ -197,20 +252,22 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
             let mut parts = line.split_whitespace();
             let program = parts.next().ok_or("empty command")?;
             let mut cmd = tokio::process::Command::new(program);
-            cmd.args(parts).envs(&cfg.env).kill_on_drop(true);
+            // A clean environment: only the pass-through variables the
+            // config lists (never the DM's tokens by accident) and `env`.
+            cmd.args(parts).env_clear().kill_on_drop(true);
+            for var in &cfg.pass_env {
+                if let Some(v) = std::env::var_os(var) {
+                    cmd.env(var, v);
+                }
+            }
+            cmd.envs(&cfg.env);
             let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
                 .stderr(std::process::Stdio::piped())
                 .spawn()
                 .map_err(|e| format!("starting `{line}`: {e}"))?;
             if let Some(stderr) = stderr {
                 let name = cfg.name.clone();
-                tokio::spawn(async move {
-                    use tokio::io::AsyncBufReadExt as _;
-                    let mut lines = tokio::io::BufReader::new(stderr).lines();
-                    while let Ok(Some(l)) = lines.next_line().await {
-                        tracing::info!(server = %name, "stderr: {l}");
-                    }
-                });
+                tokio::spawn(log_stderr(name, stderr));
             }
             handler.serve(transport).await.map_err(|e| format!("initialize: {e}"))
         }
@@ -220,6 +277,7 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
             let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
             let client = reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
+                .redirect(same_origin_redirects())
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
             let auth = cfg.auth.as_ref();
@@ -231,16 +289,67 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
                     OAuthHttp { inner: client, tokens },
                     config,
                 );
-                return handler.serve(transport).await.map_err(|e| format!("initialize at {url}: {e}"));
+                return handler.serve(transport).await.map_err(|e| explain_http_error(&url, &e.to_string()));
             }
             if let Some(token) = auth.and_then(|a| a.token.as_deref()) {
                 let token = token.strip_prefix("Bearer ").unwrap_or(token).trim();
                 config = config.auth_header(token.to_string());
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-            handler.serve(transport).await.map_err(|e| format!("initialize at {url}: {e}"))
+            handler.serve(transport).await.map_err(|e| explain_http_error(&url, &e.to_string()))
         }
     }
+}
+
+/// How often a live connection is pinged.
+const PING_INTERVAL: Duration = Duration::from_secs(5);
+/// How long a ping may take before the connection counts as lost.
+const PING_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The longest stderr line logged, in bytes; the rest of a longer line is
+/// dropped.
+const STDERR_LINE_BYTES: usize = 4096;
+
+/// Logs a child's stderr at debug, a line at a time: escaped (it can never
+/// forge a host line), each line cut at [`STDERR_LINE_BYTES`] so a child
+/// that never writes a newline cannot grow the host's memory. It may hold
+/// secrets the child was given, hence debug, not info.
+async fn log_stderr(server: String, stderr: impl tokio::io::AsyncRead + Unpin) {
+    use tokio::io::AsyncBufReadExt as _;
+    let mut reader = tokio::io::BufReader::new(stderr);
+    let mut line = Vec::new();
+    let mut cut = false;
+    loop {
+        let (consumed, newline) = {
+            let Ok(buf) = reader.fill_buf().await else { return };
+            if buf.is_empty() {
+                break;
+            }
+            let (chunk, newline) = match buf.iter().position(|&b| b == b'\n') {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+            cut |= chunk.len() > room;
+            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            (newline.unwrap_or(buf.len()), newline.is_some())
+        };
+        reader.consume(consumed);
+        if newline {
+            emit_stderr(&server, &line, cut);
+            line.clear();
+            cut = false;
+        }
+    }
+    if !line.is_empty() {
+        emit_stderr(&server, &line, cut);
+    }
+}
+
+fn emit_stderr(server: &str, line: &[u8], cut: bool) {
+    let text = String::from_utf8_lossy(line);
+    let text = crate::tool::log_safe(text.trim_end_matches('\r'));
+    tracing::debug!(server, "stderr: {text}{}", if cut { " [cut]" } else { "" });
 }
 
 /// Lists the server's tools and (re)registers them as one provider.
@@ -268,14 +377,17 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
             tracing::warn!(server = %name, tool = %t.name, "skipping a tool with an unusable input schema: {e}");
             continue;
         }
-        let own = catalog.get(&t.name).is_none_or(|existing| existing.provider.name() == name.as_str());
-        let exposed = if own { t.name.to_string() } else { format!("{name}.{}", t.name) };
-        if !own {
-            tracing::warn!(server = %name, tool = %t.name, "name taken by another provider; registered as {exposed}");
-        }
-        if catalog.get(&exposed).is_some_and(|e| e.provider.name() != name.as_str()) {
-            tracing::warn!(server = %name, tool = %t.name, "skipping: both {} and {exposed} are taken", t.name);
-            continue;
+        let taken =
+            |n: &str| catalog.get(n).is_some_and(|e| e.provider.name() != name.as_str()) || remote.contains_key(n);
+        let exposed = match super::names::exposed_name(name, &t.name, taken) {
+            Ok(exposed) => exposed,
+            Err(why) => {
+                tracing::warn!(server = %name, "skipping a tool: {why}");
+                continue;
+            }
+        };
+        if exposed != t.name {
+            tracing::warn!(server = %name, tool = %exposed, "{} registered as {exposed}", crate::tool::log_safe(&t.name));
         }
         let meta = t.meta.as_ref().map(|m| Value::Object(m.0.clone())).unwrap_or(Value::Null);
         let declared = |key: &str| {
@@ -300,7 +412,8 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
         remote.insert(exposed, t.name.to_string());
     }
     let exposed: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
-    let provider = Arc::new(McpTools { server: server.clone(), tools: defs, remote });
+    let max_output_bytes = host.runtime().limits().output_bytes;
+    let provider = Arc::new(McpTools { server: server.clone(), tools: defs, remote, max_output_bytes });
     match host.registry().upsert(provider) {
         Ok(_) => {
             tracing::info!(server = %name, tools = exposed.len(), "registered");

@@ -76,6 +76,13 @@ impl Guest for Plugin {
             ),
             tool("plant_symlink", "Tries to link {\"link\"} to {\"target\"} (a symlink, then a hard link).", 1000),
             tool("read_path", "Reads {\"path\"} and returns its length.", 1000),
+            tool(
+                "alias_output",
+                "Returns one 1 MiB buffer {\"copies\"} times (default 120) through aliased pointers.",
+                1000,
+            ),
+            tool("forge_log", "Writes log, stderr and stdout lines that try to forge host log lines.", 1000),
+            tool("leak_in_error", "Reads {\"path\"} and fails with its contents in the error message.", 1000),
         ]
     }
 
@@ -173,6 +180,31 @@ impl Guest for Plugin {
                     Ok(bytes) => format!(r#"{{"ok": true, "len": {}}}"#, bytes.len()),
                     Err(e) => format!(r#"{{"ok": false, {}}}"#, io_error(&e)),
                 })])
+            }
+            "alias_output" => {
+                // The guest pays for one 1 MiB buffer; a host that copies
+                // every result before checking its size pays for all of them.
+                let copies = number_arg(&arguments, "copies").unwrap_or(120) as usize;
+                let mut buf = std::mem::ManuallyDrop::new(vec![b'a'; 1 << 20]);
+                let (ptr, len) = (buf.as_mut_ptr(), buf.len());
+                // SAFETY: none. Every String aliases the same buffer on
+                // purpose; the host must stop reading before it matters.
+                Ok((0..copies).map(|_| Content::Text(unsafe { String::from_raw_parts(ptr, len, len) })).collect())
+            }
+            "forge_log" => {
+                let forged = "\n2026-11-23T00:00:00.000000Z  INFO toolhost: FORGED host line\r\x1b[2K\u{202e}";
+                bindings::toolhost::plugin::host::log(
+                    bindings::toolhost::plugin::host::LogLevel::Warn,
+                    &format!("log{forged}"),
+                );
+                eprintln!("stderr{forged}");
+                println!("stdout{forged}");
+                Ok(vec![Content::Text("logged".into())])
+            }
+            "leak_in_error" => {
+                let path = string_arg(&arguments, "path").unwrap_or_default();
+                let secret = std::fs::read_to_string(&path).unwrap_or_else(|e| e.to_string());
+                Err(ToolError::Failed(format!("could not use {}", secret.trim())))
             }
             other => Err(ToolError::NotFound(other.into())),
         }

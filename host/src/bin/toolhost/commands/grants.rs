@@ -6,6 +6,11 @@ use std::process::ExitCode;
 /// The security review: for every plugin, its digest, what it asks for
 /// (from its imports), what the operator granted, what was denied, and in
 /// plain words what each grant allows.
+///
+/// Imports that expose nothing without a grant (the standard library's
+/// environment and filesystem) are shown as inert, not as asks. Findings
+/// (lines starting `!`) name grants its imports can never use
+/// (over-grants) and capabilities it asks for and lacks.
 #[derive(Debug, clap::Args)]
 pub struct Grants {
     /// Print JSON.
@@ -29,9 +34,15 @@ impl Grants {
             }
             println!("  tools:    {}", list_or_none(&r.tools));
             println!("  asks for: {}", list_or_none(&r.asks_for));
+            if !r.inert.is_empty() {
+                println!("  inert:    {} (imported, but nothing is exposed without a grant)", r.inert.join(", "));
+            }
             println!("  denied:   {}", list_or_none(&r.denied));
             for line in &r.allows {
                 println!("  - {line}");
+            }
+            for f in &r.findings {
+                println!("  ! {f}");
             }
             println!();
         }

@@ -8,11 +8,31 @@ use std::sync::Arc;
 use toolhost::Host;
 use toolhost::budget::{Budget, Tier};
 use toolhost::calibrate::{self, ProbeOutcome};
+use toolhost::capabilities::CAPABILITIES;
 use toolhost::report::{BudgetReport, ToolDeclaration};
+use toolhost::runtime::Grants;
+use toolhost::tool::Capabilities;
 
-/// Show what a component is before loading it: digest, size, the
-/// interfaces it imports (what it asks for), its exports, its tools, and
-/// a speed badge measured by probing its idempotent tools.
+/// Exit status of `inspect` when the component was described in full but
+/// this config would not load it (a capability it asks for is not granted).
+/// 1 means it could not be described at all; 2 is clap's usage error.
+pub const NOT_LOADABLE_HERE: u8 = 3;
+
+/// Describe a component before granting it anything: digest, imports, the
+/// capabilities they ask for, its tools, a speed badge.
+///
+/// Whatever the config grants: the capabilities it asks for are marked
+/// granted or not by this config's `plugins.grants.<name>`, those it imports
+/// but that expose nothing without a grant are shown as inert, and the
+/// badge is measured by probing its idempotent tools. It describes; it does
+/// not load. Its tools are read from the component's
+/// `list-tools` export in a sandbox with no grant at all, under the usual
+/// limits; no tool runs unless the plugin loads without any grant and this
+/// config would load it (then only idempotent tools, for the badge, still
+/// without grants). Exit status: 0 when this config would load it, 3 when
+/// it was described but this config would not load it, 1 when it cannot be
+/// described (not a toolhost component, an import this host does not
+/// provide, list-tools failing).
 #[derive(Debug, clap::Args)]
 pub struct Inspect {
     /// The component file.
@@ -43,8 +63,26 @@ struct Report {
     size: usize,
     imports: Vec<String>,
     exports: Vec<String>,
+    /// Whether this config would load it.
     loadable: bool,
+    /// Why it cannot be described, or why this config would not load it.
     error: Option<String>,
+    /// Whether its tools could be read.
+    described: bool,
+    /// Capabilities it asks for: those that need a grant to load, and
+    /// inert ones this config grants it.
+    asks_for: Capabilities,
+    /// Capabilities it imports that expose nothing without a grant, and
+    /// that this config does not grant it.
+    inert: Capabilities,
+    /// What `plugins.grants.<name>` grants (or the host's default for the name).
+    granted_by_config: Capabilities,
+    /// Asked for and not granted: why this config would not load it.
+    denied: Capabilities,
+    /// Granted but not imported: grants it can never use.
+    over_granted: Capabilities,
+    /// In plain words, what is wrong between its imports and its grants.
+    findings: Vec<String>,
     tools: Vec<InspectedTool>,
 }
 
@@ -60,30 +98,80 @@ impl Inspect {
         let (imports, exports) = (compiled.imports.clone(), compiled.exports.clone());
         let cfg = self.runtime.config.load()?;
         let host = Host::with_budget(runtime.clone(), Budget::new(cfg.budget.clone(), Vec::new()));
-        let loaded =
-            runtime.instantiate_compiled(compiled, Default::default()).map_err(|e| e.kind.to_string()).and_then(|p| {
-                host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
-                Ok(())
-            });
-        let error = loaded.err();
-        let probed =
-            if error.is_none() && self.probes > 0 { calibrate::calibrate(&host, self.probes) } else { Vec::new() };
-        let catalog = host.registry().snapshot();
-        let tools: Vec<InspectedTool> = catalog
-            .tools()
-            .map(|t| {
-                let probe_note = probed.iter().find(|p| p.tool == t.def.name).and_then(|p| match &p.outcome {
-                    ProbeOutcome::Probed(_) => None,
-                    ProbeOutcome::Skipped(why) => Some(format!("not probed: {why}")),
-                    ProbeOutcome::Failed(why) => Some(format!("probe failed: {why}")),
-                });
-                InspectedTool {
-                    declaration: (&t.def).into(),
-                    budget: (&host.budget().status(&t.def)).into(),
-                    probe_note,
+        // What this config grants a plugin of this name, as written: nothing
+        // is resolved (no directory created, no variable read). Without an
+        // entry, the host's default for the name (the built-in memorytool
+        // holds `memory`); this host has no grants configured, so that
+        // default is all `grants_for` can return.
+        let granted = match cfg.plugins.grants.get(&name) {
+            Some(g) => g.capabilities(),
+            None => host.grants_for(&name).map(|g| CAPABILITIES.held(&g)).unwrap_or_default(),
+        };
+        let review = CAPABILITIES.review(&imports, granted);
+        let described = runtime.describe_compiled(&compiled).map_err(|e| e.kind.to_string());
+        let refused = CAPABILITIES.check_granted(&imports, granted).err().map(|e| e.to_string());
+        let needs_grants = CAPABILITIES.check_imports(&imports, &Grants::default()).is_err();
+        // Why no tool runs (`None`: its idempotent tools are probed).
+        let not_probed = match (&described, &refused) {
+            _ if self.probes == 0 => None,
+            (Err(_), _) => None,
+            (Ok(_), Some(why)) => Some(format!("not probed: {name} would not load with this config ({why})")),
+            (Ok(_), None) if needs_grants => {
+                let needs = review.imported.difference(CAPABILITIES.inert_without_grant(review.imported));
+                Some(format!(
+                    "not probed: {name} needs its {} grant to load, and inspect runs tools only without grants",
+                    needs.names().join(", ")
+                ))
+            }
+            (Ok(_), None) => None,
+        };
+        let probed = match (&described, &not_probed) {
+            (Ok(_), None) if self.probes > 0 => {
+                match runtime
+                    .instantiate_compiled(compiled, Grants::default())
+                    .map_err(|e| e.kind.to_string())
+                    .and_then(|p| {
+                        host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
+                        Ok(())
+                    }) {
+                    Ok(()) => Ok(calibrate::calibrate(&host, self.probes)),
+                    Err(e) => Err(format!("not probed: {e}")),
                 }
+            }
+            _ => Ok(Vec::new()),
+        };
+        let tools: Vec<InspectedTool> = described
+            .as_ref()
+            .map(|defs| {
+                defs.iter()
+                    .map(|def| {
+                        let probe_note = match &probed {
+                            Err(e) => Some(e.clone()),
+                            Ok(probed) => not_probed.clone().or_else(|| {
+                                probed.iter().find(|p| p.tool == def.name).and_then(|p| match &p.outcome {
+                                    ProbeOutcome::Probed(_) => None,
+                                    ProbeOutcome::Skipped(why) => Some(format!("not probed: {why}")),
+                                    ProbeOutcome::Failed(why) => Some(format!("probe failed: {why}")),
+                                })
+                            }),
+                        };
+                        InspectedTool {
+                            declaration: def.into(),
+                            budget: (&host.budget().status(def)).into(),
+                            probe_note,
+                        }
+                    })
+                    .collect()
             })
-            .collect();
+            .unwrap_or_default();
+        let error = described.as_ref().err().or(refused.as_ref()).cloned();
+        let loadable = described.is_ok() && refused.is_none();
+        let status = match (&described, loadable) {
+            (Err(_), _) => ExitCode::FAILURE,
+            (Ok(_), false) => ExitCode::from(NOT_LOADABLE_HERE),
+            (Ok(_), true) => ExitCode::SUCCESS,
+        };
+        let findings = review.findings(&name);
         if self.json {
             print_json(&Report {
                 file: self.file.display().to_string(),
@@ -92,11 +180,18 @@ impl Inspect {
                 size,
                 imports,
                 exports,
-                loadable: error.is_none(),
+                loadable,
                 error: error.clone(),
+                described: described.is_ok(),
+                asks_for: review.asks,
+                inert: review.inert,
+                granted_by_config: review.granted,
+                denied: review.denied,
+                over_granted: review.over_granted,
+                findings,
                 tools,
             })?;
-            return Ok(if error.is_some() { ExitCode::FAILURE } else { ExitCode::SUCCESS });
+            return Ok(status);
         }
         println!("file:    {}", self.file.display());
         println!("sha256:  {digest}");
@@ -108,6 +203,26 @@ impl Inspect {
         println!("exports ({}):", exports.len());
         for e in &exports {
             println!("  {e}");
+        }
+        let asks: Vec<String> = review
+            .asks
+            .iter()
+            .map(|c| format!("{c} ({})", if review.granted.contains(c) { "granted" } else { "NOT granted" }))
+            .collect();
+        println!("asks for: {}", if asks.is_empty() { "nothing".to_string() } else { asks.join(", ") });
+        if !review.inert.is_empty() {
+            println!(
+                "inert:    {} (imported, but nothing is exposed without a grant)",
+                review.inert.names().join(", ")
+            );
+        }
+        if let (Ok(_), Some(why)) = (&described, &refused) {
+            println!("loads:    no, not with this config: {why}");
+        } else if described.is_ok() {
+            println!("loads:    yes, with this config");
+        }
+        for f in &findings {
+            println!("  ! {f}");
         }
         if tools.is_empty() {
             println!("tools:   none");
@@ -143,9 +258,13 @@ impl Inspect {
                 println!("      {}", d.description);
             }
         }
-        match error {
-            Some(e) => bail!("{name} cannot be loaded: {e}"),
-            None => Ok(ExitCode::SUCCESS),
+        match (described, refused) {
+            (Err(e), _) => bail!("{name} cannot be loaded: {e}"),
+            (Ok(_), Some(why)) => {
+                eprintln!("{name} would not load with this config: {why}");
+                Ok(status)
+            }
+            (Ok(_), None) => Ok(status),
         }
     }
 }

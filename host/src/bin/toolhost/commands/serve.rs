@@ -61,7 +61,10 @@ async fn start_admin(
 
 impl Serve {
     pub fn run(self) -> Result<ExitCode> {
-        let started = self.host.start()?;
+        // Over stdio the client is waiting for `initialize`: answer it at
+        // once; upstream tools join when their servers connect, announced
+        // with `tools/list_changed`.
+        let started = self.host.start_and_wait(!self.stdio)?;
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
         let admin = Admin { token: random_token()?, servers: Some(servers.clone()) };
@@ -80,7 +83,9 @@ impl Serve {
                 use rmcp::ServiceExt;
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
-                let service = front.serve(rmcp::transport::stdio()).await.context("MCP initialization over stdio")?;
+                // Malformed lines are answered (rmcp alone would drop them).
+                let stdio = toolhost::mcp::jsonrpc::strict_stdio(tokio::io::stdin(), tokio::io::stdout());
+                let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
                 service.waiting().await.context("MCP session over stdio")?;
                 EndpointRecord::remove(&record);
                 Ok(ExitCode::SUCCESS)

@@ -33,6 +33,10 @@ enum Action {
         /// Extra environment for --command, as NAME=VALUE (repeatable).
         #[arg(long = "set-env", value_name = "NAME=VALUE")]
         env: Vec<String>,
+        /// A variable --command inherits from this environment (repeatable);
+        /// it gets no others [default: PATH HOME LANG LC_ALL TZ TMPDIR USER].
+        #[arg(long = "pass-env", value_name = "NAME")]
+        pass_env: Vec<String>,
     },
     /// Disconnect the running host from a server; its tools leave the registry.
     Remove {
@@ -45,7 +49,7 @@ impl Server {
     pub fn run(self) -> Result<ExitCode> {
         let state = self.state;
         match self.action {
-            Action::Add { name, command, url, token_env, env } => {
+            Action::Add { name, command, url, token_env, env, pass_env } => {
                 let mut vars = BTreeMap::new();
                 for kv in env {
                     let (k, v) =
@@ -62,6 +66,7 @@ impl Server {
                     command,
                     url,
                     env: vars,
+                    pass_env: if pass_env.is_empty() { toolhost::config::default_pass_env() } else { pass_env },
                     auth: token.map(|t| AuthConfig { token: Some(t), oauth: None }),
                 };
                 let reply = state.admin()?.add_server(&cfg)?;

@@ -1,0 +1,61 @@
+//! Text from outside the host (a plugin's log lines, its stderr, an upstream
+//! server's stderr) made safe to put in the host's own log.
+
+use std::borrow::Cow;
+
+/// `s` with every character that could fake or hide a log line escaped:
+/// control characters (newlines, carriage returns, the escape that starts
+/// terminal sequences) and the Unicode format characters that reorder or
+/// hide text (bidirectional overrides and isolates, zero-width marks).
+/// Everything else is kept as is; text with nothing to escape is not copied.
+///
+/// A plugin that writes `"ok\n2026-01-01T00:00:00Z INFO toolhost: ..."`
+/// gets one log line reading `ok\n2026-...`, never a second line that
+/// looks like the host's.
+pub fn log_safe(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if needs_escape(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c,
+            '\u{061C}'                  // Arabic letter mark
+            | '\u{200B}'..='\u{200F}'   // zero-width space/joiners, LRM, RLM
+            | '\u{2028}' | '\u{2029}'   // line and paragraph separators
+            | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
+            | '\u{2060}'..='\u{2064}'   // word joiner, invisible operators
+            | '\u{2066}'..='\u{2069}'   // bidi isolates
+            | '\u{FEFF}'                // zero-width no-break space
+        )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_text_is_not_copied() {
+        assert!(matches!(log_safe("rolled 17 (d20)"), Cow::Borrowed(_)));
+        assert_eq!(log_safe("naïve café ✓"), "naïve café ✓");
+    }
+
+    #[test]
+    fn line_breaks_terminal_sequences_and_bidi_overrides_are_escaped() {
+        let forged = "ok\n2026-01-01T00:00:00Z  INFO toolhost: plugin installed\r\x1b[2K\u{202e}txt.exe";
+        let safe = log_safe(forged);
+        assert!(!safe.contains(['\n', '\r', '\x1b', '\u{202e}']));
+        assert_eq!(safe, "ok\\n2026-01-01T00:00:00Z  INFO toolhost: plugin installed\\r\\u{1b}[2K\\u{202e}txt.exe");
+        assert_eq!(log_safe("a\u{2028}b\u{85}c"), "a\\u{2028}b\\u{85}c");
+    }
+}

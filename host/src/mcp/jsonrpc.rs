@@ -1,0 +1,237 @@
+//! JSON-RPC checks in front of rmcp, on both transports, so that every
+//! malformed message gets the answer the specification and the reference
+//! SDKs give (rmcp answers some with 415 or `-32601`, and over stdio drops
+//! them unanswered).
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _};
+
+/// Parse error.
+pub const PARSE_ERROR: i64 = -32700;
+/// Invalid request.
+pub const INVALID_REQUEST: i64 = -32600;
+/// Invalid params.
+pub const INVALID_PARAMS: i64 = -32602;
+
+/// A message refused before it reached the protocol layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rejection {
+    /// The JSON-RPC error code.
+    pub code: i64,
+    /// The JSON-RPC error response to send.
+    pub response: Value,
+}
+
+impl Rejection {
+    fn new(id: Value, code: i64, message: String) -> Rejection {
+        Rejection { code, response: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}) }
+    }
+}
+
+/// Checks one message: JSON (else -32700), a single JSON-RPC 2.0 object with
+/// a string `method` or a `result`/`error` and a string or number `id`
+/// (else -32600; a batch too: the protocol versions served here have none),
+/// and for `tools/call`, params `{name: string, arguments?: object}` (else
+/// -32602, answered with the request's id).
+pub fn check_message(body: &[u8]) -> Result<(), Rejection> {
+    let v: Value = serde_json::from_slice(body)
+        .map_err(|e| Rejection::new(Value::Null, PARSE_ERROR, format!("Parse error: {e}")))?;
+    let invalid = |why: &str| Rejection::new(Value::Null, INVALID_REQUEST, format!("Invalid Request: {why}"));
+    let Value::Object(m) = &v else {
+        return Err(invalid(if v.is_array() {
+            "batches are not supported; send one message at a time"
+        } else {
+            "a message must be a JSON object"
+        }));
+    };
+    if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Err(invalid("\"jsonrpc\" must be \"2.0\""));
+    }
+    let id = m.get("id").cloned().unwrap_or(Value::Null);
+    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
+        return Err(invalid("\"id\" must be a string or a number"));
+    }
+    match m.get("method") {
+        Some(Value::String(method)) => {
+            if method == "tools/call" {
+                let params = m.get("params");
+                let name_ok = params.and_then(|p| p.get("name")).is_some_and(Value::is_string);
+                let args_ok = params.and_then(|p| p.get("arguments")).is_none_or(|a| a.is_object() || a.is_null());
+                if !name_ok || !args_ok {
+                    let why = if name_ok { "\"arguments\" must be an object" } else { "\"name\" must be a string" };
+                    return Err(Rejection::new(id, INVALID_PARAMS, format!("Invalid params: {why}")));
+                }
+            }
+            Ok(())
+        }
+        Some(_) => Err(invalid("\"method\" must be a string")),
+        None if m.contains_key("result") || m.contains_key("error") => Ok(()),
+        None => Err(invalid("a message needs a \"method\", or a \"result\" or \"error\"")),
+    }
+}
+
+/// The longest stdio message accepted, in bytes; a longer line is answered
+/// with -32600 and skipped without being held in memory.
+pub const MAX_STDIO_MESSAGE: usize = 4 << 20;
+
+/// A stdio transport for rmcp that answers malformed lines itself: reads
+/// newline-delimited messages from `input`, passes the good ones on, and
+/// writes the JSON-RPC error for the others to `output`, whole lines never
+/// interleaved with rmcp's own.
+pub fn strict_stdio<R, W>(input: R, output: W) -> (impl AsyncRead + Send + Unpin, impl AsyncWrite + Send + Unpin)
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    // One writer owns `output`: rmcp's lines and the refusals queue here.
+    tokio::spawn(async move {
+        let mut output = output;
+        while let Some(line) = lines_rx.recv().await {
+            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+                break;
+            }
+        }
+    });
+    let (to_rmcp, from_filter) = tokio::io::duplex(1 << 16);
+    let refusals = lines_tx.clone();
+    tokio::spawn(async move {
+        let mut input = tokio::io::BufReader::new(input);
+        let mut to_rmcp = to_rmcp;
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            let mut too_long = false;
+            // Read one line, keeping at most MAX_STDIO_MESSAGE bytes of it.
+            loop {
+                let buf = match input.fill_buf().await {
+                    Ok(b) => b,
+                    Err(_) => return,
+                };
+                if buf.is_empty() {
+                    if line.is_empty() && !too_long {
+                        return;
+                    }
+                    break;
+                }
+                let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
+                    Some(i) => (&buf[..=i], true),
+                    None => (buf, false),
+                };
+                if line.len() + chunk.len() > MAX_STDIO_MESSAGE {
+                    too_long = true;
+                } else {
+                    line.extend_from_slice(chunk);
+                }
+                let n = chunk.len();
+                input.consume(n);
+                if done {
+                    break;
+                }
+            }
+            if too_long {
+                let r = Rejection::new(
+                    Value::Null,
+                    INVALID_REQUEST,
+                    format!("Invalid Request: a message over {MAX_STDIO_MESSAGE} bytes"),
+                );
+                let _ = refusals.send(format!("{}\n", r.response).into_bytes());
+                continue;
+            }
+            let text = line.trim_ascii();
+            if text.is_empty() {
+                continue;
+            }
+            match check_message(text) {
+                Ok(()) => {
+                    let mut msg = text.to_vec();
+                    msg.push(b'\n');
+                    if to_rmcp.write_all(&msg).await.is_err() {
+                        return;
+                    }
+                }
+                Err(r) => {
+                    let _ = refusals.send(format!("{}\n", r.response).into_bytes());
+                }
+            }
+        }
+    });
+    (from_filter, LineSink { tx: lines_tx, partial: Vec::new() })
+}
+
+/// rmcp's side of the shared output: complete lines go to the writer.
+struct LineSink {
+    tx: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    partial: Vec<u8>,
+}
+
+impl AsyncWrite for LineSink {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        self.partial.extend_from_slice(buf);
+        if let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') {
+            let rest = self.partial.split_off(end + 1);
+            let lines = std::mem::replace(&mut self.partial, rest);
+            if self.tx.send(lines).is_err() {
+                return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+            }
+        }
+        std::task::Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn code(body: &str) -> Option<i64> {
+        check_message(body.as_bytes()).err().map(|r| r.code)
+    }
+
+    #[test]
+    fn each_malformation_gets_its_code() {
+        assert_eq!(code("{not json"), Some(PARSE_ERROR));
+        assert_eq!(code(r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#), Some(INVALID_REQUEST));
+        assert_eq!(code("42"), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":5}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1}"#), Some(INVALID_REQUEST));
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#),
+            Some(INVALID_PARAMS)
+        );
+        assert_eq!(
+            code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"roll","arguments":"1d20"}}"#),
+            Some(INVALID_PARAMS)
+        );
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"roll"}}"#), None);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#), None);
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), None);
+    }
+
+    #[test]
+    fn invalid_params_keep_the_request_id() {
+        let r = check_message(br#"{"jsonrpc":"2.0","id":"x7","method":"tools/call","params":{}}"#).unwrap_err();
+        assert_eq!(r.response["id"], "x7");
+        let r = check_message(b"{oops").unwrap_err();
+        assert_eq!(r.response["id"], Value::Null);
+    }
+}
