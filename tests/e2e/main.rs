@@ -35,6 +35,7 @@ mod live;
 mod loading;
 mod mcp;
 mod memory;
+mod operator;
 mod peers;
 mod plugins;
 mod review;

@@ -35,6 +35,9 @@ pub struct ProviderEntry {
 /// `GET /status`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct StatusReply {
+    /// The serving process.
+    #[serde(default)]
+    pub pid: u32,
     /// Every provider, sorted by name.
     pub providers: Vec<ProviderEntry>,
     /// Every external server, sorted by name.

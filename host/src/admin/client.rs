@@ -15,8 +15,19 @@ use std::time::Duration;
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
     /// No endpoint record: no host is serving with this state directory.
-    #[error("no running toolhost found: {0} is missing (start one with `toolhost serve`)")]
+    #[error("no running toolhost found: no live endpoint record in {0} (start one with `toolhost serve`)")]
     NotRunning(PathBuf),
+    /// `--pid` names no running host.
+    #[error("no toolhost with pid {pid} serves with this state directory (records: {dir})")]
+    NoSuchHost {
+        /// The pid asked for.
+        pid: u32,
+        /// Where the records are.
+        dir: PathBuf,
+    },
+    /// Several hosts serve with this state directory and none is the obvious one.
+    #[error("several toolhost processes serve with this state directory: {0}; choose one with --pid")]
+    Ambiguous(String),
     /// The endpoint record is unreadable.
     #[error("{path}: {reason}")]
     BadRecord {
@@ -46,8 +57,11 @@ pub enum ClientError {
     BadReply(String),
 }
 
-/// `<state>/admin.json`: where a serving host's admin API is and its token,
-/// readable by the operator's user only.
+/// `<state>/admin/<pid>.json`: where one serving host's admin API is and
+/// its token, readable by the operator's user only. Each serving process
+/// has its own, so a `serve --stdio` started by an MCP client never hides
+/// the DM's HTTP host; a record whose process is gone is stale and ignored
+/// (and removed).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EndpointRecord {
     /// `http://127.0.0.1:PORT`.
@@ -56,27 +70,37 @@ pub struct EndpointRecord {
     pub token: String,
     /// The serving process.
     pub pid: u32,
+    /// How that process serves MCP: `http` or `stdio`.
+    #[serde(default = "http_transport")]
+    pub transport: String,
+}
+
+fn http_transport() -> String {
+    "http".into()
 }
 
 impl EndpointRecord {
-    /// The record's path in `state`.
-    pub fn path(state: &Path) -> PathBuf {
-        state.join("admin.json")
+    /// The directory of records in `state`.
+    pub fn dir(state: &Path) -> PathBuf {
+        state.join("admin")
     }
 
-    /// Writes the record for a host serving its admin API on `addr`
-    /// (atomically, mode 0600). Remove it with [`EndpointRecord::remove`].
-    pub fn write(state: &Path, addr: SocketAddr, token: &str) -> std::io::Result<PathBuf> {
-        use std::io::Write as _;
-        use std::os::unix::fs::OpenOptionsExt as _;
-        crate::runtime::private::create_dirs(state)?;
-        let path = EndpointRecord::path(state);
-        let tmp = state.join(format!(".admin.json.{}", std::process::id()));
-        let record =
-            EndpointRecord { url: format!("http://{addr}"), token: token.to_string(), pid: std::process::id() };
-        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-        f.write_all(serde_json::to_string(&record).map_err(std::io::Error::other)?.as_bytes())?;
-        std::fs::rename(&tmp, &path)?;
+    /// Writes the record for this process, serving its admin API on `addr`
+    /// and MCP over `transport` (atomically, mode 0600, in a 0700
+    /// directory). Remove it with [`EndpointRecord::remove`].
+    pub fn write(state: &Path, addr: SocketAddr, token: &str, transport: &str) -> std::io::Result<PathBuf> {
+        let dir = EndpointRecord::dir(state);
+        crate::runtime::private::create_dirs(&dir)?;
+        let pid = std::process::id();
+        let path = dir.join(format!("{pid}.json"));
+        let record = EndpointRecord {
+            url: format!("http://{addr}"),
+            token: token.to_string(),
+            pid,
+            transport: transport.into(),
+        };
+        let json = serde_json::to_string(&record).map_err(std::io::Error::other)?;
+        crate::runtime::private::write_private(&path, json.as_bytes())?;
         Ok(path)
     }
 
@@ -85,11 +109,62 @@ impl EndpointRecord {
         let _ = std::fs::remove_file(path);
     }
 
-    /// Reads the record in `state`.
-    pub fn read(state: &Path) -> Result<EndpointRecord, ClientError> {
-        let path = EndpointRecord::path(state);
-        let text = std::fs::read_to_string(&path).map_err(|_| ClientError::NotRunning(path.clone()))?;
-        serde_json::from_str(&text).map_err(|e| ClientError::BadRecord { path, reason: e.to_string() })
+    /// The records of the hosts running with `state`, oldest process first.
+    /// Records of processes that are gone are removed.
+    pub fn live(state: &Path) -> Vec<EndpointRecord> {
+        let Ok(entries) = std::fs::read_dir(EndpointRecord::dir(state)) else { return Vec::new() };
+        let mut live = Vec::new();
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let record =
+                std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<EndpointRecord>(&t).ok());
+            match record {
+                Some(r) if process_alive(r.pid) => live.push(r),
+                _ => {
+                    tracing::debug!(record = %path.display(), "removing a stale admin endpoint record");
+                    EndpointRecord::remove(&path);
+                }
+            }
+        }
+        live.sort_by_key(|r| r.pid);
+        live
+    }
+
+    /// The record of the host to talk to: the one with `pid` when given;
+    /// otherwise the only HTTP host, or the only host at all.
+    pub fn find(state: &Path, pid: Option<u32>) -> Result<EndpointRecord, ClientError> {
+        let live = EndpointRecord::live(state);
+        if let Some(pid) = pid {
+            return live
+                .into_iter()
+                .find(|r| r.pid == pid)
+                .ok_or_else(|| ClientError::NoSuchHost { pid, dir: EndpointRecord::dir(state) });
+        }
+        let http: Vec<&EndpointRecord> = live.iter().filter(|r| r.transport == "http").collect();
+        match (http.as_slice(), live.as_slice()) {
+            ([one], _) => Ok((*one).clone()),
+            ([], [one]) => Ok(one.clone()),
+            ([], []) => Err(ClientError::NotRunning(EndpointRecord::dir(state))),
+            _ => Err(ClientError::Ambiguous(
+                live.iter()
+                    .map(|r| format!("pid {} ({}, admin {})", r.pid, r.transport, r.url))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            )),
+        }
+    }
+}
+
+/// Whether process `pid` exists (signal 0: nothing is sent).
+fn process_alive(pid: u32) -> bool {
+    let Some(pid) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else { return false };
+    match rustix::process::test_kill_process(pid) {
+        Ok(()) => true,
+        // It exists but belongs to someone else: not ours, but not gone.
+        Err(e) => e == rustix::io::Errno::PERM,
     }
 }
 
@@ -103,8 +178,9 @@ pub struct AdminClient {
 
 impl AdminClient {
     /// Finds the host serving with state directory `state`.
-    pub fn discover(state: &Path) -> Result<AdminClient, ClientError> {
-        let record = EndpointRecord::read(state)?;
+    /// With `pid`, the host of that process; otherwise see [`EndpointRecord::find`].
+    pub fn discover(state: &Path, pid: Option<u32>) -> Result<AdminClient, ClientError> {
+        let record = EndpointRecord::find(state, pid)?;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

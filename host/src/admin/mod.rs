@@ -7,8 +7,9 @@
 //! - [`client`]: the CLI's side: finds the running host through its endpoint
 //!   record in the state directory and calls it.
 //!
-//! The endpoint record (`<state>/admin.json`, mode 0600) holds the address
-//! and the token; only the operator's user can read it.
+//! Each serving process writes an endpoint record (`<state>/admin/<pid>.json`,
+//! mode 0600) with the address and the token; only the operator's user can
+//! read it. Commands pick the only HTTP host, or the only host, or `--pid`.
 
 pub mod api;
 pub mod client;

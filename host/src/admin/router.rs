@@ -90,7 +90,7 @@ async fn authorize(State(state): State<AdminState>, request: Request, next: Next
         _ => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "forbidden",
-            "the admin API needs the admin token (see <state dir>/admin.json)",
+            "the admin API needs the admin token (see <state dir>/admin/<pid>.json)",
         )
         .into_response(),
     }
@@ -109,7 +109,7 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
         })
         .collect();
     let servers = s.admin.servers.as_ref().map(|s| s.status()).unwrap_or_default();
-    Ok(Json(StatusReply { providers, servers }))
+    Ok(Json(StatusReply { pid: std::process::id(), providers, servers }))
 }
 
 async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {

@@ -42,6 +42,10 @@ pub struct StateArgs {
     /// [default: $TOOLHOST_STATE_DIR, $XDG_STATE_HOME/toolhost or ~/.local/state/toolhost].
     #[arg(long, value_name = "DIR", global = true)]
     pub state_dir: Option<PathBuf>,
+    /// The running host's process id, when several serve with this state
+    /// directory [default: the only one serving HTTP, else the only one].
+    #[arg(long, value_name = "PID", global = true)]
+    pub pid: Option<u32>,
 }
 
 impl StateArgs {
@@ -52,7 +56,7 @@ impl StateArgs {
 
     /// A client of the running host's admin API.
     pub fn admin(&self) -> Result<toolhost::admin::client::AdminClient> {
-        Ok(toolhost::admin::client::AdminClient::discover(&self.state_dir()?)?)
+        Ok(toolhost::admin::client::AdminClient::discover(&self.state_dir()?, self.pid)?)
     }
 }
 

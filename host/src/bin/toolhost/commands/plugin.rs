@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Add, replace, remove or list plugins in the running host, without a
-/// restart (through its admin API, found in <state dir>/admin.json).
+/// restart (through its admin API, found in <state dir>/admin/<pid>.json).
 #[derive(Debug, clap::Args)]
 pub struct Plugin {
     #[command(subcommand)]

@@ -48,7 +48,7 @@ async fn start_admin(
 ) -> Result<std::path::PathBuf> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await.context("binding the admin port")?;
     let local = listener.local_addr()?;
-    let record = EndpointRecord::write(state, local, &admin.token)
+    let record = EndpointRecord::write(state, local, &admin.token, "stdio")
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
     let mut cfg = cfg.clone();
     cfg.tokens.clear();
@@ -98,7 +98,7 @@ impl Serve {
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
             let app = router(host.clone(), &server_cfg, local, Some(admin))?;
-            let record = EndpointRecord::write(&state, local, &admin_token)
+            let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
             // The banner. Whoever started us may close stdout after reading the
             // first line: a failed write must not stop the server.

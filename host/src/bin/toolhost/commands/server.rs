@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use toolhost::config::{AuthConfig, McpServerConfig, Transport};
 
 /// Add or remove an external MCP server in the running host (through its
-/// admin API, found in <state dir>/admin.json), without a restart.
+/// admin API, found in <state dir>/admin/<pid>.json), without a restart.
 #[derive(Debug, clap::Args)]
 pub struct Server {
     #[command(subcommand)]

@@ -31,6 +31,7 @@ impl Status {
                 ]
             })
             .collect();
+        println!("toolhost pid {}", status.pid);
         print_table(&["PROVIDER", "KIND", "STATE", "TOOLS"], &rows);
         Ok(ExitCode::SUCCESS)
     }
