@@ -170,8 +170,8 @@ impl AuditLog {
     pub fn write(&self, r: &Record<'_>) {
         tracing::info!(
             target: "toolhost::audit",
-            agent = r.agent.unwrap_or("-"),
-            tool = r.tool,
+            agent = %crate::tool::log_safe(r.agent.unwrap_or("-")),
+            tool = %crate::tool::log_safe(r.tool),
             outcome = r.outcome,
             duration_ms = r.duration_ms,
             "call"
@@ -183,9 +183,9 @@ impl AuditLog {
     pub fn write_plugin(&self, r: &PluginRecord<'_>) {
         tracing::info!(
             target: "toolhost::audit",
-            plugin = r.plugin,
+            plugin = %crate::tool::log_safe(r.plugin),
             sha256 = r.sha256.unwrap_or("-"),
-            error = r.error.as_deref().unwrap_or("-"),
+            error = %crate::tool::log_safe(r.error.as_deref().unwrap_or("-")),
             "{}",
             r.event.as_str()
         );
@@ -194,13 +194,17 @@ impl AuditLog {
 
     fn append(&self, r: &impl Serialize) {
         let Some(file) = &self.file else { return };
-        let mut line = match serde_json::to_vec(r) {
+        let line = match serde_json::to_vec(r) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot encode audit record");
                 return;
             }
         };
+        // JSON allows U+2028, U+2029 and U+0085 raw inside strings, but
+        // line-splitting readers (Python's splitlines, some log shippers)
+        // break records on them: write them escaped.
+        let mut line = escape_line_separators(line);
         line.push(b'\n');
         // One write of a whole line to an O_APPEND file: records from
         // concurrent calls (and processes) never interleave.
@@ -209,6 +213,16 @@ impl AuditLog {
             tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
         }
     }
+}
+
+/// `json` with U+2028, U+2029 and U+0085 written as `\\u` escapes (they
+/// only occur inside strings, where the escape means the same).
+fn escape_line_separators(json: Vec<u8>) -> Vec<u8> {
+    let Ok(text) = String::from_utf8(json) else { return Vec::new() };
+    if !text.contains(['\u{2028}', '\u{2029}', '\u{85}']) {
+        return text.into_bytes();
+    }
+    text.replace('\u{2028}', "\\u2028").replace('\u{2029}', "\\u2029").replace('\u{85}', "\\u0085").into_bytes()
 }
 
 /// sha256 of the arguments' JSON text, hex.
@@ -257,6 +271,16 @@ mod tests {
         assert_eq!(redact_error(&e, true), ("leak failed: could not use hunter2".into(), None, None));
         let host_words = CallError::Timeout { tool: "leak".into(), limit_ms: 500 };
         assert_eq!(redact_error(&host_words, false), ("leak timed out after 500 ms".into(), None, None));
+    }
+
+    #[test]
+    fn records_never_contain_unicode_line_separators() {
+        let line = serde_json::to_vec(&serde_json::json!({"tool": "a\u{2028}b\u{85}c\u{2029}"})).unwrap();
+        let out = String::from_utf8(escape_line_separators(line)).unwrap();
+        assert_eq!(out.lines().count(), 1);
+        assert!(!out.contains(['\u{2028}', '\u{2029}', '\u{85}']), "{out}");
+        let back: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(back["tool"], "a\u{2028}b\u{85}c\u{2029}");
     }
 
     #[test]

@@ -92,25 +92,25 @@ fn apply(host: &Host, path: &Path, loaded: &mut HashMap<String, PathBuf>) {
         match host.install_plugin_file(path) {
             Ok(i) => {
                 tracing::info!(
-                    plugin = %i.name,
+                    plugin = %crate::tool::log_safe(&i.name),
                     tools = i.tools.len(),
                     replaced = i.replaced.is_some(),
-                    "hot-loaded {}",
-                    path.display()
+                    "hot-loaded {:?}",
+                    path
                 );
                 loaded.insert(name, path.to_path_buf());
             }
             Err(e) => {
-                tracing::error!(file = %path.display(), "not loaded (the running version, if any, keeps serving): {e}")
+                tracing::error!(file = ?path, "not loaded (the running version, if any, keeps serving): {}", crate::tool::log_safe(&e.to_string()))
             }
         }
     } else if loaded.get(&name).is_some_and(|p| p == path) {
         match host.uninstall_plugin(&name) {
             Ok(()) => {
-                tracing::info!(plugin = %name, "unloaded: {} was removed", path.display());
+                tracing::info!(plugin = %crate::tool::log_safe(&name), "unloaded: {path:?} was removed");
                 loaded.remove(&name);
             }
-            Err(e) => tracing::error!(plugin = %name, "unloading failed: {e}"),
+            Err(e) => tracing::error!(plugin = %crate::tool::log_safe(&name), "unloading failed: {e}"),
         }
     }
 }

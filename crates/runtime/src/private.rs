@@ -99,9 +99,28 @@ pub fn touch_private(path: &Path) -> io::Result<()> {
 }
 
 /// Opens `path` for appending, creating it 0600 if missing (an existing file
-/// of ours is tightened to 0600).
+/// of ours is tightened to 0600). Only a regular file is opened: a symlink
+/// is refused, and a FIFO or device is refused without blocking.
 pub fn open_private_append(path: &Path) -> io::Result<std::fs::File> {
-    let f = OpenOptions::new().create(true).append(true).mode(0o600).open(path)?;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    let f =
+        OpenOptions::new().create(true).append(true).mode(0o600).custom_flags(flags.bits() as i32).open(path).map_err(
+            |e| match e.raw_os_error() {
+                Some(code) if code == rustix::io::Errno::LOOP.raw_os_error() => io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{} is a symbolic link; give the file itself", path.display()),
+                ),
+                // A FIFO with no reader, opened non-blocking for writing.
+                Some(code) if code == rustix::io::Errno::NXIO.raw_os_error() => {
+                    io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a regular file", path.display()))
+                }
+                _ => e,
+            },
+        )?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("{} is not a regular file", path.display())));
+    }
     tighten(&f)?;
     Ok(f)
 }
@@ -216,5 +235,20 @@ mod tests {
         std::fs::write(t.path().join("short"), b"abc").unwrap();
         std::fs::set_permissions(t.path().join("short"), Permissions::from_mode(0o600)).unwrap();
         assert!(load_or_create_key(&t.path().join("short")).is_err());
+    }
+
+    #[test]
+    fn an_append_file_must_be_a_regular_file_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let e = open_private_append(&fifo).unwrap_err();
+        assert!(e.to_string().contains("not a regular file"), "refused, without blocking: {e}");
+        let target = dir.path().join("target");
+        std::fs::write(&target, "x").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(open_private_append(&link).unwrap_err().to_string().contains("symbolic link"));
+        assert!(open_private_append(&dir.path().join("new")).is_ok());
     }
 }

@@ -30,7 +30,13 @@ pub fn log_safe(s: &str) -> Cow<'_, str> {
 fn needs_escape(c: char) -> bool {
     c.is_control()
         || matches!(c,
-            '\u{061C}'                  // Arabic letter mark
+            '\u{00AD}'                  // soft hyphen (invisible)
+            | '\u{061C}'                // Arabic letter mark
+            | '\u{115F}' | '\u{1160}'   // Hangul fillers
+            | '\u{180E}'                // Mongolian vowel separator
+            | '\u{3164}' | '\u{FFA0}'   // Hangul fillers
+            | '\u{FE00}'..='\u{FE0F}'   // variation selectors
+            | '\u{E0000}'..='\u{E0FFF}' // tags, variation selectors supplement
             | '\u{200B}'..='\u{200F}'   // zero-width space/joiners, LRM, RLM
             | '\u{2028}' | '\u{2029}'   // line and paragraph separators
             | '\u{202A}'..='\u{202E}'   // bidi embeddings and overrides
@@ -57,5 +63,6 @@ mod tests {
         assert!(!safe.contains(['\n', '\r', '\x1b', '\u{202e}']));
         assert_eq!(safe, "ok\\n2026-01-01T00:00:00Z  INFO toolhost: plugin installed\\r\\u{1b}[2K\\u{202e}txt.exe");
         assert_eq!(log_safe("a\u{2028}b\u{85}c"), "a\\u{2028}b\\u{85}c");
+        assert_eq!(log_safe("x\u{ad}\u{3164}\u{e0041}"), "x\\u{ad}\\u{3164}\\u{e0041}");
     }
 }

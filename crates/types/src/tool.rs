@@ -297,7 +297,9 @@ impl CallError {
             | CallError::NotFound { message, .. }
             | CallError::Forbidden { message, .. }
             | CallError::Failed { message, .. }
-            | CallError::GuestPanic { message, .. } => Some(message),
+            | CallError::GuestPanic { message, .. }
+            // An external server's state, in its own words among them.
+            | CallError::Unavailable { message, .. } => Some(message),
             _ => None,
         }
     }

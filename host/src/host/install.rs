@@ -219,7 +219,7 @@ impl Host {
             }
         }
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
-        tracing::info!(plugin = %name, digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
+        tracing::info!(plugin = %crate::tool::log_safe(&name), digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
         self.audit_loaded(&plugin, Some(path), replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
             name,
@@ -244,7 +244,7 @@ impl Host {
         }
         let removed = self.registry.remove(name)?;
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-        tracing::info!(plugin = %name, "plugin removed");
+        tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed");
         self.audit.write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRemove,

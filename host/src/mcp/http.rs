@@ -340,7 +340,12 @@ async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
 /// request (-32600), 200 with -32602 for invalid `tools/call` params, as the
 /// specification and the reference SDKs answer.
 fn refuse_malformed(body: &[u8]) -> Option<Response> {
-    let r = super::jsonrpc::check_message(body).err()?;
+    let r = match super::jsonrpc::check_message(body) {
+        Ok(super::jsonrpc::Verdict::Pass) => return None,
+        // A notification gets no answer, only the 202 that says it arrived.
+        Ok(super::jsonrpc::Verdict::Drop) => return Some(StatusCode::ACCEPTED.into_response()),
+        Err(r) => r,
+    };
     let status = if r.code == super::jsonrpc::INVALID_PARAMS { StatusCode::OK } else { StatusCode::BAD_REQUEST };
     Some((status, axum::Json(r.response)).into_response())
 }

@@ -28,12 +28,25 @@ impl Rejection {
     }
 }
 
-/// Checks one message: JSON (else -32700), a single JSON-RPC 2.0 object with
-/// a string `method` or a `result`/`error` and a string or number `id`
-/// (else -32600; a batch too: the protocol versions served here have none),
-/// and for `tools/call`, params `{name: string, arguments?: object}` (else
-/// -32602, answered with the request's id).
-pub fn check_message(body: &[u8]) -> Result<(), Rejection> {
+/// What to do with one incoming message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Verdict {
+    /// Well formed: pass it on.
+    Pass,
+    /// A notification that is not well formed: JSON-RPC answers no
+    /// notification, so it is dropped.
+    Drop,
+}
+
+/// Checks one message: JSON (else -32700), a single JSON-RPC 2.0 object
+/// (else -32600; a batch too: the protocol versions served here have
+/// none) that is a request (string `method`, string or integer `id`), a
+/// notification (string `method`, no `id`) or a response (`result` or
+/// `error`, no `method`); `params`, when present, an object. A request with
+/// bad params, and a `tools/call` whose params are not
+/// `{name: string, arguments?: object}`, get -32602 with the request's id;
+/// a malformed notification is dropped, never answered.
+pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Rejection::new(Value::Null, PARSE_ERROR, format!("Parse error: {e}")))?;
     let invalid = |why: &str| Rejection::new(Value::Null, INVALID_REQUEST, format!("Invalid Request: {why}"));
@@ -47,26 +60,41 @@ pub fn check_message(body: &[u8]) -> Result<(), Rejection> {
     if m.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
         return Err(invalid("\"jsonrpc\" must be \"2.0\""));
     }
-    let id = m.get("id").cloned().unwrap_or(Value::Null);
-    if !matches!(id, Value::Null | Value::String(_) | Value::Number(_)) {
-        return Err(invalid("\"id\" must be a string or a number"));
-    }
-    match m.get("method") {
-        Some(Value::String(method)) => {
-            if method == "tools/call" {
-                let params = m.get("params");
-                let name_ok = params.and_then(|p| p.get("name")).is_some_and(Value::is_string);
-                let args_ok = params.and_then(|p| p.get("arguments")).is_none_or(|a| a.is_object() || a.is_null());
-                if !name_ok || !args_ok {
-                    let why = if name_ok { "\"arguments\" must be an object" } else { "\"name\" must be a string" };
-                    return Err(Rejection::new(id, INVALID_PARAMS, format!("Invalid params: {why}")));
-                }
-            }
-            Ok(())
+    let id = match m.get("id") {
+        None => None,
+        Some(id @ Value::String(_)) => Some(id.clone()),
+        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
+        Some(_) => return Err(invalid("\"id\" must be a string or an integer")),
+    };
+    let is_response = m.contains_key("result") || m.contains_key("error");
+    let method = match m.get("method") {
+        Some(Value::String(method)) if !is_response => method,
+        Some(Value::String(_)) => return Err(invalid("a message is a request or a response, not both")),
+        Some(_) => return Err(invalid("\"method\" must be a string")),
+        None if is_response && id.is_some() => return Ok(Verdict::Pass),
+        None if is_response => return Err(invalid("a response needs the \"id\" of its request")),
+        None => return Err(invalid("a message needs a \"method\", or a \"result\" or \"error\"")),
+    };
+    let params = m.get("params");
+    let bad_params = if params.is_some_and(|p| !p.is_object()) {
+        Some("\"params\" must be an object")
+    } else if params.and_then(|p| p.get("_meta")).is_some_and(|meta| !meta.is_object()) {
+        Some("\"_meta\" must be an object")
+    } else if method == "tools/call" {
+        let name_ok = params.and_then(|p| p.get("name")).is_some_and(Value::is_string);
+        let args_ok = params.and_then(|p| p.get("arguments")).is_none_or(|a| a.is_object() || a.is_null());
+        match (name_ok, args_ok) {
+            (false, _) => Some("\"name\" must be a string"),
+            (true, false) => Some("\"arguments\" must be an object"),
+            (true, true) => None,
         }
-        Some(_) => Err(invalid("\"method\" must be a string")),
-        None if m.contains_key("result") || m.contains_key("error") => Ok(()),
-        None => Err(invalid("a message needs a \"method\", or a \"result\" or \"error\"")),
+    } else {
+        None
+    };
+    match (bad_params, id) {
+        (None, _) => Ok(Verdict::Pass),
+        (Some(_), None) => Ok(Verdict::Drop),
+        (Some(why), Some(id)) => Err(Rejection::new(id, INVALID_PARAMS, format!("Invalid params: {why}"))),
     }
 }
 
@@ -143,7 +171,8 @@ where
                 continue;
             }
             match check_message(text) {
-                Ok(()) => {
+                Ok(Verdict::Drop) => tracing::debug!("dropped a malformed notification"),
+                Ok(Verdict::Pass) => {
                     let mut msg = text.to_vec();
                     msg.push(b'\n');
                     if to_rmcp.write_all(&msg).await.is_err() {
@@ -203,6 +232,19 @@ mod tests {
 
     fn code(body: &str) -> Option<i64> {
         check_message(body.as_bytes()).err().map(|r| r.code)
+    }
+
+    #[test]
+    fn ids_params_and_mixed_messages_are_checked() {
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping","result":{}}"#), Some(INVALID_REQUEST));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":5}"#), Some(INVALID_PARAMS));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":5}}"#), Some(INVALID_PARAMS));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","result":{}}"#), Some(INVALID_REQUEST));
+        let drop = |b: &str| check_message(b.as_bytes()).unwrap();
+        assert_eq!(drop(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":5}"#), Verdict::Drop);
+        assert_eq!(drop(r#"{"jsonrpc":"2.0","method":"tools/call","params":{}}"#), Verdict::Drop);
     }
 
     #[test]

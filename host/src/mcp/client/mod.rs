@@ -25,6 +25,7 @@
 mod names;
 mod oauth;
 mod provider;
+mod relay;
 mod supervisor;
 
 use crate::Host;
@@ -140,6 +141,7 @@ impl ExternalServers {
             stop: CancellationToken::new(),
             relist: Notify::new(),
             recheck: Notify::new(),
+            relay: relay::Relay::default(),
             exposed: Mutex::new(Vec::new()),
         });
         servers.insert(server.cfg.name.clone(), server.clone());

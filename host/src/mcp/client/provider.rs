@@ -13,6 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+/// The longest error message kept from a server, in characters.
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// `text` cut to [`MAX_ERROR_TEXT`] characters, saying so.
+fn cut(text: &str) -> String {
+    match text.char_indices().nth(MAX_ERROR_TEXT) {
+        Some((i, _)) => format!("{}... [cut: {} bytes in all]", &text[..i], text.len()),
+        None => text.to_string(),
+    }
+}
+
 /// Deadline of a call when the budget gave none.
 const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
@@ -62,10 +73,18 @@ impl Provider for McpTools {
         if let Value::Object(o) = arguments {
             params = params.with_arguments(o.clone());
         }
+        // With somewhere to send them, the server's progress reports (and
+        // its log lines, while this is its only call) reach the caller.
+        let relayed = ctx.events.clone().map(|sink| self.server.relay.register(sink));
+        if let Some(r) = &relayed {
+            use rmcp::model::RequestParamsMeta as _;
+            params.set_progress_token(rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(r.token)));
+        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(timeout);
         let fut = async move { peer.send_request_with_option(request, options).await?.await_response().await };
         let response = block_on(&self.server.rt, fut);
+        drop(relayed);
         // A call that failed as if the server were gone (a restart, a stale
         // session): have the supervisor check the connection now rather
         // than at its next ping.
@@ -92,13 +111,15 @@ impl Provider for McpTools {
                     limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 });
             }
+            // An error's text is the server's: held to a line's worth, not
+            // the output cap's megabyte.
             Err(ServiceError::McpError(e)) if e.code == ErrorCode::INVALID_PARAMS => {
-                return Err(CallError::InvalidInput { tool: tool.to_string(), message: e.message.to_string() });
+                return Err(CallError::InvalidInput { tool: tool.to_string(), message: cut(&e.message) });
             }
             Err(ServiceError::McpError(e)) => {
                 return Err(CallError::Failed {
                     tool: tool.to_string(),
-                    message: format!("server error {}: {}", e.code.0, e.message),
+                    message: format!("server error {}: {}", e.code.0, cut(&e.message)),
                 });
             }
             Err(

@@ -33,6 +33,8 @@ pub(super) struct Server {
     pub(super) relist: Notify,
     /// A call failed as if the connection were lost: ping now.
     pub(super) recheck: Notify,
+    /// Progress and log notifications, to the calls they belong to.
+    pub(super) relay: super::relay::Relay,
     pub(super) exposed: Mutex<Vec<String>>,
 }
 
@@ -60,7 +62,11 @@ impl Server {
         }
     }
 
+    /// Records why the server is not up. The text often quotes the server
+    /// (its error messages): it is escaped before it is logged or shown,
+    /// and URLs in it lose their credentials.
     pub(super) fn set_error(&self, e: String) {
+        let e = crate::tool::log_safe(&redact_urls(&e)).into_owned();
         tracing::warn!(server = %self.cfg.name, "{e}");
         *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
     }
@@ -80,6 +86,37 @@ struct Handler {
 impl ClientHandler for Handler {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.server.relist.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let rmcp::model::NumberOrString::Number(token) = params.progress_token.0 {
+            self.server.relay.progress(token, params.progress, params.total, params.message);
+        }
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577) is still what servers send.
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        use rmcp::model::LoggingLevel as L;
+        let text = match &params.data {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        tracing::debug!(server = %self.server.cfg.name, "log: {}", crate::tool::log_safe(&text));
+        let level = match params.level {
+            L::Debug => "debug",
+            L::Info | L::Notice => "info",
+            L::Warning => "warn",
+            _ => "error",
+        };
+        self.server.relay.log(level, &text);
     }
 }
 
@@ -110,7 +147,7 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
         };
         match attempt {
             Ok(Ok(running)) => {
-                backoff = MIN_BACKOFF;
+                let connected_at = std::time::Instant::now();
                 server.connections.fetch_add(1, Ordering::Relaxed);
                 *server.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(running.peer().clone());
                 if let Some(p) = previous.take() {
@@ -128,6 +165,12 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
                     run_connected(&host, &server, running).await;
                 } else {
                     let _ = running.cancel().await;
+                }
+                // Only a connection that lasted resets the backoff: a server
+                // that exits (or fails tools/list) right after connecting is
+                // retried ever more slowly, not every 250 ms forever.
+                if ok && connected_at.elapsed() >= STABLE_CONNECTION {
+                    backoff = MIN_BACKOFF;
                 }
                 *server.peer.lock().unwrap_or_else(|p| p.into_inner()) = None;
                 if server.stop.is_cancelled() {
@@ -191,6 +234,9 @@ async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running)
             }
             () = server.relist.notified() => {
                 register(host, server).await;
+                // A server announcing changes in a loop gets re-listed at
+                // most once a second.
+                tokio::time::sleep(RELIST_PAUSE).await;
             }
             // A closed transport (a child that exited, a dropped HTTP
             // session) shows on the service: poll it.
@@ -208,6 +254,34 @@ async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running)
     if let Some(r) = running.take() {
         let _ = r.cancel().await;
     }
+}
+
+/// `text` with every `scheme://user:password@host/path?query` cut to
+/// `scheme://host/path`: credentials in a configured URL never reach a log,
+/// a status or a model.
+pub(super) fn redact_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find("://") {
+        let start = rest[..i].rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c))).map_or(0, |j| j + 1);
+        let end =
+            rest[i + 3..].find(|c: char| c.is_whitespace() || "()<>\"'".contains(c)).map_or(rest.len(), |j| i + 3 + j);
+        out.push_str(&rest[..start]);
+        let url = &rest[start..end];
+        match reqwest::Url::parse(url) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.set_query(None);
+                u.set_fragment(None);
+                out.push_str(u.as_str());
+            }
+            Err(_) => out.push_str(url),
+        }
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `initialize` failed: the error, with what a refused redirect means
@@ -301,6 +375,11 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
     }
 }
 
+/// How long a connection must last for the reconnect backoff to reset.
+const STABLE_CONNECTION: Duration = Duration::from_secs(10);
+/// Least time between two re-listings of a server's tools.
+const RELIST_PAUSE: Duration = Duration::from_secs(1);
+
 /// How often a live connection is pinged.
 const PING_INTERVAL: Duration = Duration::from_secs(5);
 /// How long a ping may take before the connection counts as lost.
@@ -374,7 +453,7 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
     for t in tools {
         let schema = Value::Object((*t.input_schema).clone());
         if let Err(e) = Validator::new(&schema) {
-            tracing::warn!(server = %name, tool = %t.name, "skipping a tool with an unusable input schema: {e}");
+            tracing::warn!(server = %name, tool = %crate::tool::log_safe(&t.name), "skipping a tool with an unusable input schema: {}", crate::tool::log_safe(&e.to_string()));
             continue;
         }
         let taken =

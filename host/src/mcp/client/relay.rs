@@ -1,0 +1,154 @@
+//! Progress and log notifications from an upstream server, relayed to the
+//! client whose call caused them, bounded like a wasm plugin's.
+//!
+//! Each call that has somewhere to send events gets a progress token of its
+//! own; the server's `notifications/progress` for that token reach that
+//! call's sink. Log messages are not tied to a request: they reach a caller
+//! only while it is the server's one call in flight (never another agent's
+//! session), and always the host log at debug, escaped. Per call at most
+//! [`MAX_PROGRESS`] progress reports, [`PROGRESS_INTERVAL`] apart, and
+//! [`MAX_LOGS`] log lines pass; the rest are dropped, so a flooding upstream
+//! cannot queue without bound for a slow client.
+
+use crate::tool::PluginEvent;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Progress reports relayed per call, at most.
+pub(super) const MAX_PROGRESS: u32 = 100;
+/// Least time between two relayed progress reports of a call.
+pub(super) const PROGRESS_INTERVAL: Duration = Duration::from_millis(25);
+/// Log lines relayed per call, at most.
+pub(super) const MAX_LOGS: u32 = 100;
+/// Longest relayed log line or progress message, in characters.
+const MAX_TEXT: usize = 4096;
+
+type Sink = Arc<dyn Fn(PluginEvent) + Send + Sync>;
+
+struct Call {
+    sink: Sink,
+    progress_sent: u32,
+    last_progress: Option<Instant>,
+    logs_sent: u32,
+}
+
+/// The calls of one server that have somewhere to send events.
+#[derive(Default)]
+pub(super) struct Relay {
+    next: AtomicI64,
+    calls: Mutex<HashMap<i64, Call>>,
+}
+
+impl std::fmt::Debug for Relay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Relay").finish_non_exhaustive()
+    }
+}
+
+/// A call's registration; dropping it ends the relay for that call.
+pub(super) struct Registration<'a> {
+    relay: &'a Relay,
+    /// The progress token the request carries.
+    pub(super) token: i64,
+}
+
+impl Drop for Registration<'_> {
+    fn drop(&mut self) {
+        self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.token);
+    }
+}
+
+impl Relay {
+    /// Registers a call whose events go to `sink`.
+    pub(super) fn register(&self, sink: Sink) -> Registration<'_> {
+        let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let call = Call { sink, progress_sent: 0, last_progress: None, logs_sent: 0 };
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(token, call);
+        Registration { relay: self, token }
+    }
+
+    /// Relays a progress report for `token`, when that call is ours and
+    /// within its bounds.
+    pub(super) fn progress(&self, token: i64, progress: f64, total: Option<f64>, message: Option<String>) {
+        let sink = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            let Some(call) = calls.get_mut(&token) else { return };
+            let now = Instant::now();
+            if call.progress_sent >= MAX_PROGRESS || call.last_progress.is_some_and(|t| now - t < PROGRESS_INTERVAL) {
+                return;
+            }
+            call.progress_sent += 1;
+            call.last_progress = Some(now);
+            call.sink.clone()
+        };
+        sink(PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(MAX_TEXT).collect()) });
+    }
+
+    /// Relays a log line to the one call in flight, if there is exactly one
+    /// and it has lines left.
+    pub(super) fn log(&self, level: &'static str, message: &str) {
+        let sink = {
+            let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+            if calls.len() != 1 {
+                return;
+            }
+            let Some(call) = calls.values_mut().next().filter(|c| c.logs_sent < MAX_LOGS) else { return };
+            call.logs_sent += 1;
+            call.sink.clone()
+        };
+        sink(PluginEvent::Log { level, message: message.chars().take(MAX_TEXT).collect() });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collector() -> (Sink, Arc<Mutex<Vec<PluginEvent>>>) {
+        let seen: Arc<Mutex<Vec<PluginEvent>>> = Arc::default();
+        let s = seen.clone();
+        (Arc::new(move |e| s.lock().unwrap().push(e)), seen)
+    }
+
+    #[test]
+    fn progress_reaches_only_its_own_call_and_is_bounded() {
+        let relay = Relay::default();
+        let (a, seen_a) = collector();
+        let (b, seen_b) = collector();
+        let ra = relay.register(a);
+        let rb = relay.register(b);
+        for i in 0..10_000 {
+            relay.progress(ra.token, f64::from(i), None, None);
+        }
+        assert_eq!(seen_a.lock().unwrap().len(), 1, "25 ms apart: a burst passes one");
+        assert!(seen_b.lock().unwrap().is_empty(), "another call's token never reaches b");
+        relay.progress(rb.token, 1.0, Some(2.0), Some("x".repeat(10_000)));
+        match &seen_b.lock().unwrap()[0] {
+            PluginEvent::Progress { message: Some(m), .. } => assert_eq!(m.len(), MAX_TEXT),
+            other => panic!("{other:?}"),
+        }
+        let token = rb.token;
+        drop(rb);
+        relay.progress(token, 2.0, None, None);
+        assert_eq!(seen_b.lock().unwrap().len(), 1, "a finished call gets nothing");
+    }
+
+    #[test]
+    fn logs_reach_the_caller_only_while_it_is_alone() {
+        let relay = Relay::default();
+        let (a, seen_a) = collector();
+        let (b, _) = collector();
+        let ra = relay.register(a);
+        for _ in 0..1000 {
+            relay.log("info", "hello");
+        }
+        assert_eq!(seen_a.lock().unwrap().len(), MAX_LOGS as usize);
+        let _rb = relay.register(b);
+        let before = seen_a.lock().unwrap().len();
+        relay.log("info", "whose?");
+        assert_eq!(seen_a.lock().unwrap().len(), before, "two in flight: nobody's");
+        drop(ra);
+    }
+}
