@@ -236,3 +236,30 @@ async fn a_restarted_http_upstream_is_hidden_while_down_and_reconnected_after() 
     let r = client.call_tool(add).await.unwrap();
     assert_ne!(r.is_error, Some(true), "{r:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstream_that_forgets_its_sessions_is_re_listed_not_silently_resumed() {
+    use crate::live::{connect, eventually, names, serve};
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("restart-now");
+    let (_up, port) = evil_http(&["--forgetful", "{port}", control.to_str().unwrap()]);
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: forgetful\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n"
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, _) = connect(&url).await;
+    assert!(names(&client).await.contains(&"lifetool".to_string()));
+    // The server "restarts": old sessions get 404, and it serves other tools.
+    std::fs::write(&control, "").unwrap();
+    eventually("the new tool list replaces the old", async || {
+        let n = names(&client).await;
+        n.contains(&"newtool".to_string()) && !n.contains(&"lifetool".to_string())
+    })
+    .await;
+    let r = client.call_tool(rmcp::model::CallToolRequestParams::new("newtool")).await.unwrap();
+    assert_eq!(r.content[0].as_text().map(|t| t.text.as_str()), Some("life 1"), "{r:?}");
+}

@@ -10,6 +10,10 @@
       request with 307 to http://127.0.0.1:TO/mcp (another origin).
   evil_server.py --collect PORT FILE  HTTP on 127.0.0.1:PORT appending every
       request body it receives to FILE, answering 500.
+  evil_server.py --forgetful PORT FILE  a streamable HTTP MCP server (JSON
+      responses, no GET stream) on 127.0.0.1:PORT with one tool, `lifetool`;
+      when FILE appears it deletes it and "restarts": forgets every session
+      (404 to them) and from then on serves `newtool` instead.
 """
 
 from __future__ import annotations
@@ -100,10 +104,78 @@ def collect(port: int, path: str) -> None:
     http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 
 
+def forgetful(port: int, control: str) -> None:
+    import threading
+    import time
+    import uuid
+
+    state = {"sessions": set(), "life": 0}
+
+    def restarter() -> None:
+        while True:
+            time.sleep(0.2)
+            if os.path.exists(control):
+                os.remove(control)
+                state["sessions"].clear()
+                state["life"] += 1
+
+    threading.Thread(target=restarter, daemon=True).start()
+
+    class H(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def reply(self, code: int, body: dict | None = None, sid: str | None = None) -> None:
+            b = json.dumps(body).encode() if body is not None else b""
+            self.send_response(code)
+            if body is not None:
+                self.send_header("Content-Type", "application/json")
+            if sid:
+                self.send_header("Mcp-Session-Id", sid)
+            self.send_header("Content-Length", str(len(b)))
+            self.end_headers()
+            self.wfile.write(b)
+
+        def do_POST(self) -> None:
+            n = int(self.headers.get("Content-Length") or 0)
+            req = json.loads(self.rfile.read(n))
+            method, rid, sid = req.get("method"), req.get("id"), self.headers.get("Mcp-Session-Id")
+            if method == "initialize":
+                s = uuid.uuid4().hex
+                state["sessions"].add(s)
+                info = {"name": "forgetful", "version": str(state["life"])}
+                result = {"protocolVersion": req["params"]["protocolVersion"], "capabilities": {"tools": {}}, "serverInfo": info}
+                return self.reply(200, {"jsonrpc": "2.0", "id": rid, "result": result}, s)
+            if sid not in state["sessions"]:
+                return self.reply(404, {"jsonrpc": "2.0", "id": rid, "error": {"code": -32001, "message": "session not found"}})
+            if rid is None:
+                return self.reply(202)
+            if method == "tools/list":
+                name = "lifetool" if state["life"] == 0 else "newtool"
+                result = {"tools": [{"name": name, "inputSchema": {"type": "object"}}]}
+            elif method == "tools/call":
+                result = {"content": [{"type": "text", "text": f"life {state['life']}"}]}
+            else:
+                result = {}
+            self.reply(200, {"jsonrpc": "2.0", "id": rid, "result": result})
+
+        def do_GET(self) -> None:
+            self.reply(405)
+
+        def do_DELETE(self) -> None:
+            self.reply(200)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--redirect":
         redirect(int(sys.argv[2]), int(sys.argv[3]))
     elif len(sys.argv) == 4 and sys.argv[1] == "--collect":
         collect(int(sys.argv[2]), sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "--forgetful":
+        forgetful(int(sys.argv[2]), sys.argv[3])
     else:
         stdio()

@@ -348,7 +348,11 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
         Transport::StreamableHttp => {
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
             let url = cfg.url.clone().unwrap_or_default();
-            let mut config = StreamableHttpClientTransportConfig::with_uri(url.clone());
+            // No transparent re-initialization on an expired session: a
+            // restarted server may serve other tools, so the supervisor
+            // reconnects and re-lists (the ping or the failed call notices).
+            let mut config =
+                StreamableHttpClientTransportConfig::with_uri(url.clone()).reinit_on_expired_session(false);
             let client = reqwest::Client::builder()
                 .connect_timeout(Duration::from_secs(10))
                 .redirect(same_origin_redirects())
