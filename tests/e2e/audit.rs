@@ -5,7 +5,7 @@
 //! a plugin prints can forge a line of the host's log.
 
 use crate::common::{stderr, toolhost};
-use crate::live::{Proc, spawn_serving};
+use crate::live::serve;
 use serde_json::{Value, json};
 use sha2::Digest as _;
 use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
@@ -152,9 +152,7 @@ fn plugin_loads_replacements_removals_and_refusals_each_leave_one_record() {
     )
     .unwrap();
     let state = dir.path().join("state");
-    let mut cmd = toolhost();
-    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", &state).args(["serve", "--http", "127.0.0.1:0"]);
-    let (_host, _url): (Proc, String) = spawn_serving(cmd);
+    let (_host, _url) = serve(dir.path());
     let admin = |args: &[&str]| {
         toolhost().current_dir(dir.path()).env("TOOLHOST_STATE_DIR", &state).args(args).output().unwrap()
     };
@@ -196,13 +194,7 @@ async fn call_records_name_the_session_and_the_token() {
         "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll]\nserver:\n  rate_limit: { per_minute: 0 }\n  tokens:\n    - token: bartok-secret-token-0001\n      agent: bartok\n    - token: dungeon-master-token-0001\n      id: dm-laptop\naudit:\n  path: ./audit.jsonl\n",
     )
     .unwrap();
-    let mut cmd = toolhost();
-    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", dir.path().join("state")).args([
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-    ]);
-    let (_host, url) = spawn_serving(cmd);
+    let (_host, url) = serve(dir.path());
     let connect = async |token: &str| {
         let config = StreamableHttpClientTransportConfig::with_uri(format!("{url}/mcp")).auth_header(token);
         ().serve(StreamableHttpClientTransport::from_config(config)).await.expect("initialize")

@@ -7,11 +7,11 @@
 
 use crate::common::{CACHE, stderr, stdout};
 use crate::live::{Client, Proc, connect, eventually, names, serve, spawn_serving};
-use crate::peers::{free_port, peers_dir, python};
+use crate::peers::{free_port, peers_dir, python, spawn_listening};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -159,21 +159,12 @@ async fn servers_added_and_removed_at_run_time_notify_connected_clients() {
 /// py_server over HTTP with `args`; waits until it listens.
 fn py_http(dir: &Path, args: &[&str]) -> (Proc, u16) {
     let port = free_port();
-    let child = Command::new(python())
-        .arg(peers_dir().join("py_server.py"))
+    let mut cmd = Command::new(python());
+    cmd.arg(peers_dir().join("py_server.py"))
         .args(["--http", &port.to_string()])
         .args(args)
-        .env("PY_PEER_EVENTS", dir.join("events.log"))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "py_server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (Proc(child), port)
+        .env("PY_PEER_EVENTS", dir.join("events.log"));
+    (spawn_listening(cmd, port), port)
 }
 
 fn servers_json(dir: &Path) -> Value {

@@ -284,6 +284,18 @@ pub(crate) fn free_port() -> u16 {
     TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port()
 }
 
+/// Starts `cmd` (a test peer told to listen on 127.0.0.1:`port`), its
+/// output discarded, and waits until it accepts connections.
+pub(crate) fn spawn_listening(mut cmd: std::process::Command, port: u16) -> crate::live::Proc {
+    let child = cmd.stdout(std::process::Stdio::null()).stderr(std::process::Stdio::null()).spawn().unwrap();
+    let deadline = Instant::now() + READY;
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "{cmd:?}: nothing listens on port {port} after {READY:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    crate::live::Proc(child)
+}
+
 /// Polls until something accepts connections on 127.0.0.1:`port`.
 fn wait_for_port(server: &mut Proc, port: u16) {
     let deadline = Instant::now() + READY;

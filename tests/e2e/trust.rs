@@ -298,7 +298,7 @@ fn peak_rss(pid: u32) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_aliased_output_amplifier_costs_the_host_no_more_than_the_cap() {
-    use crate::live::{connect, spawn_serving};
+    use crate::live::{connect, serve};
     use rmcp::model::CallToolRequestParams;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -306,13 +306,7 @@ async fn an_aliased_output_amplifier_costs_the_host_no_more_than_the_cap() {
         format!("server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n"),
     )
     .unwrap();
-    let mut cmd = toolhost();
-    cmd.current_dir(dir.path()).env("TOOLHOST_STATE_DIR", dir.path().join("state")).args([
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-    ]);
-    let (host, url) = spawn_serving(cmd);
+    let (host, url) = serve(dir.path());
     let (client, _) = connect(&url).await;
     let before = peak_rss(host.0.id());
     // 40 calls, 8 at a time, each handing back one 1 MiB buffer 120 times:

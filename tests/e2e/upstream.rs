@@ -6,11 +6,11 @@
 
 use crate::common::{stderr, stdout, toolhost};
 use crate::live::Proc;
-use crate::peers::{free_port, peers_dir, python};
+use crate::peers::{free_port, peers_dir, python, spawn_listening};
 use serde_json::Value;
 use std::path::Path;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 use toolhost::tool::valid_tool_name;
 
 fn evil_config(dir: &Path) -> String {
@@ -100,19 +100,9 @@ fn an_upstreams_huge_result_is_held_to_the_output_cap() {
 
 fn evil_http(args: &[&str]) -> (Proc, u16) {
     let port = free_port();
-    let child = Command::new(python())
-        .arg(peers_dir().join("evil_server.py"))
-        .args(args.iter().map(|a| a.replace("{port}", &port.to_string())))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "evil_server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    (Proc(child), port)
+    let mut cmd = Command::new(python());
+    cmd.arg(peers_dir().join("evil_server.py")).args(args.iter().map(|a| a.replace("{port}", &port.to_string())));
+    (spawn_listening(cmd, port), port)
 }
 
 #[test]
@@ -184,19 +174,9 @@ async fn serve_stdio_answers_initialize_before_upstreams_are_ready() {
 
 /// The Python peer over streamable HTTP on `port`.
 fn py_http_on(port: u16) -> Proc {
-    let child = Command::new(python())
-        .arg(peers_dir().join("py_server.py"))
-        .args(["--http", &port.to_string()])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "py_server did not listen on {port}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    Proc(child)
+    let mut cmd = Command::new(python());
+    cmd.arg(peers_dir().join("py_server.py")).args(["--http", &port.to_string()]);
+    spawn_listening(cmd, port)
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -4,7 +4,7 @@
 //! them unanswered).
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 
 /// Parse error.
 pub const PARSE_ERROR: i64 = -32700;
@@ -111,7 +111,10 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
-    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    // Bounded both ways: a client that does not read its answers stops
+    // being read (as with rmcp's own stdio transport), it never makes the
+    // host queue them.
+    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(OUTPUT_LINES);
     // One writer owns `output`: rmcp's lines and the refusals queue here.
     tokio::spawn(async move {
         let mut output = output;
@@ -127,84 +130,62 @@ where
         let mut input = tokio::io::BufReader::new(input);
         let mut to_rmcp = to_rmcp;
         let mut line = Vec::new();
-        loop {
-            line.clear();
-            let mut too_long = false;
-            // Read one line, keeping at most MAX_STDIO_MESSAGE bytes of it.
-            loop {
-                let buf = match input.fill_buf().await {
-                    Ok(b) => b,
-                    Err(_) => return,
-                };
-                if buf.is_empty() {
-                    if line.is_empty() && !too_long {
-                        return;
-                    }
-                    break;
-                }
-                let (chunk, done) = match buf.iter().position(|&b| b == b'\n') {
-                    Some(i) => (&buf[..=i], true),
-                    None => (buf, false),
-                };
-                if line.len() + chunk.len() > MAX_STDIO_MESSAGE {
-                    too_long = true;
-                } else {
-                    line.extend_from_slice(chunk);
-                }
-                let n = chunk.len();
-                input.consume(n);
-                if done {
-                    break;
-                }
-            }
-            if too_long {
-                let r = Rejection::new(
+        while let Ok(Some(cut)) = super::read_line_capped(&mut input, &mut line, MAX_STDIO_MESSAGE).await {
+            let verdict = if cut {
+                Err(Rejection::new(
                     Value::Null,
                     INVALID_REQUEST,
                     format!("Invalid Request: a message over {MAX_STDIO_MESSAGE} bytes"),
-                );
-                let _ = refusals.send(format!("{}\n", r.response).into_bytes());
+                ))
+            } else if line.trim_ascii().is_empty() {
                 continue;
-            }
-            let text = line.trim_ascii();
-            if text.is_empty() {
-                continue;
-            }
-            match check_message(text) {
+            } else {
+                check_message(line.trim_ascii())
+            };
+            match verdict {
                 Ok(Verdict::Drop) => tracing::debug!("dropped a malformed notification"),
                 Ok(Verdict::Pass) => {
-                    let mut msg = text.to_vec();
+                    let mut msg = line.trim_ascii().to_vec();
                     msg.push(b'\n');
                     if to_rmcp.write_all(&msg).await.is_err() {
                         return;
                     }
                 }
                 Err(r) => {
-                    let _ = refusals.send(format!("{}\n", r.response).into_bytes());
+                    if refusals.send(format!("{}\n", r.response).into_bytes()).await.is_err() {
+                        return;
+                    }
                 }
             }
         }
     });
-    (from_filter, LineSink { tx: lines_tx, partial: Vec::new() })
+    (from_filter, LineSink { tx: tokio_util::sync::PollSender::new(lines_tx), partial: Vec::new() })
 }
+
+/// Lines waiting for the output, at most.
+const OUTPUT_LINES: usize = 64;
 
 /// rmcp's side of the shared output: complete lines go to the writer.
 struct LineSink {
-    tx: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    tx: tokio_util::sync::PollSender<Vec<u8>>,
     partial: Vec<u8>,
 }
 
 impl AsyncWrite for LineSink {
     fn poll_write(
         mut self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
+        cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> std::task::Poll<std::io::Result<usize>> {
+        // Room for one more line first: a full queue holds rmcp back.
+        if std::task::ready!(self.tx.poll_reserve(cx)).is_err() {
+            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
         self.partial.extend_from_slice(buf);
         if let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') {
             let rest = self.partial.split_off(end + 1);
             let lines = std::mem::replace(&mut self.partial, rest);
-            if self.tx.send(lines).is_err() {
+            if self.tx.send_item(lines).is_err() {
                 return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
             }
         }

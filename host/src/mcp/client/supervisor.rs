@@ -398,33 +398,9 @@ const STDERR_LINE_BYTES: usize = 4096;
 /// that never writes a newline cannot grow the host's memory. It may hold
 /// secrets the child was given, hence debug, not info.
 async fn log_stderr(server: String, stderr: impl tokio::io::AsyncRead + Unpin) {
-    use tokio::io::AsyncBufReadExt as _;
     let mut reader = tokio::io::BufReader::new(stderr);
     let mut line = Vec::new();
-    let mut cut = false;
-    loop {
-        let (consumed, newline) = {
-            let Ok(buf) = reader.fill_buf().await else { return };
-            if buf.is_empty() {
-                break;
-            }
-            let (chunk, newline) = match buf.iter().position(|&b| b == b'\n') {
-                Some(i) => (&buf[..i], Some(i + 1)),
-                None => (buf, None),
-            };
-            let room = STDERR_LINE_BYTES.saturating_sub(line.len());
-            cut |= chunk.len() > room;
-            line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-            (newline.unwrap_or(buf.len()), newline.is_some())
-        };
-        reader.consume(consumed);
-        if newline {
-            emit_stderr(&server, &line, cut);
-            line.clear();
-            cut = false;
-        }
-    }
-    if !line.is_empty() {
+    while let Ok(Some(cut)) = crate::mcp::read_line_capped(&mut reader, &mut line, STDERR_LINE_BYTES).await {
         emit_stderr(&server, &line, cut);
     }
 }
