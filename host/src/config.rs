@@ -119,6 +119,49 @@ pub struct McpServerConfig {
     /// Authentication (streamable-http).
     #[serde(default)]
     pub auth: Option<AuthConfig>,
+    /// The deadline, in milliseconds, of this server's tools that declare
+    /// no max duration [default: the ceiling of their tier]. Between
+    /// `limits.timeout_floor_ms` and `limits.timeout_ceiling_ms`; also the
+    /// deadline of its resource reads, prompts and completions [default:
+    /// `limits.timeout_ceiling_ms`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// The tier of this server's tools that declare no p50, until they are
+    /// measured [default: `budget.unmeasured_tier`, standard].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tier: Option<crate::budget::Tier>,
+}
+
+/// The longest `timeout_ms` an external server may have, whatever the
+/// limits say: one hour.
+pub const MAX_SERVER_TIMEOUT_MS: u64 = 3_600_000;
+
+impl McpServerConfig {
+    /// Checks `timeout_ms` against the operator's deadline policy: at
+    /// least 1 ms and the floor, at most the ceiling and one hour. The
+    /// error starts with the key (`timeout_ms: ...`).
+    pub fn check_timeout(&self, deadlines: crate::tool::DeadlinePolicy) -> Result<(), String> {
+        let Some(ms) = self.timeout_ms else { return Ok(()) };
+        let floor = deadlines.floor.as_millis();
+        let ceiling = deadlines.ceiling.as_millis();
+        if ms == 0 {
+            Err("timeout_ms: must be at least 1 (milliseconds)".into())
+        } else if ms > MAX_SERVER_TIMEOUT_MS {
+            Err(format!(
+                "timeout_ms: {ms} ms is more than an hour ({MAX_SERVER_TIMEOUT_MS} ms); no call should wait that long"
+            ))
+        } else if u128::from(ms) > ceiling {
+            Err(format!(
+                "timeout_ms: {ms} ms is above limits.timeout_ceiling_ms ({ceiling} ms), the longest any call may take; raise that limit or lower this"
+            ))
+        } else if u128::from(ms) < floor {
+            Err(format!(
+                "timeout_ms: {ms} ms is below limits.timeout_floor_ms ({floor} ms), the shortest deadline any call gets"
+            ))
+        } else {
+            Ok(())
+        }
+    }
 }
 
 /// The variables a stdio server inherits unless its config says otherwise.
@@ -138,17 +181,35 @@ pub struct AuthConfig {
     pub oauth: Option<OAuthConfig>,
 }
 
-/// OAuth 2.1 client-credentials settings.
+/// OAuth 2.1 client-credentials settings (the MCP authorization spec,
+/// 2025-11-25, for a client acting on its own behalf).
 #[derive(Debug, Clone, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
-    /// Client id.
+    /// Client id, registered with the server's authorization server
+    /// (optional for `toolhost auth login`, which can register itself).
+    #[serde(default)]
     pub client_id: String,
-    /// Client secret.
+    /// Client secret; sent only to the token endpoint, as
+    /// `client_secret_basic` or `client_secret_post` (whichever the
+    /// authorization server's metadata allows; basic when it says nothing).
+    /// Without one, the server is reached only through a stored
+    /// `toolhost auth login`.
+    #[serde(default)]
     pub client_secret: String,
-    /// Token endpoint.
-    pub token_url: String,
-    /// Scopes to request.
+    /// For `toolhost auth login`: the URL of a client ID metadata document
+    /// the operator publishes, used as the client id when the authorization
+    /// server supports them (`client_id_metadata_document_supported`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_metadata_url: Option<String>,
+    /// Token endpoint. Without it, it is discovered from the server's `401`:
+    /// its protected-resource metadata (RFC 9728), then its authorization
+    /// server's metadata (RFC 8414 or OpenID Connect discovery).
+    #[serde(default)]
+    pub token_url: Option<String>,
+    /// Scopes to request. Without them, the `scope` of the server's
+    /// `WWW-Authenticate` challenge, else its metadata's `scopes_supported`,
+    /// else none.
     #[serde(default)]
     pub scopes: Vec<String>,
 }
@@ -170,8 +231,29 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
     /// Largest request body in bytes; larger ones get 413.
     pub max_body_bytes: usize,
-    /// Per-client request rate limit.
+    /// Tool calls per agent (each `npcs[]` entry, whichever endpoint or
+    /// token it uses), unless the agent sets its own `rate_limit`
+    /// [default: 120 a minute, 20 at once]. Over it, a call is refused with
+    /// `capacity_exceeded`. Protocol traffic never counts.
     pub rate_limit: RateLimitConfig,
+    /// Tool calls made as the operator [default: no limit].
+    pub operator_rate_limit: RateLimitConfig,
+    /// Every HTTP request on one connection, whatever it is: a generous
+    /// cap against floods [default: 1200 a minute, 200 at once]; 429 over it.
+    pub connection_rate_limit: RateLimitConfig,
+    /// Failed authentications, counted for the whole server (not by source
+    /// address) [default: 10 a minute, 20 at once]. Once spent, a token
+    /// that has not authenticated before gets 429 without being checked, so
+    /// tokens cannot be guessed online; clients already authenticated keep
+    /// working.
+    pub auth_failure_limit: RateLimitConfig,
+    /// Live MCP sessions over HTTP, all endpoints together [default: 1000].
+    /// At the cap, the least recently used session idle for a minute or
+    /// more is closed to make room; without one, 503.
+    pub max_sessions: usize,
+    /// A session unused this long (seconds) is closed; its client gets 404
+    /// and starts a new one [default: 1800].
+    pub session_idle_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -181,7 +263,12 @@ impl Default for ServerConfig {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_body_bytes: 1 << 20,
-            rate_limit: RateLimitConfig::default(),
+            rate_limit: RateLimitConfig::AGENT_DEFAULT,
+            operator_rate_limit: RateLimitConfig::OFF,
+            connection_rate_limit: RateLimitConfig { per_minute: 1200, burst: 200 },
+            auth_failure_limit: RateLimitConfig { per_minute: 10, burst: 20 },
+            max_sessions: 1000,
+            session_idle_secs: 1800,
         }
     }
 }
@@ -211,22 +298,7 @@ impl TokenConfig {
     }
 }
 
-/// A token bucket per client (its token, or its address without one):
-/// `per_minute` sustained, `burst` at once. 0 turns the limit off.
-#[derive(Debug, Clone, Copy, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct RateLimitConfig {
-    /// Requests per minute, sustained.
-    pub per_minute: u32,
-    /// Requests allowed at once before the sustained rate applies.
-    pub burst: u32,
-}
-
-impl Default for RateLimitConfig {
-    fn default() -> Self {
-        RateLimitConfig { per_minute: 60, burst: 10 }
-    }
-}
+pub use crate::limits::RateLimitConfig;
 
 /// `memory:` section.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -360,6 +432,31 @@ impl Config {
             if !seen.insert(n.name.as_str()) {
                 return Err(format!("npcs[{i}].name: duplicate agent name {:?}{}", n.name, at(&n.name)));
             }
+            if let Some(r) = n.rate_limit
+                && r.per_minute > 0
+                && r.burst == 0
+            {
+                return Err(format!("npcs[{i}].rate_limit.burst: must be at least 1{}", at(&n.name)));
+            }
+        }
+        for (key, r) in [
+            ("server.rate_limit", self.server.rate_limit),
+            ("server.operator_rate_limit", self.server.operator_rate_limit),
+            ("server.connection_rate_limit", self.server.connection_rate_limit),
+            ("server.auth_failure_limit", self.server.auth_failure_limit),
+        ] {
+            if r.per_minute > 0 && r.burst == 0 {
+                return Err(format!(
+                    "{key}.burst: must be at least 1 (or set per_minute: 0 for no limit){}",
+                    at(key.rsplit('.').next().unwrap_or(key))
+                ));
+            }
+        }
+        if self.server.max_sessions == 0 {
+            return Err(format!("server.max_sessions: must be at least 1{}", at("max_sessions")));
+        }
+        if self.server.session_idle_secs < 10 {
+            return Err(format!("server.session_idle_secs: must be at least 10{}", at("session_idle_secs")));
         }
         let mut seen = HashSet::new();
         for (i, s) in self.mcp.servers.iter().enumerate() {
@@ -376,6 +473,7 @@ impl Config {
                 }
                 _ => {}
             }
+            s.check_timeout(self.limits().deadlines()).map_err(|e| format!("{key}.{e}{}", at(&s.name)))?;
         }
         Ok(())
     }
@@ -402,7 +500,9 @@ impl Config {
                 if let Some(o) = a.oauth.as_mut() {
                     fields.push((format!("{key}.auth.oauth.client_id"), &mut o.client_id));
                     fields.push((format!("{key}.auth.oauth.client_secret"), &mut o.client_secret));
-                    fields.push((format!("{key}.auth.oauth.token_url"), &mut o.token_url));
+                    if let Some(u) = o.token_url.as_mut() {
+                        fields.push((format!("{key}.auth.oauth.token_url"), u));
+                    }
                 }
             }
             for (key, value) in fields {
@@ -549,6 +649,28 @@ npcs:
         assert_eq!(e, "mcp.servers[0].command: required for transport stdio at line 3");
         let e = Config::parse("npcs:\n  - name: a\n  - name: a\n").unwrap_err();
         assert!(e.starts_with("npcs[1].name: duplicate agent name"), "{e}");
+    }
+
+    #[test]
+    fn a_servers_timeout_and_tier_are_checked() {
+        let server = "mcp:\n  servers:\n    - name: slow\n      transport: stdio\n      command: srv\n";
+        let cfg = Config::parse(&format!("{server}      timeout_ms: 10000\n      tier: deep\n")).unwrap();
+        assert_eq!(cfg.mcp.servers[0].timeout_ms, Some(10_000));
+        assert_eq!(cfg.mcp.servers[0].tier, Some(Tier::Deep));
+        let e = Config::parse(&format!("{server}      timeout_ms: 0\n")).unwrap_err();
+        assert_eq!(e, "mcp.servers[0].timeout_ms: must be at least 1 (milliseconds) at line 3");
+        let e = Config::parse(&format!("{server}      timeout_ms: 99999999999\n")).unwrap_err();
+        assert!(e.starts_with("mcp.servers[0].timeout_ms: 99999999999 ms is more than an hour"), "{e}");
+        let e = Config::parse(&format!("{server}      timeout_ms: 60000\n")).unwrap_err();
+        assert!(e.contains("above limits.timeout_ceiling_ms (30000 ms)"), "{e}");
+        let raised = format!("{server}      timeout_ms: 60000\nlimits:\n  timeout_ceiling_ms: 120000\n");
+        assert_eq!(Config::parse(&raised).unwrap().mcp.servers[0].timeout_ms, Some(60_000));
+        let e = Config::parse(&format!("{server}      timeout_ms: 50\n")).unwrap_err();
+        assert!(e.contains("below limits.timeout_floor_ms (100 ms)"), "{e}");
+        let e = Config::parse(&format!("{server}      tier: slow\n")).unwrap_err();
+        assert!(e.contains("tier") && e.contains("unknown variant `slow`") && e.contains("line 6"), "{e}");
+        let e = Config::parse(&format!("{server}      timeout_ms: soon\n")).unwrap_err();
+        assert!(e.contains("timeout_ms") && e.contains("line 6"), "{e}");
     }
 
     #[test]

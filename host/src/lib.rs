@@ -27,6 +27,7 @@ pub mod builtin;
 pub mod calibrate;
 pub mod config;
 mod host;
+pub mod limits;
 pub mod mcp;
 pub mod memory;
 pub mod package;

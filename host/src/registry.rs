@@ -237,7 +237,11 @@ mod tests {
             &self.tools
         }
         fn call(&self, _: &str, _: &serde_json::Value, _: &CallContext) -> Result<ToolOutput, CallError> {
-            Ok(ToolOutput { content: vec![Content::Text(self.reply.into())], stats: CallStats::default() })
+            Ok(ToolOutput {
+                content: vec![Content::Text(self.reply.into())],
+                structured: None,
+                stats: CallStats::default(),
+            })
         }
     }
 
@@ -256,8 +260,10 @@ mod tests {
                         max_duration_ms: None,
                         idempotent: true,
                         cacheable_seconds: 0,
+                        ..ToolMeta::default()
                     },
                     probe_arguments: None,
+                    ..ToolDef::default()
                 })
                 .collect(),
         })

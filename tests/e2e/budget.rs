@@ -201,6 +201,7 @@ fn a_batch_keeps_each_result_and_error_in_order() {
         budget_tier: Tier::Fast,
         tools: vec!["roll".into(), "spin".into()],
         instructions: None,
+        rate_limit: None,
         personality: None,
         engine: None,
     }]);

@@ -15,14 +15,19 @@
 //! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
 //! - `hotload`: plugins replaced under load, the plugins directory, signed packages.
 //! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
+//! - `proxied`: external servers proxied faithfully: per-server deadlines and tiers, results and definitions as sent, resources, prompts and completions per agent.
 //! - `peers`: third-party peers: the conformance suite, the Python client, the Inspector CLI, reference servers.
+//! - `client_conformance`: toolhost as an MCP client against the conformance suite's client scenarios, OAuth discovery.
 //! - `cli`: the binary's subcommands and their output.
+//! - `limits`: the HTTP front's rate limits, session cap, failed-auth throttle and local-user check.
+//! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
 mod budget;
 mod cli;
+mod client_conformance;
 mod common;
 mod external;
 mod fsguard;
@@ -31,6 +36,7 @@ mod guide;
 mod hostile;
 mod hotload;
 mod invariants;
+mod limits;
 mod live;
 mod loading;
 mod mcp;
@@ -38,6 +44,8 @@ mod memory;
 mod operator;
 mod peers;
 mod plugins;
+mod probes;
+mod proxied;
 mod review;
 mod trust;
 mod upstream;

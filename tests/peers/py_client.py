@@ -18,6 +18,20 @@ reason on stderr, and {"error": {"code": null, "message": ...}} on stdout).
   py_client.py --stdio CMD [ARGS...] [--call NAME --args JSON]
   py_client.py --http URL [--header 'Authorization: Bearer X'] [--call NAME --args JSON]
 
+More, each adding keys to that object (a JSON-RPC error is recorded as
+{"error": {"code": ..., "message": ...}} in the place of the answer):
+
+  --tool-defs               "tool_defs": every tool definition as listed
+  --calls JSON              "results": one per [name, arguments] pair, in order
+  --resources               "resources", "resource_templates": as listed
+  --read URI                "reads": {URI: the resources/read result} (repeatable)
+  --prompts                 "prompts": as listed
+  --prompt NAME             "prompt": the prompts/get result (--prompt-args JSON)
+  --complete JSON           "completions": one completion/complete result per
+                            {"ref": {"type": "ref/prompt", "name": N} or
+                            {"type": "ref/resource", "uri": U}, "argument":
+                            {"name": A, "value": V}, "context": {...}} (repeatable)
+
 `--stdio` takes every remaining argument as the command line, so put the other
 options before it. The stdio client does not pass the parent environment to
 the server (only HOME, PATH, ... by the SDK's rules): `--env KEY=VALUE` (repeatable)
@@ -36,6 +50,7 @@ import sys
 from contextlib import AsyncExitStack
 from typing import Any
 
+import mcp_types as types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -53,6 +68,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--args", metavar="JSON", default="{}", help="tool arguments as a JSON object")
     parser.add_argument("--mode", choices=["auto", "legacy"], default="auto", help="protocol negotiation")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer")
+    parser.add_argument("--tool-defs", action="store_true", help="print every tool definition")
+    parser.add_argument("--calls", metavar="JSON", help="[[name, arguments], ...] to call in order")
+    parser.add_argument("--resources", action="store_true", help="list resources and resource templates")
+    parser.add_argument("--read", action="append", default=[], metavar="URI", help="read a resource (repeatable)")
+    parser.add_argument("--prompts", action="store_true", help="list prompts")
+    parser.add_argument("--prompt", metavar="NAME", help="get a prompt")
+    parser.add_argument("--prompt-args", metavar="JSON", default="{}", help="the prompt's arguments")
+    parser.add_argument("--complete", action="append", default=[], metavar="JSON", help="a completion request (repeatable)")
     args = parser.parse_args(argv)
     if args.stdio is not None and not args.stdio:
         parser.error("--stdio needs a command")
@@ -61,6 +84,23 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 def dump(model: Any) -> Any:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+async def answer(request: Any) -> Any:
+    """The request's result dumped, or its JSON-RPC error as {"error": ...}."""
+    try:
+        return dump(await request)
+    except MCPError as err:
+        error: dict[str, Any] = {"code": err.error.code, "message": err.error.message}
+        if err.error.data is not None:
+            error["data"] = err.error.data
+        return {"error": error}
+
+
+def reference(ref: dict[str, Any]) -> Any:
+    if ref["type"] == "ref/prompt":
+        return types.PromptReference(type="ref/prompt", name=ref["name"])
+    return types.ResourceTemplateReference(type="ref/resource", uri=ref["uri"])
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -90,6 +130,24 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         out["tools"] = [tool.name for tool in tools.tools]
         # Each tool's _meta, where the server gave one (latency metadata lives there).
         out["tool_meta"] = {tool.name: tool.meta for tool in tools.tools if tool.meta}
+        if args.tool_defs:
+            out["tool_defs"] = [dump(tool) for tool in tools.tools]
+        if args.calls:
+            out["results"] = [await answer(client.call_tool(n, a)) for n, a in json.loads(args.calls)]
+        if args.resources:
+            out["resources"] = (await answer(client.list_resources())).get("resources")
+            out["resource_templates"] = (await answer(client.list_resource_templates())).get("resourceTemplates")
+        if args.read:
+            out["reads"] = {uri: await answer(client.read_resource(uri)) for uri in args.read}
+        if args.prompts:
+            out["prompts"] = (await answer(client.list_prompts())).get("prompts")
+        if args.prompt:
+            out["prompt"] = await answer(client.get_prompt(args.prompt, json.loads(args.prompt_args)))
+        if args.complete:
+            out["completions"] = []
+            for c in map(json.loads, args.complete):
+                request = client.complete(reference(c["ref"]), c["argument"], c.get("context"))
+                out["completions"].append(await answer(request))
         if args.call:
             arguments = json.loads(args.args)
             try:

@@ -331,8 +331,10 @@ fn budget_section(n: usize) {
                 max_duration_ms: None,
                 idempotent: true,
                 cacheable_seconds: 0,
+                ..ToolMeta::default()
             },
             probe_arguments: None,
+            ..ToolDef::default()
         })
         .collect();
     let agent = AgentProfile {
@@ -340,6 +342,7 @@ fn budget_section(n: usize) {
         budget_tier: Tier::Standard,
         tools: (0..20).map(|i| format!("tool_{:05}", i * 37)).collect(),
         instructions: None,
+        rate_limit: None,
         personality: None,
         engine: None,
     };

@@ -82,8 +82,10 @@ pub(crate) fn tool_def(info: bindings::ToolInfo) -> Result<ToolDef, (String, Str
             max_duration_ms: Some(info.max_duration_ms),
             idempotent: info.idempotent,
             cacheable_seconds: info.cacheable_seconds,
+            ..ToolMeta::default()
         },
         probe_arguments: info.probe_arguments.map(|p| serde_json::from_str(&p).expect("checked above")),
+        ..ToolDef::default()
     })
 }
 
@@ -390,7 +392,7 @@ impl Provider for WasmPlugin {
         match result? {
             Ok(content) => {
                 let content = convert(content, tool, self.runtime.inner.limits.output_bytes)?;
-                Ok(ToolOutput { content, stats })
+                Ok(ToolOutput { content, structured: None, stats })
             }
             Err(bindings::ToolError::InvalidInput(message)) => Err(CallError::InvalidInput { tool: tool_s(), message }),
             Err(bindings::ToolError::NotFound(message)) => Err(CallError::NotFound { tool: tool_s(), message }),

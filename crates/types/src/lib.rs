@@ -1,8 +1,9 @@
 //! toolhost's vocabulary, shared by every layer: what a tool is
 //! ([`ToolDef`]), what a call returns ([`Content`], [`CallError`]), who runs
 //! it ([`Provider`], described by plain data in [`ProviderInfo`]), the
-//! capability names a reviewer reads ([`Capability`]), the one tool-name
-//! rule ([`valid_tool_name`]) and the one deadline rule ([`DeadlinePolicy`]).
+//! capability names a reviewer reads ([`Capability`]), the latency tier
+//! names ([`Tier`]), the one tool-name rule ([`valid_tool_name`]) and the
+//! one deadline rule ([`DeadlinePolicy`]).
 //!
 //! This crate knows nothing of wasmtime, MCP or any wire format; everything
 //! else depends on it, and it depends on nothing of toolhost's.
@@ -13,6 +14,7 @@ mod capability;
 mod deadline;
 mod names;
 mod text;
+mod tier;
 mod tool;
 pub mod validate;
 
@@ -20,8 +22,9 @@ pub use capability::{Capabilities, Capability};
 pub use deadline::DeadlinePolicy;
 pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
 pub use text::log_safe;
+pub use tier::{Tier, UnknownTier};
 pub use tool::{
-    CallContext, CallCost, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo, ProviderKind,
-    ResourceBody, ToolDef, ToolMeta, ToolOutput,
+    Annotations, Audience, CallContext, CallCost, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo,
+    ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta, ToolOutput,
 };
 pub use validate::Validator;

@@ -1,14 +1,14 @@
 //! The host's own vocabulary for tools, independent of where a tool comes from
 //! (a wasm plugin or an external MCP server) and of any wire format.
 
-use crate::Capabilities;
+use crate::{Capabilities, Tier};
 use serde::{Serialize, Serializer};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything the host knows about a tool before calling it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ToolDef {
     /// Unique name in the registry.
     pub name: String,
@@ -20,10 +20,21 @@ pub struct ToolDef {
     pub meta: ToolMeta,
     /// A minimal valid arguments object for latency probes, when declared.
     pub probe_arguments: Option<serde_json::Value>,
+    /// A human-readable title, when the provider gave one (an external
+    /// server's tool `title`).
+    pub title: Option<String>,
+    /// JSON Schema of the tool's structured result ([`ToolOutput::structured`]),
+    /// when the provider declared one (an external server's `outputSchema`).
+    pub output_schema: Option<serde_json::Value>,
+    /// Hints about the tool's behaviour for clients, when the provider gave
+    /// them (an external server's tool `annotations`). Hints only: nothing
+    /// in the host trusts them.
+    pub annotations: Option<ToolAnnotations>,
 }
 
-/// Declared latency and behaviour of a tool (the seed's tool definition fields).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Declared latency and behaviour of a tool (the seed's tool definition
+/// fields), and what the operator set for a tool that declares none.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ToolMeta {
     /// Declared p50 in milliseconds; `None` when the provider declared nothing.
     pub estimated_duration_ms: Option<u32>,
@@ -33,6 +44,33 @@ pub struct ToolMeta {
     pub idempotent: bool,
     /// How long a result may be cached; 0 means never.
     pub cacheable_seconds: u32,
+    /// The deadline the operator set for a tool that declares no max
+    /// duration (an external server's `timeout_ms`), in milliseconds. It
+    /// replaces the tier's ceiling as the call's deadline, still within the
+    /// operator's floor and ceiling ([`crate::DeadlinePolicy`]).
+    pub deadline_ms: Option<u32>,
+    /// The tier the operator assigned a tool that declares no p50 (an
+    /// external server's `tier`), until it is measured; `None`: the
+    /// budget's default for unmeasured tools.
+    pub unmeasured_tier: Option<Tier>,
+}
+
+/// Hints about a tool's behaviour, as MCP's tool annotations carry them.
+/// A client may show or use them; they are the provider's claims, never
+/// checked.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolAnnotations {
+    /// A human-readable title.
+    pub title: Option<String>,
+    /// The tool does not change its environment.
+    pub read_only_hint: Option<bool>,
+    /// The tool may change its environment destructively (meaningful when
+    /// not read-only).
+    pub destructive_hint: Option<bool>,
+    /// Calling it again with the same arguments has no further effect.
+    pub idempotent_hint: Option<bool>,
+    /// The tool may reach an open world of external entities.
+    pub open_world_hint: Option<bool>,
 }
 
 /// One block of a tool result.
@@ -65,6 +103,63 @@ pub enum Content {
         /// Text or raw bytes.
         body: ResourceBody,
     },
+    /// A link to a resource the client may read later (MCP's
+    /// `resource_link`): its URI and description, not its contents.
+    ResourceLink(ResourceLink),
+    /// A block with annotations for the client: who it is meant for, how
+    /// important it is, when it last changed. Never nested: see
+    /// [`Content::annotated`].
+    Annotated {
+        /// The block itself.
+        block: Box<Content>,
+        /// Its annotations.
+        annotations: Annotations,
+    },
+}
+
+/// A link to a resource, as a content block carries it.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct ResourceLink {
+    /// The resource's URI.
+    pub uri: String,
+    /// Its programmatic name.
+    pub name: String,
+    /// A human-readable title.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// What it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// MIME type, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mime_type: Option<String>,
+    /// Size in bytes, when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+}
+
+/// Annotations on a content block: hints for the client, never checked.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct Annotations {
+    /// Who the block is meant for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub audience: Option<Vec<Audience>>,
+    /// How important it is, from 0 (least) to 1 (most).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub priority: Option<f32>,
+    /// When it last changed (ISO 8601), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_modified: Option<String>,
+}
+
+/// Who a content block is meant for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Audience {
+    /// The person using the client.
+    User,
+    /// The model.
+    Assistant,
 }
 
 /// The contents of an embedded resource.
@@ -85,6 +180,8 @@ impl Content {
             Content::Image { data, .. } | Content::Audio { data, .. } => data.len(),
             Content::Resource { body: ResourceBody::Text(t), .. } => t.len(),
             Content::Resource { body: ResourceBody::Blob(b), .. } => b.len(),
+            Content::ResourceLink(l) => l.uri.len(),
+            Content::Annotated { block, .. } => block.len(),
         }
     }
 
@@ -92,12 +189,39 @@ impl Content {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// The block without its annotations.
+    pub fn plain(&self) -> &Content {
+        match self {
+            Content::Annotated { block, .. } => block.plain(),
+            c => c,
+        }
+    }
+
+    /// The block's annotations, if it has any.
+    pub fn annotations(&self) -> Option<&Annotations> {
+        match self {
+            Content::Annotated { annotations, .. } => Some(annotations),
+            _ => None,
+        }
+    }
+
+    /// This block with `annotations`, replacing any it had.
+    pub fn annotated(self, annotations: Annotations) -> Content {
+        let block = match self {
+            Content::Annotated { block, .. } => block,
+            c => Box::new(c),
+        };
+        Content::Annotated { block, annotations }
+    }
 }
 
 /// The JSON shape of a block in `toolhost call --json` and the admin API:
 /// `{"type": "text", "text": ...}`, `{"type": "json", "json": ...}`,
 /// `{"type": "image"|"audio", "mime_type": ..., "data": base64}`,
-/// `{"type": "resource", "uri": ..., "mime_type": ..., "text"|"blob": ...}`.
+/// `{"type": "resource", "uri": ..., "mime_type": ..., "text"|"blob": ...}`,
+/// `{"type": "resource_link", "uri": ..., "name": ..., ...}`; an annotated
+/// block is its block's shape with `"annotations": {...}` added.
 impl Serialize for Content {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use base64::Engine as _;
@@ -127,6 +251,22 @@ impl Serialize for Content {
                     ResourceBody::Blob(b) => m.serialize_entry("blob", &b64(b))?,
                 }
             }
+            Content::ResourceLink(link) => {
+                m.serialize_entry("type", "resource_link")?;
+                let fields = serde_json::to_value(link).map_err(serde::ser::Error::custom)?;
+                for (k, v) in fields.as_object().into_iter().flatten() {
+                    m.serialize_entry(k, v)?;
+                }
+            }
+            Content::Annotated { block, annotations } => {
+                let inner = serde_json::to_value(block).map_err(serde::ser::Error::custom)?;
+                for (k, v) in inner.as_object().into_iter().flatten() {
+                    if k != "annotations" {
+                        m.serialize_entry(k, v)?;
+                    }
+                }
+                m.serialize_entry("annotations", annotations)?;
+            }
         }
         m.end()
     }
@@ -137,6 +277,11 @@ impl Serialize for Content {
 pub struct ToolOutput {
     /// The result blocks, in order.
     pub content: Vec<Content>,
+    /// The structured result beside the blocks (MCP's `structuredContent`),
+    /// when the provider returned one of its own (an external server). For
+    /// a wasm tool it is `None`, and a result that is one JSON object block
+    /// is its structured result.
+    pub structured: Option<serde_json::Value>,
     /// Execution facts for metrics and audit.
     pub stats: CallStats,
 }
@@ -394,7 +539,11 @@ impl ProviderInfo {
 }
 
 /// Something that can run tools: a wasm plugin, an external MCP server.
-pub trait Provider: Send + Sync + std::fmt::Debug {
+///
+/// A provider is [`std::any::Any`], so the edge that made one can find it
+/// again in the registry as its own type (the MCP front reaches an external
+/// server's resources and prompts through its provider).
+pub trait Provider: std::any::Any + Send + Sync + std::fmt::Debug {
     /// Provider name (plugin or server name), unique in the registry.
     fn name(&self) -> &str;
     /// What kind of provider this is.
@@ -496,4 +645,38 @@ pub enum PluginEvent {
         /// Human-readable status.
         message: Option<String>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn annotated_blocks_and_resource_links_have_a_json_shape() {
+        let link = Content::ResourceLink(ResourceLink {
+            uri: "demo://r/1".into(),
+            name: "one".into(),
+            size: Some(3),
+            ..ResourceLink::default()
+        });
+        let annotations =
+            Annotations { audience: Some(vec![Audience::User]), priority: Some(0.5), last_modified: None };
+        let block = Content::Text("hi".into()).annotated(annotations.clone());
+        assert_eq!(
+            serde_json::to_value([&link, &block]).unwrap(),
+            json!([
+                {"type": "resource_link", "uri": "demo://r/1", "name": "one", "size": 3},
+                {"type": "text", "text": "hi", "annotations": {"audience": ["user"], "priority": 0.5}},
+            ])
+        );
+        assert_eq!(block.plain(), &Content::Text("hi".into()));
+        assert_eq!(block.annotations(), Some(&annotations));
+        let again = block.clone().annotated(Annotations::default());
+        assert!(
+            matches!(&again, Content::Annotated { block, .. } if **block == Content::Text("hi".into())),
+            "never nested"
+        );
+        assert_eq!(again.len(), 2);
+    }
 }

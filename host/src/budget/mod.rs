@@ -104,6 +104,9 @@ pub struct AgentProfile {
     /// Instructions sent to MCP clients connecting as this agent.
     #[serde(default)]
     pub instructions: Option<String>,
+    /// This agent's tool-call limit, instead of `server.rate_limit`.
+    #[serde(default)]
+    pub rate_limit: Option<crate::limits::RateLimitConfig>,
     /// Personality prompt (seed field; toolhost does not use it).
     #[serde(default)]
     pub personality: Option<String>,
@@ -145,6 +148,9 @@ pub enum TierSource {
     Calibrated,
     /// The tool's declared p50.
     Declared,
+    /// Nothing known: the tier the operator assigned the tool's provider
+    /// (an external server's `tier`).
+    Assigned,
     /// Nothing known: the configured default.
     Default,
 }
@@ -156,6 +162,7 @@ impl TierSource {
             TierSource::Measured => "measured",
             TierSource::Calibrated => "calibrated",
             TierSource::Declared => "declared",
+            TierSource::Assigned => "assigned",
             TierSource::Default => "default",
         }
     }
@@ -321,11 +328,12 @@ impl Budget {
             (Some(r), _, _) if r.count >= self.cfg.min_samples => (TierSource::Measured, Some(r.p50)),
             (_, Some(p), _) => (TierSource::Calibrated, Some(p.p50)),
             (_, _, Some(ms)) => (TierSource::Declared, Some(Duration::from_millis(u64::from(ms)))),
+            _ if def.meta.unmeasured_tier.is_some() => (TierSource::Assigned, None),
             _ => (TierSource::Default, None),
         };
         let base_tier = match p50 {
             Some(p) => self.ceilings.tier_for(p),
-            None => Some(self.cfg.unmeasured_tier),
+            None => Some(self.unmeasured_tier(def)),
         };
         let demoted =
             real.is_some_and(|r| r.count >= self.cfg.min_health_samples && r.error_rate() > self.cfg.demote_error_rate);
@@ -347,10 +355,21 @@ impl Budget {
         }
     }
 
-    /// A call's deadline: what the tool wants (its declared max duration,
-    /// or its measured p99 times the margin) under the tier's ceiling and
-    /// the operator's policy.
+    /// The tier of a tool with no declared p50 and no measurements: the one
+    /// the operator assigned it (an external server's `tier`), else
+    /// `unmeasured_tier`.
+    fn unmeasured_tier(&self, def: &ToolDef) -> Tier {
+        def.meta.unmeasured_tier.unwrap_or(self.cfg.unmeasured_tier)
+    }
+
+    /// A call's deadline: the one the operator set for the tool (an
+    /// external server's `timeout_ms`), else what the tool wants (its
+    /// declared max duration, or its measured p99 times the margin) under
+    /// the tier's ceiling; always within the operator's policy.
     fn timeout(&self, def: &ToolDef, tier: Option<Tier>, real: Option<Summary>) -> Duration {
+        if let Some(ms) = def.meta.deadline_ms {
+            return self.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
+        }
         let wanted = match (def.meta.max_duration_ms, real) {
             (Some(ms), _) => Some(Duration::from_millis(u64::from(ms))),
             (None, Some(r)) if r.count >= self.cfg.min_samples => Some(r.p99.mul_f64(self.cfg.timeout_margin)),
@@ -396,7 +415,7 @@ impl Budget {
             // Never called nor probed: the declared (or default) tier.
             return Some(match def.meta.estimated_duration_ms {
                 Some(ms) => self.ceilings.tier_for(Duration::from_millis(u64::from(ms))),
-                None => Some(self.cfg.unmeasured_tier),
+                None => Some(self.unmeasured_tier(def)),
             });
         };
         let code = state.tier.load(Ordering::Acquire);
@@ -406,6 +425,9 @@ impl Budget {
     /// The deadline a call of `def` gets now. Cheap when the tool declares a
     /// max duration (the common case): no lock.
     pub fn timeout_for(&self, def: &ToolDef) -> Duration {
+        if let Some(ms) = def.meta.deadline_ms {
+            return self.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
+        }
         match def.meta.max_duration_ms {
             Some(ms) => self.deadlines.deadline(
                 Some(Duration::from_millis(u64::from(ms))),

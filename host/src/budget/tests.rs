@@ -18,7 +18,7 @@ impl Provider for Fake {
         &self.0
     }
     fn call(&self, _: &str, _: &serde_json::Value, _: &CallContext) -> Result<ToolOutput, CallError> {
-        Ok(ToolOutput { content: vec![Content::Text("ok".into())], stats: CallStats::default() })
+        Ok(ToolOutput { content: vec![Content::Text("ok".into())], structured: None, stats: CallStats::default() })
     }
 }
 
@@ -27,8 +27,15 @@ fn def(name: &str, p50: Option<u32>, max: Option<u32>) -> ToolDef {
         name: name.into(),
         description: String::new(),
         input_schema: serde_json::json!({"type": "object"}),
-        meta: ToolMeta { estimated_duration_ms: p50, max_duration_ms: max, idempotent: true, cacheable_seconds: 0 },
+        meta: ToolMeta {
+            estimated_duration_ms: p50,
+            max_duration_ms: max,
+            idempotent: true,
+            cacheable_seconds: 0,
+            ..ToolMeta::default()
+        },
         probe_arguments: None,
+        ..ToolDef::default()
     }
 }
 
@@ -40,6 +47,7 @@ fn agent(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
         budget_tier: ceiling,
         tools: tools.iter().map(|t| t.to_string()).collect(),
         instructions: None,
+        rate_limit: None,
         personality: None,
         engine: None,
     }
@@ -243,4 +251,26 @@ fn timeouts_come_from_declared_max_or_measured_p99_never_above_the_ceiling() {
     // A declared max above the tier's ceiling is cut to the ceiling.
     let d = def("boastful", Some(10), Some(5000));
     assert_eq!(b.status(&d).timeout, MS * 500);
+}
+
+#[test]
+fn an_operator_set_tier_and_deadline_apply_to_what_a_tool_leaves_undeclared() {
+    let (b, _, _) = setup();
+    let b = b.with_deadlines(DeadlinePolicy::default());
+    let mut slow = def("upstream_slow", None, None);
+    slow.meta.unmeasured_tier = Some(Tier::Deep);
+    assert_eq!(b.tool_tier(&slow), Some(Tier::Deep), "the operator's tier, not the default");
+    assert_eq!(b.status(&slow).source, TierSource::Assigned);
+    assert_eq!(b.timeout_for(&slow), MS * 4000, "no deadline set: the tier's ceiling");
+    slow.meta.deadline_ms = Some(10_000);
+    assert_eq!(b.timeout_for(&slow), MS * 10_000, "the operator's deadline, above the tier's ceiling");
+    assert_eq!(b.status(&slow).timeout, MS * 10_000);
+    for _ in 0..10 {
+        b.record(&slow, MS * 100, Outcome::Ok);
+    }
+    assert_eq!(b.status(&slow).timeout, MS * 10_000, "measurements do not replace it");
+    assert_eq!(b.tool_tier(&slow), Some(Tier::Fast), "measurements do replace the assigned tier");
+    let mut huge = def("upstream_huge", None, None);
+    huge.meta.deadline_ms = Some(u32::MAX);
+    assert_eq!(b.timeout_for(&huge), Duration::from_secs(30), "never above the operator's ceiling");
 }

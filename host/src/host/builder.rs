@@ -277,7 +277,12 @@ impl HostBuilder {
             .with_trust(self.trust()?)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
             .with_audit(audit)
-            .with_memory(Arc::new(memory));
+            .with_memory(Arc::new(memory))
+            .with_call_rates(crate::limits::CallRates::new(
+                cfg.server.rate_limit,
+                cfg.server.operator_rate_limit,
+                cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
+            ));
         if cfg.plugins.builtins && self.builtins {
             host.add_builtins().map_err(BuildError::Builtins)?;
         }

@@ -38,6 +38,8 @@ pub struct Host {
     /// Calls running per agent ("" for calls without one), against
     /// `Limits::agent_concurrency`.
     agents_busy: std::sync::Mutex<std::collections::HashMap<String, Arc<crate::runtime::Slots>>>,
+    /// Tool calls per agent per minute.
+    rates: crate::limits::CallRates,
 }
 
 /// The results of a batch of parallel calls.
@@ -70,7 +72,21 @@ impl Host {
             provenance: Default::default(),
             installing: std::sync::Mutex::new(()),
             agents_busy: Default::default(),
+            rates: crate::limits::CallRates::default(),
         }
+    }
+
+    /// Limits each agent's tool calls (no limits by default; the `toolhost`
+    /// binary applies `server.rate_limit`, `server.operator_rate_limit`
+    /// and `npcs[].rate_limit`).
+    pub fn with_call_rates(mut self, rates: crate::limits::CallRates) -> Host {
+        self.rates = rates;
+        self
+    }
+
+    /// The tool-call limit that applies to `agent` (`None`: the operator).
+    pub fn call_rate(&self, agent: Option<&str>) -> crate::limits::RateLimitConfig {
+        self.rates.limit_for(agent)
     }
 
     /// Which plugin files may load (default: everything, see
@@ -207,9 +223,20 @@ impl Host {
         let cost = Arc::new(crate::tool::CallCost::default());
         let ctx = &CallContext { cost: Some(cost.clone()), ..ctx.clone() };
         let mut refused = false;
-        let result = match entry {
-            None => Err(CallError::UnknownTool(tool.to_string())),
-            Some(entry) => {
+        // Every call spends its agent's rate, unknown names included: a
+        // flood of misses costs the audit trail as much as hits.
+        let rate = self.rates.take(agent).map_err(|wait| {
+            CallError::CapacityExceeded(format!(
+                "{} is over its tool-call rate ({}); retry in {:.1} s",
+                agent.map_or_else(|| "the operator".to_string(), |a| format!("agent {a:?}")),
+                self.rates.limit_for(agent),
+                wait.as_secs_f64()
+            ))
+        });
+        let result = match (rate, entry) {
+            (Err(e), _) => Err(e),
+            (Ok(()), None) => Err(CallError::UnknownTool(tool.to_string())),
+            (Ok(()), Some(entry)) => {
                 if let Some((agent, tier)) = enforce
                     && !self.budget.visible(agent, tier, entry).unwrap_or(false)
                 {

@@ -1,34 +1,50 @@
 //! The streamable HTTP front: one endpoint for the operator (`/mcp`), one
 //! per agent (`/mcp/<slug>`), and the operator's admin API (`/admin/...`,
 //! see [`crate::admin`]), behind the checks every request passes, in this
-//! order (1 and 2 for the admin API too; it has its own token):
+//! order (1 to 3 for the admin API too; it has its own token):
 //!
 //! 1. `Host` must name this server (loopback names, the bound address, or a
-//!    configured host): DNS-rebinding protection. Otherwise 403.
+//!    configured host): DNS-rebinding protection. Otherwise 421.
 //! 2. `Origin`, when present, must be a loopback origin or a configured
 //!    one. Otherwise 403.
-//! 3. With tokens configured, `Authorization: Bearer <token>` must name one
-//!    (401 otherwise). The token decides who the caller is: an agent token
-//!    on `/mcp` is served that agent's view; `/mcp/<slug>` accepts only its
-//!    own agent's token or an operator token (403 otherwise).
-//! 4. A token bucket per client (its token, or its address) limits the
-//!    request rate: 429 with `Retry-After` and a JSON-RPC error whose
-//!    `data.code` is `capacity_exceeded`.
-//! 5. Bodies over the cap get 413 before they are read in full.
+//! 3. Each connection may make `server.connection_rate_limit` requests
+//!    (generous; against floods): 429 with `Retry-After` beyond.
+//! 4. Who is calling. Without `server.tokens`, only the Unix user the
+//!    server runs as (or root) is served, checked from the kernel's socket
+//!    table ([`super::peer`]): 403 for other local users. With tokens,
+//!    `Authorization: Bearer <token>` must name one (401 otherwise); an
+//!    agent token on `/mcp` is served that agent's view; `/mcp/<slug>`
+//!    accepts only its own agent's token or an operator token (403
+//!    otherwise). Failed authentications spend `server.auth_failure_limit`,
+//!    counted for the whole server; once it is spent, a token that has not
+//!    authenticated before gets 429 unchecked.
+//! 5. A request opening a session is admitted while fewer than
+//!    `server.max_sessions` are live (the least recently used session idle
+//!    for a minute, or half the idle timeout, is closed to make room; 503
+//!    otherwise). Sessions idle for
+//!    `server.session_idle_secs` are closed.
+//! 6. Bodies over the cap get 413 before they are read in full; malformed
+//!    JSON-RPC is answered as the specification says.
+//!
+//! Tool calls spend their agent's `rate_limit` in [`crate::Host`], whatever
+//! the transport; protocol traffic spends nothing there.
 
+use super::peer::Peer;
 use crate::Host;
 use crate::config::ServerConfig;
+use crate::limits::Buckets;
 use crate::mcp::{McpFront, agent_slug};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tower::ServiceExt as _;
 
@@ -55,14 +71,31 @@ enum Identity {
 
 struct Front {
     host: Arc<Host>,
-    services: HashMap<Identity, Service>,
+    services: HashMap<Identity, (Service, Arc<LocalSessionManager>)>,
     slugs: HashMap<String, String>,
     /// Each token's secret, who it acts as, and its audit id.
     tokens: Vec<(Vec<u8>, Identity, TokenId)>,
+    /// Tokens (by index) that have authenticated: they pass while failed
+    /// authentications are throttled.
+    authenticated: Mutex<HashSet<usize>>,
+    auth_failures: Buckets<()>,
+    /// The Unix user served without tokens (besides root).
+    own_uid: u32,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
-    limiter: RateLimiter,
+    connections: Buckets<SocketAddr>,
+    sessions: Sessions,
+}
+
+/// Live sessions over every endpoint, with when each was last used.
+struct Sessions {
+    max: usize,
+    idle: Duration,
+    /// How long a session must have been idle before a new one may take
+    /// its place at the cap: a minute, or half `idle` when that is shorter.
+    evictable_after: Duration,
+    live: Mutex<HashMap<String, (Identity, Instant)>>,
 }
 
 /// Refuses to serve beyond loopback without tokens: checked before binding
@@ -110,6 +143,7 @@ pub fn router(
     }
     hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
 
+    let idle = Duration::from_secs(cfg.session_idle_secs.max(1));
     let rmcp_config = || {
         let mut c = StreamableHttpServerConfig::default();
         // Our own checks run first and are stricter; let rmcp's pass what they pass.
@@ -117,13 +151,14 @@ pub fn router(
         c.max_request_body_bytes = cfg.max_body_bytes.max(1);
         c
     };
-    let service_for = |agent: Option<String>| -> Result<Service, HttpError> {
+    let service_for = |agent: Option<String>| -> Result<(Service, Arc<LocalSessionManager>), HttpError> {
         let front = McpFront::new(host.clone(), agent).map_err(|e| HttpError::Config(e.to_string()))?;
-        Ok(StreamableHttpService::new(
-            move || Ok(front.session()),
-            LocalSessionManager::default().into(),
-            rmcp_config(),
-        ))
+        let mut manager = LocalSessionManager::default();
+        // rmcp's worker quits after this long idle too; the sweeper below
+        // removes the session from the manager's map.
+        manager.session_config.keep_alive = Some(idle);
+        let manager = Arc::new(manager);
+        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager))
     };
     let mut services = HashMap::new();
     let mut slugs = HashMap::new();
@@ -137,11 +172,23 @@ pub fn router(
         services,
         slugs,
         tokens,
+        authenticated: Mutex::new(HashSet::new()),
+        auth_failures: Buckets::new(cfg.auth_failure_limit),
+        own_uid: rustix::process::geteuid().as_raw(),
         hosts,
         origins: cfg.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
         max_body: cfg.max_body_bytes,
-        limiter: RateLimiter::new(cfg.rate_limit.per_minute, cfg.rate_limit.burst),
+        connections: Buckets::new(cfg.connection_rate_limit),
+        sessions: Sessions {
+            max: cfg.max_sessions.max(1),
+            idle,
+            evictable_after: (idle / 2).min(Duration::from_secs(60)),
+            live: Mutex::new(HashMap::new()),
+        },
     });
+    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+        rt.spawn(sweep_sessions(Arc::downgrade(&front)));
+    }
     let app = match admin {
         Some(admin) => axum::Router::new().nest("/admin", crate::admin::router(front.host.clone(), admin)),
         None => axum::Router::new().route(
@@ -151,7 +198,7 @@ pub fn router(
     };
     let mcp = front.clone();
     Ok(app
-        .fallback(move |ConnectInfo(peer): ConnectInfo<SocketAddr>, request: Request| {
+        .fallback(move |ConnectInfo(peer): ConnectInfo<Peer>, request: Request| {
             let front = mcp.clone();
             async move { handle(front, peer, request).await }
         })
@@ -216,7 +263,7 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 /// Checks every request, the admin API's included: DNS-rebinding (`Host`)
-/// and cross-origin (`Origin`) protection.
+/// and cross-origin (`Origin`) protection, and the per-connection cap.
 async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
     let headers = request.headers();
     match host_of(headers) {
@@ -234,28 +281,84 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
             return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
         }
     }
+    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
+        && let Err(wait) = front.connections.take(&peer.addr)
+    {
+        return too_many("too many requests on this connection (server.connection_rate_limit)", wait);
+    }
     next.run(request).await
 }
 
-/// The MCP endpoints: who is calling, rate limit, body cap, then rmcp.
-async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Response {
+/// 429 with `Retry-After` and `capacity_exceeded`.
+fn too_many(what: &str, wait: Duration) -> Response {
+    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+    let mut r = error(
+        StatusCode::TOO_MANY_REQUESTS,
+        "capacity_exceeded",
+        &format!("capacity exceeded: {what}; retry after {secs} s"),
+    );
+    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    r
+}
+
+impl Front {
+    /// Who the request's token says the caller is; `Ok(None)` when the
+    /// server has no tokens and the peer is the server's own Unix user.
+    #[allow(clippy::result_large_err)]
+    fn authenticate(&self, peer: &Peer, token: Option<&str>) -> Result<Option<(Identity, TokenId)>, Response> {
+        if self.tokens.is_empty() {
+            return match peer.uid {
+                Some(uid) if uid == self.own_uid || uid == 0 => Ok(None),
+                Some(uid) => Err(error(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    &format!(
+                        "this server has no `server.tokens`, so it serves only its own Unix user (uid {}); your connection belongs to uid {uid}. Ask the operator for a token.",
+                        self.own_uid
+                    ),
+                )),
+                None => Err(error(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "this server has no `server.tokens`, so it serves only its own Unix user, and the owner of this connection is unknown; configure `server.tokens`",
+                )),
+            };
+        }
+        let Some(t) = token else {
+            return Err(unauthorized("this server needs `Authorization: Bearer <token>`"));
+        };
+        // Every token is compared, whichever matches.
+        let found = self
+            .tokens
+            .iter()
+            .enumerate()
+            .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
+        let mut authenticated = self.authenticated.lock().unwrap_or_else(|p| p.into_inner());
+        match found {
+            // While failed attempts are throttled, only tokens that have
+            // authenticated before are checked: guesses learn nothing.
+            Some(i) if authenticated.contains(&i) || !self.auth_failures.exhausted(&()) => {
+                authenticated.insert(i);
+                let (_, who, id) = &self.tokens[i];
+                Ok(Some((who.clone(), id.clone())))
+            }
+            Some(_) => Err(too_many("too many failed authentications", Duration::from_secs(6))),
+            None => match self.auth_failures.take(&()) {
+                Ok(()) => Err(unauthorized("unknown token")),
+                Err(wait) => Err(too_many("too many failed authentications", wait)),
+            },
+        }
+    }
+}
+
+/// The MCP endpoints: who is calling, sessions, body cap, then rmcp.
+async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     let headers = request.headers();
     let path = request.uri().path().to_string();
-    let token = bearer(headers).map(str::to_string);
-    let identity = if front.tokens.is_empty() {
-        None
-    } else {
-        let Some(t) = token.as_deref() else {
-            return unauthorized("this server needs `Authorization: Bearer <token>`");
-        };
-        match front.tokens.iter().find(|(k, _, _)| same_secret(k, t.as_bytes())) {
-            Some((_, who, id)) => Some((who.clone(), id.clone())),
-            None => return unauthorized("unknown token"),
-        }
-    };
-    let (identity, token_id) = match identity {
-        Some((who, id)) => (Some(who), Some(id)),
-        None => (None, None),
+    let (identity, token_id) = match front.authenticate(&peer, bearer(headers)) {
+        Ok(Some((who, id))) => (Some(who), Some(id)),
+        Ok(None) => (None, None),
+        Err(r) => return r,
     };
     let target = match path.trim_end_matches('/') {
         "/mcp" => identity.clone().unwrap_or(Identity::Operator),
@@ -270,31 +373,39 @@ async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Respon
     {
         return error(StatusCode::FORBIDDEN, "forbidden", "this token is not allowed on this endpoint");
     }
-    let key = token.unwrap_or_else(|| peer.ip().to_string());
-    if let Err(wait) = front.limiter.check(&key) {
-        let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-        let mut r = error(
-            StatusCode::TOO_MANY_REQUESTS,
-            "capacity_exceeded",
-            &format!("capacity exceeded: too many requests; retry after {secs} s"),
-        );
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-        return r;
+    let Some((service, manager)) = front.services.get(&target) else {
+        return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
+    };
+    let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+    let is_delete = request.method() == axum::http::Method::DELETE;
+    // rmcp answers a DELETE of a session it never had as a success; the
+    // reference SDKs answer 404, as for any other request naming it.
+    if is_delete
+        && let Some(id) = &session
+        && !manager.has_session(&id.as_str().into()).await.unwrap_or(false)
+    {
+        return invalid_request(StatusCode::NOT_FOUND, "Not Found: Session not found");
+    }
+    let opens_session = session.is_none() && request.method() == axum::http::Method::POST;
+    match &session {
+        Some(id) => front.sessions.touch(id),
+        None if opens_session => {
+            if let Err(r) = front.sessions.admit(&front.services).await {
+                return r;
+            }
+        }
+        None => {}
     }
     let mut request = match limit_body(request, front.max_body).await {
         Ok(r) => r,
         Err(r) => return r,
     };
-    let is_delete = request.method() == axum::http::Method::DELETE;
     // rmcp hands the request's parts to the handler, which puts the token's
     // id in the audit trail.
     if let Some(id) = token_id {
         request.extensions_mut().insert(id);
     }
-    let Some(service) = front.services.get(&target) else {
-        return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
-    };
-    match service.clone().oneshot(request).await {
+    let response = match service.clone().oneshot(request).await {
         // A terminated session: 200, as the reference SDKs answer (rmcp's
         // 202 reads as a failure to the Python client).
         Ok(r) if is_delete && r.status() == StatusCode::ACCEPTED => {
@@ -302,9 +413,124 @@ async fn handle(front: Arc<Front>, peer: SocketAddr, request: Request) -> Respon
             parts.status = StatusCode::OK;
             Response::from_parts(parts, Body::empty())
         }
+        Ok(r) if r.status().is_client_error() && !is_json_or_sse(r.headers()) => {
+            // rmcp's refusals (no or unknown session, bad protocol version,
+            // Accept, Content-Type) are plain text: give them the JSON-RPC
+            // error body the reference SDKs send, with the same status.
+            let status = r.status();
+            let text = axum::body::to_bytes(Body::new(r.into_body()), 4096).await.unwrap_or_default();
+            invalid_request(status, String::from_utf8_lossy(&text).trim())
+        }
         Ok(r) => r.map(Body::new),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
+    };
+    if opens_session && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        front.sessions.opened(id, target);
+    } else if is_delete
+        && response.status().is_success()
+        && let Some(id) = &session
+    {
+        front.sessions.closed(id);
+    } else if response.status() == StatusCode::NOT_FOUND
+        && let Some(id) = &session
+        && !manager.has_session(&id.as_str().into()).await.unwrap_or(true)
+    {
+        front.sessions.closed(id);
     }
+    response
+}
+
+impl Sessions {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Identity, Instant)>> {
+        self.live.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self, id: &str) {
+        if let Some((_, at)) = self.lock().get_mut(id) {
+            *at = Instant::now();
+        }
+    }
+
+    fn opened(&self, id: &str, who: Identity) {
+        self.lock().insert(id.to_string(), (who, Instant::now()));
+    }
+
+    fn closed(&self, id: &str) {
+        self.lock().remove(id);
+    }
+
+    /// Room for one more session: at the cap, the least recently used
+    /// session idle for `evictable_after` is closed; without one, 503.
+    async fn admit(&self, services: &HashMap<Identity, (Service, Arc<LocalSessionManager>)>) -> Result<(), Response> {
+        let victim = {
+            let live = self.lock();
+            if live.len() < self.max {
+                return Ok(());
+            }
+            live.iter()
+                .filter(|(_, (_, at))| at.elapsed() >= self.evictable_after)
+                .min_by_key(|(_, (_, at))| *at)
+                .map(|(id, (who, _))| (id.clone(), who.clone()))
+        };
+        let Some((id, who)) = victim else {
+            let mut r = error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "capacity_exceeded",
+                &format!(
+                    "capacity exceeded: {} live sessions (server.max_sessions), all in use; retry later",
+                    self.max
+                ),
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(self.evictable_after.as_secs().max(1)));
+            return Err(r);
+        };
+        tracing::info!(session = %id, "closing the least recently used idle session: server.max_sessions reached");
+        self.closed(&id);
+        if let Some((_, manager)) = services.get(&who) {
+            let _ = manager.close_session(&id.into()).await;
+        }
+        Ok(())
+    }
+}
+
+/// Closes sessions idle for `server.session_idle_secs`, and forgets
+/// sessions rmcp has closed, until the front is dropped.
+async fn sweep_sessions(front: Weak<Front>) {
+    let period = {
+        let Some(f) = front.upgrade() else { return };
+        (f.sessions.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15))
+    };
+    loop {
+        tokio::time::sleep(period).await;
+        let Some(front) = front.upgrade() else { return };
+        let expired: Vec<(String, Identity)> = front
+            .sessions
+            .lock()
+            .iter()
+            .filter(|(_, (_, at))| at.elapsed() >= front.sessions.idle)
+            .map(|(id, (who, _))| (id.clone(), who.clone()))
+            .collect();
+        for (id, who) in expired {
+            tracing::debug!(session = %id, "closing an idle session (server.session_idle_secs)");
+            front.sessions.closed(&id);
+            if let Some((_, manager)) = front.services.get(&who) {
+                let _ = manager.close_session(&id.into()).await;
+            }
+        }
+    }
+}
+
+/// A JSON-RPC "invalid request" (-32600) error with `status`.
+fn invalid_request(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+fn is_json_or_sse(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
+        let ct = ct.to_ascii_lowercase();
+        ct.starts_with("application/json") || ct.starts_with("text/event-stream")
+    })
 }
 
 fn unauthorized(message: &str) -> Response {
@@ -350,46 +576,6 @@ fn refuse_malformed(body: &[u8]) -> Option<Response> {
     Some((status, axum::Json(r.response)).into_response())
 }
 
-/// Token buckets by client key.
-struct RateLimiter {
-    per_second: f64,
-    burst: f64,
-    buckets: Mutex<HashMap<String, (f64, Instant)>>,
-}
-
-impl RateLimiter {
-    fn new(per_minute: u32, burst: u32) -> RateLimiter {
-        RateLimiter {
-            per_second: f64::from(per_minute) / 60.0,
-            burst: f64::from(burst.max(1)),
-            buckets: Mutex::new(HashMap::new()),
-        }
-    }
-
-    /// Takes one token for `key`, or says how long until one is free.
-    fn check(&self, key: &str) -> Result<(), Duration> {
-        if self.per_second <= 0.0 {
-            return Ok(());
-        }
-        let now = Instant::now();
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if buckets.len() > 10_000 {
-            // Forget clients whose buckets have refilled.
-            let full = Duration::from_secs_f64(self.burst / self.per_second);
-            buckets.retain(|_, (_, at)| now.duration_since(*at) < full);
-        }
-        let (tokens, at) = buckets.entry(key.to_string()).or_insert((self.burst, now));
-        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * self.per_second).min(self.burst);
-        *at = now;
-        if *tokens >= 1.0 {
-            *tokens -= 1.0;
-            Ok(())
-        } else {
-            Err(Duration::from_secs_f64((1.0 - *tokens) / self.per_second))
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,18 +602,6 @@ mod tests {
         assert_eq!(host_of(&h).as_deref(), Some("[::1]"));
         h.insert(header::HOST, HeaderValue::from_static("Evil.Example"));
         assert_eq!(host_of(&h).as_deref(), Some("evil.example"));
-    }
-
-    #[test]
-    fn rate_limit_allows_a_burst_then_refills() {
-        let l = RateLimiter::new(60, 10);
-        for _ in 0..10 {
-            assert!(l.check("a").is_ok());
-        }
-        let wait = l.check("a").unwrap_err();
-        assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900), "{wait:?}");
-        assert!(l.check("b").is_ok(), "buckets are per client");
-        assert!(RateLimiter::new(0, 0).check("x").is_ok(), "0 turns the limit off");
     }
 
     #[test]

@@ -10,6 +10,7 @@ pub mod client;
 pub mod content;
 pub mod http;
 pub mod jsonrpc;
+pub mod peer;
 pub mod server;
 
 pub use client::{ExternalServers, ServerStatus};

@@ -12,15 +12,37 @@
 //! `notifications/progress` (when the request carried a progress token).
 //! Each session watches the registry and the budget and sends
 //! `notifications/tools/list_changed` when its agent's visible set changes.
+//!
+//! External servers' tools are served as they defined them (title,
+//! `outputSchema`, annotations) and their results as they sent them
+//! (`structuredContent`, annotations, resource links), shaped for the
+//! protocol version the client negotiated ([`super::content::Dialect`]).
+//! Their resources, resource templates, prompts and completions are served
+//! here too, from every external server the session may use: the operator
+//! may use every connected one; an agent the ones at least one of whose
+//! tools is on its allow-list (whatever the tier). Resources keep their
+//! URIs; a read goes to the server that listed the URI (or, failing that,
+//! whose template it expands), the first in server-name order when several
+//! did, and a URI no such server listed is refused as not found. Prompts
+//! are `<server>_<prompt>`. Reads and prompts are held to the output cap
+//! like a tool's result. The `resources`, `prompts` and `completions`
+//! capabilities are always declared (the lists are empty without external
+//! servers), with `listChanged`: a session is told when what it may use
+//! changes.
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still part of the protocol versions clients speak.
 
+use super::client::Upstream;
+use super::content::Dialect;
 use crate::Host;
 use crate::budget::Tier;
 use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, LoggingLevel,
-    LoggingMessageNotificationParam, MetaObject, PaginatedRequestParams, ProgressNotificationParam, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
+    ErrorData, GetPromptRequestParams, GetPromptResponse, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
+    PaginatedRequestParams, ProgressNotificationParam, Prompt, PromptReference, PromptsCapability,
+    ReadResourceRequestParams, ReadResourceResponse, Reference, Resource, ResourceTemplate, ResourcesCapability,
+    ServerCapabilities, ServerConfig, SetLevelRequestParams, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler};
@@ -149,6 +171,20 @@ impl McpFront {
                     _ => serde_json::Map::new(),
                 };
                 let mut tool = Tool::new(t.def.name.clone(), t.def.description.clone(), Arc::new(schema));
+                tool.title = t.def.title.clone();
+                tool.output_schema = match &t.def.output_schema {
+                    Some(Value::Object(o)) => Some(Arc::new(o.clone())),
+                    _ => None,
+                };
+                tool.annotations = t.def.annotations.as_ref().map(|a| {
+                    let mut m = rmcp::model::ToolAnnotations::new();
+                    m.title = a.title.clone();
+                    m.read_only_hint = a.read_only_hint;
+                    m.destructive_hint = a.destructive_hint;
+                    m.idempotent_hint = a.idempotent_hint;
+                    m.open_world_hint = a.open_world_hint;
+                    m
+                });
                 let status = self.host.budget().status(&t.def);
                 tool.meta = Some(MetaObject(
                     json!({"toolhost": {
@@ -166,6 +202,84 @@ impl McpFront {
                 tool
             })
             .collect()
+    }
+
+    /// The connected external servers this session may use beyond their
+    /// tools (resources, templates, prompts, completions), in server-name
+    /// order: every one for the operator; for an agent, those with at least
+    /// one tool on its allow-list.
+    fn upstreams(&self) -> Vec<Upstream> {
+        let catalog = self.host.registry().snapshot();
+        let allowed: Option<Vec<String>> =
+            self.agent.as_deref().map(|a| self.host.budget().agent(a).map(|p| p.tools.clone()).unwrap_or_default());
+        super::client::upstreams(&catalog, |tools| match &allowed {
+            None => true,
+            Some(list) => tools.iter().any(|t| list.contains(&t.name)),
+        })
+    }
+
+    /// The deadline of a request to an external server without a
+    /// `timeout_ms` of its own (the operator's ceiling), and the output cap.
+    fn upstream_limits(&self) -> (Duration, usize) {
+        let limits = self.host.runtime().limits();
+        (limits.timeout_ceiling, limits.output_bytes)
+    }
+
+    /// The resources this session may read, as their servers listed them
+    /// (a URI listed by several servers once, from the first by name).
+    pub fn visible_resources(&self) -> Vec<Resource> {
+        let mut seen = std::collections::HashSet::new();
+        self.upstreams()
+            .iter()
+            .flat_map(|u| u.offer().resources.iter())
+            .filter(|r| seen.insert(r.uri.clone()))
+            .cloned()
+            .collect()
+    }
+
+    /// The resource templates this session may read through, as their
+    /// servers listed them.
+    pub fn visible_resource_templates(&self) -> Vec<ResourceTemplate> {
+        let mut seen = std::collections::HashSet::new();
+        self.upstreams()
+            .iter()
+            .flat_map(|u| u.offer().templates.iter())
+            .filter(|t| seen.insert(t.uri_template.clone()))
+            .cloned()
+            .collect()
+    }
+
+    /// The prompts this session may get, named `<server>_<prompt>`.
+    pub fn visible_prompts(&self) -> Vec<Prompt> {
+        let mut seen = std::collections::HashSet::new();
+        self.upstreams()
+            .iter()
+            .flat_map(|u| u.offer().prompts.iter())
+            .filter(|(exposed, _)| seen.insert(exposed.clone()))
+            .map(|(exposed, p)| {
+                let mut p = p.clone();
+                p.name = exposed.clone();
+                p
+            })
+            .collect()
+    }
+
+    /// What changes when the resources (first) or prompts (second) this
+    /// session may use change: the servers that offer some, and their
+    /// listings' counters. A server offering none comes and goes unnoticed.
+    fn offer_signature(&self) -> (Signature, Signature) {
+        let (mut resources, mut prompts) = (Vec::new(), Vec::new());
+        for u in self.upstreams() {
+            let (r, p) = u.generations();
+            let offer = u.offer();
+            if !offer.resources.is_empty() || !offer.templates.is_empty() {
+                resources.push((u.name().to_string(), r));
+            }
+            if !offer.prompts.is_empty() {
+                prompts.push((u.name().to_string(), p));
+            }
+        }
+        (resources, prompts)
     }
 
     /// Runs a call and shapes the MCP result. An unknown (or invisible) tool
@@ -202,6 +316,20 @@ impl McpFront {
     }
 }
 
+/// Each server a session may use, with a listing's change counter.
+type Signature = Vec<(String, u64)>;
+
+/// The server a read of `uri` goes to: the first that listed it, else the
+/// first with a template it expands.
+fn route_resource<'a>(upstreams: &'a [Upstream], uri: &str) -> Option<&'a Upstream> {
+    upstreams.iter().find(|u| u.lists(uri)).or_else(|| upstreams.iter().find(|u| u.expands_to(uri)))
+}
+
+/// The server offering the prompt `exposed`, and its own name for it.
+fn route_prompt<'a>(upstreams: &'a [Upstream], exposed: &str) -> Option<(&'a Upstream, &'a str)> {
+    upstreams.iter().find_map(|u| u.prompt(exposed).map(|remote| (u, remote)))
+}
+
 fn meta(v: Value) -> MetaObject {
     MetaObject(json!({ "toolhost": v }).as_object().cloned().unwrap_or_default())
 }
@@ -209,7 +337,7 @@ fn meta(v: Value) -> MetaObject {
 fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64) -> CallToolResult {
     match result {
         Ok(out) => {
-            let structured = super::content::structured(&out.content);
+            let structured = out.structured.clone().or_else(|| super::content::structured(&out.content));
             let content = super::content::to_mcp(&out.content);
             let mut r = CallToolResult::success(content);
             r.structured_content = structured;
@@ -235,9 +363,16 @@ fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64
 
 impl ServerHandler for McpFront {
     fn get_info(&self) -> ServerConfig {
-        let mut info = ServerConfig::new(
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build(),
-        );
+        let mut capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
+        let mut resources = ResourcesCapability::default();
+        resources.list_changed = Some(true);
+        capabilities.resources = Some(resources);
+        let mut prompts = PromptsCapability::default();
+        prompts.list_changed = Some(true);
+        capabilities.prompts = Some(prompts);
+        capabilities.completions = Some(JsonObject::new());
+        let mut info = ServerConfig::new(capabilities);
         info.server_info.name = "toolhost".into();
         info.server_info.version = env!("CARGO_PKG_VERSION").into();
         let profile = self.agent.as_deref().and_then(|a| self.host.budget().agent(a).ok());
@@ -257,9 +392,116 @@ impl ServerHandler for McpFront {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(self.visible_tools()))
+        let mut tools = self.visible_tools();
+        super::content::shape_tools(&mut tools, Dialect::of(context.protocol_version().as_ref()));
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(self.visible_resources()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(self.visible_resource_templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        if uri.len() > super::client::MAX_URI_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!("a resource URI of {} bytes (at most {})", uri.len(), super::client::MAX_URI_BYTES),
+                None,
+            ));
+        }
+        let upstreams = self.upstreams();
+        let Some(server) = route_resource(&upstreams, &uri) else {
+            return Err(ErrorData::resource_not_found(
+                format!("no resource {:?}: no server this session may use lists it", crate::tool::log_safe(&uri)),
+                Some(json!({"uri": uri})),
+            ));
+        };
+        let (timeout, cap) = self.upstream_limits();
+        Ok(ReadResourceResponse::Complete(server.read(&uri, timeout, cap).await?))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(self.visible_prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let upstreams = self.upstreams();
+        let Some((server, remote)) = route_prompt(&upstreams, &request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown prompt {:?}", crate::tool::log_safe(&request.name)),
+                Some(json!({"code": "not_found"})),
+            ));
+        };
+        let (timeout, cap) = self.upstream_limits();
+        let mut result = server.get_prompt(remote, request.arguments, timeout, cap).await?;
+        super::content::shape_prompt(&mut result, Dialect::of(context.protocol_version().as_ref()));
+        Ok(GetPromptResponse::Complete(result))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let upstreams = self.upstreams();
+        let mut params = request;
+        params.meta = None;
+        let server = match &params.r#ref {
+            Reference::Prompt(p) => {
+                let Some((server, remote)) = route_prompt(&upstreams, &p.name) else {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown prompt {:?}", crate::tool::log_safe(&p.name)),
+                        Some(json!({"code": "not_found"})),
+                    ));
+                };
+                let remote = PromptReference::new(remote);
+                params.r#ref = Reference::Prompt(remote);
+                server
+            }
+            Reference::Resource(r) => {
+                let server =
+                    upstreams.iter().find(|u| u.has_template(&r.uri)).or_else(|| route_resource(&upstreams, &r.uri));
+                let Some(server) = server else {
+                    return Err(ErrorData::invalid_params(
+                        format!(
+                            "unknown resource template {:?}: no server this session may use lists it",
+                            crate::tool::log_safe(&r.uri)
+                        ),
+                        Some(json!({"code": "not_found"})),
+                    ));
+                };
+                server
+            }
+            _ => return Err(ErrorData::invalid_params("unknown kind of completion reference", None)),
+        };
+        let (timeout, cap) = self.upstream_limits();
+        server.complete(params, timeout, cap).await
     }
 
     async fn call_tool(
@@ -332,7 +574,11 @@ impl ServerHandler for McpFront {
         while let Ok(e) = rx.try_recv() {
             forward(e).await;
         }
-        result.map(Into::into)
+        let dialect = Dialect::of(context.protocol_version().as_ref());
+        result.map(|mut r| {
+            super::content::shape_result(&mut r, dialect);
+            r.into()
+        })
     }
 
     async fn set_level(
@@ -350,6 +596,7 @@ impl ServerHandler for McpFront {
         let mut changes = self.host.registry().subscribe();
         tokio::spawn(async move {
             let mut last = front.visible_names();
+            let (mut last_resources, mut last_prompts) = front.offer_signature();
             let mut poll = tokio::time::interval(VISIBILITY_POLL);
             poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
@@ -365,6 +612,21 @@ impl ServerHandler for McpFront {
                     tracing::debug!(agent = ?front.agent, tools = now.len(), "visible tools changed");
                     last = now;
                     if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                let (resources, prompts) = front.offer_signature();
+                if resources != last_resources {
+                    tracing::debug!(agent = ?front.agent, "visible resources changed");
+                    last_resources = resources;
+                    if peer.notify_resource_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                if prompts != last_prompts {
+                    tracing::debug!(agent = ?front.agent, "visible prompts changed");
+                    last_prompts = prompts;
+                    if peer.notify_prompt_list_changed().await.is_err() {
                         break;
                     }
                 }

@@ -166,7 +166,12 @@ impl HostArgs {
             .thread_name("toolhost-io")
             .build()
             .context("starting the async runtime")?;
-        let servers = ExternalServers::start(assembly.host.clone(), &assembly.config.mcp.servers, rt.handle().clone())?;
+        let servers = ExternalServers::start_in(
+            assembly.host.clone(),
+            &assembly.config.mcp.servers,
+            rt.handle().clone(),
+            &assembly.state_dir,
+        )?;
         if wait && !assembly.config.mcp.servers.is_empty() {
             servers.wait_ready(SERVER_CONNECT_WAIT);
             for s in servers.status() {

@@ -2,7 +2,8 @@
 //!
 //! Each configured server gets a supervisor task on the async runtime. It
 //! connects (a child process over stdio, or streamable HTTP with a static
-//! bearer token or OAuth 2.1 client credentials), lists the server's tools
+//! bearer token, OAuth 2.1 client credentials or a login stored by
+//! `toolhost auth login`, see `login.rs`), lists the server's tools
 //! and registers them as one provider named after the server. While the
 //! connection lives, calls go straight to it; when it drops, the server's
 //! tools are marked unavailable (hidden from listings, calls answered with
@@ -21,9 +22,18 @@
 //! they block the calling thread (never an async worker) on the runtime that
 //! owns the connection. Each call has a deadline; when it passes, the
 //! request is abandoned and `notifications/cancelled` is sent to the server.
+//! A server's `timeout_ms` and `tier` fill in the deadline and tier of its
+//! tools that declare none (`ToolMeta::deadline_ms`, `unmeasured_tier`).
+//!
+//! Besides tools, a server's resources, resource templates and prompts are
+//! listed (`offer.rs`) and kept beside its provider; the MCP front finds
+//! them through the registry (`upstreams`) and sends reads, prompt gets
+//! and completions to the server that offered them.
 
+pub mod login;
 mod names;
 mod oauth;
+mod offer;
 mod provider;
 mod relay;
 mod supervisor;
@@ -38,6 +48,8 @@ use std::time::{Duration, Instant};
 use supervisor::{Server, supervise};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+pub(crate) use offer::{MAX_URI_BYTES, Upstream, upstreams};
 
 /// How long connecting (spawn or HTTP, then `initialize` and `tools/list`) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -93,12 +105,21 @@ pub struct ExternalServers {
     servers: Mutex<HashMap<String, Arc<Server>>>,
     /// The server added last: the next one registers after it.
     last: Mutex<Option<Arc<Server>>>,
+    /// The state directory whose stored logins (`toolhost auth login`) the
+    /// servers use.
+    state_dir: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 impl ExternalServers {
     /// A manager for `host`, running connections on `rt`.
     pub fn new(host: Arc<Host>, rt: tokio::runtime::Handle) -> Arc<ExternalServers> {
-        Arc::new(ExternalServers { host, rt, servers: Mutex::new(HashMap::new()), last: Mutex::new(None) })
+        Arc::new(ExternalServers {
+            host,
+            rt,
+            servers: Mutex::new(HashMap::new()),
+            last: Mutex::new(None),
+            state_dir: std::sync::OnceLock::new(),
+        })
     }
 
     /// A manager for `host` supervising every server in `configs` (config
@@ -116,10 +137,28 @@ impl ExternalServers {
         Ok(servers)
     }
 
+    /// [`ExternalServers::start`], the servers using the logins stored in
+    /// `state_dir` (`toolhost auth login`).
+    pub fn start_in(
+        host: Arc<Host>,
+        configs: &[McpServerConfig],
+        rt: tokio::runtime::Handle,
+        state_dir: &std::path::Path,
+    ) -> Result<Arc<ExternalServers>, ServerError> {
+        let servers = ExternalServers::new(host, rt);
+        let _ = servers.state_dir.set(state_dir.to_path_buf());
+        for cfg in configs {
+            servers.add(cfg.clone())?;
+        }
+        Ok(servers)
+    }
+
     /// Starts supervising a server. Returns at once; use
     /// [`ExternalServers::wait_ready`] to wait for its first connection.
     pub fn add(&self, cfg: McpServerConfig) -> Result<(), ServerError> {
         check(&cfg)?;
+        cfg.check_timeout(self.host.budget().deadlines())
+            .map_err(|reason| ServerError::Config { name: cfg.name.clone(), reason })?;
         let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
         if servers.contains_key(&cfg.name) {
             return Err(ServerError::Duplicate(cfg.name));
@@ -143,6 +182,8 @@ impl ExternalServers {
             recheck: Notify::new(),
             relay: relay::Relay::default(),
             exposed: Mutex::new(Vec::new()),
+            offers: offer::Offers::default(),
+            state_dir: self.state_dir.get().cloned(),
         });
         servers.insert(server.cfg.name.clone(), server.clone());
         let previous = self.last.lock().unwrap_or_else(|p| p.into_inner()).replace(server.clone());

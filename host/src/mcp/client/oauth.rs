@@ -1,92 +1,820 @@
-//! OAuth 2.1 client credentials for streamable-HTTP servers: a token
-//! source that refreshes before expiry, and rmcp's HTTP client wrapped to
-//! send it.
+//! OAuth 2.1 client credentials for streamable-HTTP servers, as the MCP
+//! authorization spec (2025-11-25) describes it for a client that is its
+//! own resource owner:
+//!
+//! 1. The first request goes without a token (unless `token_url` is
+//!    configured). A `401` names the protected-resource metadata in its
+//!    `WWW-Authenticate` challenge (`resource_metadata`), or toolhost looks
+//!    at the well-known paths (RFC 9728: path-inserted, then root).
+//! 2. The metadata's `resource` must be the server toolhost talks to (same
+//!    origin, a prefix of its path); its first `authorization_servers`
+//!    entry is the issuer, whose metadata comes from RFC 8414 or OpenID
+//!    Connect discovery, in the spec's order. A server with no
+//!    protected-resource metadata (2025-03-26) is its own authorization
+//!    server, with `/token` as the fallback endpoint.
+//! 3. The token request is `grant_type=client_credentials` with
+//!    `resource` (RFC 8707) and the scopes: the configured ones, else the
+//!    challenge's `scope`, else the metadata's `scopes_supported`, else
+//!    none. The client authenticates with `client_secret_basic` or
+//!    `client_secret_post`, whichever the issuer's
+//!    `token_endpoint_auth_methods_supported` allows (basic when it says
+//!    nothing).
+//! 4. A `403 insufficient_scope` asks again with the challenged scopes
+//!    added (once per request); a `401` with a token already sent fetches a
+//!    new one (once per request).
+//!
+//! Tokens and secrets never reach a log or an error message. The bearer
+//! token goes only to the configured server's origin; the client secret
+//! only to the token endpoint. Discovered URLs (metadata, token endpoint)
+//! must be `https`, except between loopback hosts, and every response body
+//! is capped.
+//!
+//! The authorization-code flow (a user signing in with a browser, where a
+//! human is present) is `toolhost auth login` (`login.rs`); a server with a
+//! stored login gets its stored token here, refreshed when it expires or is
+//! refused.
 
 use crate::config::OAuthConfig;
+use base64::Engine as _;
+use reqwest::Url;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// OAuth 2.1 client credentials: fetches a bearer token and refreshes it
-/// before it expires.
+/// How long one metadata or token request may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// Largest metadata or token response read, in bytes.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// How the client authenticates at the token endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ClientAuth {
+    /// `client_secret_basic`: HTTP Basic with the form-encoded id and secret.
+    Basic,
+    /// `client_secret_post`: the id and secret in the form body.
+    Post,
+}
+
+/// Where tokens come from: configured, or discovered from the server.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    token_url: Url,
+    auth: ClientAuth,
+    /// The `resource` parameter (RFC 8707): the protected resource's identifier.
+    resource: String,
+    /// The issuer's metadata does not list `client_credentials` among its
+    /// grant types (said in the error if the token request fails).
+    grant_unlisted: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    endpoint: Option<Endpoint>,
+    /// The scopes asked for (grows on `insufficient_scope`).
+    scopes: Vec<String>,
+    /// The current token and when to fetch the next one.
+    token: Option<(String, Instant)>,
+}
+
+/// What a `401` or `403` answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// `401`: no token, or one the server no longer takes.
+    Unauthorized,
+    /// `403` with `error="insufficient_scope"`.
+    InsufficientScope,
+}
+
+/// OAuth 2.1 client credentials for one server: discovers the token
+/// endpoint when it is not configured, fetches a bearer token and refreshes
+/// it before it expires.
 #[derive(Debug)]
 pub(super) struct TokenSource {
     cfg: OAuthConfig,
+    /// The MCP endpoint: the protected resource.
+    server: Url,
     client: reqwest::Client,
-    current: tokio::sync::Mutex<Option<(String, Instant)>>,
+    state: tokio::sync::Mutex<State>,
+    /// Why getting a token failed last, for the connection's error.
+    last_error: std::sync::Mutex<Option<String>>,
+    /// A stored `toolhost auth login`: its tokens instead of client credentials.
+    login: Option<super::login::LoginTokens>,
 }
 
 impl TokenSource {
-    pub(super) fn new(cfg: OAuthConfig, client: reqwest::Client) -> TokenSource {
-        TokenSource { cfg, client, current: tokio::sync::Mutex::new(None) }
+    /// A token source for the server at `server_url`; with `token_url`
+    /// configured, nothing is discovered.
+    pub(super) fn new(cfg: OAuthConfig, server_url: &str, client: reqwest::Client) -> Result<TokenSource, String> {
+        let server = Url::parse(server_url).map_err(|e| format!("`url` {server_url:?}: {e}"))?;
+        let mut state = State { scopes: cfg.scopes.clone(), ..State::default() };
+        if let Some(token_url) = &cfg.token_url {
+            let token_url = Url::parse(token_url).map_err(|e| format!("auth.oauth.token_url {token_url:?}: {e}"))?;
+            if !matches!(token_url.scheme(), "http" | "https") {
+                return Err(format!("auth.oauth.token_url {token_url}: must be http:// or https://"));
+            }
+            state.endpoint = Some(Endpoint {
+                token_url,
+                auth: ClientAuth::Basic,
+                resource: canonical(&server),
+                grant_unlisted: false,
+            });
+        }
+        Ok(TokenSource {
+            cfg,
+            server,
+            client,
+            state: tokio::sync::Mutex::new(state),
+            last_error: std::sync::Mutex::new(None),
+            login: None,
+        })
     }
 
-    /// A valid access token, fetched anew when the cached one is within
-    /// 10% of its lifetime (at most 30 s) of expiring.
-    pub(super) async fn bearer(&self) -> Result<String, String> {
-        let mut current = self.current.lock().await;
-        if let Some((token, refresh_at)) = current.as_ref()
+    /// A token source for the server at `server_url` that sends the tokens
+    /// of a stored login (and refreshes them).
+    pub(super) fn logged_in(
+        login: super::login::LoginTokens,
+        server_url: &str,
+        client: reqwest::Client,
+    ) -> Result<TokenSource, String> {
+        let cfg = OAuthConfig {
+            client_id: String::new(),
+            client_secret: String::new(),
+            token_url: None,
+            scopes: Vec::new(),
+            client_metadata_url: None,
+        };
+        let mut tokens = TokenSource::new(cfg, server_url, client)?;
+        tokens.login = Some(login);
+        Ok(tokens)
+    }
+
+    /// The error that ended the last attempt to get a token, once.
+    pub(super) fn take_error(&self) -> Option<String> {
+        self.last_error.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+
+    fn failed(&self, e: String) -> String {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.clone());
+        e
+    }
+
+    /// Whether `uri` is on the server's origin, the only one its tokens go to.
+    fn protects(&self, uri: &str) -> bool {
+        Url::parse(uri).is_ok_and(|u| u.origin() == self.server.origin())
+    }
+
+    /// The token to send to `uri`: none before the token endpoint is known
+    /// (the server's `401` starts discovery) or for another origin than the
+    /// server's; otherwise a valid one, fetched anew when the cached one is
+    /// within 10% of its lifetime (at most 30 s) of expiring.
+    pub(super) async fn current(&self, uri: &str) -> Result<Option<String>, String> {
+        if !self.protects(uri) {
+            return Ok(None);
+        }
+        if let Some(login) = &self.login {
+            return login.current().await.map(Some).map_err(|e| self.failed(e));
+        }
+        let mut state = self.state.lock().await;
+        let Some(endpoint) = state.endpoint.clone() else { return Ok(None) };
+        if let Some((token, refresh_at)) = &state.token
+            && Instant::now() < *refresh_at
+        {
+            return Ok(Some(token.clone()));
+        }
+        let token = self.fetch(&endpoint, &state.scopes).await.map_err(|e| self.failed(e))?;
+        state.token = Some(token.clone());
+        Ok(Some(token.0))
+    }
+
+    /// After the server refused `sent` with `challenge` (its
+    /// `WWW-Authenticate`, possibly empty): discovers the token endpoint if
+    /// need be, adds challenged scopes on `insufficient_scope`, and returns
+    /// a new token to retry with.
+    pub(super) async fn after_refusal(
+        &self,
+        sent: Option<&str>,
+        challenge: &str,
+        refusal: Refusal,
+    ) -> Result<String, String> {
+        if let Some(login) = &self.login {
+            return login.refused(sent, refusal, challenge).await.map_err(|e| self.failed(e));
+        }
+        let mut state = self.state.lock().await;
+        let challenge = Bearer::parse(challenge, &self.server);
+        // Another request already replaced the refused token.
+        if refusal == Refusal::Unauthorized
+            && let Some((token, refresh_at)) = &state.token
+            && Some(token.as_str()) != sent
             && Instant::now() < *refresh_at
         {
             return Ok(token.clone());
         }
-        let form = {
-            let mut form = url::form_urlencoded::Serializer::new(String::new());
-            form.append_pair("grant_type", "client_credentials");
-            if !self.cfg.scopes.is_empty() {
-                form.append_pair("scope", &self.cfg.scopes.join(" "));
+        if state.endpoint.is_none() {
+            let (endpoint, scopes) = self.discover(&challenge).await.map_err(|e| self.failed(e))?;
+            state.endpoint = Some(endpoint);
+            if state.scopes.is_empty() {
+                state.scopes = scopes;
             }
-            form.finish()
+        }
+        if refusal == Refusal::InsufficientScope {
+            let wanted = challenge.scopes();
+            let before = state.scopes.len();
+            for s in wanted {
+                if !state.scopes.contains(&s) {
+                    state.scopes.push(s);
+                }
+            }
+            if state.scopes.len() == before && sent.is_some() {
+                let e = format!(
+                    "the server refused the token for insufficient scope ({}), and toolhost already asks for every scope it names ({})",
+                    challenge.error_description.as_deref().unwrap_or("no description"),
+                    state.scopes.join(" ")
+                );
+                return Err(self.failed(e));
+            }
+        }
+        let endpoint = state.endpoint.clone().expect("set above");
+        let token = self.fetch(&endpoint, &state.scopes).await.map_err(|e| self.failed(e))?;
+        state.token = Some(token.clone());
+        Ok(token.0)
+    }
+
+    /// Finds the token endpoint and the scopes to ask for (RFC 9728, then
+    /// RFC 8414 or OpenID Connect discovery).
+    async fn discover(&self, challenge: &Bearer) -> Result<(Endpoint, Vec<String>), String> {
+        let resource = self.protected_resource(challenge).await?;
+        let legacy = resource.is_none();
+        let (issuer, resource_id, scopes_supported) = match resource {
+            Some(prm) => {
+                let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
+                    format!("the protected-resource metadata at {} names no authorization server", prm.url)
+                })?;
+                let issuer = Url::parse(&issuer)
+                    .map_err(|e| format!("the authorization server {issuer:?} named at {}: {e}", prm.url))?;
+                (issuer, prm.resource, prm.scopes_supported)
+            }
+            // Before RFC 9728 (MCP 2025-03-26): the server's origin is its
+            // own authorization server.
+            None => {
+                let mut origin = self.server.clone();
+                origin.set_path("/");
+                origin.set_query(None);
+                origin.set_fragment(None);
+                (origin, canonical(&self.server), Vec::new())
+            }
         };
-        let response = self
-            .client
-            .post(&self.cfg.token_url)
-            .basic_auth(&self.cfg.client_id, Some(&self.cfg.client_secret))
-            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(reqwest::header::ACCEPT, "application/json")
-            .body(form)
-            .timeout(Duration::from_secs(15))
-            .send()
-            .await
-            .map_err(|e| format!("token endpoint {}: {e}", self.cfg.token_url))?;
-        let status = response.status();
-        let body: Value = response.json().await.map_err(|e| format!("token endpoint answered {status}: {e}"))?;
-        if !status.is_success() {
+        self.allowed("authorization server", &issuer)?;
+        let metadata = self.authorization_server(&issuer, legacy).await?;
+        let (token_url, methods, grants) = match metadata {
+            Some(m) => (m.token_endpoint, m.auth_methods, m.grant_types),
+            None if legacy => {
+                // 2025-03-26 fallback: the default endpoint at the server's root.
+                (issuer.join("/token").map_err(|e| e.to_string())?, Vec::new(), Vec::new())
+            }
+            None => {
+                return Err(format!(
+                    "no authorization server metadata for {} (tried {})",
+                    issuer,
+                    as_metadata_urls(&issuer).iter().map(Url::as_str).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        };
+        self.allowed("token endpoint", &token_url)?;
+        let auth = if methods.is_empty() || methods.iter().any(|m| m == "client_secret_basic") {
+            ClientAuth::Basic
+        } else if methods.iter().any(|m| m == "client_secret_post") {
+            ClientAuth::Post
+        } else {
             return Err(format!(
-                "token endpoint refused the client credentials ({status}): {}",
-                body.get("error_description").or_else(|| body.get("error")).unwrap_or(&body)
+                "the authorization server {issuer} takes only {} at its token endpoint; toolhost authenticates with client_secret_basic or client_secret_post",
+                methods.join(", ")
+            ));
+        };
+        let scopes = match challenge.scopes() {
+            s if !s.is_empty() => s,
+            _ => scopes_supported,
+        };
+        let grant_unlisted = !grants.is_empty() && !grants.iter().any(|g| g == "client_credentials");
+        tracing::debug!(server = %self.server, %issuer, %token_url, "discovered the OAuth token endpoint");
+        Ok((Endpoint { token_url, auth, resource: resource_id, grant_unlisted }, scopes))
+    }
+
+    /// Discovery for the authorization-code flow, after the server answered
+    /// `challenge` (its `WWW-Authenticate`, possibly empty): the same
+    /// metadata as [`TokenSource::discover`], with the authorization and
+    /// registration endpoints. A 2025-03-26 server without metadata gets
+    /// `/authorize`, `/token` and `/register` at its root.
+    pub(super) async fn discover_login(&self, challenge: &str) -> Result<LoginMetadata, String> {
+        let challenge = Bearer::parse(challenge, &self.server);
+        let resource = self.protected_resource(&challenge).await?;
+        let legacy = resource.is_none();
+        let (issuer, resource_id, scopes_supported) = match resource {
+            Some(prm) => {
+                let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
+                    format!("the protected-resource metadata at {} names no authorization server", prm.url)
+                })?;
+                let issuer = Url::parse(&issuer)
+                    .map_err(|e| format!("the authorization server {issuer:?} named at {}: {e}", prm.url))?;
+                (issuer, prm.resource, prm.scopes_supported)
+            }
+            None => {
+                let mut origin = self.server.clone();
+                origin.set_path("/");
+                origin.set_query(None);
+                origin.set_fragment(None);
+                (origin, canonical(&self.server), Vec::new())
+            }
+        };
+        self.allowed("authorization server", &issuer)?;
+        let root = |p: &str| issuer.join(p).map_err(|e| e.to_string());
+        let m = match self.authorization_server(&issuer, legacy).await? {
+            Some(m) => m,
+            None if legacy => AsMetadata {
+                token_endpoint: root("/token")?,
+                auth_methods: Vec::new(),
+                grant_types: Vec::new(),
+                authorization_endpoint: Some(root("/authorize")?),
+                registration_endpoint: Some(root("/register")?),
+                cimd: false,
+                scopes_supported: Vec::new(),
+                issuer: issuer.to_string(),
+            },
+            None => {
+                return Err(format!(
+                    "no authorization server metadata for {} (tried {})",
+                    issuer,
+                    as_metadata_urls(&issuer).iter().map(Url::as_str).collect::<Vec<_>>().join(", ")
+                ));
+            }
+        };
+        let authorization_endpoint = m
+            .authorization_endpoint
+            .ok_or_else(|| format!("the authorization server {issuer} names no authorization_endpoint"))?;
+        self.allowed("authorization endpoint", &authorization_endpoint)?;
+        self.allowed("token endpoint", &m.token_endpoint)?;
+        if let Some(r) = &m.registration_endpoint {
+            self.allowed("registration endpoint", r)?;
+        }
+        let mut scopes = if !self.cfg.scopes.is_empty() {
+            self.cfg.scopes.clone()
+        } else {
+            match challenge.scopes() {
+                s if !s.is_empty() => s,
+                _ => scopes_supported,
+            }
+        };
+        if m.scopes_supported.iter().any(|s| s == "offline_access") && !scopes.iter().any(|s| s == "offline_access") {
+            scopes.push("offline_access".into());
+        }
+        Ok(LoginMetadata {
+            issuer: m.issuer,
+            authorization_endpoint,
+            token_endpoint: m.token_endpoint,
+            registration_endpoint: m.registration_endpoint,
+            auth_methods: m.auth_methods,
+            cimd: m.cimd,
+            resource: resource_id,
+            scopes,
+        })
+    }
+
+    /// The protected-resource metadata: from the challenge's
+    /// `resource_metadata`, else the well-known paths. `None` when the
+    /// server publishes none.
+    async fn protected_resource(&self, challenge: &Bearer) -> Result<Option<ResourceMetadata>, String> {
+        let named = challenge.resource_metadata.clone();
+        let candidates = match &named {
+            Some(url) => vec![url.clone()],
+            None => prm_urls(&self.server),
+        };
+        let mut tried = Vec::new();
+        for url in candidates {
+            self.allowed("protected-resource metadata", &url)?;
+            let Some(doc) = self.get_json(&url).await? else {
+                tried.push(url.to_string());
+                continue;
+            };
+            let resource = doc["resource"]
+                .as_str()
+                .ok_or_else(|| format!("the protected-resource metadata at {url} has no `resource`"))?;
+            if !resource_matches(resource, &self.server) {
+                return Err(format!(
+                    "the protected-resource metadata at {url} is for {resource:?}, not for {}: toolhost asks for no token for another resource",
+                    self.server
+                ));
+            }
+            return Ok(Some(ResourceMetadata {
+                url,
+                resource: resource.to_string(),
+                authorization_servers: strings(&doc["authorization_servers"]),
+                scopes_supported: strings(&doc["scopes_supported"]),
+            }));
+        }
+        if named.is_some() {
+            return Err(format!(
+                "no protected-resource metadata at {}, which the server's challenge names",
+                tried.join(", ")
             ));
         }
-        let token = body["access_token"].as_str().ok_or("token endpoint sent no access_token")?.to_string();
-        let lifetime = Duration::from_secs(body["expires_in"].as_u64().unwrap_or(3600));
+        Ok(None)
+    }
+
+    /// The issuer's metadata, from the first of the spec's well-known URLs
+    /// that has it; its `issuer` must be the one asked for (RFC 8414 §3.3),
+    /// or, for a server without protected-resource metadata (`legacy`,
+    /// whose own origin serves the metadata), on the server's origin.
+    async fn authorization_server(&self, issuer: &Url, legacy: bool) -> Result<Option<AsMetadata>, String> {
+        for url in as_metadata_urls(issuer) {
+            let Some(doc) = self.get_json(&url).await? else { continue };
+            let said = doc["issuer"].as_str().unwrap_or_default();
+            let same = said.trim_end_matches('/') == issuer.as_str().trim_end_matches('/')
+                || legacy && Url::parse(said).is_ok_and(|u| u.origin() == self.server.origin());
+            if !same {
+                return Err(format!(
+                    "the authorization server metadata at {url} is for issuer {said:?}, not {issuer}: refusing it"
+                ));
+            }
+            let token_endpoint = doc["token_endpoint"]
+                .as_str()
+                .ok_or_else(|| format!("the authorization server metadata at {url} has no token_endpoint"))?;
+            let token_endpoint =
+                Url::parse(token_endpoint).map_err(|e| format!("token_endpoint {token_endpoint:?} at {url}: {e}"))?;
+            let endpoint = |key: &str| doc[key].as_str().and_then(|u| Url::parse(u).ok());
+            return Ok(Some(AsMetadata {
+                token_endpoint,
+                auth_methods: strings(&doc["token_endpoint_auth_methods_supported"]),
+                grant_types: strings(&doc["grant_types_supported"]),
+                authorization_endpoint: endpoint("authorization_endpoint"),
+                registration_endpoint: endpoint("registration_endpoint"),
+                cimd: doc["client_id_metadata_document_supported"].as_bool() == Some(true),
+                scopes_supported: strings(&doc["scopes_supported"]),
+                issuer: said.to_string(),
+            }));
+        }
+        Ok(None)
+    }
+
+    /// A discovered URL toolhost will contact: `https`, or `http` between
+    /// loopback hosts (a server on this machine, for development).
+    fn allowed(&self, what: &str, url: &Url) -> Result<(), String> {
+        match url.scheme() {
+            "https" => Ok(()),
+            "http" if is_loopback(url) && is_loopback(&self.server) => Ok(()),
+            _ => Err(format!(
+                "the {what} {url} is not https (plain http is accepted only when the server and it are both on loopback; a configured auth.oauth.token_url is used as it is)"
+            )),
+        }
+    }
+
+    /// GETs a JSON document; `None` when the server answers 4xx (not there).
+    async fn get_json(&self, url: &Url) -> Result<Option<Value>, String> {
+        let response = self
+            .client
+            .get(url.clone())
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| format!("fetching {url}: {e}"))?;
+        let status = response.status();
+        if status.is_client_error() {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            return Err(format!("fetching {url}: {status}"));
+        }
+        let body = read_capped(response).await.map_err(|e| format!("reading {url}: {e}"))?;
+        let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url} is not JSON: {e}"))?;
+        if !doc.is_object() {
+            return Err(format!("{url} is not a JSON object"));
+        }
+        Ok(Some(doc))
+    }
+
+    /// The client-credentials token request.
+    async fn fetch(&self, endpoint: &Endpoint, scopes: &[String]) -> Result<(String, Instant), String> {
+        let url = &endpoint.token_url;
+        let scope = scopes.join(" ");
+        let mut pairs = vec![("grant_type", "client_credentials")];
+        if !scope.is_empty() {
+            pairs.push(("scope", &scope));
+        }
+        pairs.push(("resource", &endpoint.resource));
+        let mut request = self
+            .client
+            .post(url.clone())
+            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+            .header(reqwest::header::ACCEPT, "application/json")
+            .timeout(REQUEST_TIMEOUT);
+        match endpoint.auth {
+            ClientAuth::Basic => {
+                // RFC 6749 §2.3.1: both form-encoded before they are joined.
+                let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+                let pair = format!("{}:{}", enc(&self.cfg.client_id), enc(&self.cfg.client_secret));
+                let basic = base64::engine::general_purpose::STANDARD.encode(pair);
+                request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+            }
+            ClientAuth::Post => {
+                pairs.push(("client_id", &self.cfg.client_id));
+                pairs.push(("client_secret", &self.cfg.client_secret));
+            }
+        }
+        let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
+        let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+        let status = response.status();
+        let body = read_capped(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+        let body: Value = serde_json::from_slice(&body)
+            .map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
+        if !status.is_success() {
+            let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
+            return Err(format!(
+                "token endpoint {url} refused the client credentials ({status}): {}{}",
+                said.unwrap_or("no reason given"),
+                if endpoint.grant_unlisted {
+                    "; its metadata does not list client_credentials among grant_types_supported"
+                } else {
+                    ""
+                }
+            ));
+        }
+        let token = body["access_token"]
+            .as_str()
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| format!("token endpoint {url} sent no access_token"))?;
+        if let Some(kind) = body["token_type"].as_str()
+            && !kind.eq_ignore_ascii_case("bearer")
+        {
+            return Err(format!("token endpoint {url} sent a {kind:?} token; toolhost sends bearer tokens only"));
+        }
+        let seconds = match &body["expires_in"] {
+            Value::Number(n) => n.as_u64(),
+            Value::String(s) => s.parse().ok(),
+            _ => None,
+        };
+        let lifetime = Duration::from_secs(seconds.unwrap_or(3600).max(1));
         let margin = (lifetime / 10).min(Duration::from_secs(30));
-        *current = Some((token.clone(), Instant::now() + lifetime - margin));
-        tracing::debug!(token_url = %self.cfg.token_url, "fetched an OAuth access token for {} s", lifetime.as_secs());
-        Ok(token)
+        tracing::debug!(token_url = %url, "fetched an OAuth access token for {} s", lifetime.as_secs());
+        Ok((token.to_string(), Instant::now() + lifetime - margin))
     }
 }
 
-/// The reqwest client with a fresh OAuth token on every request.
+/// Reads a response body, at most [`MAX_BODY_BYTES`].
+pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(format!("the answer is larger than {MAX_BODY_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// An array of strings from a metadata document (other entries skipped).
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().map(|a| a.iter().filter_map(Value::as_str).map(String::from).collect()).unwrap_or_default()
+}
+
+/// RFC 9728 protected-resource metadata, the fields toolhost uses.
+#[derive(Debug)]
+struct ResourceMetadata {
+    url: Url,
+    resource: String,
+    authorization_servers: Vec<String>,
+    scopes_supported: Vec<String>,
+}
+
+/// RFC 8414 authorization-server metadata, the fields toolhost uses.
+#[derive(Debug)]
+struct AsMetadata {
+    token_endpoint: Url,
+    auth_methods: Vec<String>,
+    grant_types: Vec<String>,
+    authorization_endpoint: Option<Url>,
+    registration_endpoint: Option<Url>,
+    /// `client_id_metadata_document_supported`.
+    cimd: bool,
+    scopes_supported: Vec<String>,
+    issuer: String,
+}
+
+/// What `toolhost auth login` needs to know about a server's authorization.
+#[derive(Debug, Clone)]
+pub(super) struct LoginMetadata {
+    pub(super) issuer: String,
+    pub(super) authorization_endpoint: Url,
+    pub(super) token_endpoint: Url,
+    pub(super) registration_endpoint: Option<Url>,
+    /// `token_endpoint_auth_methods_supported` (empty: unsaid).
+    pub(super) auth_methods: Vec<String>,
+    pub(super) cimd: bool,
+    /// The `resource` parameter.
+    pub(super) resource: String,
+    /// The scopes to ask for, chosen as for client credentials (configured,
+    /// challenged, `scopes_supported`), plus `offline_access` when the
+    /// authorization server lists it (SEP-2207).
+    pub(super) scopes: Vec<String>,
+}
+
+/// The `Bearer` challenge of a `WWW-Authenticate` header (RFC 6750, RFC 9728).
+#[derive(Debug, Default, PartialEq)]
+struct Bearer {
+    resource_metadata: Option<Url>,
+    scope: Option<String>,
+    error_description: Option<String>,
+}
+
+impl Bearer {
+    /// The `Bearer` challenge's parameters in `header` (other schemes
+    /// ignored); `resource_metadata` resolved against `base`.
+    fn parse(header: &str, base: &Url) -> Bearer {
+        let mut out = Bearer::default();
+        for (scheme, params) in challenges(header) {
+            if !scheme.eq_ignore_ascii_case("bearer") {
+                continue;
+            }
+            for (k, v) in params {
+                match k.to_ascii_lowercase().as_str() {
+                    "resource_metadata" => out.resource_metadata = base.join(&v).ok(),
+                    "scope" => out.scope = Some(v),
+                    "error_description" => out.error_description = Some(v),
+                    _ => {}
+                }
+            }
+        }
+        out
+    }
+
+    /// The challenged scopes, in order, each once.
+    fn scopes(&self) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        for s in self.scope.as_deref().unwrap_or_default().split_whitespace() {
+            if !out.iter().any(|o| o == s) {
+                out.push(s.to_string());
+            }
+        }
+        out
+    }
+}
+
+/// The challenges of a `WWW-Authenticate` header: each scheme with its
+/// `name=value` parameters (values unquoted; a token68 is skipped).
+fn challenges(header: &str) -> Vec<(String, Vec<(String, String)>)> {
+    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
+    let b = header.as_bytes();
+    let mut i = 0;
+    let is_token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&c);
+    let skip_space = |i: &mut usize| {
+        while *i < b.len() && (b[*i] == b' ' || b[*i] == b'\t' || b[*i] == b',') {
+            *i += 1;
+        }
+    };
+    loop {
+        skip_space(&mut i);
+        if i >= b.len() {
+            break;
+        }
+        let start = i;
+        while i < b.len() && is_token(b[i]) {
+            i += 1;
+        }
+        if i == start {
+            i += 1; // not a token: skip the character
+            continue;
+        }
+        let word = &header[start..i];
+        let mut j = i;
+        while j < b.len() && (b[j] == b' ' || b[j] == b'\t') {
+            j += 1;
+        }
+        if j < b.len() && b[j] == b'=' && !out.is_empty() && !(j + 1 < b.len() && b[j + 1] == b'=') {
+            // name=value of the current challenge.
+            i = j + 1;
+            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
+                i += 1;
+            }
+            let value = if i < b.len() && b[i] == b'"' {
+                i += 1;
+                let mut v = String::new();
+                while i < b.len() && b[i] != b'"' {
+                    if b[i] == b'\\' && i + 1 < b.len() {
+                        i += 1;
+                    }
+                    let c = header[i..].chars().next().unwrap_or('\u{fffd}');
+                    v.push(c);
+                    i += c.len_utf8();
+                }
+                i += 1;
+                v
+            } else {
+                let vs = i;
+                while i < b.len() && b[i] != b',' && b[i] != b' ' && b[i] != b'\t' {
+                    i += 1;
+                }
+                header[vs..i].to_string()
+            };
+            if let Some(last) = out.last_mut() {
+                last.1.push((word.to_string(), value));
+            }
+        } else if j < b.len() && b[j] == b'=' {
+            // A token68 (`abc==`): skip it.
+            i = j;
+            while i < b.len() && b[i] == b'=' {
+                i += 1;
+            }
+        } else {
+            out.push((word.to_string(), Vec::new()));
+        }
+    }
+    out
+}
+
+/// The well-known protected-resource metadata URLs of `server`, in the
+/// order RFC 9728 and the MCP spec give: path-inserted, then the root.
+fn prm_urls(server: &Url) -> Vec<Url> {
+    let mut out = Vec::new();
+    let path = server.path().trim_end_matches('/');
+    let at = |p: &str| {
+        let mut u = server.clone();
+        u.set_path(p);
+        u.set_query(None);
+        u.set_fragment(None);
+        u
+    };
+    if !path.is_empty() {
+        out.push(at(&format!("/.well-known/oauth-protected-resource{path}")));
+    }
+    out.push(at("/.well-known/oauth-protected-resource"));
+    out
+}
+
+/// The metadata URLs of an issuer, in the MCP spec's order: with a path,
+/// RFC 8414 path insertion, OpenID Connect path insertion, OpenID Connect
+/// path appending; without one, RFC 8414 then OpenID Connect.
+fn as_metadata_urls(issuer: &Url) -> Vec<Url> {
+    let path = issuer.path().trim_end_matches('/');
+    let at = |p: String| {
+        let mut u = issuer.clone();
+        u.set_path(&p);
+        u.set_query(None);
+        u.set_fragment(None);
+        u
+    };
+    if path.is_empty() {
+        vec![at("/.well-known/oauth-authorization-server".into()), at("/.well-known/openid-configuration".into())]
+    } else {
+        vec![
+            at(format!("/.well-known/oauth-authorization-server{path}")),
+            at(format!("/.well-known/openid-configuration{path}")),
+            at(format!("{path}/.well-known/openid-configuration")),
+        ]
+    }
+}
+
+/// The canonical URI of an MCP server (RFC 8707, MCP spec): lower-case
+/// scheme and host, no fragment, no trailing slash on an empty path.
+fn canonical(server: &Url) -> String {
+    let mut u = server.clone();
+    u.set_fragment(None);
+    let s = u.to_string();
+    if u.path() == "/" && u.query().is_none() { s.trim_end_matches('/').to_string() } else { s }
+}
+
+/// Whether protected-resource metadata naming `resource` may speak for
+/// `server`: the same origin, and `server`'s path within `resource`'s.
+fn resource_matches(resource: &str, server: &Url) -> bool {
+    let Ok(r) = Url::parse(resource) else { return false };
+    if r.origin() != server.origin() {
+        return false;
+    }
+    let rp = r.path().trim_end_matches('/');
+    let sp = server.path().trim_end_matches('/');
+    rp.is_empty() || sp == rp || sp.strip_prefix(rp).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Whether a URL's host is a loopback address or `localhost`.
+fn is_loopback(url: &Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => {
+            d.eq_ignore_ascii_case("localhost") || d.to_ascii_lowercase().ends_with(".localhost")
+        }
+        None => false,
+    }
+}
+
+/// The reqwest client that sends the server's OAuth token with every
+/// request, and on a `401` or `403 insufficient_scope` gets a token (or a
+/// better one) and retries once.
 #[derive(Clone)]
 pub(super) struct OAuthHttp {
     pub(super) inner: reqwest::Client,
     pub(super) tokens: Arc<TokenSource>,
 }
 
-impl OAuthHttp {
-    async fn auth(&self, given: Option<String>) -> Option<String> {
-        match self.tokens.bearer().await {
-            Ok(t) => Some(t),
-            Err(e) => {
-                tracing::warn!("{e}");
-                given
-            }
-        }
-    }
-}
-
 mod oauth_client {
-    use super::OAuthHttp;
+    use super::{OAuthHttp, Refusal};
     use futures::stream::BoxStream;
     use http::{HeaderName, HeaderValue};
     use rmcp::model::ClientJsonRpcMessage;
@@ -97,6 +825,54 @@ mod oauth_client {
     use std::collections::HashMap;
     use std::sync::Arc;
 
+    type Error = StreamableHttpError<reqwest::Error>;
+
+    /// A token failure as a transport error (the message names no secret).
+    fn oauth_error(e: String) -> Error {
+        StreamableHttpError::Io(std::io::Error::other(format!("OAuth: {e}")))
+    }
+
+    /// The refusal in a failed request, with its challenge: a `401` (with
+    /// or without `WWW-Authenticate`) or a `403 insufficient_scope`.
+    fn refusal(e: &Error) -> Option<(Refusal, String)> {
+        match e {
+            StreamableHttpError::AuthRequired(a) => Some((Refusal::Unauthorized, a.www_authenticate_header.clone())),
+            StreamableHttpError::InsufficientScope(s)
+                if s.www_authenticate_header.to_ascii_lowercase().contains("insufficient_scope") =>
+            {
+                Some((Refusal::InsufficientScope, s.www_authenticate_header.clone()))
+            }
+            StreamableHttpError::Client(c) if c.status() == Some(reqwest::StatusCode::UNAUTHORIZED) => {
+                Some((Refusal::Unauthorized, String::new()))
+            }
+            _ => None,
+        }
+    }
+
+    impl OAuthHttp {
+        async fn token(&self, uri: &str) -> Result<Option<String>, Error> {
+            self.tokens.current(uri).await.map_err(oauth_error)
+        }
+
+        /// Runs `send` with the current token; after a refusal, once more
+        /// with the token the refusal calls for.
+        async fn with_token<T, F, Fut>(&self, uri: &Arc<str>, send: F) -> Result<T, Error>
+        where
+            F: Fn(Option<String>) -> Fut,
+            Fut: Future<Output = Result<T, Error>>,
+        {
+            let token = self.token(uri).await?;
+            let first = send(token.clone()).await;
+            let Err(e) = &first else { return first };
+            let Some((why, challenge)) = refusal(e) else { return first };
+            if !self.tokens.protects(uri) {
+                return first;
+            }
+            let token = self.tokens.after_refusal(token.as_deref(), &challenge, why).await.map_err(oauth_error)?;
+            send(Some(token)).await
+        }
+    }
+
     impl StreamableHttpClient for OAuthHttp {
         type Error = reqwest::Error;
 
@@ -105,11 +881,13 @@ mod oauth_client {
             uri: Arc<str>,
             message: ClientJsonRpcMessage,
             session_id: Option<Arc<str>>,
-            auth_header: Option<String>,
+            _auth_header: Option<String>,
             custom_headers: HashMap<HeaderName, HeaderValue>,
-        ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-            let auth = self.auth(auth_header).await;
-            self.inner.post_message(uri, message, session_id, auth, custom_headers).await
+        ) -> Result<StreamableHttpPostResponse, Error> {
+            self.with_token(&uri, |token| {
+                self.inner.post_message(uri.clone(), message.clone(), session_id.clone(), token, custom_headers.clone())
+            })
+            .await
         }
 
         async fn post_message_with_response_limits(
@@ -117,23 +895,32 @@ mod oauth_client {
             uri: Arc<str>,
             message: ClientJsonRpcMessage,
             session_id: Option<Arc<str>>,
-            auth_header: Option<String>,
+            _auth_header: Option<String>,
             custom_headers: HashMap<HeaderName, HeaderValue>,
             limits: StreamableHttpResponseLimits,
-        ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-            let auth = self.auth(auth_header).await;
-            self.inner.post_message_with_response_limits(uri, message, session_id, auth, custom_headers, limits).await
+        ) -> Result<StreamableHttpPostResponse, Error> {
+            self.with_token(&uri, |token| {
+                self.inner.post_message_with_response_limits(
+                    uri.clone(),
+                    message.clone(),
+                    session_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                    limits,
+                )
+            })
+            .await
         }
 
         async fn delete_session(
             &self,
             uri: Arc<str>,
             session_id: Arc<str>,
-            auth_header: Option<String>,
+            _auth_header: Option<String>,
             custom_headers: HashMap<HeaderName, HeaderValue>,
-        ) -> Result<(), StreamableHttpError<Self::Error>> {
-            let auth = self.auth(auth_header).await;
-            self.inner.delete_session(uri, session_id, auth, custom_headers).await
+        ) -> Result<(), Error> {
+            let token = self.token(&uri).await?;
+            self.inner.delete_session(uri, session_id, token, custom_headers).await
         }
 
         async fn get_stream(
@@ -141,11 +928,19 @@ mod oauth_client {
             uri: Arc<str>,
             session_id: Option<Arc<str>>,
             last_event_id: Option<String>,
-            auth_header: Option<String>,
+            _auth_header: Option<String>,
             custom_headers: HashMap<HeaderName, HeaderValue>,
-        ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-            let auth = self.auth(auth_header).await;
-            self.inner.get_stream(uri, session_id, last_event_id, auth, custom_headers).await
+        ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+            self.with_token(&uri, |token| {
+                self.inner.get_stream(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    custom_headers.clone(),
+                )
+            })
+            .await
         }
 
         async fn get_stream_with_max_sse_event_size(
@@ -153,21 +948,279 @@ mod oauth_client {
             uri: Arc<str>,
             session_id: Option<Arc<str>>,
             last_event_id: Option<String>,
-            auth_header: Option<String>,
+            _auth_header: Option<String>,
             custom_headers: HashMap<HeaderName, HeaderValue>,
             max_sse_event_size: usize,
-        ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
-            let auth = self.auth(auth_header).await;
-            self.inner
-                .get_stream_with_max_sse_event_size(
-                    uri,
-                    session_id,
-                    last_event_id,
-                    auth,
-                    custom_headers,
+        ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
+            self.with_token(&uri, |token| {
+                self.inner.get_stream_with_max_sse_event_size(
+                    uri.clone(),
+                    session_id.clone(),
+                    last_event_id.clone(),
+                    token,
+                    custom_headers.clone(),
                     max_sse_event_size,
                 )
-                .await
+            })
+            .await
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url(s: &str) -> Url {
+        Url::parse(s).unwrap()
+    }
+
+    #[test]
+    fn a_bearer_challenge_yields_its_metadata_url_and_scope() {
+        let base = url("https://mcp.example.com/mcp");
+        let b = Bearer::parse(
+            r#"Basic realm="x", Bearer realm="mcp", error="insufficient_scope", scope="files:read  files:write", resource_metadata="https://mcp.example.com/.well-known/oauth-protected-resource/mcp", error_description="need \"more\"""#,
+            &base,
+        );
+        assert_eq!(
+            b.resource_metadata.as_ref().map(Url::as_str),
+            Some("https://mcp.example.com/.well-known/oauth-protected-resource/mcp")
+        );
+        assert_eq!(b.scopes(), ["files:read", "files:write"]);
+        assert_eq!(b.error_description.as_deref(), Some(r#"need "more""#));
+        // Unquoted values, a relative metadata URL, another scheme's params ignored.
+        let b = Bearer::parse("Negotiate abc==, Bearer resource_metadata=/meta.json,scope=a", &base);
+        assert_eq!(b.resource_metadata.as_ref().map(Url::as_str), Some("https://mcp.example.com/meta.json"));
+        assert_eq!(b.scopes(), ["a"]);
+        assert_eq!(Bearer::parse("Basic realm=\"scope\"", &base), Bearer::default());
+        assert_eq!(Bearer::parse("", &base), Bearer::default());
+    }
+
+    #[test]
+    fn well_known_urls_follow_the_specs_order() {
+        let prm: Vec<String> = prm_urls(&url("https://h.example/api/mcp/?x=1")).iter().map(Url::to_string).collect();
+        assert_eq!(
+            prm,
+            [
+                "https://h.example/.well-known/oauth-protected-resource/api/mcp",
+                "https://h.example/.well-known/oauth-protected-resource"
+            ]
+        );
+        let prm: Vec<String> = prm_urls(&url("https://h.example")).iter().map(Url::to_string).collect();
+        assert_eq!(prm, ["https://h.example/.well-known/oauth-protected-resource"]);
+        let meta: Vec<String> =
+            as_metadata_urls(&url("https://auth.example/tenant1")).iter().map(Url::to_string).collect();
+        assert_eq!(
+            meta,
+            [
+                "https://auth.example/.well-known/oauth-authorization-server/tenant1",
+                "https://auth.example/.well-known/openid-configuration/tenant1",
+                "https://auth.example/tenant1/.well-known/openid-configuration"
+            ]
+        );
+        let meta: Vec<String> = as_metadata_urls(&url("https://auth.example/")).iter().map(Url::to_string).collect();
+        assert_eq!(
+            meta,
+            [
+                "https://auth.example/.well-known/oauth-authorization-server",
+                "https://auth.example/.well-known/openid-configuration"
+            ]
+        );
+    }
+
+    #[test]
+    fn metadata_speaks_only_for_its_own_resource() {
+        let server = url("https://mcp.example.com/tools/mcp");
+        assert!(resource_matches("https://mcp.example.com/tools/mcp", &server));
+        assert!(resource_matches("https://mcp.example.com/tools/mcp/", &server));
+        assert!(resource_matches("https://mcp.example.com/tools", &server));
+        assert!(resource_matches("https://MCP.example.com", &server));
+        assert!(!resource_matches("https://mcp.example.com/tool", &server));
+        assert!(!resource_matches("https://mcp.example.com/tools/mcp/other", &server));
+        assert!(!resource_matches("https://evil.example.com/tools/mcp", &server));
+        assert!(!resource_matches("http://mcp.example.com/tools/mcp", &server));
+        assert!(!resource_matches("https://mcp.example.com:8443/tools/mcp", &server));
+        assert!(!resource_matches("not a url", &server));
+    }
+
+    #[test]
+    fn the_resource_parameter_is_the_canonical_server_uri() {
+        assert_eq!(canonical(&url("HTTPS://MCP.Example.com/mcp#frag")), "https://mcp.example.com/mcp");
+        assert_eq!(canonical(&url("https://mcp.example.com/")), "https://mcp.example.com");
+        assert_eq!(canonical(&url("http://127.0.0.1:8080/mcp/")), "http://127.0.0.1:8080/mcp/");
+    }
+
+    #[test]
+    fn discovered_urls_must_be_https_except_between_loopback_hosts() {
+        let cfg = OAuthConfig {
+            client_id: "id".into(),
+            client_secret: "secret".into(),
+            token_url: None,
+            scopes: Vec::new(),
+            client_metadata_url: None,
+        };
+        let local = TokenSource::new(cfg.clone(), "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap();
+        assert!(local.allowed("x", &url("http://localhost:7/token")).is_ok());
+        assert!(local.allowed("x", &url("https://auth.example/token")).is_ok());
+        assert!(local.allowed("x", &url("http://auth.example/token")).is_err());
+        let remote = TokenSource::new(cfg, "https://mcp.example.com/mcp", reqwest::Client::new()).unwrap();
+        assert!(remote.allowed("x", &url("http://127.0.0.1:7/token")).is_err());
+        assert!(remote.allowed("x", &url("https://auth.example/token")).is_ok());
+        assert!(remote.allowed("x", &url("file:///etc/passwd")).is_err());
+    }
+
+    #[tokio::test]
+    async fn no_token_goes_to_another_origin() {
+        let cfg = OAuthConfig {
+            client_id: "id".into(),
+            client_secret: "secret".into(),
+            token_url: Some("http://127.0.0.1:9/token".into()),
+            scopes: Vec::new(),
+            client_metadata_url: None,
+        };
+        let tokens = TokenSource::new(cfg, "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap();
+        tokens.state.lock().await.token = Some(("t0k3n".into(), Instant::now() + Duration::from_secs(60)));
+        assert_eq!(tokens.current("http://127.0.0.1:9/mcp").await.unwrap().as_deref(), Some("t0k3n"));
+        assert_eq!(tokens.current("http://127.0.0.1:10/mcp").await.unwrap(), None);
+        assert_eq!(tokens.current("http://localhost:9/mcp").await.unwrap(), None);
+    }
+
+    /// The token requests a test authorization server received: each one's
+    /// form body and `Authorization` header.
+    type Seen = Arc<std::sync::Mutex<Vec<(String, Option<String>)>>>;
+
+    /// A protected resource and its authorization server on 127.0.0.1:
+    /// protected-resource metadata at the path-inserted well-known URL,
+    /// issuer `<base>/as` (client_secret_post only), a token endpoint that
+    /// records each request (its form and `Authorization` header).
+    async fn authorization_server() -> (String, Seen) {
+        use axum::routing::{get, post};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let seen: Seen = Arc::default();
+        let (b1, b2, log) = (base.clone(), base.clone(), seen.clone());
+        let router = axum::Router::new()
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                get(move || async move {
+                    axum::Json(serde_json::json!({
+                        "resource": format!("{b1}/mcp"),
+                        "authorization_servers": [format!("{b1}/as")],
+                        "scopes_supported": ["tools:read", "tools:call"],
+                    }))
+                }),
+            )
+            .route(
+                "/.well-known/oauth-authorization-server/as",
+                get(move || async move {
+                    axum::Json(serde_json::json!({
+                        "issuer": format!("{b2}/as"),
+                        "token_endpoint": format!("{b2}/as/token"),
+                        "token_endpoint_auth_methods_supported": ["client_secret_post"],
+                        "grant_types_supported": ["client_credentials"],
+                    }))
+                }),
+            )
+            .route(
+                "/as/token",
+                post(move |headers: axum::http::HeaderMap, body: String| async move {
+                    let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_string());
+                    let mut log = log.lock().unwrap();
+                    log.push((body, auth));
+                    axum::Json(serde_json::json!({
+                        "access_token": format!("tok-{}", log.len()),
+                        "token_type": "Bearer",
+                        "expires_in": 60,
+                    }))
+                }),
+            );
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (base, seen)
+    }
+
+    fn form(body: &str) -> std::collections::BTreeMap<String, String> {
+        url::form_urlencoded::parse(body.as_bytes()).into_owned().collect()
+    }
+
+    fn client_credentials() -> OAuthConfig {
+        OAuthConfig {
+            client_id: "toolhost test".into(),
+            client_secret: "s3cret&=".into(),
+            token_url: None,
+            scopes: Vec::new(),
+            client_metadata_url: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_401_challenge_leads_to_a_token_for_the_challenged_scope_then_a_step_up() {
+        let (base, seen) = authorization_server().await;
+        let server = format!("{base}/mcp");
+        let tokens = TokenSource::new(client_credentials(), &server, reqwest::Client::new()).unwrap();
+        // Nothing is known before the server's 401: no token is sent.
+        assert_eq!(tokens.current(&server).await.unwrap(), None);
+
+        // No resource_metadata in the challenge: the well-known URL is found.
+        let t =
+            tokens.after_refusal(None, r#"Bearer error="invalid_token", scope="tools:call""#, Refusal::Unauthorized);
+        assert_eq!(t.await.unwrap(), "tok-1");
+        let (body, auth) = seen.lock().unwrap()[0].clone();
+        let f = form(&body);
+        assert_eq!(f["grant_type"], "client_credentials");
+        assert_eq!(f["scope"], "tools:call", "the challenge's scope, not scopes_supported");
+        assert_eq!(f["resource"], server, "RFC 8707 resource: the protected resource");
+        assert_eq!((f["client_id"].as_str(), f["client_secret"].as_str()), ("toolhost test", "s3cret&="));
+        assert_eq!(auth, None, "client_secret_post: no Basic header");
+        assert_eq!(tokens.current(&server).await.unwrap().as_deref(), Some("tok-1"));
+
+        // 403 insufficient_scope: the challenged scope is added.
+        let step_up = r#"Bearer error="insufficient_scope", scope="tools:admin""#;
+        let t = tokens.after_refusal(Some("tok-1"), step_up, Refusal::InsufficientScope).await.unwrap();
+        assert_eq!(t, "tok-2");
+        assert_eq!(form(&seen.lock().unwrap()[1].0)["scope"], "tools:call tools:admin");
+        // Refused again for a scope already asked for: no loop, a clear error.
+        let e = tokens.after_refusal(Some("tok-2"), step_up, Refusal::InsufficientScope).await.unwrap_err();
+        assert!(e.contains("already asks for every scope"), "{e}");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert_eq!(tokens.take_error().as_deref(), Some(e.as_str()));
+
+        // A 401 for a token another request already replaced: that one, no fetch.
+        assert_eq!(tokens.after_refusal(Some("tok-1"), "Bearer", Refusal::Unauthorized).await.unwrap(), "tok-2");
+        // A 401 for the current token: a new one.
+        assert_eq!(tokens.after_refusal(Some("tok-2"), "Bearer", Refusal::Unauthorized).await.unwrap(), "tok-3");
+    }
+
+    #[tokio::test]
+    async fn without_a_challenged_scope_every_supported_scope_is_asked_for() {
+        let (base, seen) = authorization_server().await;
+        let server = format!("{base}/mcp");
+        let tokens = TokenSource::new(client_credentials(), &server, reqwest::Client::new()).unwrap();
+        let challenge = format!(r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#);
+        tokens.after_refusal(None, &challenge, Refusal::Unauthorized).await.unwrap();
+        assert_eq!(form(&seen.lock().unwrap()[0].0)["scope"], "tools:read tools:call");
+
+        // Configured scopes win over both.
+        let cfg = OAuthConfig { scopes: vec!["mine".into()], ..client_credentials() };
+        let tokens = TokenSource::new(cfg, &server, reqwest::Client::new()).unwrap();
+        tokens.after_refusal(None, r#"Bearer scope="theirs""#, Refusal::Unauthorized).await.unwrap();
+        assert_eq!(form(&seen.lock().unwrap()[1].0)["scope"], "mine");
+    }
+
+    #[tokio::test]
+    async fn metadata_for_another_resource_gets_no_token_request() {
+        let (base, seen) = authorization_server().await;
+        // The metadata describes `<base>/mcp`; this server is `<base>/other`.
+        let server = format!("{base}/other");
+        let tokens = TokenSource::new(client_credentials(), &server, reqwest::Client::new()).unwrap();
+        let challenge = format!(r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#);
+        let e = tokens.after_refusal(None, &challenge, Refusal::Unauthorized).await.unwrap_err();
+        assert!(e.contains("asks for no token for another resource"), "{e}");
+        assert!(seen.lock().unwrap().is_empty(), "no token request was made");
+        // A challenge naming a plain-http metadata URL off loopback is not followed.
+        let e = tokens
+            .after_refusal(None, r#"Bearer resource_metadata="http://metadata.example/prm""#, Refusal::Unauthorized)
+            .await
+            .unwrap_err();
+        assert!(e.contains("is not https"), "{e}");
     }
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 const MAX_ERROR_TEXT: usize = 4096;
 
 /// `text` cut to [`MAX_ERROR_TEXT`] characters, saying so.
-fn cut(text: &str) -> String {
+pub(super) fn cut(text: &str) -> String {
     match text.char_indices().nth(MAX_ERROR_TEXT) {
         Some((i, _)) => format!("{}... [cut: {} bytes in all]", &text[..i], text.len()),
         None => text.to_string(),
@@ -139,11 +139,11 @@ impl Provider for McpTools {
         if size > self.max_output_bytes {
             return Err(CallError::OutputTooLarge { tool: tool.to_string(), size, limit: self.max_output_bytes });
         }
-        let content = from_mcp(&result.content, result.structured_content.as_ref());
+        let content = from_mcp(&result.content);
         if result.is_error == Some(true) {
             let message = content
                 .iter()
-                .filter_map(|c| if let Content::Text(t) = c { Some(t.as_str()) } else { None })
+                .filter_map(|c| if let Content::Text(t) = c.plain() { Some(t.as_str()) } else { None })
                 .collect::<Vec<_>>()
                 .join("\n");
             return Err(CallError::Failed {
@@ -151,6 +151,12 @@ impl Provider for McpTools {
                 message: if message.is_empty() { "the tool reported an error".into() } else { message },
             });
         }
-        Ok(ToolOutput { content, stats: CallStats { duration: started.elapsed(), ..CallStats::default() } })
+        // The blocks and the structured result go on as the server sent
+        // them (annotations, resource links and all).
+        Ok(ToolOutput {
+            content,
+            structured: result.structured_content,
+            stats: CallStats { duration: started.elapsed(), ..CallStats::default() },
+        })
     }
 }

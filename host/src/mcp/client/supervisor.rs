@@ -36,6 +36,10 @@ pub(super) struct Server {
     /// Progress and log notifications, to the calls they belong to.
     pub(super) relay: super::relay::Relay,
     pub(super) exposed: Mutex<Vec<String>>,
+    /// Its resources, templates and prompts, as last listed.
+    pub(super) offers: super::offer::Offers,
+    /// Where its stored login (`toolhost auth login`) would be.
+    pub(super) state_dir: Option<std::path::PathBuf>,
 }
 
 impl Server {
@@ -84,8 +88,27 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
+    /// What `initialize` offers: [`OFFERED_PROTOCOL`], no client
+    /// capabilities (toolhost answers no sampling, roots or elicitation
+    /// requests), and toolhost's own name and version.
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::default(),
+            rmcp::model::Implementation::new("toolhost", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(OFFERED_PROTOCOL)
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.server.relist.notify_one();
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.server.offers.resources_changed();
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.server.offers.prompts_changed();
     }
 
     async fn on_progress(
@@ -155,6 +178,12 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
                 }
                 let ok = register(&host, &server).await;
                 if ok {
+                    // Its resources and prompts too, before anyone waiting
+                    // on the first attempt wakes; bounded, and a failure
+                    // only leaves them out.
+                    if tokio::time::timeout(CONNECT_TIMEOUT, super::offer::list_all(&server)).await.is_err() {
+                        tracing::warn!(server = %server.cfg.name, "listing its resources and prompts timed out");
+                    }
                     // Available before anyone waiting on the first attempt wakes.
                     server.available.store(true, Ordering::Release);
                     *server.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
@@ -238,6 +267,13 @@ async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running)
                 // most once a second.
                 tokio::time::sleep(RELIST_PAUSE).await;
             }
+            () = server.offers.changed.notified() => {
+                if tokio::time::timeout(CONNECT_TIMEOUT, super::offer::relist_changed(server)).await.is_err() {
+                    tracing::warn!(server = %server.cfg.name, "listing its resources and prompts again timed out");
+                }
+                host.registry().touch();
+                tokio::time::sleep(RELIST_PAUSE).await;
+            }
             // A closed transport (a child that exited, a dropped HTTP
             // session) shows on the service: poll it.
             () = tokio::time::sleep(Duration::from_millis(100)) => {
@@ -291,6 +327,10 @@ fn explain_http_error(url: &str, e: &str) -> String {
         format!(
             "initialize at {url}: the server redirected elsewhere; toolhost follows redirects only within the server's own origin (scheme, host and port), at most 5 ({e})"
         )
+    } else if e.contains("Auth required") || e.contains("Insufficient scope") {
+        format!(
+            "initialize at {url}: the server refused the request (401/403): it wants authorization that `auth` does not give it (a bearer `token`, `oauth` client credentials, or a login: run `toolhost auth login <server>`)"
+        )
     } else {
         format!("initialize at {url}: {e}")
     }
@@ -317,7 +357,34 @@ pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
     })
 }
 
+/// The protocol version toolhost offers in `initialize`: the newest one it
+/// implements fully. rmcp knows a newer one (2026-07-28), which has no
+/// `initialize` at all; toolhost does not speak it yet.
+const OFFERED_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2025_11_25;
+
+/// Connects and checks the version the server answered: [`OFFERED_PROTOCOL`]
+/// or an older one rmcp implements (a server may answer with an older
+/// version it prefers); anything else (newer or unknown) is refused, as the
+/// lifecycle says a client that does not speak the answer should.
 async fn connect(server: &Arc<Server>) -> Result<Running, String> {
+    let running = open(server).await?;
+    let answered = running.peer().peer_info().map(|info| info.protocol_version.clone());
+    match answered {
+        Some(v) if rmcp::model::ProtocolVersion::known_up_to(&OFFERED_PROTOCOL).contains(&v) => Ok(running),
+        other => {
+            let _ = running.cancel().await;
+            let known = rmcp::model::ProtocolVersion::known_up_to(&OFFERED_PROTOCOL);
+            let known: Vec<&str> = known.iter().map(|v| v.as_str()).collect();
+            Err(format!(
+                "initialize: the server answered protocol version {}; toolhost speaks {}",
+                other.map_or_else(|| "(none)".to_string(), |v| format!("{:?}", v.as_str())),
+                known.join(", ")
+            ))
+        }
+    }
+}
+
+async fn open(server: &Arc<Server>) -> Result<Running, String> {
     let cfg = &server.cfg;
     let handler = Handler { server: server.clone() };
     match cfg.transport {
@@ -359,15 +426,39 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
                 .build()
                 .map_err(|e| format!("HTTP client: {e}"))?;
             let auth = cfg.auth.as_ref();
-            if let Some(oauth) = auth.and_then(|a| a.oauth.clone()) {
-                let tokens = Arc::new(TokenSource::new(oauth, client.clone()));
-                // Fail early, with the token endpoint's own words.
-                tokens.bearer().await?;
+            // A stored login (`toolhost auth login`) wins over the config's
+            // credentials; `auth.oauth` without a secret needs one.
+            let login = match &server.state_dir {
+                Some(dir) => super::login::LoginTokens::load(dir, &cfg.name, &url, client.clone())?,
+                None => None,
+            };
+            let oauth = auth.and_then(|a| a.oauth.clone());
+            if login.is_none() && oauth.as_ref().is_some_and(|o| o.client_secret.is_empty()) {
+                return Err(format!(
+                    "OAuth: no stored login and no client_secret; run `toolhost auth login {}`",
+                    cfg.name
+                ));
+            }
+            let tokens = match (login, oauth) {
+                (Some(login), _) => Some(TokenSource::logged_in(login, &url, client.clone())?),
+                (None, Some(oauth)) => Some(TokenSource::new(oauth, &url, client.clone())?),
+                (None, None) => None,
+            };
+            if let Some(tokens) = tokens {
+                let tokens = Arc::new(tokens);
+                // With a configured token endpoint, fail early with its own
+                // words; otherwise the server's 401 starts discovery.
+                tokens.current(&url).await?;
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    OAuthHttp { inner: client, tokens },
+                    OAuthHttp { inner: client, tokens: tokens.clone() },
                     config,
                 );
-                return handler.serve(transport).await.map_err(|e| explain_http_error(&url, &e.to_string()));
+                // A failure to get a token says why better than the transport.
+                return handler.serve(transport).await.map_err(|e| {
+                    tokens
+                        .take_error()
+                        .map_or_else(|| explain_http_error(&url, &e.to_string()), |t| format!("OAuth: {t}"))
+                });
             }
             if let Some(token) = auth.and_then(|a| a.token.as_deref()) {
                 let token = token.strip_prefix("Bearer ").unwrap_or(token).trim();
@@ -430,15 +521,31 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
     let catalog = host.registry().snapshot();
     let mut defs = Vec::new();
     let mut remote = HashMap::new();
+    // Names are compared as a model or a DM reads them: `Roll`, `roll` and
+    // `ROLL` are one name, and so are `search-rules` and `search_rules`.
+    let others: std::collections::HashSet<String> = catalog
+        .tools()
+        .filter(|e| e.provider.name() != name.as_str())
+        .map(|e| super::names::name_key(&e.def.name))
+        .collect();
+    let namespaces: Vec<String> = catalog
+        .providers()
+        .map(|p| p.name().to_string())
+        .filter(|p| p != name)
+        .map(|p| super::names::namespace_key(&p))
+        .collect();
+    let mut mine = std::collections::HashSet::new();
     for t in tools {
         let schema = Value::Object((*t.input_schema).clone());
         if let Err(e) = Validator::new(&schema) {
             tracing::warn!(server = %name, tool = %crate::tool::log_safe(&t.name), "skipping a tool with an unusable input schema: {}", crate::tool::log_safe(&e.to_string()));
             continue;
         }
-        let taken =
-            |n: &str| catalog.get(n).is_some_and(|e| e.provider.name() != name.as_str()) || remote.contains_key(n);
-        let exposed = match super::names::exposed_name(name, &t.name, taken) {
+        let taken = |n: &str| {
+            let key = super::names::name_key(n);
+            others.contains(&key) || mine.contains(&key)
+        };
+        let exposed = match super::names::exposed_name(name, &t.name, taken, &namespaces) {
             Ok(exposed) => exposed,
             Err(why) => {
                 tracing::warn!(server = %name, "skipping a tool: {why}");
@@ -456,18 +563,38 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
                 .and_then(|v| u32::try_from(v).ok())
         };
         let annotations = t.annotations.as_ref();
+        let (estimated, max) = (declared("estimated_duration_ms"), declared("max_duration_ms"));
         defs.push(ToolDef {
             name: exposed.clone(),
             description: t.description.as_deref().unwrap_or_default().to_string(),
             input_schema: schema,
             meta: ToolMeta {
-                estimated_duration_ms: declared("estimated_duration_ms"),
-                max_duration_ms: declared("max_duration_ms"),
+                estimated_duration_ms: estimated,
+                max_duration_ms: max,
                 idempotent: annotations.and_then(|a| a.idempotent_hint.or(a.read_only_hint)).unwrap_or(false),
                 cacheable_seconds: declared("cacheable_seconds").unwrap_or(0),
+                // The server's settings fill in only what the tool leaves
+                // undeclared.
+                deadline_ms: server
+                    .cfg
+                    .timeout_ms
+                    .filter(|_| max.is_none())
+                    .map(|ms| u32::try_from(ms).unwrap_or(u32::MAX)),
+                unmeasured_tier: server.cfg.tier.filter(|_| estimated.is_none()),
             },
             probe_arguments: None,
+            // Passed on to toolhost's own clients as the server gave them.
+            title: t.title.clone(),
+            output_schema: t.output_schema.as_ref().map(|s| Value::Object((**s).clone())),
+            annotations: annotations.map(|a| crate::tool::ToolAnnotations {
+                title: a.title.clone(),
+                read_only_hint: a.read_only_hint,
+                destructive_hint: a.destructive_hint,
+                idempotent_hint: a.idempotent_hint,
+                open_world_hint: a.open_world_hint,
+            }),
         });
+        mine.insert(super::names::name_key(&exposed));
         remote.insert(exposed, t.name.to_string());
     }
     let exposed: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();

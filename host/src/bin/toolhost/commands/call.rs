@@ -23,7 +23,8 @@ pub struct Call {
     /// The tier of the turn [default: the agent's ceiling; deep without an agent].
     #[arg(long, value_name = "TIER")]
     tier: Option<Tier>,
-    /// Print the whole result as JSON: every content block and the call's cost.
+    /// Print the whole result as JSON: every content block, the structured
+    /// result an external server sent beside them, and the call's cost.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -54,6 +55,7 @@ impl Call {
         if self.json {
             return crate::output::print_json(&json!({
                 "content": out.content,
+                "structured": out.structured,
                 "duration_ms": out.stats.duration.as_secs_f64() * 1000.0,
                 "fuel_used": out.stats.fuel_used,
                 "peak_memory_bytes": out.stats.peak_memory_bytes,
@@ -61,9 +63,9 @@ impl Call {
         }
         match &out.content[..] {
             [Content::Json(v)] => println!("{}", serde_json::to_string(v)?),
-            blocks if blocks.iter().all(|b| matches!(b, Content::Text(_))) => {
+            blocks if blocks.iter().all(|b| matches!(b.plain(), Content::Text(_))) => {
                 for b in blocks {
-                    if let Content::Text(t) = b {
+                    if let Content::Text(t) = b.plain() {
                         println!("{t}");
                     }
                 }

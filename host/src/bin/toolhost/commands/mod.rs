@@ -1,6 +1,7 @@
 //! The subcommands, one file each.
 
 mod agents;
+mod auth;
 mod calibrate;
 mod call;
 mod grants;
@@ -38,6 +39,7 @@ pub enum Command {
     Agents(agents::Agents),
     Servers(servers::Servers),
     Server(server::Server),
+    Auth(auth::Auth),
     Status(status::Status),
     Plugin(plugin::Plugin),
     Keygen(keygen::Keygen),
@@ -62,6 +64,7 @@ impl Command {
             Command::Agents(c) => c.run(),
             Command::Servers(c) => c.run(),
             Command::Server(c) => c.run(),
+            Command::Auth(c) => c.run(),
             Command::Status(c) => c.run(),
             Command::Plugin(c) => c.run(),
             Command::Keygen(c) => c.run(),

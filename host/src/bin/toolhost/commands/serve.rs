@@ -9,6 +9,7 @@ use toolhost::admin::Admin;
 use toolhost::admin::client::EndpointRecord;
 use toolhost::mcp::McpFront;
 use toolhost::mcp::http::{endpoints, router};
+use toolhost::mcp::peer::{Peer, PeerListener};
 
 /// Serve the tools to MCP clients (the main job).
 ///
@@ -54,7 +55,7 @@ async fn start_admin(
     cfg.tokens.clear();
     let app = router(host, &cfg, local, Some(admin))?;
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>()).await;
+        let _ = axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>()).await;
     });
     Ok(record)
 }
@@ -119,7 +120,7 @@ impl Serve {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
             drop(out);
-            axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>())
                 .with_graceful_shutdown(async {
                     let _ = tokio::signal::ctrl_c().await;
                 })

@@ -37,6 +37,14 @@ enum Action {
         /// it gets no others [default: PATH HOME LANG LC_ALL TZ TMPDIR USER].
         #[arg(long = "pass-env", value_name = "NAME")]
         pass_env: Vec<String>,
+        /// The deadline of its tools that declare no max duration, in ms
+        /// [default: their tier's ceiling].
+        #[arg(long, value_name = "MS")]
+        timeout_ms: Option<u64>,
+        /// The tier of its tools that declare no latency: fast, standard or
+        /// deep [default: budget.unmeasured_tier].
+        #[arg(long, value_name = "TIER")]
+        tier: Option<toolhost::budget::Tier>,
     },
     /// Disconnect the running host from a server; its tools leave the registry.
     Remove {
@@ -49,7 +57,7 @@ impl Server {
     pub fn run(self) -> Result<ExitCode> {
         let state = self.state;
         match self.action {
-            Action::Add { name, command, url, token_env, env, pass_env } => {
+            Action::Add { name, command, url, token_env, env, pass_env, timeout_ms, tier } => {
                 let mut vars = BTreeMap::new();
                 for kv in env {
                     let (k, v) =
@@ -68,6 +76,8 @@ impl Server {
                     env: vars,
                     pass_env: if pass_env.is_empty() { toolhost::config::default_pass_env() } else { pass_env },
                     auth: token.map(|t| AuthConfig { token: Some(t), oauth: None }),
+                    timeout_ms,
+                    tier,
                 };
                 let reply = state.admin()?.add_server(&cfg)?;
                 match reply.status {

@@ -1,0 +1,834 @@
+//! `toolhost auth login`: the OAuth 2.1 authorization-code flow with PKCE
+//! (S256) for a streamable-HTTP server, where a human is present.
+//!
+//! 1. Discovery as for client credentials (`oauth.rs`): the server's `401`
+//!    names its protected-resource metadata, whose authorization server's
+//!    metadata gives the authorization, token and registration endpoints.
+//! 2. The client id: the configured `auth.oauth.client_id` (with its secret,
+//!    if any); else a client ID metadata document URL
+//!    (`auth.oauth.client_metadata_url`) when the authorization server
+//!    supports them; else dynamic client registration (RFC 7591).
+//! 3. A redirect listener on `127.0.0.1` (an ephemeral port) and a random
+//!    `state`; the authorization URL (`code_challenge`, S256, `resource`,
+//!    `scope`, `redirect_uri`, `state`) is shown to the user.
+//! 4. The redirect's `code` (its `state` must match; an `error` ends the
+//!    login) is exchanged with the `code_verifier` and `resource` at the
+//!    token endpoint, the client authenticating as the authorization
+//!    server's `token_endpoint_auth_methods_supported` allows (none, basic
+//!    or post).
+//! 5. The tokens are stored in `<state dir>/oauth/<server>.json` (0600, in
+//!    a 0700 directory); the server's supervisor sends the access token and
+//!    refreshes it with the refresh token when it expires or is refused.
+//!
+//! Tokens and secrets never reach a log, an error or `auth status`. The
+//! access token goes only to the server's origin (`oauth.rs`); the refresh
+//! token, code and client secret only to the token endpoint.
+
+use super::oauth::{LoginMetadata, Refusal, TokenSource, read_capped};
+use crate::config::{McpServerConfig, OAuthConfig, Transport};
+use base64::Engine as _;
+use reqwest::Url;
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The redirect listener's path.
+const REDIRECT_PATH: &str = "/callback";
+/// How long one request (probe, registration, token) may take.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+/// A token this close to its expiry is refreshed first.
+const EXPIRY_MARGIN: u64 = 30;
+
+fn b64url(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+}
+
+fn random(n: usize) -> Result<String, String> {
+    let mut b = vec![0u8; n];
+    getrandom::fill(&mut b).map_err(|e| format!("no randomness: {e}"))?;
+    Ok(b64url(&b))
+}
+
+/// A PKCE code verifier (RFC 7636 §4.1): 32 random bytes, base64url, 43
+/// characters of `[A-Za-z0-9-_]`.
+pub fn pkce_verifier() -> Result<String, String> {
+    random(32)
+}
+
+/// The S256 code challenge of `verifier`: base64url(SHA-256(verifier)).
+pub fn pkce_challenge(verifier: &str) -> String {
+    b64url(&Sha256::digest(verifier.as_bytes()))
+}
+
+/// The `code` of the redirect's query, if its `state` is `expected` and it
+/// carries no `error`.
+pub fn check_redirect(query: &str, expected: &str) -> Result<String, String> {
+    let params: std::collections::HashMap<String, String> =
+        url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+    if let Some(e) = params.get("error") {
+        let said = params.get("error_description").map(|d| format!(": {d}")).unwrap_or_default();
+        return Err(format!(
+            "the authorization server refused the sign-in ({}{})",
+            crate::tool::log_safe(e),
+            crate::tool::log_safe(&said)
+        ));
+    }
+    match params.get("state") {
+        Some(s) if s == expected => {}
+        Some(_) => return Err("the redirect's state does not match this login's: refused (a forged redirect?)".into()),
+        None => return Err("the redirect carries no state: refused".into()),
+    }
+    params
+        .get("code")
+        .filter(|c| !c.is_empty())
+        .cloned()
+        .ok_or_else(|| "the redirect carries no authorization code".to_string())
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+/// One server's stored login.
+#[derive(Clone, serde::Serialize, serde::Deserialize)]
+pub struct StoredLogin {
+    /// The server's configured URL when it signed in.
+    pub server_url: String,
+    /// The `resource` parameter.
+    pub resource: String,
+    /// The authorization server.
+    pub issuer: String,
+    /// Where tokens are refreshed.
+    pub token_endpoint: String,
+    /// The client id (registered, configured or a metadata document URL).
+    pub client_id: String,
+    /// The client secret, when the client has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_secret: Option<String>,
+    /// `none`, `client_secret_basic` or `client_secret_post`.
+    pub auth_method: String,
+    /// The access token.
+    pub access_token: String,
+    /// The refresh token, if one was issued.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_token: Option<String>,
+    /// When the access token expires (Unix seconds), if said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// The scopes asked for.
+    #[serde(default)]
+    pub scopes: Vec<String>,
+}
+
+impl std::fmt::Debug for StoredLogin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoredLogin")
+            .field("server_url", &self.server_url)
+            .field("issuer", &self.issuer)
+            .field("client_id", &self.client_id)
+            .field("expires_at", &self.expires_at)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What `toolhost auth status` shows of a stored login: never a secret.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct LoginStatus {
+    /// The server's name.
+    pub server: String,
+    /// The URL it signed in to.
+    pub server_url: String,
+    /// The authorization server.
+    pub issuer: String,
+    /// When the access token expires (Unix seconds), if said.
+    pub expires_at: Option<u64>,
+    /// Whether a refresh token is stored.
+    pub refreshable: bool,
+    /// The scopes asked for.
+    pub scopes: Vec<String>,
+}
+
+/// Where the logins of a state directory are kept.
+pub fn store_dir(state_dir: &Path) -> PathBuf {
+    state_dir.join("oauth")
+}
+
+fn record_path(state_dir: &Path, server: &str) -> Result<PathBuf, String> {
+    if server.is_empty() || !server.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        return Err(format!("{server:?} is not a server name"));
+    }
+    Ok(store_dir(state_dir).join(format!("{server}.json")))
+}
+
+/// The stored login of `server`, if any.
+pub fn load(state_dir: &Path, server: &str) -> Result<Option<StoredLogin>, String> {
+    let path = record_path(state_dir, server)?;
+    match std::fs::read(&path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| format!("{}: not a stored login ({e}); run `toolhost auth login {server}`", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+fn save(state_dir: &Path, server: &str, login: &StoredLogin) -> Result<(), String> {
+    let path = record_path(state_dir, server)?;
+    crate::runtime::private::create_dirs(&store_dir(state_dir)).map_err(|e| format!("{}: {e}", path.display()))?;
+    let json = serde_json::to_vec_pretty(login).map_err(|e| e.to_string())?;
+    crate::runtime::private::write_private(&path, &json).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Deletes `server`'s stored login; whether there was one.
+pub fn remove(state_dir: &Path, server: &str) -> Result<bool, String> {
+    let path = record_path(state_dir, server)?;
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Every stored login, by server name.
+pub fn status(state_dir: &Path) -> Vec<LoginStatus> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(store_dir(state_dir)) else { return out };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(server) = name.strip_suffix(".json") else { continue };
+        if let Ok(Some(l)) = load(state_dir, server) {
+            out.push(LoginStatus {
+                server: server.to_string(),
+                server_url: l.server_url,
+                issuer: l.issuer,
+                expires_at: l.expires_at,
+                refreshable: l.refresh_token.is_some(),
+                scopes: l.scopes,
+            });
+        }
+    }
+    out.sort_by(|a, b| a.server.cmp(&b.server));
+    out
+}
+
+/// What a token endpoint answered.
+struct Tokens {
+    access: String,
+    refresh: Option<String>,
+    expires_in: Option<u64>,
+}
+
+/// A token request (authorization code or refresh) with the client's
+/// authentication.
+async fn token_request(
+    client: &reqwest::Client,
+    url: &str,
+    auth_method: &str,
+    client_id: &str,
+    client_secret: Option<&str>,
+    mut pairs: Vec<(&str, String)>,
+) -> Result<Tokens, String> {
+    let mut request = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(reqwest::header::ACCEPT, "application/json")
+        .timeout(REQUEST_TIMEOUT);
+    match (auth_method, client_secret) {
+        ("client_secret_basic", Some(secret)) => {
+            let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", enc(client_id), enc(secret)));
+            request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+        }
+        ("client_secret_post", Some(secret)) => {
+            pairs.push(("client_id", client_id.to_string()));
+            pairs.push(("client_secret", secret.to_string()));
+        }
+        _ => pairs.push(("client_id", client_id.to_string())),
+    }
+    let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
+    let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+    let status = response.status();
+    let body = read_capped(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+    let body: Value =
+        serde_json::from_slice(&body).map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
+    if !status.is_success() {
+        let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
+        return Err(format!(
+            "token endpoint {url} refused ({status}): {}",
+            crate::tool::log_safe(said.unwrap_or("no reason given"))
+        ));
+    }
+    let access = body["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("token endpoint {url} sent no access_token"))?;
+    if let Some(kind) = body["token_type"].as_str()
+        && !kind.eq_ignore_ascii_case("bearer")
+    {
+        return Err(format!("token endpoint {url} sent a {kind:?} token; toolhost sends bearer tokens only"));
+    }
+    let expires_in = match &body["expires_in"] {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    Ok(Tokens {
+        access: access.to_string(),
+        refresh: body["refresh_token"].as_str().filter(|t| !t.is_empty()).map(String::from),
+        expires_in,
+    })
+}
+
+/// How the client authenticates at the token endpoint, from the
+/// authorization server's `token_endpoint_auth_methods_supported`.
+fn choose_auth(methods: &[String], has_secret: bool) -> Result<&'static str, String> {
+    let offers = |m: &str| methods.iter().any(|x| x == m);
+    if !has_secret {
+        return if methods.is_empty() || offers("none") {
+            Ok("none")
+        } else {
+            Err(format!(
+                "the authorization server takes only {} at its token endpoint, and this client has no secret (set auth.oauth.client_secret)",
+                methods.join(", ")
+            ))
+        };
+    }
+    if methods.is_empty() || offers("client_secret_basic") {
+        Ok("client_secret_basic")
+    } else if offers("client_secret_post") {
+        Ok("client_secret_post")
+    } else if offers("none") {
+        Ok("none")
+    } else {
+        Err(format!(
+            "the authorization server takes only {} at its token endpoint; toolhost authenticates with none, client_secret_basic or client_secret_post",
+            methods.join(", ")
+        ))
+    }
+}
+
+/// How a login goes: the browser side is the caller's.
+pub struct LoginOptions {
+    /// How long to wait for the redirect.
+    pub timeout: Duration,
+    /// Shows the authorization URL to the user (prints it, opens a browser).
+    pub show_url: Box<dyn FnOnce(&str) + Send>,
+}
+
+/// Signs in to `server` with the authorization-code flow and stores its
+/// tokens under `state_dir`.
+pub async fn login(server: &McpServerConfig, state_dir: &Path, options: LoginOptions) -> Result<StoredLogin, String> {
+    let name = &server.name;
+    if server.transport != Transport::StreamableHttp {
+        return Err(format!("{name} is not a streamable-http server: there is nothing to sign in to"));
+    }
+    let server_url = server.url.clone().ok_or_else(|| format!("{name} has no `url`"))?;
+    record_path(state_dir, name)?;
+    let oauth = server.auth.as_ref().and_then(|a| a.oauth.clone()).unwrap_or(OAuthConfig {
+        client_id: String::new(),
+        client_secret: String::new(),
+        token_url: None,
+        scopes: Vec::new(),
+        client_metadata_url: None,
+    });
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(super::supervisor::same_origin_redirects())
+        .build()
+        .map_err(|e| format!("HTTP client: {e}"))?;
+
+    // The server's challenge starts discovery.
+    let probe = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "toolhost", "version": env!("CARGO_PKG_VERSION")}},
+    });
+    let answer = client
+        .post(&server_url)
+        .header(reqwest::header::ACCEPT, "application/json, text/event-stream")
+        .json(&probe)
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| format!("{server_url}: {e}"))?;
+    let challenge = answer
+        .headers()
+        .get_all(reqwest::header::WWW_AUTHENTICATE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect::<Vec<_>>()
+        .join(", ");
+    drop(answer);
+    let discovery = TokenSource::new(oauth.clone(), &server_url, client.clone())?;
+    let meta: LoginMetadata = discovery.discover_login(&challenge).await?;
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| format!("the redirect listener on 127.0.0.1: {e}"))?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let redirect_uri = format!("http://127.0.0.1:{port}{REDIRECT_PATH}");
+
+    // The client id.
+    let (client_id, client_secret, auth_method) = if !oauth.client_id.is_empty() {
+        let secret = Some(oauth.client_secret.clone()).filter(|s| !s.is_empty());
+        let method = choose_auth(&meta.auth_methods, secret.is_some())?;
+        (oauth.client_id.clone(), secret, method.to_string())
+    } else if let Some(doc) = oauth.client_metadata_url.clone().filter(|_| meta.cimd) {
+        (doc, None, "none".to_string())
+    } else if let Some(registration) = &meta.registration_endpoint {
+        register(&client, registration, &redirect_uri, &meta.auth_methods).await?
+    } else {
+        return Err(format!(
+            "the authorization server {} offers no dynamic client registration: configure auth.oauth.client_id (registered with it, redirect URI http://127.0.0.1/callback on any port){}",
+            meta.issuer,
+            if meta.cimd { " or auth.oauth.client_metadata_url" } else { "" }
+        ));
+    };
+
+    let verifier = pkce_verifier()?;
+    let state = random(24)?;
+    let mut authorize = meta.authorization_endpoint.clone();
+    {
+        let mut q = authorize.query_pairs_mut();
+        q.append_pair("response_type", "code")
+            .append_pair("client_id", &client_id)
+            .append_pair("redirect_uri", &redirect_uri)
+            .append_pair("code_challenge", &pkce_challenge(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("state", &state)
+            .append_pair("resource", &meta.resource);
+        if !meta.scopes.is_empty() {
+            q.append_pair("scope", &meta.scopes.join(" "));
+        }
+    }
+    (options.show_url)(authorize.as_str());
+    let code = tokio::time::timeout(options.timeout, wait_for_redirect(&listener, &state)).await.map_err(|_| {
+        format!("no sign-in came back within {} s (the redirect to {redirect_uri})", options.timeout.as_secs())
+    })??;
+    drop(listener);
+
+    let pairs = vec![
+        ("grant_type", "authorization_code".to_string()),
+        ("code", code),
+        ("redirect_uri", redirect_uri),
+        ("code_verifier", verifier),
+        ("resource", meta.resource.clone()),
+    ];
+    let tokens =
+        token_request(&client, meta.token_endpoint.as_str(), &auth_method, &client_id, client_secret.as_deref(), pairs)
+            .await?;
+    let stored = StoredLogin {
+        server_url,
+        resource: meta.resource,
+        issuer: meta.issuer,
+        token_endpoint: meta.token_endpoint.to_string(),
+        client_id,
+        client_secret,
+        auth_method,
+        access_token: tokens.access,
+        refresh_token: tokens.refresh,
+        expires_at: tokens.expires_in.map(|s| now() + s),
+        scopes: meta.scopes,
+    };
+    save(state_dir, name, &stored)?;
+    tracing::info!(server = %name, issuer = %stored.issuer, "signed in");
+    Ok(stored)
+}
+
+/// Dynamic client registration (RFC 7591): a native client with the
+/// loopback redirect URI. Returns the id, the secret and the auth method.
+async fn register(
+    client: &reqwest::Client,
+    endpoint: &Url,
+    redirect_uri: &str,
+    methods: &[String],
+) -> Result<(String, Option<String>, String), String> {
+    let offers = |m: &str| methods.iter().any(|x| x == m);
+    let wanted = if offers("none") {
+        "none"
+    } else if methods.is_empty() || offers("client_secret_basic") {
+        "client_secret_basic"
+    } else if offers("client_secret_post") {
+        "client_secret_post"
+    } else {
+        return Err(format!(
+            "the authorization server takes only {} at its token endpoint; toolhost authenticates with none, client_secret_basic or client_secret_post",
+            methods.join(", ")
+        ));
+    };
+    let body = serde_json::json!({
+        "client_name": "toolhost",
+        "redirect_uris": [redirect_uri],
+        "grant_types": ["authorization_code", "refresh_token"],
+        "response_types": ["code"],
+        "token_endpoint_auth_method": wanted,
+    });
+    let response = client
+        .post(endpoint.clone())
+        .header(reqwest::header::ACCEPT, "application/json")
+        .json(&body)
+        .timeout(REQUEST_TIMEOUT)
+        .send()
+        .await
+        .map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
+    let status = response.status();
+    let body = read_capped(response).await.map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|_| format!("registration endpoint {endpoint} answered {status} with no JSON"))?;
+    if !status.is_success() {
+        let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
+        return Err(format!(
+            "registration endpoint {endpoint} refused ({status}): {}",
+            crate::tool::log_safe(said.unwrap_or("no reason given"))
+        ));
+    }
+    let id = body["client_id"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("registration endpoint {endpoint} sent no client_id"))?;
+    let secret = body["client_secret"].as_str().filter(|s| !s.is_empty()).map(String::from);
+    let method = match body["token_endpoint_auth_method"].as_str() {
+        Some(m @ ("none" | "client_secret_basic" | "client_secret_post")) => m.to_string(),
+        Some(other) => {
+            return Err(format!(
+                "registration endpoint {endpoint} registered toolhost for {other:?}; toolhost authenticates with none, client_secret_basic or client_secret_post"
+            ));
+        }
+        None if wanted != "none" && secret.is_none() => {
+            return Err(format!("registration endpoint {endpoint} issued no client_secret for {wanted}"));
+        }
+        None => wanted.to_string(),
+    };
+    Ok((id.to_string(), secret, method))
+}
+
+/// Answers requests on the redirect listener until one to
+/// [`REDIRECT_PATH`] comes: its authorization code, or why it is refused
+/// (an `error`, a `state` that is not this login's: the login ends).
+async fn wait_for_redirect(listener: &tokio::net::TcpListener, state: &str) -> Result<String, String> {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    loop {
+        let (mut stream, _) = listener.accept().await.map_err(|e| format!("the redirect listener: {e}"))?;
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 2048];
+        let head = loop {
+            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk)).await;
+            match read {
+                Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
+                _ => break None,
+            }
+            if buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                break Some(String::from_utf8_lossy(&buf).into_owned());
+            }
+            if buf.len() > 16 * 1024 {
+                break None;
+            }
+        };
+        let Some(head) = head else { continue };
+        let target = head.lines().next().and_then(|l| l.split_whitespace().nth(1)).unwrap_or_default();
+        let (path, query) = target.split_once('?').unwrap_or((target, ""));
+        if path != REDIRECT_PATH {
+            let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+            continue;
+        }
+        let result = check_redirect(query, state);
+        let text = match &result {
+            Ok(_) => "Signed in: toolhost has the authorization code. You can close this window.".to_string(),
+            Err(e) => format!("Sign-in failed: {e}"),
+        };
+        let page = format!(
+            "HTTP/1.1 {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+            if result.is_ok() { "200 OK" } else { "400 Bad Request" },
+            text.len()
+        );
+        let _ = stream.write_all(page.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return result;
+    }
+}
+
+/// The stored login of one server, as its supervisor uses it.
+pub(super) struct LoginTokens {
+    server: String,
+    state_dir: PathBuf,
+    client: reqwest::Client,
+    record: tokio::sync::Mutex<StoredLogin>,
+}
+
+impl std::fmt::Debug for LoginTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoginTokens").field("server", &self.server).finish_non_exhaustive()
+    }
+}
+
+impl LoginTokens {
+    /// The stored login of `server` (configured at `url`), if any.
+    pub(super) fn load(
+        state_dir: &Path,
+        server: &str,
+        url: &str,
+        client: reqwest::Client,
+    ) -> Result<Option<LoginTokens>, String> {
+        let Some(record) = load(state_dir, server)? else { return Ok(None) };
+        if record.server_url != url {
+            return Err(format!(
+                "the stored login of {server} is for {}, not {url}: run `toolhost auth login {server}`",
+                record.server_url
+            ));
+        }
+        Ok(Some(LoginTokens {
+            server: server.to_string(),
+            state_dir: state_dir.to_path_buf(),
+            client,
+            record: tokio::sync::Mutex::new(record),
+        }))
+    }
+
+    fn relogin(&self, why: &str) -> String {
+        format!("{why}; run `toolhost auth login {}`", self.server)
+    }
+
+    /// The access token, refreshed first when it is about to expire.
+    pub(super) async fn current(&self) -> Result<String, String> {
+        let mut record = self.record.lock().await;
+        if record.expires_at.is_none_or(|at| now() + EXPIRY_MARGIN < at) {
+            return Ok(record.access_token.clone());
+        }
+        self.refresh(&mut record).await?;
+        Ok(record.access_token.clone())
+    }
+
+    /// After the server refused `sent`: a refreshed token on a `401`; an
+    /// error asking for a new login when it cannot be refreshed or the
+    /// server wants more scope.
+    pub(super) async fn refused(
+        &self,
+        sent: Option<&str>,
+        refusal: Refusal,
+        challenge: &str,
+    ) -> Result<String, String> {
+        let mut record = self.record.lock().await;
+        if refusal == Refusal::InsufficientScope {
+            let wanted = challenge
+                .split("scope=\"")
+                .nth(1)
+                .and_then(|s| s.split('"').next())
+                .map(|s| format!(" ({})", crate::tool::log_safe(s)))
+                .unwrap_or_default();
+            return Err(self.relogin(&format!(
+                "the server wants more scope{wanted} than the stored login of {} has (set auth.oauth.scopes)",
+                self.server
+            )));
+        }
+        if Some(record.access_token.as_str()) != sent {
+            return Ok(record.access_token.clone());
+        }
+        self.refresh(&mut record).await?;
+        Ok(record.access_token.clone())
+    }
+
+    async fn refresh(&self, record: &mut StoredLogin) -> Result<(), String> {
+        let Some(refresh) = record.refresh_token.clone() else {
+            return Err(self.relogin(&format!(
+                "the stored login of {} has expired or was refused, and it has no refresh token",
+                self.server
+            )));
+        };
+        let pairs = vec![
+            ("grant_type", "refresh_token".to_string()),
+            ("refresh_token", refresh),
+            ("resource", record.resource.clone()),
+        ];
+        let tokens = token_request(
+            &self.client,
+            &record.token_endpoint,
+            &record.auth_method,
+            &record.client_id,
+            record.client_secret.as_deref(),
+            pairs,
+        )
+        .await
+        .map_err(|e| self.relogin(&format!("refreshing the stored login of {} failed ({e})", self.server)))?;
+        record.access_token = tokens.access;
+        if tokens.refresh.is_some() {
+            record.refresh_token = tokens.refresh;
+        }
+        record.expires_at = tokens.expires_in.map(|s| now() + s);
+        if let Err(e) = save(&self.state_dir, &self.server, record) {
+            tracing::warn!(server = %self.server, "keeping the refreshed login failed: {e}");
+        }
+        tracing::debug!(server = %self.server, "refreshed the stored login's access token");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    #[test]
+    fn the_pkce_verifier_is_43_unreserved_characters_and_fresh() {
+        let v = pkce_verifier().unwrap();
+        assert_eq!(v.len(), 43);
+        assert!(v.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_'), "{v}");
+        assert_ne!(v, pkce_verifier().unwrap());
+    }
+
+    #[test]
+    fn the_s256_challenge_matches_rfc_7636_appendix_b() {
+        assert_eq!(
+            pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
+            "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+        );
+    }
+
+    #[test]
+    fn the_redirect_must_carry_this_logins_state() {
+        assert_eq!(check_redirect("code=abc&state=s1", "s1").unwrap(), "abc");
+        assert!(check_redirect("code=abc&state=s2", "s1").unwrap_err().contains("does not match"));
+        assert!(check_redirect("code=abc", "s1").unwrap_err().contains("no state"));
+        assert!(check_redirect("state=s1", "s1").unwrap_err().contains("no authorization code"));
+        let e = check_redirect("error=access_denied&error_description=no+thanks&state=s1", "s1").unwrap_err();
+        assert!(e.contains("access_denied: no thanks"), "{e}");
+    }
+
+    /// Sends `GET target` to the listener, returns the status line.
+    async fn browse(port: u16, target: &str) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        s.write_all(format!("GET {target} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n").as_bytes()).await.unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).await.unwrap();
+        out.lines().next().unwrap_or_default().to_string()
+    }
+
+    #[tokio::test]
+    async fn the_redirect_listener_takes_only_this_logins_state() {
+        for (query, ok) in [("code=c0de&state=st4te", true), ("code=c0de&state=other", false)] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let port = listener.local_addr().unwrap().port();
+            let wait = tokio::spawn(async move { wait_for_redirect(&listener, "st4te").await });
+            assert_eq!(browse(port, "/favicon.ico").await, "HTTP/1.1 404 Not Found");
+            let status = browse(port, &format!("{REDIRECT_PATH}?{query}")).await;
+            let got = wait.await.unwrap();
+            if ok {
+                assert_eq!(status, "HTTP/1.1 200 OK");
+                assert_eq!(got.unwrap(), "c0de");
+            } else {
+                assert_eq!(status, "HTTP/1.1 400 Bad Request");
+                assert!(got.unwrap_err().contains("state does not match"));
+            }
+        }
+    }
+
+    #[test]
+    fn the_token_endpoint_auth_follows_the_metadata() {
+        let m = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(choose_auth(&m(&["none"]), false).unwrap(), "none");
+        assert_eq!(choose_auth(&m(&[]), true).unwrap(), "client_secret_basic");
+        assert_eq!(choose_auth(&m(&["client_secret_post"]), true).unwrap(), "client_secret_post");
+        assert!(choose_auth(&m(&["client_secret_basic"]), false).is_err());
+        assert!(choose_auth(&m(&["private_key_jwt"]), true).is_err());
+    }
+
+    fn stored(token_endpoint: &str) -> StoredLogin {
+        StoredLogin {
+            server_url: "http://127.0.0.1:1/mcp".into(),
+            resource: "http://127.0.0.1:1/mcp".into(),
+            issuer: "http://127.0.0.1:1".into(),
+            token_endpoint: token_endpoint.into(),
+            client_id: "c".into(),
+            client_secret: None,
+            auth_method: "none".into(),
+            access_token: "old".into(),
+            refresh_token: Some("r3fresh".into()),
+            expires_at: Some(1),
+            scopes: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_expired_or_refused_login_is_refreshed_else_the_user_is_told_to_sign_in() {
+        use axum::routing::post;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let token_url = format!("http://{}/token", listener.local_addr().unwrap());
+        let seen: Arc<std::sync::Mutex<Vec<String>>> = Arc::default();
+        let log = seen.clone();
+        let router = axum::Router::new().route(
+            "/token",
+            post(move |body: String| async move {
+                let mut log = log.lock().unwrap();
+                log.push(body);
+                axum::Json(serde_json::json!({
+                    "access_token": format!("new-{}", log.len()),
+                    "token_type": "Bearer",
+                    "expires_in": 3600,
+                }))
+            }),
+        );
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let dir = tempfile::tempdir().unwrap();
+        save(dir.path(), "srv", &stored(&token_url)).unwrap();
+        let url = "http://127.0.0.1:1/mcp";
+        let tokens = LoginTokens::load(dir.path(), "srv", url, reqwest::Client::new()).unwrap().unwrap();
+        // Expired: refreshed before use, and kept.
+        assert_eq!(tokens.current().await.unwrap(), "new-1");
+        let form: std::collections::HashMap<String, String> =
+            url::form_urlencoded::parse(seen.lock().unwrap()[0].as_bytes()).into_owned().collect();
+        assert_eq!(form["grant_type"], "refresh_token");
+        assert_eq!(form["refresh_token"], "r3fresh");
+        assert_eq!(form["resource"], url);
+        assert_eq!(form["client_id"], "c");
+        assert_eq!(load(dir.path(), "srv").unwrap().unwrap().access_token, "new-1");
+        assert_eq!(tokens.current().await.unwrap(), "new-1", "valid: no refresh");
+        // A 401 for a replaced token: the current one; for the current one: a refresh.
+        assert_eq!(tokens.refused(Some("old"), Refusal::Unauthorized, "").await.unwrap(), "new-1");
+        assert_eq!(tokens.refused(Some("new-1"), Refusal::Unauthorized, "").await.unwrap(), "new-2");
+        // More scope: sign in again.
+        let e = tokens
+            .refused(Some("new-2"), Refusal::InsufficientScope, r#"Bearer error="insufficient_scope", scope="admin""#)
+            .await
+            .unwrap_err();
+        assert!(e.contains("(admin)") && e.ends_with("run `toolhost auth login srv`"), "{e}");
+        // No refresh token: sign in again.
+        save(dir.path(), "srv", &StoredLogin { refresh_token: None, ..stored(&token_url) }).unwrap();
+        let tokens = LoginTokens::load(dir.path(), "srv", url, reqwest::Client::new()).unwrap().unwrap();
+        let e = tokens.current().await.unwrap_err();
+        assert!(e.ends_with("run `toolhost auth login srv`"), "{e}");
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        // A login stored for another URL is not used.
+        let e = LoginTokens::load(dir.path(), "srv", "http://127.0.0.1:2/mcp", reqwest::Client::new()).unwrap_err();
+        assert!(e.contains("run `toolhost auth login srv`"), "{e}");
+    }
+
+    #[test]
+    fn stored_logins_are_private_and_listed_without_secrets() {
+        let dir = tempfile::tempdir().unwrap();
+        let login = StoredLogin {
+            server_url: "http://127.0.0.1:1/mcp".into(),
+            resource: "http://127.0.0.1:1/mcp".into(),
+            issuer: "http://127.0.0.1:1".into(),
+            token_endpoint: "http://127.0.0.1:1/token".into(),
+            client_id: "c".into(),
+            client_secret: Some("s3cret".into()),
+            auth_method: "client_secret_basic".into(),
+            access_token: "acc3ss".into(),
+            refresh_token: Some("r3fresh".into()),
+            expires_at: Some(10),
+            scopes: vec!["a".into()],
+        };
+        save(dir.path(), "srv", &login).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        let path = record_path(dir.path(), "srv").unwrap();
+        assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
+        assert_eq!(load(dir.path(), "srv").unwrap().unwrap().access_token, "acc3ss");
+        let listed = serde_json::to_string(&status(dir.path())).unwrap();
+        assert!(listed.contains("\"srv\"") && !listed.contains("s3cret") && !listed.contains("acc3ss"), "{listed}");
+        assert!(!format!("{login:?}").contains("acc3ss"));
+        assert!(record_path(dir.path(), "../x").is_err());
+        assert!(remove(dir.path(), "srv").unwrap());
+        assert!(!remove(dir.path(), "srv").unwrap());
+    }
+}

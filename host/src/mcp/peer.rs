@@ -1,0 +1,165 @@
+//! Who is on the other end of an HTTP connection: its address and, on
+//! loopback, the Unix user that owns the client's socket.
+//!
+//! Without `server.tokens`, the HTTP front serves only the Unix user it runs
+//! as (and root): any local user can connect to a loopback port, so the port
+//! alone proves nothing. The owner of a loopback client socket is read from
+//! the kernel's socket table (`/proc/net/tcp`, `/proc/net/tcp6`) once per
+//! connection, when it is accepted, while the socket is known to exist. On
+//! systems without that table the owner is unknown, and a server without
+//! tokens admits nobody (configure `server.tokens` there).
+
+use axum::extract::connect_info::Connected;
+use axum::serve::IncomingStream;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The client of one connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Its address and port.
+    pub addr: SocketAddr,
+    /// The Unix user owning its socket, when it is on loopback and the
+    /// kernel says.
+    pub uid: Option<u32>,
+}
+
+/// A TCP listener that learns each loopback client's Unix user on accept.
+#[derive(Debug)]
+pub struct PeerListener {
+    inner: TcpListener,
+}
+
+impl PeerListener {
+    /// Wraps a bound listener.
+    pub fn new(inner: TcpListener) -> PeerListener {
+        PeerListener { inner }
+    }
+}
+
+impl axum::serve::Listener for PeerListener {
+    type Io = TcpStream;
+    type Addr = Peer;
+
+    async fn accept(&mut self) -> (TcpStream, Peer) {
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let uid = match stream.local_addr() {
+                        Ok(local) if canonical(addr.ip()).is_loopback() => socket_owner(addr, local),
+                        _ => None,
+                    };
+                    return (stream, Peer { addr, uid });
+                }
+                // As axum's own listener: errors of one connection are
+                // skipped; others (out of descriptors) wait a moment.
+                Err(e) if is_connection_error(&e) => {}
+                Err(e) => {
+                    tracing::error!("accepting a connection: {e}");
+                    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                }
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Peer> {
+        Ok(Peer { addr: self.inner.local_addr()?, uid: None })
+    }
+}
+
+impl Connected<IncomingStream<'_, PeerListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, PeerListener>) -> Peer {
+        *stream.remote_addr()
+    }
+}
+
+fn is_connection_error(e: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(e.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset)
+}
+
+fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
+
+/// The owner of the socket at `client` connected to `server` (this end), on
+/// this machine.
+pub fn socket_owner(client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        let table = if client.is_ipv4() { "/proc/net/tcp" } else { "/proc/net/tcp6" };
+        let text = std::fs::read_to_string(table).ok()?;
+        owner_in_table(&text, client, server)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = (client, server);
+        None
+    }
+}
+
+/// Finds the row whose local end is `client` and remote end is `server` in
+/// a `/proc/net/tcp{,6}` table, and returns its uid.
+fn owner_in_table(text: &str, client: SocketAddr, server: SocketAddr) -> Option<u32> {
+    text.lines().skip(1).find_map(|line| {
+        let mut cols = line.split_whitespace();
+        let local = parse_endpoint(cols.nth(1)?)?;
+        let remote = parse_endpoint(cols.next()?)?;
+        let uid = cols.nth(4)?.parse().ok()?;
+        (local == client && remote == server).then_some(uid)
+    })
+}
+
+/// `0100007F:1F90` (an IPv4 address as the kernel's native-order word) or
+/// 32 hex digits (four such words) for IPv6, then the port in hex.
+fn parse_endpoint(s: &str) -> Option<SocketAddr> {
+    let (addr, port) = s.split_once(':')?;
+    let port = u16::from_str_radix(port, 16).ok()?;
+    let word = |i: usize| -> Option<[u8; 4]> {
+        Some(u32::from_str_radix(addr.get(i * 8..i * 8 + 8)?, 16).ok()?.to_ne_bytes())
+    };
+    let ip = match addr.len() {
+        8 => IpAddr::V4(Ipv4Addr::from(word(0)?)),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
+            }
+            IpAddr::V6(Ipv6Addr::from(bytes))
+        }
+        _ => return None,
+    };
+    Some(SocketAddr::new(ip, port))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(target_endian = "little")]
+    #[test]
+    fn reads_the_kernel_table() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n   0: 0100007F:2212 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0\n   1: 0100007F:D431 0100007F:2212 01 00000000:00000000 00:00000000 00000000  1001        0 2 1 0000000000000000 20 4 30 10 -1\n   2: 0100007F:2212 0100007F:D431 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0000000000000000 20 4 30 10 -1\n";
+        let client: SocketAddr = "127.0.0.1:54321".parse().unwrap();
+        let server: SocketAddr = "127.0.0.1:8722".parse().unwrap();
+        assert_eq!(owner_in_table(table, client, server), Some(1001));
+        assert_eq!(owner_in_table(table, server, client), Some(0), "the server's own end");
+        assert_eq!(owner_in_table(table, "127.0.0.1:1".parse().unwrap(), server), None);
+        let v6 = parse_endpoint("00000000000000000000000001000000:1F90").unwrap();
+        assert_eq!(v6, "[::1]:8080".parse().unwrap());
+    }
+
+    #[cfg(target_os = "linux")]
+    #[tokio::test]
+    async fn knows_its_own_user() {
+        let listener = TcpListener::bind(("127.0.0.1", 0)).await.unwrap();
+        let server = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let (_s, peer) = axum::serve::Listener::accept(&mut PeerListener::new(listener)).await;
+        assert_eq!(peer.addr, client.local_addr().unwrap());
+        assert_eq!(peer.uid, Some(rustix::process::geteuid().as_raw()));
+    }
+}

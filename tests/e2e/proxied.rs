@@ -1,0 +1,426 @@
+//! Upstream MCP servers proxied faithfully (issue #12), through the binary:
+//! a server's `timeout_ms` and `tier` for tools that declare no latency;
+//! tool definitions and results passed on unchanged (compared with what the
+//! same server answers a client directly) and shaped for older protocol
+//! versions; resources, templates, prompts and completions served from the
+//! upstreams per agent, their list changes relayed, and an upstream's
+//! hostile or huge offerings held off.
+
+use crate::common::{stderr, stdout, toolhost};
+use crate::live::{Proc, eventually, spawn_serving};
+use crate::peers::{node22, npm, peers_dir, python};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation,
+    ProtocolVersion, ReadResourceRequestParams, ResourceContents, Role,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const NO_RATE_LIMIT: &str = "server:\n  rate_limit: { per_minute: 0 }\n";
+
+/// server-everything over stdio, as a command line.
+fn everything() -> String {
+    format!("{} {} stdio", node22().display(), npm("server-everything/dist/index.js").display())
+}
+
+/// A config serving `servers` (name, command) over stdio, plus `extra`.
+fn config(dir: &Path, servers: &[(&str, String)], extra: &str) {
+    let mut yaml = format!("{NO_RATE_LIMIT}mcp:\n  servers:\n");
+    for (name, command) in servers {
+        yaml.push_str(&format!("    - name: {name}\n      transport: stdio\n      command: {command}\n"));
+    }
+    yaml.push_str(extra);
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+}
+
+/// `toolhost serve --http` in `dir` with `args`, and its base URL.
+fn serve(dir: &Path, args: &[&str]) -> (Proc, String) {
+    let mut cmd = toolhost();
+    cmd.current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .args(args);
+    spawn_serving(cmd)
+}
+
+/// Runs `py_client.py` (`--mode mode`, then `args`) and returns its JSON.
+fn py_client(mode: &str, args: &[&str]) -> Value {
+    let o = Command::new(python())
+        .arg(peers_dir().join("py_client.py"))
+        .args(["--mode", mode])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "py_client {args:?}: {}\n{}", stdout(&o), stderr(&o));
+    let line = stdout(&o).lines().last().unwrap_or_default().to_string();
+    serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}\n{}", stderr(&o)))
+}
+
+fn as_strs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+/// `v` without `_meta` keys, at any depth (toolhost adds its own).
+fn without_meta(v: &Value) -> Value {
+    match v {
+        Value::Object(o) => Value::Object(
+            o.iter().filter(|(k, _)| k.as_str() != "_meta").map(|(k, v)| (k.clone(), without_meta(v))).collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(without_meta).collect()),
+        other => other.clone(),
+    }
+}
+
+fn run(dir: &Path, args: &[&str]) -> std::process::Output {
+    toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
+}
+
+/// The `budget` of each tool of `provider` in `toolhost tools --json`.
+fn budgets(dir: &Path, provider: &str) -> Value {
+    let o = run(dir, &["tools", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let tools: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    tools
+        .iter()
+        .filter(|t| t["provider"] == provider)
+        .map(|t| (t["name"].as_str().unwrap().to_string(), t["budget"].clone()))
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+#[test]
+fn an_upstreams_slow_tool_fails_by_default_and_succeeds_with_its_servers_timeout_or_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let py = format!("{} {}", python().display(), peers_dir().join("py_server.py").display());
+    let slow = ["call", "slow", r#"{"ms": 2500}"#];
+
+    // `slow` declares nothing: STANDARD, so its deadline is that tier's 1500 ms.
+    config(d, &[("py", py.clone())], "");
+    let o = run(d, &slow);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("slow timed out after 1500 ms"), "{}", stderr(&o));
+
+    // The server's timeout_ms is the deadline of its undeclared tools; the tier stays.
+    config(d, &[("py", format!("{py}\n      timeout_ms: 10000"))], "");
+    let o = run(d, &slow);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "slept 2500 ms");
+    let b = budgets(d, "py");
+    assert_eq!(
+        (b["slow"]["timeout_ms"].as_f64(), b["slow"]["tier"].as_str()),
+        (Some(10_000.0), Some("standard")),
+        "{b}"
+    );
+    assert_eq!(b["echo"]["timeout_ms"].as_f64(), Some(100.0), "echo's declared max (50 ms, to the floor): {b}");
+
+    // The server's tier: DEEP, whose ceiling (4000 ms) is the deadline.
+    config(d, &[("py", format!("{py}\n      tier: deep"))], "");
+    let o = run(d, &slow);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "slept 2500 ms");
+    let b = budgets(d, "py");
+    assert_eq!(b["slow"]["tier"], "deep", "{b}");
+    assert_eq!(b["slow"]["tier_source"], "assigned", "{b}");
+    assert_eq!(b["slow"]["timeout_ms"].as_f64(), Some(4000.0), "{b}");
+    assert_eq!(b["echo"]["tier"], "fast", "echo declares its p50: untouched: {b}");
+}
+
+#[test]
+fn a_servers_timeout_and_tier_are_checked_with_errors_that_name_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (setting, error) in [
+        ("timeout_ms: 0", "mcp.servers[0].timeout_ms: must be at least 1 (milliseconds) at line 5"),
+        ("timeout_ms: 86400000", "mcp.servers[0].timeout_ms: 86400000 ms is more than an hour"),
+        ("timeout_ms: 45000", "mcp.servers[0].timeout_ms: 45000 ms is above limits.timeout_ceiling_ms (30000 ms)"),
+        ("tier: glacial", "unknown variant `glacial`, expected one of `fast`, `standard`, `deep`"),
+    ] {
+        config(d, &[("py", format!("true\n      {setting}"))], "");
+        let o = run(d, &["tools"]);
+        assert!(!o.status.success(), "{setting}: {}", stdout(&o));
+        assert!(stderr(&o).contains(error), "{setting}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn upstream_tool_definitions_and_results_pass_through_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &[("everything", everything())], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let calls = json!([
+        ["get-structured-content", {"location": "Chicago"}],
+        ["get-resource-links", {"count": 2}],
+        ["get-annotated-message", {"messageType": "success", "includeImage": true}],
+    ])
+    .to_string();
+    let mut direct_cmd = vec!["--tool-defs", "--calls", &calls, "--stdio"];
+    let everything = everything();
+    direct_cmd.extend(everything.split_whitespace());
+    let direct = py_client("legacy", &direct_cmd);
+    let endpoint = format!("{url}/mcp");
+    for mode in ["legacy", "auto"] {
+        let proxied = py_client(mode, &["--tool-defs", "--calls", &calls, "--http", &endpoint]);
+        let ctx = format!("{mode}: {proxied}");
+        for name in ["get-structured-content", "get-resource-links", "get-annotated-message", "echo"] {
+            let def = |v: &Value| {
+                let mut d =
+                    without_meta(v["tool_defs"].as_array().unwrap().iter().find(|t| t["name"] == name).unwrap());
+                // Task support (`execution`) is not passed on: toolhost runs no tasks.
+                d.as_object_mut().unwrap().remove("execution");
+                d
+            };
+            assert_eq!(def(&proxied), def(&direct), "{name}: title, outputSchema, annotations as sent: {ctx}");
+        }
+        let structured =
+            &proxied["tool_defs"].as_array().unwrap().iter().find(|t| t["name"] == "get-structured-content").unwrap();
+        assert_eq!(structured["outputSchema"]["properties"]["temperature"]["type"], "number", "{ctx}");
+        assert_eq!(structured["annotations"]["readOnlyHint"], true, "{ctx}");
+        for (i, (d, p)) in
+            direct["results"].as_array().unwrap().iter().zip(proxied["results"].as_array().unwrap()).enumerate()
+        {
+            assert_eq!(p["content"], d["content"], "call {i}: blocks as sent: {ctx}");
+            assert_eq!(p["structuredContent"], d["structuredContent"], "call {i}: {ctx}");
+        }
+        let r = &proxied["results"];
+        assert_eq!(
+            r[0]["structuredContent"],
+            json!({"temperature": 36, "conditions": "Light rain / drizzle", "humidity": 82}),
+            "{ctx}"
+        );
+        assert_eq!(r[1]["content"][1]["type"], "resource_link", "{ctx}");
+        assert_eq!(r[1]["content"][1]["uri"], "demo://resource/dynamic/blob/1", "{ctx}");
+        assert_eq!(r[2]["content"][0]["annotations"], json!({"audience": ["user"], "priority": 0.7}), "{ctx}");
+        assert_eq!(r[2]["content"][1]["annotations"], json!({"audience": ["user"], "priority": 0.5}), "{ctx}");
+    }
+}
+
+/// An rmcp client that offers protocol `version` and counts list changes.
+#[derive(Clone)]
+struct Client {
+    version: ProtocolVersion,
+    resources_changed: Arc<AtomicUsize>,
+    prompts_changed: Arc<AtomicUsize>,
+}
+
+impl Client {
+    fn new(version: ProtocolVersion) -> Client {
+        Client { version, resources_changed: Arc::default(), prompts_changed: Arc::default() }
+    }
+
+    async fn connect(self, url: &str) -> RunningService<RoleClient, Client> {
+        self.serve(StreamableHttpClientTransport::from_uri(url.to_string())).await.expect("initialize")
+    }
+}
+
+impl ClientHandler for Client {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(ClientCapabilities::default(), Implementation::new("e2e", "1"))
+            .with_protocol_version(self.version.clone())
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.resources_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.prompts_changed.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+async fn call(c: &RunningService<RoleClient, Client>, tool: &str, args: Value) -> CallToolResult {
+    let params = CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone());
+    c.call_tool(params).await.unwrap_or_else(|e| panic!("{tool}: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn results_are_shaped_for_the_protocol_version_the_client_negotiated() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &[("everything", everything())], "");
+    let (_host, url) = serve(dir.path(), &["--plugin", toolhost_test_artifacts::CONFORMANCE_PATH]);
+    let endpoint = format!("{url}/mcp");
+    let old = Client::new(ProtocolVersion::V_2024_11_05).connect(&endpoint).await;
+    let new = Client::new(ProtocolVersion::V_2025_11_25).connect(&endpoint).await;
+
+    let def = async |c: &RunningService<RoleClient, Client>| {
+        c.list_all_tools().await.unwrap().into_iter().find(|t| t.name == "get-structured-content").unwrap()
+    };
+    let (o, n) = (def(&old).await, def(&new).await);
+    assert!(n.output_schema.is_some() && n.annotations.is_some() && n.title.is_some(), "{n:?}");
+    assert!(o.output_schema.is_none() && o.annotations.is_none() && o.title.is_none(), "2024-11-05 has none: {o:?}");
+
+    // No structuredContent before 2025-06-18: its JSON stays as the text block.
+    let args = json!({"location": "New York"});
+    let (o, n) =
+        (call(&old, "get-structured-content", args.clone()).await, call(&new, "get-structured-content", args).await);
+    let weather = json!({"temperature": 33, "conditions": "Cloudy", "humidity": 82});
+    assert_eq!(n.structured_content, Some(weather.clone()));
+    assert_eq!(o.structured_content, None);
+    let text: Value = serde_json::from_str(&o.content[0].as_text().unwrap().text).unwrap();
+    assert_eq!(text, weather);
+
+    // No resource_link before 2025-06-18: a text block naming it.
+    let (o, n) = (
+        call(&old, "get-resource-links", json!({"count": 1})).await,
+        call(&new, "get-resource-links", json!({"count": 1})).await,
+    );
+    assert_eq!(n.content[1].as_resource_link().map(|l| l.uri.as_str()), Some("demo://resource/dynamic/blob/1"));
+    assert!(o.content.iter().all(|b| b.as_resource_link().is_none()), "{o:?}");
+    let link = &o.content[1].as_text().unwrap().text;
+    assert!(link.starts_with("Resource link: Blob Resource 1 <demo://resource/dynamic/blob/1>"), "{link}");
+
+    // No audio before 2025-03-26 (a wasm tool's audio, the same rule).
+    let (o, n) = (call(&old, "test_audio_content", json!({})).await, call(&new, "test_audio_content", json!({})).await);
+    assert_eq!(n.content[0].as_audio().map(|a| a.mime_type.as_str()), Some("audio/wav"));
+    let said = &o.content[0].as_text().unwrap_or_else(|| panic!("{o:?}")).text;
+    assert!(said.contains("audio/wav") && said.contains("no audio content"), "{said}");
+
+    // Content annotations exist in every version.
+    let o = call(&old, "get-annotated-message", json!({"messageType": "debug"})).await;
+    let a = o.content[0].as_text().and_then(|t| t.annotations.clone()).unwrap_or_else(|| panic!("{o:?}"));
+    assert_eq!((a.audience, a.priority), (Some(vec![Role::Assistant]), Some(0.3)), "{o:?}");
+}
+
+#[test]
+fn upstream_resources_prompts_and_completions_are_served_per_agent() {
+    let dir = tempfile::tempdir().unwrap();
+    let py = format!("{} {}", python().display(), peers_dir().join("py_server.py").display());
+    let npcs = "npcs:\n  - name: Bartok the Barkeep\n    budget_tier: fast\n    tools: [roll, echo]\n  - name: Mute\n    budget_tier: deep\n    tools: [roll, add]\n";
+    config(dir.path(), &[("everything", everything()), ("py", py)], npcs);
+    let (_host, url) = serve(dir.path(), &[]);
+    let doc = "demo://resource/static/document/features.md";
+    let asks = |endpoint: &str| -> Vec<String> {
+        let complete_prompt = r#"{"ref": {"type": "ref/prompt", "name": "everything_completable-prompt"}, "argument": {"name": "department", "value": "Eng"}}"#;
+        let complete_template = r#"{"ref": {"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}, "argument": {"name": "resourceId", "value": "3"}}"#;
+        [
+            "--resources",
+            "--prompts",
+            "--read",
+            doc,
+            "--read",
+            "demo://resource/dynamic/text/7",
+            "--read",
+            "file:///etc/passwd",
+            "--prompt",
+            "everything_args-prompt",
+            "--prompt-args",
+            r#"{"city": "Paris"}"#,
+            "--complete",
+            complete_prompt,
+            "--complete",
+            complete_template,
+            "--http",
+            endpoint,
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+
+    // What server-everything offers a client directly.
+    let mut direct_cmd = vec!["--resources".to_string(), "--prompts".into(), "--stdio".into()];
+    direct_cmd.extend(everything().split_whitespace().map(String::from));
+    let direct = py_client("legacy", &as_strs(&direct_cmd));
+
+    let operator = py_client("legacy", &as_strs(&asks(&format!("{url}/mcp"))));
+    let bartok = py_client("auto", &as_strs(&asks(&format!("{url}/mcp/bartok-the-barkeep"))));
+    for (who, v) in [("operator", &operator), ("bartok", &bartok)] {
+        let ctx = format!("{who}: {v}");
+        assert_eq!(v["resources"], direct["resources"], "resources as listed, URIs kept: {ctx}");
+        assert_eq!(v["resource_templates"], direct["resource_templates"], "{ctx}");
+        let prompts = v["prompts"].as_array().unwrap();
+        for p in direct["prompts"].as_array().unwrap() {
+            let name = format!("everything_{}", p["name"].as_str().unwrap());
+            let ours = prompts.iter().find(|q| q["name"] == name.as_str()).unwrap_or_else(|| panic!("{name}: {ctx}"));
+            let mut theirs = p.clone();
+            theirs["name"] = json!(name);
+            assert_eq!(ours, &theirs, "{ctx}");
+        }
+        let features = std::fs::read_to_string(npm("server-everything/dist/docs/features.md")).unwrap();
+        assert_eq!(v["reads"][doc]["contents"][0]["text"], features.as_str(), "{who}");
+        let seven = v["reads"]["demo://resource/dynamic/text/7"]["contents"][0]["text"].as_str().unwrap_or_default();
+        assert!(seven.starts_with("Resource 7: This is a plaintext resource"), "through the template: {ctx}");
+        assert!(v["reads"]["file:///etc/passwd"]["error"]["message"].as_str().unwrap().contains("no server"), "{ctx}");
+        assert_eq!(v["prompt"]["messages"][0]["content"]["text"], "What's weather in Paris?", "{ctx}");
+        assert_eq!(v["completions"][0]["completion"]["values"], json!(["Engineering"]), "{ctx}");
+        assert_eq!(v["completions"][1]["completion"]["values"], json!(["3"]), "{ctx}");
+    }
+    // Not found: -32002 before 2026-07-28, -32602 from then on.
+    assert_eq!(operator["reads"]["file:///etc/passwd"]["error"]["code"], -32002, "{operator}");
+
+    // Mute may use none of everything's tools: none of its resources or prompts either.
+    let mute = py_client("legacy", &as_strs(&asks(&format!("{url}/mcp/mute"))));
+    let ctx = format!("mute: {mute}");
+    assert_eq!(mute["resources"], json!([]), "{ctx}");
+    assert_eq!(mute["resource_templates"], json!([]), "{ctx}");
+    assert!(
+        mute["prompts"].as_array().unwrap().iter().all(|p| !p["name"].as_str().unwrap().starts_with("everything_")),
+        "{ctx}"
+    );
+    assert_eq!(mute["reads"][doc]["error"]["code"], -32002, "a listed URI it may not read is not found: {ctx}");
+    assert_eq!(mute["prompt"]["error"]["message"], "unknown prompt \"everything_args-prompt\"", "{ctx}");
+    assert_eq!(mute["completions"][0]["error"]["code"], -32602, "{ctx}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstreams_resource_list_changes_reach_connected_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &[("everything", everything())], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let watcher = Client::new(ProtocolVersion::V_2025_11_25);
+    let changed = watcher.resources_changed.clone();
+    let client = watcher.connect(&format!("{url}/mcp")).await;
+    let uri = "demo://resource/session/hello.gz";
+    let listed = async || client.list_all_resources().await.unwrap().iter().any(|r| r.uri == uri);
+    assert!(!listed().await);
+
+    // The tool registers a session resource: server-everything announces
+    // resources/list_changed to toolhost, which lists again and tells us.
+    let link =
+        call(&client, "gzip-file-as-resource", json!({"name": "hello.gz", "data": "data:text/plain;base64,aGVsbG8="}))
+            .await;
+    assert_eq!(link.content[0].as_resource_link().map(|l| l.uri.as_str()), Some(uri), "{link:?}");
+    eventually("resources/list_changed relayed, the new resource listed", async || {
+        changed.load(Ordering::SeqCst) > 0 && listed().await
+    })
+    .await;
+    let read = client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap();
+    match &read.contents[0] {
+        ResourceContents::BlobResourceContents { mime_type, blob, .. } => {
+            assert_eq!(mime_type.as_deref(), Some("application/gzip"));
+            assert!(!blob.is_empty());
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstreams_hostile_or_huge_resources_and_prompts_are_held_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = format!("{} {}", python().display(), peers_dir().join("evil_server.py").display());
+    config(dir.path(), &[("evil", evil)], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let client = Client::new(ProtocolVersion::V_2025_11_25).connect(&format!("{url}/mcp")).await;
+
+    let uris: Vec<String> = client.list_all_resources().await.unwrap().into_iter().map(|r| r.uri).collect();
+    assert_eq!(uris, ["evil://fine", "evil://huge"], "a URI with control characters or 5000 bytes long is skipped");
+    let read = |uri: &str| client.read_resource(ReadResourceRequestParams::new(uri));
+    let fine = read("evil://fine").await.unwrap();
+    assert!(
+        matches!(&fine.contents[0], ResourceContents::TextResourceContents { text, .. } if text == "fine"),
+        "{fine:?}"
+    );
+    let huge = read("evil://huge").await.unwrap_err().to_string();
+    assert!(huge.contains("over the 1048576 byte output limit"), "held to the output cap: {huge}");
+    assert!(huge.len() < 4096, "nothing of it is passed on");
+
+    let prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
+    assert_eq!(prompts, ["evil_greet"], "a prompt name with a newline is skipped");
+    let greet = client.get_prompt(GetPromptRequestParams::new("evil_greet")).await.unwrap();
+    assert_eq!(greet.messages[0].content.as_text().map(|t| t.text.as_str()), Some("hello"));
+}
