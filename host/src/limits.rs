@@ -117,18 +117,19 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
         }
     }
 
-    /// True when `key`'s bucket is empty now (without taking anything).
-    pub fn exhausted(&self, key: &K) -> bool {
+    /// How long until `key`'s bucket has a token, when it is empty now
+    /// (without taking anything).
+    pub fn wait(&self, key: &K) -> Option<Duration> {
         let limit = self.default;
         if limit.is_off() {
-            return false;
+            return None;
         }
         let per_second = f64::from(limit.per_minute) / 60.0;
         let burst = f64::from(limit.burst.max(1));
         let buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        buckets
-            .get(key)
-            .is_some_and(|(tokens, at)| (*tokens + at.elapsed().as_secs_f64() * per_second).min(burst) < 1.0)
+        let (tokens, at) = buckets.get(key)?;
+        let tokens = (*tokens + at.elapsed().as_secs_f64() * per_second).min(burst);
+        (tokens < 1.0).then(|| Duration::from_secs_f64((1.0 - tokens) / per_second))
     }
 }
 
@@ -188,9 +189,9 @@ mod tests {
         }
         let wait = b.take(&"a").unwrap_err();
         assert!(wait <= Duration::from_secs(1) && wait > Duration::from_millis(900), "{wait:?}");
-        assert!(b.exhausted(&"a"));
+        assert!(b.wait(&"a").is_some_and(|w| w <= wait));
         assert!(b.take(&"b").is_ok(), "buckets are per key");
-        assert!(!b.exhausted(&"b"));
+        assert!(b.wait(&"b").is_none());
         assert!(Buckets::new(RateLimitConfig::OFF).take(&"x").is_ok(), "0 turns the limit off");
     }
 

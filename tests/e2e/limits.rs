@@ -5,6 +5,7 @@
 //! - `one_connection_flooding_is_capped_and_others_are_not`
 //! - `failed_authentication_is_throttled_without_answering_guesses`
 //! - `sessions_are_capped_the_idle_ones_make_room_and_expire`
+//! - `an_agent_cannot_crowd_out_the_operators_sessions`
 //! - `another_unix_user_gets_nothing_from_a_default_server`
 
 use crate::live::{Proc, serve};
@@ -199,30 +200,38 @@ const TOKENS: &str = "server:
 
 #[test]
 fn failed_authentication_is_throttled_without_answering_guesses() {
+    let other = other_user();
     let dir = tempfile::tempdir().unwrap();
     let (_server, url) = start(dir.path(), TOKENS);
     let mcp = format!("{url}/mcp");
     let bearer = |t: &str| format!("Bearer {t}");
     let dm = bearer("dungeon-master-token-0001");
-    assert_eq!(post(&mcp, &[("Authorization", &dm)], &initialize()).status, 200);
+    assert_eq!(post_as(Some(other), &mcp, &[("Authorization", &dm)], &initialize()).status, 200);
 
+    // The guesser is another local user.
     for i in 0..3 {
-        let a = post(&mcp, &[("Authorization", &bearer(&format!("guess-{i:020}")))], &initialize());
+        let a = post_as(Some(other), &mcp, &[("Authorization", &bearer(&format!("guess-{i:020}")))], &initialize());
         assert_eq!(a.status, 401, "guess {i} within the allowance: {}", a.body);
     }
-    let a = post(&mcp, &[("Authorization", &bearer("guess-99999999999999999"))], &initialize());
+    let a = post_as(Some(other), &mcp, &[("Authorization", &bearer("guess-99999999999999999"))], &initialize());
     assert_eq!(a.status, 429, "{}", a.body);
-    assert!(a.header("retry-after").is_some(), "{}", a.head);
+    let wrong_wait: u64 = a.header("retry-after").expect("Retry-After").parse().unwrap();
     assert_eq!(a.json()["error"]["data"]["code"], "capacity_exceeded", "{}", a.body);
 
     // While throttled, a correct token that never authenticated is not
-    // checked either: a guess that happens to be right learns nothing.
-    let a = post(&mcp, &[("Authorization", &bearer("second-operator-token-0002"))], &initialize());
+    // checked either: a guess that happens to be right is answered exactly
+    // like a wrong one, Retry-After included.
+    let a = post_as(Some(other), &mcp, &[("Authorization", &bearer("second-operator-token-0002"))], &initialize());
     assert_eq!(a.status, 429, "{}", a.body);
-    // The DM, already authenticated, keeps working.
-    assert_eq!(post(&mcp, &[("Authorization", &dm)], &initialize()).status, 200);
+    let right_wait: u64 = a.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!(right_wait.abs_diff(wrong_wait) <= 1, "the same wait: {right_wait} s vs {wrong_wait} s");
+    // The DM, already authenticated, keeps working, from anywhere.
+    assert_eq!(post_as(Some(other), &mcp, &[("Authorization", &dm)], &initialize()).status, 200);
+    // The server's own Unix user is never the guesser: its fresh token passes.
+    let a = post(&mcp, &[("Authorization", &bearer("second-operator-token-0002"))], &initialize());
+    assert_eq!(a.status, 200, "{}", a.body);
     // Requests without a token are not guesses; they get 401.
-    assert_eq!(post(&mcp, &[], &initialize()).status, 401);
+    assert_eq!(post_as(Some(other), &mcp, &[], &initialize()).status, 401);
 }
 
 #[test]
@@ -248,6 +257,27 @@ fn sessions_are_capped_the_idle_ones_make_room_and_expire() {
     // Unused for session_idle_secs: closed; its client gets 404 and starts anew.
     std::thread::sleep(Duration::from_secs(14));
     assert_eq!(post(&mcp, &[("Mcp-Session-Id", &third)], &ping()).status, 404, "expired");
+    open_session(&mcp, &[]);
+}
+
+#[test]
+fn an_agent_cannot_crowd_out_the_operators_sessions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("{AGENTS}server:\n  max_sessions: 4\n  session_idle_secs: 10\n");
+    let (_server, url) = start(dir.path(), &config);
+    let (mcp, bartok) = (format!("{url}/mcp"), format!("{url}/mcp/bartok"));
+    let dm = open_session(&mcp, &[]);
+    // An agent holds at most a quarter of the sessions: here one.
+    let first = open_session(&bartok, &[]);
+    let a = post(&bartok, &[], &initialize());
+    assert_eq!(a.status, 503, "bartok's share is one session, in use: {}", a.body);
+    // Once idle, its own session makes room, never the DM's.
+    std::thread::sleep(Duration::from_millis(5500));
+    open_session(&bartok, &[]);
+    assert_eq!(post(&bartok, &[("Mcp-Session-Id", &first)], &ping()).status, 404, "its own idle one went");
+    assert_eq!(post(&mcp, &[("Mcp-Session-Id", &dm)], &ping()).status, 200, "the DM's stays");
+    // Other agents and the operator still get sessions.
+    open_session(&format!("{url}/mcp/mira"), &[]);
     open_session(&mcp, &[]);
 }
 

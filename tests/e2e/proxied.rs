@@ -400,6 +400,27 @@ async fn an_upstreams_resource_list_changes_reach_connected_clients() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_resource_or_prompt_two_servers_offer_is_refused_not_guessed() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = format!("{} {}", python().display(), peers_dir().join("evil_server.py").display());
+    // Two servers listing the same URI, and templates for the same scheme.
+    config(dir.path(), &[("evil", evil.clone()), ("impostor", evil)], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let client = Client::new(ProtocolVersion::V_2025_11_25).connect(&format!("{url}/mcp")).await;
+    for uri in ["evil://fine", "evil://item/7"] {
+        let e = client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap_err().to_string();
+        assert!(
+            e.contains("is offered by several servers (evil, impostor); refused rather than guessed"),
+            "{uri}: {e}"
+        );
+    }
+    // Prompts are namespaced by server, so both are offered, each its own.
+    let mut prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
+    prompts.sort();
+    assert_eq!(prompts, ["evil_greet", "impostor_greet"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_upstreams_hostile_or_huge_resources_and_prompts_are_held_off() {
     let dir = tempfile::tempdir().unwrap();
     let evil = format!("{} {}", python().display(), peers_dir().join("evil_server.py").display());
@@ -418,6 +439,13 @@ async fn an_upstreams_hostile_or_huge_resources_and_prompts_are_held_off() {
     let huge = read("evil://huge").await.unwrap_err().to_string();
     assert!(huge.contains("over the 1048576 byte output limit"), "held to the output cap: {huge}");
     assert!(huge.len() < 4096, "nothing of it is passed on");
+
+    // A catch-all template (no scheme) is not offered, so it claims nothing.
+    let templates: Vec<String> =
+        client.list_all_resource_templates().await.unwrap().into_iter().map(|t| t.uri_template).collect();
+    assert_eq!(templates, ["evil://item/{id}"], "{{+all}} is skipped");
+    let other = read("zzz://secret").await.unwrap_err().to_string();
+    assert!(other.contains("no server this session may use offers it"), "{other}");
 
     let prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
     assert_eq!(prompts, ["evil_greet"], "a prompt name with a newline is skipped");

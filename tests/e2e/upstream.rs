@@ -75,8 +75,8 @@ fn upstream_names_always_fit_the_rule_and_hostile_ones_are_skipped() {
     let tools: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
     let names: Vec<&str> =
         tools.iter().filter(|t| t["provider"] == "evil").map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 3, "{names:?}");
-    for n in ["env_dump", "huge", "evil_dotted_name"] {
+    assert_eq!(names.len(), 8, "{names:?}");
+    for n in ["env_dump", "huge", "evil_dotted_name", "typed_liar", "typed_silent", "typed_honest"] {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
     assert!(tools.iter().all(|t| valid_tool_name(t["name"].as_str().unwrap())), "{tools:?}");
@@ -86,6 +86,40 @@ fn upstream_names_always_fit_the_rule_and_hostile_ones_are_skipped() {
     // The renamed tool reaches the server under its own name.
     let o = run(dir.path(), "warn", &["call", "evil_dotted_name", "{}"]);
     assert_eq!(stdout(&o).trim(), "called dotted.name", "{}", stderr(&o));
+}
+
+#[test]
+fn upstream_names_never_shadow_a_builtin_or_squat_its_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), evil_config(dir.path())).unwrap();
+    let o = run(dir.path(), "warn", &["tools", "--json"]);
+    let tools: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
+    let provider = |name: &str| tools.iter().find(|t| t["name"] == name).map(|t| t["provider"].clone());
+    // `Roll` is the built-in's name to a reader; `diceroller_roll` is in
+    // the built-in diceroller's namespace.
+    assert_eq!(provider("roll"), Some("diceroller".into()), "the built-in keeps its name");
+    assert_eq!(provider("Roll"), None, "no case variant beside it: {tools:?}");
+    assert_eq!(provider("evil_Roll"), Some("evil".into()));
+    assert_eq!(provider("diceroller_roll"), None, "{tools:?}");
+    assert_eq!(provider("evil_diceroller_roll"), Some("evil".into()));
+}
+
+#[test]
+fn an_upstreams_structured_content_is_held_to_its_output_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), evil_config(dir.path())).unwrap();
+    let o = run(dir.path(), "warn", &["call", "typed_honest", "{}"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for (tool, why) in [("typed_liar", "\"nope\" is not of type \"integer\""), ("typed_silent", "no structuredContent")]
+    {
+        let o = run(dir.path(), "warn", &["call", tool, "{}"]);
+        assert!(!o.status.success(), "{tool}: {}", stdout(&o));
+        let err = stderr(&o);
+        assert!(
+            err.contains("MCP server \"evil\" broke the tool's outputSchema") && err.contains(why),
+            "{tool}: {err}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! Criterion medians (with confidence intervals) for the headline comparison:
 //! `roll` as a native function, in a reused instance, and in a fresh
-//! instance per call; plus tier selection.
+//! instance per call; plus tier selection, and the HTTP front's per-call and
+//! per-connection checks (issue #12).
 //!
 //! Run: `cargo bench -p toolhost --bench criterion`.
 
@@ -37,9 +38,46 @@ fn roll(c: &mut Criterion) {
     });
 }
 
+/// The cost of the limits: an agent's tool-call bucket, the same pipeline
+/// with and without a (never reached) operator limit, and the owner lookup
+/// of a loopback connection with many connections open.
+fn front(c: &mut Criterion) {
+    use toolhost::limits::{CallRates, RateLimitConfig};
+    let never = RateLimitConfig { per_minute: u32::MAX, burst: u32::MAX };
+    let rates = CallRates::new(never, RateLimitConfig::OFF, Default::default());
+    c.bench_function("call_rate_take_agent", |b| b.iter(|| black_box(rates.take(Some("bartok")))));
+
+    let cache = tempfile::tempdir().unwrap();
+    let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    let free = Host::new(runtime.clone());
+    free.add_builtins().unwrap();
+    let limited = Host::new(runtime).with_call_rates(CallRates::new(never, never, Default::default()));
+    limited.add_builtins().unwrap();
+    let args = json!({"expression": "2d6+3"});
+    let ctx = CallContext::default();
+    let mut g = c.benchmark_group("roll_pipeline");
+    g.bench_function("no_rate_limit", |b| b.iter(|| black_box(free.call("roll", &args, &ctx).unwrap())));
+    g.bench_function("rate_limited", |b| b.iter(|| black_box(limited.call("roll", &args, &ctx).unwrap())));
+    g.finish();
+
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    let server = listener.local_addr().unwrap();
+    let mut open = Vec::new();
+    for _ in 0..200 {
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        open.push((client, accepted));
+    }
+    let peer = open[199].0.local_addr().unwrap();
+    assert!(toolhost::mcp::peer::socket_owner(peer, server).is_some());
+    c.bench_function("socket_owner_200_connections", |b| {
+        b.iter(|| black_box(toolhost::mcp::peer::socket_owner(peer, server)))
+    });
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().measurement_time(Duration::from_secs(3)).warm_up_time(Duration::from_secs(1));
-    targets = roll
+    targets = roll, front
 }
 criterion_main!(benches);

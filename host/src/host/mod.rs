@@ -84,6 +84,20 @@ impl Host {
         self
     }
 
+    /// Spends one call of `agent`'s tool-call rate (`None`: the operator),
+    /// or says when to retry. Every call does; the MCP front also spends
+    /// one for each request it forwards to an external server.
+    pub fn spend_call(&self, agent: Option<&str>) -> Result<(), CallError> {
+        self.rates.take(agent).map_err(|wait| {
+            CallError::CapacityExceeded(format!(
+                "{} is over its tool-call rate ({}); retry in {:.1} s",
+                agent.map_or_else(|| "the operator".to_string(), |a| format!("agent {a:?}")),
+                self.rates.limit_for(agent),
+                wait.as_secs_f64()
+            ))
+        })
+    }
+
     /// The tool-call limit that applies to `agent` (`None`: the operator).
     pub fn call_rate(&self, agent: Option<&str>) -> crate::limits::RateLimitConfig {
         self.rates.limit_for(agent)
@@ -225,14 +239,7 @@ impl Host {
         let mut refused = false;
         // Every call spends its agent's rate, unknown names included: a
         // flood of misses costs the audit trail as much as hits.
-        let rate = self.rates.take(agent).map_err(|wait| {
-            CallError::CapacityExceeded(format!(
-                "{} is over its tool-call rate ({}); retry in {:.1} s",
-                agent.map_or_else(|| "the operator".to_string(), |a| format!("agent {a:?}")),
-                self.rates.limit_for(agent),
-                wait.as_secs_f64()
-            ))
-        });
+        let rate = self.spend_call(agent);
         let result = match (rate, entry) {
             (Err(e), _) => Err(e),
             (Ok(()), None) => Err(CallError::UnknownTool(tool.to_string())),

@@ -334,16 +334,25 @@ impl Front {
             .enumerate()
             .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
         let mut authenticated = self.authenticated.lock().unwrap_or_else(|p| p.into_inner());
-        match found {
-            // While failed attempts are throttled, only tokens that have
-            // authenticated before are checked: guesses learn nothing.
-            Some(i) if authenticated.contains(&i) || !self.auth_failures.exhausted(&()) => {
+        // The server's own Unix user (the DM's machine account) is never
+        // the guesser: it can read the config.
+        let own = peer.uid.is_some_and(|uid| uid == self.own_uid || uid == 0);
+        match (found, self.auth_failures.wait(&())) {
+            (Some(i), None) => {
                 authenticated.insert(i);
                 let (_, who, id) = &self.tokens[i];
                 Ok(Some((who.clone(), id.clone())))
             }
-            Some(_) => Err(too_many("too many failed authentications", Duration::from_secs(6))),
-            None => match self.auth_failures.take(&()) {
+            // While failed attempts are throttled, only tokens that have
+            // authenticated before (or the server's own user's) are
+            // checked: a right guess is answered exactly like a wrong one.
+            (Some(i), Some(_)) if authenticated.contains(&i) || own => {
+                authenticated.insert(i);
+                let (_, who, id) = &self.tokens[i];
+                Ok(Some((who.clone(), id.clone())))
+            }
+            (Some(_), Some(wait)) => Err(too_many("too many failed authentications", wait)),
+            (None, _) => match self.auth_failures.take(&()) {
                 Ok(()) => Err(unauthorized("unknown token")),
                 Err(wait) => Err(too_many("too many failed authentications", wait)),
             },
@@ -390,7 +399,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     match &session {
         Some(id) => front.sessions.touch(id),
         None if opens_session => {
-            if let Err(r) = front.sessions.admit(&front.services).await {
+            if let Err(r) = front.sessions.admit(&target, &front.services).await {
                 return r;
             }
         }
@@ -459,34 +468,56 @@ impl Sessions {
         self.lock().remove(id);
     }
 
-    /// Room for one more session: at the cap, the least recently used
-    /// session idle for `evictable_after` is closed; without one, 503.
-    async fn admit(&self, services: &HashMap<Identity, (Service, Arc<LocalSessionManager>)>) -> Result<(), Response> {
+    /// Room for one more session of `who`. An agent holds at most a
+    /// quarter of the cap (at its share, its own least recently used idle
+    /// session makes room). At the cap, the least recently used idle
+    /// session of whoever holds the most is closed; an agent's churn never
+    /// closes the operator's sessions. Without room, 503.
+    async fn admit(
+        &self,
+        who: &Identity,
+        services: &HashMap<Identity, (Service, Arc<LocalSessionManager>)>,
+    ) -> Result<(), Response> {
         let victim = {
             let live = self.lock();
-            if live.len() < self.max {
-                return Ok(());
+            let mut held: HashMap<&Identity, usize> = HashMap::new();
+            for (owner, _) in live.values() {
+                *held.entry(owner).or_default() += 1;
             }
-            live.iter()
-                .filter(|(_, (_, at))| at.elapsed() >= self.evictable_after)
-                .min_by_key(|(_, (_, at))| *at)
-                .map(|(id, (who, _))| (id.clone(), who.clone()))
+            let share = (self.max / 4).max(1);
+            let mine = held.get(who).copied().unwrap_or(0);
+            let from = if *who != Identity::Operator && mine >= share {
+                Some(who.clone())
+            } else if live.len() >= self.max {
+                held.iter()
+                    .filter(|(owner, _)| *who == Identity::Operator || ***owner != Identity::Operator)
+                    .max_by_key(|(_, n)| **n)
+                    .map(|(owner, _)| (*owner).clone())
+            } else {
+                return Ok(());
+            };
+            from.and_then(|from| {
+                live.iter()
+                    .filter(|(_, (owner, at))| *owner == from && at.elapsed() >= self.evictable_after)
+                    .min_by_key(|(_, (_, at))| *at)
+                    .map(|(id, (owner, _))| (id.clone(), owner.clone()))
+            })
         };
-        let Some((id, who)) = victim else {
+        let Some((id, owner)) = victim else {
             let mut r = error(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "capacity_exceeded",
                 &format!(
-                    "capacity exceeded: {} live sessions (server.max_sessions), all in use; retry later",
+                    "capacity exceeded: no room for another session (server.max_sessions {}, an agent at most a quarter), all in use; retry later",
                     self.max
                 ),
             );
             r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(self.evictable_after.as_secs().max(1)));
             return Err(r);
         };
-        tracing::info!(session = %id, "closing the least recently used idle session: server.max_sessions reached");
+        tracing::info!(session = %id, "closing the least recently used idle session to make room (server.max_sessions)");
         self.closed(&id);
-        if let Some((_, manager)) = services.get(&who) {
+        if let Some((_, manager)) = services.get(&owner) {
             let _ = manager.close_session(&id.into()).await;
         }
         Ok(())

@@ -218,6 +218,15 @@ impl McpFront {
         })
     }
 
+    /// Spends one of this session's agent's tool calls on a request that
+    /// reaches an external server (a resource read, a prompt, a completion):
+    /// they cost the server as much as a call.
+    fn spend_upstream_request(&self) -> Result<(), ErrorData> {
+        self.host
+            .spend_call(self.agent.as_deref())
+            .map_err(|e| ErrorData::new(rmcp::model::ErrorCode(-32000), e.to_string(), Some(json!({"code": e.code()}))))
+    }
+
     /// The deadline of a request to an external server without a
     /// `timeout_ms` of its own (the operator's ceiling), and the output cap.
     fn upstream_limits(&self) -> (Duration, usize) {
@@ -321,13 +330,49 @@ type Signature = Vec<(String, u64)>;
 
 /// The server a read of `uri` goes to: the first that listed it, else the
 /// first with a template it expands.
-fn route_resource<'a>(upstreams: &'a [Upstream], uri: &str) -> Option<&'a Upstream> {
-    upstreams.iter().find(|u| u.lists(uri)).or_else(|| upstreams.iter().find(|u| u.expands_to(uri)))
+fn route_resource<'a>(upstreams: &'a [Upstream], uri: &str) -> Result<&'a Upstream, ErrorData> {
+    let listing: Vec<&Upstream> = upstreams.iter().filter(|u| u.lists(uri)).collect();
+    let candidates =
+        if listing.is_empty() { upstreams.iter().filter(|u| u.expands_to(uri)).collect() } else { listing };
+    only_one(candidates, "resource", uri)
+}
+
+/// The one server among `candidates`: none is "not found", several are
+/// refused rather than guessed between, so no server can take over what
+/// another offers by listing it too.
+fn only_one<'a>(candidates: Vec<&'a Upstream>, what: &str, subject: &str) -> Result<&'a Upstream, ErrorData> {
+    match candidates.as_slice() {
+        [one] => Ok(one),
+        [] => Err(ErrorData::resource_not_found(
+            format!("no {what} {:?}: no server this session may use offers it", crate::tool::log_safe(subject)),
+            Some(json!({"code": "not_found", "uri": subject})),
+        )),
+        several => Err(ErrorData::invalid_params(
+            format!(
+                "the {what} {:?} is offered by several servers ({}); refused rather than guessed",
+                crate::tool::log_safe(subject),
+                several.iter().map(|u| u.name()).collect::<Vec<_>>().join(", ")
+            ),
+            Some(json!({"code": "forbidden"})),
+        )),
+    }
 }
 
 /// The server offering the prompt `exposed`, and its own name for it.
-fn route_prompt<'a>(upstreams: &'a [Upstream], exposed: &str) -> Option<(&'a Upstream, &'a str)> {
-    upstreams.iter().find_map(|u| u.prompt(exposed).map(|remote| (u, remote)))
+fn route_prompt<'a>(upstreams: &'a [Upstream], exposed: &str) -> Result<(&'a Upstream, &'a str), ErrorData> {
+    let candidates: Vec<&Upstream> = upstreams.iter().filter(|u| u.prompt(exposed).is_some()).collect();
+    let server = only_one(candidates, "prompt", exposed).map_err(|e| {
+        if e.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND {
+            ErrorData::invalid_params(
+                format!("unknown prompt {:?}", crate::tool::log_safe(exposed)),
+                Some(json!({"code": "not_found"})),
+            )
+        } else {
+            e
+        }
+    })?;
+    let remote = server.prompt(exposed).ok_or_else(|| ErrorData::internal_error("the prompt went away", None))?;
+    Ok((server, remote))
 }
 
 fn meta(v: Value) -> MetaObject {
@@ -427,13 +472,9 @@ impl ServerHandler for McpFront {
                 None,
             ));
         }
+        self.spend_upstream_request()?;
         let upstreams = self.upstreams();
-        let Some(server) = route_resource(&upstreams, &uri) else {
-            return Err(ErrorData::resource_not_found(
-                format!("no resource {:?}: no server this session may use lists it", crate::tool::log_safe(&uri)),
-                Some(json!({"uri": uri})),
-            ));
-        };
+        let server = route_resource(&upstreams, &uri)?;
         let (timeout, cap) = self.upstream_limits();
         Ok(ReadResourceResponse::Complete(server.read(&uri, timeout, cap).await?))
     }
@@ -451,13 +492,9 @@ impl ServerHandler for McpFront {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        self.spend_upstream_request()?;
         let upstreams = self.upstreams();
-        let Some((server, remote)) = route_prompt(&upstreams, &request.name) else {
-            return Err(ErrorData::invalid_params(
-                format!("unknown prompt {:?}", crate::tool::log_safe(&request.name)),
-                Some(json!({"code": "not_found"})),
-            ));
-        };
+        let (server, remote) = route_prompt(&upstreams, &request.name)?;
         let (timeout, cap) = self.upstream_limits();
         let mut result = server.get_prompt(remote, request.arguments, timeout, cap).await?;
         super::content::shape_prompt(&mut result, Dialect::of(context.protocol_version().as_ref()));
@@ -469,34 +506,24 @@ impl ServerHandler for McpFront {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
+        self.spend_upstream_request()?;
         let upstreams = self.upstreams();
         let mut params = request;
         params.meta = None;
         let server = match &params.r#ref {
             Reference::Prompt(p) => {
-                let Some((server, remote)) = route_prompt(&upstreams, &p.name) else {
-                    return Err(ErrorData::invalid_params(
-                        format!("unknown prompt {:?}", crate::tool::log_safe(&p.name)),
-                        Some(json!({"code": "not_found"})),
-                    ));
-                };
+                let (server, remote) = route_prompt(&upstreams, &p.name)?;
                 let remote = PromptReference::new(remote);
                 params.r#ref = Reference::Prompt(remote);
                 server
             }
             Reference::Resource(r) => {
-                let server =
-                    upstreams.iter().find(|u| u.has_template(&r.uri)).or_else(|| route_resource(&upstreams, &r.uri));
-                let Some(server) = server else {
-                    return Err(ErrorData::invalid_params(
-                        format!(
-                            "unknown resource template {:?}: no server this session may use lists it",
-                            crate::tool::log_safe(&r.uri)
-                        ),
-                        Some(json!({"code": "not_found"})),
-                    ));
-                };
-                server
+                let owners: Vec<&Upstream> = upstreams.iter().filter(|u| u.has_template(&r.uri)).collect();
+                if owners.is_empty() {
+                    route_resource(&upstreams, &r.uri)?
+                } else {
+                    only_one(owners, "resource template", &r.uri)?
+                }
             }
             _ => return Err(ErrorData::invalid_params("unknown kind of completion reference", None)),
         };

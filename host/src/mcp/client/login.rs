@@ -513,7 +513,9 @@ async fn wait_for_redirect(listener: &tokio::net::TcpListener, state: &str) -> R
         let mut buf = Vec::new();
         let mut chunk = [0u8; 2048];
         let head = loop {
-            let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut chunk)).await;
+            // Short: connections are served one at a time, and an idle one
+            // (another local user's) must not hold the sign-in up.
+            let read = tokio::time::timeout(Duration::from_secs(2), stream.read(&mut chunk)).await;
             match read {
                 Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&chunk[..n]),
                 _ => break None,
@@ -530,6 +532,16 @@ async fn wait_for_redirect(listener: &tokio::net::TcpListener, state: &str) -> R
         let (path, query) = target.split_once('?').unwrap_or((target, ""));
         if path != REDIRECT_PATH {
             let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n").await;
+            continue;
+        }
+        // Anyone on this machine can reach the port: a redirect that does
+        // not carry this sign-in's state is answered and ignored, so it
+        // cannot end the sign-in.
+        let ours = url::form_urlencoded::parse(query.as_bytes()).any(|(k, v)| k == "state" && v == state);
+        if !ours {
+            let _ = stream
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 24\r\nconnection: close\r\n\r\nnot this sign-in's state")
+                .await;
             continue;
         }
         let result = check_redirect(query, state);
@@ -706,21 +718,26 @@ mod tests {
 
     #[tokio::test]
     async fn the_redirect_listener_takes_only_this_logins_state() {
-        for (query, ok) in [("code=c0de&state=st4te", true), ("code=c0de&state=other", false)] {
-            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-            let port = listener.local_addr().unwrap().port();
-            let wait = tokio::spawn(async move { wait_for_redirect(&listener, "st4te").await });
-            assert_eq!(browse(port, "/favicon.ico").await, "HTTP/1.1 404 Not Found");
-            let status = browse(port, &format!("{REDIRECT_PATH}?{query}")).await;
-            let got = wait.await.unwrap();
-            if ok {
-                assert_eq!(status, "HTTP/1.1 200 OK");
-                assert_eq!(got.unwrap(), "c0de");
-            } else {
-                assert_eq!(status, "HTTP/1.1 400 Bad Request");
-                assert!(got.unwrap_err().contains("state does not match"));
-            }
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let wait = tokio::spawn(async move { wait_for_redirect(&listener, "st4te").await });
+        assert_eq!(browse(port, "/favicon.ico").await, "HTTP/1.1 404 Not Found");
+        // Another local user's redirect, with a state not this sign-in's,
+        // is refused and does not end the sign-in.
+        for forged in ["code=evil&state=other", "error=access_denied", "code=evil"] {
+            assert_eq!(browse(port, &format!("{REDIRECT_PATH}?{forged}")).await, "HTTP/1.1 400 Bad Request");
         }
+        assert!(!wait.is_finished(), "still waiting for the real redirect");
+        assert_eq!(browse(port, &format!("{REDIRECT_PATH}?code=c0de&state=st4te")).await, "HTTP/1.1 200 OK");
+        assert_eq!(wait.await.unwrap().unwrap(), "c0de");
+
+        // An error the authorization server sends back with our state ends it.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let wait = tokio::spawn(async move { wait_for_redirect(&listener, "st4te").await });
+        let status = browse(port, &format!("{REDIRECT_PATH}?error=access_denied&state=st4te")).await;
+        assert_eq!(status, "HTTP/1.1 400 Bad Request");
+        assert!(wait.await.unwrap().unwrap_err().contains("access_denied"));
     }
 
     #[test]

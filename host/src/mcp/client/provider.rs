@@ -36,6 +36,9 @@ pub(super) struct McpTools {
     pub(super) remote: HashMap<String, String>,
     /// The largest result accepted, in bytes of JSON (the wasm output cap).
     pub(super) max_output_bytes: usize,
+    /// By exposed name: the tool's declared outputSchema, which its
+    /// `structuredContent` must match.
+    pub(super) output_validators: HashMap<String, crate::validate::Validator>,
 }
 
 impl Provider for McpTools {
@@ -150,6 +153,24 @@ impl Provider for McpTools {
                 tool: tool.to_string(),
                 message: if message.is_empty() { "the tool reported an error".into() } else { message },
             });
+        }
+        // A tool that declares an outputSchema promises structuredContent
+        // matching it; a client that validates would reject anything else.
+        if let Some(validator) = self.output_validators.get(tool) {
+            let checked = match &result.structured_content {
+                Some(v) => validator.check(v),
+                None => Err("it returned no structuredContent".to_string()),
+            };
+            if let Err(why) = checked {
+                return Err(CallError::Failed {
+                    tool: tool.to_string(),
+                    message: format!(
+                        "MCP server {:?} broke the tool's outputSchema: {}",
+                        self.server.cfg.name,
+                        crate::tool::log_safe(&why)
+                    ),
+                });
+            }
         }
         // The blocks and the structured result go on as the server sent
         // them (annotations, resource links and all).

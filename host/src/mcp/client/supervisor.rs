@@ -597,9 +597,26 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
         mine.insert(super::names::name_key(&exposed));
         remote.insert(exposed, t.name.to_string());
     }
+    // A declared outputSchema is held to: results are checked against it.
+    // One that is not a usable schema is not passed on.
+    let mut output_validators = HashMap::new();
+    for d in &mut defs {
+        if let Some(schema) = &d.output_schema {
+            match Validator::new(schema) {
+                Ok(v) => {
+                    output_validators.insert(d.name.clone(), v);
+                }
+                Err(e) => {
+                    tracing::warn!(server = %name, tool = %d.name, "dropping an unusable outputSchema: {}", crate::tool::log_safe(&e));
+                    d.output_schema = None;
+                }
+            }
+        }
+    }
     let exposed: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
     let max_output_bytes = host.runtime().limits().output_bytes;
-    let provider = Arc::new(McpTools { server: server.clone(), tools: defs, remote, max_output_bytes });
+    let provider =
+        Arc::new(McpTools { server: server.clone(), tools: defs, remote, max_output_bytes, output_validators });
     match host.registry().upsert(provider) {
         Ok(_) => {
             tracing::info!(server = %name, tools = exposed.len(), "registered");

@@ -51,9 +51,8 @@ async fn start_admin(
     let local = listener.local_addr()?;
     let record = EndpointRecord::write(state, local, &admin.token, "stdio")
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
-    let mut cfg = cfg.clone();
-    cfg.tokens.clear();
-    let app = router(host, &cfg, local, Some(admin))?;
+    // Its MCP endpoints admit exactly whom the HTTP front would.
+    let app = router(host, cfg, local, Some(admin))?;
     tokio::spawn(async move {
         let _ = axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>()).await;
     });
