@@ -76,6 +76,10 @@ pub struct Record<'a> {
     /// The capabilities the call used: asked for its directories, read its
     /// environment, queried the memory store, opened a granted connection.
     pub capabilities_used: Vec<&'static str>,
+    /// Answered from the result cache: the tool did not run (`fuel_used`
+    /// and the rest are those of the call that filled the cache).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cached: bool,
 }
 
 /// What happened to a plugin.

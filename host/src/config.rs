@@ -452,6 +452,69 @@ impl Config {
                 ));
             }
         }
+        for (i, n) in self.npcs.iter().enumerate() {
+            if n.max_calls_per_turn == Some(0) {
+                return Err(format!(
+                    "npcs[{i}].max_calls_per_turn: must be at least 1 (leave it out for budget.max_calls_per_turn){}",
+                    at("max_calls_per_turn")
+                ));
+            }
+        }
+        if self.budget.max_calls_per_turn == Some(0) {
+            return Err(format!(
+                "budget.max_calls_per_turn: must be at least 1 (leave it out for no cap){}",
+                at("max_calls_per_turn")
+            ));
+        }
+        for tool in self.budget.pin.keys() {
+            if !crate::tool::valid_tool_name(tool) {
+                return Err(format!("budget.pin: {tool:?} is not a tool name{}", at("pin")));
+            }
+        }
+        let ceiling_ms = self
+            .limits
+            .timeout_ceiling_ms
+            .unwrap_or(crate::runtime::Limits::default().timeout_ceiling.as_millis() as u64);
+        let mut seen = HashSet::new();
+        for (i, l) in self.budget.long_tools.iter().enumerate() {
+            let key = format!("budget.long_tools[{i}]");
+            if !seen.insert(l.tool.as_str()) {
+                return Err(format!("{key}.tool: {:?} is listed twice{}", l.tool, at(&l.tool)));
+            }
+            if l.timeout_ms < self.budget.deep_ms {
+                return Err(format!(
+                    "{key}.timeout_ms: {} ms is within the DEEP ceiling ({} ms); a long tool is for calls longer than that{}",
+                    l.timeout_ms,
+                    self.budget.deep_ms,
+                    at(&l.tool)
+                ));
+            }
+            if l.timeout_ms > ceiling_ms {
+                return Err(format!(
+                    "{key}.timeout_ms: {} ms is above limits.timeout_ceiling_ms ({ceiling_ms} ms), the longest any call may take; raise that limit or lower this{}",
+                    l.timeout_ms,
+                    at(&l.tool)
+                ));
+            }
+            if l.agents.is_empty() {
+                return Err(format!(
+                    "{key}.agents: name at least one agent (npcs[].name) that may use it{}",
+                    at(&l.tool)
+                ));
+            }
+            for a in &l.agents {
+                if !self.npcs.iter().any(|n| &n.name == a) {
+                    return Err(format!("{key}.agents: no agent {a:?} in npcs{}", at(a)));
+                }
+            }
+            if self.budget.pin.contains_key(&l.tool) {
+                return Err(format!(
+                    "{key}.tool: {:?} is also pinned in budget.pin; a long tool has no tier{}",
+                    l.tool,
+                    at(&l.tool)
+                ));
+            }
+        }
         if self.server.max_sessions == 0 {
             return Err(format!("server.max_sessions: must be at least 1{}", at("max_sessions")));
         }

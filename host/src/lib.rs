@@ -46,4 +46,7 @@ pub use toolhost_types as tool;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 
-pub use host::{AddPluginError, Assembly, Batch, BuildError, CacheChoice, Host, HostBuilder, Installed, plugin_files};
+pub use host::{
+    AddPluginError, Assembly, Batch, BuildError, CacheChoice, CacheStats, Conversation, Host, HostBuilder, Installed,
+    ResultCache, TurnCues, TurnTier, canonical_json, plugin_files,
+};

@@ -202,6 +202,7 @@ fn a_batch_keeps_each_result_and_error_in_order() {
         tools: vec!["roll".into(), "spin".into()],
         instructions: None,
         rate_limit: None,
+        max_calls_per_turn: None,
         personality: None,
         engine: None,
     }]);

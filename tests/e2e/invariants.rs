@@ -100,6 +100,7 @@ fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
         tools: vec!["roll".into(), "search_facts".into()],
         instructions: None,
         rate_limit: None,
+        max_calls_per_turn: None,
         personality: None,
         engine: None,
     };

@@ -22,6 +22,7 @@
 //! - `limits`: the HTTP front's rate limits, session cap, failed-auth throttle and local-user check.
 //! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
+//! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
@@ -48,4 +49,5 @@ mod probes;
 mod proxied;
 mod review;
 mod trust;
+mod turns;
 mod upstream;

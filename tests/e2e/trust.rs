@@ -212,6 +212,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
         tools: tools.iter().map(|t| t.to_string()).collect(),
         instructions: None,
         rate_limit: None,
+        max_calls_per_turn: None,
         personality: None,
         engine: None,
     };

@@ -343,6 +343,7 @@ fn budget_section(n: usize) {
         tools: (0..20).map(|i| format!("tool_{:05}", i * 37)).collect(),
         instructions: None,
         rate_limit: None,
+        max_calls_per_turn: None,
         personality: None,
         engine: None,
     };

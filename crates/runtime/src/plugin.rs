@@ -175,6 +175,7 @@ impl WasmPlugin {
             fuel_used,
             peak_memory_bytes: data.limiter.peak_memory,
             capabilities_used: data.used.get(),
+            cached: false,
         };
         let mut state = store.into_data();
         state.flush_progress();

@@ -299,6 +299,9 @@ pub struct CallStats {
     /// directories, read its environment, queried the memory store, opened a
     /// granted connection.
     pub capabilities_used: Capabilities,
+    /// Answered from the host's result cache: the tool did not run, and
+    /// the other figures are those of the call that filled the cache.
+    pub cached: bool,
 }
 
 /// Why a call failed. Every variant carries what the model or the operator

@@ -56,6 +56,34 @@ pub struct BudgetConfig {
     pub environment: String,
     /// The tier selector.
     pub selector: SelectorConfig,
+    /// Tools whose tier the operator fixes, whatever they declare or
+    /// measure (`get_rule: fast`). Health demotion still applies.
+    pub pin: std::collections::BTreeMap<String, Tier>,
+    /// Tools that may run past the DEEP ceiling, for the agents named only.
+    pub long_tools: Vec<LongTool>,
+    /// Tool calls an agent may make in one turn, unless its own
+    /// `npcs[].max_calls_per_turn` says otherwise; `None`: no cap. Applies
+    /// only to sessions that start turns (an utterance in `tools/list`).
+    pub max_calls_per_turn: Option<u32>,
+    /// Results the result cache keeps at most (0: no cache).
+    pub result_cache_entries: usize,
+    /// Bytes of results the result cache keeps at most, in MiB.
+    pub result_cache_mb: usize,
+}
+
+/// A tool the operator lets named agents run past the DEEP ceiling (a
+/// long-poll tool, for example). Only those agents see it, at any tier,
+/// and their calls get `timeout_ms`; everyone else never sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LongTool {
+    /// The tool's name.
+    pub tool: String,
+    /// The deadline of these agents' calls, in milliseconds (at most
+    /// `limits.timeout_ceiling_ms`).
+    pub timeout_ms: u64,
+    /// The agents (`npcs[].name`) that may see and call it.
+    pub agents: Vec<String>,
 }
 
 impl Default for BudgetConfig {
@@ -73,6 +101,11 @@ impl Default for BudgetConfig {
             timeout_margin: 1.5,
             environment: "default".into(),
             selector: SelectorConfig::default(),
+            pin: std::collections::BTreeMap::new(),
+            long_tools: Vec::new(),
+            max_calls_per_turn: None,
+            result_cache_entries: 1024,
+            result_cache_mb: 32,
         }
     }
 }
@@ -107,6 +140,10 @@ pub struct AgentProfile {
     /// This agent's tool-call limit, instead of `server.rate_limit`.
     #[serde(default)]
     pub rate_limit: Option<crate::limits::RateLimitConfig>,
+    /// Tool calls this agent may make in one turn, instead of
+    /// `budget.max_calls_per_turn`.
+    #[serde(default)]
+    pub max_calls_per_turn: Option<u32>,
     /// Personality prompt (seed field; toolhost does not use it).
     #[serde(default)]
     pub personality: Option<String>,
@@ -153,6 +190,8 @@ pub enum TierSource {
     Assigned,
     /// Nothing known: the configured default.
     Default,
+    /// The operator pinned it (`budget.pin`).
+    Pinned,
 }
 
 impl TierSource {
@@ -164,6 +203,7 @@ impl TierSource {
             TierSource::Declared => "declared",
             TierSource::Assigned => "assigned",
             TierSource::Default => "default",
+            TierSource::Pinned => "pinned",
         }
     }
 }
@@ -227,6 +267,8 @@ pub struct Budget {
     overrides: Mutex<HashMap<String, (Tier, Instant)>>,
     /// The operator's floor and ceiling on every deadline.
     deadlines: DeadlinePolicy,
+    /// `budget.long_tools`: each tool's deadline and the agents that may use it.
+    long: HashMap<String, (Duration, HashSet<String>)>,
 }
 
 impl Budget {
@@ -258,6 +300,11 @@ impl Budget {
             })
             .collect();
         let epoch = clock.now();
+        let long = cfg
+            .long_tools
+            .iter()
+            .map(|l| (l.tool.clone(), (Duration::from_millis(l.timeout_ms), l.agents.iter().cloned().collect())))
+            .collect();
         Budget {
             ceilings: cfg.ceilings(),
             cfg,
@@ -267,7 +314,25 @@ impl Budget {
             tools: RwLock::new(FxHashMap::default()),
             overrides: Mutex::new(HashMap::new()),
             deadlines: DeadlinePolicy { floor: Duration::ZERO, ceiling: Duration::MAX },
+            long,
         }
+    }
+
+    /// The most calls `agent` (`None`: the operator) may make in one turn.
+    pub fn max_calls_per_turn(&self, agent: Option<&str>) -> Option<u32> {
+        agent.and_then(|a| self.agents.get(a)).and_then(|(p, _)| p.max_calls_per_turn).or(self.cfg.max_calls_per_turn)
+    }
+
+    /// The deadline `agent` gets for the long tool `tool`; `None` when the
+    /// tool is not a long tool for that agent.
+    pub fn long_deadline(&self, tool: &str, agent: Option<&str>) -> Option<Duration> {
+        let (timeout, agents) = self.long.get(tool)?;
+        agents.contains(agent?).then(|| self.deadlines.deadline(Some(*timeout), None))
+    }
+
+    /// Whether `tool` is one of `budget.long_tools`.
+    pub fn is_long(&self, tool: &str) -> bool {
+        self.long.contains_key(tool)
     }
 
     /// The settings.
@@ -331,17 +396,23 @@ impl Budget {
             _ if def.meta.unmeasured_tier.is_some() => (TierSource::Assigned, None),
             _ => (TierSource::Default, None),
         };
-        let base_tier = match p50 {
-            Some(p) => self.ceilings.tier_for(p),
-            None => Some(self.unmeasured_tier(def)),
-        };
-        let demoted =
-            real.is_some_and(|r| r.count >= self.cfg.min_health_samples && r.error_rate() > self.cfg.demote_error_rate);
-        let tier = if demoted { base_tier.and_then(Tier::slower) } else { base_tier };
         let measured_p50 = match source {
             TierSource::Measured | TierSource::Calibrated => p50,
             _ => None,
         };
+        let (source, base_tier) = match self.cfg.pin.get(&def.name) {
+            Some(&pinned) => (TierSource::Pinned, Some(pinned)),
+            None => (
+                source,
+                match p50 {
+                    Some(p) => self.ceilings.tier_for(p),
+                    None => Some(self.unmeasured_tier(def)),
+                },
+            ),
+        };
+        let demoted =
+            real.is_some_and(|r| r.count >= self.cfg.min_health_samples && r.error_rate() > self.cfg.demote_error_rate);
+        let tier = if demoted { base_tier.and_then(Tier::slower) } else { base_tier };
         ToolStatus {
             base_tier,
             tier,
@@ -412,7 +483,10 @@ impl Budget {
     /// has no state yet. `None` when the cache is stale.
     fn cached_tier(&self, state: Option<&Arc<ToolState>>, def: &ToolDef, now: Instant) -> Option<Option<Tier>> {
         let Some(state) = state else {
-            // Never called nor probed: the declared (or default) tier.
+            // Never called nor probed: the pinned, declared or default tier.
+            if let Some(&pinned) = self.cfg.pin.get(&def.name) {
+                return Some(Some(pinned));
+            }
             return Some(match def.meta.estimated_duration_ms {
                 Some(ms) => self.ceilings.tier_for(Duration::from_millis(u64::from(ms))),
                 None => Some(self.unmeasured_tier(def)),
@@ -522,12 +596,18 @@ impl Budget {
 
     /// Is `tool` visible to `agent` at `tier`? On the allow-list (any tool
     /// for the operator, `agent == None`) and within the tier.
+    /// A long tool (`budget.long_tools`) is visible, at any tier, to the
+    /// agents it names that also have it on their allow-list, and to no one
+    /// else.
     pub fn visible(&self, agent: Option<&str>, tier: Tier, t: &RegisteredTool) -> Result<bool, BudgetError> {
         if let Some(name) = agent {
             let (_, allowed) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
             if !allowed.contains(&t.def.name) {
                 return Ok(false);
             }
+        }
+        if self.is_long(&t.def.name) {
+            return Ok(self.long_deadline(&t.def.name, agent).is_some());
         }
         Ok(self.tool_tier(&t.def).is_some_and(|tt| tt <= tier))
     }
@@ -552,6 +632,11 @@ impl Budget {
             let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
             let mut consider = |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, now) {
                 _ if !t.provider.is_available() => {}
+                _ if self.is_long(&t.def.name) => {
+                    if self.long_deadline(&t.def.name, agent).is_some() {
+                        out.push(t.clone());
+                    }
+                }
                 Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
                 Some(_) => {}
                 None => stale.push(t.clone()),

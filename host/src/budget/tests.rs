@@ -48,6 +48,7 @@ fn agent(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
         tools: tools.iter().map(|t| t.to_string()).collect(),
         instructions: None,
         rate_limit: None,
+        max_calls_per_turn: None,
         personality: None,
         engine: None,
     }

@@ -4,10 +4,14 @@
 //! its budget deadline, record the measurement.
 
 mod builder;
+mod cache;
 mod install;
+mod turns;
 
 pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
+pub use cache::{CacheStats, ResultCache, canonical_json};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
+pub use turns::{Conversation, TurnCues, TurnTier};
 
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
@@ -40,6 +44,8 @@ pub struct Host {
     agents_busy: std::sync::Mutex<std::collections::HashMap<String, Arc<crate::runtime::Slots>>>,
     /// Tool calls per agent per minute.
     rates: crate::limits::CallRates,
+    /// Results of cacheable tools.
+    cache: ResultCache,
 }
 
 /// The results of a batch of parallel calls.
@@ -60,7 +66,12 @@ impl Host {
     /// A host with a configured budget (agents, ceilings, selector).
     pub fn with_budget(runtime: Runtime, budget: Budget) -> Host {
         let budget = budget.with_deadlines(runtime.limits().deadlines());
+        let cache = ResultCache::new(
+            budget.config().result_cache_entries,
+            budget.config().result_cache_mb.saturating_mul(1 << 20),
+        );
         Host {
+            cache,
             runtime,
             registry: Registry::new(),
             budget,
@@ -182,10 +193,15 @@ impl Host {
         &self.budget
     }
 
+    /// The result cache.
+    pub fn result_cache(&self) -> &ResultCache {
+        &self.cache
+    }
+
     /// Calls `tool` as the operator: no allow-list, no tier filter, but the
     /// same validation, deadline and measurement as every call.
     pub fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
-        self.run(None, tool, arguments, ctx)
+        self.run(None, None, tool, arguments, ctx)
     }
 
     /// Calls `tool` on behalf of `agent` at `tier`. A tool the agent cannot
@@ -200,7 +216,7 @@ impl Host {
         arguments: &serde_json::Value,
         ctx: &CallContext,
     ) -> Result<ToolOutput, CallError> {
-        self.run(Some((agent, tier)), tool, arguments, ctx)
+        self.run(Some((agent, tier)), None, tool, arguments, ctx)
     }
 
     /// Runs several calls in parallel, each bounded by its own deadline. The
@@ -224,6 +240,7 @@ impl Host {
     fn run(
         &self,
         enforce: Option<(Option<&str>, Tier)>,
+        turn: Option<&Conversation>,
         tool: &str,
         arguments: &serde_json::Value,
         ctx: &CallContext,
@@ -250,11 +267,10 @@ impl Host {
                     tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
                     refused = true;
                     Err(CallError::UnknownTool(tool.to_string()))
+                } else if let Err(e) = turn.map_or(Ok(()), |c| self.spend_turn_call(c)) {
+                    Err(e)
                 } else {
-                    match self.agent_slot(agent) {
-                        Ok(_slot) => self.run_visible(entry, agent, arguments, ctx),
-                        Err(e) => Err(e),
-                    }
+                    self.run_cached(entry, agent, arguments, ctx)
                 }
             }
         };
@@ -264,6 +280,31 @@ impl Host {
         };
         let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
         self.audit_call(&call, entry.map(|e| &**e), &result, stats, refused, start.elapsed());
+        result
+    }
+
+    /// Answers from the result cache when the tool is cacheable and the
+    /// agent asked the same before; otherwise runs it (in one of the
+    /// agent's concurrency slots) and keeps a successful result.
+    fn run_cached(
+        &self,
+        entry: &crate::registry::RegisteredTool,
+        agent: Option<&str>,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<ToolOutput, CallError> {
+        let name = entry.def.name.as_str();
+        let ttl = self.cache.ttl(&entry.def.meta);
+        if ttl.is_some()
+            && let Some(hit) = self.cache.get(&entry.provider, agent, name, arguments)
+        {
+            return Ok(hit);
+        }
+        let _slot = self.agent_slot(agent)?;
+        let result = self.run_visible(entry, agent, arguments, ctx);
+        if let (Some(ttl), Ok(out)) = (ttl, &result) {
+            self.cache.put(&entry.provider, agent, name, arguments, out, ttl);
+        }
         result
     }
 
@@ -307,7 +348,7 @@ impl Host {
             .validator
             .check(arguments)
             .map_err(|message| CallError::InvalidInput { tool: tool.to_string(), message })?;
-        let deadline = self.budget.timeout_for(&entry.def);
+        let deadline = self.budget.long_deadline(tool, agent).unwrap_or_else(|| self.budget.timeout_for(&entry.def));
         let ctx = CallContext {
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
             agent: agent.map(str::to_string),
@@ -364,6 +405,7 @@ impl Host {
             peak_memory_bytes: stats.peak_memory_bytes,
             capabilities_held: entry.map(|e| e.provider.held().names()).unwrap_or_default(),
             capabilities_used: stats.capabilities_used.names(),
+            cached: stats.cached,
         });
     }
 }

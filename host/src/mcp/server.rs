@@ -35,6 +35,7 @@ use super::client::Upstream;
 use super::content::Dialect;
 use crate::Host;
 use crate::budget::Tier;
+use crate::host::{Conversation, TurnCues, TurnTier};
 use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
@@ -67,7 +68,21 @@ pub struct McpFront {
     /// This session's id in the audit trail when the transport has none of
     /// its own (stdio); over HTTP the `Mcp-Session-Id` is used.
     session_id: Arc<str>,
+    /// This session's turns: its tier selector and the current turn.
+    conversation: Arc<Conversation>,
+    /// The tool names this session was last shown (listed or announced):
+    /// a change from these is announced with `list_changed`.
+    shown: Arc<std::sync::Mutex<Vec<String>>>,
 }
+
+/// `params._meta` keys of a `tools/list` that starts a turn.
+pub const META_UTTERANCE: &str = "toolhost/utterance";
+/// Players waiting for an answer (integer), with [`META_UTTERANCE`].
+pub const META_QUEUE_DEPTH: &str = "toolhost/queue_depth";
+/// The first turn of the conversation (bool), with [`META_UTTERANCE`].
+pub const META_FIRST_TURN: &str = "toolhost/first_turn";
+/// The longest utterance a turn reads, in bytes; longer ones are refused.
+pub const MAX_UTTERANCE_BYTES: usize = 16 * 1024;
 
 /// A fresh random session id (128 bits, hex).
 fn new_session_id() -> Arc<str> {
@@ -105,25 +120,44 @@ fn mcp_level(level: &str) -> LoggingLevel {
 impl McpFront {
     /// A front for `agent`; fails if the agent is not in the config.
     pub fn new(host: Arc<Host>, agent: Option<String>) -> Result<McpFront, crate::budget::BudgetError> {
-        if let Some(a) = &agent {
-            host.budget().agent(a)?;
-        }
+        let conversation = Arc::new(host.conversation(agent.as_deref())?);
         Ok(McpFront {
             host,
             agent,
             log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
             session_id: new_session_id(),
+            conversation,
+            shown: Arc::default(),
         })
     }
 
-    /// A fresh front for a new session of the same agent (its own log level).
+    /// A fresh front for a new session of the same agent (its own log
+    /// level and turns).
     pub fn session(&self) -> McpFront {
         McpFront {
             host: self.host.clone(),
             agent: self.agent.clone(),
             log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
             session_id: new_session_id(),
+            // The agent was checked when the first front was made.
+            conversation: Arc::new(
+                self.host
+                    .conversation(self.agent.as_deref())
+                    .unwrap_or_else(|_| self.host.conversation(None).expect("the operator's conversation never fails")),
+            ),
+            shown: Arc::default(),
         }
+    }
+
+    /// Starts a turn for `utterance` in this session (what a `tools/list`
+    /// with `_meta["toolhost/utterance"]` does): the tier it works at, and why.
+    pub fn begin_turn(&self, utterance: &str, cues: TurnCues) -> TurnTier {
+        self.host.begin_turn(&self.conversation, utterance, cues)
+    }
+
+    /// The tier this session works at now, and why.
+    pub fn turn_tier(&self) -> TurnTier {
+        self.host.turn_tier(&self.conversation)
     }
 
     /// This session's id in the audit trail (stdio; over HTTP the
@@ -152,10 +186,10 @@ impl McpFront {
         names
     }
 
-    /// The tier this session works at now: the agent's ceiling or a DM
-    /// override; DEEP for the operator.
+    /// The tier this session works at now: a DM override, else its turn's
+    /// selection, else the agent's ceiling (DEEP for the operator).
     fn tier(&self) -> Tier {
-        self.host.budget().effective_tier(self.agent.as_deref(), Tier::Deep).unwrap_or(Tier::Fast)
+        self.turn_tier().tier
     }
 
     /// The tools this session may see, as MCP tool definitions.
@@ -186,19 +220,18 @@ impl McpFront {
                     m
                 });
                 let status = self.host.budget().status(&t.def);
-                tool.meta = Some(MetaObject(
-                    json!({"toolhost": {
-                        "estimated_duration_ms": t.def.meta.estimated_duration_ms,
-                        "max_duration_ms": t.def.meta.max_duration_ms,
-                        "idempotent": t.def.meta.idempotent,
-                        "cacheable_seconds": t.def.meta.cacheable_seconds,
-                        "tier": status.tier.map(Tier::as_str),
-                        "provider": t.provider.name(),
-                    }})
-                    .as_object()
-                    .cloned()
-                    .unwrap_or_default(),
-                ));
+                let mut m = json!({"toolhost": {
+                    "estimated_duration_ms": t.def.meta.estimated_duration_ms,
+                    "max_duration_ms": t.def.meta.max_duration_ms,
+                    "idempotent": t.def.meta.idempotent,
+                    "cacheable_seconds": t.def.meta.cacheable_seconds,
+                    "tier": status.tier.map(Tier::as_str),
+                    "provider": t.provider.name(),
+                }});
+                if let Some(d) = self.host.budget().long_deadline(&t.def.name, self.agent.as_deref()) {
+                    m["toolhost"]["long_timeout_ms"] = json!(d.as_millis() as u64);
+                }
+                tool.meta = Some(MetaObject(m.as_object().cloned().unwrap_or_default()));
                 tool
             })
             .collect()
@@ -316,13 +349,46 @@ impl McpFront {
         let tier = self.tier();
         let started = std::time::Instant::now();
         let ctx = CallContext { agent: self.agent.clone(), ..ctx };
-        let result = self.host.call_as(self.agent.as_deref(), tier, name, &arguments, &ctx);
+        let result = self.host.call_in_turn(&self.conversation, name, &arguments, &ctx);
         let duration_ms = started.elapsed().as_secs_f64() * 1e3;
         if let Err(e @ CallError::UnknownTool(_)) = &result {
             return Err(ErrorData::invalid_params(e.to_string(), Some(json!({"code": e.code()}))));
         }
         Ok(to_result(result, tier, duration_ms))
     }
+}
+
+/// The turn a `tools/list` starts, from its `params._meta`: the utterance
+/// and the cues; `None` without an utterance. Keys of the wrong type are
+/// invalid params, never ignored.
+fn turn_request(meta: &serde_json::Map<String, Value>) -> Result<Option<(String, TurnCues)>, ErrorData> {
+    let bad = |key: &str, want: &str| {
+        ErrorData::invalid_params(format!("_meta[{key:?}] must be {want}"), Some(json!({"code": "invalid_input"})))
+    };
+    let utterance = match meta.get(META_UTTERANCE) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(u)) if u.len() <= MAX_UTTERANCE_BYTES => Some(u.clone()),
+        Some(Value::String(_)) => {
+            return Err(bad(META_UTTERANCE, &format!("a string of at most {MAX_UTTERANCE_BYTES} bytes")));
+        }
+        Some(_) => return Err(bad(META_UTTERANCE, "a string")),
+    };
+    let queue_depth = match meta.get(META_QUEUE_DEPTH) {
+        None | Some(Value::Null) => 0,
+        Some(v) => v
+            .as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .ok_or_else(|| bad(META_QUEUE_DEPTH, "a non-negative integer"))?,
+    };
+    let first_turn = match meta.get(META_FIRST_TURN) {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(bad(META_FIRST_TURN, "true or false")),
+    };
+    if utterance.is_none() && (meta.contains_key(META_QUEUE_DEPTH) || meta.contains_key(META_FIRST_TURN)) {
+        return Err(bad(META_UTTERANCE, &format!("given with {META_QUEUE_DEPTH} and {META_FIRST_TURN}")));
+    }
+    Ok(utterance.map(|u| (u, TurnCues { queue_depth, first_turn })))
 }
 
 /// Each server a session may use, with a listing's change counter.
@@ -390,6 +456,7 @@ fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64
                 "duration_ms": duration_ms,
                 "tier": tier.as_str(),
                 "fuel_used": out.stats.fuel_used,
+                "cached": out.stats.cached,
             })));
             r
         }
@@ -439,9 +506,16 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let turn = match turn_request(&context.meta.0.0)? {
+            Some((utterance, cues)) => self.begin_turn(&utterance, cues),
+            None => self.turn_tier(),
+        };
         let mut tools = self.visible_tools();
+        *self.shown.lock().unwrap_or_else(|p| p.into_inner()) = tools.iter().map(|t| t.name.to_string()).collect();
         super::content::shape_tools(&mut tools, Dialect::of(context.protocol_version().as_ref()));
-        Ok(ListToolsResult::with_all_items(tools))
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.meta = Some(meta(json!({"tier": turn.tier.as_str(), "reason": turn.reason, "turn": turn.turn})));
+        Ok(result)
     }
 
     async fn list_resources(
@@ -622,7 +696,7 @@ impl ServerHandler for McpFront {
         let peer = context.peer;
         let mut changes = self.host.registry().subscribe();
         tokio::spawn(async move {
-            let mut last = front.visible_names();
+            *front.shown.lock().unwrap_or_else(|p| p.into_inner()) = front.visible_names();
             let (mut last_resources, mut last_prompts) = front.offer_signature();
             let mut poll = tokio::time::interval(VISIBILITY_POLL);
             poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -635,9 +709,14 @@ impl ServerHandler for McpFront {
                     break;
                 }
                 let now = front.visible_names();
-                if now != last {
-                    tracing::debug!(agent = ?front.agent, tools = now.len(), "visible tools changed");
-                    last = now;
+                let changed = {
+                    let mut shown = front.shown.lock().unwrap_or_else(|p| p.into_inner());
+                    let changed = *shown != now;
+                    *shown = now;
+                    changed
+                };
+                if changed {
+                    tracing::debug!(agent = ?front.agent, "visible tools changed");
                     if peer.notify_tool_list_changed().await.is_err() {
                         break;
                     }
