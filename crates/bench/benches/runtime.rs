@@ -227,7 +227,79 @@ fn main() {
     println!("| 100 ms | {} | {} | {} |", ms(min), ms(median(elapsed)), ms(max));
 
     budget_section(n);
+    turns_section(n, cache.path());
     storage_section(if quick { 200 } else { 1000 });
+}
+
+/// A turn's `tools/list` (selection + listing, as the MCP front builds it)
+/// against a plain listing, and the result cache on `get_rule`: hit, miss,
+/// and no cache at all, in one run.
+fn turns_section(n: usize, cache_dir: &Path) {
+    println!("\n### Turns and the result cache\n");
+    println!("| operation | p50 | p99 |");
+    println!("|---|---|---|");
+    let sage = AgentProfile {
+        name: "sage".into(),
+        budget_tier: Tier::Deep,
+        tools: ["roll", "roll_table", "get_rule", "search_rules", "query_entities"].map(String::from).to_vec(),
+        instructions: None,
+        rate_limit: None,
+        max_calls_per_turn: Some(1_000_000),
+        personality: None,
+        engine: None,
+    };
+    let host_with = |entries: usize| {
+        let cfg = BudgetConfig { result_cache_entries: entries, ..BudgetConfig::default() };
+        let runtime = Runtime::new(Limits::default(), Some(cache_dir)).unwrap();
+        let host = Arc::new(Host::with_budget(runtime, Budget::new(cfg, vec![sage.clone()])));
+        host.add_builtins().unwrap();
+        host
+    };
+    let host = host_with(1024);
+    let front = toolhost::mcp::McpFront::new(host.clone(), Some("sage".into())).unwrap();
+    let plain = sample(n, || {
+        std::hint::black_box(front.visible_tools());
+    });
+    println!("| `tools/list` of an agent (5 tools), no turn | {} | {} |", us(plain.p50), us(plain.p99));
+    let utterances = ["hello there", "what are the rules on grappling?", "I roll for initiative!", "who is the baron?"];
+    let mut i = 0;
+    let turn = sample(n, || {
+        i += 1;
+        front.begin_turn(utterances[i % utterances.len()], toolhost::TurnCues::default());
+        std::hint::black_box(front.visible_tools());
+    });
+    println!("| `tools/list` starting a turn (selector + listing) | {} | {} |", us(turn.p50), us(turn.p99));
+    println!("| of which the turn (p50 difference) | {} | |", us(turn.p50.saturating_sub(plain.p50)));
+
+    let ctx = CallContext::default();
+    let conversation = host.conversation(Some("sage")).unwrap();
+    host.begin_turn(&conversation, "what does the rule say?", toolhost::TurnCues::default());
+    let args = json!({"id": "spell-fireball"});
+    host.call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap();
+    let hit = sample(n, || {
+        assert!(host.call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap().stats.cached);
+    });
+    let one = host_with(1);
+    let c1 = one.conversation(Some("sage")).unwrap();
+    let pair = [json!({"id": "spell-fireball"}), json!({"id": "condition-blinded"})];
+    let mut j = 0;
+    let miss = sample(n / 4, || {
+        j += 1;
+        assert!(!one.call_in_turn(&c1, "get_rule", &pair[j % 2], &ctx).unwrap().stats.cached);
+    });
+    let off = host_with(0);
+    let c0 = off.conversation(Some("sage")).unwrap();
+    let none = sample(n / 4, || {
+        off.call_in_turn(&c0, "get_rule", &args, &ctx).unwrap();
+    });
+    println!("| `get_rule`, no result cache | {} | {} |", us(none.p50), us(none.p99));
+    println!("| `get_rule`, cache miss (lookup, run, keep) | {} | {} |", us(miss.p50), us(miss.p99));
+    println!("| `get_rule`, cache hit | {} | {} |", us(hit.p50), us(hit.p99));
+    println!(
+        "\nCache hit vs no cache, p50: {:.1}x faster; a miss costs {:+.1} µs over no cache.\n",
+        none.p50.as_secs_f64() / hit.p50.as_secs_f64(),
+        (miss.p50.as_secs_f64() - none.p50.as_secs_f64()) * 1e6
+    );
 }
 
 /// fileio reads and writes on a real directory; search_facts over 10,000 facts.

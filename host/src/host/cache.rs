@@ -13,6 +13,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
+/// The longest a result is kept, whatever its tool declares: a day.
+pub const MAX_TTL: Duration = Duration::from_secs(24 * 3600);
+
 /// What identifies a cached result: who asked, which tool, which arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Key {
@@ -71,10 +74,10 @@ impl ResultCache {
     }
 
     /// Whether a result of a tool with this metadata may be cached, and
-    /// for how long.
+    /// for how long: what the tool declares, at most [`MAX_TTL`].
     pub fn ttl(&self, meta: &crate::tool::ToolMeta) -> Option<Duration> {
         (self.max_entries > 0 && meta.idempotent && meta.cacheable_seconds > 0)
-            .then(|| Duration::from_secs(u64::from(meta.cacheable_seconds)))
+            .then(|| Duration::from_secs(u64::from(meta.cacheable_seconds)).min(MAX_TTL))
     }
 
     fn key(agent: Option<&str>, tool: &str, arguments: &Value) -> Key {
