@@ -75,11 +75,18 @@ impl Host {
         if let Some(a) = agent {
             self.budget().agent(a)?;
         }
-        Ok(Conversation {
+        Ok(self.conversation_unchecked(agent))
+    }
+
+    /// A new conversation for `agent`, not checked against the config: an
+    /// agent that is not (or no longer) there sees and calls nothing, and
+    /// is never taken for the operator.
+    pub(crate) fn conversation_unchecked(&self, agent: Option<&str>) -> Conversation {
+        Conversation {
             agent: agent.map(str::to_string),
             selector: self.budget().selector(),
             state: Mutex::new(TurnState::default()),
-        })
+        }
     }
 
     /// Starts a turn of `conversation` for `utterance`: runs the selector,

@@ -140,11 +140,8 @@ impl McpFront {
             log_level: Arc::new(AtomicU8::new(level_rank(LoggingLevel::Info))),
             session_id: new_session_id(),
             // The agent was checked when the first front was made.
-            conversation: Arc::new(
-                self.host
-                    .conversation(self.agent.as_deref())
-                    .unwrap_or_else(|_| self.host.conversation(None).expect("the operator's conversation never fails")),
-            ),
+            // Never the operator's in its place, should the agent be gone.
+            conversation: Arc::new(self.host.conversation_unchecked(self.agent.as_deref())),
             shown: Arc::default(),
         }
     }
