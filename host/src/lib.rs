@@ -46,4 +46,7 @@ pub use toolhost_types as tool;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 
-pub use host::{AddPluginError, Assembly, Batch, BuildError, CacheChoice, Host, HostBuilder, Installed, plugin_files};
+pub use host::{
+    AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, Host, HostBuilder, Installed,
+    LiveBudget, plugin_files,
+};

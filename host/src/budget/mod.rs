@@ -13,6 +13,7 @@
 //! recomputed when a sample is recorded or when its oldest sample expires.
 
 pub mod metrics;
+pub mod persist;
 pub mod selector;
 pub mod tier;
 
@@ -56,6 +57,14 @@ pub struct BudgetConfig {
     pub environment: String,
     /// The tier selector.
     pub selector: SelectorConfig,
+    /// Probe tools in the background while serving: at start, when an
+    /// external server connects, when a plugin is added or replaced.
+    pub background_calibration: bool,
+    /// Probes per tool in background calibration.
+    pub calibration_samples: usize,
+    /// Tools to probe although they do not say they are idempotent (the
+    /// operator vouches that calling them has no side effect).
+    pub calibrate_tools: Vec<String>,
 }
 
 impl Default for BudgetConfig {
@@ -73,6 +82,9 @@ impl Default for BudgetConfig {
             timeout_margin: 1.5,
             environment: "default".into(),
             selector: SelectorConfig::default(),
+            background_calibration: true,
+            calibration_samples: 3,
+            calibrate_tools: Vec::new(),
         }
     }
 }

@@ -5,9 +5,11 @@
 
 mod builder;
 mod install;
+mod live;
 
 pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
+pub use live::{BackgroundCalibration, LiveBudget};
 
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
