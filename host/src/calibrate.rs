@@ -106,7 +106,7 @@ pub fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
 /// `idempotent`, an external tool's `idempotentHint` or `readOnlyHint`), or
 /// the operator named it in `budget.calibrate_tools`. Why not, otherwise.
 pub fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
-    if tool.def.meta.idempotent || host.budget().config().calibrate_tools.iter().any(|n| *n == tool.def.name) {
+    if tool.def.meta.idempotent || host.budget().config().calibrate_tools.contains(&tool.def.name) {
         Ok(())
     } else {
         Err("not idempotent: never probed".into())

@@ -339,7 +339,7 @@ impl Budget {
                 duration: Duration::from_micros(s.duration_us),
                 outcome: s.outcome.into(),
             }));
-            all.sort_by(|a, b| b.age.cmp(&a.age));
+            all.sort_by_key(|s| std::cmp::Reverse(s.age));
             stats.real.clear();
             let kept = all.into_iter().filter(|s| stats.real.record_aged(now, *s)).count();
             self.refresh(&t.def, &state, &stats, now);
