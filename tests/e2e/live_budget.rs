@@ -172,15 +172,7 @@ fn background_calibration_tiers_a_tool_that_lies_about_its_latency() {
 
     let started = Instant::now();
     let (_host, _url) = serve(dir.path());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let stats = loop {
-        let (stats, _) = json(dir.path(), &["stats", "--json"]);
-        if row(&stats, "liar")["tier_source"] == "calibrated" {
-            break stats;
-        }
-        assert!(Instant::now() < deadline, "never calibrated: {}", row(&stats, "liar"));
-        std::thread::sleep(Duration::from_millis(200));
-    };
+    let stats = until_calibrated(dir.path(), "liar");
     eprintln!("liar calibrated {} ms after serve started", started.elapsed().as_millis());
     let r = row(&stats, "liar");
     assert_eq!(r["tier"], "standard", "600 ms is STANDARD whatever it declares: {r}");
@@ -199,6 +191,32 @@ fn background_calibration_tiers_a_tool_that_lies_about_its_latency() {
     // A later start reuses the stored probes.
     let (stats, _) = json(dir.path(), &["stats", "--json", "--env", "default"]);
     assert_eq!(row(&stats, "liar")["tier"], "standard");
+}
+
+/// `stats --json` of the running host once `tool` is calibrated (60 s at most).
+fn until_calibrated(dir: &Path, tool: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (stats, note) = json(dir, &["stats", "--json"]);
+        assert!(note.starts_with("live: host pid"), "{note}");
+        if row(&stats, tool)["tier_source"] == "calibrated" {
+            return stats;
+        }
+        assert!(Instant::now() < deadline, "never calibrated: {}", row(&stats, tool));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_plugin_added_to_the_running_host_is_calibrated_in_the_background() {
+    let dir = dir_with(QUIET);
+    let (_host, _url) = serve(dir.path());
+    let staged = dir.path().join("liar.wasm");
+    std::fs::copy(LIAR_PATH, &staged).unwrap();
+    let o = run(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stats = until_calibrated(dir.path(), "liar");
+    assert_eq!(row(&stats, "liar")["tier"], "standard", "{}", row(&stats, "liar"));
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -16,8 +16,8 @@ use toolhost::budget::Tier;
 /// `toolhost override "Bartok the Barkeep" fast` holds him to FAST; `toolhost
 /// override "Bartok the Barkeep" --clear` ends it now. His open MCP sessions
 /// are told within a second (`notifications/tools/list_changed`) and see
-/// the new set when they list tools again; so they are when the override
-/// runs out. Overrides live in the running host (see `toolhost agents`) and
+/// the new set when they list tools again; they are told again when the
+/// override runs out. Overrides live in the running host (see `toolhost agents`) and
 /// end with it.
 #[derive(Debug, clap::Args)]
 pub struct Override {
