@@ -194,9 +194,9 @@ impl McpFront {
                         "cacheable_seconds": t.def.meta.cacheable_seconds,
                         "tier": status.tier.map(Tier::as_str),
                         "provider": t.provider.name(),
-                        // Real calls' figures, else calibration probes'; absent until measured.
-                        "measured_p50_ms": status.real.or(status.probes).map(|m| m.p50.as_secs_f64() * 1e3),
-                        "measured_p99_ms": status.real.or(status.probes).map(|m| m.p99.as_secs_f64() * 1e3),
+                        // Real calls' figures, else calibration probes' (ms, to 0.01); null until measured.
+                        "measured_p50_ms": status.real.or(status.probes).map(|m| (m.p50.as_secs_f64() * 1e5).round() / 100.0),
+                        "measured_p99_ms": status.real.or(status.probes).map(|m| (m.p99.as_secs_f64() * 1e5).round() / 100.0),
                     }})
                     .as_object()
                     .cloned()
