@@ -102,6 +102,17 @@ pub fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
     Ok(args)
 }
 
+/// Whether `tool` may be probed: it says it is idempotent (a wasm tool's
+/// `idempotent`, an external tool's `idempotentHint` or `readOnlyHint`), or
+/// the operator named it in `budget.calibrate_tools`. Why not, otherwise.
+pub fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
+    if tool.def.meta.idempotent || host.budget().config().calibrate_tools.contains(&tool.def.name) {
+        Ok(())
+    } else {
+        Err("not idempotent: never probed".into())
+    }
+}
+
 /// Probes every idempotent tool `samples` times, tools in parallel, and
 /// feeds the results to the budget as calibration data.
 pub fn calibrate(host: &Host, samples: usize) -> Vec<ProbeResult> {
@@ -120,31 +131,86 @@ pub fn calibrate(host: &Host, samples: usize) -> Vec<ProbeResult> {
             .collect();
         handles.into_iter().map(|h| h.join().expect("probe thread")).collect()
     });
-    for r in &results {
-        if let (ProbeOutcome::Probed(d), Some(t)) = (&r.outcome, catalog.get(&r.tool)) {
-            host.budget().record_probes(&t.def, d);
-        }
-    }
+    feed(host, &tools, &results);
     results
 }
 
+/// Probes `tools` one after the other (background calibration: one core at
+/// most, never competing with itself), feeds the results to the budget and
+/// returns them. `stop` ends it early, between probes.
+pub fn calibrate_tools(
+    host: &Host,
+    tools: &[Arc<RegisteredTool>],
+    samples: usize,
+    stop: &dyn Fn() -> bool,
+) -> Vec<ProbeResult> {
+    let mut results = Vec::with_capacity(tools.len());
+    for t in tools {
+        if stop() {
+            break;
+        }
+        results.push(ProbeResult {
+            tool: t.def.name.clone(),
+            provider: t.provider.name().to_string(),
+            outcome: probe(host, t, samples),
+        });
+    }
+    feed(host, tools, &results);
+    results
+}
+
+/// Records probed durations as calibration data, for the tools that are
+/// still the version that was probed.
+fn feed(host: &Host, probed: &[Arc<RegisteredTool>], results: &[ProbeResult]) {
+    let catalog = host.registry().snapshot();
+    for (r, t) in results.iter().zip(probed) {
+        let ProbeOutcome::Probed(d) = &r.outcome else { continue };
+        // A tool replaced while it was probed keeps no stale figures.
+        if catalog
+            .get(&r.tool)
+            .is_some_and(|now| std::ptr::addr_eq(Arc::as_ptr(&now.provider), Arc::as_ptr(&t.provider)))
+        {
+            host.budget().record_probes(&t.def, d);
+        }
+    }
+}
+
+/// Probes one tool. Each probe may run to the operator's hard ceiling on
+/// any deadline (`limits.timeout_ceiling_ms`), not the deadline its
+/// declaration earns it, so a tool that takes longer than it says is
+/// measured at what it really takes. A probe that hits that ceiling counts
+/// as a sample of the ceiling (the tool is at least that slow); once a
+/// sample is over the DEEP ceiling no more are taken: the tool is over
+/// budget whatever the rest say. Probes do not spend any agent's rate or
+/// turns, and each leaves a `probe` record in the audit trail.
 fn probe(host: &Host, tool: &RegisteredTool, samples: usize) -> ProbeOutcome {
-    if !tool.def.meta.idempotent {
-        return ProbeOutcome::Skipped("not idempotent: never probed".into());
+    if let Err(why) = probe_allowed(host, tool) {
+        return ProbeOutcome::Skipped(why);
     }
     let args = match probe_arguments(tool) {
         Ok(a) => a,
         Err(e) => return ProbeOutcome::Skipped(e),
     };
-    let ctx = CallContext::default();
+    let ceiling = host.budget().deadlines().ceiling;
+    let over_budget = host.budget().config().ceilings().deep;
     let mut durations = Vec::with_capacity(samples);
     for _ in 0..samples {
+        let cost = Arc::new(crate::tool::CallCost::default());
+        let ctx = CallContext { deadline: Some(ceiling), cost: Some(cost.clone()), ..CallContext::default() };
         let start = Instant::now();
-        let deadline = host.budget().status(&tool.def).timeout;
-        let ctx = CallContext { deadline: Some(deadline), ..ctx.clone() };
-        match tool.provider.call(&tool.def.name, &args, &ctx) {
-            Ok(_) => durations.push(start.elapsed()),
+        let result = tool.provider.call(&tool.def.name, &args, &ctx);
+        let took = start.elapsed();
+        host.audit_probe(tool, &args, &result, cost.get(), took);
+        match result {
+            Ok(_) => durations.push(took),
+            Err(crate::tool::CallError::Timeout { .. }) => {
+                durations.push(took);
+                break;
+            }
             Err(e) => return ProbeOutcome::Failed(e.to_string()),
+        }
+        if took > over_budget {
+            break;
         }
     }
     ProbeOutcome::Probed(durations)

@@ -47,6 +47,6 @@ pub use toolhost_types as tool;
 pub use toolhost_types::validate;
 
 pub use host::{
-    AddPluginError, Assembly, Batch, BuildError, CacheChoice, CacheStats, Conversation, Host, HostBuilder, Installed,
-    ResultCache, TurnCues, TurnTier, canonical_json, plugin_files,
+    AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, CacheStats, Conversation, Host,
+    HostBuilder, Installed, LiveBudget, ResultCache, TurnCues, TurnTier, canonical_json, plugin_files,
 };

@@ -137,9 +137,20 @@ pub struct StatsRow {
     pub tool: String,
     /// Its provider.
     pub provider: String,
-    /// Budget figures.
+    /// Budget figures (`calls`, `p50_ms`: the p50 the tier comes from,
+    /// `error_rate`, `tier` ...).
     #[serde(flatten)]
     pub budget: BudgetReport,
+    /// The measured p99, ms: of real calls, else of probes.
+    #[serde(default)]
+    pub p99_ms: Option<f64>,
+    /// How long ago the newest real call in the window was made, seconds
+    /// (measurements outlive restarts: this says how fresh they are).
+    #[serde(default)]
+    pub newest_call_age_s: Option<f64>,
+    /// How long ago the oldest real call in the window was made, seconds.
+    #[serde(default)]
+    pub oldest_call_age_s: Option<f64>,
 }
 
 /// Every tool's figures, by name.
@@ -147,12 +158,78 @@ pub fn stats(host: &Host) -> Vec<StatsRow> {
     host.registry()
         .snapshot()
         .tools()
-        .map(|t| StatsRow {
-            tool: t.def.name.clone(),
-            provider: t.provider.name().to_string(),
-            budget: (&host.budget().status(&t.def)).into(),
+        .map(|t| {
+            let status = host.budget().status(&t.def);
+            let ages = host.budget().real_ages(&t.def.name);
+            StatsRow {
+                tool: t.def.name.clone(),
+                provider: t.provider.name().to_string(),
+                p99_ms: ms(status.real.or(status.probes).map(|s| s.p99)),
+                newest_call_age_s: ages.map(|a| a.0.as_secs_f64()),
+                oldest_call_age_s: ages.map(|a| a.1.as_secs_f64()),
+                budget: (&status).into(),
+            }
         })
         .collect()
+}
+
+/// A DM override in force.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OverrideReport {
+    /// The tier it sets.
+    pub tier: Tier,
+    /// Seconds left.
+    pub remaining_s: f64,
+}
+
+/// An agent as the running host sees it now (`toolhost agents --json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatusReport {
+    /// Name.
+    pub name: String,
+    /// Its ceiling.
+    pub budget_tier: Tier,
+    /// Its allow-list.
+    pub tools: Vec<String>,
+    /// Instructions sent to its MCP clients.
+    pub instructions: Option<String>,
+    /// The DM override in force, if any.
+    pub dm_override: Option<OverrideReport>,
+    /// The tier its sessions work at now: the override, else its ceiling.
+    pub tier: Tier,
+    /// The tools it sees now: on its allow-list, loaded, available and
+    /// within its tier.
+    pub visible: Vec<String>,
+}
+
+/// An agent's status now; `None` when there is no such agent.
+pub fn agent_status(host: &Host, name: &str) -> Option<AgentStatusReport> {
+    let budget = host.budget();
+    let profile = budget.agent(name).ok()?;
+    let tier = budget.effective_tier(Some(name), Tier::Deep).ok()?;
+    let catalog = host.registry().snapshot();
+    let visible = budget
+        .available_tools(&catalog, Some(name), tier)
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t.def.name.clone())
+        .collect();
+    Some(AgentStatusReport {
+        name: profile.name.clone(),
+        budget_tier: profile.budget_tier,
+        tools: profile.tools.clone(),
+        instructions: profile.instructions.clone(),
+        dm_override: budget
+            .override_state(name)
+            .map(|(tier, left)| OverrideReport { tier, remaining_s: left.as_secs_f64() }),
+        tier,
+        visible,
+    })
+}
+
+/// Every agent's status now, by name.
+pub fn agents(host: &Host) -> Vec<AgentStatusReport> {
+    host.budget().agents().iter().filter_map(|a| agent_status(host, &a.name)).collect()
 }
 
 /// What a reviewer reads about one plugin (`toolhost grants --json`).

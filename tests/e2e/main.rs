@@ -3,6 +3,7 @@
 //!
 //! - `common`: shared hosts and a builder for the binary.
 //! - `live`: a running `serve --http` and an MCP client that counts list_changed.
+//! - `live_budget`: stats, agents and DM overrides against the running host, saved measurements, background calibration.
 //! - `plugins`: the built-in tools' happy paths and errors.
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
@@ -39,6 +40,7 @@ mod hotload;
 mod invariants;
 mod limits;
 mod live;
+mod live_budget;
 mod loading;
 mod mcp;
 mod memory;

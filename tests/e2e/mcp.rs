@@ -203,7 +203,8 @@ fn raw_request(port: u16, method: &str, path: &str, headers: &[(&str, &str)], bo
         }
         resp.extend_from_slice(&buf[..n]);
         let text = String::from_utf8_lossy(&resp);
-        if text.contains("\"result\"") || text.contains("\"error\"") {
+        // Stop at the end of the event that answers (a long reply comes in several reads).
+        if (text.contains("\"result\"") || text.contains("\"error\"")) && text.ends_with("\n\n") {
             break;
         }
     }

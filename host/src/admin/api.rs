@@ -9,11 +9,19 @@
 //! | `DELETE /plugins/{name}` | | [`RemovedReply`] |
 //! | `POST /servers` | a server config (`mcp.servers[]` shape) | [`AddServerReply`] |
 //! | `DELETE /servers/{name}` | | [`RemovedReply`] |
+//! | `GET /stats` | | [`StatsReply`] |
+//! | `GET /grants` | | [`GrantsReply`] |
+//! | `GET /agents` | | [`AgentsReply`] |
+//! | `POST /overrides` | [`SetOverrideRequest`] | [`AgentStatusReport`] |
+//! | `POST /overrides/clear` | [`ClearOverrideRequest`] | [`AgentStatusReport`] |
 //!
 //! Errors are [`ErrorReply`] with an HTTP status saying what kind.
 
+use crate::budget::Tier;
 use crate::mcp::ServerStatus;
 use crate::package::Provenance;
+pub use crate::report::AgentStatusReport;
+use crate::report::{GrantsReport, StatsRow};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -66,6 +74,28 @@ pub struct PluginsReply {
     pub plugins: Vec<PluginEntry>,
 }
 
+impl PluginsReply {
+    /// The wasm plugins loaded in `host`, sorted by name.
+    pub fn of(host: &crate::Host) -> PluginsReply {
+        let catalog = host.registry().snapshot();
+        let plugins = catalog
+            .providers()
+            .filter(|p| p.kind() == crate::tool::ProviderKind::Wasm)
+            .map(|p| {
+                let origin = host.provenance(p.name());
+                PluginEntry {
+                    name: p.name().to_string(),
+                    sha256: p.fingerprint().unwrap_or_default().to_string(),
+                    tools: p.tools().iter().map(|t| t.name.clone()).collect(),
+                    provenance_text: origin.as_ref().map(|o| o.describe()),
+                    provenance: origin,
+                }
+            })
+            .collect();
+        PluginsReply { plugins }
+    }
+}
+
 /// `POST /plugins`: load or replace the plugin in this file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AddPluginRequest {
@@ -97,6 +127,55 @@ pub struct AddServerReply {
 pub struct RemovedReply {
     /// What was removed.
     pub removed: String,
+}
+
+/// `GET /stats`: every tool's figures in the running host.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StatsReply {
+    /// The serving process.
+    pub pid: u32,
+    /// One row per tool.
+    pub tools: Vec<StatsRow>,
+}
+
+/// `GET /grants`: the running host's plugins, reviewed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GrantsReply {
+    /// The serving process.
+    pub pid: u32,
+    /// One report per wasm plugin.
+    pub plugins: Vec<GrantsReport>,
+}
+
+/// `GET /agents`: every agent as the running host sees it now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentsReply {
+    /// The serving process.
+    pub pid: u32,
+    /// By name.
+    pub agents: Vec<AgentStatusReport>,
+}
+
+/// `POST /overrides`: the DM sets an agent's tier for a while, whatever its
+/// ceiling. Its MCP sessions are told their tool list changed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetOverrideRequest {
+    /// The agent (`npcs[].name`).
+    pub agent: String,
+    /// The tier it works at while the override lasts.
+    pub tier: Tier,
+    /// How long it lasts, in seconds (at least 1, at most [`MAX_OVERRIDE_SECS`]).
+    pub for_secs: u64,
+}
+
+/// The longest override: a day.
+pub const MAX_OVERRIDE_SECS: u64 = 24 * 3600;
+
+/// `POST /overrides/clear`: ends an agent's override now.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClearOverrideRequest {
+    /// The agent.
+    pub agent: String,
 }
 
 /// An error, in the JSON-RPC error shape the MCP front also uses.

@@ -2,7 +2,8 @@
 //! inspect a running host, and the endpoint record they find it by.
 
 use super::api::{
-    AddPluginRequest, AddServerReply, ErrorReply, InstalledReply, PluginsReply, RemovedReply, StatusReply,
+    AddPluginRequest, AddServerReply, AgentStatusReport, AgentsReply, ClearOverrideRequest, ErrorReply, GrantsReply,
+    InstalledReply, PluginsReply, RemovedReply, SetOverrideRequest, StatsReply, StatusReply,
 };
 use crate::config::McpServerConfig;
 use serde::de::DeserializeOwned;
@@ -216,6 +217,36 @@ impl AdminClient {
     /// Disconnects an external server.
     pub fn remove_server(&self, name: &str) -> Result<RemovedReply, ClientError> {
         self.call(reqwest::Method::DELETE, &format!("/servers/{name}"), None::<()>)
+    }
+
+    /// The process and admin address this client talks to.
+    pub fn endpoint(&self) -> &EndpointRecord {
+        &self.record
+    }
+
+    /// Every tool's figures.
+    pub fn stats(&self) -> Result<StatsReply, ClientError> {
+        self.call(reqwest::Method::GET, "/stats", None::<()>)
+    }
+
+    /// The plugins' grants review.
+    pub fn grants(&self) -> Result<GrantsReply, ClientError> {
+        self.call(reqwest::Method::GET, "/grants", None::<()>)
+    }
+
+    /// Every agent now: ceiling, override, visible tools.
+    pub fn agents(&self) -> Result<AgentsReply, ClientError> {
+        self.call(reqwest::Method::GET, "/agents", None::<()>)
+    }
+
+    /// Sets a DM override.
+    pub fn set_override(&self, req: &SetOverrideRequest) -> Result<AgentStatusReport, ClientError> {
+        self.call(reqwest::Method::POST, "/overrides", Some(req))
+    }
+
+    /// Ends a DM override.
+    pub fn clear_override(&self, agent: &str) -> Result<AgentStatusReport, ClientError> {
+        self.call(reqwest::Method::POST, "/overrides/clear", Some(ClearOverrideRequest { agent: agent.to_string() }))
     }
 
     fn call<T: DeserializeOwned>(

@@ -3,13 +3,13 @@
 //! structs of [`super::api`].
 
 use super::api::{
-    AddPluginRequest, AddServerReply, ErrorReply, InstalledReply, PluginEntry, PluginsReply, ProviderEntry,
-    RemovedReply, StatusReply,
+    AddPluginRequest, AddServerReply, AgentStatusReport, AgentsReply, ClearOverrideRequest, ErrorReply, GrantsReply,
+    InstalledReply, MAX_OVERRIDE_SECS, PluginsReply, ProviderEntry, RemovedReply, SetOverrideRequest, StatsReply,
+    StatusReply,
 };
 use crate::Host;
 use crate::config::McpServerConfig;
 use crate::mcp::ExternalServers;
-use crate::tool::ProviderKind;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -71,6 +71,11 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/plugins/{name}", delete(remove_plugin))
         .route("/servers", post(add_server))
         .route("/servers/{name}", delete(remove_server))
+        .route("/stats", get(stats))
+        .route("/grants", get(grants))
+        .route("/agents", get(agents))
+        .route("/overrides", post(set_override))
+        .route("/overrides/clear", post(clear_override))
         .fallback(|request: Request| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -113,22 +118,7 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
 }
 
 async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {
-    let catalog = s.host.registry().snapshot();
-    let plugins = catalog
-        .providers()
-        .filter(|p| p.kind() == ProviderKind::Wasm)
-        .map(|p| {
-            let origin = s.host.provenance(p.name());
-            PluginEntry {
-                name: p.name().to_string(),
-                sha256: p.fingerprint().unwrap_or_default().to_string(),
-                tools: p.tools().iter().map(|t| t.name.clone()).collect(),
-                provenance_text: origin.as_ref().map(|o| o.describe()),
-                provenance: origin,
-            }
-        })
-        .collect();
-    Ok(Json(PluginsReply { plugins }))
+    Ok(Json(PluginsReply::of(&s.host)))
 }
 
 async fn add_plugin(
@@ -186,4 +176,73 @@ async fn add_server(
 async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
     Ok(Json(RemovedReply { removed: name }))
+}
+
+async fn stats(State(s): State<AdminState>) -> Reply<StatsReply> {
+    Ok(Json(StatsReply { pid: std::process::id(), tools: crate::report::stats(&s.host) }))
+}
+
+async fn grants(State(s): State<AdminState>) -> Reply<GrantsReply> {
+    Ok(Json(GrantsReply { pid: std::process::id(), plugins: crate::report::grants(&s.host) }))
+}
+
+async fn agents(State(s): State<AdminState>) -> Reply<AgentsReply> {
+    Ok(Json(AgentsReply { pid: std::process::id(), agents: crate::report::agents(&s.host) }))
+}
+
+/// `not_found` naming the agents there are.
+fn unknown_agent(host: &crate::Host, name: &str) -> ApiError {
+    let known: Vec<String> = host.budget().agents().iter().map(|a| format!("{:?}", a.name)).collect();
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        format!(
+            "unknown agent {:?}; the agents (npcs in the config) are: {}",
+            crate::tool::log_safe(name),
+            if known.is_empty() { "none".to_string() } else { known.join(", ") }
+        ),
+    )
+}
+
+fn agent_reply(host: &crate::Host, name: &str) -> Reply<AgentStatusReport> {
+    crate::report::agent_status(host, name).map(Json).ok_or_else(|| unknown_agent(host, name))
+}
+
+async fn set_override(
+    State(s): State<AdminState>,
+    body: Result<Json<SetOverrideRequest>, JsonRejection>,
+) -> Reply<AgentStatusReport> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("expected {{\"agent\": NAME, \"tier\": \"fast\"|\"standard\"|\"deep\", \"for_secs\": N}}: {e}"),
+        )
+    })?;
+    if !(1..=MAX_OVERRIDE_SECS).contains(&req.for_secs) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("an override lasts 1 s to {} h, not {} s", MAX_OVERRIDE_SECS / 3600, req.for_secs),
+        ));
+    }
+    s.host
+        .budget()
+        .set_override(&req.agent, req.tier, Duration::from_secs(req.for_secs))
+        .map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    tracing::info!(agent = %crate::tool::log_safe(&req.agent), tier = %req.tier, secs = req.for_secs, "DM override set");
+    agent_reply(&s.host, &req.agent)
+}
+
+async fn clear_override(
+    State(s): State<AdminState>,
+    body: Result<Json<ClearOverrideRequest>, JsonRejection>,
+) -> Reply<AgentStatusReport> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("expected {{\"agent\": NAME}}: {e}"))
+    })?;
+    s.host.budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    s.host.budget().clear_override(&req.agent);
+    tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");
+    agent_reply(&s.host, &req.agent)
 }

@@ -21,6 +21,39 @@ pub enum Outcome {
     Timeout,
 }
 
+impl Outcome {
+    /// Lowercase name, as stored: `ok`, `error`, `timeout`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ok => "ok",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+        }
+    }
+
+    /// The outcome named `s` (see [`Outcome::as_str`]).
+    pub fn parse(s: &str) -> Option<Outcome> {
+        match s {
+            "ok" => Some(Outcome::Ok),
+            "error" => Some(Outcome::Error),
+            "timeout" => Some(Outcome::Timeout),
+            _ => None,
+        }
+    }
+}
+
+/// A sample as it outlives the process: how long ago it was taken instead
+/// of an [`Instant`] (which means nothing in another process).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AgedSample {
+    /// How long before "now" the sample was taken.
+    pub age: Duration,
+    /// How long the call took.
+    pub duration: Duration,
+    /// How it ended.
+    pub outcome: Outcome,
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Sample {
     at: Instant,
@@ -93,6 +126,50 @@ impl Window {
     pub fn clear(&mut self) {
         self.samples.clear();
     }
+
+    /// The samples not older than the maximum age at `now`, oldest first,
+    /// each with its age.
+    pub fn aged(&self, now: Instant) -> Vec<AgedSample> {
+        self.samples
+            .iter()
+            .map(|s| AgedSample { age: now.saturating_duration_since(s.at), duration: s.duration, outcome: s.outcome })
+            .filter(|s| s.age <= self.max_age)
+            .collect()
+    }
+
+    /// Records a sample taken `sample.age` before `now` (one restored from
+    /// disk). A sample already past the maximum age, or older than this
+    /// machine's monotonic clock can express, is dropped: returns whether it
+    /// was kept. Restore oldest first, like [`Window::record`].
+    pub fn record_aged(&mut self, now: Instant, sample: AgedSample) -> bool {
+        if sample.age > self.max_age {
+            return false;
+        }
+        let Some(at) = now.checked_sub(sample.age) else { return false };
+        self.record(at, sample.duration, sample.outcome);
+        true
+    }
+
+    /// The ages of the newest and the oldest live sample at `now`.
+    pub fn ages(&self, now: Instant) -> Option<(Duration, Duration)> {
+        let live = self.aged(now);
+        Some((live.last()?.age, live.first()?.age))
+    }
+
+    /// Samples held (live or not yet dropped).
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether the window holds no sample.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+
+    /// When the newest sample was taken.
+    pub fn newest(&self) -> Option<Instant> {
+        self.samples.back().map(|s| s.at)
+    }
 }
 
 #[cfg(test)]
@@ -127,6 +204,30 @@ mod tests {
             w.record(t0, MS, Outcome::Ok);
         }
         assert_eq!(w.summary(t0).unwrap().error_permille, 0, "old errors left the window");
+    }
+
+    #[test]
+    fn aged_samples_round_trip_and_keep_ageing() {
+        let t0 = Instant::now() + Duration::from_secs(3600);
+        let mut w = Window::new(100, Duration::from_secs(60));
+        w.record(t0, MS * 7, Outcome::Ok);
+        w.record(t0 + Duration::from_secs(30), MS * 9, Outcome::Timeout);
+        let now = t0 + Duration::from_secs(40);
+        let aged = w.aged(now);
+        assert_eq!(aged.iter().map(|s| s.age.as_secs()).collect::<Vec<_>>(), [40, 10]);
+        // Another process, 15 s later: the ages grow by the time it was down.
+        let later = Instant::now() + Duration::from_secs(7200);
+        let mut restored = Window::new(100, Duration::from_secs(60));
+        for s in &aged {
+            assert!(restored.record_aged(later, AgedSample { age: s.age + Duration::from_secs(15), ..*s }));
+        }
+        assert_eq!(restored.ages(later), Some((Duration::from_secs(25), Duration::from_secs(55))));
+        assert_eq!(restored.summary(later).unwrap().count, 2);
+        // 6 s on, the first one (61 s old) has aged out like any other.
+        let s = restored.summary(later + Duration::from_secs(6)).unwrap();
+        assert_eq!((s.count, s.p50, s.error_permille), (1, MS * 9, 1000));
+        // Too old to keep at all.
+        assert!(!restored.record_aged(later, AgedSample { age: Duration::from_secs(61), ..aged[0] }));
     }
 
     #[test]

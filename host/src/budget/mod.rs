@@ -13,6 +13,7 @@
 //! recomputed when a sample is recorded or when its oldest sample expires.
 
 pub mod metrics;
+pub mod persist;
 pub mod selector;
 pub mod tier;
 
@@ -69,6 +70,14 @@ pub struct BudgetConfig {
     pub result_cache_entries: usize,
     /// Bytes of results the result cache keeps at most, in MiB.
     pub result_cache_mb: usize,
+    /// Probe tools in the background while serving: at start, when an
+    /// external server connects, when a plugin is added or replaced.
+    pub background_calibration: bool,
+    /// Probes per tool in background calibration.
+    pub calibration_samples: usize,
+    /// Tools to probe although they do not say they are idempotent (the
+    /// operator vouches that calling them has no side effect).
+    pub calibrate_tools: Vec<String>,
 }
 
 /// A tool the operator lets named agents run past the DEEP ceiling (a
@@ -106,6 +115,9 @@ impl Default for BudgetConfig {
             max_calls_per_turn: None,
             result_cache_entries: 1024,
             result_cache_mb: 32,
+            background_calibration: true,
+            calibration_samples: 3,
+            calibrate_tools: Vec::new(),
         }
     }
 }

@@ -7,6 +7,7 @@
 use super::Host;
 use crate::audit::AuditLog;
 use crate::budget::Budget;
+use crate::budget::persist::{MeasurementStore, MeasurementsFile};
 use crate::calibrate::CalibrationStore;
 use crate::config::Config;
 use crate::memory::{MemoryError, MemoryStore};
@@ -111,6 +112,11 @@ pub struct Assembly {
     pub calibration: CalibrationStore,
     /// The calibration environment's name.
     pub environment: String,
+    /// Where real-call measurements are saved (restored into the budget at build).
+    pub measurements: MeasurementStore,
+    /// Saved measurements of tools not in the registry at build (an external
+    /// server's, restored when it connects: see [`crate::LiveBudget`]).
+    pub pending_measurements: MeasurementsFile,
     /// Problems that did not stop the host (a plugin in the plugins
     /// directory that did not load ...), for the operator.
     pub warnings: Vec<String>,
@@ -304,6 +310,23 @@ impl HostBuilder {
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let calibration = CalibrationStore::new(&state, &environment);
         calibration.load_into(&host);
+        let measurements = MeasurementStore::new(&state);
+        let mut pending_measurements = MeasurementsFile::default();
+        match measurements.load(host.budget().deadlines().ceiling) {
+            Ok(Some(file)) => {
+                let restored = host.budget().restore_measurements(&file, &host.registry().snapshot());
+                tracing::debug!(
+                    tools = restored.tools.len(),
+                    waiting = restored.pending.tools.len(),
+                    changed = restored.changed.len(),
+                    "restored saved measurements"
+                );
+                pending_measurements = restored.pending;
+            }
+            Ok(None) => {}
+            // The command line prints the warnings.
+            Err(e) => warnings.push(e.to_string()),
+        }
         Ok(Assembly {
             host: Arc::new(host),
             config: self.config,
@@ -311,6 +334,8 @@ impl HostBuilder {
             plugins_dir,
             calibration,
             environment,
+            measurements,
+            pending_measurements,
             warnings,
         })
     }

@@ -6,11 +6,13 @@
 mod builder;
 mod cache;
 mod install;
+mod live;
 mod turns;
 
 pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
 pub use cache::{CacheStats, ResultCache, canonical_json};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
+pub use live::{BackgroundCalibration, LiveBudget};
 pub use turns::{Conversation, TurnCues, TurnTier};
 
 use crate::audit::{self, AuditLog};

@@ -217,6 +217,7 @@ impl McpFront {
                     m
                 });
                 let status = self.host.budget().status(&t.def);
+                let measured = status.real.or(status.probes);
                 let mut m = json!({"toolhost": {
                     "estimated_duration_ms": t.def.meta.estimated_duration_ms,
                     "max_duration_ms": t.def.meta.max_duration_ms,
@@ -224,6 +225,9 @@ impl McpFront {
                     "cacheable_seconds": t.def.meta.cacheable_seconds,
                     "tier": status.tier.map(Tier::as_str),
                     "provider": t.provider.name(),
+                    // Real calls' figures, else calibration probes' (ms, to 0.01); null until measured.
+                    "measured_p50_ms": measured.map(|m| (m.p50.as_secs_f64() * 1e5).round() / 100.0),
+                    "measured_p99_ms": measured.map(|m| (m.p99.as_secs_f64() * 1e5).round() / 100.0),
                 }});
                 if let Some(d) = self.host.budget().long_deadline(&t.def.name, self.agent.as_deref()) {
                     m["toolhost"]["long_timeout_ms"] = json!(d.as_millis() as u64);

@@ -187,6 +187,14 @@ impl HostArgs {
         Ok(Started { assembly, servers, rt })
     }
 
+    /// Whether these flags describe a host other than the one the config
+    /// serves (extra plugins, no built-ins, another calibration
+    /// environment): then a command that could read the running host
+    /// builds its own instead.
+    pub fn describes_another_host(&self) -> bool {
+        !self.plugins.is_empty() || self.no_builtins || self.environment.is_some()
+    }
+
     /// Builds the host (without external servers) and prints its warnings.
     pub fn build(&self) -> Result<toolhost::Assembly> {
         let assembly = self.builder()?.build()?;
@@ -215,4 +223,65 @@ impl Drop for Started {
     fn drop(&mut self) {
         self.servers.shutdown();
     }
+}
+
+/// `--pid`, for the commands that read the running host when there is one.
+#[derive(Debug, Args)]
+pub struct PidArg {
+    /// The running host's process id, when several serve with this state
+    /// directory [default: the only one serving HTTP, else the only one].
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+}
+
+/// Where a figure came from, for the note a command prints on stderr.
+pub enum View<T> {
+    /// The running host answered.
+    Live(T),
+    /// No host is running (or it did not answer): the caller builds a local view.
+    Local,
+}
+
+/// Asks the host serving with `state` (`pid`: that one) through `ask`, and
+/// says on stderr where the figures come from: `live: host pid N at ADDR`,
+/// or `local view: ...` when no host serves with this state directory (or
+/// the one that does did not answer). Ambiguity (several hosts, no `--pid`)
+/// and a `--pid` that names no host are errors.
+pub fn live_or_local<T>(
+    state: &std::path::Path,
+    pid: Option<u32>,
+    ask: impl FnOnce(&toolhost::admin::client::AdminClient) -> Result<T, toolhost::admin::client::ClientError>,
+) -> Result<View<T>> {
+    use toolhost::admin::client::{AdminClient, ClientError};
+    let client = match AdminClient::discover(state, pid) {
+        Ok(c) => c,
+        Err(ClientError::NotRunning(_)) => {
+            eprintln!(
+                "local view: no toolhost is serving with state directory {} (figures from this process and the measurements the last `serve` saved)",
+                state.display()
+            );
+            return Ok(View::Local);
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let record = client.endpoint().clone();
+    match ask(&client) {
+        Ok(v) => {
+            eprintln!("live: host pid {} at {}", record.pid, record.url);
+            Ok(View::Live(v))
+        }
+        Err(e @ ClientError::Unreachable { .. }) => {
+            eprintln!("warning: {e}");
+            eprintln!("local view: the running host (pid {}) did not answer", record.pid);
+            Ok(View::Local)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The stderr note of a command whose flags describe its own host.
+pub fn local_only_note() {
+    eprintln!(
+        "local view: --plugin, --no-builtins or --env describe a host built for this command, not the running one"
+    );
 }

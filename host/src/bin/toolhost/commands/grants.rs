@@ -1,4 +1,4 @@
-use crate::args::HostArgs;
+use crate::args::{HostArgs, PidArg, View, live_or_local, local_only_note};
 use crate::output::{list_or_none, print_json};
 use anyhow::Result;
 use std::process::ExitCode;
@@ -11,19 +11,36 @@ use std::process::ExitCode;
 /// environment and filesystem) are shown as inert, not as asks. Findings
 /// (lines starting `!`) name grants its imports can never use
 /// (over-grants) and capabilities it asks for and lacks.
+///
+/// With a `toolhost serve` running on this state directory, the review is
+/// of the plugins it has loaded now (hot-added ones included; a note on
+/// stderr says `live: host pid N at ADDR`); without one, of the plugins
+/// this config and these flags would load (`local view`). `--plugin` and
+/// the other host flags only shape the local view.
 #[derive(Debug, clap::Args)]
 pub struct Grants {
     /// Print JSON.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    pid: PidArg,
+    #[command(flatten)]
     host: HostArgs,
 }
 
 impl Grants {
     pub fn run(self) -> Result<ExitCode> {
-        let a = self.host.build()?;
-        let report = toolhost::report::grants(&a.host);
+        let state = self.host.builder()?.resolved_state_dir();
+        let view = if self.host.describes_another_host() {
+            local_only_note();
+            View::Local
+        } else {
+            live_or_local(&state, self.pid.pid, |c| c.grants())?
+        };
+        let report = match view {
+            View::Live(reply) => reply.plugins,
+            View::Local => toolhost::report::grants(&self.host.build()?.host),
+        };
         if self.json {
             return print_json(&report);
         }

@@ -1,6 +1,6 @@
 //! The subcommands, one file each.
 
-mod agents;
+pub mod agents;
 mod auth;
 mod calibrate;
 mod call;
@@ -10,13 +10,14 @@ mod keygen;
 mod lock;
 mod memory;
 mod new;
+mod override_tier;
 mod plugin;
 mod select;
 mod serve;
 mod server;
 mod servers;
 mod sign;
-mod stats;
+pub mod stats;
 mod status;
 mod tools;
 mod verify;
@@ -37,6 +38,7 @@ pub enum Command {
     Grants(grants::Grants),
     Memory(memory::Memory),
     Agents(agents::Agents),
+    Override(override_tier::Override),
     Servers(servers::Servers),
     Server(server::Server),
     Auth(auth::Auth),
@@ -62,6 +64,7 @@ impl Command {
             Command::Grants(c) => c.run(),
             Command::Memory(c) => c.run(),
             Command::Agents(c) => c.run(),
+            Command::Override(c) => c.run(),
             Command::Servers(c) => c.run(),
             Command::Server(c) => c.run(),
             Command::Auth(c) => c.run(),

@@ -1,4 +1,4 @@
-use crate::args::StateArgs;
+use crate::args::{StateArgs, View, live_or_local};
 use crate::output::{print_json, print_table};
 use anyhow::{Context, Result};
 use clap::Subcommand;
@@ -29,7 +29,8 @@ enum Action {
         /// Plugin name.
         name: String,
     },
-    /// List the running host's plugins.
+    /// List the running host's plugins (without one, those this config
+    /// would load: a local view).
     List {
         /// Print JSON.
         #[arg(long)]
@@ -54,7 +55,24 @@ impl Plugin {
                 println!("removed {name}");
             }
             Action::List { json } => {
-                let list = state.admin()?.plugins()?;
+                let dir = state.state_dir()?;
+                let list = match live_or_local(&dir, state.pid, |c| c.plugins())? {
+                    View::Live(list) => list,
+                    View::Local => {
+                        // As `serve` would load them, trust flags from the environment.
+                        let allow_unsigned = std::env::var("TOOLHOST_ALLOW_UNSIGNED").is_ok_and(|v| {
+                            !matches!(v.to_ascii_lowercase().as_str(), "" | "0" | "false" | "no" | "off")
+                        });
+                        let assembly = toolhost::HostBuilder::new(state.config.load()?)
+                            .state_dir(Some(dir))
+                            .allow_unsigned(allow_unsigned)
+                            .build()?;
+                        for w in &assembly.warnings {
+                            eprintln!("warning: {w}");
+                        }
+                        toolhost::admin::api::PluginsReply::of(&assembly.host)
+                    }
+                };
                 if json {
                     return print_json(&list);
                 }

@@ -77,6 +77,25 @@ impl Serve {
             ),
             None => None,
         };
+        // Background calibration and saved measurements (off every call's path).
+        let calibration = a.config.budget.background_calibration.then(|| toolhost::BackgroundCalibration {
+            store: a.calibration.clone(),
+            environment: a.environment.clone(),
+        });
+        let live = Arc::new(
+            toolhost::LiveBudget::start(
+                host.clone(),
+                a.measurements.clone(),
+                a.pending_measurements.clone(),
+                calibration,
+            )
+            .context("starting the background budget threads")?,
+        );
+        let on_exit = live.clone();
+        let save_at_exit = move || match on_exit.shutdown() {
+            Ok(_) => {}
+            Err(e) => eprintln!("warning: could not save the measurements: {e}"),
+        };
         if self.stdio {
             let front = McpFront::new(host.clone(), self.agent)?;
             return rt.block_on(async move {
@@ -85,10 +104,17 @@ impl Serve {
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
                 // Malformed lines are answered (rmcp alone would drop them).
                 let stdio = toolhost::mcp::jsonrpc::strict_stdio(tokio::io::stdin(), tokio::io::stdout());
-                let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
-                service.waiting().await.context("MCP session over stdio")?;
+                let service = front.serve(stdio).await.context("MCP initialization over stdio");
+                let ended = match service {
+                    Ok(service) => tokio::select! {
+                        r = service.waiting() => r.map(drop).context("MCP session over stdio"),
+                        () = shutdown_signal() => Ok(()),
+                    },
+                    Err(e) => Err(e),
+                };
                 EndpointRecord::remove(&record);
-                Ok(ExitCode::SUCCESS)
+                save_at_exit();
+                ended.map(|()| ExitCode::SUCCESS)
             });
         }
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
@@ -100,6 +126,7 @@ impl Serve {
             let app = router(host.clone(), &server_cfg, local, Some(admin))?;
             let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
+            let record_at_signal = record.clone();
             // The banner. Whoever started us may close stdout after reading the
             // first line: a failed write must not stop the server.
             use std::io::Write as _;
@@ -120,14 +147,35 @@ impl Serve {
             let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
             drop(out);
             axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>())
-                .with_graceful_shutdown(async {
-                    let _ = tokio::signal::ctrl_c().await;
+                .with_graceful_shutdown(async move {
+                    shutdown_signal().await;
+                    // Saved at once: open sessions may hold the drain up.
+                    EndpointRecord::remove(&record_at_signal);
+                    let live = live.clone();
+                    let _ = tokio::task::spawn_blocking(move || live.save_now()).await;
                 })
                 .await
                 .context("HTTP server")?;
             EndpointRecord::remove(&record);
             servers.shutdown();
+            save_at_exit();
             Ok(ExitCode::SUCCESS)
         })
+    }
+}
+
+/// Ctrl-C (SIGINT) or SIGTERM: the clean ways to stop a server.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = term => {}
     }
 }

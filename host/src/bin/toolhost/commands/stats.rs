@@ -1,52 +1,94 @@
-use crate::args::HostArgs;
-use crate::output::{dur, print_json, print_table, tier_name};
+use crate::args::{HostArgs, PidArg, View, live_or_local, local_only_note};
+use crate::output::{print_json, print_table, tier_name};
 use anyhow::Result;
 use std::process::ExitCode;
+use toolhost::report::StatsRow;
 
-/// Per-tool latency figures: p50, p99, error rate, tier, badge, timeout,
-/// and where the tier comes from (declared, calibrated, measured).
+/// Per-tool latency figures: calls, p50, p99, error rate, tier, badge,
+/// timeout, where the tier comes from (declared, calibrated, measured) and
+/// how old the newest measured call is.
+///
+/// With a `toolhost serve` running on this state directory, the figures are
+/// the running host's: the calls its MCP clients made (a note on stderr
+/// says `live: host pid N at ADDR`). Without one, a local view: a host
+/// built for this command, with the calibration and the real-call
+/// measurements the last `serve` saved (they outlive restarts, and age out
+/// of the window like any other; the AGE column says how old they are).
+///
+/// `--json` prints one object per tool: `tool`, `provider`, `calls`,
+/// `p50_ms` (the p50 the tier comes from), `p99_ms`, `error_rate`, `tier`,
+/// `tier_source`, `badge`, `timeout_ms`, `newest_call_age_s`,
+/// `oldest_call_age_s`, and the real calls' and probes' figures apart.
 #[derive(Debug, clap::Args)]
 pub struct Stats {
     /// Print JSON.
     #[arg(long)]
     json: bool,
     #[command(flatten)]
+    pid: PidArg,
+    #[command(flatten)]
     host: HostArgs,
+}
+
+/// "42s", "3m 5s", "2h 10m".
+pub fn age(secs: f64) -> String {
+    let s = secs.max(0.0) as u64;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m {}s", s / 60, s % 60),
+        _ => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+fn ms(v: Option<f64>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) if v < 10.0 => format!("{v:.2}ms"),
+        Some(v) => format!("{v:.0}ms"),
+    }
 }
 
 impl Stats {
     pub fn run(self) -> Result<ExitCode> {
-        let started = self.host.start()?;
-        let a = &started.assembly;
+        let state = self.host.builder()?.resolved_state_dir();
+        let view = if self.host.describes_another_host() {
+            local_only_note();
+            View::Local
+        } else {
+            live_or_local(&state, self.pid.pid, |c| c.stats())?
+        };
+        let rows: Vec<StatsRow> = match view {
+            View::Live(reply) => reply.tools,
+            View::Local => {
+                let started = self.host.start()?;
+                toolhost::report::stats(&started.assembly.host)
+            }
+        };
         if self.json {
-            return print_json(&toolhost::report::stats(&a.host));
+            return print_json(&rows);
         }
-        let budget = a.host.budget();
-        let rows: Vec<[String; 8]> = a
-            .host
-            .registry()
-            .snapshot()
-            .tools()
-            .map(|t| {
-                let s = budget.status(&t.def);
-                let (p50, p99) = match (s.real, s.probes) {
-                    (Some(r), _) => (Some(r.p50), Some(r.p99)),
-                    (None, Some(p)) => (Some(p.p50), Some(p.p99)),
-                    _ => (None, None),
-                };
+        let table: Vec<[String; 10]> = rows
+            .iter()
+            .map(|r| {
+                let b = &r.budget;
                 [
-                    t.def.name.clone(),
-                    dur(p50.or(s.p50)),
-                    dur(p99),
-                    s.real.map_or("-".into(), |r| format!("{:.0}%", r.error_rate() * 100.0)),
-                    format!("{}{}", tier_name(s.tier), if s.demoted { " (demoted)" } else { "" }),
-                    s.source.as_str().to_string(),
-                    s.badge.map_or("-", |b| b.as_str()).to_string(),
-                    dur(Some(s.timeout)),
+                    r.tool.clone(),
+                    b.calls.to_string(),
+                    ms(b.real_p50_ms.or(b.probe_p50_ms).or(b.p50_ms)),
+                    ms(r.p99_ms),
+                    b.error_rate.map_or("-".into(), |e| format!("{:.0}%", e * 100.0)),
+                    format!("{}{}", tier_name(b.tier), if b.demoted { " (demoted)" } else { "" }),
+                    b.tier_source.clone(),
+                    b.badge.clone().unwrap_or_else(|| "-".into()),
+                    ms(Some(b.timeout_ms)),
+                    r.newest_call_age_s.map_or("-".into(), |a| format!("{} ago", age(a))),
                 ]
             })
             .collect();
-        print_table(&["TOOL", "P50", "P99", "ERRORS", "TIER", "FROM", "BADGE", "TIMEOUT"], &rows);
+        print_table(
+            &["TOOL", "CALLS", "P50", "P99", "ERRORS", "TIER", "FROM", "BADGE", "TIMEOUT", "LAST CALL"],
+            &table,
+        );
         Ok(ExitCode::SUCCESS)
     }
 }
