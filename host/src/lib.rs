@@ -22,6 +22,7 @@
 
 pub mod admin;
 pub mod audit;
+pub mod bridge;
 pub mod budget;
 pub mod builtin;
 pub mod calibrate;

@@ -302,7 +302,7 @@ fn dependencies_point_one_way() {
             "budget" => 1,
             "config" => 2,
             "host" | "calibrate" | "report" | "Host" | "HostBuilder" => 3,
-            "mcp" | "admin" | "watch" | "scaffold" => 4,
+            "mcp" | "admin" | "watch" | "scaffold" | "bridge" => 4,
             _ => return None,
         })
     };

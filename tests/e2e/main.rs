@@ -24,9 +24,11 @@
 //! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
+//! - `bridge`: the S2S bridge: recorded OpenAI Realtime and Gemini Live function-call events through `toolhost::bridge`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
+mod bridge;
 mod budget;
 mod cli;
 mod client_conformance;
