@@ -22,6 +22,7 @@
 //! - `limits`: the HTTP front's rate limits, session cap, failed-auth throttle and local-user check.
 //! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
+//! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
@@ -41,6 +42,7 @@ mod live;
 mod loading;
 mod mcp;
 mod memory;
+mod oci;
 mod operator;
 mod peers;
 mod plugins;
