@@ -287,21 +287,25 @@ fn hostile_registries_and_untrusted_keys_are_refused() {
         let layers: Vec<ImageLayer> =
             layers.into_iter().map(|(t, data)| ImageLayer::new(data, t.to_string(), None)).collect();
         let config = Config::new(b"{}".to_vec(), config_type.to_string(), None);
-        let ann = annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let mut manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, Some(ann));
+        let ann: std::collections::BTreeMap<String, String> =
+            annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let mut manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
         manifest.media_type = Some("application/vnd.oci.image.manifest.v1+json".into());
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        rt.block_on(client.push(
-            &reference,
-            &layers,
-            config,
-            &oci_client::secrets::RegistryAuth::Anonymous,
-            Some(manifest),
-        ))
-        .unwrap();
+        let auth = oci_client::secrets::RegistryAuth::Anonymous;
+        rt.block_on(client.push(&reference, &layers, config, &auth, Some(manifest.clone()))).unwrap();
+        if !annotations.is_empty() {
+            // Annotations through serde_json: oci-client's own manifest
+            // encoding (canonical JSON) writes control characters raw, which
+            // the registry rejects as invalid JSON.
+            manifest.annotations = Some(ann);
+            let ct = http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json");
+            rt.block_on(client.push_manifest_raw(&reference, serde_json::to_vec(&manifest).unwrap(), ct)).unwrap();
+        }
         reg.reference(&format!("tools/hostile:{tag}"))
     };
-    let wasm = std::fs::read(&good).unwrap();
+    // (Not `good`: its layer is the tampered blob now.)
+    let wasm = std::fs::read(signed(dir, SWAP_V1_PATH, "alice", "swap", "1.0.2", "other")).unwrap();
     let cfg = "application/vnd.wasm.config.v0+json";
     let cases = [
         (
@@ -335,7 +339,7 @@ fn hostile_registries_and_untrusted_keys_are_refused() {
     );
     let o = run(dir, &["show", &r]);
     let out = stdout(&o);
-    assert!(!out.contains('\u{1b}') && out.contains("fine\\n\\u{1b}[2J"), "{out}");
+    assert!(!out.contains('\u{1b}') && out.contains("fine\\n\\u{1b}[2J"), "{out}\n{}", stderr(&o));
     assert!(out.contains("disagree with the signed manifest"), "{out}");
     assert_eq!(out.lines().filter(|l| l.starts_with("trusted here")).count(), 1, "{out}");
 
