@@ -502,7 +502,7 @@ impl OciStore {
 
     fn client(&self, r: &OciRef) -> (Client, String) {
         let registry = r.registry().to_string();
-        let plain = is_loopback(&registry) || self.insecure.iter().any(|h| *h == registry);
+        let plain = is_loopback(&registry) || self.insecure.contains(&registry);
         let protocol = if plain { ClientProtocol::HttpsExcept(vec![registry.clone()]) } else { ClientProtocol::Https };
         let client = Client::new(ClientConfig {
             protocol,
@@ -712,7 +712,7 @@ impl OciStore {
             if !is_sha256_digest(d) {
                 return Err(refuse(format!("{:?} is not a sha256 digest", crate::tool::log_safe(d))));
             }
-            if let Some(f) = self.from_cache(r, d)? {
+            if let Some(f) = self.cached(r, d)? {
                 tracing::debug!(reference = %r, digest = %d, "served from the cache");
                 return Ok(f);
             }
@@ -736,7 +736,7 @@ impl OciStore {
             Err(OciError::Unreachable { registry, message }) if want.is_none() => {
                 // A tag, and the registry is gone: the digest it last named.
                 if let Some(d) = self.read_tag(r)
-                    && let Some(f) = self.from_cache(r, &d)?
+                    && let Some(f) = self.cached(r, &d)?
                 {
                     tracing::warn!(reference = %r, digest = %d, "registry unreachable ({message}); using the digest this tag last resolved to, from the cache");
                     return Ok(f);
@@ -809,7 +809,7 @@ impl OciStore {
         })
     }
 
-    fn from_cache(&self, r: &OciRef, digest: &str) -> Result<Option<Fetched>, OciError> {
+    fn cached(&self, r: &OciRef, digest: &str) -> Result<Option<Fetched>, OciError> {
         let Some(raw) = self.read_blob(digest, MAX_MANIFEST_BYTES) else { return Ok(None) };
         let manifest = self.check_manifest(r, &raw)?;
         let layer = &manifest.layers[0];

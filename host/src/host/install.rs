@@ -281,7 +281,7 @@ impl Host {
 
     fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
         let name = name.to_string();
-        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let (component, provenance) = self.trust.admit(&name, bytes)?;
         let compiled = self.runtime.compile(&name, component)?;
         let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
         let catalog = self.registry.snapshot();
