@@ -63,6 +63,8 @@ pub struct Config {
     pub server: ServerConfig,
     /// Which plugin packages are trusted (signatures, lock file).
     pub trust: crate::package::TrustConfig,
+    /// OCI registries (`oci://` plugins): plain-HTTP hosts, credentials file.
+    pub oci: crate::oci::OciConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     /// It must be private to this user (0700, owned by it).
     pub cache_dir: Option<PathBuf>,

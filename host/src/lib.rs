@@ -31,6 +31,7 @@ mod host;
 pub mod limits;
 pub mod mcp;
 pub mod memory;
+pub mod oci;
 pub mod package;
 pub mod paths;
 pub mod registry;

@@ -420,6 +420,15 @@ pub struct LockEntry {
     /// Version from its manifest, when signed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// The registry reference it is loaded from (`oci://...`), for plugins
+    /// from a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// The manifest digest `source` resolved to: a registry plugin is pulled
+    /// at this digest only, and refused when the registry no longer serves
+    /// it or serves other bytes for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 impl LockFile {
@@ -578,10 +587,14 @@ mod tests {
         let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
         let mut p = policy(&k);
         let mut lock = LockFile::default();
-        lock.plugins.insert("demo".into(), LockEntry { sha256: manifest.sha256.clone(), version: None });
+        lock.plugins.insert(
+            "demo".into(),
+            LockEntry { sha256: manifest.sha256.clone(), version: None, source: None, digest: None },
+        );
         p.lock = Some(lock.clone());
         assert!(p.admit("demo", &pkg).is_ok());
-        lock.plugins.insert("demo".into(), LockEntry { sha256: "00".repeat(32), version: None });
+        lock.plugins
+            .insert("demo".into(), LockEntry { sha256: "00".repeat(32), version: None, source: None, digest: None });
         p.lock = Some(lock);
         assert!(matches!(p.admit("demo", &pkg).unwrap_err(), PackageError::LockMismatch { .. }));
     }

@@ -55,6 +55,10 @@ fn the_author_guide_runs_as_written() {
     assert!(out.contains("this host would load it: signed by alice"), "verify:\n{out}");
     assert!(out.contains("added demo (sha256"), "plugin add:\n{out}");
     assert!(out.contains(r#""message":"Hello, Ada."#), "the call:\n{out}");
+    assert!(out.contains("pushed demo 0.1.0 by alice to oci://127.0.0.1:"), "push:\n{out}");
+    assert!(out.contains("trusted here: yes: signed by alice"), "show:\n{out}");
+    assert!(out.contains("pinned 1 plugin(s)"), "lock:\n{out}");
+    assert_eq!(out.matches(r#""message":"Hello, Grace."#).count(), 2, "both calls from the registry:\n{out}");
 }
 
 #[test]

@@ -25,6 +25,7 @@
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
 //! - `bridge`: the S2S bridge: recorded OpenAI Realtime and Gemini Live function-call events through `toolhost::bridge`.
+//! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
@@ -46,6 +47,7 @@ mod live_budget;
 mod loading;
 mod mcp;
 mod memory;
+mod oci;
 mod operator;
 mod peers;
 mod plugins;

@@ -99,7 +99,8 @@ impl PluginsReply {
 /// `POST /plugins`: load or replace the plugin in this file.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AddPluginRequest {
-    /// Absolute path of the component file, readable by the host.
+    /// Absolute path of the component file, readable by the host, or an
+    /// `oci://` reference the host pulls.
     pub path: PathBuf,
 }
 

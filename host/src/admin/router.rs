@@ -134,7 +134,14 @@ async fn add_plugin(
     })?;
     let host = s.host.clone();
     // Compiling can take seconds: off the async workers.
-    match tokio::task::spawn_blocking(move || host.install_plugin_file(&req.path)).await {
+    let install = move || match req.path.to_str().filter(|p| crate::oci::is_reference(p)) {
+        // A registry reference: pulled by the host, with its credentials and cache.
+        Some(text) => crate::oci::OciRef::parse(text)
+            .map_err(crate::AddPluginError::from)
+            .and_then(|r| host.install_plugin_ref(&r)),
+        None => host.install_plugin_file(&req.path),
+    };
+    match tokio::task::spawn_blocking(install).await {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),

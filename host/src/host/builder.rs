@@ -64,6 +64,9 @@ pub enum BuildError {
     /// A plugin file did not load.
     #[error(transparent)]
     Plugin(super::AddPluginError),
+    /// A registry plugin's reference or the registry settings are invalid.
+    #[error(transparent)]
+    Oci(#[from] crate::oci::OciError),
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
     PluginsDir {
@@ -134,6 +137,11 @@ impl HostBuilder {
             allow_unsigned: false,
             environment: None,
         }
+    }
+
+    /// The config being built from.
+    pub fn config(&self) -> &Config {
+        &self.config
     }
 
     /// The config being built from (to apply overrides to).
@@ -216,10 +224,26 @@ impl HostBuilder {
         }
     }
 
-    /// The plugin files the config and the overrides name (not the plugins directory).
+    /// The plugin files the config and the overrides name (not the plugins
+    /// directory); `oci://` references among them are kept as they are.
     pub fn plugin_files(&self) -> Vec<PathBuf> {
         let cfg = &self.config;
-        cfg.plugins.files.iter().map(|p| cfg.resolve(p)).chain(self.plugins.iter().cloned()).collect()
+        let resolve = |p: &PathBuf| if crate::oci::path_is_reference(p) { p.clone() } else { cfg.resolve(p) };
+        cfg.plugins.files.iter().map(resolve).chain(self.plugins.iter().cloned()).collect()
+    }
+
+    /// The registry client: `oci:` settings, credentials from the
+    /// environment and the credentials files, the cache beside the compile
+    /// cache, layers bounded like plugin files.
+    pub fn oci_store(&self) -> Result<crate::oci::OciStore, BuildError> {
+        let cfg = &self.config;
+        let credentials = crate::oci::Credentials::from_env(cfg.oci.auth_file.as_ref().map(|p| cfg.resolve(p)))?;
+        Ok(crate::oci::OciStore::new(
+            &cfg.oci,
+            credentials,
+            self.resolved_cache_dir().as_deref(),
+            cfg.limits().max_component_bytes + (1 << 16),
+        ))
     }
 
     /// The plugins directory, when configured.
@@ -281,6 +305,7 @@ impl HostBuilder {
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
         let host = Host::with_budget(self.runtime()?, budget)
             .with_trust(self.trust()?)
+            .with_oci(self.oci_store()?)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
             .with_audit(audit)
             .with_memory(Arc::new(memory))
@@ -293,7 +318,15 @@ impl HostBuilder {
             host.add_builtins().map_err(BuildError::Builtins)?;
         }
         for p in self.plugin_files() {
-            host.add_plugin_file(&p).map_err(BuildError::Plugin)?;
+            match p.to_str().filter(|s| crate::oci::is_reference(s)) {
+                Some(text) => {
+                    let r = crate::oci::OciRef::parse(text)?;
+                    host.add_plugin_ref(&r).map_err(BuildError::Plugin)?;
+                }
+                None => {
+                    host.add_plugin_file(&p).map_err(BuildError::Plugin)?;
+                }
+            }
         }
         let mut warnings = Vec::new();
         let plugins_dir = self.plugins_dir();

@@ -5,6 +5,7 @@
 use super::Host;
 use crate::builtin::BUILTINS;
 use crate::capabilities::{CAPABILITIES, GrantError};
+use crate::oci::{Fetched, OciError, OciRef};
 use crate::package::Provenance;
 use crate::registry::RegistryError;
 use crate::runtime::{LoadError, WasmPlugin};
@@ -38,6 +39,10 @@ pub enum AddPluginError {
     /// Its grants cannot be honoured.
     #[error(transparent)]
     Grant(#[from] GrantError),
+    /// The registry reference is invalid, the registry failed, or what it
+    /// served is refused.
+    #[error(transparent)]
+    Oci(#[from] OciError),
     /// The trust policy refused the package (unsigned, untrusted, tampered, not the locked digest).
     #[error(transparent)]
     Package(#[from] crate::package::PackageError),
@@ -76,6 +81,9 @@ pub struct Installed {
     pub provenance: Provenance,
     /// Whether the component was compiled now or came from the cache.
     pub compiled: bool,
+    /// The registry artifact it was pulled from (`oci://HOST/REPO@sha256:...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 impl Host {
@@ -106,24 +114,81 @@ impl Host {
     /// tools. Fails if a provider of that name exists.
     pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let name = crate::runtime::plugin_name_from_path(path);
+        let bytes = self.read_plugin(path).inspect_err(|e| self.audit_refused(&name, Some(path), e))?;
+        self.add_plugin_bytes(&name, &bytes, Some(path))
+    }
+
+    /// Pulls a plugin from a registry (through the cache; at the digest
+    /// `toolhost.lock` pins for this reference, if any), then loads it like
+    /// a file: the trust policy decides on the signature inside. Fails if a
+    /// provider of that name exists.
+    pub fn add_plugin_ref(&self, r: &OciRef) -> Result<(Arc<WasmPlugin>, Fetched), AddPluginError> {
+        let (name, fetched) = self.fetch_ref(r).inspect_err(|e| self.audit_refused(r.short_name(), None, e))?;
+        let plugin = self.add_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
+        tracing::info!(plugin = %name, reference = %r, digest = %fetched.digest, from_cache = fetched.from_cache, "plugin pulled");
+        Ok((plugin, fetched))
+    }
+
+    /// Loads `bytes` offered as plugin `name` (through the trust policy) and
+    /// registers its tools; `path` is where they came from, for the audit.
+    fn add_plugin_bytes(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        path: Option<&Path>,
+    ) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let added = (|| -> Result<_, AddPluginError> {
-            let bytes = self.read_plugin(path)?;
-            let (component, provenance) = self.trust.admit(&name, &bytes)?;
-            let plugin = Arc::new(self.runtime.load_with(&name, component, self.grants_for(&name)?)?);
+            let (component, provenance) = self.trust.admit(name, bytes)?;
+            let plugin = Arc::new(self.runtime.load_with(name, component, self.grants_for(name)?)?);
             self.registry.add(plugin.clone())?;
             Ok((plugin, provenance))
         })();
         match added {
             Ok((plugin, provenance)) => {
-                self.audit_loaded(&plugin, Some(path), None, &provenance);
-                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name, provenance);
+                self.audit_loaded(&plugin, path, None, &provenance);
+                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), provenance);
                 Ok(plugin)
             }
             Err(e) => {
-                self.audit_refused(&name, Some(path), &e);
+                self.audit_refused(name, path, &e);
                 Err(e)
             }
         }
+    }
+
+    /// The digest `toolhost.lock` pins for reference `r`, if any.
+    pub fn locked_digest(&self, r: &OciRef) -> Option<String> {
+        let text = r.to_string();
+        self.trust
+            .lock
+            .as_ref()?
+            .plugins
+            .values()
+            .find(|e| e.source.as_deref() == Some(text.as_str()))
+            .and_then(|e| e.digest.clone())
+    }
+
+    /// Pulls `r` and names the plugin it holds: the signed name, or (for an
+    /// unsigned component) the repository's last segment.
+    fn fetch_ref(&self, r: &OciRef) -> Result<(String, Fetched), AddPluginError> {
+        let store = self.oci.as_ref().ok_or_else(|| {
+            AddPluginError::Oci(OciError::Reference {
+                reference: r.to_string(),
+                reason: "this host has no registry client".into(),
+            })
+        })?;
+        let fetched = store.fetch(r, self.locked_digest(r).as_deref())?;
+        let name = match crate::package::parse(&fetched.bytes)?.verify(r.short_name())? {
+            Some(v) => v.manifest.name,
+            None => r.short_name().to_string(),
+        };
+        if !crate::tool::valid_tool_name(&name) {
+            return Err(AddPluginError::Package(crate::package::PackageError::Malformed(format!(
+                "{r}: {:?} is not a valid plugin name",
+                crate::tool::log_safe(&name)
+            ))));
+        }
+        Ok((name, fetched))
     }
 
     /// Records a load (or, with `previous`, a replacement).
@@ -182,17 +247,41 @@ impl Host {
     pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
         let name = crate::runtime::plugin_name_from_path(path);
-        let installed = self.install_locked(&name, path);
+        let installed = self.read_plugin(path).and_then(|bytes| self.install_locked(&name, &bytes, Some(path)));
         if let Err(e) = &installed {
             self.audit_refused(&name, Some(path), e);
         }
         installed
     }
 
-    fn install_locked(&self, name: &str, path: &Path) -> Result<Installed, AddPluginError> {
+    /// [`Host::install_plugin_file`] for a registry reference: pulled (the
+    /// lock file's digest for it, if any), then the same trust policy,
+    /// capability check and atomic swap as a file.
+    pub fn install_plugin_ref(&self, r: &OciRef) -> Result<Installed, AddPluginError> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let (name, fetched) = match self.fetch_ref(r) {
+            Ok(f) => f,
+            Err(e) => {
+                self.audit_refused(r.short_name(), None, &e);
+                return Err(e);
+            }
+        };
+        let installed = self.install_locked(&name, &fetched.bytes, fetched.path.as_deref());
+        match installed {
+            Ok(mut i) => {
+                i.source = Some(fetched.pinned());
+                Ok(i)
+            }
+            Err(e) => {
+                self.audit_refused(&name, fetched.path.as_deref(), &e);
+                Err(e)
+            }
+        }
+    }
+
+    fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
         let name = name.to_string();
-        let bytes = self.read_plugin(path)?;
-        let (component, provenance) = self.trust.admit(&name, &bytes)?;
+        let (component, provenance) = self.trust.admit(&name, bytes)?;
         let compiled = self.runtime.compile(&name, component)?;
         let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
         let catalog = self.registry.snapshot();
@@ -220,7 +309,7 @@ impl Host {
         }
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
         tracing::info!(plugin = %crate::tool::log_safe(&name), digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
-        self.audit_loaded(&plugin, Some(path), replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
+        self.audit_loaded(&plugin, path, replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
             name,
             digest: plugin.digest().to_string(),
@@ -228,6 +317,7 @@ impl Host {
             tools: plugin.tools().iter().map(|t| t.name.clone()).collect(),
             provenance,
             compiled: was_compiled,
+            source: None,
         })
     }
 

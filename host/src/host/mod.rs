@@ -38,6 +38,8 @@ pub struct Host {
     audit: AuditLog,
     memory: std::sync::OnceLock<Arc<MemoryStore>>,
     trust: TrustPolicy,
+    /// Where `oci://` plugins are pulled from (`None`: refused).
+    oci: Option<Arc<crate::oci::OciStore>>,
     provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
     /// Serializes installs, so two versions of one plugin never race.
     installing: std::sync::Mutex<()>,
@@ -82,6 +84,7 @@ impl Host {
             audit: AuditLog::disabled(),
             memory: std::sync::OnceLock::new(),
             trust: TrustPolicy::permissive(),
+            oci: None,
             provenance: Default::default(),
             installing: std::sync::Mutex::new(()),
             agents_busy: Default::default(),
@@ -122,6 +125,17 @@ impl Host {
     pub fn with_trust(mut self, trust: TrustPolicy) -> Host {
         self.trust = trust;
         self
+    }
+
+    /// Pulls `oci://` plugins through `store` (without one they are refused).
+    pub fn with_oci(mut self, store: crate::oci::OciStore) -> Host {
+        self.oci = Some(Arc::new(store));
+        self
+    }
+
+    /// The registry client, when configured.
+    pub fn oci(&self) -> Option<&crate::oci::OciStore> {
+        self.oci.as_deref()
     }
 
     /// The trust policy.

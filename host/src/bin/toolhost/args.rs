@@ -112,8 +112,9 @@ impl RuntimeArgs {
 pub struct HostArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
-    /// Load this plugin component too (repeatable).
-    #[arg(long = "plugin", value_name = "FILE.wasm")]
+    /// Load this plugin component too (repeatable): a file, or an
+    /// oci://HOST[:PORT]/REPO:TAG (or @sha256:...) reference.
+    #[arg(long = "plugin", value_name = "FILE.wasm|oci://...")]
     pub plugins: Vec<PathBuf>,
     /// Do not load the built-in plugins.
     #[arg(long)]

@@ -12,10 +12,13 @@ mod memory;
 mod new;
 mod override_tier;
 mod plugin;
+mod pull;
+mod push;
 mod select;
 mod serve;
 mod server;
 mod servers;
+mod show;
 mod sign;
 pub mod stats;
 mod status;
@@ -47,6 +50,9 @@ pub enum Command {
     Keygen(keygen::Keygen),
     Sign(sign::Sign),
     Verify(verify::Verify),
+    Push(push::Push),
+    Pull(pull::Pull),
+    Show(show::Show),
     Lock(lock::Lock),
     New(new::New),
 }
@@ -73,6 +79,9 @@ impl Command {
             Command::Keygen(c) => c.run(),
             Command::Sign(c) => c.run(),
             Command::Verify(c) => c.run(),
+            Command::Push(c) => c.run(),
+            Command::Pull(c) => c.run(),
+            Command::Show(c) => c.run(),
             Command::Lock(c) => c.run(),
             Command::New(c) => c.run(),
         }

@@ -21,7 +21,8 @@ enum Action {
     /// of the same name atomically. A broken or refused file leaves the
     /// running version serving and says why.
     Add {
-        /// The component file.
+        /// The component file, or an oci://HOST[:PORT]/REPO:TAG (or
+        /// @sha256:...) reference the host pulls.
         file: PathBuf,
     },
     /// Unload a plugin from the running host.
@@ -43,12 +44,19 @@ impl Plugin {
         let state = self.state;
         match self.action {
             Action::Add { file } => {
-                let path = file.canonicalize().with_context(|| format!("{} does not exist", file.display()))?;
+                let path = if toolhost::oci::path_is_reference(&file) {
+                    file
+                } else {
+                    file.canonicalize().with_context(|| format!("{} does not exist", file.display()))?
+                };
                 let reply = state.admin()?.add_plugin(&path)?;
                 let i = &reply.installed;
                 let verb = if i.replaced.is_none() { "added" } else { "replaced" };
                 println!("{verb} {} (sha256 {}): {}", i.name, i.digest, i.tools.join(", "));
                 println!("  {}", reply.provenance_text);
+                if let Some(source) = &i.source {
+                    println!("  from {source}");
+                }
             }
             Action::Remove { name } => {
                 state.admin()?.remove_plugin(&name)?;

@@ -1,0 +1,78 @@
+use crate::args::{ConfigArgs, TrustArgs};
+use anyhow::{Context, Result};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+use toolhost::HostBuilder;
+use toolhost::oci::OciRef;
+
+/// Pull a plugin from an OCI registry into a file (through the digest
+/// cache), check its signature, and say whether this host would load it.
+/// A package whose signature is broken is not written.
+#[derive(Debug, clap::Args)]
+pub struct Pull {
+    /// oci://HOST[:PORT]/REPO:TAG or oci://HOST[:PORT]/REPO@sha256:DIGEST.
+    reference: String,
+    /// Write it here [default: NAME.wasm, NAME being the signed plugin name].
+    #[arg(long, short, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// Speak plain HTTP to this registry (loopback registries always are).
+    #[arg(long)]
+    insecure: bool,
+    /// Where pulled blobs are cached [default: as `serve`].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
+    #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
+    trust: TrustArgs,
+}
+
+impl Pull {
+    pub fn run(self) -> Result<ExitCode> {
+        let r = OciRef::parse(&self.reference)?;
+        let mut builder = HostBuilder::new(self.config.load()?).allow_unsigned(self.trust.allow_unsigned);
+        if let Some(d) = &self.cache_dir {
+            builder = builder.cache(toolhost::CacheChoice::Dir(d.clone()));
+        }
+        let policy = builder.trust()?;
+        let mut store = builder.oci_store()?;
+        if self.insecure {
+            store.allow_insecure(r.registry());
+        }
+        let started = Instant::now();
+        let fetched = store.fetch(&r, None)?;
+        let took = started.elapsed();
+        let package = toolhost::package::parse(&fetched.bytes)?;
+        let verified = package.verify(r.short_name())?;
+        let name = verified.as_ref().map_or_else(|| r.short_name().to_string(), |v| v.manifest.name.clone());
+        let out = self.output.unwrap_or_else(|| PathBuf::from(format!("{name}.wasm")));
+        let tmp = out.with_extension("wasm.pulling");
+        std::fs::write(&tmp, &fetched.bytes)
+            .and_then(|()| std::fs::rename(&tmp, &out))
+            .with_context(|| format!("writing {}", out.display()))?;
+        println!(
+            "pulled {} to {} ({} bytes, {}, {} ms)",
+            fetched.pinned(),
+            out.display(),
+            fetched.bytes.len(),
+            if fetched.from_cache { "from the cache" } else { "from the registry" },
+            took.as_millis()
+        );
+        match &verified {
+            Some(v) => println!(
+                "  signed as {} {} by {} (key {})",
+                v.manifest.name,
+                v.manifest.version,
+                toolhost::tool::log_safe(&v.manifest.author),
+                toolhost::oci::key_id(&v.public_key)
+            ),
+            None => println!("  not signed"),
+        }
+        match policy.admit(&name, &fetched.bytes) {
+            Ok((_, p)) => println!("this host would load it: {}", p.describe()),
+            Err(e) => println!("this host would refuse it: {e}"),
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}

@@ -1,0 +1,942 @@
+//! Plugins from OCI registries: `oci://HOST[:PORT]/REPO:TAG` and
+//! `oci://HOST[:PORT]/REPO@sha256:...` references, pushed and pulled as the
+//! CNCF "Wasm OCI artifact" (one `application/wasm` layer, config media type
+//! `application/vnd.wasm.config.v0+json`), through the `oci-client` crate.
+//!
+//! A registry is a transport, never a trust anchor: what it serves is
+//! checked here for shape (one wasm layer of bounded size, the media types
+//! above, digests that match the bytes) and then goes through the host's
+//! [`TrustPolicy`](crate::package::TrustPolicy) like any file: the signature
+//! inside the component decides. The annotations a registry shows are the
+//! signed manifest's fields as the pusher wrote them, for display only.
+//!
+//! Pulled manifests and layers are cached by digest under
+//! `<cache dir>/oci/` (0700 directories, 0600 files) and re-hashed on every
+//! read, so a restart needs no network: a digest reference (or a digest
+//! pinned by `toolhost.lock`) is served from the cache without asking the
+//! registry; a tag is asked for, and when the registry cannot be reached the
+//! digest it last resolved to is used from the cache.
+//!
+//! Credentials (see [`Credentials`]) are only ever sent to the registry they
+//! are configured for, and never appear in errors, logs or files toolhost
+//! writes.
+
+use base64::Engine as _;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::manifest::{OciDescriptor, OciImageManifest};
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use serde::Deserialize;
+use sha2::{Digest as _, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The scheme of a registry reference.
+pub const SCHEME: &str = "oci://";
+/// The manifest's media type.
+pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+/// The config's media type (the CNCF Wasm OCI artifact layout).
+pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v0+json";
+/// The one layer's media type.
+pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
+/// Largest manifest or config accepted, in bytes.
+pub const MAX_MANIFEST_BYTES: usize = 256 * 1024;
+
+/// The annotation keys `toolhost push` writes on the manifest.
+pub mod annotations {
+    /// Plugin name.
+    pub const TITLE: &str = "org.opencontainers.image.title";
+    /// Plugin version.
+    pub const VERSION: &str = "org.opencontainers.image.version";
+    /// Author.
+    pub const AUTHORS: &str = "org.opencontainers.image.authors";
+    /// Description.
+    pub const DESCRIPTION: &str = "org.opencontainers.image.description";
+    /// When it was pushed (RFC 3339).
+    pub const CREATED: &str = "org.opencontainers.image.created";
+    /// Capabilities it asks for, comma-separated.
+    pub const CAPABILITIES: &str = "dev.toolhost.capabilities";
+    /// Its tools' declared latencies: JSON `[{"name", "estimated_ms", "max_ms", "idempotent"}]`.
+    pub const LATENCIES: &str = "dev.toolhost.latencies";
+    /// Measured speed badges by tool, JSON `{"tool": "badge"}`, when measured.
+    pub const BADGE: &str = "dev.toolhost.badge";
+    /// The signing key's id (`ed25519:` and the first 16 hex digits of its sha256).
+    pub const KEY_ID: &str = "dev.toolhost.signature.key-id";
+    /// The signing key, base64.
+    pub const PUBLIC_KEY: &str = "dev.toolhost.signature.public-key";
+    /// sha256 of the component without its package section (what the lock file pins).
+    pub const COMPONENT_SHA256: &str = "dev.toolhost.component.sha256";
+}
+
+/// Why a registry operation failed or its answer was refused. No variant
+/// ever carries a credential.
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    /// The reference is not a valid `oci://` reference.
+    #[error("{reference:?} is not a valid registry reference: {reason}")]
+    Reference {
+        /// The text given (credentials, if any, removed).
+        reference: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The registry could not be reached or answered with an error.
+    #[error("registry {registry}: {message}")]
+    Registry {
+        /// host[:port].
+        registry: String,
+        /// What went wrong (escaped, shortened).
+        message: String,
+    },
+    /// The registry cannot be reached (connection refused, timed out).
+    #[error("registry {registry} cannot be reached: {message}")]
+    Unreachable {
+        /// host[:port].
+        registry: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// What the registry served is refused.
+    #[error("{reference}: {reason}; refusing it")]
+    Refused {
+        /// The reference.
+        reference: String,
+        /// Why.
+        reason: String,
+    },
+    /// A credentials file or variable is malformed.
+    #[error("registry credentials: {0}")]
+    Credentials(String),
+    /// The cache could not be written.
+    #[error("registry cache {path}: {message}")]
+    Cache {
+        /// The file or directory.
+        path: PathBuf,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// `oci:` section of the config.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OciConfig {
+    /// Registries (`host[:port]`) spoken to over plain HTTP. Loopback
+    /// registries (`localhost`, `127.0.0.0/8`, `[::1]`) always are.
+    pub insecure: Vec<String>,
+    /// A credentials file in the container tools' `config.json` shape
+    /// (`{"auths": {"host:port": {"auth": base64(user:password)}}}`), asked
+    /// before `$REGISTRY_AUTH_FILE`, `$DOCKER_CONFIG/config.json` and
+    /// `~/.docker/config.json`.
+    pub auth_file: Option<PathBuf>,
+    /// Bound on one registry operation, in seconds (default 120).
+    pub timeout_secs: Option<u64>,
+}
+
+/// A parsed `oci://` reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OciRef {
+    reference: Reference,
+}
+
+impl std::fmt::Display for OciRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{SCHEME}{}", self.reference.whole())
+    }
+}
+
+/// Whether `s` is an `oci://` reference rather than a file name.
+pub fn is_reference(s: &str) -> bool {
+    s.starts_with(SCHEME)
+}
+
+/// [`is_reference`] for a path given where a plugin file may be.
+pub fn path_is_reference(p: &Path) -> bool {
+    p.to_str().is_some_and(is_reference)
+}
+
+fn is_sha256_digest(d: &str) -> bool {
+    d.strip_prefix("sha256:")
+        .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
+impl OciRef {
+    /// Parses `oci://HOST[:PORT]/REPO[:TAG][@sha256:DIGEST]` (tag
+    /// `latest` when neither is given). The registry must be named: there
+    /// is no default registry.
+    pub fn parse(text: &str) -> Result<OciRef, OciError> {
+        let bad = |reason: &str| OciError::Reference {
+            reference: crate::tool::log_safe(&redact(text)).into_owned(),
+            reason: reason.to_string(),
+        };
+        let rest = text.strip_prefix(SCHEME).ok_or_else(|| bad("it must start with oci://"))?;
+        if rest.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(bad("it contains spaces or control characters"));
+        }
+        let (host, path) = rest.split_once('/').ok_or_else(|| bad("name the registry: oci://HOST[:PORT]/REPO:TAG"))?;
+        if host.contains('@') {
+            return Err(bad("credentials do not belong in a reference; put them in a credentials file"));
+        }
+        if host.is_empty() || path.is_empty() {
+            return Err(bad("name the registry and the repository: oci://HOST[:PORT]/REPO:TAG"));
+        }
+        if path.split(['/', ':', '@']).any(|seg| seg == ".." || seg == ".") {
+            return Err(bad("a path segment is '.' or '..'"));
+        }
+        let reference: Reference = rest.parse().map_err(|e: oci_client::ParseError| bad(&e.to_string()))?;
+        if reference.registry() != host {
+            return Err(bad("name the registry host explicitly (HOST[:PORT]/REPO)"));
+        }
+        if let Some(d) = reference.digest()
+            && !is_sha256_digest(d)
+        {
+            return Err(bad("only sha256 digests (64 lowercase hex digits) are accepted"));
+        }
+        Ok(OciRef { reference })
+    }
+
+    /// `host[:port]`.
+    pub fn registry(&self) -> &str {
+        self.reference.registry()
+    }
+
+    /// The repository path.
+    pub fn repository(&self) -> &str {
+        self.reference.repository()
+    }
+
+    /// The tag, if any.
+    pub fn tag(&self) -> Option<&str> {
+        self.reference.tag()
+    }
+
+    /// The digest, if the reference names one.
+    pub fn digest(&self) -> Option<&str> {
+        self.reference.digest()
+    }
+
+    /// The same repository at `digest` (no tag).
+    pub fn at_digest(&self, digest: &str) -> OciRef {
+        OciRef {
+            reference: Reference::with_digest(
+                self.registry().to_string(),
+                self.repository().to_string(),
+                digest.to_string(),
+            ),
+        }
+    }
+
+    /// The last segment of the repository: an unsigned plugin's name.
+    pub fn short_name(&self) -> &str {
+        self.repository().rsplit('/').next().unwrap_or(self.repository())
+    }
+}
+
+/// `text` with anything between `oci://` and an `@` in the host part
+/// removed, for error messages.
+fn redact(text: &str) -> String {
+    match text.strip_prefix(SCHEME) {
+        Some(rest) => {
+            let host_end = rest.find('/').unwrap_or(rest.len());
+            match rest[..host_end].rfind('@') {
+                Some(at) => format!("{SCHEME}***@{}", &rest[at + 1..]),
+                None => text.to_string(),
+            }
+        }
+        None => text.chars().take(200).collect(),
+    }
+}
+
+/// Whether `registry` (`host[:port]`) is a loopback address.
+pub fn is_loopback(registry: &str) -> bool {
+    let host = if let Some(rest) = registry.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        registry
+            .rsplit_once(':')
+            .map_or(registry, |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { registry })
+    };
+    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+/// Where registry credentials come from, in order: the `TOOLHOST_REGISTRY_*`
+/// variables (for the one registry `TOOLHOST_REGISTRY_HOST` names), then the
+/// first credentials file with an entry for the registry: `oci.auth_file`,
+/// `$REGISTRY_AUTH_FILE`, `$DOCKER_CONFIG/config.json` (else
+/// `~/.docker/config.json`). No entry: anonymous.
+#[derive(Clone, Default)]
+pub struct Credentials {
+    files: Vec<PathBuf>,
+    env: Option<(String, RegistryAuth)>,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("files", &self.files)
+            .field("env_registry", &self.env.as_ref().map(|(h, _)| h))
+            .finish()
+    }
+}
+
+#[derive(Deserialize)]
+struct AuthFile {
+    #[serde(default)]
+    auths: BTreeMap<String, AuthEntry>,
+}
+
+#[derive(Deserialize)]
+struct AuthEntry {
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    password: Option<String>,
+    #[serde(default)]
+    registrytoken: Option<String>,
+}
+
+/// `https://host:port/v1/` → `host:port`.
+fn auth_key(k: &str) -> &str {
+    let k = k.strip_prefix("https://").or_else(|| k.strip_prefix("http://")).unwrap_or(k);
+    k.split('/').next().unwrap_or(k)
+}
+
+impl Credentials {
+    /// From the environment and the config's `oci.auth_file` (already resolved).
+    pub fn from_env(auth_file: Option<PathBuf>) -> Result<Credentials, OciError> {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        let mut files: Vec<PathBuf> = auth_file.into_iter().collect();
+        files.extend(var("REGISTRY_AUTH_FILE").map(PathBuf::from));
+        match var("DOCKER_CONFIG") {
+            Some(d) => files.push(PathBuf::from(d).join("config.json")),
+            None => files.extend(std::env::home_dir().map(|h| h.join(".docker/config.json"))),
+        }
+        let env = match (
+            var("TOOLHOST_REGISTRY_HOST"),
+            var("TOOLHOST_REGISTRY_USERNAME"),
+            var("TOOLHOST_REGISTRY_TOKEN"),
+        ) {
+            (Some(host), Some(user), _) => {
+                let password = var("TOOLHOST_REGISTRY_PASSWORD").ok_or_else(|| {
+                    OciError::Credentials(
+                        "TOOLHOST_REGISTRY_USERNAME is set but TOOLHOST_REGISTRY_PASSWORD is not".into(),
+                    )
+                })?;
+                Some((host, RegistryAuth::Basic(user, password)))
+            }
+            (Some(host), None, Some(token)) => Some((host, RegistryAuth::Bearer(token))),
+            (None, Some(_), _) | (None, _, Some(_)) => {
+                return Err(OciError::Credentials(
+                    "TOOLHOST_REGISTRY_USERNAME/TOKEN need TOOLHOST_REGISTRY_HOST: credentials go to the one registry named"
+                        .into(),
+                ));
+            }
+            _ => None,
+        };
+        Ok(Credentials { files, env })
+    }
+
+    /// The credentials for `registry`, and where they came from (for logs: never the secret).
+    pub fn for_registry(&self, registry: &str) -> Result<(RegistryAuth, String), OciError> {
+        if let Some((host, auth)) = &self.env
+            && host == registry
+        {
+            return Ok((auth.clone(), "TOOLHOST_REGISTRY_* variables".into()));
+        }
+        for f in &self.files {
+            let text = match std::fs::read_to_string(f) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(OciError::Credentials(format!("reading {}: {}", f.display(), e.kind()))),
+            };
+            // The parse error is not shown: it could quote a secret.
+            let parsed: AuthFile = serde_json::from_str(&text).map_err(|e| {
+                OciError::Credentials(format!("{} is not a credentials file (line {})", f.display(), e.line()))
+            })?;
+            let Some(entry) = parsed.auths.iter().find(|(k, _)| auth_key(k) == registry).map(|(_, v)| v) else {
+                continue;
+            };
+            let from = format!("{}", f.display());
+            let bad = || OciError::Credentials(format!("{}: the entry for {registry} is malformed", f.display()));
+            if let Some(token) = &entry.registrytoken {
+                return Ok((RegistryAuth::Bearer(token.clone()), from));
+            }
+            if let (Some(u), Some(p)) = (&entry.username, &entry.password) {
+                return Ok((RegistryAuth::Basic(u.clone(), p.clone()), from));
+            }
+            if let Some(auth) = &entry.auth {
+                let decoded = base64::engine::general_purpose::STANDARD.decode(auth.trim()).map_err(|_| bad())?;
+                let decoded = String::from_utf8(decoded).map_err(|_| bad())?;
+                let (u, p) = decoded.split_once(':').ok_or_else(bad)?;
+                return Ok((RegistryAuth::Basic(u.to_string(), p.to_string()), from));
+            }
+            return Err(bad());
+        }
+        Ok((RegistryAuth::Anonymous, "anonymous".into()))
+    }
+}
+
+/// What was pulled.
+#[derive(Debug, Clone)]
+pub struct Fetched {
+    /// The reference as asked for.
+    pub reference: String,
+    /// The manifest's digest (what `toolhost.lock` pins).
+    pub digest: String,
+    /// The layer's digest.
+    pub layer_digest: String,
+    /// The layer: the (signed) component file.
+    pub bytes: Vec<u8>,
+    /// The manifest's annotations (as the pusher wrote them: unverified).
+    pub annotations: BTreeMap<String, String>,
+    /// The cached layer file, when the cache is on.
+    pub path: Option<PathBuf>,
+    /// Served from the cache without asking the registry.
+    pub from_cache: bool,
+}
+
+impl Fetched {
+    /// `oci://HOST/REPO@sha256:...`, the exact artifact.
+    pub fn pinned(&self) -> String {
+        match OciRef::parse(&self.reference) {
+            Ok(r) => r.at_digest(&self.digest).to_string(),
+            Err(_) => self.reference.clone(),
+        }
+    }
+}
+
+/// What a push did.
+#[derive(Debug, Clone)]
+pub struct Pushed {
+    /// The manifest's digest.
+    pub digest: String,
+    /// The layer's digest.
+    pub layer_digest: String,
+    /// Bytes pushed (layer, config, manifest).
+    pub bytes: usize,
+}
+
+/// Component facts for the artifact's config (`component.imports/exports`).
+#[derive(Debug, Clone, Default)]
+pub struct ComponentInfo {
+    /// The component's imports.
+    pub imports: Vec<String>,
+    /// The component's exports.
+    pub exports: Vec<String>,
+    /// Author, for the config's `author`.
+    pub author: Option<String>,
+}
+
+/// A registry client with a digest-addressed cache.
+#[derive(Debug, Clone)]
+pub struct OciStore {
+    cache: Option<PathBuf>,
+    insecure: Vec<String>,
+    credentials: Credentials,
+    max_layer_bytes: usize,
+    timeout: Duration,
+}
+
+fn sha256_digest(b: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(b)))
+}
+
+/// An `oci-client` error as text safe to show: escaped, bounded.
+fn describe(e: &oci_client::errors::OciDistributionError) -> String {
+    let text = e.to_string();
+    let short: String = text.chars().take(300).collect();
+    crate::tool::log_safe(&short).into_owned()
+}
+
+fn unreachable(e: &oci_client::errors::OciDistributionError) -> bool {
+    matches!(e, oci_client::errors::OciDistributionError::RequestError(r) if r.is_connect() || r.is_timeout())
+}
+
+fn not_found(e: &oci_client::errors::OciDistributionError) -> bool {
+    use oci_client::errors::OciDistributionError as E;
+    match e {
+        E::ImageManifestNotFoundError(_) => true,
+        E::ServerError { code, .. } => *code == 404,
+        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
+            matches!(
+                e.code,
+                oci_client::errors::OciErrorCode::ManifestUnknown
+                    | oci_client::errors::OciErrorCode::BlobUnknown
+                    | oci_client::errors::OciErrorCode::NameUnknown
+            )
+        }),
+        _ => false,
+    }
+}
+
+impl OciStore {
+    /// A store caching under `<cache_dir>/oci` (no cache: `None`),
+    /// accepting layers up to `max_layer_bytes`.
+    pub fn new(
+        config: &OciConfig,
+        credentials: Credentials,
+        cache_dir: Option<&Path>,
+        max_layer_bytes: usize,
+    ) -> OciStore {
+        OciStore {
+            cache: cache_dir.map(|d| d.join("oci")),
+            insecure: config.insecure.clone(),
+            credentials,
+            max_layer_bytes,
+            timeout: Duration::from_secs(config.timeout_secs.unwrap_or(120).max(1)),
+        }
+    }
+
+    /// Allows plain HTTP to `registry` too (`--insecure`).
+    pub fn allow_insecure(&mut self, registry: &str) {
+        self.insecure.push(registry.to_string());
+    }
+
+    /// Largest layer accepted.
+    pub fn max_layer_bytes(&self) -> usize {
+        self.max_layer_bytes
+    }
+
+    fn client(&self, r: &OciRef) -> (Client, String) {
+        let registry = r.registry().to_string();
+        let plain = is_loopback(&registry) || self.insecure.contains(&registry);
+        let protocol = if plain { ClientProtocol::HttpsExcept(vec![registry.clone()]) } else { ClientProtocol::Https };
+        let client = Client::new(ClientConfig {
+            protocol,
+            connect_timeout: Some(Duration::from_secs(10)),
+            read_timeout: Some(Duration::from_secs(30)),
+            ..Default::default()
+        });
+        (client, registry)
+    }
+
+    fn auth(&self, r: &OciRef) -> Result<RegistryAuth, OciError> {
+        let (auth, from) = self.credentials.for_registry(r.registry())?;
+        tracing::debug!(registry = %r.registry(), credentials = %from, "registry credentials");
+        Ok(auth)
+    }
+
+    /// Runs `f` on a runtime of its own, on a thread of its own (callable
+    /// from anywhere, async context or not), bounded by the timeout.
+    fn block<T: Send>(
+        &self,
+        registry: &str,
+        f: impl std::future::Future<Output = Result<T, OciError>> + Send,
+    ) -> Result<T, OciError> {
+        let timeout = self.timeout;
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| {
+                    OciError::Registry { registry: registry.to_string(), message: format!("no async runtime: {e}") }
+                })?;
+                rt.block_on(async {
+                    tokio::time::timeout(timeout, f).await.unwrap_or_else(|_| {
+                        Err(OciError::Unreachable {
+                            registry: registry.to_string(),
+                            message: format!("no answer within {} s", timeout.as_secs()),
+                        })
+                    })
+                })
+            })
+            .join()
+            .unwrap_or_else(|_| {
+                Err(OciError::Registry {
+                    registry: registry.to_string(),
+                    message: "the registry client panicked".into(),
+                })
+            })
+        })
+    }
+
+    fn registry_err(registry: &str, e: &oci_client::errors::OciDistributionError) -> OciError {
+        if unreachable(e) {
+            OciError::Unreachable { registry: registry.to_string(), message: describe(e) }
+        } else {
+            OciError::Registry { registry: registry.to_string(), message: describe(e) }
+        }
+    }
+
+    /// Pushes `package` (a component file) to `r` as a Wasm OCI artifact
+    /// with `annotations` on the manifest.
+    pub fn push(
+        &self,
+        r: &OciRef,
+        package: &[u8],
+        info: &ComponentInfo,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<Pushed, OciError> {
+        if r.digest().is_some() {
+            return Err(OciError::Reference {
+                reference: r.to_string(),
+                reason: "push to a tag (REPO:TAG), not a digest".into(),
+            });
+        }
+        let (client, registry) = self.client(r);
+        let auth = self.auth(r)?;
+        let layer_digest = sha256_digest(package);
+        let config = serde_json::json!({
+            "created": annotations.get(annotations::CREATED).cloned()
+                .unwrap_or_else(|| chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
+            "author": info.author,
+            "architecture": "wasm",
+            "os": "wasip2",
+            "layerDigests": [layer_digest],
+            "component": {"exports": info.exports, "imports": info.imports, "target": null},
+        });
+        let config = serde_json::to_vec(&config).unwrap_or_default();
+        let config_digest = sha256_digest(&config);
+        let manifest = OciImageManifest {
+            schema_version: 2,
+            media_type: Some(MANIFEST_MEDIA_TYPE.into()),
+            config: OciDescriptor {
+                media_type: CONFIG_MEDIA_TYPE.into(),
+                digest: config_digest.clone(),
+                size: config.len() as i64,
+                ..Default::default()
+            },
+            layers: vec![OciDescriptor {
+                media_type: LAYER_MEDIA_TYPE.into(),
+                digest: layer_digest.clone(),
+                size: package.len() as i64,
+                ..Default::default()
+            }],
+            annotations: Some(annotations),
+            ..Default::default()
+        };
+        let manifest = serde_json::to_vec(&manifest).map_err(|e| OciError::Registry {
+            registry: registry.clone(),
+            message: format!("encoding the manifest: {e}"),
+        })?;
+        let digest = sha256_digest(&manifest);
+        let total = package.len() + config.len() + manifest.len();
+        let reference = r.reference.clone();
+        self.block(&registry, async {
+            let err = |e: oci_client::errors::OciDistributionError| Self::registry_err(&registry, &e);
+            client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
+            client.auth(&reference, &auth, oci_client::RegistryOperation::Push).await.map_err(err)?;
+            client.push_blob(&reference, package.to_vec(), &layer_digest).await.map_err(err)?;
+            client.push_blob(&reference, config, &config_digest).await.map_err(err)?;
+            let ct = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
+            client.push_manifest_raw(&reference, manifest, ct).await.map_err(err)?;
+            Ok(())
+        })?;
+        tracing::info!(reference = %r, %digest, "pushed");
+        Ok(Pushed { digest, layer_digest, bytes: total })
+    }
+
+    /// Checks a manifest's shape: the Wasm artifact layout, one layer of
+    /// bounded size with a sha256 digest.
+    fn check_manifest(&self, r: &OciRef, raw: &[u8]) -> Result<OciImageManifest, OciError> {
+        let refuse = |reason: String| OciError::Refused { reference: r.to_string(), reason };
+        if raw.len() > MAX_MANIFEST_BYTES {
+            return Err(refuse(format!("the manifest is {} bytes, over the {MAX_MANIFEST_BYTES} limit", raw.len())));
+        }
+        let m: OciImageManifest = serde_json::from_slice(raw)
+            .map_err(|e| refuse(format!("the manifest is not an OCI image manifest: {e}")))?;
+        if m.media_type.as_deref().is_some_and(|t| t != MANIFEST_MEDIA_TYPE) {
+            return Err(refuse(format!(
+                "the manifest's media type is {:?}, not {MANIFEST_MEDIA_TYPE}",
+                crate::tool::log_safe(m.media_type.as_deref().unwrap_or(""))
+            )));
+        }
+        if m.config.media_type != CONFIG_MEDIA_TYPE {
+            return Err(refuse(format!(
+                "the config's media type is {:?}, not {CONFIG_MEDIA_TYPE}: not a Wasm artifact",
+                crate::tool::log_safe(&m.config.media_type)
+            )));
+        }
+        let [layer] = &m.layers[..] else {
+            return Err(refuse(format!("a Wasm artifact has exactly one layer, this one has {}", m.layers.len())));
+        };
+        if layer.media_type != LAYER_MEDIA_TYPE {
+            return Err(refuse(format!(
+                "the layer's media type is {:?}, not {LAYER_MEDIA_TYPE}",
+                crate::tool::log_safe(&layer.media_type)
+            )));
+        }
+        if !is_sha256_digest(&layer.digest) {
+            return Err(refuse("the layer's digest is not a sha256 digest".into()));
+        }
+        if layer.size < 0 || layer.size as u64 > self.max_layer_bytes as u64 {
+            return Err(refuse(format!(
+                "the layer is {} bytes, over the plugin size limit of {}",
+                layer.size, self.max_layer_bytes
+            )));
+        }
+        Ok(m)
+    }
+
+    /// The manifest (digest, parsed, checked) of `r`, from the registry
+    /// (a digest reference: from the cache when there).
+    pub fn manifest(&self, r: &OciRef) -> Result<(String, OciImageManifest), OciError> {
+        if let Some(d) = r.digest()
+            && let Some(raw) = self.read_blob(d, MAX_MANIFEST_BYTES)
+        {
+            return Ok((d.to_string(), self.check_manifest(r, &raw)?));
+        }
+        let (client, registry) = self.client(r);
+        let auth = self.auth(r)?;
+        let raw = self.block(&registry, async {
+            client
+                .pull_manifest_raw(&r.reference, &auth, &[MANIFEST_MEDIA_TYPE])
+                .await
+                .map_err(|e| Self::registry_err(&registry, &e))
+        })?;
+        let digest = sha256_digest(&raw.0);
+        if let Some(want) = r.digest()
+            && want != digest
+        {
+            return Err(OciError::Refused {
+                reference: r.to_string(),
+                reason: format!("the registry served a manifest whose digest is {digest}"),
+            });
+        }
+        Ok((digest, self.check_manifest(r, &raw.0)?))
+    }
+
+    /// Pulls `r` (at `pinned`, a manifest digest, when given): the cache
+    /// first for a digest, the registry otherwise (and the cache again when
+    /// the registry cannot be reached for a tag).
+    pub fn fetch(&self, r: &OciRef, pinned: Option<&str>) -> Result<Fetched, OciError> {
+        let refuse = |reason: String| OciError::Refused { reference: r.to_string(), reason };
+        if let (Some(p), Some(d)) = (pinned, r.digest())
+            && p != d
+        {
+            return Err(refuse(format!("the lock file pins {p}, the reference names {d}")));
+        }
+        let want = pinned.or(r.digest()).map(str::to_string);
+        if let Some(d) = &want {
+            if !is_sha256_digest(d) {
+                return Err(refuse(format!("{:?} is not a sha256 digest", crate::tool::log_safe(d))));
+            }
+            if let Some(f) = self.cached(r, d)? {
+                tracing::debug!(reference = %r, digest = %d, "served from the cache");
+                return Ok(f);
+            }
+        }
+        let target = match &want {
+            Some(d) => r.at_digest(d),
+            None => r.clone(),
+        };
+        let (client, registry) = self.client(r);
+        let auth = self.auth(r)?;
+        let raw = self.block(&registry, async {
+            client.pull_manifest_raw(&target.reference, &auth, &[MANIFEST_MEDIA_TYPE]).await.map_err(|e| {
+                match (&want, not_found(&e)) {
+                    (Some(d), true) => refuse(format!("the registry no longer serves the pinned digest {d}")),
+                    _ => Self::registry_err(&registry, &e),
+                }
+            })
+        });
+        let raw = match raw {
+            Ok((raw, _)) => raw,
+            Err(OciError::Unreachable { registry, message }) if want.is_none() => {
+                // A tag, and the registry is gone: the digest it last named.
+                if let Some(d) = self.read_tag(r)
+                    && let Some(f) = self.cached(r, &d)?
+                {
+                    tracing::warn!(reference = %r, digest = %d, "registry unreachable ({message}); using the digest this tag last resolved to, from the cache");
+                    return Ok(f);
+                }
+                return Err(OciError::Unreachable { registry, message });
+            }
+            Err(e) => return Err(e),
+        };
+        let digest = sha256_digest(&raw);
+        if let Some(d) = &want
+            && *d != digest
+        {
+            return Err(refuse(format!(
+                "the registry serves different content for the pinned digest {d} (its sha256 is {digest})"
+            )));
+        }
+        let manifest = self.check_manifest(r, &raw)?;
+        let layer = manifest.layers[0].clone();
+        let bytes = match self.read_blob(&layer.digest, self.max_layer_bytes) {
+            Some(b) => b,
+            None => {
+                let max = self.max_layer_bytes;
+                self.block(&registry, async {
+                    use futures::StreamExt as _;
+                    let mut stream = client
+                        .pull_blob_stream(&target.reference, &layer)
+                        .await
+                        .map_err(|e| Self::registry_err(&registry, &e))?;
+                    if stream.content_length.is_some_and(|n| n > max as u64) {
+                        return Err(refuse(format!("the layer is over the plugin size limit of {max} bytes")));
+                    }
+                    let mut out = Vec::new();
+                    while let Some(chunk) = stream.stream.next().await {
+                        let chunk = chunk.map_err(|e| OciError::Refused {
+                            reference: r.to_string(),
+                            reason: format!(
+                                "reading the layer: {}",
+                                crate::tool::log_safe(&e.to_string().chars().take(300).collect::<String>())
+                            ),
+                        })?;
+                        if out.len() + chunk.len() > max {
+                            return Err(refuse(format!("the layer is over the plugin size limit of {max} bytes")));
+                        }
+                        out.extend_from_slice(&chunk);
+                    }
+                    Ok(out)
+                })?
+            }
+        };
+        let actual = sha256_digest(&bytes);
+        if actual != layer.digest {
+            return Err(refuse(format!("the layer's sha256 is {actual}, the manifest says {}", layer.digest)));
+        }
+        if bytes.len() as i64 != layer.size {
+            return Err(refuse(format!("the layer is {} bytes, the manifest says {}", bytes.len(), layer.size)));
+        }
+        let path = self.write_blob(&layer.digest, &bytes)?;
+        self.write_blob(&digest, &raw)?;
+        if want.is_none() {
+            self.write_tag(r, &digest)?;
+        }
+        Ok(Fetched {
+            reference: r.to_string(),
+            digest,
+            layer_digest: layer.digest,
+            bytes,
+            annotations: manifest.annotations.unwrap_or_default(),
+            path,
+            from_cache: false,
+        })
+    }
+
+    fn cached(&self, r: &OciRef, digest: &str) -> Result<Option<Fetched>, OciError> {
+        let Some(raw) = self.read_blob(digest, MAX_MANIFEST_BYTES) else { return Ok(None) };
+        let manifest = self.check_manifest(r, &raw)?;
+        let layer = &manifest.layers[0];
+        let Some(bytes) = self.read_blob(&layer.digest, self.max_layer_bytes) else { return Ok(None) };
+        Ok(Some(Fetched {
+            reference: r.to_string(),
+            digest: digest.to_string(),
+            layer_digest: layer.digest.clone(),
+            path: self.blob_path(&layer.digest),
+            bytes,
+            annotations: manifest.annotations.clone().unwrap_or_default(),
+            from_cache: true,
+        }))
+    }
+
+    fn blob_path(&self, digest: &str) -> Option<PathBuf> {
+        let hex = digest.strip_prefix("sha256:").filter(|_| is_sha256_digest(digest))?;
+        Some(self.cache.as_ref()?.join("blobs/sha256").join(hex))
+    }
+
+    /// A cached blob, re-hashed: one whose bytes no longer match its name
+    /// is removed and reported missing.
+    fn read_blob(&self, digest: &str, limit: usize) -> Option<Vec<u8>> {
+        let path = self.blob_path(digest)?;
+        let bytes = crate::runtime::read_bounded(&path, limit).ok()?;
+        if sha256_digest(&bytes) != digest {
+            tracing::warn!(path = %path.display(), "cached registry blob does not match its digest; removing it");
+            let _ = std::fs::remove_file(&path);
+            return None;
+        }
+        Some(bytes)
+    }
+
+    fn write_blob(&self, digest: &str, bytes: &[u8]) -> Result<Option<PathBuf>, OciError> {
+        let Some(path) = self.blob_path(digest) else { return Ok(None) };
+        let err = |path: &Path, message: String| OciError::Cache { path: path.to_path_buf(), message };
+        if let Some(root) = &self.cache {
+            crate::runtime::private::ensure_private_dir(root).map_err(|e| err(root, e.to_string()))?;
+        }
+        let dir = path.parent().unwrap_or(Path::new("."));
+        crate::runtime::private::ensure_private_dir(dir).map_err(|e| err(dir, e.to_string()))?;
+        crate::runtime::private::write_private(&path, bytes).map_err(|e| err(&path, e.to_string()))?;
+        Ok(Some(path))
+    }
+
+    fn tag_path(&self, r: &OciRef) -> Option<PathBuf> {
+        let key = format!("{}/{}:{}", r.registry(), r.repository(), r.tag().unwrap_or("latest"));
+        Some(self.cache.as_ref()?.join("tags").join(hex::encode(Sha256::digest(key.as_bytes()))))
+    }
+
+    fn read_tag(&self, r: &OciRef) -> Option<String> {
+        let text = crate::runtime::read_bounded(&self.tag_path(r)?, 128).ok()?;
+        let d = String::from_utf8(text).ok()?.trim().to_string();
+        is_sha256_digest(&d).then_some(d)
+    }
+
+    fn write_tag(&self, r: &OciRef, digest: &str) -> Result<(), OciError> {
+        let Some(path) = self.tag_path(r) else { return Ok(()) };
+        let dir = path.parent().unwrap_or(Path::new("."));
+        let err = |path: &Path, message: String| OciError::Cache { path: path.to_path_buf(), message };
+        crate::runtime::private::ensure_private_dir(dir).map_err(|e| err(dir, e.to_string()))?;
+        crate::runtime::private::write_private(&path, digest.as_bytes()).map_err(|e| err(&path, e.to_string()))
+    }
+}
+
+/// The key id `toolhost push` annotates: `ed25519:` and the first 16 hex
+/// digits of the sha256 of the raw public key.
+pub fn key_id(public_key_b64: &str) -> String {
+    let raw = base64::engine::general_purpose::STANDARD.decode(public_key_b64).unwrap_or_default();
+    format!("ed25519:{}", &hex::encode(Sha256::digest(&raw))[..16])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_parse_strictly() {
+        let r = OciRef::parse("oci://127.0.0.1:5000/tools/demo:1.0.0").unwrap();
+        assert_eq!((r.registry(), r.repository(), r.tag()), ("127.0.0.1:5000", "tools/demo", Some("1.0.0")));
+        assert_eq!(r.short_name(), "demo");
+        assert_eq!(r.to_string(), "oci://127.0.0.1:5000/tools/demo:1.0.0");
+        let d = format!("sha256:{}", "ab".repeat(32));
+        let r = OciRef::parse(&format!("oci://localhost:5000/demo@{d}")).unwrap();
+        assert_eq!(r.digest(), Some(d.as_str()));
+        for bad in [
+            "127.0.0.1:5000/demo:1",
+            "oci://demo:1",
+            "oci://host/../etc:1",
+            "oci://host/a/..:x",
+            "oci://host/demo:../../x",
+            "oci://host/demo:a/b",
+            "oci://host/demo@sha256:xyz",
+            "oci://host/demo@sha512:00",
+            "oci://host/de mo:1",
+            "oci://host/demo:1\n",
+        ] {
+            assert!(OciRef::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let e = OciRef::parse("oci://alice:s3cret@host/demo:1").unwrap_err().to_string();
+        assert!(!e.contains("s3cret") && !e.contains("alice"), "{e}");
+    }
+
+    #[test]
+    fn loopback_is_recognised() {
+        for l in ["127.0.0.1:5000", "localhost:80", "localhost", "[::1]:5000", "127.1.2.3"] {
+            assert!(is_loopback(l), "{l}");
+        }
+        for n in ["example.com:5000", "10.0.0.1:5000", "[::2]:1", "localhost.evil.com"] {
+            assert!(!is_loopback(n), "{n}");
+        }
+    }
+
+    #[test]
+    fn credentials_come_from_the_auth_file_for_that_registry_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("config.json");
+        let auth = base64::engine::general_purpose::STANDARD.encode("bob:hunter2");
+        std::fs::write(&f, format!(r#"{{"auths": {{"https://127.0.0.1:5000": {{"auth": "{auth}"}}}}}}"#)).unwrap();
+        let c = Credentials { files: vec![f.clone()], env: None };
+        let (a, from) = c.for_registry("127.0.0.1:5000").unwrap();
+        assert!(matches!(a, RegistryAuth::Basic(u, p) if u == "bob" && p == "hunter2"));
+        assert_eq!(from, f.display().to_string());
+        assert!(matches!(c.for_registry("127.0.0.1:5001").unwrap().0, RegistryAuth::Anonymous));
+        std::fs::write(&f, r#"{"auths": {"127.0.0.1:5000": {"auth": "hunter2-not-base64!"}}}"#).unwrap();
+        let e = c.for_registry("127.0.0.1:5000").unwrap_err().to_string();
+        assert!(!e.contains("hunter2"), "{e}");
+        assert!(format!("{c:?}").len() < 200);
+    }
+}
