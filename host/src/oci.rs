@@ -455,23 +455,6 @@ fn unreachable(e: &oci_client::errors::OciDistributionError) -> bool {
     matches!(e, oci_client::errors::OciDistributionError::RequestError(r) if r.is_connect() || r.is_timeout())
 }
 
-fn not_found(e: &oci_client::errors::OciDistributionError) -> bool {
-    use oci_client::errors::OciDistributionError as E;
-    match e {
-        E::ImageManifestNotFoundError(_) => true,
-        E::ServerError { code, .. } => *code == 404,
-        E::RegistryError { envelope, .. } => envelope.errors.iter().any(|e| {
-            matches!(
-                e.code,
-                oci_client::errors::OciErrorCode::ManifestUnknown
-                    | oci_client::errors::OciErrorCode::BlobUnknown
-                    | oci_client::errors::OciErrorCode::NameUnknown
-            )
-        }),
-        _ => false,
-    }
-}
-
 impl OciStore {
     /// A store caching under `<cache_dir>/oci` (no cache: `None`),
     /// accepting layers up to `max_layer_bytes`.
@@ -547,6 +530,41 @@ impl OciStore {
                     registry: registry.to_string(),
                     message: "the registry client panicked".into(),
                 })
+            })
+        })
+    }
+
+    /// A bounded reader for `r`'s registry with its credentials.
+    fn reader(&self, r: &OciRef) -> Result<bounded::Reader, OciError> {
+        let registry = r.reference.resolve_registry().to_string();
+        let plain = is_loopback(r.registry()) || self.insecure.iter().any(|i| i == r.registry());
+        let auth = self.auth(r)?;
+        bounded::Reader::new(&registry, plain, &self.insecure, auth, self.timeout)
+            .map_err(|message| OciError::Registry { registry: r.registry().to_string(), message })
+    }
+
+    /// Reads `kind` (`manifests`, `blobs`) `reference` of `r`'s repository
+    /// with the bounded reader; `Ok(None)` when the registry has none.
+    fn get_bounded(
+        &self,
+        r: &OciRef,
+        kind: &str,
+        reference: &str,
+        accept: &str,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, OciError> {
+        let mut reader = self.reader(r)?;
+        let registry = r.registry().to_string();
+        let repository = r.reference.repository().to_string();
+        self.block(&registry, async {
+            reader.get(&repository, kind, reference, accept, max).await.map_err(|message| {
+                if message.starts_with("unreachable") {
+                    OciError::Unreachable { registry: registry.clone(), message }
+                } else if message.contains("limit") {
+                    OciError::Refused { reference: r.to_string(), reason: message }
+                } else {
+                    OciError::Registry { registry: registry.clone(), message }
+                }
             })
         })
     }
@@ -677,14 +695,15 @@ impl OciStore {
         {
             return Ok((d.to_string(), self.check_manifest(r, &raw)?));
         }
-        let (client, registry) = self.client(r);
-        let auth = self.auth(r)?;
-        let raw = self.block(&registry, async {
-            client
-                .pull_manifest_raw(&r.reference, &auth, &[MANIFEST_MEDIA_TYPE])
-                .await
-                .map_err(|e| Self::registry_err(&registry, &e))
-        })?;
+        let name = r.digest().or(r.reference.tag()).unwrap_or("latest").to_string();
+        let raw =
+            self.get_bounded(r, "manifests", &name, MANIFEST_MEDIA_TYPE, MAX_MANIFEST_BYTES)?.ok_or_else(|| {
+                OciError::Registry {
+                    registry: r.registry().to_string(),
+                    message: format!("no {} in {}", crate::tool::log_safe(&name), r.reference.repository()),
+                }
+            })?;
+        let raw = (raw, ());
         let digest = sha256_digest(&raw.0);
         if let Some(want) = r.digest()
             && want != digest
@@ -721,18 +740,20 @@ impl OciStore {
             Some(d) => r.at_digest(d),
             None => r.clone(),
         };
-        let (client, registry) = self.client(r);
-        let auth = self.auth(r)?;
-        let raw = self.block(&registry, async {
-            client.pull_manifest_raw(&target.reference, &auth, &[MANIFEST_MEDIA_TYPE]).await.map_err(|e| {
-                match (&want, not_found(&e)) {
-                    (Some(d), true) => refuse(format!("the registry no longer serves the pinned digest {d}")),
-                    _ => Self::registry_err(&registry, &e),
-                }
-            })
-        });
+        let name = target.digest().or(target.reference.tag()).unwrap_or("latest").to_string();
+        let raw = match self.get_bounded(&target, "manifests", &name, MANIFEST_MEDIA_TYPE, MAX_MANIFEST_BYTES) {
+            Ok(Some(raw)) => Ok(raw),
+            Ok(None) => Err(match &want {
+                Some(d) => refuse(format!("the registry no longer serves the pinned digest {d}")),
+                None => OciError::Registry {
+                    registry: r.registry().to_string(),
+                    message: format!("no tag {} in {}", crate::tool::log_safe(&name), r.reference.repository()),
+                },
+            }),
+            Err(e) => Err(e),
+        };
         let raw = match raw {
-            Ok((raw, _)) => raw,
+            Ok(raw) => raw,
             Err(OciError::Unreachable { registry, message }) if want.is_none() => {
                 // A tag, and the registry is gone: the digest it last named.
                 if let Some(d) = self.read_tag(r)
@@ -758,32 +779,20 @@ impl OciStore {
         let bytes = match self.read_blob(&layer.digest, self.max_layer_bytes) {
             Some(b) => b,
             None => {
-                let max = self.max_layer_bytes;
-                self.block(&registry, async {
-                    use futures::StreamExt as _;
-                    let mut stream = client
-                        .pull_blob_stream(&target.reference, &layer)
-                        .await
-                        .map_err(|e| Self::registry_err(&registry, &e))?;
-                    if stream.content_length.is_some_and(|n| n > max as u64) {
-                        return Err(refuse(format!("the layer is over the plugin size limit of {max} bytes")));
-                    }
-                    let mut out = Vec::new();
-                    while let Some(chunk) = stream.stream.next().await {
-                        let chunk = chunk.map_err(|e| OciError::Refused {
-                            reference: r.to_string(),
-                            reason: format!(
-                                "reading the layer: {}",
-                                crate::tool::log_safe(&e.to_string().chars().take(300).collect::<String>())
-                            ),
-                        })?;
-                        if out.len() + chunk.len() > max {
-                            return Err(refuse(format!("the layer is over the plugin size limit of {max} bytes")));
+                if layer.size < 0 || layer.size as u64 > self.max_layer_bytes as u64 {
+                    return Err(refuse(format!(
+                        "the layer is over the plugin size limit of {} bytes",
+                        self.max_layer_bytes
+                    )));
+                }
+                self.get_bounded(&target, "blobs", &layer.digest, "application/wasm", self.max_layer_bytes)
+                    .map_err(|e| match e {
+                        OciError::Refused { .. } => {
+                            refuse(format!("the layer is over the plugin size limit of {} bytes", self.max_layer_bytes))
                         }
-                        out.extend_from_slice(&chunk);
-                    }
-                    Ok(out)
-                })?
+                        e => e,
+                    })?
+                    .ok_or_else(|| refuse(format!("the registry does not serve the layer {}", layer.digest)))?
             }
         };
         let actual = sha256_digest(&bytes);
@@ -938,5 +947,253 @@ mod tests {
         let e = c.for_registry("127.0.0.1:5000").unwrap_err().to_string();
         assert!(!e.contains("hunter2"), "{e}");
         assert!(format!("{c:?}").len() < 200);
+    }
+}
+
+/// Reads from a registry with every answer bounded: manifests, token
+/// answers and layers are read in chunks and refused past their limits
+/// (oci-client reads manifests and token answers whole before anything
+/// can check their size, so a hostile registry could fill the host's
+/// memory through it). The token flow is the distribution spec's: an
+/// anonymous request first, then on a `401` the challenge's realm (HTTPS
+/// only, unless it is on loopback or listed in `oci.insecure`) with the
+/// credentials, then the request again with the token.
+mod bounded {
+    use super::{RegistryAuth, is_loopback};
+    use base64::Engine as _;
+
+    /// The largest token answer read.
+    const MAX_TOKEN_BYTES: usize = 64 * 1024;
+
+    /// One registry, one set of credentials, its token once obtained.
+    pub(super) struct Reader {
+        http: reqwest::Client,
+        scheme: &'static str,
+        registry: String,
+        insecure: Vec<String>,
+        auth: RegistryAuth,
+        token: Option<String>,
+    }
+
+    /// Reads a body, at most `max` bytes.
+    async fn read_capped(mut resp: reqwest::Response, max: usize, what: &str) -> Result<Vec<u8>, String> {
+        if let Some(n) = resp.content_length()
+            && n > max as u64
+        {
+            return Err(format!("the {what} is {n} bytes, over the {max} limit"));
+        }
+        let mut out = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| format!("reading the {what}: {e}"))? {
+            if out.len() + chunk.len() > max {
+                return Err(format!("the {what} is over the {max} byte limit"));
+            }
+            out.extend_from_slice(&chunk);
+        }
+        Ok(out)
+    }
+
+    /// The parameters of a `WWW-Authenticate: Bearer k="v",...` challenge.
+    fn challenge_params(header: &str) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let rest = header.split_once(' ').map_or("", |(_, r)| r);
+        let mut s = rest.trim();
+        while let Some((k, after)) = s.split_once('=') {
+            let k = k.trim().trim_start_matches(',').trim().to_ascii_lowercase();
+            let after = after.trim_start();
+            let (v, next) = if let Some(q) = after.strip_prefix('"') {
+                match q.find('"') {
+                    Some(end) => (&q[..end], &q[end + 1..]),
+                    None => (q, ""),
+                }
+            } else {
+                match after.find(',') {
+                    Some(end) => (&after[..end], &after[end..]),
+                    None => (after, ""),
+                }
+            };
+            out.push((k, v.to_string()));
+            s = next.trim_start_matches(',').trim();
+        }
+        out
+    }
+
+    impl Reader {
+        pub(super) fn new(
+            registry: &str,
+            plain: bool,
+            insecure: &[String],
+            auth: RegistryAuth,
+            timeout: std::time::Duration,
+        ) -> Result<Reader, String> {
+            let http = reqwest::Client::builder()
+                .connect_timeout(std::time::Duration::from_secs(10))
+                .read_timeout(timeout)
+                // Blob stores often redirect; reqwest drops the
+                // Authorization header when the host changes.
+                .redirect(reqwest::redirect::Policy::limited(5))
+                .build()
+                .map_err(|e| format!("no HTTP client: {e}"))?;
+            Ok(Reader {
+                http,
+                scheme: if plain { "http" } else { "https" },
+                registry: registry.to_string(),
+                insecure: insecure.to_vec(),
+                auth,
+                token: None,
+            })
+        }
+
+        fn authorization(&self) -> Option<String> {
+            match (&self.token, &self.auth) {
+                (Some(t), _) | (None, RegistryAuth::Bearer(t)) => Some(format!("Bearer {t}")),
+                _ => None,
+            }
+        }
+
+        fn basic(&self) -> Option<String> {
+            match &self.auth {
+                RegistryAuth::Basic(u, p) => {
+                    Some(format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))))
+                }
+                _ => None,
+            }
+        }
+
+        async fn send(
+            &self,
+            url: &str,
+            accept: &str,
+            authorization: Option<&str>,
+        ) -> Result<reqwest::Response, String> {
+            let mut req = self.http.get(url).header(reqwest::header::ACCEPT, accept);
+            if let Some(a) = authorization {
+                req = req.header(reqwest::header::AUTHORIZATION, a);
+            }
+            req.send().await.map_err(|e| format!("unreachable: {}", e.without_url()))
+        }
+
+        /// Whether a token realm may be asked: HTTPS, or plain HTTP on
+        /// loopback or to a host the operator listed as insecure.
+        fn realm_allowed(&self, realm: &url::Url) -> bool {
+            let host = match (realm.host_str(), realm.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                (Some(h), None) => h.to_string(),
+                _ => return false,
+            };
+            match realm.scheme() {
+                "https" => true,
+                "http" => is_loopback(&host) || self.insecure.iter().any(|i| *i == host),
+                _ => false,
+            }
+        }
+
+        /// Gets a token for the challenge in `header`.
+        async fn token(&mut self, header: &str, repository: &str) -> Result<(), String> {
+            let params = challenge_params(header);
+            let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+            let realm = get("realm").ok_or("the registry's challenge names no token realm")?;
+            let mut url = url::Url::parse(&realm).map_err(|_| "the registry's token realm is not a URL".to_string())?;
+            if !self.realm_allowed(&url) {
+                return Err(format!(
+                    "the registry sends credentials to {}://{} over plain HTTP; refused (list the host in oci.insecure to allow it)",
+                    url.scheme(),
+                    url.host_str().unwrap_or("?")
+                ));
+            }
+            {
+                let mut q = url.query_pairs_mut();
+                if let Some(s) = get("service") {
+                    q.append_pair("service", &s);
+                }
+                q.append_pair("scope", &get("scope").unwrap_or_else(|| format!("repository:{repository}:pull")));
+            }
+            let resp = self.send(url.as_str(), "application/json", self.basic().as_deref()).await?;
+            let status = resp.status();
+            let body = read_capped(resp, MAX_TOKEN_BYTES, "token answer").await?;
+            if !status.is_success() {
+                return Err(format!("the token service answered {status}: check the registry credentials"));
+            }
+            #[derive(serde::Deserialize)]
+            struct Token {
+                token: Option<String>,
+                access_token: Option<String>,
+            }
+            let t: Token = serde_json::from_slice(&body).map_err(|_| "the token answer is not JSON".to_string())?;
+            self.token = Some(t.token.or(t.access_token).ok_or("the token answer holds no token")?);
+            Ok(())
+        }
+
+        /// GETs `/v2/<repository>/<kind>/<reference>`, at most `max` bytes;
+        /// `Ok(None)` when the registry says it has no such thing.
+        pub(super) async fn get(
+            &mut self,
+            repository: &str,
+            kind: &str,
+            reference: &str,
+            accept: &str,
+            max: usize,
+        ) -> Result<Option<Vec<u8>>, String> {
+            let url = format!("{}://{}/v2/{repository}/{kind}/{reference}", self.scheme, self.registry);
+            let mut resp = self.send(&url, accept, self.authorization().as_deref()).await?;
+            if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+                let challenge = resp
+                    .headers()
+                    .get(reqwest::header::WWW_AUTHENTICATE)
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("")
+                    .to_string();
+                let retry = if challenge.to_ascii_lowercase().starts_with("bearer") {
+                    self.token(&challenge, repository).await?;
+                    self.authorization()
+                } else {
+                    self.basic()
+                };
+                let Some(authorization) = retry else {
+                    return Err("the registry wants credentials (see `oci.auth_file` and TOOLHOST_REGISTRY_*)".into());
+                };
+                resp = self.send(&url, accept, Some(&authorization)).await?;
+            }
+            let status = resp.status();
+            if status == reqwest::StatusCode::NOT_FOUND {
+                return Ok(None);
+            }
+            if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+                return Err(format!("the registry answered {status}: check the registry credentials"));
+            }
+            if !status.is_success() {
+                return Err(format!("the registry answered {status}"));
+            }
+            let what = if kind == "manifests" { "manifest" } else { "layer" };
+            read_capped(resp, max, what).await.map(Some)
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::{Reader, RegistryAuth, challenge_params};
+
+        #[test]
+        fn token_realms_must_be_https_unless_loopback_or_listed() {
+            let insecure = ["plain.example:5000".to_string()];
+            let timeout = std::time::Duration::from_secs(1);
+            let r = Reader::new("registry.example", false, &insecure, RegistryAuth::Anonymous, timeout).unwrap();
+            let ok = |u: &str| r.realm_allowed(&url::Url::parse(u).unwrap());
+            assert!(ok("https://auth.example/token"));
+            assert!(!ok("http://auth.example/token"), "credentials never go in clear text to a foreign host");
+            assert!(ok("http://127.0.0.1:5001/token"));
+            assert!(ok("http://plain.example:5000/token"));
+            assert!(!ok("ftp://auth.example/token"));
+        }
+
+        #[test]
+        fn challenges_parse() {
+            let p = challenge_params(
+                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull""#,
+            );
+            assert_eq!(p[0], ("realm".into(), "https://auth.example/token".into()));
+            assert_eq!(p[1], ("service".into(), "registry.example".into()));
+            assert_eq!(p[2], ("scope".into(), "repository:a/b:pull".into()));
+            assert!(challenge_params("Basic").is_empty());
+        }
     }
 }

@@ -559,3 +559,44 @@ fn interop_with_another_oci_client() {
     let out = ok(&run(dir, &["show", &r]));
     assert!(out.contains("signed by:    alice") && out.contains("trusted here: yes"), "{out}");
 }
+
+/// A registry that answers every request with an endless chunked body: a
+/// manifest (or token answer) read whole would fill the host's memory. The
+/// host must stop reading at its limit; the server counts what it wrote.
+#[test]
+fn an_endless_manifest_is_cut_at_the_limit_not_read_whole() {
+    use std::io::{Read as _, Write as _};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let written = std::sync::Arc::new(AtomicUsize::new(0));
+    let w = written.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().take(4) {
+            let Ok(mut s) = stream else { continue };
+            let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+            let mut req = [0u8; 4096];
+            let _ = s.read(&mut req);
+            let _ = s.write_all(
+                b"HTTP/1.1 200 OK\r\nContent-Type: application/vnd.oci.image.manifest.v1+json\r\nTransfer-Encoding: chunked\r\n\r\n",
+            );
+            let chunk = format!("{:x}\r\n{}\r\n", 64 * 1024, " ".repeat(64 * 1024));
+            // At most 256 MiB, then give up: the host should hang up long before.
+            for _ in 0..4096 {
+                if s.write_all(chunk.as_bytes()).is_err() {
+                    break;
+                }
+                w.fetch_add(64 * 1024, Ordering::SeqCst);
+            }
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["show", &format!("oci://127.0.0.1:{port}/tools/flood:1")]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("manifest is over the 262144 byte limit"), "{err}");
+    // The host stopped reading within a few chunks of the limit (socket
+    // buffers hold a few MiB more at most), not 256 MiB later.
+    let sent = written.load(Ordering::SeqCst);
+    assert!(sent < 32 << 20, "the registry got to write {sent} bytes");
+}
