@@ -1082,7 +1082,7 @@ mod bounded {
             };
             match realm.scheme() {
                 "https" => true,
-                "http" => is_loopback(&host) || self.insecure.iter().any(|i| *i == host),
+                "http" => is_loopback(&host) || self.insecure.contains(&host),
                 _ => false,
             }
         }
