@@ -57,6 +57,10 @@ pub struct PluginEntry {
     pub provenance_text: Option<String>,
     /// Where it comes from.
     pub provenance: Option<Provenance>,
+    /// `config` (the config, the command line, the built-ins, the plugins
+    /// directory) or `runtime` (`toolhost plugin add`, restored at start).
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// `GET /plugins`.

@@ -124,6 +124,7 @@ async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {
                 sha256: p.fingerprint().unwrap_or_default().to_string(),
                 tools: p.tools().iter().map(|t| t.name.clone()).collect(),
                 provenance_text: origin.as_ref().map(|o| o.describe()),
+                source: Some(s.host.runtime_changes().plugin_source(p.name()).as_str().to_string()),
                 provenance: origin,
             }
         })
@@ -144,7 +145,7 @@ async fn add_plugin(
     })?;
     let host = s.host.clone();
     // Compiling can take seconds: off the async workers.
-    match tokio::task::spawn_blocking(move || host.install_plugin_file(&req.path)).await {
+    match tokio::task::spawn_blocking(move || host.add_plugin_at_run_time(&req.path)).await {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -154,7 +155,7 @@ async fn add_plugin(
 async fn remove_plugin(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     let host = s.host.clone();
     let n = name.clone();
-    match tokio::task::spawn_blocking(move || host.uninstall_plugin(&n)).await {
+    match tokio::task::spawn_blocking(move || host.remove_plugin_at_run_time(&n)).await {
         Ok(Ok(())) => Ok(Json(RemovedReply { removed: name })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -176,7 +177,8 @@ async fn add_server(
     let Json(cfg) =
         body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("server config: {e}")))?;
     let name = cfg.name.clone();
-    servers.add(cfg).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
+    servers.add(cfg.clone()).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
+    s.host.runtime_changes().server_added(&cfg);
     let waiting = servers.clone();
     let _ = tokio::task::spawn_blocking(move || waiting.wait_ready(Duration::from_secs(20))).await;
     let status = servers.status().into_iter().find(|s| s.name == name);
@@ -185,5 +187,6 @@ async fn add_server(
 
 async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+    s.host.runtime_changes().server_removed(&name);
     Ok(Json(RemovedReply { removed: name }))
 }
