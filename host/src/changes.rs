@@ -224,12 +224,20 @@ impl RuntimeChanges {
 
     /// Where `plugin` came from.
     pub fn plugin_source(&self, plugin: &str) -> Source {
-        if self.lock().changes.plugins_added.iter().any(|p| p.name == plugin) { Source::Runtime } else { Source::Config }
+        if self.lock().changes.plugins_added.iter().any(|p| p.name == plugin) {
+            Source::Runtime
+        } else {
+            Source::Config
+        }
     }
 
     /// Where `server` came from.
     pub fn server_source(&self, server: &str) -> Source {
-        if self.lock().changes.servers_added.iter().any(|s| s.name == server) { Source::Runtime } else { Source::Config }
+        if self.lock().changes.servers_added.iter().any(|s| s.name == server) {
+            Source::Runtime
+        } else {
+            Source::Config
+        }
     }
 
     /// The plugins to add again at start, in order.
@@ -247,7 +255,9 @@ impl RuntimeChanges {
         // Only the file that was removed can change; another file of that
         // name stays held back.
         let held = match (&r.file, path) {
-            (Some(stamp), Some(p)) if r.path.as_deref() == Some(&*p.canonicalize().unwrap_or_else(|_| p.to_path_buf())) => {
+            (Some(stamp), Some(p))
+                if r.path.as_deref() == Some(&*p.canonicalize().unwrap_or_else(|_| p.to_path_buf())) =>
+            {
                 FileStamp::of(p).as_ref() == Some(stamp)
             }
             _ => true,

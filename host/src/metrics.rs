@@ -218,24 +218,15 @@ impl Collector for Scrape {
                 if count == 0 {
                     continue;
                 }
-                let mut cumulative = 0;
-                let mut buckets: Vec<(f64, u64)> = BUCKETS
-                    .iter()
-                    .enumerate()
-                    .map(|(i, b)| {
-                        cumulative += l.buckets[i].load(Ordering::Relaxed);
-                        (*b, cumulative)
-                    })
-                    .collect();
-                cumulative += l.buckets[BUCKETS.len()].load(Ordering::Relaxed);
-                buckets.push((f64::INFINITY, cumulative));
+                // Per bucket: the encoder adds them up.
+                let mut buckets: Vec<(f64, u64)> =
+                    BUCKETS.iter().enumerate().map(|(i, b)| (*b, l.buckets[i].load(Ordering::Relaxed))).collect();
+                buckets.push((f64::INFINITY, l.buckets[BUCKETS.len()].load(Ordering::Relaxed)));
+                let total: u64 = buckets.iter().map(|(_, n)| n).sum();
                 let sum = l.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-                latency.encode_family(&ToolLabel { tool: tool.clone() })?.encode_histogram::<prometheus_client::encoding::NoLabelSet>(
-                    sum,
-                    cumulative,
-                    &buckets,
-                    None,
-                )?;
+                latency
+                    .encode_family(&ToolLabel { tool: tool.clone() })?
+                    .encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, total, &buckets, None)?;
             }
         }
         // Health demotion, now.
@@ -282,7 +273,8 @@ impl Collector for Scrape {
                 MetricType::Gauge,
             )?;
             for (name, busy, _) in &plugins {
-                ConstGauge::new(i64::from(*busy)).encode(in_use.encode_family(&PluginLabel { plugin: name.clone() })?)?;
+                ConstGauge::new(i64::from(*busy))
+                    .encode(in_use.encode_family(&PluginLabel { plugin: name.clone() })?)?;
             }
             drop(in_use);
             let mut limit = encoder.encode_descriptor(

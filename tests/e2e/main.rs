@@ -23,6 +23,7 @@
 //! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
+//! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
@@ -43,6 +44,7 @@ mod loading;
 mod mcp;
 mod memory;
 mod operator;
+mod ops;
 mod peers;
 mod plugins;
 mod probes;

@@ -83,7 +83,10 @@ impl Host {
     pub fn add_builtins(&self) -> Result<(), AddPluginError> {
         for b in BUILTINS {
             if self.changes.is_removed(b.name, None) {
-                tracing::info!(plugin = b.name, "not loaded: removed by `toolhost plugin remove` (add it again to undo)");
+                tracing::info!(
+                    plugin = b.name,
+                    "not loaded: removed by `toolhost plugin remove` (add it again to undo)"
+                );
                 continue;
             }
             let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
