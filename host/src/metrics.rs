@@ -266,17 +266,18 @@ impl Collector for Scrape {
                     Some((p.name().to_string(), busy, limit))
                 })
                 .collect();
-            let mut in_use = encoder.encode_descriptor(
-                "toolhost_plugin_instances_in_use",
-                "Calls running now per plugin (limits.plugin_concurrency slots taken)",
-                None,
-                MetricType::Gauge,
-            )?;
-            for (name, busy, _) in &plugins {
-                ConstGauge::new(i64::from(*busy))
-                    .encode(in_use.encode_family(&PluginLabel { plugin: name.clone() })?)?;
+            {
+                let mut in_use = encoder.encode_descriptor(
+                    "toolhost_plugin_instances_in_use",
+                    "Calls running now per plugin (limits.plugin_concurrency slots taken)",
+                    None,
+                    MetricType::Gauge,
+                )?;
+                for (name, busy, _) in &plugins {
+                    ConstGauge::new(i64::from(*busy))
+                        .encode(in_use.encode_family(&PluginLabel { plugin: name.clone() })?)?;
+                }
             }
-            drop(in_use);
             let mut limit = encoder.encode_descriptor(
                 "toolhost_plugin_instances_limit",
                 "Concurrent calls allowed per plugin (limits.plugin_concurrency)",

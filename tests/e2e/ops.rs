@@ -7,7 +7,7 @@
 //! finds the typos.
 
 use crate::common::{stderr, stdout, toolhost};
-use crate::live::{connect, eventually, serve};
+use crate::live::serve;
 use crate::peers::{peers_dir, python};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
