@@ -256,6 +256,9 @@ pub struct ServerConfig {
     /// A session unused this long (seconds) is closed; its client gets 404
     /// and starts a new one [default: 1800].
     pub session_idle_secs: u64,
+    /// Serve `/metrics` to clients beyond loopback too (with an operator
+    /// token) [default: false: loopback clients only].
+    pub metrics_beyond_loopback: bool,
 }
 
 impl Default for ServerConfig {
@@ -271,6 +274,7 @@ impl Default for ServerConfig {
             auth_failure_limit: RateLimitConfig { per_minute: 10, burst: 20 },
             max_sessions: 1000,
             session_idle_secs: 1800,
+            metrics_beyond_loopback: false,
         }
     }
 }

@@ -1,24 +1,36 @@
 //! Hot loading from a directory: a `.wasm` file dropped into the plugins
 //! directory is loaded, a replaced one is swapped in, a removed one is
-//! unloaded, while the host serves. Events are debounced (editors and `cp`
-//! write in several steps); a file that fails to load (half written, corrupt,
-//! refused by the trust policy) leaves the running version serving and is
-//! logged with the reason. Drop files in with a rename for an atomic swap.
+//! unloaded, while the host serves. Drop files in with a rename for an
+//! atomic swap.
+//!
+//! Events are debounced by `notify-debouncer-mini` (editors and `cp` write
+//! in several steps): a file is looked at once it has been quiet for
+//! [`SETTLE`]. Looking at a file is one `stat`: its identity (device,
+//! inode, size, modification and change times) is compared with the one
+//! last seen, and only a file whose identity changed is read. So the
+//! watcher's own reads, and anyone else's, never cause another read; a file
+//! that failed to load (half written, corrupt, refused by the trust policy)
+//! is logged once and not read again until it changes; and a plugin the
+//! operator removed with `toolhost plugin remove` stays removed while its
+//! file is unchanged (see [`crate::changes`]). With nothing happening in
+//! the directory the watcher blocks: no timer, no reads.
 
 use crate::Host;
+use crate::changes::FileStamp;
 use crate::host::{is_plugin_file, plugin_files};
-use notify::{RecursiveMode, Watcher as _};
+use notify::RecursiveMode;
+use notify_debouncer_mini::{DebounceEventResult, DebouncedEventKind, Debouncer};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How long the watcher waits for a burst of events to settle.
-const SETTLE: Duration = Duration::from_millis(200);
+/// How long a file must be quiet before it is looked at.
+pub const SETTLE: Duration = Duration::from_millis(200);
 
 /// A running directory watch; dropping it stops watching.
 pub struct DirWatch {
-    _watcher: notify::RecommendedWatcher,
+    _debouncer: Debouncer<notify::RecommendedWatcher>,
 }
 
 impl std::fmt::Debug for DirWatch {
@@ -27,90 +39,102 @@ impl std::fmt::Debug for DirWatch {
     }
 }
 
+/// What the watcher knows of the directory.
+#[derive(Debug, Default)]
+struct Seen {
+    /// Plugins loaded from a file of the directory.
+    loaded: HashMap<String, PathBuf>,
+    /// Each file's identity when it was last looked at (loaded or not).
+    files: HashMap<PathBuf, FileStamp>,
+    /// Files read so far (for the tests' and the log's sake).
+    reads: u64,
+}
+
 /// Keeps the host in step with `dir`. With `load_existing`, loads the files
-/// there now; without, takes them as already loaded (so removing one
-/// unloads it).
+/// there now; without, takes them as the host has them (loaded, refused or
+/// removed by the operator: none is read again until it changes).
 pub fn watch_dir(host: Arc<Host>, dir: &Path, load_existing: bool) -> Result<DirWatch, notify::Error> {
     std::fs::create_dir_all(dir).map_err(notify::Error::io)?;
     let dir = dir.canonicalize().map_err(notify::Error::io)?;
-    let mut loaded: HashMap<String, PathBuf> = HashMap::new();
+    let mut seen = Seen::default();
     for p in plugin_files(&dir).map_err(notify::Error::io)? {
         if load_existing {
-            apply(&host, &p, &mut loaded);
+            seen.apply(&host, &p);
         } else {
-            loaded.insert(crate::runtime::plugin_name_from_path(&p), p);
+            let name = crate::runtime::plugin_name_from_path(&p);
+            if host.registry().snapshot().provider(&name).is_some() {
+                seen.loaded.insert(name, p.clone());
+            }
+            if let Some(stamp) = FileStamp::of(&p) {
+                seen.files.insert(p, stamp);
+            }
         }
     }
-    let (tx, rx) = std::sync::mpsc::channel::<PathBuf>();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        // Only changes count: the watcher's own reads of a file (open,
-        // access, close without writing) must not trigger another read.
-        if let Ok(ev) = res.as_ref()
-            && !is_change(&ev.kind)
-        {
+    let config = notify_debouncer_mini::Config::default().with_timeout(SETTLE).with_batch_mode(true);
+    let mut debouncer = notify_debouncer_mini::new_debouncer_opt::<_, notify::RecommendedWatcher>(
+        config,
+        move |res: DebounceEventResult| match res {
+            Ok(events) => {
+                // A file still being written (`AnyContinuous`) is looked at
+                // once it is quiet; each path once per batch, in order.
+                let paths: BTreeSet<PathBuf> = events
+                    .into_iter()
+                    .filter(|e| e.kind == DebouncedEventKind::Any && is_plugin_file(&e.path))
+                    .map(|e| e.path)
+                    .collect();
+                for p in paths {
+                    seen.apply(&host, &p);
+                }
+            }
+            Err(e) => tracing::warn!("watching the plugins directory: {e}"),
+        },
+    )?;
+    debouncer.watcher().watch(&dir, RecursiveMode::NonRecursive)?;
+    tracing::info!(dir = %dir.display(), "watching the plugins directory");
+    Ok(DirWatch { _debouncer: debouncer })
+}
+
+impl Seen {
+    fn apply(&mut self, host: &Host, path: &Path) {
+        let name = crate::runtime::plugin_name_from_path(path);
+        let Some(stamp) = FileStamp::of(path) else {
+            self.files.remove(path);
+            if self.loaded.get(&name).is_some_and(|p| p == path) {
+                self.loaded.remove(&name);
+                if host.registry().snapshot().provider(&name).is_none() {
+                    return; // already removed by the operator
+                }
+                match host.uninstall_plugin(&name) {
+                    Ok(()) => tracing::info!(plugin = %crate::tool::log_safe(&name), "unloaded: {path:?} was removed"),
+                    Err(e) => tracing::error!(plugin = %crate::tool::log_safe(&name), "unloading failed: {e}"),
+                }
+            }
+            return;
+        };
+        if self.files.get(path) == Some(&stamp) {
+            return; // unchanged since it was last looked at: not read again
+        }
+        self.files.insert(path.to_path_buf(), stamp);
+        if host.runtime_changes().is_removed(&name, Some(path)) {
+            tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change {path:?}, to undo)");
             return;
         }
-        if let Ok(ev) = res {
-            for p in ev.paths {
-                let _ = tx.send(p);
-            }
-        }
-    })?;
-    watcher.watch(&dir, RecursiveMode::NonRecursive)?;
-    tracing::info!(dir = %dir.display(), "watching the plugins directory");
-    std::thread::Builder::new()
-        .name("toolhost-watch".into())
-        .spawn(move || {
-            while let Ok(first) = rx.recv() {
-                let mut batch = BTreeSet::from([first]);
-                while let Ok(p) = rx.recv_timeout(SETTLE) {
-                    batch.insert(p);
-                }
-                for p in batch.into_iter().filter(|p| is_plugin_file(p)) {
-                    apply(&host, &p, &mut loaded);
-                }
-            }
-        })
-        .map_err(notify::Error::io)?;
-    Ok(DirWatch { _watcher: watcher })
-}
-
-/// Whether an event can mean a file's content or presence changed.
-fn is_change(kind: &notify::EventKind) -> bool {
-    use notify::event::{AccessKind, AccessMode, EventKind};
-    match kind {
-        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
-        EventKind::Access(_) => false,
-        EventKind::Modify(notify::event::ModifyKind::Metadata(_)) => false,
-        _ => true,
-    }
-}
-
-fn apply(host: &Host, path: &Path, loaded: &mut HashMap<String, PathBuf>) {
-    let name = crate::runtime::plugin_name_from_path(path);
-    if path.exists() {
+        self.reads += 1;
         match host.install_plugin_file(path) {
             Ok(i) => {
                 tracing::info!(
                     plugin = %crate::tool::log_safe(&i.name),
                     tools = i.tools.len(),
                     replaced = i.replaced.is_some(),
+                    reads = self.reads,
                     "hot-loaded {:?}",
                     path
                 );
-                loaded.insert(name, path.to_path_buf());
+                self.loaded.insert(name, path.to_path_buf());
             }
             Err(e) => {
-                tracing::error!(file = ?path, "not loaded (the running version, if any, keeps serving): {}", crate::tool::log_safe(&e.to_string()))
+                tracing::error!(file = ?path, "not loaded (the running version, if any, keeps serving; the file is read again when it changes): {}", crate::tool::log_safe(&e.to_string()))
             }
-        }
-    } else if loaded.get(&name).is_some_and(|p| p == path) {
-        match host.uninstall_plugin(&name) {
-            Ok(()) => {
-                tracing::info!(plugin = %crate::tool::log_safe(&name), "unloaded: {path:?} was removed");
-                loaded.remove(&name);
-            }
-            Err(e) => tracing::error!(plugin = %crate::tool::log_safe(&name), "unloading failed: {e}"),
         }
     }
 }

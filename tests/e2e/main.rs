@@ -26,6 +26,7 @@
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
 //! - `bridge`: the S2S bridge: recorded OpenAI Realtime and Gemini Live function-call events through `toolhost::bridge`.
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
+//! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 
 mod audit;
@@ -49,6 +50,7 @@ mod mcp;
 mod memory;
 mod oci;
 mod operator;
+mod ops;
 mod peers;
 mod plugins;
 mod probes;

@@ -120,6 +120,12 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// Calls running now, and how many may run at once
+    /// (`limits.plugin_concurrency`).
+    pub fn calls_in_flight(&self) -> (u32, u32) {
+        (self.busy.in_use(), self.busy.limit())
+    }
+
     /// sha256 of the component, hex.
     pub fn digest(&self) -> &str {
         &self.digest

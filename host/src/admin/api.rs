@@ -65,6 +65,10 @@ pub struct PluginEntry {
     pub provenance_text: Option<String>,
     /// Where it comes from.
     pub provenance: Option<Provenance>,
+    /// `config` (the config, the command line, the built-ins, the plugins
+    /// directory) or `runtime` (`toolhost plugin add`, restored at start).
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 /// `GET /plugins`.
@@ -88,6 +92,7 @@ impl PluginsReply {
                     sha256: p.fingerprint().unwrap_or_default().to_string(),
                     tools: p.tools().iter().map(|t| t.name.clone()).collect(),
                     provenance_text: origin.as_ref().map(|o| o.describe()),
+                    source: Some(host.runtime_changes().plugin_source(p.name()).as_str().to_string()),
                     provenance: origin,
                 }
             })

@@ -134,14 +134,7 @@ async fn add_plugin(
     })?;
     let host = s.host.clone();
     // Compiling can take seconds: off the async workers.
-    let install = move || match req.path.to_str().filter(|p| crate::oci::is_reference(p)) {
-        // A registry reference: pulled by the host, with its credentials and cache.
-        Some(text) => crate::oci::OciRef::parse(text)
-            .map_err(crate::AddPluginError::from)
-            .and_then(|r| host.install_plugin_ref(&r)),
-        None => host.install_plugin_file(&req.path),
-    };
-    match tokio::task::spawn_blocking(install).await {
+    match tokio::task::spawn_blocking(move || host.add_plugin_at_run_time(&req.path)).await {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -151,7 +144,7 @@ async fn add_plugin(
 async fn remove_plugin(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     let host = s.host.clone();
     let n = name.clone();
-    match tokio::task::spawn_blocking(move || host.uninstall_plugin(&n)).await {
+    match tokio::task::spawn_blocking(move || host.remove_plugin_at_run_time(&n)).await {
         Ok(Ok(())) => Ok(Json(RemovedReply { removed: name })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -173,7 +166,8 @@ async fn add_server(
     let Json(cfg) =
         body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("server config: {e}")))?;
     let name = cfg.name.clone();
-    servers.add(cfg).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
+    servers.add(cfg.clone()).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
+    s.host.runtime_changes().server_added(&cfg);
     let waiting = servers.clone();
     let _ = tokio::task::spawn_blocking(move || waiting.wait_ready(Duration::from_secs(20))).await;
     let status = servers.status().into_iter().find(|s| s.name == name);
@@ -182,6 +176,7 @@ async fn add_server(
 
 async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+    s.host.runtime_changes().server_removed(&name);
     Ok(Json(RemovedReply { removed: name }))
 }
 

@@ -67,6 +67,9 @@ pub enum BuildError {
     /// A registry plugin's reference or the registry settings are invalid.
     #[error(transparent)]
     Oci(#[from] crate::oci::OciError),
+    /// The run-time changes' key cannot be read or created.
+    #[error("run-time changes: {0}")]
+    RuntimeChanges(crate::changes::ChangesError),
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
     PluginsDir {
@@ -291,6 +294,11 @@ impl HostBuilder {
         let state = self.resolved_state_dir();
         // Private (0700, ours) before anything is written into it.
         crate::runtime::private::ensure_private_dir(&state).map_err(BuildError::StateDir)?;
+        let mut warnings = Vec::new();
+        let (changes, refused) = crate::changes::RuntimeChanges::open(&state).map_err(BuildError::RuntimeChanges)?;
+        warnings.extend(refused.map(|e| e.to_string()));
+        let plugins_dir = self.plugins_dir();
+        changes.set_plugins_dir(plugins_dir.clone());
         let cfg = &self.config;
         let audit = if cfg.audit.disabled {
             AuditLog::disabled()
@@ -309,6 +317,7 @@ impl HostBuilder {
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
             .with_audit(audit)
             .with_memory(Arc::new(memory))
+            .with_runtime_changes(changes)
             .with_call_rates(crate::limits::CallRates::new(
                 cfg.server.rate_limit,
                 cfg.server.operator_rate_limit,
@@ -317,27 +326,55 @@ impl HostBuilder {
         if cfg.plugins.builtins && self.builtins {
             host.add_builtins().map_err(BuildError::Builtins)?;
         }
+        let removed = |p: &Path| {
+            let name = crate::runtime::plugin_name_from_path(p);
+            let held = host.runtime_changes().is_removed(&name, Some(p));
+            if held {
+                tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change its file, to undo)");
+            }
+            held
+        };
         for p in self.plugin_files() {
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
                 Some(text) => {
                     let r = crate::oci::OciRef::parse(text)?;
                     host.add_plugin_ref(&r).map_err(BuildError::Plugin)?;
                 }
+                None if removed(&p) => {}
                 None => {
                     host.add_plugin_file(&p).map_err(BuildError::Plugin)?;
                 }
             }
         }
-        let mut warnings = Vec::new();
-        let plugins_dir = self.plugins_dir();
         if let Some(dir) = &plugins_dir {
             let err = |source| BuildError::PluginsDir { path: dir.clone(), source };
             std::fs::create_dir_all(dir).map_err(err)?;
             for p in super::plugin_files(dir).map_err(err)? {
+                if removed(&p) {
+                    continue;
+                }
                 // Like the watcher: a bad file is reported, the rest load.
                 if let Err(e) = host.install_plugin_file(&p) {
                     warnings.push(format!("{} not loaded: {e}", p.display()));
                 }
+            }
+        }
+        // Plugins the operator added while an earlier run served: through
+        // the trust policy and the grants like any other file.
+        for added in host.runtime_changes().added_plugins() {
+            let restored = match added.path.to_str().filter(|p| crate::oci::is_reference(p)) {
+                Some(text) => crate::oci::OciRef::parse(text)
+                    .map_err(crate::AddPluginError::from)
+                    .and_then(|r| host.install_plugin_ref(&r)),
+                None => host.install_plugin_file(&added.path),
+            };
+            if let Err(e) = restored {
+                warnings.push(format!(
+                    "plugin {:?}, added at run time from {}, not restored: {e} (`toolhost plugin remove {}` forgets it)",
+                    added.name,
+                    added.path.display(),
+                    added.name
+                ));
             }
         }
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());

@@ -90,6 +90,13 @@ impl Host {
     /// Loads and registers every built-in plugin.
     pub fn add_builtins(&self) -> Result<(), AddPluginError> {
         for b in BUILTINS {
+            if self.changes.is_removed(b.name, None) {
+                tracing::info!(
+                    plugin = b.name,
+                    "not loaded: removed by `toolhost plugin remove` (add it again to undo)"
+                );
+                continue;
+            }
             let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
                 let plugin = Arc::new(self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?);
                 self.registry.add(plugin.clone())?;
@@ -145,6 +152,9 @@ impl Host {
         })();
         match added {
             Ok((plugin, provenance)) => {
+                if let Some(p) = path {
+                    self.changes.note_source(name, p);
+                }
                 self.audit_loaded(&plugin, path, None, &provenance);
                 self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), provenance);
                 Ok(plugin)
@@ -308,6 +318,9 @@ impl Host {
             }
         }
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
+        if let Some(p) = path {
+            self.changes.note_source(&name, p);
+        }
         tracing::info!(plugin = %crate::tool::log_safe(&name), digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
         self.audit_loaded(&plugin, path, replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
@@ -346,6 +359,31 @@ impl Host {
             capabilities_held: removed.held().names(),
             error: None,
         });
+        Ok(())
+    }
+
+    /// `toolhost plugin add`: [`Host::install_plugin_file`], then
+    /// remembered in the run-time changes (restored at the next start,
+    /// undoing an earlier `plugin remove` of that name).
+    ///
+    /// `path` may be an `oci://` reference: pulled through the registry
+    /// cache, and pulled again at the next start.
+    pub fn add_plugin_at_run_time(&self, path: &Path) -> Result<Installed, AddPluginError> {
+        let installed = match path.to_str().filter(|p| crate::oci::is_reference(p)) {
+            Some(text) => self.install_plugin_ref(&crate::oci::OciRef::parse(text)?)?,
+            None => self.install_plugin_file(path)?,
+        };
+        self.changes.plugin_added(&installed.name, path);
+        Ok(installed)
+    }
+
+    /// `toolhost plugin remove`: [`Host::uninstall_plugin`], then
+    /// remembered: the plugin stays unloaded (at the next start, and when
+    /// its file in the plugins directory is seen again) until its file
+    /// changes or the operator adds it again.
+    pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
+        self.uninstall_plugin(name)?;
+        self.changes.plugin_removed(name);
         Ok(())
     }
 }

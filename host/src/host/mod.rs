@@ -50,6 +50,10 @@ pub struct Host {
     rates: crate::limits::CallRates,
     /// Results of cacheable tools.
     cache: ResultCache,
+    /// Counters for `/metrics`.
+    metrics: crate::metrics::CallMetrics,
+    /// What the operator changed while the host served.
+    changes: crate::changes::RuntimeChanges,
 }
 
 /// The results of a batch of parallel calls.
@@ -89,7 +93,25 @@ impl Host {
             installing: std::sync::Mutex::new(()),
             agents_busy: Default::default(),
             rates: crate::limits::CallRates::default(),
+            metrics: Default::default(),
+            changes: Default::default(),
         }
+    }
+
+    /// Remembers run-time changes in `changes` (default: in memory only).
+    pub fn with_runtime_changes(mut self, changes: crate::changes::RuntimeChanges) -> Host {
+        self.changes = changes;
+        self
+    }
+
+    /// What the operator added and removed while the host served.
+    pub fn runtime_changes(&self) -> &crate::changes::RuntimeChanges {
+        &self.changes
+    }
+
+    /// The call counters behind `/metrics`.
+    pub fn metrics(&self) -> &crate::metrics::CallMetrics {
+        &self.metrics
     }
 
     /// Limits each agent's tool calls (no limits by default; the `toolhost`
@@ -294,6 +316,7 @@ impl Host {
             Ok(out) => out.stats,
             Err(_) => cost.get().unwrap_or_default(),
         };
+        self.count_call(entry.is_some(), agent, tool, &result, refused, start.elapsed());
         let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
         self.audit_call(&call, entry.map(|e| &**e), &result, stats, refused, start.elapsed());
         result
@@ -378,6 +401,33 @@ impl Host {
             self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
         }
         result
+    }
+
+    /// Counts a call for `/metrics`, with bounded labels.
+    fn count_call(
+        &self,
+        known: bool,
+        agent: Option<&str>,
+        tool: &str,
+        result: &Result<ToolOutput, CallError>,
+        refused: bool,
+        duration: Duration,
+    ) {
+        use crate::metrics::{OPERATOR, OTHER, UNKNOWN_TOOL};
+        // A name the registry does not have is one label, whatever it was.
+        let tool = if known { tool } else { UNKNOWN_TOOL };
+        let ran = known && !refused;
+        let agent = match agent {
+            None => OPERATOR,
+            Some(a) if self.budget.agent(a).is_ok() => a,
+            Some(_) => OTHER,
+        };
+        let outcome = match (result, refused) {
+            (_, true) => "refused",
+            (Ok(_), _) => "ok",
+            (Err(e), _) => e.kind(),
+        };
+        self.metrics.record(tool, agent, outcome, ran.then_some(duration));
     }
 
     fn audit_call(

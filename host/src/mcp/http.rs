@@ -189,6 +189,8 @@ pub fn router(
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(sweep_sessions(Arc::downgrade(&front)));
     }
+    let scrape = admin.as_ref().map(|a| (a.token.clone(), a.servers.clone()));
+    let beyond_loopback = cfg.metrics_beyond_loopback;
     let app = match admin {
         Some(admin) => axum::Router::new().nest("/admin", crate::admin::router(front.host.clone(), admin)),
         None => axum::Router::new().route(
@@ -196,6 +198,14 @@ pub fn router(
             axum::routing::any(|| async { error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled") }),
         ),
     };
+    let metrics_front = front.clone();
+    let app = app.route(
+        "/metrics",
+        axum::routing::get(move |ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap| {
+            let (front, scrape) = (metrics_front.clone(), scrape.clone());
+            async move { metrics(&front, &peer, &headers, scrape, beyond_loopback) }
+        }),
+    );
     let mcp = front.clone();
     Ok(app
         .fallback(move |ConnectInfo(peer): ConnectInfo<Peer>, request: Request| {
@@ -549,6 +559,38 @@ async fn sweep_sessions(front: Weak<Front>) {
             }
         }
     }
+}
+
+/// `/metrics`, for the operator only: from loopback (unless
+/// `server.metrics_beyond_loopback`), then the admin token or whatever the
+/// operator's `/mcp` endpoint accepts (an operator token; without tokens,
+/// the server's own Unix user). Agents' tokens get 403.
+fn metrics(
+    front: &Front,
+    peer: &Peer,
+    headers: &HeaderMap,
+    scrape: Option<(String, Option<Arc<crate::mcp::ExternalServers>>)>,
+    beyond_loopback: bool,
+) -> Response {
+    if !peer.addr.ip().is_loopback() && !beyond_loopback {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "/metrics is served to loopback clients only (set server.metrics_beyond_loopback to scrape from elsewhere)",
+        );
+    }
+    let token = bearer(headers);
+    let admin = matches!((&scrape, token), (Some((admin, _)), Some(t)) if same_secret(t.as_bytes(), admin.as_bytes()));
+    if !admin {
+        match front.authenticate(peer, token) {
+            Ok(None) | Ok(Some((Identity::Operator, _))) => {}
+            Ok(Some(_)) => return error(StatusCode::FORBIDDEN, "forbidden", "/metrics is for the operator"),
+            Err(r) => return r,
+        }
+    }
+    let servers = scrape.and_then(|(_, s)| s);
+    let body = crate::metrics::render(front.host.clone(), servers);
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], body).into_response()
 }
 
 /// A JSON-RPC "invalid request" (-32600) error with `status`.

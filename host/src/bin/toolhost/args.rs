@@ -167,13 +167,14 @@ impl HostArgs {
             .thread_name("toolhost-io")
             .build()
             .context("starting the async runtime")?;
-        let servers = ExternalServers::start_in(
-            assembly.host.clone(),
-            &assembly.config.mcp.servers,
-            rt.handle().clone(),
-            &assembly.state_dir,
-        )?;
-        if wait && !assembly.config.mcp.servers.is_empty() {
+        // The config's servers, less those removed and plus those added at run time.
+        let (configured, warnings) = assembly.host.runtime_changes().servers(&assembly.config.mcp.servers);
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let servers =
+            ExternalServers::start_in(assembly.host.clone(), &configured, rt.handle().clone(), &assembly.state_dir)?;
+        if wait && !configured.is_empty() {
             servers.wait_ready(SERVER_CONNECT_WAIT);
             for s in servers.status() {
                 if s.state != "up" {

@@ -95,6 +95,10 @@ pub struct ServerStatus {
     pub connections: u32,
     /// Tools registered (exposed names).
     pub tools: Vec<String>,
+    /// `config`, or `runtime` for a server added by `toolhost server add`
+    /// (restored at start until removed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// The external servers of one host: adds, removes and supervises them.
@@ -224,6 +228,9 @@ impl ExternalServers {
     pub fn status(&self) -> Vec<ServerStatus> {
         let mut out: Vec<ServerStatus> =
             self.servers.lock().unwrap_or_else(|p| p.into_inner()).values().map(|s| s.status()).collect();
+        for s in &mut out {
+            s.source = Some(self.host.runtime_changes().server_source(&s.name).as_str().to_string());
+        }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }

@@ -63,6 +63,7 @@ impl Server {
             last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             connections: self.connections.load(Ordering::Relaxed),
             tools: self.exposed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            source: None,
         }
     }
 

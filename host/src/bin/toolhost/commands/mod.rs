@@ -4,6 +4,7 @@ pub mod agents;
 mod auth;
 mod calibrate;
 mod call;
+mod doctor;
 mod grants;
 mod inspect;
 mod keygen;
@@ -37,6 +38,7 @@ pub enum Command {
     Inspect(inspect::Inspect),
     Select(select::Select),
     Calibrate(calibrate::Calibrate),
+    Doctor(doctor::Doctor),
     Stats(stats::Stats),
     Grants(grants::Grants),
     Memory(memory::Memory),
@@ -66,6 +68,7 @@ impl Command {
             Command::Inspect(c) => c.run(),
             Command::Select(c) => c.run(),
             Command::Calibrate(c) => c.run(),
+            Command::Doctor(c) => c.run(),
             Command::Stats(c) => c.run(),
             Command::Grants(c) => c.run(),
             Command::Memory(c) => c.run(),

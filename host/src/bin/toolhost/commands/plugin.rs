@@ -84,7 +84,7 @@ impl Plugin {
                 if json {
                     return print_json(&list);
                 }
-                let rows: Vec<[String; 4]> = list
+                let rows: Vec<[String; 5]> = list
                     .plugins
                     .iter()
                     .map(|p| {
@@ -92,11 +92,12 @@ impl Plugin {
                             p.name.clone(),
                             p.sha256.chars().take(12).collect(),
                             p.provenance_text.clone().unwrap_or_default(),
+                            p.source.clone().unwrap_or_default(),
                             p.tools.join(", "),
                         ]
                     })
                     .collect();
-                print_table(&["PLUGIN", "SHA256", "ORIGIN", "TOOLS"], &rows);
+                print_table(&["PLUGIN", "SHA256", "ORIGIN", "SOURCE", "TOOLS"], &rows);
             }
         }
         Ok(ExitCode::SUCCESS)

@@ -69,6 +69,10 @@ impl Serve {
         let host = a.host.clone();
         let admin = Admin { token: random_token()?, servers: Some(servers.clone()) };
         let state = a.state_dir.clone();
+        // What `toolhost doctor` would say about the config, as warnings.
+        for f in toolhost::doctor::check_host(&a.config, &host, &servers.status(), !self.stdio) {
+            tracing::warn!("{f} (see `toolhost doctor`)");
+        }
         let server_cfg = a.config.server.clone();
         let _watch = match &a.plugins_dir {
             Some(dir) => Some(

@@ -25,7 +25,7 @@ impl Servers {
             println!("no external MCP servers configured (mcp.servers in toolhost.yaml)");
             return Ok(ExitCode::SUCCESS);
         }
-        let rows: Vec<[String; 4]> = status
+        let rows: Vec<[String; 5]> = status
             .iter()
             .map(|s| {
                 [
@@ -35,11 +35,12 @@ impl Servers {
                         Some(e) if s.state != "up" => format!("{} ({e})", s.state),
                         _ => s.state.clone(),
                     },
+                    s.source.clone().unwrap_or_default(),
                     s.tools.join(", "),
                 ]
             })
             .collect();
-        print_table(&["SERVER", "TRANSPORT", "STATE", "TOOLS"], &rows);
+        print_table(&["SERVER", "TRANSPORT", "STATE", "SOURCE", "TOOLS"], &rows);
         Ok(ExitCode::SUCCESS)
     }
 }
