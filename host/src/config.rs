@@ -513,13 +513,6 @@ impl Config {
                     return Err(format!("{key}.agents: no agent {a:?} in npcs{}", at(a)));
                 }
             }
-            if self.budget.pin.contains_key(&l.tool) {
-                return Err(format!(
-                    "{key}.tool: {:?} is also pinned in budget.pin; a long tool has no tier{}",
-                    l.tool,
-                    at(&l.tool)
-                ));
-            }
         }
         if self.server.max_sessions == 0 {
             return Err(format!("server.max_sessions: must be at least 1{}", at("max_sessions")));

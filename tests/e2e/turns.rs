@@ -142,6 +142,8 @@ async fn an_utterance_picks_the_turns_tier_over_stdio_and_calls_are_held_to_it()
         (json!({"toolhost/utterance": "x", "toolhost/queue_depth": -1}), "toolhost/queue_depth"),
         (json!({"toolhost/utterance": "x", "toolhost/first_turn": "yes"}), "toolhost/first_turn"),
         (json!({"toolhost/utterance": "x".repeat(20_000)}), "toolhost/utterance"),
+        (json!({"toolhost/utterance": null}), "toolhost/utterance"),
+        (json!({"toolhost/utterance": "x", "toolhost/queue-depth": 3}), "toolhost/queue-depth"),
     ] {
         let e = turn(&c, Some(bad)).await.unwrap_err();
         assert!(e.contains(key) && e.contains("-32602"), "{e}");
@@ -228,7 +230,7 @@ budget:
       agents: [Listener]
 npcs:
   - name: Listener
-    budget_tier: fast
+    budget_tier: deep
     tools: [sleep, roll]
   - name: Other
     budget_tier: deep
@@ -237,7 +239,11 @@ npcs:
     );
     let listener = stdio(dir.path(), "Listener", &["--plugin", HOSTILE_PATH, "--allow-unsigned"]).await;
     let (names, _) = say(&listener, "hello").await;
-    assert_eq!(names, ["roll", "sleep"], "a long tool is outside the tiers: seen even in a FAST turn");
+    assert_eq!(names, ["roll"], "a long tool is a DEEP tool: not in a FAST turn");
+    let e = call(&listener, "sleep", json!({"ms": 10})).await.unwrap_err();
+    assert!(e.contains("unknown tool \"sleep\""), "{e}");
+    let (names, _) = say(&listener, "think carefully while you wait").await;
+    assert_eq!(names, ["roll", "sleep"]);
     let tools = listener.list_all_tools().await.unwrap();
     let sleep = tools.iter().find(|t| t.name == "sleep").unwrap();
     assert_eq!(sleep.meta.as_ref().unwrap().0["toolhost"]["long_timeout_ms"], 15000);

@@ -81,8 +81,9 @@ pub struct BudgetConfig {
 }
 
 /// A tool the operator lets named agents run past the DEEP ceiling (a
-/// long-poll tool, for example). Only those agents see it, at any tier,
-/// and their calls get `timeout_ms`; everyone else never sees it.
+/// long-poll tool, for example). Only those agents see it, when their
+/// session works at its tier (`budget.pin`, else DEEP), and their calls
+/// get `timeout_ms`; everyone else never sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LongTool {
@@ -347,6 +348,13 @@ impl Budget {
         self.long.contains_key(tool)
     }
 
+    /// Whether the long tool `tool` is visible to `agent` working at `tier`:
+    /// a named agent, at the tool's tier (pinned, else DEEP) or above.
+    fn long_visible(&self, tool: &str, agent: Option<&str>, tier: Tier) -> bool {
+        let needs = self.cfg.pin.get(tool).copied().unwrap_or(Tier::Deep);
+        tier >= needs && self.long_deadline(tool, agent).is_some()
+    }
+
     /// The settings.
     pub fn config(&self) -> &BudgetConfig {
         &self.cfg
@@ -608,9 +616,9 @@ impl Budget {
 
     /// Is `tool` visible to `agent` at `tier`? On the allow-list (any tool
     /// for the operator, `agent == None`) and within the tier.
-    /// A long tool (`budget.long_tools`) is visible, at any tier, to the
-    /// agents it names that also have it on their allow-list, and to no one
-    /// else.
+    /// A long tool (`budget.long_tools`) is visible to the agents it names
+    /// that also have it on their allow-list, at its tier (pinned, else
+    /// DEEP) or above, and to no one else.
     pub fn visible(&self, agent: Option<&str>, tier: Tier, t: &RegisteredTool) -> Result<bool, BudgetError> {
         if let Some(name) = agent {
             let (_, allowed) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
@@ -619,7 +627,7 @@ impl Budget {
             }
         }
         if self.is_long(&t.def.name) {
-            return Ok(self.long_deadline(&t.def.name, agent).is_some());
+            return Ok(self.long_visible(&t.def.name, agent, tier));
         }
         Ok(self.tool_tier(&t.def).is_some_and(|tt| tt <= tier))
     }
@@ -645,7 +653,7 @@ impl Budget {
             let mut consider = |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, now) {
                 _ if !t.provider.is_available() => {}
                 _ if self.is_long(&t.def.name) => {
-                    if self.long_deadline(&t.def.name, agent).is_some() {
+                    if self.long_visible(&t.def.name, agent, tier) {
                         out.push(t.clone());
                     }
                 }

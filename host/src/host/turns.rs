@@ -311,6 +311,7 @@ mod properties {
             let def = &catalog.get(name).unwrap().def;
             if name == "longpoll" {
                 prop_assert_eq!(agent, Some("bartok"), "the long tool listed for another agent");
+                prop_assert_eq!(now.tier, Tier::Deep, "the long tool listed below its tier");
             } else {
                 let tt = host.budget().tool_tier(def);
                 prop_assert!(tt.is_some_and(|t| t <= now.tier), "{name} at {tt:?} listed at {:?}", now.tier);

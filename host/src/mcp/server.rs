@@ -366,8 +366,16 @@ fn turn_request(meta: &serde_json::Map<String, Value>) -> Result<Option<(String,
     let bad = |key: &str, want: &str| {
         ErrorData::invalid_params(format!("_meta[{key:?}] must be {want}"), Some(json!({"code": "invalid_input"})))
     };
+    if let Some(k) = meta.keys().find(|k| {
+        k.starts_with("toolhost/") && ![META_UTTERANCE, META_QUEUE_DEPTH, META_FIRST_TURN].contains(&k.as_str())
+    }) {
+        return Err(bad(
+            k,
+            &format!("one of the keys toolhost reads ({META_UTTERANCE}, {META_QUEUE_DEPTH}, {META_FIRST_TURN})"),
+        ));
+    }
     let utterance = match meta.get(META_UTTERANCE) {
-        None | Some(Value::Null) => None,
+        None => None,
         Some(Value::String(u)) if u.len() <= MAX_UTTERANCE_BYTES => Some(u.clone()),
         Some(Value::String(_)) => {
             return Err(bad(META_UTTERANCE, &format!("a string of at most {MAX_UTTERANCE_BYTES} bytes")));
@@ -375,14 +383,14 @@ fn turn_request(meta: &serde_json::Map<String, Value>) -> Result<Option<(String,
         Some(_) => return Err(bad(META_UTTERANCE, "a string")),
     };
     let queue_depth = match meta.get(META_QUEUE_DEPTH) {
-        None | Some(Value::Null) => 0,
+        None => 0,
         Some(v) => v
             .as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .ok_or_else(|| bad(META_QUEUE_DEPTH, "a non-negative integer"))?,
     };
     let first_turn = match meta.get(META_FIRST_TURN) {
-        None | Some(Value::Null) => false,
+        None => false,
         Some(Value::Bool(b)) => *b,
         Some(_) => return Err(bad(META_FIRST_TURN, "true or false")),
     };

@@ -45,13 +45,19 @@ impl Agents {
         if self.json {
             return print_json(&agents);
         }
-        let rows: Vec<[String; 4]> = agents
+        let rows: Vec<[String; 5]> = agents
             .iter()
             .map(|a| {
-                [a.name.clone(), a.budget_tier.as_str().to_uppercase(), override_cell(a), list_or_none(&a.visible)]
+                [
+                    a.name.clone(),
+                    a.budget_tier.as_str().to_uppercase(),
+                    override_cell(a),
+                    a.tier.as_str().to_uppercase(),
+                    list_or_none(&a.visible),
+                ]
             })
             .collect();
-        print_table(&["AGENT", "CEILING", "DM OVERRIDE", "SEES NOW"], &rows);
+        print_table(&["AGENT", "CEILING", "DM OVERRIDE", "TIER NOW", "SEES NOW"], &rows);
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -21,7 +21,8 @@ use toolhost::budget::Tier;
 /// end with it.
 #[derive(Debug, clap::Args)]
 pub struct Override {
-    /// The agent, as named in `npcs` (quote a name with spaces).
+    /// The agent, as named in `npcs` (quote a name with spaces); its name
+    /// in any case, or its endpoint slug (`bartok-the-barkeep`), also do.
     agent: String,
     /// The tier: fast, standard or deep.
     #[arg(value_parser = parse_tier, required_unless_present = "clear", conflicts_with = "clear")]
@@ -37,6 +38,23 @@ pub struct Override {
     json: bool,
     #[command(flatten)]
     state: StateArgs,
+}
+
+/// The agent `given` names: its exact name, else the one agent whose name
+/// matches ignoring case, or whose endpoint slug it is. Anything else is
+/// passed on as given, for the host to refuse with the list of agents.
+fn resolve_agent(given: &str, known: &[String]) -> String {
+    if known.iter().any(|k| k == given) {
+        return given.to_string();
+    }
+    let matches: Vec<&String> = known
+        .iter()
+        .filter(|k| k.eq_ignore_ascii_case(given.trim()) || toolhost::mcp::agent_slug(k) == given.trim())
+        .collect();
+    match matches.as_slice() {
+        [one] => one.to_string(),
+        _ => given.to_string(),
+    }
 }
 
 fn parse_tier(s: &str) -> Result<Tier, String> {
@@ -68,7 +86,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} needs a unit: {number}s, {number}m or {number}h"));
     }
     if total == 0 {
-        return Err(bad());
+        return Err(format!("{s:?} is no time at all: an override lasts at least 1s (--clear ends one now)"));
     }
     if total > MAX_OVERRIDE_SECS {
         return Err(format!("{s:?} is too long: an override lasts at most 24h"));
@@ -79,13 +97,13 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
 impl Override {
     pub fn run(self) -> Result<ExitCode> {
         let admin = self.state.admin()?;
+        let agent =
+            resolve_agent(&self.agent, &admin.agents()?.agents.iter().map(|a| a.name.clone()).collect::<Vec<_>>());
         let status = match self.tier {
-            Some(tier) if !self.clear => admin.set_override(&SetOverrideRequest {
-                agent: self.agent.clone(),
-                tier,
-                for_secs: self.duration.as_secs(),
-            })?,
-            _ => admin.clear_override(&self.agent)?,
+            Some(tier) if !self.clear => {
+                admin.set_override(&SetOverrideRequest { agent, tier, for_secs: self.duration.as_secs() })?
+            }
+            _ => admin.clear_override(&agent)?,
         };
         if self.json {
             return print_json(&status);
@@ -117,6 +135,17 @@ impl Override {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agent_names_as_a_dm_types_them() {
+        let known = ["Bartok the Barkeep".to_string(), "Greymantle".to_string(), "greymantle".to_string()];
+        assert_eq!(resolve_agent("Bartok the Barkeep", &known), "Bartok the Barkeep");
+        assert_eq!(resolve_agent("bartok the barkeep", &known), "Bartok the Barkeep");
+        assert_eq!(resolve_agent("bartok-the-barkeep", &known), "Bartok the Barkeep");
+        assert_eq!(resolve_agent("greymantle", &known), "greymantle", "an exact name wins");
+        assert_eq!(resolve_agent("GREYMANTLE", &known), "GREYMANTLE", "ambiguous: left for the host to refuse");
+        assert_eq!(resolve_agent("nobody", &known), "nobody");
+    }
 
     #[test]
     fn durations_a_dm_types() {

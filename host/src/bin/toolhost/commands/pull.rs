@@ -8,7 +8,9 @@ use toolhost::oci::OciRef;
 
 /// Pull a plugin from an OCI registry into a file (through the digest
 /// cache), check its signature, and say whether this host would load it.
-/// A package whose signature is broken is not written.
+/// A package whose signature is broken is not written; one this host
+/// would refuse (untrusted, unsigned) is written for review, and the exit
+/// status is 1.
 #[derive(Debug, clap::Args)]
 pub struct Pull {
     /// oci://HOST[:PORT]/REPO:TAG or oci://HOST[:PORT]/REPO@sha256:DIGEST.
@@ -70,9 +72,14 @@ impl Pull {
             None => println!("  not signed"),
         }
         match policy.admit(&name, &fetched.bytes) {
-            Ok((_, p)) => println!("this host would load it: {}", p.describe()),
-            Err(e) => println!("this host would refuse it: {e}"),
+            Ok((_, p)) => {
+                println!("this host would load it: {}", p.describe());
+                Ok(ExitCode::SUCCESS)
+            }
+            Err(e) => {
+                println!("this host would refuse it: {e}");
+                Ok(ExitCode::from(1))
+            }
         }
-        Ok(ExitCode::SUCCESS)
     }
 }

@@ -65,8 +65,11 @@ impl Show {
                 (ann::TITLE, m.name.clone()),
                 (ann::VERSION, m.version.clone()),
                 (ann::AUTHORS, m.author.clone()),
+                (ann::DESCRIPTION, m.description.clone()),
                 (ann::CAPABILITIES, m.capabilities.join(",")),
                 (ann::PUBLIC_KEY, v.public_key.clone()),
+                (ann::KEY_ID, toolhost::oci::key_id(&v.public_key)),
+                (ann::COMPONENT_SHA256, toolhost::package::component_digest(&fetched.bytes).unwrap_or_default()),
             ];
             for (k, signed) in checks {
                 if a.get(k).is_some_and(|claimed| *claimed != signed) {
@@ -98,16 +101,34 @@ impl Show {
         println!("digest:       {digest}");
         println!("layer:        {} ({} bytes)", layer.digest, layer.size);
         println!("name:         {}", log_safe(&name));
-        println!("version:      {}", or_dash(get(ann::VERSION)));
-        println!("author:       {}", or_dash(get(ann::AUTHORS)));
-        println!("description:  {}", or_dash(get(ann::DESCRIPTION)));
-        let caps = get(ann::CAPABILITIES).filter(|c| !c.is_empty()).unwrap_or_else(|| "nothing".into());
-        println!("asks for:     {caps}");
+        // Signed: the fields from the signed manifest. Otherwise only the
+        // registry's word, and said so.
+        match &signature {
+            Ok(Some(v)) => {
+                let m = &v.manifest;
+                println!("version:      {}", log_safe(&m.version));
+                println!("author:       {}", log_safe(&m.author));
+                println!("description:  {}", log_safe(&m.description));
+                let caps = if m.capabilities.is_empty() { "nothing".to_string() } else { m.capabilities.join(", ") };
+                println!("asks for:     {caps}");
+            }
+            _ => {
+                let claim = " (the registry's claim, not verified)";
+                println!("version:      {}{claim}", or_dash(get(ann::VERSION)));
+                println!("author:       {}{claim}", or_dash(get(ann::AUTHORS)));
+                println!("description:  {}{claim}", or_dash(get(ann::DESCRIPTION)));
+                let caps = get(ann::CAPABILITIES).filter(|c| !c.is_empty()).unwrap_or_else(|| "nothing".into());
+                println!("asks for:     {caps}{claim}; `toolhost inspect` the pulled file for what it imports");
+            }
+        }
         let latencies: Vec<serde_json::Value> =
             a.get(ann::LATENCIES).and_then(|l| serde_json::from_str(l).ok()).unwrap_or_default();
         let badges: BTreeMap<String, String> =
             a.get(ann::BADGE).and_then(|b| serde_json::from_str(b).ok()).unwrap_or_default();
-        println!("tools ({}):", latencies.len());
+        println!(
+            "tools ({}, from the registry's annotations, not signed; `toolhost inspect` the pulled file for its own list):",
+            latencies.len()
+        );
         for t in &latencies {
             let tool = log_safe(t["name"].as_str().unwrap_or("?")).into_owned();
             let ms = |v: &serde_json::Value| v.as_u64().map_or("-".to_string(), |n| format!("{n} ms"));
