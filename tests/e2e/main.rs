@@ -27,6 +27,7 @@
 //! - `bridge`: the S2S bridge: recorded OpenAI Realtime and Gemini Live function-call events through `toolhost::bridge`.
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
+//! - `ui`: the DM's page in headless Chromium (playwright-core), and its API's access rules.
 
 mod audit;
 mod bridge;
@@ -56,4 +57,5 @@ mod proxied;
 mod review;
 mod trust;
 mod turns;
+mod ui;
 mod upstream;

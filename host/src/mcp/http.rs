@@ -299,9 +299,10 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
 /// Admits to `/ui` ([`crate::ui`]) the operator only: without tokens, the
 /// server's own Unix user; with tokens, an operator token on the page's API
 /// (its static files hold no data: a browser loads them before it has the
-/// token). Agent tokens get 403.
+/// token, so they need none; any token presented is checked). Agent tokens
+/// get 403.
 async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
-    if !front.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) {
+    if !front.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) && bearer(request.headers()).is_none() {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
