@@ -40,6 +40,7 @@ pub mod paths;
 pub mod registry;
 pub mod report;
 pub mod scaffold;
+pub mod ui;
 pub mod watch;
 
 /// The wasm runtime (the `toolhost-runtime` crate).

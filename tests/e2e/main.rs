@@ -28,6 +28,7 @@
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
+//! - `ui`: the DM's page in headless Chromium (playwright-core), and its API's access rules.
 
 mod audit;
 mod bridge;
@@ -58,4 +59,5 @@ mod proxied;
 mod review;
 mod trust;
 mod turns;
+mod ui;
 mod upstream;

@@ -27,6 +27,9 @@ pub struct Admin {
     pub token: String,
     /// External MCP servers, to add and remove at run time.
     pub servers: Option<Arc<ExternalServers>>,
+    /// Where the DM's page ([`crate::ui`]) stages uploaded plugin files, in
+    /// private directories; `None`: the page takes no uploads.
+    pub uploads: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for Admin {

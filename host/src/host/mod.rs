@@ -192,6 +192,11 @@ impl Host {
         self
     }
 
+    /// The audit trail (the DM's page reads its tail).
+    pub fn audit(&self) -> &AuditLog {
+        &self.audit
+    }
+
     /// Sets the operator's grants (from `plugins.grants`), relative paths
     /// resolved against `base`. Applies to plugins loaded afterwards.
     pub fn with_grants(mut self, grants: GrantsByPlugin, base: &Path) -> Host {

@@ -192,7 +192,14 @@ pub fn router(
     let scrape = admin.as_ref().map(|a| (a.token.clone(), a.servers.clone()));
     let beyond_loopback = cfg.metrics_beyond_loopback;
     let app = match admin {
-        Some(admin) => axum::Router::new().nest("/admin", crate::admin::router(front.host.clone(), admin)),
+        Some(admin) => axum::Router::new()
+            .nest("/admin", crate::admin::router(front.host.clone(), admin.clone()))
+            // The DM's page: the operator only (see `operator_only`).
+            .nest(
+                "/ui",
+                crate::ui::router(front.host.clone(), admin)
+                    .layer(axum::middleware::from_fn_with_state(front.clone(), operator_only)),
+            ),
         None => axum::Router::new().route(
             "/admin/{*rest}",
             axum::routing::any(|| async { error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled") }),
@@ -297,6 +304,29 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
         return too_many("too many requests on this connection (server.connection_rate_limit)", wait);
     }
     next.run(request).await
+}
+
+/// Admits to `/ui` ([`crate::ui`]) the operator only: without tokens, the
+/// server's own Unix user; with tokens, an operator token on the page's API
+/// (its static files hold no data: a browser loads them before it has the
+/// token, so they need none; any token presented is checked). Agent tokens
+/// get 403.
+async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
+    if !front.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) && bearer(request.headers()).is_none() {
+        return next.run(request).await;
+    }
+    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
+        return error(StatusCode::FORBIDDEN, "forbidden", "the caller of this connection is unknown");
+    };
+    match front.authenticate(&peer, bearer(request.headers())) {
+        Ok(None | Some((Identity::Operator, _))) => next.run(request).await,
+        Ok(Some(_)) => error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "the DM's page is the operator's: an agent token does not open it",
+        ),
+        Err(r) => r,
+    }
 }
 
 /// 429 with `Retry-After` and `capacity_exceeded`.

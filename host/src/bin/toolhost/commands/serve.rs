@@ -67,7 +67,11 @@ impl Serve {
         let started = self.host.start_and_wait(!self.stdio)?;
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
-        let admin = Admin { token: random_token()?, servers: Some(servers.clone()) };
+        let admin = Admin {
+            token: random_token()?,
+            servers: Some(servers.clone()),
+            uploads: Some(a.state_dir.join("ui-uploads")),
+        };
         let state = a.state_dir.clone();
         // What `toolhost doctor` would say about the config, as warnings.
         for f in toolhost::doctor::check_host(&a.config, &host, &servers.status(), !self.stdio) {

@@ -1,0 +1,245 @@
+//! The DM's page (issue #14, item 4) against a running `serve --http`: in
+//! Debian's headless Chromium driven by playwright-core
+//! (`tests/peers/ui_driver.js`, installed by `scripts/install-peers`), and
+//! its API's access rules over plain HTTP.
+
+use crate::common::toolhost;
+use crate::live::{Proc, Watcher, eventually, names, spawn_serving};
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::process::Stdio;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use toolhost_test_artifacts::SWAP_V1_PATH;
+
+/// `search_facts` (declared 200 ms) is DEEP here, `roll` FAST.
+const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts]\n";
+
+/// `serve --http` in `dir` under the default trust policy (unsigned plugins refused).
+fn serve_strict(dir: &Path) -> (Proc, String) {
+    let mut cmd = toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    spawn_serving(cmd)
+}
+
+/// Runs the page's driver in Chromium; its JSON report. Bounded: killed after 120 s.
+fn drive(url: &str, shot: &Path, upload: &Path, agent: &str) -> Value {
+    let peers = crate::peers::peers_dir();
+    let script = peers.join("ui_driver.js");
+    assert!(
+        peers.join("node_modules/playwright-core").exists() && Path::new("/usr/bin/chromium").exists(),
+        "playwright-core or /usr/bin/chromium missing: run scripts/install-peers (as root)"
+    );
+    let child = std::process::Command::new(crate::peers::node22())
+        .current_dir(&peers)
+        .arg(script)
+        .args([url, shot.to_str().unwrap(), upload.to_str().unwrap(), agent])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut proc = Proc(child);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while proc.0.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "the browser driver did not finish in 120 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let mut out = String::new();
+    let mut err = String::new();
+    use std::io::Read as _;
+    proc.0.stdout.take().unwrap().read_to_string(&mut out).unwrap();
+    proc.0.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    let status = proc.0.wait().unwrap();
+    assert!(status.success(), "ui_driver.js failed: {err}\n{out}");
+    serde_json::from_str(out.trim()).unwrap_or_else(|e| panic!("{e}: {out}"))
+}
+
+fn strings(v: &Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap_or_default().to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsigned_uploads() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
+    let (_host, url) = serve_strict(dir.path());
+
+    // A call over MCP, before the page opens.
+    let op = ().serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize");
+    let params =
+        CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d6"}).as_object().unwrap().clone());
+    assert_ne!(op.call_tool(params).await.unwrap().is_error, Some(true));
+    // The agent's session: FAST, so no search_facts.
+    let w = Watcher::default();
+    let changed = w.0.clone();
+    let agent =
+        w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp/bartok"))).await.expect("initialize");
+    assert_eq!(names(&agent).await, vec!["roll".to_string()]);
+
+    let shot = dir.path().join("ui.png");
+    let page = drive(&url, &shot, Path::new(SWAP_V1_PATH), "bartok");
+
+    // The page loads, under its CSP, with no script errors.
+    assert_eq!(page["status"], 200, "{page}");
+    assert!(page["csp"].as_str().unwrap().starts_with("default-src 'self'"), "{page}");
+    let errors: Vec<String> = strings(&page["console_errors"])
+        .into_iter()
+        .filter(|e| !e.contains("422")) // the refused upload's reply
+        .collect();
+    assert!(errors.is_empty(), "console errors: {errors:?}");
+    // The built-ins.
+    let tools = strings(&page["tools"]);
+    for t in ["roll", "roll_table", "get_rule", "search_rules", "read_file", "write_file", "search_facts"] {
+        assert!(tools.contains(&t.to_string()), "{t} not on the page: {tools:?}");
+    }
+    let plugins = page["plugins"].as_array().unwrap();
+    for p in ["diceroller", "fileio", "memorytool", "ruleslookup"] {
+        let row = plugins.iter().find(|r| r["name"] == p).unwrap_or_else(|| panic!("{p}: {page}"));
+        assert!(row["origin"].as_str().unwrap().starts_with("built in"), "{row}");
+    }
+    // The call made over MCP: counted on the tool's row, and in the audit.
+    let roll = strings(&page["roll_row"]);
+    assert_eq!(roll[0], "roll");
+    assert_eq!(roll[5], "1", "calls: {roll:?}");
+    assert!(roll[6].ends_with("ms"), "measured p50: {roll:?}");
+    let audit = page["audit"].as_array().unwrap();
+    assert!(
+        audit.iter().any(|r| r[1] == "call" && r[2] == "(operator)" && r[3] == "roll" && r[4] == "ok"),
+        "the audit on the page: {audit:?}"
+    );
+    // The override set on the page: the agent's row says so ...
+    assert_eq!(strings(&page["agent_before"])[4], "roll", "{page}");
+    let after = strings(&page["agent_after"]);
+    assert_eq!(after[2], "deep", "{after:?}");
+    assert!(after[3].starts_with("deep ("), "{after:?}");
+    assert_eq!(after[4], "roll, search_facts", "{after:?}");
+    // ... and the agent's MCP session is told, and sees the DEEP tool.
+    eventually("tools/list_changed after the page's override", async || changed.load(Ordering::SeqCst) > 0).await;
+    assert_eq!(names(&agent).await, vec!["roll".to_string(), "search_facts".to_string()]);
+    // The unsigned upload: refused on the page with the trust policy's words,
+    // nothing installed, and the refusal audited.
+    let refused = page["upload_result"].as_str().unwrap();
+    assert!(refused.starts_with("Refused:") && refused.contains("is not signed"), "{refused}");
+    assert_eq!(page["upload_class"], "result error");
+    assert!(!strings(&page["plugins_after"]).contains(&"swap_v1".to_string()), "{page}");
+    assert!(
+        page["audit_after"].as_array().unwrap().iter().any(|r| r[1] == "plugin_refused" && r[3] == "swap_v1"),
+        "{page}"
+    );
+    // The staged upload is gone.
+    let staged = dir.path().join("state/ui-uploads");
+    assert_eq!(std::fs::read_dir(&staged).unwrap().count(), 0, "left in {}", staged.display());
+    // The screenshot is a PNG; `UPDATE_UI_SCREENSHOT=1` keeps it as docs/ui.png.
+    let png = std::fs::read(&shot).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n") && png.len() > 10_000, "{} bytes", png.len());
+    if std::env::var_os("UPDATE_UI_SCREENSHOT").is_some() {
+        std::fs::write(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/ui.png"), &png).unwrap();
+    }
+    agent.cancel().await.unwrap();
+    op.cancel().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_page_and_its_api_are_the_operators_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{CONFIG}  - name: greymantle\n    budget_tier: fast\n    tools: [roll]\nlimits:\n  max_component_mib: 2\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  tokens:\n    - token: operator-secret-0123456789\n    - token: agent-secret-0123456789ab\n      agent: bartok\n"
+    )
+    .replace("server:\n  rate_limit: { per_minute: 0 }\nbudget", "budget");
+    std::fs::write(dir.path().join("toolhost.yaml"), config).unwrap();
+    let (_host, url) = serve_strict(dir.path());
+    let http = reqwest::Client::new();
+    let state = format!("{url}/ui/api/state");
+    let get = |token: Option<&str>| {
+        let mut r = http.get(&state);
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    // The page's files hold no data: served, under the CSP.
+    let page = http.get(format!("{url}/ui")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
+    assert!(page.text().await.unwrap().contains("/ui/app.js"));
+    let r = http.get(format!("{url}/ui")).bearer_auth("agent-secret-0123456789ab").send().await.unwrap();
+    assert_eq!(r.status(), 403, "an agent's token never gets the page");
+    // The API: no token 401, an agent's token 403, the operator's 200.
+    assert_eq!(get(None).await.unwrap().status(), 401);
+    assert_eq!(get(Some("agent-secret-0123456789ab")).await.unwrap().status(), 403);
+    let ok = get(Some("operator-secret-0123456789")).await.unwrap();
+    assert_eq!(ok.status(), 200);
+    let s: Value = ok.json().await.unwrap();
+    assert!(s["tools"].as_array().unwrap().iter().any(|t| t["name"] == "roll"), "{s}");
+    assert_eq!(s["max_upload_bytes"], (2 << 20) + (1 << 16));
+    // A cross-origin page is refused, and so is a write without the page's header.
+    let r = http
+        .get(&state)
+        .bearer_auth("operator-secret-0123456789")
+        .header("Origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    let set = json!({"agent": "bartok", "tier": "deep", "for_secs": 60});
+    let r = http
+        .post(format!("{url}/ui/api/overrides"))
+        .bearer_auth("operator-secret-0123456789")
+        .json(&set)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+    assert!(r.text().await.unwrap().contains("x-toolhost-ui"));
+    let r = http
+        .post(format!("{url}/ui/api/overrides"))
+        .bearer_auth("agent-secret-0123456789ab")
+        .header("X-Toolhost-UI", "1")
+        .json(&set)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403, "an agent cannot set overrides through the page");
+    let r = http
+        .post(format!("{url}/ui/api/overrides"))
+        .bearer_auth("operator-secret-0123456789")
+        .header("X-Toolhost-UI", "1")
+        .json(&set)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.json::<Value>().await.unwrap()["dm_override"]["tier"], "deep");
+    // The admin API's validation, as it is.
+    let r = http
+        .post(format!("{url}/ui/api/overrides"))
+        .bearer_auth("operator-secret-0123456789")
+        .header("X-Toolhost-UI", "1")
+        .json(&json!({"agent": "nobody", "tier": "deep", "for_secs": 60}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    // Uploads: capped at the plugin size limit, named NAME.wasm.
+    let upload = |name: &'static str, body: Vec<u8>| {
+        http.post(format!("{url}/ui/api/plugins"))
+            .bearer_auth("operator-secret-0123456789")
+            .header("X-Toolhost-UI", "1")
+            .header("Content-Type", "application/wasm")
+            .header("X-Toolhost-File-Name", name)
+            .body(body)
+            .send()
+    };
+    assert_eq!(upload("big.wasm", vec![0u8; (2 << 20) + (1 << 16) + 1]).await.unwrap().status(), 413);
+    assert_eq!(upload("../evil.wasm", b"\0asm".to_vec()).await.unwrap().status(), 400);
+    let r = upload("swap_v1.wasm", std::fs::read(SWAP_V1_PATH).unwrap()).await.unwrap();
+    assert_eq!(r.status(), 422);
+    assert!(r.text().await.unwrap().contains("is not signed"));
+}

@@ -1,0 +1,78 @@
+// Drives toolhost's DM's page in Debian's headless Chromium with
+// playwright-core (tests/e2e/ui.rs runs it; installed by scripts/install-peers).
+//
+//   node ui_driver.js URL SCREENSHOT UNSIGNED_WASM AGENT
+//
+// Opens URL/ui, reads what the page shows, sets a DEEP override for AGENT
+// by clicking, uploads UNSIGNED_WASM through the file input, takes a
+// screenshot, and prints one JSON object with what it read. Every wait is
+// bounded; exits 1 (with the error) when one runs out.
+'use strict';
+const { chromium } = require('playwright-core');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const [url, shot, unsigned, agent] = process.argv.slice(2);
+const WAIT = 20000;
+
+(async () => {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'toolhost-ui-chromium-'));
+  // A fresh, empty profile (--user-data-dir) for every run.
+  const browser = await chromium.launchPersistentContext(profile, {
+    executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    timeout: WAIT,
+    viewport: { width: 1280, height: 1000 },
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync'],
+  });
+  const out = { console_errors: [], csp_violations: [] };
+  try {
+    const page = await browser.newPage();
+    page.setDefaultTimeout(WAIT);
+    page.on('console', (m) => { if (m.type() === 'error') out.console_errors.push(m.text()); });
+    page.on('pageerror', (e) => out.console_errors.push(String(e)));
+    const resp = await page.goto(url + '/ui', { waitUntil: 'load' });
+    out.status = resp.status();
+    out.csp = resp.headers()['content-security-policy'] || null;
+    await page.waitForSelector('body[data-loaded="1"]');
+    out.title = await page.title();
+    out.tools = await page.$$eval('#tools tbody tr', (rows) => rows.map((r) => r.dataset.tool));
+    out.plugins = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => ({
+      name: r.dataset.plugin, origin: r.cells[1].textContent, version: r.cells[2].textContent })));
+    // The call made over MCP before the page opened: its row and the audit.
+    await page.waitForFunction(() => {
+      const c = document.querySelector('#tools tr[data-tool="roll"] td[data-field="calls"]');
+      return c && Number(c.textContent) >= 1;
+    });
+    out.roll_row = await page.$eval('#tools tr[data-tool="roll"]', (r) => [...r.cells].map((c) => c.textContent));
+    out.audit = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    const row = `#agents tr[data-agent="${agent}"]`;
+    out.agent_before = await page.$eval(row, (r) => [...r.cells].slice(0, 5).map((c) => c.textContent));
+    // Set an override on the page.
+    await page.selectOption(`${row} select[name="tier"]`, 'deep');
+    await page.fill(`${row} input[name="minutes"]`, '5');
+    await page.click(`${row} button[name="set"]`);
+    await page.waitForFunction((sel) => document.querySelector(sel).cells[3].textContent.startsWith('deep'), row);
+    out.override_result = await page.textContent('#override-result');
+    out.agent_after = await page.$eval(row, (r) => [...r.cells].slice(0, 5).map((c) => c.textContent));
+    // Upload an unsigned file.
+    await page.setInputFiles('#file', unsigned);
+    await page.waitForFunction(() => /^(Installed|Refused)/.test(document.getElementById('upload-result').textContent));
+    out.upload_result = await page.textContent('#upload-result');
+    out.upload_class = await page.getAttribute('#upload-result', 'class');
+    // The refusal reaches the audit on the next refresh.
+    await page.waitForFunction(() => [...document.querySelectorAll('#audit tbody tr')].some((r) => r.dataset.event === 'plugin_refused'));
+    out.audit_after = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    out.plugins_after = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => r.dataset.plugin));
+    await page.screenshot({ path: shot, fullPage: true });
+    console.log(JSON.stringify(out));
+  } finally {
+    await browser.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+})().catch((e) => {
+  console.error(String(e && e.stack || e));
+  process.exit(1);
+});
