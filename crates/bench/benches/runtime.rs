@@ -73,8 +73,15 @@ fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 2_000 } else { 20_000 };
     let cache = tempfile::tempdir().unwrap();
-    let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
-    let host = Arc::new(Host::new(runtime.clone()));
+    // The throughput rows run up to 64 callers as one caller: above the
+    // default per-agent and per-plugin concurrency limits, which would
+    // refuse them (they are measured for what they cost, not for what
+    // they refuse). The pipeline rows measure the tools, not the result
+    // cache: it is off here (the turns section measures it).
+    let limits = Limits { agent_concurrency: 1024, plugin_concurrency: 1024, ..Limits::default() };
+    let runtime = Runtime::new(limits, Some(cache.path())).unwrap();
+    let no_cache = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
+    let host = Arc::new(Host::with_budget(runtime.clone(), Budget::new(no_cache, Vec::new())));
     host.add_builtins().unwrap();
     let args = json!({"expression": "2d6+3"});
     let args_s = args.to_string();
