@@ -692,4 +692,4 @@ pub fn outcome_of(result: &Result<crate::tool::ToolOutput, CallError>) -> Outcom
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

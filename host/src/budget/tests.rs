@@ -4,8 +4,9 @@ use super::*;
 use crate::registry::Registry;
 use crate::tool::{CallContext, CallStats, Content, Provider, ToolMeta, ToolOutput};
 
+/// A provider whose every tool answers "ok" at once.
 #[derive(Debug)]
-struct Fake(Vec<ToolDef>);
+pub(crate) struct Fake(pub(crate) Vec<ToolDef>);
 
 impl Provider for Fake {
     fn name(&self) -> &str {
@@ -41,7 +42,8 @@ fn def(name: &str, p50: Option<u32>, max: Option<u32>) -> ToolDef {
 
 const MS: Duration = Duration::from_millis(1);
 
-fn agent(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
+/// An agent with no rate limit, turn cap or instructions.
+pub(crate) fn agent(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
     AgentProfile {
         name: name.into(),
         budget_tier: ceiling,

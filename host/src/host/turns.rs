@@ -182,29 +182,12 @@ mod properties {
 
     use super::*;
     use crate::budget::metrics::Outcome;
-    use crate::budget::{AgentProfile, Budget, BudgetConfig, LongTool, ManualClock};
-    use crate::tool::{CallStats, Content, Provider, ProviderKind, ToolDef, ToolMeta};
+    use crate::budget::tests::{Fake, agent};
+    use crate::budget::{Budget, BudgetConfig, LongTool, ManualClock};
+    use crate::tool::{ToolDef, ToolMeta};
     use proptest::prelude::*;
     use std::sync::Arc;
     use std::time::Duration;
-
-    #[derive(Debug)]
-    struct Fake(Vec<ToolDef>);
-
-    impl Provider for Fake {
-        fn name(&self) -> &str {
-            "fake"
-        }
-        fn kind(&self) -> ProviderKind {
-            ProviderKind::Other
-        }
-        fn tools(&self) -> &[ToolDef] {
-            &self.0
-        }
-        fn call(&self, _: &str, _: &serde_json::Value, _: &CallContext) -> Result<ToolOutput, CallError> {
-            Ok(ToolOutput { content: vec![Content::Text("ok".into())], structured: None, stats: CallStats::default() })
-        }
-    }
 
     /// (name, declared p50 ms): FAST, STANDARD, DEEP, over budget, none, a long tool.
     const TOOLS: [(&str, Option<u32>); 7] = [
@@ -260,19 +243,7 @@ mod properties {
             long_tools: vec![LongTool { tool: "longpoll".into(), timeout_ms: 60_000, agents: vec!["bartok".into()] }],
             ..BudgetConfig::default()
         };
-        let agents = AGENTS
-            .iter()
-            .map(|(name, ceiling, tools)| AgentProfile {
-                name: name.to_string(),
-                budget_tier: *ceiling,
-                tools: tools.iter().map(|t| t.to_string()).collect(),
-                instructions: None,
-                rate_limit: None,
-                max_calls_per_turn: None,
-                personality: None,
-                engine: None,
-            })
-            .collect();
+        let agents = AGENTS.iter().map(|(name, ceiling, tools)| agent(name, *ceiling, tools)).collect();
         let runtime = crate::runtime::Runtime::new(crate::runtime::Limits::default(), None).unwrap();
         let host = Host::with_budget(runtime, Budget::with_clock(cfg, agents, clock));
         let defs = TOOLS

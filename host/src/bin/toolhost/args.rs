@@ -138,6 +138,38 @@ pub struct TrustArgs {
     pub allow_unsigned: bool,
 }
 
+/// A registry to read from (`pull`, `show`): the config (for trust and
+/// `oci:`), plain HTTP when asked, and the blob cache.
+#[derive(Debug, Args)]
+pub struct RegistryArgs {
+    /// Speak plain HTTP to this registry (loopback registries always are).
+    #[arg(long)]
+    pub insecure: bool,
+    /// Where pulled blobs are cached [default: as `serve`].
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    #[command(flatten)]
+    pub trust: TrustArgs,
+}
+
+impl RegistryArgs {
+    /// The trust policy and the registry store for `r`.
+    pub fn open(&self, r: &toolhost::oci::OciRef) -> Result<(toolhost::package::TrustPolicy, toolhost::oci::OciStore)> {
+        let mut builder = HostBuilder::new(self.config.load()?).allow_unsigned(self.trust.allow_unsigned);
+        if let Some(d) = &self.cache_dir {
+            builder = builder.cache(toolhost::CacheChoice::Dir(d.clone()));
+        }
+        let policy = builder.trust()?;
+        let mut store = builder.oci_store()?;
+        if self.insecure {
+            store.allow_insecure(r.registry());
+        }
+        Ok((policy, store))
+    }
+}
+
 impl HostArgs {
     /// The builder for this host.
     pub fn builder(&self) -> Result<HostBuilder> {

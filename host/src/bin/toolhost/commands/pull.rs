@@ -1,9 +1,8 @@
-use crate::args::{ConfigArgs, TrustArgs};
+use crate::args::RegistryArgs;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
-use toolhost::HostBuilder;
 use toolhost::oci::OciRef;
 
 /// Pull a plugin from an OCI registry into a file (through the digest
@@ -18,30 +17,14 @@ pub struct Pull {
     /// Write it here [default: NAME.wasm, NAME being the signed plugin name].
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Speak plain HTTP to this registry (loopback registries always are).
-    #[arg(long)]
-    insecure: bool,
-    /// Where pulled blobs are cached [default: as `serve`].
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
     #[command(flatten)]
-    config: ConfigArgs,
-    #[command(flatten)]
-    trust: TrustArgs,
+    registry: RegistryArgs,
 }
 
 impl Pull {
     pub fn run(self) -> Result<ExitCode> {
         let r = OciRef::parse(&self.reference)?;
-        let mut builder = HostBuilder::new(self.config.load()?).allow_unsigned(self.trust.allow_unsigned);
-        if let Some(d) = &self.cache_dir {
-            builder = builder.cache(toolhost::CacheChoice::Dir(d.clone()));
-        }
-        let policy = builder.trust()?;
-        let mut store = builder.oci_store()?;
-        if self.insecure {
-            store.allow_insecure(r.registry());
-        }
+        let (policy, store) = self.registry.open(&r)?;
         let started = Instant::now();
         let fetched = store.fetch(&r, None)?;
         let took = started.elapsed();

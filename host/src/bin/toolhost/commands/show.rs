@@ -1,11 +1,9 @@
-use crate::args::{ConfigArgs, TrustArgs};
+use crate::args::RegistryArgs;
 use crate::output::print_json;
 use anyhow::Result;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use toolhost::HostBuilder;
 use toolhost::oci::{OciRef, annotations as ann};
 use toolhost::tool::log_safe;
 
@@ -20,30 +18,14 @@ pub struct Show {
     /// Print JSON.
     #[arg(long)]
     json: bool,
-    /// Speak plain HTTP to this registry (loopback registries always are).
-    #[arg(long)]
-    insecure: bool,
-    /// Where pulled blobs are cached [default: as `serve`].
-    #[arg(long, value_name = "DIR")]
-    cache_dir: Option<PathBuf>,
     #[command(flatten)]
-    config: ConfigArgs,
-    #[command(flatten)]
-    trust: TrustArgs,
+    registry: RegistryArgs,
 }
 
 impl Show {
     pub fn run(self) -> Result<ExitCode> {
         let r = OciRef::parse(&self.reference)?;
-        let mut builder = HostBuilder::new(self.config.load()?).allow_unsigned(self.trust.allow_unsigned);
-        if let Some(d) = &self.cache_dir {
-            builder = builder.cache(toolhost::CacheChoice::Dir(d.clone()));
-        }
-        let policy = builder.trust()?;
-        let mut store = builder.oci_store()?;
-        if self.insecure {
-            store.allow_insecure(r.registry());
-        }
+        let (policy, store) = self.registry.open(&r)?;
         let (digest, manifest) = store.manifest(&r)?;
         let a: BTreeMap<String, String> = manifest.annotations.clone().unwrap_or_default();
         let layer = &manifest.layers[0];
