@@ -361,19 +361,14 @@ mod tests {
     }
 
     #[test]
-    fn recording_is_cheap() {
-        // Not a benchmark (see BENCHMARKS.md), a guard: the call path's
-        // share must stay far below a microsecond.
+    fn every_recording_is_counted_once() {
+        // What a recording costs is measured by a benchmark, not asserted
+        // here (BENCHMARKS.md); this checks only that none is lost.
         let m = CallMetrics::default();
-        m.record("roll", OPERATOR, "ok", Some(Duration::from_millis(1)));
-        let n = 200_000;
-        let start = std::time::Instant::now();
+        let n: u64 = 10_000;
         for _ in 0..n {
             m.record("roll", OPERATOR, "ok", Some(Duration::from_micros(700)));
         }
-        let per = start.elapsed() / n;
-        eprintln!("CallMetrics::record: {per:?} per call ({n} calls, one thread)");
-        assert_eq!(m.calls("roll"), u64::from(n) + 1);
-        assert!(per < Duration::from_micros(2), "{per:?} per recording");
+        assert_eq!(m.calls("roll"), n);
     }
 }

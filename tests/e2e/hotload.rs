@@ -5,27 +5,14 @@
 //! ed25519-signed packages with the trust policy and the lock file.
 
 use crate::common::builtin_path;
-use crate::common::{run_strict, stderr, stdout, toolhost};
-use crate::live::{connect, eventually, names, serve};
+use crate::common::{run_strict, stderr, stdout};
+use crate::live::{admin, connect, eventually, names, place, serve};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
-
-/// Runs an operator command against the host serving from `dir`.
-fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
-    toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
-}
-
-/// Copies `from` to `to` atomically (a temp file, then a rename).
-fn place(from: &str, to: &Path) {
-    let tmp = to.with_extension("tmp-copy");
-    std::fs::copy(from, &tmp).unwrap();
-    std::fs::rename(&tmp, to).unwrap();
-}
 
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
 

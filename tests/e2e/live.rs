@@ -76,3 +76,15 @@ pub async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// An operator command against the host serving from `dir`.
+pub fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
+    toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
+}
+
+/// Copies `from` to `to` atomically (a temp file, then a rename).
+pub fn place(from: &str, to: &Path) {
+    let tmp = to.with_extension("tmp-copy");
+    std::fs::copy(from, &tmp).unwrap();
+    std::fs::rename(&tmp, to).unwrap();
+}

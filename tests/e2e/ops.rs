@@ -7,7 +7,7 @@
 //! finds the typos.
 
 use crate::common::{stderr, stdout, toolhost};
-use crate::live::serve;
+use crate::live::{admin, place, serve};
 use crate::peers::{peers_dir, python};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Value, json};
@@ -16,18 +16,6 @@ use std::time::Duration;
 use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH};
 
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
-
-/// An operator command against the host serving from `dir`.
-fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
-    toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
-}
-
-/// Copies `from` to `to` atomically (a temp file, then a rename).
-fn place(from: &str, to: &Path) {
-    let tmp = to.with_extension("tmp-copy");
-    std::fs::copy(from, &tmp).unwrap();
-    std::fs::rename(&tmp, to).unwrap();
-}
 
 /// `plugin list --json` of the host serving from `dir`: name to entry.
 fn plugins(dir: &Path) -> std::collections::BTreeMap<String, Value> {
