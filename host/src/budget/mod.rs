@@ -268,20 +268,45 @@ pub enum BudgetError {
     UnknownAgent(String),
 }
 
-/// The latency budget enforcer.
-#[derive(Debug)]
-pub struct Budget {
-    cfg: BudgetConfig,
+/// What the operator configured: swapped whole by [`Budget::reconfigure`],
+/// so a reader never sees half of an old config and half of a new one.
+#[derive(Debug, Clone)]
+struct Settings {
+    cfg: Arc<BudgetConfig>,
     ceilings: Ceilings,
-    clock: Arc<dyn Clock>,
-    epoch: Instant,
     agents: HashMap<String, (AgentProfile, HashSet<String>)>,
-    tools: RwLock<FxHashMap<String, Arc<ToolState>>>,
-    overrides: Mutex<HashMap<String, (Tier, Instant)>>,
     /// The operator's floor and ceiling on every deadline.
     deadlines: DeadlinePolicy,
     /// `budget.long_tools`: each tool's deadline and the agents that may use it.
     long: HashMap<String, (Duration, HashSet<String>)>,
+}
+
+impl Settings {
+    fn new(cfg: BudgetConfig, agents: Vec<AgentProfile>, deadlines: DeadlinePolicy) -> Settings {
+        let agents = agents
+            .into_iter()
+            .map(|a| {
+                let allowed = a.tools.iter().cloned().collect();
+                (a.name.clone(), (a, allowed))
+            })
+            .collect();
+        let long = cfg
+            .long_tools
+            .iter()
+            .map(|l| (l.tool.clone(), (Duration::from_millis(l.timeout_ms), l.agents.iter().cloned().collect())))
+            .collect();
+        Settings { ceilings: cfg.ceilings(), cfg: Arc::new(cfg), agents, deadlines, long }
+    }
+}
+
+/// The latency budget enforcer.
+#[derive(Debug)]
+pub struct Budget {
+    settings: arc_swap::ArcSwap<Settings>,
+    clock: Arc<dyn Clock>,
+    epoch: Instant,
+    tools: RwLock<FxHashMap<String, Arc<ToolState>>>,
+    overrides: Mutex<HashMap<String, (Tier, Instant)>>,
 }
 
 impl Budget {
@@ -293,59 +318,71 @@ impl Budget {
     /// Applies the operator's floor and ceiling (the runtime's limits) to
     /// every deadline this budget sets.
     #[must_use]
-    pub fn with_deadlines(mut self, deadlines: DeadlinePolicy) -> Budget {
-        self.deadlines = deadlines;
+    pub fn with_deadlines(self, deadlines: DeadlinePolicy) -> Budget {
+        self.set_deadlines(deadlines);
         self
+    }
+
+    /// Replaces the operator's floor and ceiling (a config reload).
+    pub fn set_deadlines(&self, deadlines: DeadlinePolicy) {
+        let mut next = Settings::clone(&self.settings.load());
+        next.deadlines = deadlines;
+        self.settings.store(Arc::new(next));
+        self.invalidate_tiers();
     }
 
     /// The operator's floor and ceiling on every deadline.
     pub fn deadlines(&self) -> DeadlinePolicy {
-        self.deadlines
+        self.settings.load().deadlines
+    }
+
+    /// Replaces the settings and the agents (a config reload), keeping every
+    /// measurement: tiers are recomputed under the new ceilings and pins on
+    /// their next read. DM overrides of agents that are gone are dropped.
+    pub fn reconfigure(&self, cfg: BudgetConfig, agents: Vec<AgentProfile>) {
+        let next = Settings::new(cfg, agents, self.deadlines());
+        self.overrides.lock().unwrap_or_else(|p| p.into_inner()).retain(|a, _| next.agents.contains_key(a));
+        self.settings.store(Arc::new(next));
+        self.invalidate_tiers();
+    }
+
+    /// Makes every cached tier stale, so the next read recomputes it.
+    fn invalidate_tiers(&self) {
+        for state in self.tools.read().unwrap_or_else(|p| p.into_inner()).values() {
+            state.stale_after.store(0, Ordering::Release);
+        }
     }
 
     /// A budget on an injected clock.
     pub fn with_clock(cfg: BudgetConfig, agents: Vec<AgentProfile>, clock: Arc<dyn Clock>) -> Budget {
-        let agents = agents
-            .into_iter()
-            .map(|a| {
-                let allowed = a.tools.iter().cloned().collect();
-                (a.name.clone(), (a, allowed))
-            })
-            .collect();
         let epoch = clock.now();
-        let long = cfg
-            .long_tools
-            .iter()
-            .map(|l| (l.tool.clone(), (Duration::from_millis(l.timeout_ms), l.agents.iter().cloned().collect())))
-            .collect();
+        let deadlines = DeadlinePolicy { floor: Duration::ZERO, ceiling: Duration::MAX };
         Budget {
-            ceilings: cfg.ceilings(),
-            cfg,
+            settings: arc_swap::ArcSwap::from_pointee(Settings::new(cfg, agents, deadlines)),
             clock,
             epoch,
-            agents,
             tools: RwLock::new(FxHashMap::default()),
             overrides: Mutex::new(HashMap::new()),
-            deadlines: DeadlinePolicy { floor: Duration::ZERO, ceiling: Duration::MAX },
-            long,
         }
     }
 
     /// The most calls `agent` (`None`: the operator) may make in one turn.
     pub fn max_calls_per_turn(&self, agent: Option<&str>) -> Option<u32> {
-        agent.and_then(|a| self.agents.get(a)).and_then(|(p, _)| p.max_calls_per_turn).or(self.cfg.max_calls_per_turn)
+        let s = self.settings.load();
+        agent.and_then(|a| s.agents.get(a)).and_then(|(p, _)| p.max_calls_per_turn).or(s.cfg.max_calls_per_turn)
     }
 
     /// The deadline `agent` gets for the long tool `tool`; `None` when the
     /// tool is not a long tool for that agent.
     pub fn long_deadline(&self, tool: &str, agent: Option<&str>) -> Option<Duration> {
-        let (timeout, agents) = self.long.get(tool)?;
-        agents.contains(agent?).then(|| self.deadlines.deadline(Some(*timeout), None))
+        let s = self.settings.load();
+        let (timeout, agents) = s.long.get(tool)?;
+        agents.contains(agent?).then(|| s.deadlines.deadline(Some(*timeout), None))
     }
 
     /// Whether `tool` is one of `budget.long_tools`.
     pub fn is_long(&self, tool: &str) -> bool {
-        self.long.contains_key(tool)
+        self.settings.load().long.contains_key(tool)
     }
 
     /// Whether the long tool `tool` is visible to `agent` working at `tier`:
@@ -356,8 +393,8 @@ impl Budget {
     }
 
     /// The settings.
-    pub fn config(&self) -> &BudgetConfig {
-        &self.cfg
+    pub fn config(&self) -> Arc<BudgetConfig> {
+        self.settings.load().cfg.clone()
     }
 
     /// The clock.
@@ -367,17 +404,22 @@ impl Budget {
 
     /// A selector for one conversation, sharing this budget's clock.
     pub fn selector(&self) -> Selector {
-        Selector::with_clock(&self.cfg.selector, self.clock.clone())
+        Selector::with_clock(&self.settings.load().cfg.selector, self.clock.clone())
     }
 
-    /// The agent called `name`.
-    pub fn agent(&self, name: &str) -> Result<&AgentProfile, BudgetError> {
-        self.agents.get(name).map(|(a, _)| a).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))
+    /// The agent called `name`, as the config says now.
+    pub fn agent(&self, name: &str) -> Result<AgentProfile, BudgetError> {
+        self.settings
+            .load()
+            .agents
+            .get(name)
+            .map(|(a, _)| a.clone())
+            .ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))
     }
 
     /// Every agent, sorted by name.
-    pub fn agents(&self) -> Vec<&AgentProfile> {
-        let mut v: Vec<&AgentProfile> = self.agents.values().map(|(a, _)| a).collect();
+    pub fn agents(&self) -> Vec<AgentProfile> {
+        let mut v: Vec<AgentProfile> = self.settings.load().agents.values().map(|(a, _)| a.clone()).collect();
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
@@ -386,13 +428,14 @@ impl Budget {
         if let Some(s) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
             return s.clone();
         }
+        let cfg = self.config();
         let mut w = self.tools.write().unwrap_or_else(|p| p.into_inner());
         w.entry(tool.to_string())
             .or_insert_with(|| {
                 Arc::new(ToolState {
                     stats: Mutex::new(ToolStats {
-                        real: Window::new(self.cfg.window, Duration::from_secs(self.cfg.window_max_age_secs)),
-                        probes: Window::new(self.cfg.window, Duration::MAX),
+                        real: Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs)),
+                        probes: Window::new(cfg.window, Duration::MAX),
                     }),
                     tier: AtomicU8::new(u8::MAX),
                     stale_after: AtomicU64::new(0),
@@ -407,10 +450,11 @@ impl Budget {
 
     /// Computes a tool's status from its stats (under the stats lock).
     fn compute(&self, def: &ToolDef, stats: &ToolStats, now: Instant) -> ToolStatus {
+        let set = self.settings.load();
         let real = stats.real.summary(now);
         let probes = stats.probes.summary(now);
         let (source, p50) = match (real, probes, def.meta.estimated_duration_ms) {
-            (Some(r), _, _) if r.count >= self.cfg.min_samples => (TierSource::Measured, Some(r.p50)),
+            (Some(r), _, _) if r.count >= set.cfg.min_samples => (TierSource::Measured, Some(r.p50)),
             (_, Some(p), _) => (TierSource::Calibrated, Some(p.p50)),
             (_, _, Some(ms)) => (TierSource::Declared, Some(Duration::from_millis(u64::from(ms)))),
             _ if def.meta.unmeasured_tier.is_some() => (TierSource::Assigned, None),
@@ -420,18 +464,18 @@ impl Budget {
             TierSource::Measured | TierSource::Calibrated => p50,
             _ => None,
         };
-        let (source, base_tier) = match self.cfg.pin.get(&def.name) {
+        let (source, base_tier) = match set.cfg.pin.get(&def.name) {
             Some(&pinned) => (TierSource::Pinned, Some(pinned)),
             None => (
                 source,
                 match p50 {
-                    Some(p) => self.ceilings.tier_for(p),
-                    None => Some(self.unmeasured_tier(def)),
+                    Some(p) => set.ceilings.tier_for(p),
+                    None => Some(unmeasured_tier(&set, def)),
                 },
             ),
         };
         let demoted =
-            real.is_some_and(|r| r.count >= self.cfg.min_health_samples && r.error_rate() > self.cfg.demote_error_rate);
+            real.is_some_and(|r| r.count >= set.cfg.min_health_samples && r.error_rate() > set.cfg.demote_error_rate);
         let tier = if demoted { base_tier.and_then(Tier::slower) } else { base_tier };
         ToolStatus {
             base_tier,
@@ -442,31 +486,8 @@ impl Budget {
             probes,
             p50,
             badge: measured_p50.map(Badge::for_p50),
-            timeout: self.timeout(def, tier, real),
+            timeout: timeout(&set, def, tier, real),
         }
-    }
-
-    /// The tier of a tool with no declared p50 and no measurements: the one
-    /// the operator assigned it (an external server's `tier`), else
-    /// `unmeasured_tier`.
-    fn unmeasured_tier(&self, def: &ToolDef) -> Tier {
-        def.meta.unmeasured_tier.unwrap_or(self.cfg.unmeasured_tier)
-    }
-
-    /// A call's deadline: the one the operator set for the tool (an
-    /// external server's `timeout_ms`), else what the tool wants (its
-    /// declared max duration, or its measured p99 times the margin) under
-    /// the tier's ceiling; always within the operator's policy.
-    fn timeout(&self, def: &ToolDef, tier: Option<Tier>, real: Option<Summary>) -> Duration {
-        if let Some(ms) = def.meta.deadline_ms {
-            return self.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
-        }
-        let wanted = match (def.meta.max_duration_ms, real) {
-            (Some(ms), _) => Some(Duration::from_millis(u64::from(ms))),
-            (None, Some(r)) if r.count >= self.cfg.min_samples => Some(r.p99.mul_f64(self.cfg.timeout_margin)),
-            _ => None,
-        };
-        self.deadlines.deadline(wanted, Some(self.ceilings.of(tier.unwrap_or(Tier::Deep))))
     }
 
     /// Updates the cached tier after a change.
@@ -504,12 +525,13 @@ impl Budget {
     fn cached_tier(&self, state: Option<&Arc<ToolState>>, def: &ToolDef, now: Instant) -> Option<Option<Tier>> {
         let Some(state) = state else {
             // Never called nor probed: the pinned, declared or default tier.
-            if let Some(&pinned) = self.cfg.pin.get(&def.name) {
+            let set = self.settings.load();
+            if let Some(&pinned) = set.cfg.pin.get(&def.name) {
                 return Some(Some(pinned));
             }
             return Some(match def.meta.estimated_duration_ms {
-                Some(ms) => self.ceilings.tier_for(Duration::from_millis(u64::from(ms))),
-                None => Some(self.unmeasured_tier(def)),
+                Some(ms) => set.ceilings.tier_for(Duration::from_millis(u64::from(ms))),
+                None => Some(unmeasured_tier(&set, def)),
             });
         };
         let code = state.tier.load(Ordering::Acquire);
@@ -519,13 +541,14 @@ impl Budget {
     /// The deadline a call of `def` gets now. Cheap when the tool declares a
     /// max duration (the common case): no lock.
     pub fn timeout_for(&self, def: &ToolDef) -> Duration {
+        let set = self.settings.load();
         if let Some(ms) = def.meta.deadline_ms {
-            return self.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
+            return set.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
         }
         match def.meta.max_duration_ms {
-            Some(ms) => self.deadlines.deadline(
+            Some(ms) => set.deadlines.deadline(
                 Some(Duration::from_millis(u64::from(ms))),
-                Some(self.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep))),
+                Some(set.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep))),
             ),
             None => self.status(def).timeout,
         }
@@ -621,7 +644,8 @@ impl Budget {
     /// DEEP) or above, and to no one else.
     pub fn visible(&self, agent: Option<&str>, tier: Tier, t: &RegisteredTool) -> Result<bool, BudgetError> {
         if let Some(name) = agent {
-            let (_, allowed) = self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
+            let set = self.settings.load();
+            let (_, allowed) = set.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
             if !allowed.contains(&t.def.name) {
                 return Ok(false);
             }
@@ -640,8 +664,9 @@ impl Budget {
         agent: Option<&str>,
         tier: Tier,
     ) -> Result<Vec<Arc<RegisteredTool>>, BudgetError> {
+        let set = self.settings.load();
         let profile = match agent {
-            Some(name) => Some(&self.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?.0),
+            Some(name) => Some(&set.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?.0),
             None => None,
         };
         let now = self.clock.now();
@@ -677,6 +702,29 @@ impl Budget {
         }
         Ok(out)
     }
+}
+
+/// The tier of a tool with no declared p50 and no measurements: the one
+/// the operator assigned it (an external server's `tier`), else
+/// `unmeasured_tier`.
+fn unmeasured_tier(set: &Settings, def: &ToolDef) -> Tier {
+    def.meta.unmeasured_tier.unwrap_or(set.cfg.unmeasured_tier)
+}
+
+/// A call's deadline: the one the operator set for the tool (an
+/// external server's `timeout_ms`), else what the tool wants (its
+/// declared max duration, or its measured p99 times the margin) under
+/// the tier's ceiling; always within the operator's policy.
+fn timeout(set: &Settings, def: &ToolDef, tier: Option<Tier>, real: Option<Summary>) -> Duration {
+    if let Some(ms) = def.meta.deadline_ms {
+        return set.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
+    }
+    let wanted = match (def.meta.max_duration_ms, real) {
+        (Some(ms), _) => Some(Duration::from_millis(u64::from(ms))),
+        (None, Some(r)) if r.count >= set.cfg.min_samples => Some(r.p99.mul_f64(set.cfg.timeout_margin)),
+        _ => None,
+    };
+    set.deadlines.deadline(wanted, Some(set.ceilings.of(tier.unwrap_or(Tier::Deep))))
 }
 
 /// How a call's result counts for the tool's health.

@@ -343,12 +343,12 @@ impl Budget {
             stats.real.clear();
             let kept = all.into_iter().filter(|s| stats.real.record_aged(now, *s)).count();
             self.refresh(&t.def, &state, &stats, now);
-            out.tools.push((name.clone(), kept.min(self.cfg.window)));
+            out.tools.push((name.clone(), kept.min(self.config().window)));
         }
         // The pending ones' ages are as of now.
         let saved = MeasurementsFile { saved_at_unix_ms: file.saved_at_unix_ms, ..out.pending.clone() };
         out.pending = MeasurementsFile::empty(now_unix);
-        out.pending.merge_missing(&saved, Duration::from_secs(self.cfg.window_max_age_secs));
+        out.pending.merge_missing(&saved, Duration::from_secs(self.config().window_max_age_secs));
         out
     }
 
