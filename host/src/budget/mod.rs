@@ -388,7 +388,7 @@ impl Budget {
     /// Whether the long tool `tool` is visible to `agent` working at `tier`:
     /// a named agent, at the tool's tier (pinned, else DEEP) or above.
     fn long_visible(&self, tool: &str, agent: Option<&str>, tier: Tier) -> bool {
-        let needs = self.cfg.pin.get(tool).copied().unwrap_or(Tier::Deep);
+        let needs = self.settings.load().cfg.pin.get(tool).copied().unwrap_or(Tier::Deep);
         tier >= needs && self.long_deadline(tool, agent).is_some()
     }
 
