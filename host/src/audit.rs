@@ -94,6 +94,8 @@ pub enum PluginEventKind {
     PluginRemove,
     /// A load or replacement that was refused; whatever ran before still runs.
     PluginRefused,
+    /// The same code under new grants (a config reload).
+    PluginRegrant,
 }
 
 impl PluginEventKind {
@@ -104,6 +106,7 @@ impl PluginEventKind {
             PluginEventKind::PluginReplace => "plugin_replace",
             PluginEventKind::PluginRemove => "plugin_remove",
             PluginEventKind::PluginRefused => "plugin_refused",
+            PluginEventKind::PluginRegrant => "plugin_regrant",
         }
     }
 }
@@ -113,7 +116,7 @@ impl PluginEventKind {
 pub struct PluginRecord<'a> {
     /// When, RFC 3339 in UTC with milliseconds.
     pub time: String,
-    /// `plugin_load`, `plugin_replace`, `plugin_remove` or `plugin_refused`.
+    /// `plugin_load`, `plugin_replace`, `plugin_remove`, `plugin_refused` or `plugin_regrant`.
     pub event: PluginEventKind,
     /// The plugin's name (for a refused file, the name it would have had).
     pub plugin: &'a str,

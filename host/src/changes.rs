@@ -87,7 +87,7 @@ pub struct RemovedPlugin {
 }
 
 /// What the record holds.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Changes {
     /// Plugins added at run time, in order.
@@ -103,13 +103,6 @@ pub struct Changes {
     #[serde(default)]
     pub servers_removed: Vec<String>,
 }
-
-impl PartialEq for McpServerConfig {
-    fn eq(&self, other: &Self) -> bool {
-        serde_json::to_value(self).ok() == serde_json::to_value(other).ok()
-    }
-}
-impl Eq for McpServerConfig {}
 
 /// The file: the changes and their tag.
 #[derive(Serialize, Deserialize)]

@@ -42,7 +42,7 @@ pub enum ConfigError {
 }
 
 /// The whole file.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     /// External MCP servers (seed shape).
@@ -79,7 +79,7 @@ pub struct Config {
 }
 
 /// `mcp:` section.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct McpConfig {
     /// The servers.
@@ -97,7 +97,7 @@ pub enum Transport {
 }
 
 /// One external MCP server (the seed's `MCPServerConfig`).
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpServerConfig {
     /// Unique name.
@@ -172,7 +172,7 @@ pub fn default_pass_env() -> Vec<String> {
 }
 
 /// `auth:` of a server.
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct AuthConfig {
     /// Static bearer token (ignored when `oauth` is set).
@@ -185,7 +185,7 @@ pub struct AuthConfig {
 
 /// OAuth 2.1 client-credentials settings (the MCP authorization spec,
 /// 2025-11-25, for a client acting on its own behalf).
-#[derive(Debug, Clone, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// Client id, registered with the server's authorization server
@@ -217,7 +217,7 @@ pub struct OAuthConfig {
 }
 
 /// `server:` section: how `toolhost serve --http` admits clients.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerConfig {
     /// Bearer tokens and the agent each one acts as. With any token
@@ -280,7 +280,7 @@ impl Default for ServerConfig {
 }
 
 /// One bearer token.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TokenConfig {
     /// The secret (use `${VAR}` to keep it out of the file).
@@ -307,7 +307,7 @@ impl TokenConfig {
 pub use crate::limits::RateLimitConfig;
 
 /// `memory:` section.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
     /// The SQLite file [default: `<state dir>/memory.sqlite3`]. A new store
@@ -316,7 +316,7 @@ pub struct MemoryConfig {
 }
 
 /// `plugins:` section.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginsConfig {
     /// Load the built-in plugins (default true).
@@ -338,7 +338,7 @@ impl Default for PluginsConfig {
 }
 
 /// `limits:` section; every field optional, defaults as in [`Limits`].
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
     /// Fuel per call; 0 turns metering off.

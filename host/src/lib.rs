@@ -38,6 +38,7 @@ pub mod oci;
 pub mod package;
 pub mod paths;
 pub mod registry;
+pub mod reload;
 pub mod report;
 pub mod scaffold;
 pub mod ui;
@@ -53,6 +54,7 @@ pub use toolhost_types as tool;
 pub use toolhost_types::validate;
 
 pub use host::{
-    AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, CacheStats, Conversation, Host,
-    HostBuilder, Installed, LiveBudget, ResultCache, TurnCues, TurnTier, canonical_json, plugin_files,
+    AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, CacheStats, Conversation,
+    GrantPlan, Host, HostBuilder, Installed, LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier, canonical_json,
+    plugin_files,
 };

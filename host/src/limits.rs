@@ -136,11 +136,17 @@ impl<K: Eq + Hash + Clone> Buckets<K> {
 /// Per-agent tool-call limits.
 #[derive(Debug)]
 pub struct CallRates {
+    /// Swapped whole by a config reload; the buckets stay.
+    settings: arc_swap::ArcSwap<RateSettings>,
+    /// By agent name; the operator's is "" (no agent may be named "").
+    buckets: Buckets<String>,
+}
+
+#[derive(Debug)]
+struct RateSettings {
     agents: RateLimitConfig,
     operator: RateLimitConfig,
     overrides: HashMap<String, RateLimitConfig>,
-    /// By agent name; the operator's is "" (no agent may be named "").
-    buckets: Buckets<String>,
 }
 
 impl Default for CallRates {
@@ -158,14 +164,29 @@ impl CallRates {
         operator: RateLimitConfig,
         overrides: HashMap<String, RateLimitConfig>,
     ) -> CallRates {
-        CallRates { agents, operator, overrides, buckets: Buckets::new(RateLimitConfig::OFF) }
+        CallRates {
+            settings: arc_swap::ArcSwap::from_pointee(RateSettings { agents, operator, overrides }),
+            buckets: Buckets::new(RateLimitConfig::OFF),
+        }
+    }
+
+    /// Replaces the limits (a config reload). Each agent keeps the tokens
+    /// it has left, up to its new burst.
+    pub fn reconfigure(
+        &self,
+        agents: RateLimitConfig,
+        operator: RateLimitConfig,
+        overrides: HashMap<String, RateLimitConfig>,
+    ) {
+        self.settings.store(std::sync::Arc::new(RateSettings { agents, operator, overrides }));
     }
 
     /// The limit that applies to `agent` (`None`: the operator).
     pub fn limit_for(&self, agent: Option<&str>) -> RateLimitConfig {
+        let s = self.settings.load();
         match agent {
-            None => self.operator,
-            Some(a) => self.overrides.get(a).copied().unwrap_or(self.agents),
+            None => s.operator,
+            Some(a) => s.overrides.get(a).copied().unwrap_or(s.agents),
         }
     }
 
@@ -214,5 +235,26 @@ mod tests {
         for _ in 0..1000 {
             rates.take(None).unwrap();
         }
+    }
+
+    #[test]
+    fn a_reload_changes_the_limits_and_keeps_what_was_spent() {
+        let rates = CallRates::new(RateLimitConfig { per_minute: 60, burst: 3 }, RateLimitConfig::OFF, HashMap::new());
+        for _ in 0..3 {
+            rates.take(Some("mira")).unwrap();
+        }
+        assert!(rates.take(Some("mira")).is_err());
+        rates.reconfigure(
+            RateLimitConfig { per_minute: 60, burst: 10 },
+            RateLimitConfig { per_minute: 60, burst: 1 },
+            HashMap::from([("bartok".to_string(), RateLimitConfig::OFF)]),
+        );
+        assert!(rates.take(Some("mira")).is_err(), "the spent tokens stay spent across a reload");
+        assert_eq!(rates.limit_for(Some("mira")).burst, 10);
+        for _ in 0..100 {
+            rates.take(Some("bartok")).unwrap();
+        }
+        rates.take(None).unwrap();
+        assert!(rates.take(None).is_err(), "the operator's new limit applies");
     }
 }

@@ -119,7 +119,7 @@ pub enum OciError {
 }
 
 /// `oci:` section of the config.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct OciConfig {
     /// Registries (`host[:port]`) spoken to over plain HTTP. Loopback

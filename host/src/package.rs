@@ -148,6 +148,9 @@ pub enum Provenance {
         manifest: Manifest,
         /// The trusted key's name in the policy.
         key_name: String,
+        /// The key (ed25519, base64), so a reload that drops it can tell.
+        #[serde(default)]
+        public_key: String,
     },
     /// Not signed (or not by a trusted key), admitted because the operator
     /// allowed unsigned plugins.
@@ -162,7 +165,7 @@ impl Provenance {
     pub fn describe(&self) -> String {
         match self {
             Provenance::Builtin => "built in (part of the toolhost binary)".into(),
-            Provenance::Signed { manifest, key_name } => {
+            Provenance::Signed { manifest, key_name, .. } => {
                 format!("signed by {} (trusted key {key_name}), version {}", manifest.author, manifest.version)
             }
             Provenance::Unsigned { reason } => {
@@ -388,7 +391,7 @@ impl Package<'_> {
 }
 
 /// `trust:` section of the config: who may publish plugins to this host.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct TrustConfig {
     /// Trusted author keys (the contents of their `.pub` files).
@@ -501,7 +504,7 @@ impl TrustPolicy {
                 Some(k) => {
                     return Ok((
                         package.component,
-                        Provenance::Signed { manifest: v.manifest, key_name: k.name.clone() },
+                        Provenance::Signed { manifest: v.manifest, key_name: k.name.clone(), public_key: v.public_key },
                     ));
                 }
                 None => {
@@ -517,6 +520,35 @@ impl TrustPolicy {
             Ok((package.component, Provenance::Unsigned { reason }))
         } else {
             Err(refusal)
+        }
+    }
+
+    /// Whether this policy would still admit a plugin loaded as
+    /// `provenance` with component digest `digest` (a config reload
+    /// changed the trust): its key still trusted (or unsigned plugins
+    /// allowed), its digest still the locked one. Built-ins always are.
+    pub fn still_admits(&self, plugin: &str, digest: &str, provenance: &Provenance) -> Result<(), PackageError> {
+        if matches!(provenance, Provenance::Builtin) {
+            return Ok(());
+        }
+        if let Some(entry) = self.lock.as_ref().and_then(|l| l.plugins.get(plugin))
+            && entry.sha256 != digest
+        {
+            return Err(PackageError::LockMismatch {
+                plugin: plugin.to_string(),
+                locked: entry.sha256.clone(),
+                actual: digest.to_string(),
+            });
+        }
+        match provenance {
+            Provenance::Signed { public_key, .. } if self.keys.iter().any(|k| &k.public_key == public_key) => Ok(()),
+            _ if self.allow_unsigned => Ok(()),
+            Provenance::Signed { manifest, public_key, .. } => Err(PackageError::Untrusted {
+                plugin: plugin.to_string(),
+                key: public_key.clone(),
+                author: manifest.author.clone(),
+            }),
+            _ => Err(PackageError::Unsigned { plugin: plugin.to_string() }),
         }
     }
 }
@@ -543,12 +575,35 @@ mod tests {
     }
 
     #[test]
+    fn a_new_policy_still_admits_only_what_it_would_load() {
+        let (alice, mallory) = (KeyPair::generate("alice").unwrap(), KeyPair::generate("mallory").unwrap());
+        let (pkg, _) = alice.sign(&component(), "demo", "1.0.0", "d", vec![]).unwrap();
+        let (_, prov) = policy(&alice).admit("demo", &pkg).unwrap();
+        let digest = sha256_hex(&component());
+        policy(&alice).still_admits("demo", &digest, &prov).unwrap();
+        let err = policy(&mallory).still_admits("demo", &digest, &prov).unwrap_err();
+        assert!(matches!(err, PackageError::Untrusted { .. }), "{err}");
+        let open = TrustPolicy { allow_unsigned: true, ..policy(&mallory) };
+        open.still_admits("demo", &digest, &prov).unwrap();
+        let unsigned = Provenance::Unsigned { reason: "unsigned".into() };
+        assert!(matches!(policy(&alice).still_admits("x", &digest, &unsigned), Err(PackageError::Unsigned { .. })));
+        policy(&mallory).still_admits("x", &digest, &Provenance::Builtin).unwrap();
+    }
+
+    #[test]
     fn signed_by_a_trusted_key_is_admitted_and_the_section_stripped() {
         let k = KeyPair::generate("alice").unwrap();
         let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "d", vec!["files".into()]).unwrap();
         let (bytes, prov) = policy(&k).admit("demo", &pkg).unwrap();
         assert_eq!(bytes, &component()[..]);
-        assert_eq!(prov, Provenance::Signed { manifest: manifest.clone(), key_name: "alice".into() });
+        assert_eq!(
+            prov,
+            Provenance::Signed {
+                manifest: manifest.clone(),
+                key_name: "alice".into(),
+                public_key: k.public().public_key
+            }
+        );
         // Re-signing replaces the section rather than stacking another.
         let (again, _) = k.sign(&pkg, "demo", "1.0.1", "d", vec![]).unwrap();
         assert_eq!(parse(&again).unwrap().component, &component()[..]);

@@ -56,6 +56,7 @@ mod peers;
 mod plugins;
 mod probes;
 mod proxied;
+mod reload;
 mod review;
 mod trust;
 mod turns;

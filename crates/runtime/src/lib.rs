@@ -315,6 +315,27 @@ impl Runtime {
         Ok(plugin)
     }
 
+    /// The same plugin under other grants (a config reload changed them):
+    /// its imports checked against the new grants exactly as at load, a
+    /// fresh pre-instantiation, the tools it listed at load kept. Calls
+    /// already running finish under the grants they started with.
+    pub fn regrant(&self, plugin: &WasmPlugin, grants: Grants) -> Result<WasmPlugin, LoadError> {
+        let err = |kind| LoadError { plugin: plugin.name.to_string(), kind };
+        CAPABILITIES.check_imports(&plugin.imports, &grants).map_err(err)?;
+        let compiled = Compiled {
+            name: plugin.name.to_string(),
+            digest: plugin.digest.clone(),
+            size: plugin.size,
+            source: plugin.source,
+            imports: plugin.imports.clone(),
+            exports: Vec::new(),
+            component: plugin.pre.instance_pre().component().clone(),
+        };
+        let mut regranted = self.prepare(&compiled, grants)?;
+        regranted.tools = plugin.tools.clone();
+        Ok(regranted)
+    }
+
     /// Describes a compiled component without loading it: its tools, read
     /// from its `list-tools` export in a fresh instance with no grant at
     /// all (empty environment, no directory, no socket, no memory store),

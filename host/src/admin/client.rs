@@ -244,6 +244,11 @@ impl AdminClient {
         self.call(reqwest::Method::POST, "/overrides", Some(req))
     }
 
+    /// Re-reads the running host's config (`toolhost reload`).
+    pub fn reload(&self) -> Result<crate::reload::ReloadReport, ClientError> {
+        self.call(reqwest::Method::POST, "/reload", None::<()>)
+    }
+
     /// Ends a DM override.
     pub fn clear_override(&self, agent: &str) -> Result<AgentStatusReport, ClientError> {
         self.call(reqwest::Method::POST, "/overrides/clear", Some(ClearOverrideRequest { agent: agent.to_string() }))

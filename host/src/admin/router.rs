@@ -30,6 +30,8 @@ pub struct Admin {
     /// Where the DM's page ([`crate::ui`]) stages uploaded plugin files, in
     /// private directories; `None`: the page takes no uploads.
     pub uploads: Option<std::path::PathBuf>,
+    /// Re-reads the config (`toolhost reload`); `None`: reload is refused.
+    pub reloader: Option<Arc<crate::reload::Reloader>>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -79,6 +81,7 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/agents", get(agents))
         .route("/overrides", post(set_override))
         .route("/overrides/clear", post(clear_override))
+        .route("/reload", post(reload))
         .fallback(|request: Request| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -193,6 +196,18 @@ async fn grants(State(s): State<AdminState>) -> Reply<GrantsReply> {
 
 async fn agents(State(s): State<AdminState>) -> Reply<AgentsReply> {
     Ok(Json(AgentsReply { pid: std::process::id(), agents: crate::report::agents(&s.host) }))
+}
+
+async fn reload(State(s): State<AdminState>) -> Reply<crate::reload::ReloadReport> {
+    let Some(reloader) = s.admin.reloader.clone() else {
+        return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "this host does not reload its config"));
+    };
+    // Resolving grants and restarting servers block: off the async workers.
+    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+        Ok(Ok(report)) => Ok(Json(report)),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
+    }
 }
 
 /// `not_found` naming the agents there are.

@@ -145,7 +145,7 @@ impl Host {
         path: Option<&Path>,
     ) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let added = (|| -> Result<_, AddPluginError> {
-            let (component, provenance) = self.trust.admit(name, bytes)?;
+            let (component, provenance) = self.trust.load().admit(name, bytes)?;
             let plugin = Arc::new(self.runtime.load_with(name, component, self.grants_for(name)?)?);
             self.registry.add(plugin.clone())?;
             Ok((plugin, provenance))
@@ -170,6 +170,7 @@ impl Host {
     pub fn locked_digest(&self, r: &OciRef) -> Option<String> {
         let text = r.to_string();
         self.trust
+            .load()
             .lock
             .as_ref()?
             .plugins
@@ -291,7 +292,7 @@ impl Host {
 
     fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
         let name = name.to_string();
-        let (component, provenance) = self.trust.admit(&name, bytes)?;
+        let (component, provenance) = self.trust.load().admit(&name, bytes)?;
         let compiled = self.runtime.compile(&name, component)?;
         let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
         let catalog = self.registry.snapshot();
@@ -311,6 +312,8 @@ impl Host {
         }
         let plugin = Arc::new(self.runtime.instantiate_compiled(compiled, grants)?);
         let replaced = self.registry.upsert(plugin.clone())?;
+        // A new version replaces one a reload held back for want of a grant.
+        self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
         if let Some(old) = &replaced {
             // Measurements of the old version say nothing about the new one.
             for t in old.tools() {
@@ -337,6 +340,11 @@ impl Host {
     /// Removes a plugin while the host serves. Calls already running finish.
     pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        // One a reload held back for want of a grant is forgotten.
+        if self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name).is_some() {
+            tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (it was unloaded for want of a grant)");
+            return Ok(());
+        }
         match self.registry.snapshot().provider(name) {
             Some(p) if p.kind() != ProviderKind::Wasm => {
                 return Err(AddPluginError::Registry(RegistryError::UnknownProvider(format!(

@@ -7,12 +7,14 @@ mod builder;
 mod cache;
 mod install;
 mod live;
+mod reconfigure;
 mod turns;
 
 pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
 pub use cache::{CacheStats, ResultCache, canonical_json};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
 pub use live::{BackgroundCalibration, LiveBudget};
+pub use reconfigure::{GrantPlan, PluginChange};
 pub use turns::{Conversation, TurnCues, TurnTier};
 
 use crate::audit::{self, AuditLog};
@@ -21,7 +23,7 @@ use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
 use crate::memory::MemoryStore;
 use crate::package::{Provenance, TrustPolicy};
 use crate::registry::Registry;
-use crate::runtime::{MemoryBackend, Runtime};
+use crate::runtime::Runtime;
 use crate::tool::{CallContext, CallError, ToolOutput};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -33,11 +35,12 @@ pub struct Host {
     runtime: Runtime,
     registry: Registry,
     budget: Budget,
-    grants: GrantsByPlugin,
-    grants_base: PathBuf,
+    /// `plugins.grants` and the directory their relative paths resolve
+    /// against; swapped whole by a config reload.
+    grants: arc_swap::ArcSwap<(GrantsByPlugin, PathBuf)>,
     audit: AuditLog,
     memory: std::sync::OnceLock<Arc<MemoryStore>>,
-    trust: TrustPolicy,
+    trust: arc_swap::ArcSwap<TrustPolicy>,
     /// Where `oci://` plugins are pulled from (`None`: refused).
     oci: Option<Arc<crate::oci::OciStore>>,
     provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
@@ -54,6 +57,9 @@ pub struct Host {
     metrics: crate::metrics::CallMetrics,
     /// What the operator changed while the host served.
     changes: crate::changes::RuntimeChanges,
+    /// Plugins a reload unloaded because their grants no longer covered
+    /// their imports: loaded again by the reload that grants them again.
+    withheld: std::sync::Mutex<std::collections::HashMap<String, (Arc<crate::runtime::WasmPlugin>, Provenance)>>,
 }
 
 /// The results of a batch of parallel calls.
@@ -83,11 +89,10 @@ impl Host {
             runtime,
             registry: Registry::new(),
             budget,
-            grants: GrantsByPlugin::new(),
-            grants_base: PathBuf::new(),
+            grants: arc_swap::ArcSwap::from_pointee((GrantsByPlugin::new(), PathBuf::new())),
             audit: AuditLog::disabled(),
             memory: std::sync::OnceLock::new(),
-            trust: TrustPolicy::permissive(),
+            trust: arc_swap::ArcSwap::from_pointee(TrustPolicy::permissive()),
             oci: None,
             provenance: Default::default(),
             installing: std::sync::Mutex::new(()),
@@ -95,6 +100,7 @@ impl Host {
             rates: crate::limits::CallRates::default(),
             metrics: Default::default(),
             changes: Default::default(),
+            withheld: Default::default(),
         }
     }
 
@@ -122,6 +128,11 @@ impl Host {
         self
     }
 
+    /// The tool-call limits (a config reload replaces them).
+    pub fn call_rates(&self) -> &crate::limits::CallRates {
+        &self.rates
+    }
+
     /// Spends one call of `agent`'s tool-call rate (`None`: the operator),
     /// or says when to retry. Every call does; the MCP front also spends
     /// one for each request it forwards to an external server.
@@ -144,9 +155,16 @@ impl Host {
     /// Which plugin files may load (default: everything, see
     /// [`TrustPolicy::permissive`]; the `toolhost` binary applies the
     /// config's `trust:` section).
-    pub fn with_trust(mut self, trust: TrustPolicy) -> Host {
-        self.trust = trust;
+    pub fn with_trust(self, trust: TrustPolicy) -> Host {
+        self.set_trust(trust);
         self
+    }
+
+    /// Replaces the trust policy (a config reload). Plugins already loaded
+    /// stay; the policy decides the next load. See [`crate::reload`] for
+    /// what happens to loaded plugins the new policy would refuse.
+    pub fn set_trust(&self, trust: TrustPolicy) {
+        self.trust.store(Arc::new(trust));
     }
 
     /// Pulls `oci://` plugins through `store` (without one they are refused).
@@ -160,9 +178,9 @@ impl Host {
         self.oci.as_deref()
     }
 
-    /// The trust policy.
-    pub fn trust(&self) -> &TrustPolicy {
-        &self.trust
+    /// The trust policy in force.
+    pub fn trust(&self) -> Arc<TrustPolicy> {
+        self.trust.load_full()
     }
 
     /// Where a loaded plugin came from (`None`: not a plugin of this host).
@@ -199,10 +217,24 @@ impl Host {
 
     /// Sets the operator's grants (from `plugins.grants`), relative paths
     /// resolved against `base`. Applies to plugins loaded afterwards.
-    pub fn with_grants(mut self, grants: GrantsByPlugin, base: &Path) -> Host {
-        self.grants = grants;
-        self.grants_base = base.to_path_buf();
+    pub fn with_grants(self, grants: GrantsByPlugin, base: &Path) -> Host {
+        self.grants.store(Arc::new((grants, base.to_path_buf())));
         self
+    }
+
+    /// The operator's grant for `plugin` as configured: its
+    /// `plugins.grants` entry, or the built-in default (`memorytool` holds
+    /// `memory` unless the operator says otherwise).
+    pub fn grant_config(&self, plugin: &str) -> crate::capabilities::GrantConfig {
+        Self::grant_config_in(&self.grants.load().0, plugin)
+    }
+
+    pub(crate) fn grant_config_in(grants: &GrantsByPlugin, plugin: &str) -> crate::capabilities::GrantConfig {
+        match grants.get(plugin) {
+            Some(g) => g.clone(),
+            None if plugin == "memorytool" => crate::capabilities::GrantConfig { memory: true, ..Default::default() },
+            None => crate::capabilities::GrantConfig::default(),
+        }
     }
 
     /// The resolved grants for a plugin name (empty when none configured).
@@ -210,15 +242,8 @@ impl Host {
     /// The built-in `memorytool` is granted `memory` by default (the operator
     /// can take it away with an explicit `plugins.grants.memorytool` entry).
     pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
-        let memory = || -> Result<Arc<dyn MemoryBackend>, String> {
-            Ok(self.memory().map_err(|e| e.to_string())?.clone() as Arc<dyn MemoryBackend>)
-        };
-        match self.grants.get(plugin) {
-            Some(g) => g.resolve(plugin, &self.grants_base, &memory),
-            None if plugin == "memorytool" => crate::capabilities::GrantConfig { memory: true, ..Default::default() }
-                .resolve(plugin, &self.grants_base, &memory),
-            None => Ok(Grants::default()),
-        }
+        let grants = self.grants.load();
+        self.resolve_grant(&Self::grant_config_in(&grants.0, plugin), plugin, &grants.1)
     }
 
     /// The wasm runtime.

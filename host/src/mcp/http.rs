@@ -69,12 +69,30 @@ enum Identity {
     Agent(String),
 }
 
-struct Front {
-    host: Arc<Host>,
-    services: HashMap<Identity, (Service, Arc<LocalSessionManager>)>,
+type Services = HashMap<Identity, (Service, Arc<LocalSessionManager>)>;
+type Tokens = Vec<(Vec<u8>, Identity, TokenId)>;
+type MakeService = Box<dyn Fn(Option<String>) -> Result<(Service, Arc<LocalSessionManager>), HttpError> + Send + Sync>;
+
+/// The endpoints and tokens of one config generation: swapped whole when a
+/// config reload adds or removes agents or changes `server.tokens`.
+struct Endpoints {
+    /// The reload generation they were made for.
+    generation: u64,
+    services: Services,
     slugs: HashMap<String, String>,
     /// Each token's secret, who it acts as, and its audit id.
-    tokens: Vec<(Vec<u8>, Identity, TokenId)>,
+    tokens: Tokens,
+}
+
+struct Front {
+    host: Arc<Host>,
+    endpoints: arc_swap::ArcSwap<Endpoints>,
+    /// Makes an endpoint's service (a new agent's, after a reload).
+    make_service: MakeService,
+    /// Where a reloaded config comes from (`None`: never reloaded).
+    reloader: Option<Arc<crate::reload::Reloader>>,
+    /// One resync at a time.
+    resyncing: Mutex<()>,
     /// Tokens (by index) that have authenticated: they pass while failed
     /// authentications are throttled.
     authenticated: Mutex<HashSet<usize>>,
@@ -117,25 +135,7 @@ pub fn router(
     admin: Option<crate::admin::Admin>,
 ) -> Result<axum::Router, HttpError> {
     check_exposure(local, cfg)?;
-    let mut tokens = Vec::new();
-    for (i, t) in cfg.tokens.iter().enumerate() {
-        if t.token.len() < 16 {
-            return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
-        }
-        if tokens.iter().any(|(k, _, _)| k == t.token.as_bytes()) {
-            return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
-        }
-        let who = match &t.agent {
-            None => Identity::Operator,
-            Some(a) => {
-                host.budget().agent(a).map_err(|_| {
-                    HttpError::Config(format!("server.tokens[{i}].agent: no agent named {a:?} in `npcs`"))
-                })?;
-                Identity::Agent(a.clone())
-            }
-        };
-        tokens.push((t.token.as_bytes().to_vec(), who, TokenId(t.audit_id().into())));
-    }
+    let tokens = parse_tokens(cfg, |a| host.budget().agent(a).is_ok())?;
     let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"].iter().map(|s| s.to_string()).collect();
     hosts.push(local.ip().to_string());
     if let IpAddr::V6(v6) = local.ip() {
@@ -144,34 +144,51 @@ pub fn router(
     hosts.extend(cfg.allowed_hosts.iter().map(|h| h.to_ascii_lowercase()));
 
     let idle = Duration::from_secs(cfg.session_idle_secs.max(1));
-    let rmcp_config = || {
+    let max_body = cfg.max_body_bytes;
+    let rmcp_config = move || {
         let mut c = StreamableHttpServerConfig::default();
         // Our own checks run first and are stricter; let rmcp's pass what they pass.
         c.allowed_hosts = Vec::new();
-        c.max_request_body_bytes = cfg.max_body_bytes.max(1);
+        c.max_request_body_bytes = max_body.max(1);
         c
     };
-    let service_for = |agent: Option<String>| -> Result<(Service, Arc<LocalSessionManager>), HttpError> {
-        let front = McpFront::new(host.clone(), agent).map_err(|e| HttpError::Config(e.to_string()))?;
+    let service_host = host.clone();
+    let make_service: MakeService = Box::new(move |agent: Option<String>| {
+        let front = McpFront::new(service_host.clone(), agent).map_err(|e| HttpError::Config(e.to_string()))?;
         let mut manager = LocalSessionManager::default();
         // rmcp's worker quits after this long idle too; the sweeper below
         // removes the session from the manager's map.
         manager.session_config.keep_alive = Some(idle);
         let manager = Arc::new(manager);
         Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager))
-    };
+    });
     let mut services = HashMap::new();
     let mut slugs = HashMap::new();
-    services.insert(Identity::Operator, service_for(None)?);
+    services.insert(Identity::Operator, make_service(None)?);
     for a in host.budget().agents() {
-        services.insert(Identity::Agent(a.name.clone()), service_for(Some(a.name.clone()))?);
+        services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
+    }
+    let reloader = admin.as_ref().and_then(|a| a.reloader.clone());
+    if let Some(r) = &reloader {
+        // A reload that would leave this front unable to serve is refused whole.
+        r.add_check(Box::new(move |cfg: &crate::config::Config| {
+            check_exposure(local, &cfg.server).map_err(|e| e.to_string())?;
+            parse_tokens(&cfg.server, |a| cfg.npcs.iter().any(|n| n.name == a)).map_err(|e| e.to_string())?;
+            Ok(())
+        }));
     }
     let front = Arc::new(Front {
         host,
-        services,
-        slugs,
-        tokens,
+        endpoints: arc_swap::ArcSwap::from_pointee(Endpoints {
+            generation: reloader.as_ref().map_or(0, |r| r.generation()),
+            services,
+            slugs,
+            tokens,
+        }),
+        make_service,
+        reloader,
+        resyncing: Mutex::new(()),
         authenticated: Mutex::new(HashSet::new()),
         auth_failures: Buckets::new(cfg.auth_failure_limit),
         own_uid: rustix::process::geteuid().as_raw(),
@@ -220,6 +237,29 @@ pub fn router(
             async move { handle(front, peer, request).await }
         })
         .layer(axum::middleware::from_fn_with_state(front, guard)))
+}
+
+/// The tokens of `server.tokens`: at least 16 characters, none twice, each
+/// agent's an agent `is_agent` knows.
+fn parse_tokens(cfg: &ServerConfig, is_agent: impl Fn(&str) -> bool) -> Result<Tokens, HttpError> {
+    let mut tokens: Tokens = Vec::new();
+    for (i, t) in cfg.tokens.iter().enumerate() {
+        if t.token.len() < 16 {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
+        }
+        if tokens.iter().any(|(k, _, _)| k == t.token.as_bytes()) {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
+        }
+        let who = match &t.agent {
+            None => Identity::Operator,
+            Some(a) if is_agent(a) => Identity::Agent(a.clone()),
+            Some(a) => {
+                return Err(HttpError::Config(format!("server.tokens[{i}].agent: no agent named {a:?} in `npcs`")));
+            }
+        };
+        tokens.push((t.token.as_bytes().to_vec(), who, TokenId(t.audit_id().into())));
+    }
+    Ok(tokens)
 }
 
 /// The endpoints `router` serves, as (who, path) pairs, for start-up banners.
@@ -312,7 +352,10 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
 /// token, so they need none; any token presented is checked). Agent tokens
 /// get 403.
 async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
-    if !front.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) && bearer(request.headers()).is_none() {
+    if !front.current().tokens.is_empty()
+        && !crate::ui::is_api(request.uri().path())
+        && bearer(request.headers()).is_none()
+    {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
@@ -342,11 +385,97 @@ fn too_many(what: &str, wait: Duration) -> Response {
 }
 
 impl Front {
+    /// The endpoints and tokens in force, made anew first when a config
+    /// reload changed the agents or the tokens.
+    fn current(&self) -> Arc<Endpoints> {
+        let now = self.endpoints.load_full();
+        match &self.reloader {
+            Some(r) if r.generation() != now.generation => self.resync(r),
+            _ => now,
+        }
+    }
+
+    /// Endpoints for the reloaded config: a new agent gets its endpoint,
+    /// a removed one's endpoint answers 404 and its sessions are closed;
+    /// the others keep their service and sessions.
+    fn resync(&self, reloader: &crate::reload::Reloader) -> Arc<Endpoints> {
+        let _one = self.resyncing.lock().unwrap_or_else(|p| p.into_inner());
+        let now = self.endpoints.load_full();
+        let generation = reloader.generation();
+        if now.generation == generation {
+            return now;
+        }
+        let cfg = reloader.config();
+        let agents = self.host.budget().agents();
+        // Checked before the reload went in; should it fail anyway, the
+        // tokens in force stay.
+        let tokens = match parse_tokens(&cfg.server, |a| agents.iter().any(|p| p.name == a)) {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::error!("server.tokens not reloaded: {e}");
+                now.tokens.clone()
+            }
+        };
+        let mut services = Services::new();
+        let mut slugs = HashMap::new();
+        for who in std::iter::once(Identity::Operator).chain(agents.iter().map(|a| Identity::Agent(a.name.clone()))) {
+            let made = match now.services.get(&who) {
+                Some(s) => Ok(s.clone()),
+                None => (self.make_service)(match &who {
+                    Identity::Agent(a) => Some(a.clone()),
+                    Identity::Operator => None,
+                }),
+            };
+            match made {
+                Ok(s) => {
+                    if let Identity::Agent(a) = &who {
+                        slugs.insert(agent_slug(a), a.clone());
+                    }
+                    services.insert(who, s);
+                }
+                Err(e) => tracing::error!("no endpoint for {who:?}: {e}"),
+            }
+        }
+        // Sessions of agents that are gone are closed.
+        let gone: Vec<(String, Arc<LocalSessionManager>)> = {
+            let mut live = self.sessions.lock();
+            let ids: Vec<(String, Identity)> = live
+                .iter()
+                .filter(|(_, (who, _))| !services.contains_key(who))
+                .map(|(id, (who, _))| (id.clone(), who.clone()))
+                .collect();
+            ids.into_iter()
+                .filter_map(|(id, who)| {
+                    live.remove(&id);
+                    now.services.get(&who).map(|(_, m)| (id, m.clone()))
+                })
+                .collect()
+        };
+        if !gone.is_empty()
+            && let Ok(rt) = tokio::runtime::Handle::try_current()
+        {
+            rt.spawn(async move {
+                for (id, manager) in gone {
+                    tracing::info!(session = %id, "closing a session of an agent the reloaded config removed");
+                    let _ = manager.close_session(&id.into()).await;
+                }
+            });
+        }
+        if tokens != now.tokens {
+            self.authenticated.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+        let next = Arc::new(Endpoints { generation, services, slugs, tokens });
+        self.endpoints.store(next.clone());
+        next
+    }
+
     /// Who the request's token says the caller is; `Ok(None)` when the
     /// server has no tokens and the peer is the server's own Unix user.
     #[allow(clippy::result_large_err)]
     fn authenticate(&self, peer: &Peer, token: Option<&str>) -> Result<Option<(Identity, TokenId)>, Response> {
-        if self.tokens.is_empty() {
+        let endpoints = self.current();
+        let tokens = &endpoints.tokens;
+        if tokens.is_empty() {
             return match peer.uid {
                 Some(uid) if uid == self.own_uid || uid == 0 => Ok(None),
                 Some(uid) => Err(error(
@@ -368,8 +497,7 @@ impl Front {
             return Err(unauthorized("this server needs `Authorization: Bearer <token>`"));
         };
         // Every token is compared, whichever matches.
-        let found = self
-            .tokens
+        let found = tokens
             .iter()
             .enumerate()
             .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
@@ -380,7 +508,7 @@ impl Front {
         match (found, self.auth_failures.wait(&())) {
             (Some(i), None) => {
                 authenticated.insert(i);
-                let (_, who, id) = &self.tokens[i];
+                let (_, who, id) = &tokens[i];
                 Ok(Some((who.clone(), id.clone())))
             }
             // While failed attempts are throttled, only tokens that have
@@ -388,7 +516,7 @@ impl Front {
             // checked: a right guess is answered exactly like a wrong one.
             (Some(i), Some(_)) if authenticated.contains(&i) || own => {
                 authenticated.insert(i);
-                let (_, who, id) = &self.tokens[i];
+                let (_, who, id) = &tokens[i];
                 Ok(Some((who.clone(), id.clone())))
             }
             (Some(_), Some(wait)) => Err(too_many("too many failed authentications", wait)),
@@ -409,9 +537,10 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         Ok(None) => (None, None),
         Err(r) => return r,
     };
+    let endpoints = front.current();
     let target = match path.trim_end_matches('/') {
         "/mcp" => identity.clone().unwrap_or(Identity::Operator),
-        p => match p.strip_prefix("/mcp/").and_then(|slug| front.slugs.get(slug)) {
+        p => match p.strip_prefix("/mcp/").and_then(|slug| endpoints.slugs.get(slug)) {
             Some(agent) => Identity::Agent(agent.clone()),
             None => return error(StatusCode::NOT_FOUND, "not_found", &format!("no endpoint {path}")),
         },
@@ -422,7 +551,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     {
         return error(StatusCode::FORBIDDEN, "forbidden", "this token is not allowed on this endpoint");
     }
-    let Some((service, manager)) = front.services.get(&target) else {
+    let Some((service, manager)) = endpoints.services.get(&target) else {
         return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
     };
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -439,7 +568,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     match &session {
         Some(id) => front.sessions.touch(id),
         None if opens_session => {
-            if let Err(r) = front.sessions.admit(&target, &front.services).await {
+            if let Err(r) = front.sessions.admit(&target, &endpoints.services).await {
                 return r;
             }
         }
@@ -513,11 +642,7 @@ impl Sessions {
     /// session makes room). At the cap, the least recently used idle
     /// session of whoever holds the most is closed; an agent's churn never
     /// closes the operator's sessions. Without room, 503.
-    async fn admit(
-        &self,
-        who: &Identity,
-        services: &HashMap<Identity, (Service, Arc<LocalSessionManager>)>,
-    ) -> Result<(), Response> {
+    async fn admit(&self, who: &Identity, services: &Services) -> Result<(), Response> {
         let victim = {
             let live = self.lock();
             let mut held: HashMap<&Identity, usize> = HashMap::new();
@@ -571,9 +696,21 @@ async fn sweep_sessions(front: Weak<Front>) {
         let Some(f) = front.upgrade() else { return };
         (f.sessions.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15))
     };
+    let reloader = front.upgrade().and_then(|f| f.reloader.clone());
     loop {
-        tokio::time::sleep(period).await;
+        let reloaded = async {
+            match &reloader {
+                Some(r) => r.reloaded().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(period) => {}
+            () = reloaded => {}
+        }
         let Some(front) = front.upgrade() else { return };
+        // A reload that removed an agent closes its sessions now.
+        front.current();
         let expired: Vec<(String, Identity)> = front
             .sessions
             .lock()
@@ -584,7 +721,7 @@ async fn sweep_sessions(front: Weak<Front>) {
         for (id, who) in expired {
             tracing::debug!(session = %id, "closing an idle session (server.session_idle_secs)");
             front.sessions.closed(&id);
-            if let Some((_, manager)) = front.services.get(&who) {
+            if let Some((_, manager)) = front.current().services.get(&who) {
                 let _ = manager.close_session(&id.into()).await;
             }
         }

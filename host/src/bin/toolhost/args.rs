@@ -12,7 +12,7 @@ use toolhost::config::{self, Config};
 use toolhost::mcp::ExternalServers;
 
 /// `--config`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct ConfigArgs {
     /// Config file [default: ./toolhost.yaml when it exists].
     #[arg(long, value_name = "FILE", global = true)]
@@ -20,13 +20,18 @@ pub struct ConfigArgs {
 }
 
 impl ConfigArgs {
-    /// The config file's contents (defaults without one).
-    pub fn load(&self) -> Result<Config> {
-        let path = match &self.config {
+    /// The config file these flags name: `--config`, else `toolhost.yaml`
+    /// when there is one (`None`: the defaults).
+    pub fn path(&self) -> Option<PathBuf> {
+        match &self.config {
             Some(p) => Some(p.clone()),
             None => Some(PathBuf::from(config::DEFAULT_FILE)).filter(|p| p.exists()),
-        };
-        match path {
+        }
+    }
+
+    /// The config file's contents (defaults without one).
+    pub fn load(&self) -> Result<Config> {
+        match self.path() {
             Some(p) => Ok(Config::load(&p)?),
             None => Ok(Config::default()),
         }
@@ -34,7 +39,7 @@ impl ConfigArgs {
 }
 
 /// Finding a running host: its state directory.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct StateArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -61,7 +66,7 @@ impl StateArgs {
 }
 
 /// The wasm engine: the compile cache and limits on every call.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RuntimeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -108,7 +113,7 @@ impl RuntimeArgs {
 }
 
 /// Everything that shapes a host: plugins, state, trust, limits.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct HostArgs {
     #[command(flatten)]
     pub runtime: RuntimeArgs,
@@ -130,7 +135,7 @@ pub struct HostArgs {
 }
 
 /// `--allow-unsigned`.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TrustArgs {
     /// Load plugin files that are not signed by a trusted key (they are
     /// reported as unverified by `toolhost grants`). Default: refuse them.
@@ -140,7 +145,7 @@ pub struct TrustArgs {
 
 /// A registry to read from (`pull`, `show`): the config (for trust and
 /// `oci:`), plain HTTP when asked, and the blob cache.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RegistryArgs {
     /// Speak plain HTTP to this registry (loopback registries always are).
     #[arg(long)]
@@ -260,7 +265,7 @@ impl Drop for Started {
 }
 
 /// `--pid`, for the commands that read the running host when there is one.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct PidArg {
     /// The running host's process id, when several serve with this state
     /// directory [default: the only one serving HTTP, else the only one].

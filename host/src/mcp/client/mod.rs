@@ -157,6 +157,22 @@ impl ExternalServers {
         Ok(servers)
     }
 
+    /// Checks a server's settings as [`ExternalServers::add`] would, without
+    /// starting it; `deadlines` are the floor and ceiling its `timeout_ms`
+    /// must respect.
+    pub fn validate(cfg: &McpServerConfig, deadlines: crate::tool::DeadlinePolicy) -> Result<(), ServerError> {
+        check(cfg)?;
+        cfg.check_timeout(deadlines).map_err(|reason| ServerError::Config { name: cfg.name.clone(), reason })
+    }
+
+    /// The settings of every server supervised now, sorted by name.
+    pub fn configs(&self) -> Vec<McpServerConfig> {
+        let mut out: Vec<McpServerConfig> =
+            self.servers.lock().unwrap_or_else(|p| p.into_inner()).values().map(|s| s.cfg.clone()).collect();
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        out
+    }
+
     /// Starts supervising a server. Returns at once; use
     /// [`ExternalServers::wait_ready`] to wait for its first connection.
     pub fn add(&self, cfg: McpServerConfig) -> Result<(), ServerError> {

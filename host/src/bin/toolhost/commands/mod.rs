@@ -15,6 +15,7 @@ mod override_tier;
 mod plugin;
 mod pull;
 mod push;
+mod reload;
 mod select;
 mod serve;
 mod server;
@@ -44,6 +45,7 @@ pub enum Command {
     Memory(memory::Memory),
     Agents(agents::Agents),
     Override(override_tier::Override),
+    Reload(reload::Reload),
     Servers(servers::Servers),
     Server(server::Server),
     Auth(auth::Auth),
@@ -74,6 +76,7 @@ impl Command {
             Command::Memory(c) => c.run(),
             Command::Agents(c) => c.run(),
             Command::Override(c) => c.run(),
+            Command::Reload(c) => c.run(),
             Command::Servers(c) => c.run(),
             Command::Server(c) => c.run(),
             Command::Auth(c) => c.run(),

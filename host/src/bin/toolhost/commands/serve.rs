@@ -67,10 +67,21 @@ impl Serve {
         let started = self.host.start_and_wait(!self.stdio)?;
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
+        // `toolhost reload` and SIGHUP read the file again, with the same flags over it.
+        let args = self.host.clone();
+        let reloader = Arc::new(toolhost::reload::Reloader::new(
+            host.clone(),
+            Some(servers.clone()),
+            self.host.builder()?,
+            self.host.runtime.config.path(),
+            move || args.builder().map_err(|e| format!("{e:#}")),
+        ));
+        rt.spawn(reload_on_hangup(reloader.clone()));
         let admin = Admin {
             token: random_token()?,
             servers: Some(servers.clone()),
             uploads: Some(a.state_dir.join("ui-uploads")),
+            reloader: Some(reloader),
         };
         let state = a.state_dir.clone();
         // What `toolhost doctor` would say about the config, as warnings.
@@ -169,6 +180,23 @@ impl Serve {
             save_at_exit();
             Ok(ExitCode::SUCCESS)
         })
+    }
+}
+
+/// SIGHUP: re-read the config, as `toolhost reload` does; the outcome goes
+/// to the log.
+async fn reload_on_hangup(reloader: Arc<toolhost::reload::Reloader>) {
+    let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) else {
+        tracing::warn!("SIGHUP cannot be caught here: use `toolhost reload` to reload the config");
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let r = reloader.clone();
+        match tokio::task::spawn_blocking(move || r.reload()).await {
+            Ok(Ok(report)) => tracing::info!("SIGHUP: {report}"),
+            Ok(Err(e)) => tracing::error!("SIGHUP: {e}"),
+            Err(e) => tracing::error!("SIGHUP: the reload failed: {e}"),
+        }
     }
 }
 

@@ -1,0 +1,241 @@
+//! What a config reload changes on a serving host beyond the budget: the
+//! grants (loaded plugins re-granted, or unloaded when they import what is
+//! no longer granted) and the trust policy (loaded plugins the new policy
+//! would refuse are unloaded). Each step is audited; calls already running
+//! finish on the version they started with.
+
+use super::Host;
+use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
+use crate::runtime::WasmPlugin;
+use crate::tool::Provider as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// New grants, resolved for every loaded plugin whose grant changed: made
+/// by [`Host::plan_grants`] (which fails, changing nothing, when a grant
+/// cannot be honoured), applied by [`Host::apply_grants`].
+#[derive(Debug)]
+pub struct GrantPlan {
+    grants: GrantsByPlugin,
+    base: PathBuf,
+    changed: Vec<(Arc<WasmPlugin>, Grants)>,
+    /// Plugins an earlier reload unloaded for want of a grant, with their
+    /// grants under the new config.
+    withheld: Vec<(Arc<WasmPlugin>, Grants)>,
+}
+
+impl GrantPlan {
+    /// The plugins whose grants change.
+    pub fn plugins(&self) -> Vec<String> {
+        self.changed.iter().chain(&self.withheld).map(|(p, _)| p.name().to_string()).collect()
+    }
+}
+
+/// What a reload did to one loaded plugin.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct PluginChange {
+    /// The plugin.
+    pub plugin: String,
+    /// `regranted` (it runs under its new grants) or `unloaded`.
+    pub action: String,
+    /// Why, in words.
+    pub detail: String,
+}
+
+impl Host {
+    /// Resolves `grants` (relative paths against `base`) for every loaded
+    /// plugin whose grant differs from the one in force, without changing
+    /// anything. Fails when one cannot be resolved (a granted directory that
+    /// does not exist, a malformed network grant ...).
+    pub fn plan_grants(&self, grants: GrantsByPlugin, base: &Path) -> Result<GrantPlan, GrantError> {
+        let old = self.grants.load_full();
+        let mut changed = Vec::new();
+        for p in self.registry.snapshot().providers() {
+            let any: &dyn std::any::Any = &**p;
+            let Some(plugin) = any.downcast_ref::<WasmPlugin>() else { continue };
+            let name = plugin.name();
+            let after = Self::grant_config_in(&grants, name);
+            if Self::grant_config_in(&old.0, name) == after && old.1 == base {
+                continue;
+            }
+            let resolved = self.resolve_grant(&after, name, base)?;
+            let plugin = self.registry.snapshot().provider(name).cloned().and_then(|p| {
+                let any: Arc<dyn std::any::Any + Send + Sync> = p;
+                any.downcast::<WasmPlugin>().ok()
+            });
+            if let Some(plugin) = plugin {
+                changed.push((plugin, resolved));
+            }
+        }
+        let withheld: Vec<Arc<WasmPlugin>> =
+            self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(p, _)| p.clone()).collect();
+        let mut again = Vec::new();
+        for plugin in withheld {
+            let cfg = Self::grant_config_in(&grants, plugin.name());
+            again.push((plugin.clone(), self.resolve_grant(&cfg, plugin.name(), base)?));
+        }
+        Ok(GrantPlan { grants, base: base.to_path_buf(), changed, withheld: again })
+    }
+
+    /// Puts the planned grants in force: each changed plugin is re-granted
+    /// (same code, new grants, its measurements kept), or unloaded when it
+    /// imports a capability the new grants no longer give. Plugins loaded
+    /// later get the new grants.
+    pub fn apply_grants(&self, plan: GrantPlan) -> Vec<PluginChange> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        self.grants.store(Arc::new((plan.grants, plan.base)));
+        let mut out = Vec::new();
+        for (plugin, grants) in plan.changed {
+            let name = plugin.name().to_string();
+            // Replaced or removed since the plan: the new version was loaded
+            // under the new grants already.
+            let current = self.registry.snapshot().provider(&name).cloned();
+            if !current.is_some_and(|c| std::ptr::addr_eq(Arc::as_ptr(&c), Arc::as_ptr(&plugin))) {
+                continue;
+            }
+            match self.runtime.regrant(&plugin, grants) {
+                Ok(regranted) => {
+                    let regranted = Arc::new(regranted);
+                    if let Err(e) = self.registry.upsert(regranted.clone()) {
+                        tracing::warn!(plugin = %name, "not re-granted: {e}");
+                        continue;
+                    }
+                    let held = regranted.held().names();
+                    self.audit.write_plugin(&crate::audit::PluginRecord {
+                        time: crate::audit::now_rfc3339(),
+                        event: crate::audit::PluginEventKind::PluginRegrant,
+                        plugin: &name,
+                        path: None,
+                        sha256: Some(regranted.digest()),
+                        previous_sha256: Some(plugin.digest()),
+                        origin: self.provenance(&name).map(|p| p.describe()),
+                        capabilities_held: held.clone(),
+                        error: None,
+                    });
+                    tracing::info!(plugin = %name, held = ?held, "plugin re-granted (config reload)");
+                    out.push(PluginChange {
+                        plugin: name,
+                        action: "regranted".into(),
+                        detail: if held.is_empty() {
+                            "now holds no capability".into()
+                        } else {
+                            format!("now holds {}", held.join(", "))
+                        },
+                    });
+                }
+                Err(e) => {
+                    let reason =
+                        format!("unloaded: {e} (grant it in plugins.grants.{name} and reload to load it again)");
+                    let provenance = self.provenance(&name);
+                    self.unload_for(&name, &reason);
+                    if let Some(provenance) = provenance {
+                        self.withheld
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(name.clone(), (plugin, provenance));
+                    }
+                    out.push(PluginChange { plugin: name, action: "unloaded".into(), detail: reason });
+                }
+            }
+        }
+        for (plugin, grants) in plan.withheld {
+            let name = plugin.name().to_string();
+            let Some((_, provenance)) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name) else {
+                continue;
+            };
+            let again = self.runtime.regrant(&plugin, grants).map_err(|e| e.to_string()).and_then(|p| {
+                let p = Arc::new(p);
+                self.registry.add(p.clone()).map(|()| p).map_err(|e| e.to_string())
+            });
+            match again {
+                Ok(p) => {
+                    let held = p.held().names();
+                    self.audit.write_plugin(&crate::audit::PluginRecord {
+                        time: crate::audit::now_rfc3339(),
+                        event: crate::audit::PluginEventKind::PluginRegrant,
+                        plugin: &name,
+                        path: None,
+                        sha256: Some(p.digest()),
+                        previous_sha256: None,
+                        origin: Some(provenance.describe()),
+                        capabilities_held: held.clone(),
+                        error: None,
+                    });
+                    self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance);
+                    tracing::info!(plugin = %name, held = ?held, "plugin loaded again: its grants cover its imports (config reload)");
+                    out.push(PluginChange {
+                        plugin: name,
+                        action: "loaded".into(),
+                        detail: format!("loaded again, its grants cover what it imports (holds {})", held.join(", ")),
+                    });
+                }
+                // Still not granted enough: it stays out, and waits for the next reload.
+                Err(_) => {
+                    self.withheld.lock().unwrap_or_else(|p| p.into_inner()).insert(name, (plugin, provenance));
+                }
+            }
+        }
+        out
+    }
+
+    /// Plugins a reload unloaded for want of a grant (loaded again by the
+    /// reload that grants it), sorted.
+    pub fn withheld_plugins(&self) -> Vec<String> {
+        let mut v: Vec<String> = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Puts `trust` in force, unloading each loaded plugin it would refuse
+    /// now (its key no longer trusted and unsigned plugins not allowed, or
+    /// its digest no longer the locked one).
+    pub fn apply_trust(&self, trust: crate::package::TrustPolicy) -> Vec<PluginChange> {
+        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out = Vec::new();
+        for p in self.registry.snapshot().providers() {
+            let any: &dyn std::any::Any = &**p;
+            let Some(plugin) = any.downcast_ref::<WasmPlugin>() else { continue };
+            let name = plugin.name();
+            let Some(provenance) = self.provenance(name) else { continue };
+            if let Err(e) = trust.still_admits(name, plugin.digest(), &provenance) {
+                let reason = format!("unloaded: the trust policy now refuses it: {e}");
+                self.unload_for(name, &reason);
+                out.push(PluginChange { plugin: name.to_string(), action: "unloaded".into(), detail: reason });
+            }
+        }
+        self.trust.store(Arc::new(trust));
+        out
+    }
+
+    /// Removes a plugin for `reason` (a reload took what it needs away),
+    /// audited with the reason.
+    fn unload_for(&self, name: &str, reason: &str) {
+        let Ok(removed) = self.registry.remove(name) else { return };
+        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        tracing::warn!(plugin = %crate::tool::log_safe(name), "{reason}");
+        self.audit.write_plugin(&crate::audit::PluginRecord {
+            time: crate::audit::now_rfc3339(),
+            event: crate::audit::PluginEventKind::PluginRemove,
+            plugin: name,
+            path: None,
+            sha256: None,
+            previous_sha256: removed.fingerprint(),
+            origin: None,
+            capabilities_held: removed.held().names(),
+            error: Some(reason.to_string()),
+        });
+    }
+
+    /// Resolves `cfg` for `plugin` (relative paths against `base`).
+    pub(crate) fn resolve_grant(
+        &self,
+        cfg: &crate::capabilities::GrantConfig,
+        plugin: &str,
+        base: &Path,
+    ) -> Result<Grants, GrantError> {
+        let memory = || -> Result<Arc<dyn crate::runtime::MemoryBackend>, String> {
+            Ok(self.memory().map_err(|e| e.to_string())?.clone() as Arc<dyn crate::runtime::MemoryBackend>)
+        };
+        cfg.resolve(plugin, base, &memory)
+    }
+}

@@ -1,0 +1,414 @@
+//! Config reload: `toolhost reload` (through the admin API) and SIGHUP make
+//! a serving host re-read `toolhost.yaml` and put in force what changed:
+//! agents (allow-lists, ceilings, turn caps, rate limits), the budget
+//! settings, grants, trust, external servers, `server.tokens` and the
+//! tool-call rate limits.
+//!
+//! Everything is checked before anything changes: a config that does not
+//! parse, a key file that cannot be read, a grant that cannot be honoured,
+//! a server with bad settings, a token for an agent that is gone all leave
+//! the host exactly as it was, and say why. Then the changes go in:
+//!
+//! - the new trust policy, unloading loaded plugins it would refuse now;
+//! - the new grants, re-granting loaded plugins whose grant changed (or
+//!   unloading one that imports what is no longer granted);
+//! - the budget's settings and agents ([`crate::budget::Budget::reconfigure`]:
+//!   measurements kept, tiers recomputed, overrides of removed agents dropped);
+//! - the rate limits (each agent keeps the tokens it has left);
+//! - the external servers the config defines (added, removed, or restarted
+//!   when their settings changed; servers added at run time are left alone);
+//! - the HTTP front's agent endpoints and tokens (see [`crate::mcp::http`]).
+//!
+//! Open sessions whose visible tools changed get `notifications/tools/list_changed`
+//! from their visibility poll. Settings the running host cannot change
+//! (the wasm engine's limits, the audit file, the state directory, the
+//! plugin files ...) are listed as needing a restart, and left as they are.
+
+use crate::config::{Config, McpServerConfig};
+use crate::host::PluginChange;
+use crate::mcp::ExternalServers;
+use crate::{Host, HostBuilder};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Why a reload changed nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum ReloadError {
+    /// The new config is invalid: the host keeps the config it had.
+    #[error("the config was not reloaded, nothing changed: {0}")]
+    Invalid(String),
+}
+
+/// What a reload did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReloadReport {
+    /// The file read (`None`: no config file, the defaults).
+    pub file: Option<PathBuf>,
+    /// Settings put in force, in words (`npcs: mira (tools)`, `server.rate_limit` ...).
+    pub applied: Vec<String>,
+    /// Loaded plugins the new grants or trust changed.
+    pub plugins: Vec<PluginChange>,
+    /// External servers added, removed or restarted.
+    pub servers: Vec<String>,
+    /// Settings that changed but take effect only at the next start.
+    pub restart_needed: Vec<String>,
+    /// What `toolhost doctor` says of the new config.
+    pub warnings: Vec<String>,
+}
+
+impl ReloadReport {
+    /// Whether the file changed nothing at all.
+    pub fn is_unchanged(&self) -> bool {
+        self.applied.is_empty() && self.plugins.is_empty() && self.servers.is_empty() && self.restart_needed.is_empty()
+    }
+}
+
+impl std::fmt::Display for ReloadReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file =
+            self.file.as_ref().map_or_else(|| "no config file (defaults)".to_string(), |p| p.display().to_string());
+        if self.is_unchanged() {
+            write!(f, "reloaded {file}: nothing changed")?;
+        } else {
+            write!(f, "reloaded {file}")?;
+        }
+        for a in &self.applied {
+            write!(f, "\n  applied: {a}")?;
+        }
+        for p in &self.plugins {
+            write!(f, "\n  plugin {}: {}", p.plugin, p.detail)?;
+        }
+        for s in &self.servers {
+            write!(f, "\n  server {s}")?;
+        }
+        for r in &self.restart_needed {
+            write!(f, "\n  NOT applied, needs a restart: {r}")?;
+        }
+        for w in &self.warnings {
+            write!(f, "\n  warning: {w}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A check the serving front makes of a new config before it is put in
+/// force (its tokens, its exposure); an error refuses the whole reload.
+pub type FrontCheck = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
+
+/// Reads the config again and applies it to a serving host.
+pub struct Reloader {
+    host: Arc<Host>,
+    servers: Option<Arc<ExternalServers>>,
+    file: Option<PathBuf>,
+    load: Box<dyn Fn() -> Result<HostBuilder, String> + Send + Sync>,
+    current: Mutex<HostBuilder>,
+    /// Bumped by each reload that applied something.
+    generation: AtomicU64,
+    /// The config in force (what the front reads its tokens from).
+    config: arc_swap::ArcSwap<Config>,
+    checks: Mutex<Vec<FrontCheck>>,
+    /// One reload at a time (SIGHUP and the admin API may race).
+    one_at_a_time: Mutex<()>,
+    /// Woken after each reload that changed something.
+    notify: tokio::sync::Notify,
+}
+
+impl std::fmt::Debug for Reloader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reloader").field("file", &self.file).finish_non_exhaustive()
+    }
+}
+
+impl Reloader {
+    /// A reloader for `host`, built from `built` (the builder the host came
+    /// from). `load` reads the config file again and applies the command
+    /// line's overrides, as at start; `file` is the file it reads.
+    pub fn new(
+        host: Arc<Host>,
+        servers: Option<Arc<ExternalServers>>,
+        built: HostBuilder,
+        file: Option<PathBuf>,
+        load: impl Fn() -> Result<HostBuilder, String> + Send + Sync + 'static,
+    ) -> Reloader {
+        Reloader {
+            host,
+            servers,
+            file,
+            load: Box::new(load),
+            config: arc_swap::ArcSwap::from_pointee(built.config().clone()),
+            current: Mutex::new(built),
+            generation: AtomicU64::new(0),
+            checks: Mutex::new(Vec::new()),
+            one_at_a_time: Mutex::new(()),
+            notify: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Counts the reloads that changed something (the front resyncs when it moves).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// The config in force.
+    pub fn config(&self) -> Arc<Config> {
+        self.config.load_full()
+    }
+
+    /// Completes after the next reload that changes something.
+    pub async fn reloaded(&self) {
+        self.notify.notified().await;
+    }
+
+    /// Adds a check every new config must pass before it is put in force.
+    pub fn add_check(&self, check: FrontCheck) {
+        self.checks.lock().unwrap_or_else(|p| p.into_inner()).push(check);
+    }
+
+    /// Reads the config file and puts in force what changed; on any error
+    /// nothing changes. Blocking (it may wait for server connections and
+    /// resolve grants): call it off the async workers.
+    pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        let _one = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
+        let invalid = ReloadError::Invalid;
+        let next = (self.load)().map_err(invalid)?;
+        let old_builder = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (old, new) = (old_builder.config(), next.config());
+        let mut report = ReloadReport { file: self.file.clone(), ..ReloadReport::default() };
+
+        // 1. Check everything; change nothing.
+        report.restart_needed = restart_needed(&old_builder, &next);
+        let trust = next.trust().map_err(|e| invalid(e.to_string()))?;
+        for check in self.checks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            check(new).map_err(invalid)?;
+        }
+        let deadlines = self.host.budget().deadlines();
+        let server_plan = match &self.servers {
+            Some(servers) => {
+                let plan = plan_servers(&self.host, servers, new);
+                for cfg in &plan.add {
+                    ExternalServers::validate(cfg, deadlines).map_err(|e| invalid(format!("mcp.servers: {e}")))?;
+                }
+                plan
+            }
+            None => ServerPlan::default(),
+        };
+        // Last: resolving a read-write directory grant creates the directory.
+        let grants = self
+            .host
+            .plan_grants(new.plugins.grants.clone(), &new.base_dir)
+            .map_err(|e| invalid(format!("plugins.grants: {e}")))?;
+
+        // 2. Put it in force.
+        if trust_changed(old, new) {
+            report.applied.push("trust".into());
+        }
+        report.plugins.extend(self.host.apply_trust(trust));
+        if old.plugins.grants != new.plugins.grants {
+            report.applied.push(format!("plugins.grants ({})", changed_keys(&old.plugins.grants, &new.plugins.grants)));
+        }
+        report.plugins.extend(self.host.apply_grants(grants));
+        report.applied.extend(agent_changes(old, new));
+        if old.budget != new.budget {
+            report.applied.push("budget".into());
+        }
+        self.host.budget().reconfigure(new.budget.clone(), new.npcs.clone());
+        if old.server.rate_limit != new.server.rate_limit {
+            report.applied.push("server.rate_limit".into());
+        }
+        if old.server.operator_rate_limit != new.server.operator_rate_limit {
+            report.applied.push("server.operator_rate_limit".into());
+        }
+        self.host.call_rates().reconfigure(
+            new.server.rate_limit,
+            new.server.operator_rate_limit,
+            new.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
+        );
+        if old.server.tokens != new.server.tokens {
+            report.applied.push("server.tokens".into());
+        }
+        if let Some(servers) = &self.servers {
+            report.servers = apply_servers(servers, server_plan);
+        }
+        self.config.store(Arc::new(new.clone()));
+        *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next.clone();
+        if !report.is_unchanged() {
+            self.generation.fetch_add(1, Ordering::AcqRel);
+            self.notify.notify_waiters();
+        }
+        let status = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
+        report.warnings =
+            crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()).collect();
+        tracing::info!(
+            applied = ?report.applied,
+            plugins = report.plugins.len(),
+            servers = ?report.servers,
+            restart_needed = ?report.restart_needed,
+            "config reloaded"
+        );
+        Ok(report)
+    }
+}
+
+/// Servers to stop and to start.
+#[derive(Debug, Default)]
+struct ServerPlan {
+    remove: Vec<String>,
+    add: Vec<McpServerConfig>,
+    restarted: Vec<String>,
+}
+
+/// The config's servers (less those removed, plus those added at run time)
+/// against the ones running: a server whose settings changed is restarted.
+fn plan_servers(host: &Host, servers: &ExternalServers, new: &Config) -> ServerPlan {
+    let running = servers.configs();
+    let (wanted, _) = host.runtime_changes().servers(&new.mcp.servers);
+    let mut plan = ServerPlan::default();
+    for r in &running {
+        match wanted.iter().find(|w| w.name == r.name) {
+            None => plan.remove.push(r.name.clone()),
+            Some(w) if w != r => {
+                plan.remove.push(r.name.clone());
+                plan.restarted.push(r.name.clone());
+            }
+            Some(_) => {}
+        }
+    }
+    for w in wanted {
+        if plan.restarted.contains(&w.name) || !running.iter().any(|r| r.name == w.name) {
+            plan.add.push(w);
+        }
+    }
+    plan
+}
+
+fn apply_servers(servers: &ExternalServers, plan: ServerPlan) -> Vec<String> {
+    let mut out = Vec::new();
+    for name in &plan.remove {
+        if servers.remove(name).is_ok() && !plan.restarted.contains(name) {
+            out.push(format!("removed {name}"));
+        }
+    }
+    for cfg in plan.add {
+        let name = cfg.name.clone();
+        match servers.add(cfg) {
+            Ok(()) if plan.restarted.contains(&name) => out.push(format!("restarted {name} (its settings changed)")),
+            Ok(()) => out.push(format!("added {name}")),
+            Err(e) => out.push(format!("{name} not started: {e}")),
+        }
+    }
+    out
+}
+
+/// The agents added, removed or changed, in words.
+fn agent_changes(old: &Config, new: &Config) -> Vec<String> {
+    let mut out = Vec::new();
+    for n in &new.npcs {
+        match old.npcs.iter().find(|o| o.name == n.name) {
+            None => out.push(format!("npcs: {} added", n.name)),
+            Some(o) if o != n => {
+                let mut what = Vec::new();
+                if o.tools != n.tools {
+                    what.push("tools");
+                }
+                if o.budget_tier != n.budget_tier {
+                    what.push("budget_tier");
+                }
+                if o.max_calls_per_turn != n.max_calls_per_turn {
+                    what.push("max_calls_per_turn");
+                }
+                if o.rate_limit != n.rate_limit {
+                    what.push("rate_limit");
+                }
+                if o.instructions != n.instructions {
+                    what.push("instructions");
+                }
+                if what.is_empty() {
+                    what.push("personality or engine");
+                }
+                out.push(format!("npcs: {} ({})", n.name, what.join(", ")));
+            }
+            Some(_) => {}
+        }
+    }
+    for o in &old.npcs {
+        if !new.npcs.iter().any(|n| n.name == o.name) {
+            out.push(format!("npcs: {} removed (its sessions are closed)", o.name));
+        }
+    }
+    out
+}
+
+fn trust_changed(old: &Config, new: &Config) -> bool {
+    old.trust != new.trust
+}
+
+/// The plugin names whose entry differs between two grant maps.
+fn changed_keys<V: PartialEq>(
+    old: &std::collections::BTreeMap<String, V>,
+    new: &std::collections::BTreeMap<String, V>,
+) -> String {
+    let mut keys: Vec<&str> = old
+        .iter()
+        .filter(|(k, v)| new.get(*k) != Some(v))
+        .map(|(k, _)| k.as_str())
+        .chain(new.keys().filter(|k| !old.contains_key(*k)).map(String::as_str))
+        .collect();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.join(", ")
+}
+
+/// The settings that changed but that a running host cannot change.
+fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
+    let (o, n) = (old.config(), new.config());
+    let mut out = Vec::new();
+    let mut differs = |key: &str, changed: bool, why: &str| {
+        if changed {
+            out.push(format!("{key} ({why})"));
+        }
+    };
+    differs("limits", o.limits != n.limits, "the wasm engine is sized at start");
+    differs("audit", o.audit != n.audit, "the audit file is opened at start");
+    differs("memory", o.memory != n.memory, "the memory store is opened at start");
+    differs("state_dir", old.resolved_state_dir() != new.resolved_state_dir(), "read at start");
+    differs(
+        "cache_dir",
+        old.resolved_cache_dir() != new.resolved_cache_dir() || o.cache_max_mb != n.cache_max_mb,
+        "read at start",
+    );
+    differs("oci", o.oci != n.oci, "the registry client is made at start");
+    differs(
+        "plugins.files",
+        old.plugin_files() != new.plugin_files(),
+        "loaded at start; `toolhost plugin add` and `plugin remove` change plugins now",
+    );
+    differs("plugins.builtins", o.plugins.builtins != n.plugins.builtins, "loaded at start");
+    differs("plugins.dir", old.plugins_dir() != new.plugins_dir(), "watched from start");
+    differs(
+        "budget.result_cache_entries/result_cache_mb",
+        o.budget.result_cache_entries != n.budget.result_cache_entries
+            || o.budget.result_cache_mb != n.budget.result_cache_mb,
+        "the result cache is sized at start",
+    );
+    differs(
+        "budget.background_calibration/environment",
+        o.budget.background_calibration != n.budget.background_calibration
+            || o.budget.environment != n.budget.environment,
+        "the calibration threads start with the host",
+    );
+    let (os, ns) = (&o.server, &n.server);
+    differs(
+        "server (origins, hosts, body and session limits, connection and auth-failure limits, metrics)",
+        os.allowed_origins != ns.allowed_origins
+            || os.allowed_hosts != ns.allowed_hosts
+            || os.max_body_bytes != ns.max_body_bytes
+            || os.connection_rate_limit != ns.connection_rate_limit
+            || os.auth_failure_limit != ns.auth_failure_limit
+            || os.max_sessions != ns.max_sessions
+            || os.session_idle_secs != ns.session_idle_secs
+            || os.metrics_beyond_loopback != ns.metrics_beyond_loopback,
+        "the HTTP front is set up at start",
+    );
+    out
+}

@@ -1,0 +1,221 @@
+//! Config reload through the binary (`toolhost reload`, SIGHUP): an edited
+//! allow-list reaches an open session (with `tools/list_changed`); a new
+//! agent gets an endpoint and a removed one's endpoint is gone; an invalid
+//! edit changes nothing and says why; a grant taken away unloads the
+//! plugin that needs it and giving it back loads it again; a server added
+//! to the config starts, one taken out stops.
+
+use crate::common::{stderr, stdout};
+use crate::live::{Client, Watcher, admin, eventually, names, serve};
+use crate::peers::{peers_dir, python};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+const SERVER: &str = "server:\n  rate_limit: { per_minute: 0 }\n";
+
+fn write_config(dir: &Path, body: &str) {
+    std::fs::write(dir.join("toolhost.yaml"), format!("{SERVER}{body}")).unwrap();
+}
+
+/// `toolhost reload` against the host serving from `dir`: (success, stdout + stderr).
+fn reload(dir: &Path) -> (bool, String) {
+    let o = admin(dir, &["reload"]);
+    (o.status.success(), format!("{}{}", stdout(&o), stderr(&o)))
+}
+
+/// An MCP session on `<url><path>`; its list_changed count.
+async fn session(url: &str, path: &str) -> (Client, Arc<AtomicUsize>) {
+    let w = Watcher::default();
+    let count = w.0.clone();
+    let c = w.serve(StreamableHttpClientTransport::from_uri(format!("{url}{path}"))).await.expect("initialize");
+    (c, count)
+}
+
+async fn call(c: &Client, tool: &str, args: Value) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+    c.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone())).await
+}
+
+/// The HTTP status of an `initialize` POST to `<url><path>`.
+async fn initialize_status(url: &str, path: &str) -> u16 {
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}});
+    reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_allow_list_edit_and_a_reload_change_what_an_open_session_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "npcs:\n  - name: Mira\n    budget_tier: fast\n    tools: [roll]\n");
+    let (host, url) = serve(d);
+    let (mira, changed) = session(&url, "/mcp/mira").await;
+    assert_eq!(names(&mira).await, ["roll"]);
+    assert_eq!(initialize_status(&url, "/mcp/bartok").await, 404, "no such agent yet");
+
+    // The DM gives Mira the rules lookup, and adds Bartok.
+    write_config(
+        d,
+        "npcs:\n  - name: Mira\n    budget_tier: fast\n    tools: [roll, get_rule]\n  - name: Bartok\n    tools: [roll_table]\n",
+    );
+    let (ok, out) = reload(d);
+    assert!(ok, "{out}");
+    assert!(out.contains("applied: npcs: Mira (tools)") && out.contains("applied: npcs: Bartok added"), "{out}");
+    eventually("Mira's session is told its tools changed", async || changed.load(Ordering::SeqCst) >= 1).await;
+    assert_eq!(names(&mira).await, ["get_rule", "roll"]);
+    let rule = call(&mira, "get_rule", json!({"id": "spell-fireball"})).await.unwrap();
+    assert_ne!(rule.is_error, Some(true), "{rule:?}");
+    let (bartok, _) = session(&url, "/mcp/bartok").await;
+    assert_eq!(names(&bartok).await, ["roll_table"], "the new agent's endpoint");
+
+    // SIGHUP does the same: Mira is removed; her endpoint is gone and her
+    // open session may no longer call anything.
+    write_config(d, "npcs:\n  - name: Bartok\n    tools: [roll_table, roll]\n");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(host.0.id() as i32).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    eventually("Bartok sees roll after SIGHUP", async || names(&bartok).await == ["roll", "roll_table"]).await;
+    eventually("Mira's endpoint is gone", async || initialize_status(&url, "/mcp/mira").await == 404).await;
+    let refused = call(&mira, "roll", json!({"expression": "1d4"})).await;
+    assert!(
+        refused.as_ref().is_err() || refused.as_ref().is_ok_and(|r| r.is_error == Some(true)),
+        "a removed agent's session still called a tool: {refused:?}"
+    );
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("nothing changed"), "{out}");
+    drop(host);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let good = "npcs:\n  - name: Mira\n    tools: [roll]\n";
+    write_config(d, good);
+    let (host, url) = serve(d);
+    let (mira, changed) = session(&url, "/mcp/mira").await;
+    assert_eq!(names(&mira).await, ["roll"]);
+    // Every bad file also widens Mira's allow-list: had anything been put
+    // in force, her session would see get_rule.
+    let wider = "npcs:\n  - name: Mira\n    tools: [roll, get_rule]\n";
+    let bad = [
+        (format!("{SERVER}{wider}  - name: Mira\n    tools: []\n"), "duplicate agent name"),
+        (format!("{SERVER}{wider}budget:\n  fast_ms: lots\n"), "fast_ms"),
+        (
+            format!("{SERVER}  tokens:\n    - token: 0123456789abcdefXYZ\n      agent: Ghost\n{wider}"),
+            "server.tokens[0].agent",
+        ),
+        (
+            format!(
+                "{SERVER}{wider}plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./no-such-dir\n          mode: read-only\n"
+            ),
+            "plugins.grants",
+        ),
+        (format!("{SERVER}{wider}trust:\n  key_files: [./missing.pub]\n"), "trust.key_files[0]"),
+        (format!("{SERVER}{wider}mcp:\n  servers:\n    - name: bad name\n      command: echo\n"), "mcp.servers"),
+    ];
+    for (text, why) in bad {
+        std::fs::write(d.join("toolhost.yaml"), text).unwrap();
+        let (ok, out) = reload(d);
+        assert!(!ok, "an invalid config was accepted ({why}): {out}");
+        assert!(out.contains("nothing changed") && out.contains(why), "the error should name {why:?}: {out}");
+    }
+    // Still serving, as before.
+    assert_eq!(names(&mira).await, ["roll"]);
+    let r = call(&mira, "roll", json!({"expression": "1d6"})).await.unwrap();
+    assert_ne!(r.is_error, Some(true));
+    assert_eq!(changed.load(Ordering::SeqCst), 0, "nothing changed, so no list_changed");
+    write_config(d, wider);
+    let (ok, out) = reload(d);
+    assert!(ok, "{out}");
+    eventually("the valid edit goes in", async || names(&mira).await == ["get_rule", "roll"]).await;
+    drop(host);
+}
+
+/// Plugin events of `plugin` in the audit trail: (event, error).
+fn plugin_events(dir: &Path, plugin: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(dir.join("state/audit.jsonl")).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["plugin"] == plugin && r["event"].as_str().is_some_and(|e| e.starts_with("plugin_")))
+        .map(|r| (r["event"].as_str().unwrap().to_string(), r["error"].as_str().unwrap_or("").to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_taken_away_unloads_the_plugin_and_giving_it_back_loads_it_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "");
+    let (host, url) = serve(d);
+    let (op, changed) = session(&url, "/mcp").await;
+    assert!(names(&op).await.contains(&"search_facts".to_string()));
+
+    // memorytool holds `memory` by default; an explicit empty grant takes it away.
+    write_config(d, "plugins:\n  grants:\n    memorytool: {}\n");
+    let (ok, out) = reload(d);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("plugin memorytool: unloaded") && out.contains("memory"),
+        "the report should say memorytool was unloaded for want of memory: {out}"
+    );
+    eventually("the session is told", async || changed.load(Ordering::SeqCst) >= 1).await;
+    let now = names(&op).await;
+    assert!(!now.contains(&"search_facts".to_string()) && now.contains(&"roll".to_string()), "{now:?}");
+    let events = plugin_events(d, "memorytool");
+    assert!(
+        events.iter().any(|(e, why)| e == "plugin_remove" && why.contains("memory")),
+        "the unload is audited with its reason: {events:?}"
+    );
+
+    // Given back: loaded again, and it works.
+    write_config(d, "plugins:\n  grants:\n    memorytool: { memory: true }\n");
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("plugin memorytool: loaded again"), "{out}");
+    eventually("search_facts is back", async || names(&op).await.contains(&"search_facts".to_string())).await;
+    let r = call(&op, "search_facts", json!({"query": "dragon"})).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    assert!(plugin_events(d, "memorytool").iter().any(|(e, _)| e == "plugin_regrant"));
+    drop(host);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_added_to_the_config_starts_on_reload_and_one_taken_out_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "");
+    let (host, url) = serve(d);
+    let (op, _) = session(&url, "/mcp").await;
+    let server = format!(
+        "mcp:\n  servers:\n    - name: py\n      transport: stdio\n      command: {} {}\n",
+        python().display(),
+        peers_dir().join("py_server.py").display()
+    );
+    write_config(d, &server);
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("server added py"), "{out}");
+    eventually("the server's echo tool is listed", async || names(&op).await.iter().any(|n| n.contains("echo"))).await;
+    // Its settings change: restarted. Then it goes.
+    write_config(d, &format!("{server}      timeout_ms: 5000\n"));
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("server restarted py"), "{out}");
+    write_config(d, "");
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("server removed py"), "{out}");
+    eventually("the echo tool is gone", async || !names(&op).await.iter().any(|n| n.contains("echo"))).await;
+    drop(host);
+}
