@@ -2,8 +2,9 @@
 //! allow-list reaches an open session (with `tools/list_changed`); a new
 //! agent gets an endpoint and a removed one's endpoint is gone; an invalid
 //! edit changes nothing and says why; a grant taken away unloads the
-//! plugin that needs it and giving it back loads it again; a server added
-//! to the config starts, one taken out stops.
+//! plugin that needs it and giving it back loads it again; a key no longer
+//! trusted unloads what it signed; a server added to the config starts, one
+//! taken out stops.
 
 use crate::common::{stderr, stdout};
 use crate::live::{Client, Watcher, admin, eventually, names, serve};
@@ -181,6 +182,8 @@ async fn a_grant_taken_away_unloads_the_plugin_and_giving_it_back_loads_it_again
         events.iter().any(|(e, why)| e == "plugin_remove" && why.contains("memory")),
         "the unload is audited with its reason: {events:?}"
     );
+    let o = admin(d, &["plugin", "list"]);
+    assert!(stdout(&o).contains("memorytool: unloaded by a config reload for want of a grant"), "{}", stdout(&o));
 
     // Given back: loaded again, and it works.
     write_config(d, "plugins:\n  grants:\n    memorytool: { memory: true }\n");
@@ -217,5 +220,50 @@ async fn a_server_added_to_the_config_starts_on_reload_and_one_taken_out_stops()
     let (ok, out) = reload(d);
     assert!(ok && out.contains("server removed py"), "{out}");
     eventually("the echo tool is gone", async || !names(&op).await.iter().any(|n| n.contains("echo"))).await;
+    drop(host);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_no_longer_trusted_unloads_the_plugins_it_signed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    assert!(crate::common::run_strict(d, &["keygen", "alice", "--out", "keys"]).status.success());
+    std::fs::copy(toolhost_test_artifacts::SWAP_V1_PATH, d.join("weather.wasm")).unwrap();
+    let o = crate::common::run_strict(d, &["sign", "weather.wasm", "--key", "keys/alice.key"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let trusted = "trust:\n  key_files: [keys/alice.pub]\nplugins:\n  files: [weather.wasm]\n";
+    write_config(d, trusted);
+    let mut cmd = crate::common::toolhost();
+    cmd.current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (host, url) = crate::live::spawn_serving(cmd);
+    let (op, _) = session(&url, "/mcp").await;
+    let before = names(&op).await;
+    let weather: Vec<String> = {
+        let o = admin(d, &["plugin", "list", "--json"]);
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+        let p = v["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "weather").cloned();
+        p.unwrap_or_else(|| panic!("weather is not loaded: {v}"))["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t.as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!weather.is_empty() && weather.iter().all(|t| before.contains(t)), "{weather:?} in {before:?}");
+
+    // The DM stops trusting alice: what she signed goes.
+    write_config(d, "plugins:\n  files: [weather.wasm]\n");
+    let (ok, out) = reload(d);
+    assert!(ok, "{out}");
+    assert!(out.contains("plugin weather: unloaded: the trust policy now refuses it"), "{out}");
+    eventually("weather's tools are gone", async || {
+        let now = names(&op).await;
+        weather.iter().all(|t| !now.contains(t))
+    })
+    .await;
     drop(host);
 }

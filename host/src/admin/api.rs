@@ -76,6 +76,10 @@ pub struct PluginEntry {
 pub struct PluginsReply {
     /// Every wasm plugin, sorted by name.
     pub plugins: Vec<PluginEntry>,
+    /// Plugins a config reload unloaded because their grants no longer
+    /// cover what they import; the reload that grants it loads them again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<String>,
 }
 
 impl PluginsReply {
@@ -97,7 +101,7 @@ impl PluginsReply {
                 }
             })
             .collect();
-        PluginsReply { plugins }
+        PluginsReply { plugins, withheld: host.withheld_plugins() }
     }
 }
 

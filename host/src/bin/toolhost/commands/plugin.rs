@@ -98,6 +98,11 @@ impl Plugin {
                     })
                     .collect();
                 print_table(&["PLUGIN", "SHA256", "ORIGIN", "SOURCE", "TOOLS"], &rows);
+                for name in &list.withheld {
+                    println!(
+                        "{name}: unloaded by a config reload for want of a grant; grant it in plugins.grants.{name} and run `toolhost reload`"
+                    );
+                }
             }
         }
         Ok(ExitCode::SUCCESS)
