@@ -140,6 +140,11 @@ async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
     let r = call(&mira, "roll", json!({"expression": "1d6"})).await.unwrap();
     assert_ne!(r.is_error, Some(true));
     assert_eq!(changed.load(Ordering::SeqCst), 0, "nothing changed, so no list_changed");
+    // The file moved away (a DM tidying up): not the defaults, an error.
+    std::fs::rename(d.join("toolhost.yaml"), d.join("toolhost.yaml.bak")).unwrap();
+    let (ok, out) = reload(d);
+    assert!(!ok && out.contains("nothing changed") && out.contains("toolhost.yaml"), "{out}");
+    assert_eq!(names(&mira).await, ["roll"], "the defaults did not replace the config");
     write_config(d, wider);
     let (ok, out) = reload(d);
     assert!(ok, "{out}");

@@ -68,12 +68,16 @@ impl Serve {
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
         // `toolhost reload` and SIGHUP read the file again, with the same flags over it.
-        let args = self.host.clone();
+        // The file read at start is the one read again: were it moved
+        // away, the reload fails rather than falling back to the defaults.
+        let file = self.host.runtime.config.path();
+        let mut args = self.host.clone();
+        args.runtime.config.config = file.clone();
         let reloader = Arc::new(toolhost::reload::Reloader::new(
             host.clone(),
             Some(servers.clone()),
             self.host.builder()?,
-            self.host.runtime.config.path(),
+            file,
             move || args.builder().map_err(|e| format!("{e:#}")),
         ));
         rt.spawn(reload_on_hangup(reloader.clone()));
