@@ -169,6 +169,11 @@ async fn the_page_and_its_api_are_the_operators_only() {
     assert_eq!(page.status(), 200);
     assert!(page.headers()["content-security-policy"].to_str().unwrap().contains("frame-ancestors 'none'"));
     assert!(page.text().await.unwrap().contains("/ui/app.js"));
+    // `/` and `/ui/` lead to the page (reqwest follows the redirect).
+    for path in ["/", "/ui/"] {
+        let r = http.get(format!("{url}{path}")).send().await.unwrap();
+        assert_eq!((r.status().as_u16(), r.url().path()), (200, "/ui"), "{path}");
+    }
     let r = http.get(format!("{url}/ui")).bearer_auth("agent-secret-0123456789ab").send().await.unwrap();
     assert_eq!(r.status(), 403, "an agent's token never gets the page");
     // The API: no token 401, an agent's token 403, the operator's 200.

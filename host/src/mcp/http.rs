@@ -216,7 +216,10 @@ pub fn router(
                 "/ui",
                 crate::ui::router(front.host.clone(), admin)
                     .layer(axum::middleware::from_fn_with_state(front.clone(), operator_only)),
-            ),
+            )
+            // A browser pointed at the server, or at `/ui/`, finds the page.
+            .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") }))
+            .route("/ui/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") })),
         None => axum::Router::new().route(
             "/admin/{*rest}",
             axum::routing::any(|| async { error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled") }),
