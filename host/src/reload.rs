@@ -12,6 +12,9 @@
 //! - the new trust policy, unloading loaded plugins it would refuse now;
 //! - the new grants, re-granting loaded plugins whose grant changed (or
 //!   unloading one that imports what is no longer granted);
+//! - the limits on each call (fuel, memory up to the instance pool's slot
+//!   size, output, deadlines' floor and ceiling, concurrency), for calls that
+//!   start from now on;
 //! - the budget's settings and agents ([`crate::budget::Budget::reconfigure`]:
 //!   measurements kept, tiers recomputed, overrides of removed agents dropped);
 //! - the rate limits (each agent keeps the tokens it has left);
@@ -21,8 +24,9 @@
 //!
 //! Open sessions whose visible tools changed get `notifications/tools/list_changed`
 //! from their visibility poll. Settings the running host cannot change
-//! (the wasm engine's limits, the audit file, the state directory, the
-//! plugin files ...) are listed as needing a restart, and left as they are.
+//! (what the wasm engine was built with, the audit file, the state
+//! directory, the plugin files ...) are listed as needing a restart, and
+//! left as they are.
 
 use crate::config::{Config, McpServerConfig};
 use crate::host::PluginChange;
@@ -182,11 +186,12 @@ impl Reloader {
         for check in self.checks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             check(new).map_err(invalid)?;
         }
-        let deadlines = self.host.budget().deadlines();
+        // Under the new limits' floor and ceiling.
+        let deadlines = new.limits().deadlines();
         let server_plan = match &self.servers {
             Some(servers) => {
                 let plan = plan_servers(&self.host, servers, new);
-                for cfg in &plan.add {
+                for cfg in plan.add.iter().chain(&new.mcp.servers) {
                     ExternalServers::validate(cfg, deadlines).map_err(|e| invalid(format!("mcp.servers: {e}")))?;
                 }
                 plan
@@ -208,6 +213,10 @@ impl Reloader {
             report.applied.push(format!("plugins.grants ({})", changed_keys(&old.plugins.grants, &new.plugins.grants)));
         }
         report.plugins.extend(self.host.apply_grants(grants));
+        if old.limits != new.limits {
+            report.applied.push("limits".into());
+            report.restart_needed.extend(self.host.apply_limits(new.limits()));
+        }
         report.applied.extend(agent_changes(old, new));
         if old.budget != new.budget {
             report.applied.push("budget".into());
@@ -368,7 +377,6 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
             out.push(format!("{key} ({why})"));
         }
     };
-    differs("limits", o.limits != n.limits, "the wasm engine is sized at start");
     differs("audit", o.audit != n.audit, "the audit file is opened at start");
     differs("memory", o.memory != n.memory, "the memory store is opened at start");
     differs("state_dir", old.resolved_state_dir() != new.resolved_state_dir(), "read at start");

@@ -4,7 +4,8 @@
 //! edit changes nothing and says why; a grant taken away unloads the
 //! plugin that needs it and giving it back loads it again; a key no longer
 //! trusted unloads what it signed; a server added to the config starts, one
-//! taken out stops.
+//! taken out stops; new limits hold for the next call, and what the engine
+//! was built with is reported as needing a restart.
 
 use crate::common::{stderr, stdout};
 use crate::live::{Client, Watcher, admin, eventually, names, serve};
@@ -270,5 +271,28 @@ async fn a_key_no_longer_trusted_unloads_the_plugins_it_signed() {
         weather.iter().all(|t| !now.contains(t))
     })
     .await;
+    drop(host);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_limits_hold_for_the_next_call_and_what_the_engine_fixed_is_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "");
+    let (host, url) = serve(d);
+    let (op, _) = session(&url, "/mcp").await;
+    let roll = async || call(&op, "roll", json!({"expression": "2d6"})).await.unwrap();
+    assert_ne!(roll().await.is_error, Some(true));
+    write_config(d, "limits:\n  fuel: 1000\n  max_instances: 8\n");
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("applied: limits"), "{out}");
+    assert!(out.contains("NOT applied, needs a restart: limits.max_instances"), "{out}");
+    let starved = roll().await;
+    assert_eq!(starved.is_error, Some(true), "1000 units of fuel cannot roll dice: {starved:?}");
+    assert!(format!("{starved:?}").contains("fuel"), "{starved:?}");
+    write_config(d, "");
+    let (ok, out) = reload(d);
+    assert!(ok, "{out}");
+    assert_ne!(roll().await.is_error, Some(true), "the default fuel is back");
     drop(host);
 }

@@ -132,7 +132,10 @@ pub enum LoadErrorKind {
 struct Inner {
     engine: Engine,
     linker: Linker<State>,
-    limits: Limits,
+    /// The limits calls run under: swapped whole by [`Runtime::set_limits`].
+    limits: arc_swap::ArcSwap<Limits>,
+    /// The limits the engine and its instance pool were sized with.
+    engine_limits: Limits,
     cache: Option<CompileCache>,
     ticker: Ticker,
 }
@@ -146,7 +149,7 @@ pub struct Runtime {
 
 impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Runtime").field("limits", &self.inner.limits).finish_non_exhaustive()
+        f.debug_struct("Runtime").field("limits", &**self.inner.limits.load()).finish_non_exhaustive()
     }
 }
 
@@ -233,12 +236,58 @@ impl Runtime {
             }
         });
         let ticker = Ticker::start(&engine);
-        Ok(Runtime { inner: Arc::new(Inner { engine, linker, limits, cache, ticker }) })
+        Ok(Runtime {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                limits: arc_swap::ArcSwap::from_pointee(limits.clone()),
+                engine_limits: limits,
+                cache,
+                ticker,
+            }),
+        })
     }
 
-    /// The limits every call runs under.
-    pub fn limits(&self) -> &Limits {
-        &self.inner.limits
+    /// The limits every call runs under now.
+    pub fn limits(&self) -> Arc<Limits> {
+        self.inner.limits.load_full()
+    }
+
+    /// Puts new limits in force for the calls that start from now on (a
+    /// config reload). What the engine was built with cannot change while it
+    /// runs: switching fuel metering on or off, the wasm stack size, the
+    /// number of instance slots, and memory or tables beyond the slots'
+    /// size; those keep their value and are returned, as config keys with
+    /// why. Lowering memory or table sizes takes effect.
+    pub fn set_limits(&self, new: Limits) -> Vec<String> {
+        let engine = &self.inner.engine_limits;
+        let current = self.limits();
+        let mut next = new;
+        let mut kept = Vec::new();
+        if next.fuel.is_some() != engine.fuel.is_some() {
+            kept.push("limits.fuel (metering is switched on or off only at start)".to_string());
+            next.fuel = current.fuel;
+        }
+        if next.max_wasm_stack != engine.max_wasm_stack {
+            kept.push("limits.max_wasm_stack_kib (an engine setting)".to_string());
+            next.max_wasm_stack = engine.max_wasm_stack;
+        }
+        if next.max_instances != engine.max_instances {
+            kept.push("limits.max_instances (the instance pool is sized at start)".to_string());
+            next.max_instances = engine.max_instances;
+        }
+        if next.memory_bytes > engine.memory_bytes {
+            kept.push(format!(
+                "limits.memory_mib above {} (the instance pool's slots are sized at start)",
+                engine.memory_bytes >> 20
+            ));
+            next.memory_bytes = current.memory_bytes;
+        }
+        if next.table_elements > engine.table_elements {
+            next.table_elements = current.table_elements;
+        }
+        self.inner.limits.store(Arc::new(next));
+        kept
     }
 
     /// The compile cache, when enabled.
@@ -250,7 +299,7 @@ impl Runtime {
     /// component is, without reading its tools. Used by `inspect`.
     pub fn compile(&self, name: &str, bytes: &[u8]) -> Result<Compiled, LoadError> {
         let err = |kind| LoadError { plugin: name.to_string(), kind };
-        let limit = self.inner.limits.max_component_bytes;
+        let limit = self.inner.limits.load().max_component_bytes;
         if bytes.len() > limit {
             return Err(err(LoadErrorKind::TooLarge { size: bytes.len(), limit }));
         }
@@ -300,7 +349,7 @@ impl Runtime {
     /// plugin after the file stem.
     pub fn load_file(&self, path: &std::path::Path) -> Result<WasmPlugin, LoadError> {
         let name = plugin_name_from_path(path);
-        let bytes = read_bounded(path, self.inner.limits.max_component_bytes)
+        let bytes = read_bounded(path, self.inner.limits.load().max_component_bytes)
             .map_err(|kind| LoadError { plugin: name.clone(), kind })?;
         self.load_with(&name, &bytes, Grants::default())
     }
@@ -379,7 +428,7 @@ impl Runtime {
             tools: Vec::new(),
             held: CAPABILITIES.held(&grants),
             grants,
-            busy: Slots::new(self.inner.limits.plugin_concurrency),
+            busy: Slots::new(self.inner.limits.load().plugin_concurrency),
         })
     }
 
@@ -391,8 +440,8 @@ impl Runtime {
         tool: &str,
         deadline: Duration,
         ctx: Option<&CallContext>,
+        limits: &Limits,
     ) -> Result<Store<State>, CallError> {
-        let limits = &self.inner.limits;
         let stdout = MemoryOutputPipe::new(limits.guest_output_bytes);
         let stderr = MemoryOutputPipe::new(limits.guest_output_bytes);
         let mut wasi = WasiCtxBuilder::new();

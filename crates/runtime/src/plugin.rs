@@ -120,6 +120,12 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// Changes how many calls of this plugin may run at once (a config
+    /// reload changed `limits.plugin_concurrency`).
+    pub fn set_concurrency(&self, limit: u32) {
+        self.busy.set_limit(limit);
+    }
+
     /// Calls running now, and how many may run at once
     /// (`limits.plugin_concurrency`).
     pub fn calls_in_flight(&self) -> (u32, u32) {
@@ -152,7 +158,7 @@ impl WasmPlugin {
     }
 
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
-        let deadline = self.runtime.inner.limits.deadlines().for_declared(Some(1000));
+        let deadline = self.runtime.inner.limits.load().deadlines().for_declared(Some(1000));
         let (result, _) = self
             .run("list-tools", deadline, None, |plugin, store| plugin.toolhost_plugin_tool().call_list_tools(store));
         result
@@ -169,12 +175,14 @@ impl WasmPlugin {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
-        let mut store = match self.runtime.store(self, tool, deadline, ctx) {
+        // One snapshot for the whole call: a reload in between changes the next call.
+        let limits = rt.limits.load();
+        let mut store = match self.runtime.store(self, tool, deadline, ctx, &limits) {
             Ok(s) => s,
             Err(e) => return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }),
         };
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
-        let fuel_used = rt.limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
+        let fuel_used = limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
         let data = store.data();
         let stats = CallStats {
             duration: start.elapsed(),
@@ -196,7 +204,7 @@ impl WasmPlugin {
             let text = String::from_utf8_lossy(&stderr);
             tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
-        let result = result.map_err(|e| classify(e, tool, deadline, &rt.limits, &state.limiter, &stderr));
+        let result = result.map_err(|e| classify(e, tool, deadline, &limits, &state.limiter, &stderr));
         (result, stats)
     }
 }
@@ -207,8 +215,8 @@ impl WasmPlugin {
     /// only to measure what fresh instances cost.
     #[doc(hidden)]
     pub fn reused_instance(&self) -> Result<ReusedInstance<'_>, CallError> {
-        let deadline = self.runtime.inner.limits.timeout_ceiling;
-        let mut store = self.runtime.store(self, "reused", deadline, None)?;
+        let limits = self.runtime.limits();
+        let mut store = self.runtime.store(self, "reused", limits.timeout_ceiling, None, &limits)?;
         let instance = self
             .pre
             .instantiate(&mut store)
@@ -230,12 +238,13 @@ impl ReusedInstance<'_> {
     pub fn call(&mut self, tool: &str, arguments: &str) -> Result<Vec<Content>, CallError> {
         let rt = &self.plugin.runtime.inner;
         let _tick = rt.ticker.enter();
-        if let Some(fuel) = rt.limits.fuel {
+        let limits = rt.limits.load();
+        if let Some(fuel) = limits.fuel {
             self.store.set_fuel(fuel).expect("fuel is enabled");
         }
-        self.store.set_epoch_deadline(rt.limits.timeout_ceiling.as_millis() as u64);
+        self.store.set_epoch_deadline(limits.timeout_ceiling.as_millis() as u64);
         match self.instance.toolhost_plugin_tool().call_call(&mut self.store, tool, arguments) {
-            Ok(Ok(content)) => convert(content, tool, rt.limits.output_bytes),
+            Ok(Ok(content)) => convert(content, tool, limits.output_bytes),
             Ok(Err(e)) => Err(CallError::Failed { tool: tool.into(), message: format!("{e:?}") }),
             Err(e) => Err(CallError::Trap { tool: tool.into(), message: format!("{e:#}") }),
         }
@@ -376,7 +385,7 @@ impl Provider for WasmPlugin {
         let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
         // The caller's deadline (the budget's), or the declared bound; the
         // operator's floor and ceiling always hold.
-        let policy = self.runtime.inner.limits.deadlines();
+        let policy = self.runtime.inner.limits.load().deadlines();
         let deadline = match ctx.deadline {
             Some(d) => policy.deadline(Some(d), Some(d)),
             None => policy.for_declared(def.meta.max_duration_ms),
@@ -398,7 +407,7 @@ impl Provider for WasmPlugin {
         let tool_s = || tool.to_string();
         match result? {
             Ok(content) => {
-                let content = convert(content, tool, self.runtime.inner.limits.output_bytes)?;
+                let content = convert(content, tool, self.runtime.inner.limits.load().output_bytes)?;
                 Ok(ToolOutput { content, structured: None, stats })
             }
             Err(bindings::ToolError::InvalidInput(message)) => Err(CallError::InvalidInput { tool: tool_s(), message }),

@@ -9,20 +9,22 @@ use std::sync::atomic::{AtomicU32, Ordering};
 #[derive(Debug)]
 pub struct Slots {
     in_use: AtomicU32,
-    limit: u32,
+    limit: AtomicU32,
 }
 
 impl Slots {
     /// At most `limit` holders at once (at least one).
     pub fn new(limit: u32) -> Arc<Slots> {
-        Arc::new(Slots { in_use: AtomicU32::new(0), limit: limit.max(1) })
+        Arc::new(Slots { in_use: AtomicU32::new(0), limit: AtomicU32::new(limit.max(1)) })
     }
 
     /// Takes a slot, or `None` when all are taken. The slot is given back
     /// when the guard drops.
     pub fn try_take(self: &Arc<Self>) -> Option<Slot> {
         self.in_use
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.limit).then_some(n + 1))
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.limit.load(Ordering::Relaxed)).then_some(n + 1)
+            })
             .ok()
             .map(|_| Slot(self.clone()))
     }
@@ -34,7 +36,13 @@ impl Slots {
 
     /// The limit.
     pub fn limit(&self) -> u32 {
-        self.limit
+        self.limit.load(Ordering::Relaxed)
+    }
+
+    /// Changes the limit (a config reload). Holders past a lowered limit
+    /// keep their slots; new ones wait until the count is under it.
+    pub fn set_limit(&self, limit: u32) {
+        self.limit.store(limit.max(1), Ordering::Relaxed);
     }
 }
 

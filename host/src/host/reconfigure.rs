@@ -207,6 +207,26 @@ impl Host {
         out
     }
 
+    /// Puts new limits in force for calls that start from now on: the
+    /// runtime's per-call limits, the deadlines' floor and ceiling, each
+    /// plugin's and each agent's concurrency. Returns what the running
+    /// engine cannot change (see [`crate::runtime::Runtime::set_limits`]).
+    pub fn apply_limits(&self, limits: crate::runtime::Limits) -> Vec<String> {
+        let kept = self.runtime.set_limits(limits);
+        let now = self.runtime.limits();
+        self.budget.set_deadlines(now.deadlines());
+        for p in self.registry.snapshot().providers() {
+            let any: &dyn std::any::Any = &**p;
+            if let Some(plugin) = any.downcast_ref::<WasmPlugin>() {
+                plugin.set_concurrency(now.plugin_concurrency);
+            }
+        }
+        for slots in self.agents_busy.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            slots.set_limit(now.agent_concurrency);
+        }
+        kept
+    }
+
     /// Removes a plugin for `reason` (a reload took what it needs away),
     /// audited with the reason.
     fn unload_for(&self, name: &str, reason: &str) {

@@ -7,14 +7,16 @@ use std::process::ExitCode;
 ///
 /// What changed goes in at once: agents (`npcs`: allow-lists, ceilings,
 /// turn caps, rate limits, new and removed agents and their endpoints),
-/// budget settings, grants (a loaded plugin is re-granted, or unloaded if it
+/// budget settings, limits (for calls that start afterwards), grants (a
+/// loaded plugin is re-granted, or unloaded if it
 /// imports something no longer granted), trust (a loaded plugin the new
 /// policy refuses is unloaded), external servers (`mcp.servers`), tokens
 /// and tool-call rate limits. Open sessions whose tools changed are told
 /// (`notifications/tools/list_changed`). If the new file is invalid in any
 /// way, nothing changes and the error says why (exit status 1). Settings
-/// a running host cannot change (limits, audit, state and cache
-/// directories, plugin files ...) are listed as needing a restart.
+/// a running host cannot change (the instance pool's size, the audit file,
+/// state and cache directories, plugin files ...) are listed as needing a
+/// restart.
 ///
 /// `kill -HUP <pid>` does the same (the result goes to the host's log).
 #[derive(Debug, clap::Args)]
