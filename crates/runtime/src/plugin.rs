@@ -217,6 +217,30 @@ impl WasmPlugin {
     }
 }
 
+impl WasmPlugin {
+    /// Times what a fresh instance costs before its call: building the
+    /// store (WASI context, limiter, fuel, deadline) and instantiating the
+    /// pre-linked component into pooled slots; then dropping both unused
+    /// (which resets those slots). Nothing in the instance runs. Exists
+    /// only for the runtime benchmark's breakdown.
+    #[doc(hidden)]
+    pub fn fresh_instance_phases(&self) -> Result<[Duration; 3], CallError> {
+        let rt = &self.runtime.inner;
+        let _tick = rt.ticker.enter();
+        let t0 = Instant::now();
+        let mut store = self.runtime.store(self, "phases", rt.limits.timeout_ceiling, None)?;
+        let t1 = Instant::now();
+        let instance = self
+            .pre
+            .instantiate(&mut store)
+            .map_err(|e| CallError::Trap { tool: "phases".into(), message: format!("{e:#}") })?;
+        let t2 = Instant::now();
+        drop(instance);
+        drop(store);
+        Ok([t1 - t0, t2 - t1, t2.elapsed()])
+    }
+}
+
 /// See [`WasmPlugin::reused_instance`].
 #[doc(hidden)]
 pub struct ReusedInstance<'a> {
