@@ -436,6 +436,32 @@ mod tests {
     }
 
     #[test]
+    fn recordings_from_many_threads_add_up() {
+        let m = CallMetrics::default();
+        let (threads, each) = (2 * STRIPES + 3, 1_000u64);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let m = &m;
+                s.spawn(move || {
+                    for _ in 0..each {
+                        m.record(
+                            "roll",
+                            if t % 2 == 0 { OPERATOR } else { "npc" },
+                            "ok",
+                            Some(Duration::from_millis(3)),
+                        );
+                    }
+                });
+            }
+        });
+        assert_eq!(m.calls("roll"), threads as u64 * each);
+        let tools = m.tools.entries();
+        let latency = tools[0].1.latency.totals();
+        assert_eq!(latency.count, threads as u64 * each);
+        assert_eq!(latency.buckets[BUCKETS.iter().position(|b| *b == 0.005).unwrap()], latency.count);
+    }
+
+    #[test]
     fn every_recording_is_counted_once() {
         // What a recording costs is measured by a benchmark, not asserted
         // here (BENCHMARKS.md); this checks only that none is lost.

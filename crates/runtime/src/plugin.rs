@@ -230,12 +230,12 @@ impl WasmPlugin {
         let t0 = Instant::now();
         let mut store = self.runtime.store(self, "phases", rt.limits.timeout_ceiling, None)?;
         let t1 = Instant::now();
-        let instance = self
-            .pre
+        // The instance's handles point into the store: dropping the store
+        // tears the instance down.
+        self.pre
             .instantiate(&mut store)
             .map_err(|e| CallError::Trap { tool: "phases".into(), message: format!("{e:#}") })?;
         let t2 = Instant::now();
-        drop(instance);
         drop(store);
         Ok([t1 - t0, t2 - t1, t2.elapsed()])
     }
