@@ -23,34 +23,72 @@ use toolhost::budget::{Budget, BudgetConfig};
 use toolhost::runtime::{Limits, Runtime};
 use toolhost::tool::CallContext;
 
-/// Runs `f` on `threads` threads for `time`; returns operations per second
-/// and each thread's count (to see starvation).
-fn rate(threads: usize, time: Duration, f: &(dyn Fn() + Sync)) -> f64 {
+/// One timed run: operations per second, and where the callers' time went,
+/// per operation: on a CPU, runnable but waiting for one (other threads or
+/// processes had the cores), and neither (blocked: a lock, a condition
+/// variable, I/O).
+#[derive(Debug, Clone, Copy, Default)]
+struct Run {
+    rate: f64,
+    cpu: Duration,
+    runnable: Duration,
+    blocked: Duration,
+}
+
+/// This thread's time on a CPU and time runnable but waiting for one, from
+/// the scheduler's statistics (zero where `/proc` has none).
+fn schedstat() -> (u64, u64) {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let mut it = s.split_whitespace().map(|n| n.parse::<u64>().unwrap_or(0));
+    (it.next().unwrap_or(0), it.next().unwrap_or(0))
+}
+
+/// Runs `f` on `threads` threads for `time`.
+fn run(threads: usize, time: Duration, f: &(dyn Fn() + Sync)) -> Run {
     let stop = AtomicBool::new(false);
     let total = AtomicU64::new(0);
+    let (cpu, runnable, busy) = (AtomicU64::new(0), AtomicU64::new(0), AtomicU64::new(0));
     let start = Instant::now();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {
+                let (c0, r0) = schedstat();
+                let t0 = Instant::now();
                 let mut n = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     f();
                     n += 1;
                 }
+                let (c1, r1) = schedstat();
                 total.fetch_add(n, Ordering::Relaxed);
+                cpu.fetch_add(c1 - c0, Ordering::Relaxed);
+                runnable.fetch_add(r1 - r0, Ordering::Relaxed);
+                busy.fetch_add(t0.elapsed().as_nanos() as u64, Ordering::Relaxed);
             });
         }
         std::thread::sleep(time);
         stop.store(true, Ordering::Relaxed);
     });
-    total.load(Ordering::Relaxed) as f64 / start.elapsed().as_secs_f64()
+    let n = total.load(Ordering::Relaxed).max(1);
+    let (cpu, runnable, busy) =
+        (cpu.load(Ordering::Relaxed), runnable.load(Ordering::Relaxed), busy.load(Ordering::Relaxed));
+    Run {
+        rate: n as f64 / start.elapsed().as_secs_f64(),
+        cpu: Duration::from_nanos(cpu / n),
+        runnable: Duration::from_nanos(runnable / n),
+        blocked: Duration::from_nanos(busy.saturating_sub(cpu + runnable) / n),
+    }
 }
 
-/// The median of three runs of [`rate`].
-fn median_rate(threads: usize, time: Duration, f: &(dyn Fn() + Sync)) -> f64 {
-    let mut r: Vec<f64> = (0..3).map(|_| rate(threads, time, f)).collect();
-    r.sort_by(f64::total_cmp);
+/// The run with the median rate of three.
+fn median_run(threads: usize, time: Duration, f: &(dyn Fn() + Sync)) -> Run {
+    let mut r: Vec<Run> = (0..3).map(|_| run(threads, time, f)).collect();
+    r.sort_by(|a, b| a.rate.total_cmp(&b.rate));
     r[1]
+}
+
+fn us(d: Duration) -> String {
+    format!("{:.2}", d.as_secs_f64() * 1e6)
 }
 
 fn machine() -> String {
@@ -97,21 +135,35 @@ fn main() {
     println!(
         "N = {n} (available parallelism). Calls/s of `roll` through `Host::call` (full pipeline, audit to a file):\n"
     );
-    println!("| callers | calls/s | per caller | vs 1 caller |");
-    println!("|---|---|---|---|");
+    println!(
+        "| callers | calls/s | vs 1 caller | CPU us per call | waiting for a CPU, us per call | blocked, us per call |"
+    );
+    println!("|---|---|---|---|---|---|");
     let call = || {
         host.call("roll", &args, &ctx).unwrap();
     };
     let mut one = 0.0;
     for &t in &callers {
-        let r = median_rate(t, time, &call);
+        let r = median_run(t, time, &call);
         if t == 1 {
-            one = r;
+            one = r.rate;
         }
-        println!("| {t} | {r:.0} | {:.0} | {:.2}x |", r / t as f64, r / one);
+        println!(
+            "| {t} | {:.0} | {:.2}x | {} | {} | {} |",
+            r.rate,
+            r.rate / one,
+            us(r.cpu),
+            us(r.runnable),
+            us(r.blocked)
+        );
     }
+    println!(
+        "\nPer call, summed over the callers: CPU time (grows when callers fight over cache lines), time runnable but \
+         without a core (other threads or processes had it: the machine, not toolhost), and time blocked (locks, \
+         condition variables, I/O: what a serialising point costs), from `/proc/thread-self/schedstat`."
+    );
 
-    println!("\nEach shared point of the call path alone, operations/s (ns per operation per thread):\n");
+    println!("\nEach shared point of the call path alone: operations/s (CPU and blocked time per operation):\n");
     print!("| shared point |");
     for &t in &callers {
         print!(" {t} thread{} |", if t == 1 { "" } else { "s" });
@@ -161,8 +213,8 @@ fn main() {
     for (name, f) in points {
         print!("| {name} |");
         for &t in &callers {
-            let r = median_rate(t, time, f);
-            print!(" {r:.0} ({:.0} ns) |", t as f64 * 1e9 / r);
+            let r = median_run(t, time, f);
+            print!(" {:.0} ({:.0} ns CPU, {:.0} ns blocked) |", r.rate, r.cpu.as_nanos(), r.blocked.as_nanos());
         }
         println!();
     }
