@@ -12,7 +12,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `audit:` in the config.
@@ -136,89 +136,10 @@ pub struct PluginRecord<'a> {
     pub error: Option<String>,
 }
 
-/// The audit file, written by group commit: a record is appended to a
-/// shared buffer under a lock held for a copy, and one of the callers
-/// waiting (the first to find no write in progress) writes everything
-/// buffered with one `write` to the `O_APPEND` file, while the others wait.
-/// A caller returns only once a write holding its record has returned, so
-/// every call that completed has its record in the file (in the kernel),
-/// whatever happens to the process afterwards: nothing acknowledged is lost
-/// on a crash, as with one write per record. Under concurrency the writes
-/// (which the kernel serialises per file) carry many records each instead
-/// of one.
-#[derive(Debug)]
-struct GroupWriter {
-    file: std::fs::File,
-    pending: Mutex<Pending>,
-    written: Condvar,
-}
-
-#[derive(Debug, Default)]
-struct Pending {
-    /// Whole lines not yet handed to the kernel.
-    buf: Vec<u8>,
-    /// Records appended so far.
-    queued: u64,
-    /// Records handed to the kernel so far (a prefix of `queued`).
-    flushed: u64,
-    /// A caller is writing a batch now.
-    writing: bool,
-    /// Callers waiting for a batch (a wake-up is a system call: made only
-    /// when someone waits).
-    waiting: usize,
-}
-
-/// Most bytes kept as the buffer's capacity between batches.
-const KEEP_BUFFER: usize = 64 << 10;
-
-impl GroupWriter {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Pending> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Appends `line` and returns once it has been written (or the write
-    /// that held it failed, which is logged).
-    fn append(&self, line: &[u8], path: Option<&Path>) {
-        let mut p = self.lock();
-        p.buf.extend_from_slice(line);
-        p.queued += 1;
-        let mine = p.queued;
-        while p.flushed < mine {
-            if p.writing {
-                p.waiting += 1;
-                p = self.written.wait(p).unwrap_or_else(|e| e.into_inner());
-                p.waiting -= 1;
-                continue;
-            }
-            // Lead: take the batch (ours and whatever others added), write it
-            // with the lock released, then wake those whose records it held.
-            p.writing = true;
-            let upto = p.queued;
-            let mut batch = std::mem::take(&mut p.buf);
-            drop(p);
-            // One write of whole lines to an O_APPEND file: records from
-            // concurrent processes never interleave with them.
-            if let Err(e) = (&self.file).write_all(&batch) {
-                tracing::error!(error = %e, ?path, "cannot write audit records");
-            }
-            batch.clear();
-            p = self.lock();
-            p.flushed = upto;
-            p.writing = false;
-            if p.buf.is_empty() && batch.capacity() <= KEEP_BUFFER {
-                p.buf = batch;
-            }
-            if p.waiting > 0 {
-                self.written.notify_all();
-            }
-        }
-    }
-}
-
 /// The audit sink.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Option<GroupWriter>,
+    file: Option<Mutex<std::fs::File>>,
     path: Option<PathBuf>,
     include_arguments: bool,
 }
@@ -236,8 +157,7 @@ impl AuditLog {
             crate::runtime::private::create_dirs(dir)?;
         }
         let file = crate::runtime::private::open_private_append(path)?;
-        let writer = GroupWriter { file, pending: Mutex::new(Pending::default()), written: Condvar::new() };
-        Ok(AuditLog { file: Some(writer), path: Some(path.to_path_buf()), include_arguments })
+        Ok(AuditLog { file: Some(Mutex::new(file)), path: Some(path.to_path_buf()), include_arguments })
     }
 
     /// The file, when there is one.
@@ -290,7 +210,15 @@ impl AuditLog {
         // break records on them: write them escaped.
         let mut line = escape_line_separators(line);
         line.push(b'\n');
-        file.append(&line, self.path.as_deref());
+        // One write of a whole line to an O_APPEND file: records from
+        // concurrent calls (and processes) never interleave. The lock is
+        // held for that one write(2), which the kernel serialises per file
+        // anyway; batching concurrent records into one write (group commit)
+        // was measured slower on 2 cores (BENCHMARKS.md, contention).
+        let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f.write_all(&line) {
+            tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
+        }
     }
 }
 
