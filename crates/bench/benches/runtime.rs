@@ -480,7 +480,7 @@ fn budget_section(n: usize) {
         us(s.p99)
     );
     // What keeping live figures costs each call: the one `Budget::record`
-    // the pipeline makes (rolling window, tier refresh).
+    // the pipeline makes (a push into the rolling window; the tier is recomputed by its next reader).
     let def = &catalog.get("tool_00001").unwrap().def;
     let s = sample(n, || {
         budget.record(def, Duration::from_micros(15), toolhost::budget::metrics::Outcome::Ok);
