@@ -214,7 +214,10 @@ impl AuditLog {
         let mut line = escape_line_separators(line);
         line.push(b'\n');
         // One write of a whole line to an O_APPEND file: records from
-        // concurrent calls (and processes) never interleave.
+        // concurrent calls (and processes) never interleave. The lock is
+        // held for that one write(2), which the kernel serialises per file
+        // anyway; batching concurrent records into one write (group commit)
+        // was measured slower on 2 cores (BENCHMARKS.md, contention).
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
         if let Err(e) = f.write_all(&line) {
             tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
@@ -288,6 +291,37 @@ mod tests {
         assert!(!out.contains(['\u{2028}', '\u{2029}', '\u{85}']), "{out}");
         let back: serde_json::Value = serde_json::from_str(&out).unwrap();
         assert_eq!(back["tool"], "a\u{2028}b\u{85}c\u{2029}");
+    }
+
+    #[test]
+    fn concurrent_records_are_all_written_whole_before_their_calls_return() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, false).unwrap();
+        let (threads, each) = (8, 500);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let (log, path) = (&log, &path);
+                s.spawn(move || {
+                    for i in 0..each {
+                        let tool = format!("t{t}-{i}");
+                        log.append(&serde_json::json!({"tool": tool}));
+                        // Written (in the file) before `append` returned.
+                        if i % 100 == 0 {
+                            let text = std::fs::read_to_string(path).unwrap();
+                            assert!(text.contains(&format!("\"t{t}-{i}\"")), "record {tool} not in the file yet");
+                        }
+                    }
+                });
+            }
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let mut seen = std::collections::HashSet::new();
+        for line in text.lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("whole JSON lines only");
+            assert!(seen.insert(v["tool"].as_str().unwrap().to_string()), "written twice: {line}");
+        }
+        assert_eq!(seen.len(), threads * each);
     }
 
     #[test]

@@ -13,14 +13,15 @@
 
 use crate::Host;
 use crate::mcp::ExternalServers;
+use arc_swap::ArcSwap;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// The most distinct tool labels; later names are counted as `(other)`.
@@ -57,34 +58,142 @@ pub const OUTCOMES: [&str; 16] = [
 /// fall between them).
 pub const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
+/// Copies of each counter, one per caller thread (round robin): a call
+/// adds to its thread's copy, so calls on different cores never write the
+/// same cache line; a scrape adds the copies up.
+const STRIPES: usize = 16;
+
+/// A value on cache lines of its own (128 bytes: x86 prefetches lines in
+/// pairs).
+#[repr(align(128))]
 #[derive(Debug, Default)]
-struct Latency {
+struct Padded<T>(T);
+
+/// This thread's stripe, given out round robin on first use.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|s| *s)
+}
+
+#[derive(Debug, Default)]
+struct LatencyStripe {
     /// Per bucket (not cumulative), then one past the last bound.
     buckets: [AtomicU64; BUCKETS.len() + 1],
     count: AtomicU64,
     sum_micros: AtomicU64,
 }
 
+#[derive(Debug, Default)]
+struct Latency {
+    stripes: [Padded<LatencyStripe>; STRIPES],
+}
+
+/// A latency histogram as read at scrape time.
+struct LatencyTotals {
+    buckets: [u64; BUCKETS.len() + 1],
+    count: u64,
+    sum_micros: u64,
+}
+
 impl Latency {
     fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
         let i = BUCKETS.iter().position(|b| secs <= *b).unwrap_or(BUCKETS.len());
-        self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros.fetch_add(d.as_micros().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+        let s = &self.stripes[stripe()].0;
+        s.buckets[i].fetch_add(1, Ordering::Relaxed);
+        s.count.fetch_add(1, Ordering::Relaxed);
+        s.sum_micros.fetch_add(d.as_micros().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
+    }
+
+    fn totals(&self) -> LatencyTotals {
+        let mut t = LatencyTotals { buckets: [0; BUCKETS.len() + 1], count: 0, sum_micros: 0 };
+        for s in &self.stripes {
+            for (b, n) in t.buckets.iter_mut().zip(&s.0.buckets) {
+                *b += n.load(Ordering::Relaxed);
+            }
+            t.count += s.0.count.load(Ordering::Relaxed);
+            t.sum_micros = t.sum_micros.wrapping_add(s.0.sum_micros.load(Ordering::Relaxed));
+        }
+        t
+    }
+}
+
+/// Calls by outcome for one tool and agent, striped.
+#[derive(Debug, Default)]
+struct Counts([Padded<[AtomicU64; OUTCOMES.len()]>; STRIPES]);
+
+impl Counts {
+    fn add(&self, outcome: usize) {
+        self.0[stripe()].0[outcome].fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn get(&self, outcome: usize) -> u64 {
+        self.0.iter().map(|s| s.0[outcome].load(Ordering::Relaxed)).sum()
+    }
+}
+
+/// A map read on every call and written once per new key: readers load a
+/// snapshot (no lock, no shared write), a writer copies it with the key
+/// added, under a lock only writers take.
+#[derive(Debug)]
+struct ReadMostly<V> {
+    map: ArcSwap<HashMap<Box<str>, Arc<V>>>,
+    writer: Mutex<()>,
+}
+
+impl<V> Default for ReadMostly<V> {
+    fn default() -> Self {
+        ReadMostly { map: ArcSwap::from_pointee(HashMap::new()), writer: Mutex::new(()) }
+    }
+}
+
+impl<V: Default> ReadMostly<V> {
+    /// Runs `f` on the value of `key`, adding it first when missing (as
+    /// `cap_key` when there are `cap` keys already).
+    fn with<R>(&self, key: &str, cap: Option<(usize, &str)>, f: impl FnOnce(&V) -> R) -> R {
+        if let Some(v) = self.map.load().get(key) {
+            return f(v);
+        }
+        let _w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let cur = self.map.load_full();
+        let key = match cap {
+            Some((cap, other)) if cur.len() >= cap && !cur.contains_key(key) => other,
+            _ => key,
+        };
+        let v = match cur.get(key) {
+            Some(v) => v.clone(),
+            None => {
+                let v = Arc::new(V::default());
+                let mut next = (*cur).clone();
+                next.insert(key.into(), v.clone());
+                self.map.store(Arc::new(next));
+                v
+            }
+        };
+        f(&v)
+    }
+
+    /// The entries now.
+    fn entries(&self) -> Vec<(String, Arc<V>)> {
+        self.map.load().iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
     }
 }
 
 #[derive(Debug, Default)]
 struct ToolCells {
-    by_agent: RwLock<HashMap<Box<str>, Arc<[AtomicU64; OUTCOMES.len()]>>>,
+    by_agent: ReadMostly<Counts>,
     latency: Latency,
 }
 
-/// The call pipeline's counters (see the module docs).
+/// The call pipeline's counters (see the module docs). Recording takes no
+/// lock and writes only the calling thread's copy of each counter (see
+/// `STRIPES`), so it costs the same with one caller or many.
 #[derive(Debug, Default)]
 pub struct CallMetrics {
-    tools: RwLock<HashMap<Box<str>, Arc<ToolCells>>>,
+    tools: ReadMostly<ToolCells>,
 }
 
 fn outcome_index(outcome: &str) -> usize {
@@ -97,43 +206,18 @@ impl CallMetrics {
     /// a configured agent, [`OPERATOR`] or [`OTHER`]); `duration` is
     /// observed for calls that reached a provider.
     pub fn record(&self, tool: &str, agent: &str, outcome: &str, duration: Option<Duration>) {
-        let cells = self.tool(tool);
-        let counts = {
-            let read = cells.by_agent.read().unwrap_or_else(|p| p.into_inner());
-            match read.get(agent) {
-                Some(c) => c.clone(),
-                None => {
-                    drop(read);
-                    let mut write = cells.by_agent.write().unwrap_or_else(|p| p.into_inner());
-                    write.entry(agent.into()).or_insert_with(|| Arc::new(Default::default())).clone()
-                }
+        self.tools.with(tool, Some((MAX_TOOLS, OTHER)), |cells| {
+            cells.by_agent.with(agent, None, |counts| counts.add(outcome_index(outcome)));
+            if let Some(d) = duration {
+                cells.latency.observe(d);
             }
-        };
-        counts[outcome_index(outcome)].fetch_add(1, Ordering::Relaxed);
-        if let Some(d) = duration {
-            cells.latency.observe(d);
-        }
-    }
-
-    fn tool(&self, tool: &str) -> Arc<ToolCells> {
-        if let Some(c) = self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool) {
-            return c.clone();
-        }
-        let mut write = self.tools.write().unwrap_or_else(|p| p.into_inner());
-        let key = if write.len() >= MAX_TOOLS && !write.contains_key(tool) { OTHER } else { tool };
-        write.entry(key.into()).or_default().clone()
+        });
     }
 
     /// Calls counted for `tool` (all agents, all outcomes): for tests.
     pub fn calls(&self, tool: &str) -> u64 {
-        self.tools.read().unwrap_or_else(|p| p.into_inner()).get(tool).map_or(0, |c| {
-            c.by_agent
-                .read()
-                .unwrap_or_else(|p| p.into_inner())
-                .values()
-                .flat_map(|a| a.iter())
-                .map(|n| n.load(Ordering::Relaxed))
-                .sum()
+        self.tools.map.load().get(tool).map_or(0, |c| {
+            c.by_agent.entries().iter().map(|(_, counts)| (0..OUTCOMES.len()).map(|i| counts.get(i)).sum::<u64>()).sum()
         })
     }
 }
@@ -177,14 +261,7 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let host = &self.host;
         // Calls, by tool, agent and outcome; latency by tool.
-        let tools: Vec<(String, Arc<ToolCells>)> = host
-            .metrics()
-            .tools
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.clone()))
-            .collect();
+        let tools: Vec<(String, Arc<ToolCells>)> = host.metrics().tools.entries();
         {
             let mut calls = encoder.encode_descriptor(
                 "toolhost_tool_calls",
@@ -193,12 +270,11 @@ impl Collector for Scrape {
                 MetricType::Counter,
             )?;
             for (tool, cells) in &tools {
-                let by_agent = cells.by_agent.read().unwrap_or_else(|p| p.into_inner());
-                for (agent, counts) in by_agent.iter() {
+                for (agent, counts) in cells.by_agent.entries() {
                     for (i, outcome) in OUTCOMES.iter().enumerate() {
-                        let n = counts[i].load(Ordering::Relaxed);
+                        let n = counts.get(i);
                         if n > 0 {
-                            let labels = CallLabels { tool: tool.clone(), agent: agent.to_string(), outcome };
+                            let labels = CallLabels { tool: tool.clone(), agent: agent.clone(), outcome };
                             ConstCounter::new(n).encode(calls.encode_family(&labels)?)?;
                         }
                     }
@@ -213,17 +289,16 @@ impl Collector for Scrape {
                 MetricType::Histogram,
             )?;
             for (tool, cells) in &tools {
-                let l = &cells.latency;
-                let count = l.count.load(Ordering::Relaxed);
-                if count == 0 {
+                let l = cells.latency.totals();
+                if l.count == 0 {
                     continue;
                 }
                 // Per bucket: the encoder adds them up.
                 let mut buckets: Vec<(f64, u64)> =
-                    BUCKETS.iter().enumerate().map(|(i, b)| (*b, l.buckets[i].load(Ordering::Relaxed))).collect();
-                buckets.push((f64::INFINITY, l.buckets[BUCKETS.len()].load(Ordering::Relaxed)));
+                    BUCKETS.iter().enumerate().map(|(i, b)| (*b, l.buckets[i])).collect();
+                buckets.push((f64::INFINITY, l.buckets[BUCKETS.len()]));
                 let total: u64 = buckets.iter().map(|(_, n)| n).sum();
-                let sum = l.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+                let sum = l.sum_micros as f64 / 1e6;
                 latency
                     .encode_family(&ToolLabel { tool: tool.clone() })?
                     .encode_histogram::<prometheus_client::encoding::NoLabelSet>(sum, total, &buckets, None)?;
@@ -356,8 +431,34 @@ mod tests {
         for i in 0..MAX_TOOLS + 10 {
             m.record(&format!("t{i}"), OPERATOR, "ok", None);
         }
-        assert_eq!(m.tools.read().unwrap().len(), MAX_TOOLS + 1);
+        assert_eq!(m.tools.map.load().len(), MAX_TOOLS + 1);
         assert_eq!(m.calls(OTHER), 10);
+    }
+
+    #[test]
+    fn recordings_from_many_threads_add_up() {
+        let m = CallMetrics::default();
+        let (threads, each) = (2 * STRIPES + 3, 1_000u64);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let m = &m;
+                s.spawn(move || {
+                    for _ in 0..each {
+                        m.record(
+                            "roll",
+                            if t % 2 == 0 { OPERATOR } else { "npc" },
+                            "ok",
+                            Some(Duration::from_millis(3)),
+                        );
+                    }
+                });
+            }
+        });
+        assert_eq!(m.calls("roll"), threads as u64 * each);
+        let tools = m.tools.entries();
+        let latency = tools[0].1.latency.totals();
+        assert_eq!(latency.count, threads as u64 * each);
+        assert_eq!(latency.buckets[BUCKETS.iter().position(|b| *b == 0.005).unwrap()], latency.count);
     }
 
     #[test]

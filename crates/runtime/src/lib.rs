@@ -206,7 +206,14 @@ impl Runtime {
             // memset elsewhere) instead of unmapping them: a fresh instance
             // per call then costs about half as much (see BENCHMARKS.md).
             .linear_memory_keep_resident(1 << 20)
-            .table_keep_resident(64 << 10)
+            // A table of at most one page (512 funcref entries: every
+            // built-in's tables are) is reset with a memset of that page;
+            // with more than a page kept resident wasmtime would ask the
+            // kernel for its dirty pages (a PAGEMAP_SCAN ioctl per table,
+            // two per call of a Rust component) to rewrite a few hundred
+            // bytes. Larger tables keep their first page and give the rest
+            // back (see BENCHMARKS.md, runtime).
+            .table_keep_resident(TABLE_KEEP_RESIDENT)
             .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
@@ -500,6 +507,11 @@ fn read_tools(plugin: &WasmPlugin) -> Result<Vec<ToolDef>, LoadErrorKind> {
     }
     Ok(tools)
 }
+
+/// Bytes of each pooled table slot reset in place (the rest is released):
+/// one host page, so that a table of a page or less is reset with a memset
+/// instead of a page-map scan.
+const TABLE_KEEP_RESIDENT: usize = 4096;
 
 /// Host-call copy budget beyond the output cap: the per-element overhead of
 /// lifting lists and records.

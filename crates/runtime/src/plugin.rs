@@ -225,6 +225,31 @@ impl WasmPlugin {
     }
 }
 
+impl WasmPlugin {
+    /// Times what a fresh instance costs before its call: building the
+    /// store (WASI context, limiter, fuel, deadline) and instantiating the
+    /// pre-linked component into pooled slots; then dropping both unused
+    /// (which resets those slots). Nothing in the instance runs. Exists
+    /// only for the runtime benchmark's breakdown.
+    #[doc(hidden)]
+    pub fn fresh_instance_phases(&self) -> Result<[Duration; 3], CallError> {
+        let rt = &self.runtime.inner;
+        let _tick = rt.ticker.enter();
+        let t0 = Instant::now();
+        let limits = rt.limits.load();
+        let mut store = self.runtime.store(self, "phases", limits.timeout_ceiling, None, &limits)?;
+        let t1 = Instant::now();
+        // The instance's handles point into the store: dropping the store
+        // tears the instance down.
+        self.pre
+            .instantiate(&mut store)
+            .map_err(|e| CallError::Trap { tool: "phases".into(), message: format!("{e:#}") })?;
+        let t2 = Instant::now();
+        drop(store);
+        Ok([t1 - t0, t2 - t1, t2.elapsed()])
+    }
+}
+
 /// See [`WasmPlugin::reused_instance`].
 #[doc(hidden)]
 pub struct ReusedInstance<'a> {

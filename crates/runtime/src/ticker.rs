@@ -4,6 +4,15 @@
 //! Ticks are scheduled against absolute time (a naive `sleep(1ms)` loop drifts
 //! about 10% late on this kind of machine), and the thread parks while no
 //! call runs, so an idle host costs nothing.
+//!
+//! Calls in flight are counted in [`STRIPES`] cache-line-sized counters, one
+//! per caller thread (round robin), not in one shared counter: entering and
+//! leaving a call then writes a line no other caller writes, and callers on
+//! different cores never wait for each other here. The ticker sums the
+//! stripes once per tick. Waking a parked ticker is the classic two-flag
+//! handshake (a caller counts itself, then reads `parked`; the ticker sets
+//! `parked`, then sums the stripes; both sequentially consistent), so a call
+//! never runs unticked.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -19,9 +28,37 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// woken (a futex wake and a context switch) for every call.
 const IDLE_TICKS_BEFORE_PARK: u32 = 50;
 
+/// Counters of calls in flight; a power of two.
+const STRIPES: usize = 16;
+
+/// One counter on its own cache line (128 bytes: two lines on x86, where the
+/// adjacent-line prefetcher pairs them).
+#[repr(align(128))]
+#[derive(Default)]
+struct Stripe(AtomicUsize);
+
+/// This thread's stripe, given out round robin on first use.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|s| *s)
+}
+
 struct Shared {
-    inflight: AtomicUsize,
+    inflight: [Stripe; STRIPES],
+    /// Set by the ticker just before it parks; a caller that sees it
+    /// unparks the ticker.
+    parked: AtomicBool,
     stop: AtomicBool,
+}
+
+impl Shared {
+    /// Calls in flight now.
+    fn inflight(&self) -> usize {
+        self.inflight.iter().map(|s| s.0.load(Ordering::SeqCst)).sum()
+    }
 }
 
 /// Owns the ticker thread; stops it on drop.
@@ -30,12 +67,17 @@ pub(crate) struct Ticker {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Keeps the ticker running while alive: one per call in flight.
-pub(crate) struct TickGuard<'a>(&'a Ticker);
+/// Keeps the ticker running while alive: one per call in flight (and the
+/// stripe it counted itself in).
+pub(crate) struct TickGuard<'a>(&'a Ticker, usize);
 
 impl Ticker {
     pub(crate) fn start(engine: &Engine) -> Ticker {
-        let shared = Arc::new(Shared { inflight: AtomicUsize::new(0), stop: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            inflight: Default::default(),
+            parked: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+        });
         let weak = Arc::downgrade(&shared);
         let engine = engine.weak();
         let thread = thread::Builder::new()
@@ -47,18 +89,20 @@ impl Ticker {
 
     /// Marks a call as in flight until the guard drops.
     pub(crate) fn enter(&self) -> TickGuard<'_> {
-        if self.shared.inflight.fetch_add(1, Ordering::SeqCst) == 0
+        let i = stripe();
+        self.shared.inflight[i].0.fetch_add(1, Ordering::SeqCst);
+        if self.shared.parked.load(Ordering::SeqCst)
             && let Some(t) = &self.thread
         {
             t.thread().unpark();
         }
-        TickGuard(self)
+        TickGuard(self, i)
     }
 }
 
 impl Drop for TickGuard<'_> {
     fn drop(&mut self) {
-        self.0.shared.inflight.fetch_sub(1, Ordering::SeqCst);
+        self.0.shared.inflight[self.1].0.fetch_sub(1, Ordering::Release);
     }
 }
 
@@ -78,11 +122,19 @@ fn run(shared: Weak<Shared>, engine: EngineWeak) {
         if s.stop.load(Ordering::SeqCst) {
             return;
         }
-        if s.inflight.load(Ordering::SeqCst) == 0 {
-            drop(s);
-            thread::park();
+        if s.inflight() == 0 {
+            // Say so, then look again: a call that counted itself before
+            // this store is seen by the sum; one after it sees `parked`.
+            s.parked.store(true, Ordering::SeqCst);
+            if s.inflight() == 0 && !s.stop.load(Ordering::SeqCst) {
+                drop(s);
+                thread::park();
+            } else {
+                s.parked.store(false, Ordering::SeqCst);
+            }
             continue;
         }
+        s.parked.store(false, Ordering::SeqCst);
         drop(s);
         // Tick on an absolute schedule while calls run; after oversleeping,
         // catch up with one tick per missed slot so deadlines stay on time.
@@ -103,7 +155,7 @@ fn run(shared: Weak<Shared>, engine: EngineWeak) {
             if s.stop.load(Ordering::SeqCst) {
                 return;
             }
-            if s.inflight.load(Ordering::SeqCst) == 0 {
+            if s.inflight() == 0 {
                 idle += 1;
                 if idle >= IDLE_TICKS_BEFORE_PARK {
                     break;

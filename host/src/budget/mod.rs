@@ -554,13 +554,17 @@ impl Budget {
         }
     }
 
-    /// Records a real call.
+    /// Records a real call. Every call does, so this only adds the sample
+    /// and marks the cached tier stale (under the tool's lock, held for a
+    /// push): the next reader of the tier recomputes it from the window
+    /// (`tool_tier`, `status`), and calls that nobody reads the tier
+    /// between (the operator's) never pay for the summary.
     pub fn record(&self, def: &ToolDef, duration: Duration, outcome: Outcome) {
         let state = self.state(&def.name);
         let now = self.clock.now();
         let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
         stats.real.record(now, duration, outcome);
-        self.refresh(def, &state, &stats, now);
+        state.stale_after.store(0, Ordering::Release);
     }
 
     /// Records calibration probes, replacing earlier ones for the tool.
