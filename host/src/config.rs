@@ -76,6 +76,9 @@ pub struct Config {
     /// Directory of the config file; relative paths resolve against it.
     #[serde(skip)]
     pub base_dir: PathBuf,
+    /// The config file itself (`None`: the defaults, no file).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 /// `mcp:` section.
@@ -413,6 +416,7 @@ impl Config {
         let mut cfg =
             Config::parse(&text).map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        cfg.file = Some(path.to_path_buf());
         Ok(cfg)
     }
 
@@ -443,6 +447,18 @@ impl Config {
                 && r.burst == 0
             {
                 return Err(format!("npcs[{i}].rate_limit.burst: must be at least 1{}", at(&n.name)));
+            }
+        }
+        // Two agents on one URL: the second would take the first's endpoint.
+        let mut slugs: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
+        for (i, n) in self.npcs.iter().enumerate() {
+            let slug = crate::mcp::agent_slug(&n.name);
+            if let Some(other) = slugs.insert(slug.clone(), &n.name) {
+                return Err(format!(
+                    "npcs[{i}].name: {:?} would be served at /mcp/{slug}, like {other:?}; rename one{}",
+                    n.name,
+                    at(&n.name)
+                ));
             }
         }
         for (key, r) in [
@@ -711,6 +727,8 @@ npcs:
         assert_eq!(e, "mcp.servers[0].command: required for transport stdio at line 3");
         let e = Config::parse("npcs:\n  - name: a\n  - name: a\n").unwrap_err();
         assert!(e.starts_with("npcs[1].name: duplicate agent name"), "{e}");
+        let e = Config::parse("npcs:\n  - name: Mira\n  - name: mira\n").unwrap_err();
+        assert!(e.starts_with("npcs[1].name: \"mira\" would be served at /mcp/mira, like \"Mira\""), "{e}");
     }
 
     #[test]

@@ -166,6 +166,19 @@ pub fn check_files(
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let me = crate::runtime::private::effective_uid();
+    if let Some(md) = cfg.file.as_ref().and_then(|f| std::fs::metadata(f).ok())
+        && (md.mode() & 0o022 != 0 || (md.uid() != me && md.uid() != 0))
+    {
+        out.push(Finding::error(
+            "config file",
+            format!(
+                "{}: owned by uid {} with mode {:o}, so someone else can rewrite what this host obeys (a `toolhost reload` refuses it); make it yours and not writable by others",
+                cfg.file.as_ref().map(|f| f.display().to_string()).unwrap_or_default(),
+                md.uid(),
+                md.mode() & 0o777
+            ),
+        ));
+    }
     for (i, f) in cfg.trust.key_files.iter().enumerate() {
         let at = format!("trust.key_files[{i}]");
         let path = cfg.resolve(f);

@@ -55,6 +55,6 @@ pub use toolhost_types::validate;
 
 pub use host::{
     AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, CacheStats, Conversation,
-    GrantPlan, Host, HostBuilder, Installed, LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier, canonical_json,
-    plugin_files,
+    GrantPlan, HeldPlugin, Host, HostBuilder, Installed, LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier,
+    canonical_json, plugin_files,
 };

@@ -104,8 +104,10 @@ pub type FrontCheck = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
 pub struct Reloader {
     host: Arc<Host>,
     servers: Option<Arc<ExternalServers>>,
-    file: Option<PathBuf>,
     load: Box<dyn Fn() -> Result<HostBuilder, String> + Send + Sync>,
+    /// What the host was built from: what needs a restart is judged against it.
+    started: HostBuilder,
+    /// The last config put in force: what changed is judged against it.
     current: Mutex<HostBuilder>,
     /// Bumped by each reload that applied something.
     generation: AtomicU64,
@@ -120,28 +122,27 @@ pub struct Reloader {
 
 impl std::fmt::Debug for Reloader {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Reloader").field("file", &self.file).finish_non_exhaustive()
+        f.debug_struct("Reloader").field("file", &self.started.config().file).finish_non_exhaustive()
     }
 }
 
 impl Reloader {
     /// A reloader for `host`, built from `built` (the builder the host came
     /// from). `load` reads the config file again and applies the command
-    /// line's overrides, as at start; `file` is the file it reads.
+    /// line's overrides, as at start.
     pub fn new(
         host: Arc<Host>,
         servers: Option<Arc<ExternalServers>>,
         built: HostBuilder,
-        file: Option<PathBuf>,
         load: impl Fn() -> Result<HostBuilder, String> + Send + Sync + 'static,
     ) -> Reloader {
         Reloader {
             host,
             servers,
-            file,
             load: Box::new(load),
             config: arc_swap::ArcSwap::from_pointee(built.config().clone()),
-            current: Mutex::new(built),
+            current: Mutex::new(built.clone()),
+            started: built,
             generation: AtomicU64::new(0),
             checks: Mutex::new(Vec::new()),
             one_at_a_time: Mutex::new(()),
@@ -178,10 +179,15 @@ impl Reloader {
         let next = (self.load)().map_err(invalid)?;
         let old_builder = self.current.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let (old, new) = (old_builder.config(), next.config());
-        let mut report = ReloadReport { file: self.file.clone(), ..ReloadReport::default() };
+        let file = new.file.as_ref().map(|f| std::fs::canonicalize(f).unwrap_or_else(|_| f.clone()));
+        let mut report = ReloadReport { file: file.clone(), ..ReloadReport::default() };
 
         // 1. Check everything; change nothing.
-        report.restart_needed = restart_needed(&old_builder, &next);
+        if let Some(f) = &file {
+            check_file(f).map_err(invalid)?;
+        }
+        report.restart_needed = restart_needed(&self.started, &next);
+        next.check_grant_dirs().map_err(|e| invalid(e.to_string()))?;
         let trust = next.trust().map_err(|e| invalid(e.to_string()))?;
         for check in self.checks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             check(new).map_err(invalid)?;
@@ -248,7 +254,7 @@ impl Reloader {
         let status = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
         report.warnings =
             crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()).collect();
-        tracing::info!(
+        tracing::debug!(
             applied = ?report.applied,
             plugins = report.plugins.len(),
             servers = ?report.servers,
@@ -257,6 +263,32 @@ impl Reloader {
         );
         Ok(report)
     }
+}
+
+/// Refuses a config file a reload must not obey: one that is empty or
+/// only comments (a half-saved file would otherwise put every default in
+/// force: no agents, no servers, no grants), or one that another user could
+/// have written.
+fn check_file(path: &std::path::Path) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let own = rustix::process::geteuid().as_raw();
+    if meta.mode() & 0o022 != 0 || (meta.uid() != own && meta.uid() != 0) {
+        return Err(format!(
+            "{} can be written by {} (mode {:04o}): whoever writes it controls this host at the next reload; make it yours and `chmod go-w` it",
+            path.display(),
+            if meta.uid() != own { "another user (its owner)" } else { "other users" },
+            meta.mode() & 0o7777
+        ));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
+        return Err(format!(
+            "{} is empty (or only comments): reloading it would put every default in force (no agents, no servers, no grants). A half-saved file? Write `{{}}` to mean the defaults",
+            path.display()
+        ));
+    }
+    Ok(())
 }
 
 /// Servers to stop and to start.

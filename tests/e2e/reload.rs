@@ -129,12 +129,32 @@ async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
         ),
         (format!("{SERVER}{wider}trust:\n  key_files: [./missing.pub]\n"), "trust.key_files[0]"),
         (format!("{SERVER}{wider}mcp:\n  servers:\n    - name: bad name\n      command: echo\n"), "mcp.servers"),
+        // Two names on one URL: the second would take Mira's endpoint.
+        (format!("{SERVER}{wider}  - name: mira\n    tools: [write_file]\n"), "would be served at /mcp/mira"),
+        // A grant over the host's own files: an agent could rewrite the config.
+        (
+            format!("{SERVER}{wider}plugins:\n  grants:\n    fileio:\n      files:\n        - dir: .\n"),
+            "holds the config file",
+        ),
+        // A half-saved file is not "the defaults".
+        (String::new(), "is empty"),
+        ("# Mira's tools: TODO\n".to_string(), "is empty"),
     ];
     for (text, why) in bad {
         std::fs::write(d.join("toolhost.yaml"), text).unwrap();
         let (ok, out) = reload(d);
         assert!(!ok, "an invalid config was accepted ({why}): {out}");
         assert!(out.contains("nothing changed") && out.contains(why), "the error should name {why:?}: {out}");
+    }
+    // A file others can write is not obeyed.
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let file = d.join("toolhost.yaml");
+        std::fs::write(&file, format!("{SERVER}{wider}")).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        let (ok, out) = reload(d);
+        assert!(!ok && out.contains("can be written by other users"), "{out}");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
     // Still serving, as before.
     assert_eq!(names(&mira).await, ["roll"]);
@@ -189,7 +209,7 @@ async fn a_grant_taken_away_unloads_the_plugin_and_giving_it_back_loads_it_again
         "the unload is audited with its reason: {events:?}"
     );
     let o = admin(d, &["plugin", "list"]);
-    assert!(stdout(&o).contains("memorytool: unloaded by a config reload for want of a grant"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("memorytool: held back by a config reload: unloaded:"), "{}", stdout(&o));
 
     // Given back: loaded again, and it works.
     write_config(d, "plugins:\n  grants:\n    memorytool: { memory: true }\n");

@@ -79,7 +79,7 @@ pub struct PluginsReply {
     /// Plugins a config reload unloaded because their grants no longer
     /// cover what they import; the reload that grants it loads them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub withheld: Vec<String>,
+    pub withheld: Vec<crate::host::HeldPlugin>,
 }
 
 impl PluginsReply {

@@ -70,6 +70,25 @@ pub enum BuildError {
     /// The run-time changes' key cannot be read or created.
     #[error("run-time changes: {0}")]
     RuntimeChanges(crate::changes::ChangesError),
+    /// A file grant covers one of the host's own files: a plugin could
+    /// read its secrets or rewrite what it obeys.
+    #[error(
+        "plugins.grants.{plugin}.files[{index}]: {dir} holds {what} ({path}); a plugin granted it could {risk}. Grant a directory of its own instead"
+    )]
+    GrantCoversHost {
+        /// The plugin.
+        plugin: String,
+        /// Position in its `files`.
+        index: usize,
+        /// The granted directory.
+        dir: PathBuf,
+        /// Which of the host's files.
+        what: &'static str,
+        /// That file or directory.
+        path: PathBuf,
+        /// What the plugin could do with it.
+        risk: &'static str,
+    },
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
     PluginsDir {
@@ -288,9 +307,65 @@ impl HostBuilder {
         Ok(TrustPolicy { keys, allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned, lock })
     }
 
+    /// The host's own files and directories no file grant may cover: the
+    /// config file (it names commands to run and holds tokens), the state
+    /// directory (admin token, keys, audit trail, run-time changes), the
+    /// compile cache, the trusted key files, the lock file, the audit file
+    /// and the plugins directory.
+    pub fn protected_paths(&self) -> Vec<(&'static str, &'static str, PathBuf)> {
+        let cfg = &self.config;
+        let rewrite = "rewrite what the host obeys (a config reload runs what it says)";
+        let mut out = Vec::new();
+        if let Some(f) = &cfg.file {
+            out.push(("the config file", rewrite, f.clone()));
+        }
+        out.push((
+            "the state directory",
+            "read the admin token and rewrite the audit trail",
+            self.resolved_state_dir(),
+        ));
+        if let Some(c) = self.resolved_cache_dir() {
+            out.push(("the compile cache", "read or replace compiled code", c));
+        }
+        for f in &cfg.trust.key_files {
+            out.push(("a trusted key file", "make the host trust its own key", cfg.resolve(f)));
+        }
+        out.push(("the lock file", "change which plugin versions load", self.lock_path()));
+        if let Some(p) = &cfg.audit.path {
+            out.push(("the audit file", "rewrite the audit trail", cfg.resolve(p)));
+        }
+        if let Some(d) = self.plugins_dir() {
+            out.push(("the plugins directory", "load plugins of its own", d));
+        }
+        out
+    }
+
+    /// Refuses a file grant that covers one of [`HostBuilder::protected_paths`].
+    pub fn check_grant_dirs(&self) -> Result<(), BuildError> {
+        let protected: Vec<_> =
+            self.protected_paths().into_iter().map(|(what, risk, p)| (what, risk, absolute(&p), p)).collect();
+        for (plugin, grant) in &self.config.plugins.grants {
+            for (index, d) in grant.files.iter().enumerate() {
+                let dir = absolute(&self.config.resolve(&d.dir));
+                if let Some((what, risk, _, path)) = protected.iter().find(|(_, _, p, _)| p.starts_with(&dir)) {
+                    return Err(BuildError::GrantCoversHost {
+                        plugin: plugin.clone(),
+                        index,
+                        dir: d.dir.clone(),
+                        what,
+                        path: path.clone(),
+                        risk,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Builds the host: everything but the external servers (see
     /// `mcp::ExternalServers::start`).
     pub fn build(self) -> Result<Assembly, BuildError> {
+        self.check_grant_dirs()?;
         let state = self.resolved_state_dir();
         // Private (0700, ours) before anything is written into it.
         crate::runtime::private::ensure_private_dir(&state).map_err(BuildError::StateDir)?;
@@ -409,6 +484,32 @@ impl HostBuilder {
             warnings,
         })
     }
+}
+
+/// `p` made absolute with symbolic links resolved as far as it exists (the
+/// rest appended as written), so containment is judged on real paths.
+fn absolute(p: &Path) -> PathBuf {
+    let p = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf())
+    };
+    let mut existing = p.as_path();
+    let mut rest = Vec::new();
+    while !existing.exists() {
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                existing = parent;
+            }
+            _ => return p.clone(),
+        }
+    }
+    let mut out = existing.canonicalize().unwrap_or_else(|_| existing.to_path_buf());
+    for name in rest.iter().rev() {
+        out.push(name);
+    }
+    out
 }
 
 impl Assembly {

@@ -341,8 +341,19 @@ impl Host {
     pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
         // One a reload held back for want of a grant is forgotten.
-        if self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name).is_some() {
-            tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (it was unloaded for want of a grant)");
+        if let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name) {
+            tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (a config reload had held it back)");
+            self.audit.write_plugin(&crate::audit::PluginRecord {
+                time: crate::audit::now_rfc3339(),
+                event: crate::audit::PluginEventKind::PluginRemove,
+                plugin: name,
+                path: None,
+                sha256: None,
+                previous_sha256: Some(held.digest()),
+                origin: None,
+                capabilities_held: Vec::new(),
+                error: None,
+            });
             return Ok(());
         }
         match self.registry.snapshot().provider(name) {

@@ -14,7 +14,7 @@ pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
 pub use cache::{CacheStats, ResultCache, canonical_json};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
 pub use live::{BackgroundCalibration, LiveBudget};
-pub use reconfigure::{GrantPlan, PluginChange};
+pub use reconfigure::{GrantPlan, HeldPlugin, PluginChange};
 pub use turns::{Conversation, TurnCues, TurnTier};
 
 use crate::audit::{self, AuditLog};
@@ -57,9 +57,10 @@ pub struct Host {
     metrics: crate::metrics::CallMetrics,
     /// What the operator changed while the host served.
     changes: crate::changes::RuntimeChanges,
-    /// Plugins a reload unloaded because their grants no longer covered
-    /// their imports: loaded again by the reload that grants them again.
-    withheld: std::sync::Mutex<std::collections::HashMap<String, (Arc<crate::runtime::WasmPlugin>, Provenance)>>,
+    /// Plugins a reload unloaded (their grants no longer covered their
+    /// imports, or the trust policy refused them), with why: loaded again
+    /// by the reload that allows them again.
+    withheld: std::sync::Mutex<std::collections::HashMap<String, reconfigure::Held>>,
 }
 
 /// The results of a batch of parallel calls.

@@ -31,6 +31,30 @@ impl GrantPlan {
     }
 }
 
+/// A plugin a reload unloaded, kept to load again when allowed again.
+#[derive(Debug)]
+pub(crate) struct Held {
+    plugin: Arc<WasmPlugin>,
+    provenance: crate::package::Provenance,
+    why: String,
+}
+
+impl Held {
+    /// The held plugin's component digest.
+    pub(crate) fn digest(&self) -> &str {
+        self.plugin.digest()
+    }
+}
+
+/// A plugin a reload unloaded and holds back, for `plugin list`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeldPlugin {
+    /// The plugin.
+    pub name: String,
+    /// Why it is out, and what loads it again.
+    pub reason: String,
+}
+
 /// What a reload did to one loaded plugin.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PluginChange {
@@ -68,7 +92,7 @@ impl Host {
             }
         }
         let withheld: Vec<Arc<WasmPlugin>> =
-            self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|(p, _)| p.clone()).collect();
+            self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|h| h.plugin.clone()).collect();
         let mut again = Vec::new();
         for plugin in withheld {
             let cfg = Self::grant_config_in(&grants, plugin.name());
@@ -116,37 +140,37 @@ impl Host {
                     out.push(PluginChange {
                         plugin: name,
                         action: "regranted".into(),
-                        detail: if held.is_empty() {
-                            "now holds no capability".into()
-                        } else {
-                            format!("now holds {}", held.join(", "))
+                        detail: {
+                            let allows = regranted.grants().describe();
+                            if allows.is_empty() {
+                                "re-granted: now holds no capability".to_string()
+                            } else {
+                                format!("re-granted: now {}", allows.join("; "))
+                            }
                         },
                     });
                 }
                 Err(e) => {
                     let reason =
                         format!("unloaded: {e} (grant it in plugins.grants.{name} and reload to load it again)");
-                    let provenance = self.provenance(&name);
-                    self.unload_for(&name, &reason);
-                    if let Some(provenance) = provenance {
-                        self.withheld
-                            .lock()
-                            .unwrap_or_else(|p| p.into_inner())
-                            .insert(name.clone(), (plugin, provenance));
-                    }
+                    self.hold(&name, plugin, &reason);
                     out.push(PluginChange { plugin: name, action: "unloaded".into(), detail: reason });
                 }
             }
         }
         for (plugin, grants) in plan.withheld {
             let name = plugin.name().to_string();
-            let Some((_, provenance)) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name) else {
+            let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name) else {
                 continue;
             };
-            let again = self.runtime.regrant(&plugin, grants).map_err(|e| e.to_string()).and_then(|p| {
-                let p = Arc::new(p);
-                self.registry.add(p.clone()).map(|()| p).map_err(|e| e.to_string())
-            });
+            let provenance = held.provenance.clone();
+            let trusted =
+                self.trust.load().still_admits(&name, plugin.digest(), &provenance).map_err(|e| e.to_string());
+            let again =
+                trusted.and_then(|()| self.runtime.regrant(&plugin, grants).map_err(|e| e.to_string())).and_then(|p| {
+                    let p = Arc::new(p);
+                    self.registry.add(p.clone()).map(|()| p).map_err(|e| e.to_string())
+                });
             match again {
                 Ok(p) => {
                     let held = p.held().names();
@@ -162,28 +186,49 @@ impl Host {
                         error: None,
                     });
                     self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance);
-                    tracing::info!(plugin = %name, held = ?held, "plugin loaded again: its grants cover its imports (config reload)");
+                    tracing::info!(plugin = %name, held = ?held, "plugin loaded again: its grants and the trust policy allow it (config reload)");
                     out.push(PluginChange {
                         plugin: name,
                         action: "loaded".into(),
-                        detail: format!("loaded again, its grants cover what it imports (holds {})", held.join(", ")),
+                        detail: format!(
+                            "loaded again: its grants cover what it imports and the trust policy admits it (holds {})",
+                            if held.is_empty() { "nothing".to_string() } else { held.join(", ") }
+                        ),
                     });
                 }
-                // Still not granted enough: it stays out, and waits for the next reload.
-                Err(_) => {
-                    self.withheld.lock().unwrap_or_else(|p| p.into_inner()).insert(name, (plugin, provenance));
+                // Still not allowed: it stays out, and waits for the next reload.
+                Err(why) => {
+                    self.withheld.lock().unwrap_or_else(|p| p.into_inner()).insert(name, Held { why, ..held });
                 }
             }
         }
         out
     }
 
-    /// Plugins a reload unloaded for want of a grant (loaded again by the
-    /// reload that grants it), sorted.
-    pub fn withheld_plugins(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        v.sort();
+    /// Plugins a reload unloaded and holds back (loaded again by the reload
+    /// that allows them again), sorted by name.
+    pub fn withheld_plugins(&self) -> Vec<HeldPlugin> {
+        let mut v: Vec<HeldPlugin> = self
+            .withheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(name, h)| HeldPlugin { name: name.clone(), reason: h.why.clone() })
+            .collect();
+        v.sort_by(|a, b| a.name.cmp(&b.name));
         v
+    }
+
+    /// Unloads `name` for `reason` and holds it back.
+    fn hold(&self, name: &str, plugin: Arc<WasmPlugin>, reason: &str) {
+        let provenance = self.provenance(name);
+        self.unload_for(name, reason);
+        if let Some(provenance) = provenance {
+            self.withheld
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .insert(name.to_string(), Held { plugin, provenance, why: reason.to_string() });
+        }
     }
 
     /// Puts `trust` in force, unloading each loaded plugin it would refuse
@@ -198,8 +243,16 @@ impl Host {
             let name = plugin.name();
             let Some(provenance) = self.provenance(name) else { continue };
             if let Err(e) = trust.still_admits(name, plugin.digest(), &provenance) {
-                let reason = format!("unloaded: the trust policy now refuses it: {e}");
-                self.unload_for(name, &reason);
+                let reason = format!(
+                    "unloaded: the trust policy now refuses it: {e} (a reload whose trust admits it loads it again)"
+                );
+                let Some(plugin) = self.registry.snapshot().provider(name).cloned().and_then(|p| {
+                    let any: Arc<dyn std::any::Any + Send + Sync> = p;
+                    any.downcast::<WasmPlugin>().ok()
+                }) else {
+                    continue;
+                };
+                self.hold(name, plugin, &reason);
                 out.push(PluginChange { plugin: name.to_string(), action: "unloaded".into(), detail: reason });
             }
         }

@@ -30,7 +30,8 @@ struct Cli {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // Warnings, and what a config reload did (SIGHUP has no other voice).
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,toolhost::reload=info"));
     // Logs go to stderr, always: on stdio transports stdout carries protocol
     // messages and nothing else.
     tracing_subscriber::fmt()

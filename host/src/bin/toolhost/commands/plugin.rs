@@ -98,10 +98,8 @@ impl Plugin {
                     })
                     .collect();
                 print_table(&["PLUGIN", "SHA256", "ORIGIN", "SOURCE", "TOOLS"], &rows);
-                for name in &list.withheld {
-                    println!(
-                        "{name}: unloaded by a config reload for want of a grant; grant it in plugins.grants.{name} and run `toolhost reload`"
-                    );
+                for held in &list.withheld {
+                    println!("{}: held back by a config reload: {}", held.name, held.reason);
                 }
             }
         }

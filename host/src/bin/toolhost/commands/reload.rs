@@ -2,6 +2,7 @@ use crate::args::StateArgs;
 use crate::output::print_json;
 use anyhow::Result;
 use std::process::ExitCode;
+use toolhost::admin::client::AdminClient;
 
 /// Make the running host re-read its config file, without a restart.
 ///
@@ -19,6 +20,8 @@ use std::process::ExitCode;
 /// restart.
 ///
 /// `kill -HUP <pid>` does the same (the result goes to the host's log).
+/// `--config` here only helps find the host: it re-reads the file it was
+/// started with.
 #[derive(Debug, clap::Args)]
 pub struct Reload {
     /// Print the report as JSON.
@@ -30,37 +33,58 @@ pub struct Reload {
 
 impl Reload {
     pub fn run(self) -> Result<ExitCode> {
-        // The host reads the file itself, and says what is wrong with it;
-        // here it is read only to find the host's state directory.
-        let (state, unreadable) = match self.state.state_dir() {
+        // The host reads the file it started from, and says what is wrong
+        // with it; here the file is read only to find the host's state
+        // directory. An edited `state_dir` (or a file that does not parse)
+        // may point elsewhere: then the state directory without the file
+        // (flag, environment, default) is tried too.
+        let fallback = toolhost::HostBuilder::new(toolhost::config::Config::default())
+            .state_dir(self.state.state_dir.clone())
+            .resolved_state_dir();
+        let (first, unreadable) = match self.state.state_dir() {
             Ok(dir) => (dir, None),
+            Err(e) => (fallback.clone(), Some(e)),
+        };
+        let found = AdminClient::discover(&first, self.state.pid)
+            .or_else(|e| if first != fallback { AdminClient::discover(&fallback, self.state.pid) } else { Err(e) });
+        let admin = match found {
+            Ok(a) => a,
             Err(e) => {
-                let dir = toolhost::HostBuilder::new(toolhost::config::Config::default())
-                    .state_dir(self.state.state_dir.clone())
-                    .resolved_state_dir();
-                (dir, Some(e))
+                let why = match unreadable {
+                    Some(config) => format!("{config:#}\n(no running host was asked to reload: {e})"),
+                    None => e.to_string(),
+                };
+                return self.fail(&why);
             }
         };
-        let admin = match toolhost::admin::client::AdminClient::discover(&state, self.state.pid) {
-            Ok(a) => a,
-            Err(e) => match unreadable {
-                Some(config) => {
-                    eprintln!("error: {config:#}\n(no running host was asked to reload: {e})");
-                    return Ok(ExitCode::FAILURE);
-                }
-                None => return Err(e.into()),
-            },
-        };
         match admin.reload() {
-            Ok(report) if self.json => print_json(&report),
             Ok(report) => {
+                if let (Some(given), Some(read)) = (&self.state.config.config, &report.file)
+                    && std::fs::canonicalize(given).ok().as_ref() != Some(read)
+                {
+                    eprintln!(
+                        "note: the host re-read {}, the file it was started with, not {}",
+                        read.display(),
+                        given.display()
+                    );
+                }
+                if self.json {
+                    return print_json(&report);
+                }
                 println!("host pid {}: {report}", admin.endpoint().pid);
                 Ok(ExitCode::SUCCESS)
             }
-            Err(e) => {
-                eprintln!("error: {e}");
-                Ok(ExitCode::FAILURE)
-            }
+            Err(e) => self.fail(&e.to_string()),
         }
+    }
+
+    /// Says why nothing was reloaded (as `{"error": ...}` with `--json`); exit status 1.
+    fn fail(&self, why: &str) -> Result<ExitCode> {
+        if self.json {
+            print_json(&serde_json::json!({ "error": why }))?;
+        } else {
+            eprintln!("error: {why}");
+        }
+        Ok(ExitCode::FAILURE)
     }
 }

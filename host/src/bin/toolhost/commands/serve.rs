@@ -72,12 +72,11 @@ impl Serve {
         // away, the reload fails rather than falling back to the defaults.
         let file = self.host.runtime.config.path();
         let mut args = self.host.clone();
-        args.runtime.config.config = file.clone();
+        args.runtime.config.config = file;
         let reloader = Arc::new(toolhost::reload::Reloader::new(
             host.clone(),
             Some(servers.clone()),
             self.host.builder()?,
-            file,
             move || args.builder().map_err(|e| format!("{e:#}")),
         ));
         rt.spawn(reload_on_hangup(reloader.clone()));
@@ -197,9 +196,9 @@ async fn reload_on_hangup(reloader: Arc<toolhost::reload::Reloader>) {
     while hup.recv().await.is_some() {
         let r = reloader.clone();
         match tokio::task::spawn_blocking(move || r.reload()).await {
-            Ok(Ok(report)) => tracing::info!("SIGHUP: {report}"),
-            Ok(Err(e)) => tracing::error!("SIGHUP: {e}"),
-            Err(e) => tracing::error!("SIGHUP: the reload failed: {e}"),
+            Ok(Ok(report)) => tracing::info!(target: "toolhost::reload", "SIGHUP: {report}"),
+            Ok(Err(e)) => tracing::error!(target: "toolhost::reload", "SIGHUP: {e}"),
+            Err(e) => tracing::error!(target: "toolhost::reload", "SIGHUP: the reload failed: {e}"),
         }
     }
 }
