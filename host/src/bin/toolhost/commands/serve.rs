@@ -110,8 +110,9 @@ impl Serve {
                 use rmcp::ServiceExt;
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
-                // Malformed lines are answered (rmcp alone would drop them).
-                let stdio = toolhost::mcp::jsonrpc::strict_stdio(tokio::io::stdin(), tokio::io::stdout());
+                // Malformed lines are answered (rmcp alone would drop them);
+                // stdin and stdout on the IO reactor when they are pipes.
+                let stdio = toolhost::mcp::stdio::stdio();
                 let service = front.serve(stdio).await.context("MCP initialization over stdio");
                 let ended = match service {
                     Ok(service) => tokio::select! {
