@@ -732,19 +732,28 @@ impl ServerHandler for McpFront {
         let token = parts.and_then(|p| p.extensions.get::<super::http::TokenId>()).map(|t| t.0.to_string());
         let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
         let cancelled = || Err(ErrorData::internal_error("request cancelled by the client", None));
-        let result = if self.inline.admits(&self.host, &name) {
+        // `block_in_place` needs a multi-threaded runtime.
+        let multi_thread = tokio::runtime::Handle::try_current()
+            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+        let result = if multi_thread && self.inline.admits(&self.host, &name) {
             // Measured fast: run it here, no thread hop. Its reports are
             // forwarded after it, still before the response.
             if context.ct.is_cancelled() {
                 return cancelled();
             }
             let started = Instant::now();
-            let result = front.call_in(&name, args, ctx);
+            // `block_in_place`: wasmtime-wasi's sync host functions (streams,
+            // poll) `block_on` the ambient runtime, which panics on a worker
+            // thread. Stepping out hands this worker's other tasks to another
+            // thread only if they wait; the call itself does not move. A panic
+            // is answered as the pool's `JoinError` is.
+            let call = std::panic::AssertUnwindSafe(|| front.call_in(&name, args, ctx));
+            let result = tokio::task::block_in_place(|| std::panic::catch_unwind(call));
             self.inline.record(&name, started.elapsed());
             if context.ct.is_cancelled() {
                 return cancelled();
             }
-            result
+            result.map_err(|_| ErrorData::internal_error("call task failed: the call panicked", None))?
         } else {
             let inline = self.inline.clone();
             let mut call = tokio::task::spawn_blocking(move || {
