@@ -416,8 +416,11 @@ fn stdio_answers_every_malformed_line_and_keeps_serving() {
 #[test]
 fn stdio_notifications_precede_their_response_on_every_call_path() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n")
-        .unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
+    )
+    .unwrap();
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))

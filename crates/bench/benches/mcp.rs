@@ -455,8 +455,7 @@ fn main() {
         Server::ALL.into_iter().filter(|s| wanted("MCP_BENCH_SERVERS", server_slug(*s))).collect();
     let transports: Vec<Transport> =
         [Transport::Stdio, Transport::Http].into_iter().filter(|t| wanted("MCP_BENCH_TRANSPORTS", t.slug())).collect();
-    let clients: Vec<usize> =
-        CLIENTS.into_iter().filter(|c| wanted("MCP_BENCH_CLIENTS", &c.to_string())).collect();
+    let clients: Vec<usize> = CLIENTS.into_iter().filter(|c| wanted("MCP_BENCH_CLIENTS", &c.to_string())).collect();
     let most = clients.iter().copied().max().unwrap_or(1);
     let env = Env::new();
     let rt = tokio::runtime::Builder::new_multi_thread()

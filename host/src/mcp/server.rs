@@ -131,7 +131,11 @@ impl InlineGate {
             }
         } else if let Some(n) = streaks.get_mut(name) {
             if *n >= INLINE_AFTER {
-                tracing::debug!(tool = name, took_ms = took.as_secs_f64() * 1e3, "slow call: back to the blocking pool");
+                tracing::debug!(
+                    tool = name,
+                    took_ms = took.as_secs_f64() * 1e3,
+                    "slow call: back to the blocking pool"
+                );
             }
             *n = 0;
         }
@@ -764,18 +768,18 @@ impl ServerHandler for McpFront {
             });
             let mut events_open = true;
             loop {
-            tokio::select! {
-                r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
-                event = rx.recv(), if events_open => match event {
-                    Some(e) => forward(e).await,
-                    None => events_open = false,
-                },
-                () = context.ct.cancelled() => {
-                    // The client gave up (notifications/cancelled): no response is
-                    // expected. The call itself ends at its deadline.
-                    return cancelled();
+                tokio::select! {
+                    r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
+                    event = rx.recv(), if events_open => match event {
+                        Some(e) => forward(e).await,
+                        None => events_open = false,
+                    },
+                    () = context.ct.cancelled() => {
+                        // The client gave up (notifications/cancelled): no response is
+                        // expected. The call itself ends at its deadline.
+                        return cancelled();
+                    }
                 }
-            }
             }
         };
         while let Ok(e) = rx.try_recv() {
