@@ -74,8 +74,8 @@ pub struct McpFront {
     /// a change from these is announced with `list_changed`.
     shown: Arc<std::sync::Mutex<Vec<String>>>,
     /// Which tools' calls run inline on the async worker (shared by every
-    /// session of the front).
-    inline: Arc<InlineGate>,
+    /// session of the front); `None`: every call on the blocking pool.
+    inline: Option<Arc<InlineGate>>,
 }
 
 /// The longest deadline of a call run inline (the default FAST ceiling):
@@ -195,8 +195,17 @@ impl McpFront {
             session_id: new_session_id(),
             conversation,
             shown: Arc::default(),
-            inline: Arc::default(),
+            inline: None,
         })
+    }
+
+    /// This front with calls measured fast run inline ([`InlineGate`]):
+    /// for `serve --stdio`, whose session has a runtime of its own. Over
+    /// HTTP it is left off: measured there, `block_in_place` on the shared
+    /// runtime made calls slower, not faster (BENCHMARKS.md).
+    pub fn with_inline_calls(mut self) -> McpFront {
+        self.inline = Some(Arc::default());
+        self
     }
 
     /// A fresh front for a new session of the same agent (its own log
@@ -739,7 +748,8 @@ impl ServerHandler for McpFront {
         // `block_in_place` needs a multi-threaded runtime.
         let multi_thread = tokio::runtime::Handle::try_current()
             .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let result = if multi_thread && self.inline.admits(&self.host, &name) {
+        let gate = self.inline.clone().filter(|g| multi_thread && g.admits(&self.host, &name));
+        let result = if let Some(gate) = gate {
             // Measured fast: run it here, no thread hop. Its reports are
             // forwarded after it, still before the response.
             if context.ct.is_cancelled() {
@@ -753,7 +763,7 @@ impl ServerHandler for McpFront {
             // is answered as the pool's `JoinError` is.
             let call = std::panic::AssertUnwindSafe(|| front.call_in(&name, args, ctx));
             let result = tokio::task::block_in_place(|| std::panic::catch_unwind(call));
-            self.inline.record(&name, started.elapsed());
+            gate.record(&name, started.elapsed());
             if context.ct.is_cancelled() {
                 return cancelled();
             }
@@ -763,7 +773,9 @@ impl ServerHandler for McpFront {
             let mut call = tokio::task::spawn_blocking(move || {
                 let started = Instant::now();
                 let result = front.call_in(&name, args, ctx);
-                inline.record(&name, started.elapsed());
+                if let Some(gate) = inline {
+                    gate.record(&name, started.elapsed());
+                }
                 result
             });
             let mut events_open = true;
