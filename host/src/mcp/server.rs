@@ -36,7 +36,7 @@ use super::content::Dialect;
 use crate::Host;
 use crate::budget::Tier;
 use crate::host::{Conversation, TurnCues, TurnTier};
-use crate::tool::{CallContext, CallError, PluginEvent, ProviderKind, ToolOutput};
+use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
     ErrorData, GetPromptRequestParams, GetPromptResponse, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
@@ -50,7 +50,7 @@ use rmcp::{RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How often a session re-checks its visible tool set for changes that no
 /// registry event announces (measured latency, health demotion, an expiring
@@ -73,73 +73,6 @@ pub struct McpFront {
     /// The tool names this session was last shown (listed or announced):
     /// a change from these is announced with `list_changed`.
     shown: Arc<std::sync::Mutex<Vec<String>>>,
-    /// Which tools' calls run inline on the async worker (shared by every
-    /// session of the front); `None`: every call on the blocking pool.
-    inline: Option<Arc<InlineGate>>,
-}
-
-/// The longest deadline of a call run inline (the default FAST ceiling):
-/// the most an inline call can hold its worker, the epoch deadline trapping
-/// a guest that runs past it.
-pub const INLINE_MAX_DEADLINE: Duration = Duration::from_millis(500);
-/// A call that took longer than this is not fast.
-pub const INLINE_FAST: Duration = Duration::from_millis(1);
-/// Consecutive fast calls of a tool before its calls run inline.
-pub const INLINE_AFTER: u32 = 32;
-
-/// Decides which calls run inline on the async worker instead of on the
-/// blocking pool: a wasm tool's call is a few tens of microseconds of CPU,
-/// less than the thread hand-off and futex wake-ups of `spawn_blocking`.
-/// Only calls measured fast are inlined: a wasm tool (never an external
-/// server's, whose calls block on another runtime) whose deadline is at most
-/// [`INLINE_MAX_DEADLINE`] and whose last [`INLINE_AFTER`] calls each took
-/// at most [`INLINE_FAST`]. One slow call, inline or not, sends the tool
-/// back to the pool until it has been fast [`INLINE_AFTER`] times again, so
-/// a tool that turns slow holds a worker once, for at most its deadline.
-#[derive(Debug, Default)]
-pub struct InlineGate {
-    /// Consecutive fast calls per tool.
-    streaks: std::sync::Mutex<std::collections::HashMap<String, u32>>,
-}
-
-impl InlineGate {
-    /// Whether a call of `name` may run inline now.
-    fn admits(&self, host: &Host, name: &str) -> bool {
-        let catalog = host.registry().snapshot();
-        // An unknown tool is answered before any provider runs.
-        let Some(tool) = catalog.get(name) else { return true };
-        if tool.provider.kind() != ProviderKind::Wasm {
-            return false;
-        }
-        let fast = self.streaks.lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|n| *n >= INLINE_AFTER);
-        fast && host.budget().timeout_for(&tool.def) <= INLINE_MAX_DEADLINE
-    }
-
-    /// Counts a call of `name` that took `took`.
-    fn record(&self, name: &str, took: Duration) {
-        let mut streaks = self.streaks.lock().unwrap_or_else(|p| p.into_inner());
-        if took <= INLINE_FAST {
-            match streaks.get_mut(name) {
-                Some(n) => *n = n.saturating_add(1),
-                None => {
-                    // Bounded: only names of tools that exist get here often.
-                    if streaks.len() >= 4096 {
-                        streaks.clear();
-                    }
-                    streaks.insert(name.to_string(), 1);
-                }
-            }
-        } else if let Some(n) = streaks.get_mut(name) {
-            if *n >= INLINE_AFTER {
-                tracing::debug!(
-                    tool = name,
-                    took_ms = took.as_secs_f64() * 1e3,
-                    "slow call: back to the blocking pool"
-                );
-            }
-            *n = 0;
-        }
-    }
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -195,17 +128,7 @@ impl McpFront {
             session_id: new_session_id(),
             conversation,
             shown: Arc::default(),
-            inline: None,
         })
-    }
-
-    /// This front with calls measured fast run inline ([`InlineGate`]):
-    /// for `serve --stdio`, whose session has a runtime of its own. Over
-    /// HTTP it is left off: measured there, `block_in_place` on the shared
-    /// runtime made calls slower, not faster (BENCHMARKS.md).
-    pub fn with_inline_calls(mut self) -> McpFront {
-        self.inline = Some(Arc::default());
-        self
     }
 
     /// A fresh front for a new session of the same agent (its own log
@@ -220,7 +143,6 @@ impl McpFront {
             // Never the operator's in its place, should the agent be gone.
             conversation: Arc::new(self.host.conversation_unchecked(self.agent.as_deref())),
             shown: Arc::default(),
-            inline: self.inline.clone(),
         }
     }
 
@@ -730,11 +652,10 @@ impl ServerHandler for McpFront {
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
             let _ = tx.send(e);
         });
-        // Wasm calls are synchronous and CPU-bound: those measured fast run
-        // inline ([`InlineGate`]), the others off the async workers, while
-        // this task forwards the plugin's reports (no extra task per call).
-        // The rest are drained before the result goes out, so every
-        // notification precedes the response.
+        // Wasm calls are synchronous and CPU-bound: run them off the async
+        // workers. This task forwards the plugin's reports while it runs (no
+        // extra task per call) and drains the rest before the result goes
+        // out, so every notification precedes the response.
         // Over HTTP, rmcp hands the handler the request's parts: the
         // transport's session id and the token's audit id come from there.
         let parts = context.extensions.get::<http::request::Parts>();
@@ -744,53 +665,19 @@ impl ServerHandler for McpFront {
             .map_or_else(|| self.session_id.to_string(), str::to_string);
         let token = parts.and_then(|p| p.extensions.get::<super::http::TokenId>()).map(|t| t.0.to_string());
         let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
-        let cancelled = || Err(ErrorData::internal_error("request cancelled by the client", None));
-        // `block_in_place` needs a multi-threaded runtime.
-        let multi_thread = tokio::runtime::Handle::try_current()
-            .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-        let gate = self.inline.clone().filter(|g| multi_thread && g.admits(&self.host, &name));
-        let result = if let Some(gate) = gate {
-            // Measured fast: run it here, no thread hop. Its reports are
-            // forwarded after it, still before the response.
-            if context.ct.is_cancelled() {
-                return cancelled();
-            }
-            let started = Instant::now();
-            // `block_in_place`: wasmtime-wasi's sync host functions (streams,
-            // poll) `block_on` the ambient runtime, which panics on a worker
-            // thread. Stepping out hands this worker's other tasks to another
-            // thread only if they wait; the call itself does not move. A panic
-            // is answered as the pool's `JoinError` is.
-            let call = std::panic::AssertUnwindSafe(|| front.call_in(&name, args, ctx));
-            let result = tokio::task::block_in_place(|| std::panic::catch_unwind(call));
-            gate.record(&name, started.elapsed());
-            if context.ct.is_cancelled() {
-                return cancelled();
-            }
-            result.map_err(|_| ErrorData::internal_error("call task failed: the call panicked", None))?
-        } else {
-            let inline = self.inline.clone();
-            let mut call = tokio::task::spawn_blocking(move || {
-                let started = Instant::now();
-                let result = front.call_in(&name, args, ctx);
-                if let Some(gate) = inline {
-                    gate.record(&name, started.elapsed());
-                }
-                result
-            });
-            let mut events_open = true;
-            loop {
-                tokio::select! {
-                    r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
-                    event = rx.recv(), if events_open => match event {
-                        Some(e) => forward(e).await,
-                        None => events_open = false,
-                    },
-                    () = context.ct.cancelled() => {
-                        // The client gave up (notifications/cancelled): no response is
-                        // expected. The call itself ends at its deadline.
-                        return cancelled();
-                    }
+        let mut call = tokio::task::spawn_blocking(move || front.call_in(&name, args, ctx));
+        let mut events_open = true;
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
+                event = rx.recv(), if events_open => match event {
+                    Some(e) => forward(e).await,
+                    None => events_open = false,
+                },
+                () = context.ct.cancelled() => {
+                    // The client gave up (notifications/cancelled): no response is
+                    // expected. The call itself ends at its deadline.
+                    return Err(ErrorData::internal_error("request cancelled by the client", None));
                 }
             }
         };

@@ -105,7 +105,7 @@ impl Serve {
             Err(e) => eprintln!("warning: could not save the measurements: {e}"),
         };
         if self.stdio {
-            let front = McpFront::new(host.clone(), self.agent)?.with_inline_calls();
+            let front = McpFront::new(host.clone(), self.agent)?;
             // The session's tasks on a runtime of their own with one worker:
             // rmcp spawns tasks per request and per response, and with two
             // workers each spawn may wake the other to steal it (a futex
