@@ -408,3 +408,70 @@ fn stdio_answers_every_malformed_line_and_keeps_serving() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// Over stdio a tool's log lines reach the client before its response,
+/// one call at a time and with several in flight (the transport coalesces
+/// queued lines into one write), and every request is answered once.
+#[test]
+fn stdio_notifications_precede_their_response() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        assert!(out.read_line(&mut line).unwrap() > 0, "stdout closed");
+        serde_json::from_str::<Value>(&line).unwrap_or_else(|e| panic!("{e}: {line:?}"))
+    };
+    let mut send = |v: &Value| {
+        stdin.write_all(format!("{v}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+    };
+    let call = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}});
+    send(&initialize());
+    assert_eq!(next()["result"]["serverInfo"]["name"], "toolhost");
+    send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for id in 0..40 {
+        send(&call(id));
+        let log = next();
+        assert_eq!(log["method"], "notifications/message", "call {id}: the log line first: {log}");
+        assert_eq!(log["params"]["logger"], "forge_log");
+        let r = next();
+        assert_eq!(r["id"], id, "{r}");
+        assert_eq!(r["result"]["content"][0]["text"], "logged", "{r}");
+    }
+    // Sixteen in flight: each response has had its log line before it.
+    for id in 1000..1016 {
+        send(&call(id));
+    }
+    let (mut logs, mut answered) = (0, std::collections::BTreeSet::new());
+    while answered.len() < 16 {
+        let m = next();
+        if m["method"] == "notifications/message" {
+            logs += 1;
+        } else {
+            assert!(m["id"].as_u64().is_some_and(|id| answered.insert(id)), "{m}");
+            assert!(logs >= answered.len(), "a response before its log line: {m}");
+        }
+    }
+    assert_eq!(answered, (1000..1016).collect());
+    let _ = child.kill();
+    let _ = child.wait();
+}

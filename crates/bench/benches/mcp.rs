@@ -1,8 +1,9 @@
 //! MCP round trips: `tools/call` of a trivial tool over stdio and over
-//! streamable HTTP, with 1 and 32 concurrent clients, side by side in one run
-//! for toolhost (`roll`, a wasm component, fresh instance per call),
-//! `@modelcontextprotocol/server-everything` (`echo`, Node) and the Python
-//! `mcp` server `tests/peers/py_server.py` (`echo`).
+//! streamable HTTP, with 1, 8 and 32 concurrent clients, side by side in one
+//! run for toolhost (`roll`, a wasm component, fresh instance per call), a
+//! native rmcp server (`echo`, `src/bin/rmcp_echo.rs`, built from the
+//! workspace's rmcp), `@modelcontextprotocol/server-everything` (`echo`,
+//! Node) and the Python `mcp` server `tests/peers/py_server.py` (`echo`).
 //!
 //! Run: `scripts/install-peers && cargo build --release && cargo bench -p
 //! toolhost --bench mcp` (add `-- --quick` for a smoke run). Prints a Markdown
@@ -10,14 +11,15 @@
 //! (calls per row, default 3000) and `MCP_BENCH_ROUNDS` (default 3: each row's
 //! calls are split into rounds that alternate between the servers, so a
 //! burst of load from elsewhere hits all of them alike). `MCP_BENCH_SERVERS`
-//! (e.g. `toolhost,node`) and `MCP_BENCH_TRANSPORTS` (`stdio`, `http`) narrow
-//! the run; the ratios need the toolhost rows.
+//! (e.g. `toolhost,rmcp,node`) and `MCP_BENCH_TRANSPORTS` (`stdio`, `http`) narrow
+//! the run; the ratios need the toolhost rows. `MCP_BENCH_CLIENTS` (e.g.
+//! `1,8`) picks the caller counts.
 //!
 //! The client is rmcp in this process (a 2-thread tokio runtime), the same
 //! for every server; it shares the machine's cores with the server measured.
-//! "1 client": one session, sequential calls. "32 clients": over stdio (one
-//! connection by nature) one session with 32 requests in flight; over HTTP
-//! 32 sessions, each making sequential calls.
+//! "1 client": one session, sequential calls. "8" and "32 clients": over
+//! stdio (one connection by nature) one session with 8 or 32 requests in
+//! flight; over HTTP 8 or 32 sessions, each making sequential calls.
 
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{Peer, RunningService};
@@ -32,22 +34,24 @@ use std::time::{Duration, Instant};
 
 type Client = RunningService<RoleClient, ()>;
 
-const CLIENTS: [usize; 2] = [1, 32];
+const CLIENTS: [usize; 3] = [1, 8, 32];
 
 /// A server under test: how to start it and which trivial tool to call.
 #[derive(Clone, Copy, PartialEq)]
 enum Server {
     Toolhost,
+    Native,
     Node,
     Python,
 }
 
 impl Server {
-    const ALL: [Server; 3] = [Server::Toolhost, Server::Node, Server::Python];
+    const ALL: [Server; 4] = [Server::Toolhost, Server::Native, Server::Node, Server::Python];
 
     fn label(self) -> &'static str {
         match self {
             Server::Toolhost => "toolhost `roll` (wasm)",
+            Server::Native => "native rmcp `echo`",
             Server::Node => "server-everything `echo` (Node)",
             Server::Python => "Python `mcp` `echo`",
         }
@@ -56,7 +60,7 @@ impl Server {
     fn call(self) -> CallToolRequestParams {
         let (tool, args) = match self {
             Server::Toolhost => ("roll", json!({"expression": "2d6+3"})),
-            Server::Node => ("echo", json!({"message": "hello"})),
+            Server::Native | Server::Node => ("echo", json!({"message": "hello"})),
             Server::Python => ("echo", json!({"text": "hello"})),
         };
         let args: Map<String, Value> = args.as_object().cloned().unwrap_or_default();
@@ -89,6 +93,8 @@ impl Transport {
 /// Paths and the scratch directory shared by every server of the run.
 struct Env {
     toolhost: PathBuf,
+    /// The native rmcp echo server, built by cargo with this bench.
+    native: PathBuf,
     node: PathBuf,
     everything: PathBuf,
     python: PathBuf,
@@ -151,7 +157,8 @@ impl Env {
         let dir = tempfile::tempdir().unwrap_or_else(|e| fail(format!("temp dir: {e}")));
         std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit:\n    per_minute: 0\n")
             .unwrap_or_else(|e| fail(format!("writing toolhost.yaml: {e}")));
-        let env = Env { toolhost, node, everything, python, py_server, dir };
+        let native = PathBuf::from(env!("CARGO_BIN_EXE_rmcp-echo"));
+        let env = Env { toolhost, native, node, everything, python, py_server, dir };
         // Fill the compile cache once, so no server start (or first call) compiles.
         let st = env
             .toolhost_cmd("state-warm")
@@ -187,6 +194,7 @@ impl Env {
                 c.args(["serve", "--stdio"]);
                 c
             }
+            Server::Native => Command::new(&self.native),
             Server::Node => {
                 let mut c = Command::new(&self.node);
                 c.arg(&self.everything).arg("stdio");
@@ -270,16 +278,24 @@ fn start_http(env: &Env, server: Server) -> (Proc, String) {
             .unwrap_or_else(|e| fail(format!("starting {what}: {e}")))
     };
     match server {
-        Server::Toolhost => {
-            let mut c = env.toolhost_cmd("state-http");
-            c.args(["serve", "--http", "127.0.0.1:0"]).stdout(Stdio::piped());
-            let mut child = spawn(&mut c, "toolhost");
+        Server::Toolhost | Server::Native => {
+            let (mut c, what) = if server == Server::Toolhost {
+                let mut c = env.toolhost_cmd("state-http");
+                c.args(["serve", "--http", "127.0.0.1:0"]);
+                (c, "toolhost")
+            } else {
+                let mut c = Command::new(&env.native);
+                c.args(["--http", "127.0.0.1:0"]);
+                (c, "rmcp-echo")
+            };
+            c.stdout(Stdio::piped());
+            let mut child = spawn(&mut c, what);
             let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
             let mut first = String::new();
             let _ = out.read_line(&mut first);
-            // "toolhost X serving MCP (streamable HTTP) on http://ADDR"
+            // "toolhost X serving MCP (streamable HTTP) on http://ADDR", "listening on http://ADDR"
             let Some(url) = first.trim().rsplit(' ').next().filter(|u| u.starts_with("http://")) else {
-                fail(format!("toolhost's banner has no URL: {first:?}"))
+                fail(format!("{what}'s banner has no URL: {first:?}"))
             };
             let url = format!("{url}/mcp");
             // Keep reading whatever else it prints, so it never blocks on a full pipe.
@@ -306,7 +322,7 @@ fn start_http(env: &Env, server: Server) -> (Proc, String) {
     }
 }
 
-async fn start(env: &Env, server: Server, transport: Transport) -> Running {
+async fn start(env: &Env, server: Server, transport: Transport, sessions: usize) -> Running {
     match transport {
         Transport::Stdio => {
             let mut cmd = tokio::process::Command::from(env.stdio_cmd(server));
@@ -323,7 +339,7 @@ async fn start(env: &Env, server: Server, transport: Transport) -> Running {
         Transport::Http => {
             let (proc, url) = start_http(env, server);
             let mut clients = Vec::new();
-            for _ in 0..CLIENTS.iter().copied().max().unwrap_or(1) {
+            for _ in 0..sessions {
                 let c =
                     ().serve(StreamableHttpClientTransport::from_uri(url.clone()))
                         .await
@@ -338,6 +354,7 @@ async fn start(env: &Env, server: Server, transport: Transport) -> Running {
 fn server_slug(s: Server) -> &'static str {
     match s {
         Server::Toolhost => "toolhost",
+        Server::Native => "rmcp",
         Server::Node => "node",
         Server::Python => "python",
     }
@@ -438,6 +455,8 @@ fn main() {
         Server::ALL.into_iter().filter(|s| wanted("MCP_BENCH_SERVERS", server_slug(*s))).collect();
     let transports: Vec<Transport> =
         [Transport::Stdio, Transport::Http].into_iter().filter(|t| wanted("MCP_BENCH_TRANSPORTS", t.slug())).collect();
+    let clients: Vec<usize> = CLIENTS.into_iter().filter(|c| wanted("MCP_BENCH_CLIENTS", &c.to_string())).collect();
+    let most = clients.iter().copied().max().unwrap_or(1);
     let env = Env::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -452,13 +471,13 @@ fn main() {
         for transport in transports {
             let mut running = Vec::new();
             for &s in &servers {
-                let r = start(&env, s, transport).await;
+                let r = start(&env, s, transport, most).await;
                 // Warm up: one caller, then all callers at once.
                 batch(&r, 1, warmup).await;
-                batch(&r, CLIENTS[CLIENTS.len() - 1], warmup).await;
+                batch(&r, most, warmup).await;
                 running.push(r);
             }
-            for callers in CLIENTS {
+            for &callers in &clients {
                 let mut acc: Vec<(Vec<Duration>, Duration)> =
                     running.iter().map(|_| (Vec::new(), Duration::ZERO)).collect();
                 for _ in 0..rounds {

@@ -1,10 +1,10 @@
-//! JSON-RPC checks in front of rmcp, on both transports, so that every
-//! malformed message gets the answer the specification and the reference
-//! SDKs give (rmcp answers some with 415 or `-32601`, and over stdio drops
-//! them unanswered).
+//! JSON-RPC checks in front of rmcp, on both transports (`http.rs` before
+//! rmcp's service, `stdio.rs` inside its transport's `receive`), so that
+//! every malformed message gets the answer the specification and the
+//! reference SDKs give (rmcp answers some with 415 or `-32601`, and over
+//! stdio drops them unanswered).
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 
 /// Parse error.
 pub const PARSE_ERROR: i64 = -32700;
@@ -23,7 +23,7 @@ pub struct Rejection {
 }
 
 impl Rejection {
-    fn new(id: Value, code: i64, message: String) -> Rejection {
+    pub(crate) fn new(id: Value, code: i64, message: String) -> Rejection {
         Rejection { code, response: json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}) }
     }
 }
@@ -101,111 +101,6 @@ pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
 /// The longest stdio message accepted, in bytes; a longer line is answered
 /// with -32600 and skipped without being held in memory.
 pub const MAX_STDIO_MESSAGE: usize = 4 << 20;
-
-/// A stdio transport for rmcp that answers malformed lines itself: reads
-/// newline-delimited messages from `input`, passes the good ones on, and
-/// writes the JSON-RPC error for the others to `output`, whole lines never
-/// interleaved with rmcp's own.
-pub fn strict_stdio<R, W>(input: R, output: W) -> (impl AsyncRead + Send + Unpin, impl AsyncWrite + Send + Unpin)
-where
-    R: AsyncRead + Send + Unpin + 'static,
-    W: AsyncWrite + Send + Unpin + 'static,
-{
-    // Bounded both ways: a client that does not read its answers stops
-    // being read (as with rmcp's own stdio transport), it never makes the
-    // host queue them.
-    let (lines_tx, mut lines_rx) = tokio::sync::mpsc::channel::<Vec<u8>>(OUTPUT_LINES);
-    // One writer owns `output`: rmcp's lines and the refusals queue here.
-    tokio::spawn(async move {
-        let mut output = output;
-        while let Some(line) = lines_rx.recv().await {
-            if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-                break;
-            }
-        }
-    });
-    let (to_rmcp, from_filter) = tokio::io::duplex(1 << 16);
-    let refusals = lines_tx.clone();
-    tokio::spawn(async move {
-        let mut input = tokio::io::BufReader::new(input);
-        let mut to_rmcp = to_rmcp;
-        let mut line = Vec::new();
-        while let Ok(Some(cut)) = super::read_line_capped(&mut input, &mut line, MAX_STDIO_MESSAGE).await {
-            let verdict = if cut {
-                Err(Rejection::new(
-                    Value::Null,
-                    INVALID_REQUEST,
-                    format!("Invalid Request: a message over {MAX_STDIO_MESSAGE} bytes"),
-                ))
-            } else if line.trim_ascii().is_empty() {
-                continue;
-            } else {
-                check_message(line.trim_ascii())
-            };
-            match verdict {
-                Ok(Verdict::Drop) => tracing::debug!("dropped a malformed notification"),
-                Ok(Verdict::Pass) => {
-                    let mut msg = line.trim_ascii().to_vec();
-                    msg.push(b'\n');
-                    if to_rmcp.write_all(&msg).await.is_err() {
-                        return;
-                    }
-                }
-                Err(r) => {
-                    if refusals.send(format!("{}\n", r.response).into_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            }
-        }
-    });
-    (from_filter, LineSink { tx: tokio_util::sync::PollSender::new(lines_tx), partial: Vec::new() })
-}
-
-/// Lines waiting for the output, at most.
-const OUTPUT_LINES: usize = 64;
-
-/// rmcp's side of the shared output: complete lines go to the writer.
-struct LineSink {
-    tx: tokio_util::sync::PollSender<Vec<u8>>,
-    partial: Vec<u8>,
-}
-
-impl AsyncWrite for LineSink {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        // Room for one more line first: a full queue holds rmcp back.
-        if std::task::ready!(self.tx.poll_reserve(cx)).is_err() {
-            return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
-        }
-        self.partial.extend_from_slice(buf);
-        if let Some(end) = self.partial.iter().rposition(|&b| b == b'\n') {
-            let rest = self.partial.split_off(end + 1);
-            let lines = std::mem::replace(&mut self.partial, rest);
-            if self.tx.send_item(lines).is_err() {
-                return std::task::Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
-            }
-        }
-        std::task::Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        _cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::task::Poll::Ready(Ok(()))
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,7 @@
 //! - `client`: external MCP servers whose tools join the registry.
 //! - `content`: content blocks between the host's and MCP's.
 //! - `jsonrpc`: message checks in front of rmcp, on both transports.
+//! - `stdio`: the stdio transport (checks in `receive`, coalesced writes).
 
 pub mod client;
 pub mod content;
@@ -12,6 +13,7 @@ pub mod http;
 pub mod jsonrpc;
 pub mod peer;
 pub mod server;
+pub mod stdio;
 
 pub use client::{ExternalServers, ServerStatus};
 pub use server::McpFront;

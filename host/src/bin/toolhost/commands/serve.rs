@@ -120,24 +120,40 @@ impl Serve {
         };
         if self.stdio {
             let front = McpFront::new(host.clone(), self.agent)?;
-            return rt.block_on(async move {
+            // The session's tasks on a runtime of their own with one worker:
+            // rmcp spawns tasks per request and per response, and with two
+            // workers each spawn may wake the other to steal it (a futex
+            // round trip); one client's messages are sequential anyway.
+            // Multi-threaded still, so an external server's call can step
+            // out of the worker (`block_in_place`).
+            let session_rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
+                .thread_name("toolhost-stdio")
+                .enable_all()
+                .build()
+                .context("starting the stdio session's runtime")?;
+            let session = session_rt.spawn(async move {
                 use rmcp::ServiceExt;
+                // Malformed lines are answered (rmcp alone would drop them);
+                // stdin and stdout on the IO reactor when they are pipes.
+                let stdio = toolhost::mcp::stdio::stdio();
+                let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
+                service.waiting().await.map(drop).context("MCP session over stdio")
+            });
+            let ended = rt.block_on(async move {
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
-                // Malformed lines are answered (rmcp alone would drop them).
-                let stdio = toolhost::mcp::jsonrpc::strict_stdio(tokio::io::stdin(), tokio::io::stdout());
-                let service = front.serve(stdio).await.context("MCP initialization over stdio");
-                let ended = match service {
-                    Ok(service) => tokio::select! {
-                        r = service.waiting() => r.map(drop).context("MCP session over stdio"),
-                        () = shutdown_signal() => Ok(()),
-                    },
-                    Err(e) => Err(e),
+                let ended = tokio::select! {
+                    r = session => r.context("the stdio session's task").and_then(|r| r),
+                    () = shutdown_signal() => Ok(()),
                 };
                 EndpointRecord::remove(&record);
                 save_at_exit();
                 ended.map(|()| ExitCode::SUCCESS)
             });
+            // A read of stdin may still be pending: do not wait for it.
+            session_rt.shutdown_background();
+            return ended;
         }
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;

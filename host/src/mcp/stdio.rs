@@ -1,0 +1,345 @@
+//! The stdio transport: newline-delimited JSON-RPC on stdin and stdout,
+//! as an rmcp [`Transport`] of its own.
+//!
+//! rmcp's `AsyncRwTransport` over `tokio::io::stdin()`/`stdout()` runs
+//! every read and write on the blocking pool (a thread hand-off and a futex
+//! wake-up each way), and toolhost's checks used to sit in front of it as a
+//! filter task and a duplex pipe: three hand-offs per message in, two out,
+//! and one write and flush per response. Here:
+//!
+//! - input is read on the IO reactor (stdin reopened non-blocking when it is
+//!   a pipe, rmcp's [`stdio_pipes`]), and each line goes through
+//!   [`check_message`] and rmcp's own decoder inside [`Transport::receive`]:
+//!   no task and no pipe between them;
+//! - output is appended to one buffer by [`Transport::send`] (in the order
+//!   rmcp sends) and written by one writer task, which takes everything
+//!   queued in one write and flushes only when the queue has drained;
+//! - malformed lines are answered through the same buffer, so a refusal is
+//!   never interleaved with another line;
+//! - a client that stops reading its answers stops being read: `receive`
+//!   waits while more than [`OUTPUT_HIGH_WATER`] bytes are queued.
+//!
+//! Every line gets the answer it got before (tested by
+//! `mcp::stdio_answers_every_malformed_line_and_keeps_serving`).
+
+use super::jsonrpc::{INVALID_REQUEST, MAX_STDIO_MESSAGE, Rejection, Verdict, check_message};
+use rmcp::RoleServer;
+use rmcp::model::ErrorData;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
+use rmcp::transport::{StdioReader, stdio_pipes};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
+use tokio::sync::Notify;
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::Decoder as _;
+
+/// Queued output, in bytes, past which no more input is read until the
+/// client has read some.
+pub const OUTPUT_HIGH_WATER: usize = 1 << 20;
+
+/// The stdio transport of `toolhost serve --stdio`: stdin and stdout
+/// (non-blocking pipes when they are pipes, else tokio's blocking handles).
+pub type Stdio = LineTransport<BufReader<StdioReader>>;
+
+/// A failed or closed output.
+#[derive(Debug, thiserror::Error)]
+#[error("the output is closed")]
+pub struct OutputClosed;
+
+/// Newline-delimited JSON-RPC over any reader and writer, with toolhost's
+/// message checks in `receive` and coalesced writes in `send`.
+pub struct LineTransport<R> {
+    input: R,
+    /// The line being read: kept across calls, because rmcp polls
+    /// `receive` in a `select!` and may drop it between two reads.
+    line: BytesMut,
+    /// Whether the line being read has passed [`MAX_STDIO_MESSAGE`].
+    cut: bool,
+    codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleServer>>,
+    out: Arc<Outbox>,
+}
+
+/// Output waiting for the writer task.
+#[derive(Debug, Default)]
+struct Outbox {
+    state: Mutex<OutState>,
+    /// Wakes the writer: something was queued, or the output closed.
+    queued: Notify,
+    /// Wakes a reader held back by a full queue.
+    drained: Notify,
+}
+
+#[derive(Debug, Default)]
+struct OutState {
+    buf: Vec<u8>,
+    closed: bool,
+}
+
+impl Outbox {
+    fn lock(&self) -> std::sync::MutexGuard<'_, OutState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Appends one line (a newline added); false once the output is closed.
+    fn push(&self, line: impl FnOnce(&mut Vec<u8>)) -> bool {
+        {
+            let mut s = self.lock();
+            if s.closed {
+                return false;
+            }
+            line(&mut s.buf);
+            s.buf.push(b'\n');
+        }
+        self.queued.notify_one();
+        true
+    }
+
+    fn close(&self) {
+        self.lock().closed = true;
+        self.queued.notify_one();
+        self.drained.notify_waiters();
+    }
+
+    /// Waits until at most [`OUTPUT_HIGH_WATER`] bytes are queued (or the
+    /// output closed).
+    async fn room(&self) {
+        loop {
+            let drained = self.drained.notified();
+            tokio::pin!(drained);
+            drained.as_mut().enable();
+            {
+                let s = self.lock();
+                if s.closed || s.buf.len() <= OUTPUT_HIGH_WATER {
+                    return;
+                }
+            }
+            drained.await;
+        }
+    }
+}
+
+/// Writes what is queued: everything queued so far in one write, a flush
+/// only when nothing more is waiting. Ends when the output closes (after
+/// writing what was queued) or fails.
+async fn write_out<W: AsyncWrite + Unpin>(out: Arc<Outbox>, mut output: W) {
+    let mut chunk = Vec::new();
+    let mut dirty = false;
+    loop {
+        let closed = {
+            let mut s = out.lock();
+            std::mem::swap(&mut chunk, &mut s.buf);
+            s.closed
+        };
+        if chunk.is_empty() {
+            if dirty {
+                if output.flush().await.is_err() {
+                    break;
+                }
+                dirty = false;
+                // A flush can take a while (a blocking stdout): look again.
+                continue;
+            }
+            if closed {
+                break;
+            }
+            out.queued.notified().await;
+            continue;
+        }
+        let failed = output.write_all(&chunk).await.is_err();
+        chunk.clear();
+        dirty = true;
+        out.drained.notify_waiters();
+        if failed {
+            break;
+        }
+    }
+    let _ = output.shutdown().await;
+    out.close();
+}
+
+/// The transport over this process's stdin and stdout. Must be called
+/// inside a tokio runtime (the writer is a task of it).
+pub fn stdio() -> Stdio {
+    let (input, output) = stdio_pipes();
+    LineTransport::new(BufReader::new(input), output)
+}
+
+impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
+    /// Reads messages from `input` and writes to `output`, through a writer
+    /// task spawned on the current tokio runtime.
+    pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> LineTransport<R> {
+        let out = Arc::<Outbox>::default();
+        tokio::spawn(write_out(out.clone(), output));
+        LineTransport { input, line: BytesMut::new(), cut: false, codec: JsonRpcMessageCodec::new(), out }
+    }
+
+    /// Reads until the end of a line, into `self.line` (at most
+    /// [`MAX_STDIO_MESSAGE`] bytes of it). Cancel-safe: a dropped call
+    /// leaves the partial line in place for the next. `None` at the end of
+    /// the input (a last line without a newline is not a message).
+    async fn read_line(&mut self) -> Option<()> {
+        loop {
+            let buf = self.input.fill_buf().await.ok()?;
+            if buf.is_empty() {
+                return None;
+            }
+            let newline = buf.iter().position(|&b| b == b'\n');
+            let chunk = &buf[..newline.unwrap_or(buf.len())];
+            let room = MAX_STDIO_MESSAGE.saturating_sub(self.line.len());
+            self.cut |= chunk.len() > room;
+            self.line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+            let consumed = newline.map_or(buf.len(), |i| i + 1);
+            self.input.consume(consumed);
+            if newline.is_some() {
+                return Some(());
+            }
+        }
+    }
+
+    /// Queues a refusal; false when the output is gone.
+    fn refuse(&self, response: &Value) -> bool {
+        self.out.push(|buf| {
+            let _ = serde_json::to_writer(&mut *buf, response);
+        })
+    }
+
+    /// What one complete line (in `self.line`) is: a message for rmcp, or
+    /// `None` when it was answered here or dropped. Clears the line.
+    fn take_message(&mut self) -> Result<Option<RxJsonRpcMessage<RoleServer>>, OutputClosed> {
+        let cut = std::mem::take(&mut self.cut);
+        let verdict = if cut {
+            Err(Rejection::new(
+                Value::Null,
+                INVALID_REQUEST,
+                format!("Invalid Request: a message over {MAX_STDIO_MESSAGE} bytes"),
+            ))
+        } else if self.line.trim_ascii().is_empty() {
+            self.line.clear();
+            return Ok(None);
+        } else {
+            check_message(self.line.trim_ascii())
+        };
+        match verdict {
+            Ok(Verdict::Drop) => {
+                tracing::debug!("dropped a malformed notification");
+                self.line.clear();
+                Ok(None)
+            }
+            Err(r) => {
+                self.line.clear();
+                if self.refuse(&r.response) { Ok(None) } else { Err(OutputClosed) }
+            }
+            Ok(Verdict::Pass) => {
+                // rmcp's own decoder, so that what passes is read exactly as
+                // rmcp reads it (non-standard notifications ignored, a shape
+                // rmcp does not know answered with -32600).
+                let start = self.line.len() - self.line.trim_ascii_start().len();
+                let end = self.line.trim_ascii_end().len();
+                let mut msg = self.line.split_to(end).split_off(start);
+                self.line.clear();
+                msg.extend_from_slice(b"\n");
+                match self.codec.decode(&mut msg) {
+                    Ok(m) => Ok(m),
+                    Err(JsonRpcMessageCodecError::Serde(e))
+                        if matches!(
+                            e.classify(),
+                            serde_json::error::Category::Data | serde_json::error::Category::Io
+                        ) =>
+                    {
+                        tracing::debug!("protocol error on an incoming message: {e}");
+                        let error = ErrorData::invalid_request("Invalid request", None);
+                        let response = json!({"jsonrpc": "2.0", "id": null, "error": error});
+                        if self.refuse(&response) { Ok(None) } else { Err(OutputClosed) }
+                    }
+                    Err(e) => {
+                        tracing::debug!("ignoring an unparsable incoming message: {e}");
+                        Ok(None)
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
+    type Error = OutputClosed;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        // Queued now, in the order rmcp sends: the future only reports it.
+        let queued = self.out.push(|buf| {
+            if let Err(e) = serde_json::to_writer(&mut *buf, &item) {
+                tracing::error!("could not serialize an outgoing message: {e}");
+            }
+        });
+        std::future::ready(if queued { Ok(()) } else { Err(OutputClosed) })
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            // A client that does not read its answers is not read either.
+            self.out.room().await;
+            self.read_line().await?;
+            match self.take_message() {
+                Ok(Some(m)) => return Some(m),
+                Ok(None) => {}
+                Err(OutputClosed) => return None,
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.out.close();
+        Ok(())
+    }
+}
+
+impl<R> Drop for LineTransport<R> {
+    fn drop(&mut self) {
+        // The writer writes what is queued, then ends.
+        self.out.close();
+    }
+}
+
+/// Reads and writes for a [`LineTransport`] over plain async streams (tests).
+pub fn over<R, W>(input: R, output: W) -> LineTransport<BufReader<R>>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    LineTransport::new(BufReader::new(input), output)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt as _;
+
+    #[tokio::test]
+    async fn lines_are_checked_answered_and_passed_on_in_order() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (r, w) = tokio::io::split(server);
+        let mut t = over(r, w);
+        client
+            .write_all(
+                b"{oops\n\n{\"jsonrpc\":\"2.0\",\"method\":\"tools/call\",\"params\":{}}\n  {\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}  \n",
+            )
+            .await
+            .unwrap();
+        let m = t.receive().await.expect("the ping");
+        assert!(format!("{m:?}").contains("Ping"), "{m:?}");
+        let _ = t.send(TxJsonRpcMessage::<RoleServer>::error(ErrorData::internal_error("x", None), None)).await;
+        drop(t);
+        let mut out = String::new();
+        client.read_to_string(&mut out).await.unwrap();
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 2, "{out}");
+        assert_eq!(lines[0]["error"]["code"], -32700);
+        assert_eq!(lines[1]["error"]["message"], "x");
+    }
+}
