@@ -452,7 +452,7 @@ impl Config {
         // Two agents on one URL: the second would take the first's endpoint.
         let mut slugs: std::collections::HashMap<String, &str> = std::collections::HashMap::new();
         for (i, n) in self.npcs.iter().enumerate() {
-            let slug = crate::mcp::agent_slug(&n.name);
+            let slug = agent_slug(&n.name);
             if let Some(other) = slugs.insert(slug.clone(), &n.name) {
                 return Err(format!(
                     "npcs[{i}].name: {:?} would be served at /mcp/{slug}, like {other:?}; rename one{}",
@@ -624,6 +624,21 @@ fn expand(value: &str, lookup: &impl Fn(&str) -> Option<String>) -> Result<Strin
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// A URL path segment for an agent name: lowercase ASCII letters and
+/// digits, everything else folded to single dashes ("Bartok the Barkeep" ->
+/// "bartok-the-barkeep").
+pub fn agent_slug(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
 }
 
 #[cfg(test)]

@@ -49,20 +49,7 @@ pub(crate) async fn read_line_capped(
     }
 }
 
-/// A URL path segment for an agent name: lowercase ASCII letters and
-/// digits, everything else folded to single dashes ("Bartok the Barkeep" ->
-/// "bartok-the-barkeep").
-pub fn agent_slug(name: &str) -> String {
-    let mut out = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            out.push(c.to_ascii_lowercase());
-        } else if !out.ends_with('-') && !out.is_empty() {
-            out.push('-');
-        }
-    }
-    out.trim_end_matches('-').to_string()
-}
+pub use crate::config::agent_slug;
 
 #[cfg(test)]
 mod tests {
