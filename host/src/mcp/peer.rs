@@ -3,11 +3,14 @@
 //!
 //! Without `server.tokens`, the HTTP front serves only the Unix user it runs
 //! as (and root): any local user can connect to a loopback port, so the port
-//! alone proves nothing. The owner of a loopback client socket is read from
-//! the kernel's socket table (`/proc/net/tcp`, `/proc/net/tcp6`) once per
-//! connection, when it is accepted, while the socket is known to exist. On
-//! systems without that table the owner is unknown, and a server without
-//! tokens admits nobody (configure `server.tokens` there).
+//! alone proves nothing. The owner of a loopback client socket is asked of
+//! the kernel once per connection, when it is accepted, while the socket is
+//! known to exist: by its exact address pair over `sock_diag` netlink (a
+//! hash lookup, whatever the number of sockets), or, where netlink is not
+//! allowed, from the socket table (`/proc/net/tcp`, `/proc/net/tcp6`, read
+//! whole: its cost grows with every socket on the machine). On systems
+//! without either the owner is unknown, and a server without tokens admits
+//! nobody (configure `server.tokens` there).
 
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
@@ -45,6 +48,13 @@ impl axum::serve::Listener for PeerListener {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    // Responses are written whole, often as two writes (an
+                    // SSE stream's priming event, then the message): with
+                    // Nagle's algorithm the second waits for the client's
+                    // delayed ACK, about 40 ms.
+                    if let Err(e) = stream.set_nodelay(true) {
+                        tracing::debug!("TCP_NODELAY on a connection from {addr}: {e}");
+                    }
                     let uid = match stream.local_addr() {
                         Ok(local) if canonical(addr.ip()).is_loopback() => socket_owner(addr, local),
                         _ => None,
@@ -90,14 +100,88 @@ fn canonical(ip: IpAddr) -> IpAddr {
 pub fn socket_owner(client: SocketAddr, server: SocketAddr) -> Option<u32> {
     #[cfg(target_os = "linux")]
     {
-        let table = if client.is_ipv4() { "/proc/net/tcp" } else { "/proc/net/tcp6" };
-        let text = std::fs::read_to_string(table).ok()?;
-        owner_in_table(&text, client, server)
+        // A v4 client of a socket bound to `[::]` shows as `::ffff:a.b.c.d`;
+        // the kernel files its socket as IPv4.
+        let client = SocketAddr::new(canonical(client.ip()), client.port());
+        let server = SocketAddr::new(canonical(server.ip()), server.port());
+        match diag::owner(client, server) {
+            Ok(uid) => uid,
+            Err(e) => {
+                tracing::debug!("sock_diag lookup of {client}: {e}; reading the socket table");
+                let table = if client.is_ipv4() { "/proc/net/tcp" } else { "/proc/net/tcp6" };
+                let text = std::fs::read_to_string(table).ok()?;
+                owner_in_table(&text, client, server)
+            }
+        }
     }
     #[cfg(not(target_os = "linux"))]
     {
         let _ = (client, server);
         None
+    }
+}
+
+/// The exact-socket query of `sock_diag(7)`: one request naming the
+/// client socket by its address pair, one answer.
+#[cfg(target_os = "linux")]
+mod diag {
+    use netlink_packet_core::{NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload};
+    use netlink_packet_sock_diag::SockDiagMessage;
+    use netlink_packet_sock_diag::constants::{AF_INET, AF_INET6, IPPROTO_TCP};
+    use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, StateFlags};
+    use netlink_sys::{Socket, SocketAddr as NlAddr, protocols::NETLINK_SOCK_DIAG};
+    use std::io::{Error, ErrorKind};
+    use std::net::SocketAddr;
+
+    /// `Ok(None)`: the kernel knows no such socket (it closed already).
+    /// `Err`: netlink is not available here.
+    pub(super) fn owner(client: SocketAddr, server: SocketAddr) -> std::io::Result<Option<u32>> {
+        let socket = Socket::new(NETLINK_SOCK_DIAG)?;
+        socket.connect(&NlAddr::new(0, 0))?;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST;
+        header.sequence_number = 1;
+        let mut request = NetlinkMessage::new(
+            header,
+            SockDiagMessage::InetRequest(InetRequest {
+                family: if client.is_ipv4() { AF_INET } else { AF_INET6 },
+                protocol: IPPROTO_TCP,
+                extensions: ExtensionFlags::empty(),
+                states: StateFlags::all(),
+                socket_id: SocketId {
+                    source_port: client.port(),
+                    destination_port: server.port(),
+                    source_address: client.ip(),
+                    destination_address: server.ip(),
+                    interface_id: 0,
+                    // INET_DIAG_NOCOOKIE: any socket with this address pair.
+                    cookie: [0xff; 8],
+                },
+            })
+            .into(),
+        );
+        request.finalize();
+        let mut buf = vec![0; request.buffer_len()];
+        request.serialize(&mut buf);
+        socket.send(&buf, 0)?;
+        // The kernel answers an exact request before `send` returns; not
+        // waiting keeps a kernel that does not from stalling the accept loop.
+        let mut answer = Vec::with_capacity(8192);
+        socket.recv(&mut answer, rustix::net::RecvFlags::DONTWAIT.bits() as i32)?;
+        let message = NetlinkMessage::<SockDiagMessage>::deserialize(&answer)
+            .map_err(|e| Error::new(ErrorKind::InvalidData, e.to_string()))?;
+        match message.payload {
+            NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
+                if r.header.socket_id.source_port == client.port()
+                    && r.header.socket_id.destination_port == server.port() =>
+            {
+                Ok(Some(r.header.uid))
+            }
+            // ENOENT: no such socket.
+            NetlinkPayload::Error(e) if e.code.is_some_and(|c| c.get() == -2) => Ok(None),
+            NetlinkPayload::Error(e) => Err(e.to_io()),
+            other => Err(Error::new(ErrorKind::InvalidData, format!("unexpected sock_diag answer: {other:?}"))),
+        }
     }
 }
 
@@ -161,5 +245,20 @@ mod tests {
         let (_s, peer) = axum::serve::Listener::accept(&mut PeerListener::new(listener)).await;
         assert_eq!(peer.addr, client.local_addr().unwrap());
         assert_eq!(peer.uid, Some(rustix::process::geteuid().as_raw()));
+    }
+
+    /// The exact netlink query itself answers (the table is only a fallback),
+    /// and a socket that is gone is unknown, not an error.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn sock_diag_finds_the_client_socket_by_its_address_pair() {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let server = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let (_s, _) = listener.accept().unwrap();
+        let me = rustix::process::geteuid().as_raw();
+        assert_eq!(diag::owner(client.local_addr().unwrap(), server).unwrap(), Some(me));
+        let free = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap();
+        assert_eq!(diag::owner(free, server).unwrap(), None);
     }
 }
