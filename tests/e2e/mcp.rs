@@ -411,7 +411,12 @@ fn stdio_answers_every_malformed_line_and_keeps_serving() {
 
 /// Over stdio a tool's log lines reach the client before its response,
 /// one call at a time and with several in flight (the transport coalesces
-/// queued lines into one write), and every request is answered once.
+/// queued lines into one write), and every request is answered once. The
+/// 40 sequential calls take `forge_log` (a guest that writes to WASI
+/// stdout, whose host functions block) into the session's call lane once
+/// measured fast (`mcp::lane`), when the machine is quiet enough for 32
+/// calls in a row under 1 ms: then the later calls run on the session's
+/// thread, outside its runtime.
 #[test]
 fn stdio_notifications_precede_their_response() {
     let dir = tempfile::tempdir().unwrap();

@@ -161,6 +161,20 @@ async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
     let r = call(&mira, "roll", json!({"expression": "1d6"})).await.unwrap();
     assert_ne!(r.is_error, Some(true));
     assert_eq!(changed.load(Ordering::SeqCst), 0, "nothing changed, so no list_changed");
+    // A file that does not load does not lock the DM out of the running
+    // host: live commands find it anyway, and say what is wrong.
+    std::fs::write(d.join("toolhost.yaml"), format!("{SERVER}{wider}budget:\n  fast_ms: lots\n")).unwrap();
+    let o = admin(d, &["status"]);
+    assert!(o.status.success(), "status with a broken file: {}", stderr(&o));
+    assert!(
+        stderr(&o).contains("fast_ms") && stderr(&o).contains("serves with the config it last read"),
+        "{}",
+        stderr(&o)
+    );
+    let o = admin(d, &["override", "Mira", "deep", "--for", "1m"]);
+    assert!(o.status.success(), "override with a broken file: {}", stderr(&o));
+    let o = admin(d, &["override", "Mira", "--clear"]);
+    assert!(o.status.success(), "clearing with a broken file: {}", stderr(&o));
     // The file moved away (a DM tidying up): not the defaults, an error.
     std::fs::rename(d.join("toolhost.yaml"), d.join("toolhost.yaml.bak")).unwrap();
     let (ok, out) = reload(d);

@@ -73,6 +73,9 @@ pub struct McpFront {
     /// The tool names this session was last shown (listed or announced):
     /// a change from these is announced with `list_changed`.
     shown: Arc<std::sync::Mutex<Vec<String>>>,
+    /// Where fast calls run without a thread hop (`serve --stdio`);
+    /// `None`: every call on the blocking pool.
+    lane: Option<Arc<super::lane::CallLane>>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -128,7 +131,15 @@ impl McpFront {
             session_id: new_session_id(),
             conversation,
             shown: Arc::default(),
+            lane: None,
         })
+    }
+
+    /// This front with fast calls run in `lane` ([`super::lane`]): for
+    /// `serve --stdio`, whose session is driven by the lane's thread.
+    pub fn with_lane(mut self, lane: Arc<super::lane::CallLane>) -> McpFront {
+        self.lane = Some(lane);
+        self
     }
 
     /// A fresh front for a new session of the same agent (its own log
@@ -143,6 +154,7 @@ impl McpFront {
             // Never the operator's in its place, should the agent be gone.
             conversation: Arc::new(self.host.conversation_unchecked(self.agent.as_deref())),
             shown: Arc::default(),
+            lane: self.lane.clone(),
         }
     }
 
@@ -652,10 +664,10 @@ impl ServerHandler for McpFront {
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
             let _ = tx.send(e);
         });
-        // Wasm calls are synchronous and CPU-bound: run them off the async
-        // workers. This task forwards the plugin's reports while it runs (no
-        // extra task per call) and drains the rest before the result goes
-        // out, so every notification precedes the response.
+        // Wasm calls are synchronous and CPU-bound: they never run on an
+        // async worker. This task forwards the plugin's reports while a pool
+        // call runs (no extra task per call) and drains the rest before the
+        // result goes out, so every notification precedes the response.
         // Over HTTP, rmcp hands the handler the request's parts: the
         // transport's session id and the token's audit id come from there.
         let parts = context.extensions.get::<http::request::Parts>();
@@ -665,7 +677,32 @@ impl ServerHandler for McpFront {
             .map_or_else(|| self.session_id.to_string(), str::to_string);
         let token = parts.and_then(|p| p.extensions.get::<super::http::TokenId>()).map(|t| t.0.to_string());
         let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
-        let mut call = tokio::task::spawn_blocking(move || front.call_in(&name, args, ctx));
+        // Measured fast on the stdio session: on the thread driving it, no
+        // hop ([`super::lane`]). Otherwise on the blocking pool.
+        let tool = name.clone();
+        let run = move || front.call_in(&tool, args, ctx);
+        let run = match &self.lane {
+            Some(lane) => lane.try_run(&self.host, &name, run),
+            None => Err(run),
+        };
+        type Pending =
+            std::pin::Pin<Box<dyn Future<Output = Result<Result<CallToolResult, ErrorData>, String>> + Send>>;
+        let mut call: Pending = match run {
+            Ok(answer) => Box::pin(async move { answer.await.map_err(|_| "the call panicked".to_string()) }),
+            Err(run) => {
+                let lane = self.lane.clone();
+                let tool = name.clone();
+                let task = tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let result = run();
+                    if let Some(lane) = lane {
+                        lane.record(&tool, started.elapsed());
+                    }
+                    result
+                });
+                Box::pin(async move { task.await.map_err(|e| e.to_string()) })
+            }
+        };
         let mut events_open = true;
         let result = loop {
             tokio::select! {

@@ -60,8 +60,54 @@ impl StateArgs {
     }
 
     /// A client of the running host's admin API.
+    ///
+    /// A config file that does not load (a DM mid-edit) does not lock the
+    /// operator out of the running host, which serves with the config it
+    /// last read: the host is then looked for in the state directory
+    /// without the file (flag, environment, default), with a warning naming
+    /// what is wrong with the file.
     pub fn admin(&self) -> Result<toolhost::admin::client::AdminClient> {
-        Ok(toolhost::admin::client::AdminClient::discover(&self.state_dir()?, self.pid)?)
+        self.admin_or(|config_error, found| {
+            eprintln!("warning: {config_error:#}");
+            eprintln!(
+                "(the running host, pid {}, was found without the file: it serves with the config it last read)",
+                found.endpoint().pid
+            );
+        })
+    }
+
+    /// [`StateArgs::admin`], with `warn` told about a config file that did
+    /// not load when the host was found anyway.
+    pub fn admin_or(
+        &self,
+        warn: impl FnOnce(&anyhow::Error, &toolhost::admin::client::AdminClient),
+    ) -> Result<toolhost::admin::client::AdminClient> {
+        use toolhost::admin::client::AdminClient;
+        let unreadable = match self.state_dir() {
+            Ok(dir) => {
+                let first = AdminClient::discover(&dir, self.pid);
+                // An edited `state_dir` may point away from the running host.
+                let fallback = self.state_dir_without_config();
+                return match first {
+                    Err(e) if dir != fallback => Ok(AdminClient::discover(&fallback, self.pid).map_err(|_| e)?),
+                    other => Ok(other?),
+                };
+            }
+            Err(e) => e,
+        };
+        match AdminClient::discover(&self.state_dir_without_config(), self.pid) {
+            Ok(found) => {
+                warn(&unreadable, &found);
+                Ok(found)
+            }
+            Err(e) => Err(unreadable.context(format!("no running host was found without the file either ({e})"))),
+        }
+    }
+
+    /// The state directory from the flag, the environment or the default,
+    /// whatever the config file says.
+    fn state_dir_without_config(&self) -> PathBuf {
+        HostBuilder::new(Config::default()).state_dir(self.state_dir.clone()).resolved_state_dir()
     }
 }
 

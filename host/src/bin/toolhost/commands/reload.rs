@@ -2,7 +2,6 @@ use crate::args::StateArgs;
 use crate::output::print_json;
 use anyhow::Result;
 use std::process::ExitCode;
-use toolhost::admin::client::AdminClient;
 
 /// Make the running host re-read its config file, without a restart.
 ///
@@ -35,27 +34,10 @@ impl Reload {
     pub fn run(self) -> Result<ExitCode> {
         // The host reads the file it started from, and says what is wrong
         // with it; here the file is read only to find the host's state
-        // directory. An edited `state_dir` (or a file that does not parse)
-        // may point elsewhere: then the state directory without the file
-        // (flag, environment, default) is tried too.
-        let fallback = toolhost::HostBuilder::new(toolhost::config::Config::default())
-            .state_dir(self.state.state_dir.clone())
-            .resolved_state_dir();
-        let (first, unreadable) = match self.state.state_dir() {
-            Ok(dir) => (dir, None),
-            Err(e) => (fallback.clone(), Some(e)),
-        };
-        let found = AdminClient::discover(&first, self.state.pid)
-            .or_else(|e| if first != fallback { AdminClient::discover(&fallback, self.state.pid) } else { Err(e) });
-        let admin = match found {
+        // directory (without it, if it does not load).
+        let admin = match self.state.admin_or(|_, _| {}) {
             Ok(a) => a,
-            Err(e) => {
-                let why = match unreadable {
-                    Some(config) => format!("{config:#}\n(no running host was asked to reload: {e})"),
-                    None => e.to_string(),
-                };
-                return self.fail(&why);
-            }
+            Err(e) => return self.fail(&format!("{e:#}")),
         };
         match admin.reload() {
             Ok(report) => {

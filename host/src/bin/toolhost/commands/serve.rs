@@ -119,40 +119,45 @@ impl Serve {
             Err(e) => eprintln!("warning: could not save the measurements: {e}"),
         };
         if self.stdio {
-            let front = McpFront::new(host.clone(), self.agent)?;
-            // The session's tasks on a runtime of their own with one worker:
-            // rmcp spawns tasks per request and per response, and with two
-            // workers each spawn may wake the other to steal it (a futex
-            // round trip); one client's messages are sequential anyway.
-            // Multi-threaded still, so an external server's call can step
-            // out of the worker (`block_in_place`).
-            let session_rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(1)
-                .thread_name("toolhost-stdio")
+            // The session on a current-thread runtime driven by a thread of
+            // its own, which also runs the calls measured fast between its
+            // polls: no thread hop for those (`mcp::lane`). Its blocking
+            // host functions use the main runtime.
+            let (lane, driver) = toolhost::mcp::lane::lane(rt.handle().clone());
+            let front = McpFront::new(host.clone(), self.agent)?.with_lane(lane);
+            let session_rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("starting the stdio session's runtime")?;
-            let session = session_rt.spawn(async move {
-                use rmcp::ServiceExt;
-                // Malformed lines are answered (rmcp alone would drop them);
-                // stdin and stdout on the IO reactor when they are pipes.
-                let stdio = toolhost::mcp::stdio::stdio();
-                let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
-                service.waiting().await.map(drop).context("MCP session over stdio")
-            });
+            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+            std::thread::Builder::new()
+                .name("toolhost-stdio".into())
+                .spawn(move || {
+                    let ended = driver.run(&session_rt, async move {
+                        use rmcp::ServiceExt;
+                        // Malformed lines are answered (rmcp alone would drop
+                        // them); stdin and stdout on the IO reactor when they
+                        // are pipes.
+                        let stdio = toolhost::mcp::stdio::stdio();
+                        let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
+                        service.waiting().await.map(drop).context("MCP session over stdio")
+                    });
+                    // A read of stdin may still be pending: do not wait for it.
+                    session_rt.shutdown_background();
+                    let _ = done_tx.send(ended);
+                })
+                .context("starting the stdio session's thread")?;
             let ended = rt.block_on(async move {
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
                 let ended = tokio::select! {
-                    r = session => r.context("the stdio session's task").and_then(|r| r),
+                    r = done_rx => r.context("the stdio session's thread ended without a word").and_then(|r| r),
                     () = shutdown_signal() => Ok(()),
                 };
                 EndpointRecord::remove(&record);
                 save_at_exit();
                 ended.map(|()| ExitCode::SUCCESS)
             });
-            // A read of stdin may still be pending: do not wait for it.
-            session_rt.shutdown_background();
             return ended;
         }
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
