@@ -44,6 +44,8 @@ type Job = Box<dyn FnOnce() + Send>;
 #[derive(Debug)]
 pub struct CallLane {
     jobs: mpsc::UnboundedSender<Job>,
+    /// The runtime a call's blocking host functions use.
+    calls: tokio::runtime::Handle,
     /// A call is in the lane now.
     busy: AtomicBool,
     gate: InlineGate,
@@ -63,7 +65,12 @@ pub struct LaneDriver {
 pub fn lane(calls: tokio::runtime::Handle) -> (std::sync::Arc<CallLane>, LaneDriver) {
     let (tx, rx) = mpsc::unbounded_channel();
     (
-        std::sync::Arc::new(CallLane { jobs: tx, busy: AtomicBool::new(false), gate: InlineGate::default() }),
+        std::sync::Arc::new(CallLane {
+            jobs: tx,
+            calls: calls.clone(),
+            busy: AtomicBool::new(false),
+            gate: InlineGate::default(),
+        }),
         LaneDriver { jobs: rx, calls },
     )
 }
@@ -105,6 +112,12 @@ impl CallLane {
         // with its sender, and the call is answered as failed.
         let _ = self.jobs.send(job);
         Ok(rx)
+    }
+
+    /// The runtime a call's blocking host functions use (never the
+    /// session's own, which only the lane's thread drives).
+    pub fn calls(&self) -> &tokio::runtime::Handle {
+        &self.calls
     }
 
     /// Counts a call of `name` made elsewhere (the pool), so a tool earns
@@ -155,7 +168,9 @@ impl InlineGate {
             return false;
         }
         let fast = self.streaks.lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|n| *n >= INLINE_AFTER);
-        fast && host.budget().timeout_for(&tool.def) <= INLINE_MAX_DEADLINE
+        // A long tool (`budget.long_tools`) may run past DEEP for some
+        // agents: never in the lane, whatever its streak.
+        fast && !host.budget().is_long(name) && host.budget().timeout_for(&tool.def) <= INLINE_MAX_DEADLINE
     }
 
     /// Counts a call of `name` that took `took`.

@@ -171,11 +171,13 @@ mod diag {
         let message = NetlinkMessage::<SockDiagMessage>::deserialize(&answer)
             .map_err(|e| Error::new(ErrorKind::InvalidData, e.to_string()))?;
         match message.payload {
+            // A socket in TIME_WAIT (or orphaned: its process closed it) is
+            // reported with uid 0 and inode 0: that is no owner, never root.
             NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r))
                 if r.header.socket_id.source_port == client.port()
                     && r.header.socket_id.destination_port == server.port() =>
             {
-                Ok(Some(r.header.uid))
+                Ok((r.header.inode != 0).then_some(r.header.uid))
             }
             // ENOENT: no such socket.
             NetlinkPayload::Error(e) if e.code.is_some_and(|c| c.get() == -2) => Ok(None),
@@ -193,7 +195,10 @@ fn owner_in_table(text: &str, client: SocketAddr, server: SocketAddr) -> Option<
         let local = parse_endpoint(cols.nth(1)?)?;
         let remote = parse_endpoint(cols.next()?)?;
         let uid = cols.nth(4)?.parse().ok()?;
-        (local == client && remote == server).then_some(uid)
+        // As over netlink: a row without an inode (TIME_WAIT, orphaned)
+        // says uid 0 for no one.
+        let inode: u64 = cols.nth(1)?.parse().ok()?;
+        (local == client && remote == server && inode != 0).then_some(uid)
     })
 }
 
@@ -260,5 +265,33 @@ mod tests {
         assert_eq!(diag::owner(client.local_addr().unwrap(), server).unwrap(), Some(me));
         let free = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap();
         assert_eq!(diag::owner(free, server).unwrap(), None);
+    }
+
+    /// A client that closed before its connection was looked at leaves a
+    /// TIME_WAIT socket, which the kernel reports with uid 0: that must
+    /// read as no owner, not as root.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_closed_clients_socket_has_no_owner_not_root() {
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let server = listener.local_addr().unwrap();
+        let client = std::net::TcpStream::connect(server).unwrap();
+        let at = client.local_addr().unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        drop(client);
+        drop(accepted);
+        // Wait for the client's end to reach TIME_WAIT (at once on loopback).
+        for _ in 0..100 {
+            let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+            if table.lines().any(|l| {
+                let mut c = l.split_whitespace();
+                c.nth(1).and_then(parse_endpoint) == Some(at) && c.nth(1) == Some("06")
+            }) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert_eq!(diag::owner(at, server).unwrap(), None);
+        assert_eq!(owner_in_table(&std::fs::read_to_string("/proc/net/tcp").unwrap(), at, server), None);
     }
 }

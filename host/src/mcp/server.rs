@@ -693,6 +693,10 @@ impl ServerHandler for McpFront {
                 let lane = self.lane.clone();
                 let tool = name.clone();
                 let task = tokio::task::spawn_blocking(move || {
+                    // Beside a lane, the session's runtime is driven only
+                    // between lane calls: a pool call's blocking host
+                    // functions use the lane's runtime (the host's main one).
+                    let _calls = lane.as_ref().map(|l| l.calls().enter());
                     let started = std::time::Instant::now();
                     let result = run();
                     if let Some(lane) = lane {

@@ -89,7 +89,16 @@ impl StateArgs {
                 // An edited `state_dir` may point away from the running host.
                 let fallback = self.state_dir_without_config();
                 return match first {
-                    Err(e) if dir != fallback => Ok(AdminClient::discover(&fallback, self.pid).map_err(|_| e)?),
+                    Err(e) if dir != fallback => {
+                        let found = AdminClient::discover(&fallback, self.pid).map_err(|_| e)?;
+                        eprintln!(
+                            "warning: no host serves with state directory {}; using the one (pid {}) serving with {}",
+                            dir.display(),
+                            found.endpoint().pid,
+                            fallback.display()
+                        );
+                        Ok(found)
+                    }
                     other => Ok(other?),
                 };
             }
