@@ -91,28 +91,17 @@ fn us(d: Duration) -> String {
     format!("{:.2}", d.as_secs_f64() * 1e6)
 }
 
+/// The machine, with the 1-minute load average at start.
 fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
     let load = std::fs::read_to_string("/proc/loadavg")
         .map_or_else(|_| "?".into(), |l| l.split_whitespace().next().unwrap_or("?").to_string());
-    format!("{cpu}, {} cores, 1-minute load average {load} at start", cores())
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
+    format!("{}, 1-minute load average {load} at start", toolhost_bench::machine())
 }
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let time = if quick { Duration::from_millis(300) } else { Duration::from_secs(1) };
-    let n = cores();
+    let n = toolhost_bench::cores();
     let mut callers = vec![1, 2, n, 2 * n];
     callers.sort_unstable();
     callers.dedup();

@@ -421,19 +421,6 @@ fn loadavg() -> String {
         .unwrap_or_else(|_| "?".into())
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {cores} cores")
-}
-
 /// True when the comma-separated list in `$var` names `slug`, or `$var` is unset.
 fn wanted(var: &str, slug: &str) -> bool {
     std::env::var(var).map_or(true, |v| v.split(',').any(|w| w.trim() == slug))
@@ -504,7 +491,7 @@ fn main() {
 
     println!(
         "## MCP `tools/call` round trips ({}; load average {load_start} at start, {} at end; {:.0} s)\n",
-        machine(),
+        toolhost_bench::machine(),
         loadavg(),
         elapsed.as_secs_f64()
     );

@@ -56,19 +56,6 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-fn machine() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!("{cpu}, {cores} cores")
-}
-
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let n = if quick { 2_000 } else { 20_000 };
@@ -87,7 +74,7 @@ fn main() {
     let args_s = args.to_string();
     let ctx = CallContext::default();
 
-    println!("## Runtime ({}; {n} calls per row)\n", machine());
+    println!("## Runtime ({}; {n} calls per row)\n", toolhost_bench::machine());
     println!("| scenario | p50 | p99 | p50 vs native |");
     println!("|---|---|---|---|");
     let native = sample(n, || {

@@ -158,26 +158,29 @@ impl WasmPlugin {
     }
 
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
-        let deadline = self.runtime.inner.limits.load().deadlines().for_declared(Some(1000));
-        let (result, _) = self
-            .run("list-tools", deadline, None, |plugin, store| plugin.toolhost_plugin_tool().call_list_tools(store));
+        let limits = self.runtime.inner.limits.load();
+        let deadline = limits.deadlines().for_declared(Some(1000));
+        let (result, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
+            plugin.toolhost_plugin_tool().call_list_tools(store)
+        });
         result
     }
 
-    /// Instantiates in a fresh store and runs `f`, classifying failures.
+    /// Instantiates in a fresh store and runs `f` under `limits` (the
+    /// caller's one snapshot for the whole call: a reload in between
+    /// changes the next call), classifying failures.
     fn run<R>(
         &self,
         tool: &str,
         deadline: Duration,
         ctx: Option<&CallContext>,
+        limits: &Limits,
         f: impl FnOnce(&bindings::Plugin, &mut Store<State>) -> wasmtime::Result<R>,
     ) -> (Result<R, CallError>, CallStats) {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
-        // One snapshot for the whole call: a reload in between changes the next call.
-        let limits = rt.limits.load();
-        let mut store = match self.runtime.store(self, tool, deadline, ctx, &limits) {
+        let mut store = match self.runtime.store(self, tool, deadline, ctx, limits) {
             Ok(s) => s,
             Err(e) => return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }),
         };
@@ -204,7 +207,7 @@ impl WasmPlugin {
             let text = String::from_utf8_lossy(&stderr);
             tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
-        let result = result.map_err(|e| classify(e, tool, deadline, &limits, &state.limiter, &stderr));
+        let result = result.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr));
         (result, stats)
     }
 }
@@ -410,7 +413,8 @@ impl Provider for WasmPlugin {
         let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
         // The caller's deadline (the budget's), or the declared bound; the
         // operator's floor and ceiling always hold.
-        let policy = self.runtime.inner.limits.load().deadlines();
+        let limits = self.runtime.inner.limits.load();
+        let policy = limits.deadlines();
         let deadline = match ctx.deadline {
             Some(d) => policy.deadline(Some(d), Some(d)),
             None => policy.for_declared(def.meta.max_duration_ms),
@@ -423,7 +427,7 @@ impl Provider for WasmPlugin {
             )));
         };
         let args = arguments.to_string();
-        let (result, stats) = self.run(tool, deadline, Some(ctx), |plugin, store| {
+        let (result, stats) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, tool, &args)
         });
         if let Some(cost) = &ctx.cost {
@@ -432,7 +436,7 @@ impl Provider for WasmPlugin {
         let tool_s = || tool.to_string();
         match result? {
             Ok(content) => {
-                let content = convert(content, tool, self.runtime.inner.limits.load().output_bytes)?;
+                let content = convert(content, tool, limits.output_bytes)?;
                 Ok(ToolOutput { content, structured: None, stats })
             }
             Err(bindings::ToolError::InvalidInput(message)) => Err(CallError::InvalidInput { tool: tool_s(), message }),

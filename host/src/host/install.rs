@@ -343,17 +343,7 @@ impl Host {
         // One a reload held back for want of a grant is forgotten.
         if let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name) {
             tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (a config reload had held it back)");
-            self.audit.write_plugin(&crate::audit::PluginRecord {
-                time: crate::audit::now_rfc3339(),
-                event: crate::audit::PluginEventKind::PluginRemove,
-                plugin: name,
-                path: None,
-                sha256: None,
-                previous_sha256: Some(held.digest()),
-                origin: None,
-                capabilities_held: Vec::new(),
-                error: None,
-            });
+            self.audit_removed(name, Some(held.digest()), Vec::new(), None);
             return Ok(());
         }
         match self.registry.snapshot().provider(name) {
@@ -364,21 +354,36 @@ impl Host {
             }
             _ => {}
         }
+        Ok(self.remove_registered(name, None)?)
+    }
+
+    /// Takes a plugin out of the registry, forgets its provenance and
+    /// audits the removal; `reason`: why, when the operator did not ask
+    /// (a reload took away what it needs).
+    pub(super) fn remove_registered(&self, name: &str, reason: Option<&str>) -> Result<(), RegistryError> {
         let removed = self.registry.remove(name)?;
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-        tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed");
+        match reason {
+            Some(r) => tracing::warn!(plugin = %crate::tool::log_safe(name), "{r}"),
+            None => tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed"),
+        }
+        self.audit_removed(name, removed.fingerprint(), removed.held().names(), reason.map(str::to_string));
+        Ok(())
+    }
+
+    /// The `plugin_remove` audit record.
+    fn audit_removed(&self, name: &str, previous: Option<&str>, held: Vec<&'static str>, error: Option<String>) {
         self.audit.write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRemove,
             plugin: name,
             path: None,
             sha256: None,
-            previous_sha256: removed.fingerprint(),
+            previous_sha256: previous,
             origin: None,
-            capabilities_held: removed.held().names(),
-            error: None,
+            capabilities_held: held,
+            error,
         });
-        Ok(())
     }
 
     /// `toolhost plugin add`: [`Host::install_plugin_file`], then

@@ -222,7 +222,8 @@ impl Host {
     /// Unloads `name` for `reason` and holds it back.
     fn hold(&self, name: &str, plugin: Arc<WasmPlugin>, reason: &str) {
         let provenance = self.provenance(name);
-        self.unload_for(name, reason);
+        // Audited with the reason; one already gone has nothing to unload.
+        let _ = self.remove_registered(name, Some(reason));
         if let Some(provenance) = provenance {
             self.withheld
                 .lock()
@@ -278,25 +279,6 @@ impl Host {
             slots.set_limit(now.agent_concurrency);
         }
         kept
-    }
-
-    /// Removes a plugin for `reason` (a reload took what it needs away),
-    /// audited with the reason.
-    fn unload_for(&self, name: &str, reason: &str) {
-        let Ok(removed) = self.registry.remove(name) else { return };
-        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
-        tracing::warn!(plugin = %crate::tool::log_safe(name), "{reason}");
-        self.audit.write_plugin(&crate::audit::PluginRecord {
-            time: crate::audit::now_rfc3339(),
-            event: crate::audit::PluginEventKind::PluginRemove,
-            plugin: name,
-            path: None,
-            sha256: None,
-            previous_sha256: removed.fingerprint(),
-            origin: None,
-            capabilities_held: removed.held().names(),
-            error: Some(reason.to_string()),
-        });
     }
 
     /// Resolves `cfg` for `plugin` (relative paths against `base`).

@@ -25,7 +25,7 @@ use crate::tool::ProviderKind;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -48,6 +48,8 @@ pub struct CallLane {
     calls: tokio::runtime::Handle,
     /// A call is in the lane now.
     busy: AtomicBool,
+    /// Calls the lane has run.
+    ran: AtomicU64,
     gate: InlineGate,
 }
 
@@ -69,6 +71,7 @@ pub fn lane(calls: tokio::runtime::Handle) -> (std::sync::Arc<CallLane>, LaneDri
             jobs: tx,
             calls: calls.clone(),
             busy: AtomicBool::new(false),
+            ran: AtomicU64::new(0),
             gate: InlineGate::default(),
         }),
         LaneDriver { jobs: rx, calls },
@@ -101,6 +104,7 @@ impl CallLane {
                 }
             }
             let free = Free(lane);
+            free.0.ran.fetch_add(1, Ordering::Relaxed);
             let started = std::time::Instant::now();
             // A panic drops `tx`: the session answers as for a pool task that panicked.
             if let Ok(out) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
@@ -118,6 +122,11 @@ impl CallLane {
     /// session's own, which only the lane's thread drives).
     pub fn calls(&self) -> &tokio::runtime::Handle {
         &self.calls
+    }
+
+    /// How many calls the lane has run.
+    pub fn calls_run(&self) -> u64 {
+        self.ran.load(Ordering::Relaxed)
     }
 
     /// Counts a call of `name` made elsewhere (the pool), so a tool earns

@@ -83,15 +83,24 @@ impl Outbox {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Appends one line (a newline added); false once the output is closed.
-    fn push(&self, line: impl FnOnce(&mut Vec<u8>)) -> bool {
+    /// Appends `message` as one line; false once the output is closed. A
+    /// message that does not serialize is logged and leaves nothing behind
+    /// (never half a line).
+    fn push(&self, message: &impl serde::Serialize) -> bool {
         {
             let mut s = self.lock();
             if s.closed {
                 return false;
             }
-            line(&mut s.buf);
-            s.buf.push(b'\n');
+            let start = s.buf.len();
+            match serde_json::to_writer(&mut s.buf, message) {
+                Ok(()) => s.buf.push(b'\n'),
+                Err(e) => {
+                    tracing::error!("could not serialize an outgoing message: {e}");
+                    s.buf.truncate(start);
+                    return true;
+                }
+            }
         }
         self.queued.notify_one();
         true
@@ -201,9 +210,7 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
 
     /// Queues a refusal; false when the output is gone.
     fn refuse(&self, response: &Value) -> bool {
-        self.out.push(|buf| {
-            let _ = serde_json::to_writer(&mut *buf, response);
-        })
+        self.out.push(response)
     }
 
     /// What one complete line (in `self.line`) is: a message for rmcp, or
@@ -272,11 +279,7 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
         // Queued now, in the order rmcp sends: the future only reports it.
-        let queued = self.out.push(|buf| {
-            if let Err(e) = serde_json::to_writer(&mut *buf, &item) {
-                tracing::error!("could not serialize an outgoing message: {e}");
-            }
-        });
+        let queued = self.out.push(&item);
         std::future::ready(if queued { Ok(()) } else { Err(OutputClosed) })
     }
 
