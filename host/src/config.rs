@@ -20,11 +20,14 @@ use std::time::Duration;
 /// The default config file name, looked up in the working directory.
 pub const DEFAULT_FILE: &str = "toolhost.yaml";
 
+/// The largest config file read (far above any real one).
+const MAX_CONFIG_BYTES: usize = 4 << 20;
+
 /// Why the config file was refused.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    /// The file could not be read.
-    #[error("cannot read config file {path}: {source}")]
+    /// The file could not be read, or another user could have written it.
+    #[error("config file {path}: {source}")]
     Io {
         /// The file.
         path: PathBuf,
@@ -409,10 +412,12 @@ fn line_of(text: &str, needle: &str) -> Option<usize> {
 }
 
 impl Config {
-    /// Reads and checks a config file.
+    /// Reads and checks a config file. A file another user could have
+    /// written (it, or its directory) is refused: it names commands to run
+    /// and grants to give.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text =
-            std::fs::read_to_string(path).map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
+        let text = crate::runtime::private::read_obeyed(path, MAX_CONFIG_BYTES)
+            .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         let mut cfg =
             Config::parse(&text).map_err(|message| ConfigError::Invalid { path: path.to_path_buf(), message })?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();

@@ -166,52 +166,29 @@ pub fn check_files(
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     let me = crate::runtime::private::effective_uid();
-    if let Some(md) = cfg.file.as_ref().and_then(|f| std::fs::metadata(f).ok())
-        && (md.mode() & 0o022 != 0 || (md.uid() != me && md.uid() != 0))
-    {
-        out.push(Finding::error(
-            "config file",
-            format!(
-                "{}: owned by uid {} with mode {:o}, so someone else can rewrite what this host obeys (a `toolhost reload` refuses it); make it yours and not writable by others",
-                cfg.file.as_ref().map(|f| f.display().to_string()).unwrap_or_default(),
-                md.uid(),
-                md.mode() & 0o777
-            ),
-        ));
-    }
     for (i, f) in cfg.trust.key_files.iter().enumerate() {
         let at = format!("trust.key_files[{i}]");
         let path = cfg.resolve(f);
-        match std::fs::metadata(&path) {
-            Err(e) => out.push(Finding::error(at, format!("{}: {e}", path.display()))),
-            Ok(md) => {
-                if md.mode() & 0o022 != 0 || (md.uid() != me && md.uid() != 0) {
-                    out.push(Finding::error(
-                        at.clone(),
-                        format!(
-                            "{}: untrusted key file: owned by uid {} with mode {:o}, so someone else can replace the key this host trusts; make it yours and not writable by others",
-                            path.display(),
-                            md.uid(),
-                            md.mode() & 0o777
-                        ),
-                    ));
-                }
-                let text = std::fs::read_to_string(&path).unwrap_or_default();
-                if serde_json::from_str::<crate::package::PublicKey>(&text).is_err() {
-                    out.push(Finding::error(
-                        at,
-                        format!(
-                            "{}: not a toolhost public key (.pub from `toolhost keygen`){}",
-                            path.display(),
-                            if text.contains("secret") {
-                                "; this looks like a private key: never share it"
-                            } else {
-                                ""
-                            }
-                        ),
-                    ));
-                }
+        let text = match crate::runtime::private::read_obeyed(&path, 64 << 10) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                out.push(Finding::error(at.clone(), format!("{}: untrusted key file: it {e}", path.display())));
+                std::fs::read_to_string(&path).unwrap_or_default()
             }
+            Err(e) => {
+                out.push(Finding::error(at, format!("{}: {e}", path.display())));
+                continue;
+            }
+        };
+        if serde_json::from_str::<crate::package::PublicKey>(&text).is_err() {
+            out.push(Finding::error(
+                at,
+                format!(
+                    "{}: not a toolhost public key (.pub from `toolhost keygen`){}",
+                    path.display(),
+                    if text.contains("secret") { "; this looks like a private key: never share it" } else { "" }
+                ),
+            ));
         }
     }
     for p in plugin_files {

@@ -437,8 +437,9 @@ pub struct LockEntry {
 impl LockFile {
     /// Reads a lock file.
     pub fn read(path: &Path) -> Result<LockFile, PackageError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| PackageError::Malformed(format!("reading the lock file {}: {e}", path.display())))?;
+        // Whoever could write the lock file could pin their own digests.
+        let text = crate::runtime::private::read_obeyed(path, 16 << 20)
+            .map_err(|e| PackageError::Malformed(format!("the lock file {}: {e}", path.display())))?;
         serde_yaml_ng::from_str(&text)
             .map_err(|e| PackageError::Malformed(format!("lock file {}: {e}", path.display())))
     }

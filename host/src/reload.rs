@@ -33,7 +33,6 @@ use crate::host::PluginChange;
 use crate::mcp::ExternalServers;
 use crate::{Host, HostBuilder};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Why a reload changed nothing.
@@ -64,7 +63,13 @@ pub struct ReloadReport {
 impl ReloadReport {
     /// Whether the file changed nothing at all.
     pub fn is_unchanged(&self) -> bool {
-        self.applied.is_empty() && self.plugins.is_empty() && self.servers.is_empty() && self.restart_needed.is_empty()
+        self.nothing_put_in_force() && self.restart_needed.is_empty()
+    }
+
+    /// Whether the running host is as before (what needs a restart, judged
+    /// against the start, is listed again by every later reload).
+    fn nothing_put_in_force(&self) -> bool {
+        self.applied.is_empty() && self.plugins.is_empty() && self.servers.is_empty()
     }
 }
 
@@ -109,15 +114,12 @@ pub struct Reloader {
     started: HostBuilder,
     /// The last config put in force: what changed is judged against it.
     current: Mutex<HostBuilder>,
-    /// Bumped by each reload that applied something.
-    generation: AtomicU64,
-    /// The config in force (what the front reads its tokens from).
-    config: arc_swap::ArcSwap<Config>,
+    /// Counts the reloads that put something in force (watched by the
+    /// HTTP front).
+    generation: tokio::sync::watch::Sender<u64>,
     checks: Mutex<Vec<FrontCheck>>,
     /// One reload at a time (SIGHUP and the admin API may race).
     one_at_a_time: Mutex<()>,
-    /// Woken after each reload that changed something.
-    notify: tokio::sync::Notify,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -140,29 +142,28 @@ impl Reloader {
             host,
             servers,
             load: Box::new(load),
-            config: arc_swap::ArcSwap::from_pointee(built.config().clone()),
             current: Mutex::new(built.clone()),
             started: built,
-            generation: AtomicU64::new(0),
+            generation: tokio::sync::watch::Sender::new(0),
             checks: Mutex::new(Vec::new()),
             one_at_a_time: Mutex::new(()),
-            notify: tokio::sync::Notify::new(),
         }
     }
 
     /// Counts the reloads that changed something (the front resyncs when it moves).
     pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
+        *self.generation.borrow()
+    }
+
+    /// Sees [`Reloader::generation`] move, without missing a reload that
+    /// happens while its holder is busy.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.generation.subscribe()
     }
 
     /// The config in force.
-    pub fn config(&self) -> Arc<Config> {
-        self.config.load_full()
-    }
-
-    /// Completes after the next reload that changes something.
-    pub async fn reloaded(&self) {
-        self.notify.notified().await;
+    pub fn config(&self) -> Config {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).config().clone()
     }
 
     /// Adds a check every new config must pass before it is put in force.
@@ -184,7 +185,7 @@ impl Reloader {
 
         // 1. Check everything; change nothing.
         if let Some(f) = &file {
-            check_file(f).map_err(invalid)?;
+            check_not_blank(f).map_err(invalid)?;
         }
         report.restart_needed = restart_needed(&self.started, &next);
         next.check_grant_dirs().map_err(|e| invalid(e.to_string()))?;
@@ -211,7 +212,7 @@ impl Reloader {
             .map_err(|e| invalid(format!("plugins.grants: {e}")))?;
 
         // 2. Put it in force.
-        if trust_changed(old, new) {
+        if old.trust != new.trust {
             report.applied.push("trust".into());
         }
         report.plugins.extend(self.host.apply_trust(trust));
@@ -245,11 +246,9 @@ impl Reloader {
         if let Some(servers) = &self.servers {
             report.servers = apply_servers(servers, server_plan);
         }
-        self.config.store(Arc::new(new.clone()));
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next.clone();
-        if !report.is_unchanged() {
-            self.generation.fetch_add(1, Ordering::AcqRel);
-            self.notify.notify_waiters();
+        if !report.nothing_put_in_force() {
+            self.generation.send_modify(|g| *g += 1);
         }
         let status = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
         report.warnings =
@@ -265,22 +264,11 @@ impl Reloader {
     }
 }
 
-/// Refuses a config file a reload must not obey: one that is empty or
-/// only comments (a half-saved file would otherwise put every default in
-/// force: no agents, no servers, no grants), or one that another user could
-/// have written.
-fn check_file(path: &std::path::Path) -> Result<(), String> {
-    use std::os::unix::fs::MetadataExt as _;
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let own = rustix::process::geteuid().as_raw();
-    if meta.mode() & 0o022 != 0 || (meta.uid() != own && meta.uid() != 0) {
-        return Err(format!(
-            "{} can be written by {} (mode {:04o}): whoever writes it controls this host at the next reload; make it yours and `chmod go-w` it",
-            path.display(),
-            if meta.uid() != own { "another user (its owner)" } else { "other users" },
-            meta.mode() & 0o7777
-        ));
-    }
+/// Refuses a config file that is empty or only comments: a half-saved
+/// file would otherwise put every default in force (no agents, no servers,
+/// no grants). (Who may write it is checked as it is read,
+/// [`Config::load`].)
+fn check_not_blank(path: &std::path::Path) -> Result<(), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
         return Err(format!(
@@ -378,10 +366,6 @@ fn agent_changes(old: &Config, new: &Config) -> Vec<String> {
         }
     }
     out
-}
-
-fn trust_changed(old: &Config, new: &Config) -> bool {
-    old.trust != new.trust
 }
 
 /// The plugin names whose entry differs between two grant maps.

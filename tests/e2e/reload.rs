@@ -44,17 +44,56 @@ async fn call(c: &Client, tool: &str, args: Value) -> Result<rmcp::model::CallTo
 
 /// The HTTP status of an `initialize` POST to `<url><path>`.
 async fn initialize_status(url: &str, path: &str) -> u16 {
+    initialize_status_with(url, path, None).await
+}
+
+/// [`initialize_status`] with `Authorization: Bearer <token>`.
+async fn initialize_status_with(url: &str, path: &str, token: Option<&str>) -> u16 {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "probe", "version": "0"}}});
-    reqwest::Client::new()
+    let mut request = reqwest::Client::new()
         .post(format!("{url}{path}"))
         .header("accept", "application/json, text/event-stream")
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+        .json(&body);
+    if let Some(t) = token {
+        request = request.bearer_auth(t);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// Tokens go in with a reload: a new one works at once, a removed one is
+/// refused, and one moved to another agent acts as that agent only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tokens_change_with_a_reload() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let agents = "npcs:\n  - name: Mira\n    tools: [roll]\n  - name: Bartok\n    tools: [roll]\n";
+    let tokens = |list: &str| format!("{SERVER}  tokens:\n{list}{agents}");
+    std::fs::write(
+        d.join("toolhost.yaml"),
+        tokens("    - token: mira-token-0000000001\n      agent: Mira\n    - token: dm-token-00000000001\n"),
+    )
+    .unwrap();
+    let (_host, url) = serve(d);
+    assert_eq!(initialize_status_with(&url, "/mcp/mira", Some("mira-token-0000000001")).await, 200);
+    assert_eq!(initialize_status_with(&url, "/mcp/bartok", Some("bartok-token-000000001")).await, 401);
+
+    // Mira's token now belongs to Bartok; Bartok's new token; the DM's token gone.
+    std::fs::write(
+        d.join("toolhost.yaml"),
+        tokens("    - token: mira-token-0000000001\n      agent: Bartok\n    - token: bartok-token-000000001\n      agent: Bartok\n"),
+    )
+    .unwrap();
+    let (ok, out) = reload(d);
+    assert!(ok && out.contains("server.tokens"), "{out}");
+    assert_eq!(initialize_status_with(&url, "/mcp/bartok", Some("bartok-token-000000001")).await, 200, "a new token");
+    assert_eq!(initialize_status_with(&url, "/mcp/bartok", Some("mira-token-0000000001")).await, 200, "moved");
+    assert_eq!(
+        initialize_status_with(&url, "/mcp/mira", Some("mira-token-0000000001")).await,
+        403,
+        "a moved token no longer acts as Mira"
+    );
+    assert_eq!(initialize_status_with(&url, "/mcp", Some("dm-token-00000000001")).await, 401, "a removed token");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -135,6 +174,14 @@ async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
         (
             format!("{SERVER}{wider}plugins:\n  grants:\n    fileio:\n      files:\n        - dir: .\n"),
             "holds the config file",
+        ),
+        // A grant inside the host's state directory (the page's upload
+        // staging is there): a plugin could plant what the DM installs.
+        (
+            format!(
+                "{SERVER}{wider}plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./state/ui-uploads\n"
+            ),
+            "lies inside the state directory",
         ),
         // A half-saved file is not "the defaults".
         (String::new(), "is empty"),

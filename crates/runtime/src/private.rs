@@ -85,6 +85,68 @@ pub fn ensure_private_dir(path: &Path) -> Result<(), PrivateDirError> {
     Ok(())
 }
 
+/// Why someone other than this user (or root) could have written a file
+/// or directory with metadata `md`, if they could: another owner, or
+/// write permission for group or others (a sticky directory, such as
+/// `/tmp`, lets no one replace another's file, so its bits pass).
+pub fn writable_by_others(md: &std::fs::Metadata) -> Option<String> {
+    let me = effective_uid();
+    if md.uid() != me && md.uid() != 0 {
+        return Some(format!("another user (its owner, uid {})", md.uid()));
+    }
+    let sticky_dir = md.is_dir() && md.mode() & 0o1000 != 0;
+    (md.mode() & 0o022 != 0 && !sticky_dir).then(|| format!("other users (mode {:04o})", md.mode() & 0o7777))
+}
+
+/// Reads a file this host obeys (its config, a trusted key, the lock
+/// file), at most `max` bytes, refusing one another user could have
+/// written: the file is checked on the open descriptor (so a swap between
+/// the check and the read cannot pass), then the directories holding it (as
+/// named, and where a symlink leads), since whoever can write a directory
+/// can replace what is in it. The errors say why, not which file (the
+/// caller names it).
+pub fn read_obeyed(path: &Path, max: usize) -> io::Result<String> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let refused = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+        .open(path)?;
+    let md = f.metadata()?;
+    if !md.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if let Some(who) = writable_by_others(&md) {
+        return Err(refused(format!(
+            "can be written by {who}: whoever writes it controls this host; make it yours and `chmod go-w` it"
+        )));
+    }
+    let mut dirs = vec![path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf()];
+    if let Some(real) = std::fs::canonicalize(path).ok().and_then(|p| p.parent().map(Path::to_path_buf))
+        && std::fs::canonicalize(&dirs[0]).ok().as_ref() != Some(&real)
+    {
+        dirs.push(real);
+    }
+    for dir in dirs {
+        let dmd = std::fs::metadata(&dir)?;
+        if let Some(who) = writable_by_others(&dmd) {
+            return Err(refused(format!(
+                "its directory {} can be written by {who}, who could replace it; `chmod go-w` the directory or move the file",
+                dir.display()
+            )));
+        }
+    }
+    if md.len() > max as u64 {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max} bytes")));
+    }
+    let mut text = String::new();
+    f.take(max as u64 + 1).read_to_string(&mut text)?;
+    if text.len() > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max} bytes")));
+    }
+    Ok(text)
+}
+
 /// Creates `path` and missing parents with mode 0700 (existing directories
 /// are left as they are: an operator may choose where logs go).
 pub fn create_dirs(path: &Path) -> io::Result<()> {
@@ -196,6 +258,41 @@ fn getrandom_key(key: &mut [u8; 32]) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What the host obeys is read only when no one else could have
+    /// written it: the file, its directory, or where a symlink leads.
+    #[test]
+    fn an_obeyed_file_others_could_write_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let mine = t.path().join("mine");
+        std::fs::create_dir(&mine).unwrap();
+        let file = mine.join("toolhost.yaml");
+        std::fs::write(&file, "npcs: []\n").unwrap();
+        std::fs::set_permissions(&file, Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(read_obeyed(&file, 1024).unwrap(), "npcs: []\n");
+        assert!(read_obeyed(&file, 4).unwrap_err().to_string().contains("larger than 4 bytes"));
+        std::fs::set_permissions(&file, Permissions::from_mode(0o666)).unwrap();
+        let e = read_obeyed(&file, 1024).unwrap_err();
+        assert!(e.to_string().contains("can be written by other users (mode 0666)"), "{e}");
+        std::fs::set_permissions(&file, Permissions::from_mode(0o644)).unwrap();
+        // A directory anyone may write: the file could be replaced.
+        std::fs::set_permissions(&mine, Permissions::from_mode(0o777)).unwrap();
+        let e = read_obeyed(&file, 1024).unwrap_err();
+        assert!(e.to_string().contains("its directory") && e.to_string().contains("other users"), "{e}");
+        // A sticky one (as /tmp) lets no one replace another's file.
+        std::fs::set_permissions(&mine, Permissions::from_mode(0o1777)).unwrap();
+        read_obeyed(&file, 1024).unwrap();
+        // A link from a private directory into a shared one.
+        std::fs::set_permissions(&mine, Permissions::from_mode(0o777)).unwrap();
+        let private = t.path().join("private");
+        std::fs::create_dir(&private).unwrap();
+        std::fs::set_permissions(&private, Permissions::from_mode(0o700)).unwrap();
+        std::os::unix::fs::symlink(&file, private.join("toolhost.yaml")).unwrap();
+        let e = read_obeyed(&private.join("toolhost.yaml"), 1024).unwrap_err();
+        assert!(e.to_string().contains(&mine.display().to_string()), "{e}");
+        std::fs::set_permissions(&mine, Permissions::from_mode(0o700)).unwrap();
+        read_obeyed(&private.join("toolhost.yaml"), 1024).unwrap();
+    }
 
     #[test]
     fn a_private_dir_is_0700_and_an_open_one_of_ours_is_tightened() {

@@ -70,10 +70,12 @@ pub enum BuildError {
     /// The run-time changes' key cannot be read or created.
     #[error("run-time changes: {0}")]
     RuntimeChanges(crate::changes::ChangesError),
-    /// A file grant covers one of the host's own files: a plugin could
-    /// read its secrets or rewrite what it obeys.
+    /// A file grant covers one of the host's own files, or lies inside one
+    /// of its directories: a plugin could read its secrets or rewrite what
+    /// it obeys.
     #[error(
-        "plugins.grants.{plugin}.files[{index}]: {dir} holds {what} ({path}); a plugin granted it could {risk}. Grant a directory of its own instead"
+        "plugins.grants.{plugin}.files[{index}]: {dir} {} {what} ({path}); a plugin granted it could {risk}. Grant a directory of its own instead",
+        if *.inside { "lies inside" } else { "holds" }
     )]
     GrantCoversHost {
         /// The plugin.
@@ -88,6 +90,8 @@ pub enum BuildError {
         path: PathBuf,
         /// What the plugin could do with it.
         risk: &'static str,
+        /// The grant lies inside that directory (rather than holding it).
+        inside: bool,
     },
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
@@ -301,7 +305,8 @@ impl HostBuilder {
         for (index, f) in cfg.trust.key_files.iter().enumerate() {
             let path = cfg.resolve(f);
             let err = |reason: String| BuildError::KeyFile { index, path: path.clone(), reason };
-            let text = std::fs::read_to_string(&path).map_err(|e| err(e.to_string()))?;
+            // Whoever could write a trusted key could sign anything.
+            let text = crate::runtime::private::read_obeyed(&path, 64 << 10).map_err(|e| err(e.to_string()))?;
             keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
         }
         Ok(TrustPolicy { keys, allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned, lock })
@@ -347,8 +352,14 @@ impl HostBuilder {
         for (plugin, grant) in &self.config.plugins.grants {
             for (index, d) in grant.files.iter().enumerate() {
                 let dir = absolute(&self.config.resolve(&d.dir));
-                if let Some((what, risk, _, path)) = protected.iter().find(|(_, _, p, _)| p.starts_with(&dir)) {
+                // Holding a protected path, or inside a protected directory
+                // (the page's upload staging in the state directory, a
+                // compiled-code directory of the cache ...).
+                if let Some((what, risk, p, path)) =
+                    protected.iter().find(|(_, _, p, _)| p.starts_with(&dir) || dir.starts_with(p))
+                {
                     return Err(BuildError::GrantCoversHost {
+                        inside: !p.starts_with(&dir),
                         plugin: plugin.clone(),
                         index,
                         dir: d.dir.clone(),

@@ -74,22 +74,14 @@ impl Host {
     pub fn plan_grants(&self, grants: GrantsByPlugin, base: &Path) -> Result<GrantPlan, GrantError> {
         let old = self.grants.load_full();
         let mut changed = Vec::new();
-        for p in self.registry.snapshot().providers() {
-            let any: &dyn std::any::Any = &**p;
-            let Some(plugin) = any.downcast_ref::<WasmPlugin>() else { continue };
+        for plugin in self.wasm_plugins() {
             let name = plugin.name();
             let after = Self::grant_config_in(&grants, name);
             if Self::grant_config_in(&old.0, name) == after && old.1 == base {
                 continue;
             }
             let resolved = self.resolve_grant(&after, name, base)?;
-            let plugin = self.registry.snapshot().provider(name).cloned().and_then(|p| {
-                let any: Arc<dyn std::any::Any + Send + Sync> = p;
-                any.downcast::<WasmPlugin>().ok()
-            });
-            if let Some(plugin) = plugin {
-                changed.push((plugin, resolved));
-            }
+            changed.push((plugin, resolved));
         }
         let withheld: Vec<Arc<WasmPlugin>> =
             self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|h| h.plugin.clone()).collect();
@@ -125,17 +117,7 @@ impl Host {
                         continue;
                     }
                     let held = regranted.held().names();
-                    self.audit.write_plugin(&crate::audit::PluginRecord {
-                        time: crate::audit::now_rfc3339(),
-                        event: crate::audit::PluginEventKind::PluginRegrant,
-                        plugin: &name,
-                        path: None,
-                        sha256: Some(regranted.digest()),
-                        previous_sha256: Some(plugin.digest()),
-                        origin: self.provenance(&name).map(|p| p.describe()),
-                        capabilities_held: held.clone(),
-                        error: None,
-                    });
+                    self.audit_regrant(&regranted, Some(plugin.digest()), self.provenance(&name).as_ref());
                     tracing::info!(plugin = %name, held = ?held, "plugin re-granted (config reload)");
                     out.push(PluginChange {
                         plugin: name,
@@ -174,17 +156,7 @@ impl Host {
             match again {
                 Ok(p) => {
                     let held = p.held().names();
-                    self.audit.write_plugin(&crate::audit::PluginRecord {
-                        time: crate::audit::now_rfc3339(),
-                        event: crate::audit::PluginEventKind::PluginRegrant,
-                        plugin: &name,
-                        path: None,
-                        sha256: Some(p.digest()),
-                        previous_sha256: None,
-                        origin: Some(provenance.describe()),
-                        capabilities_held: held.clone(),
-                        error: None,
-                    });
+                    self.audit_regrant(&p, None, Some(&provenance));
                     self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance);
                     tracing::info!(plugin = %name, held = ?held, "plugin loaded again: its grants and the trust policy allow it (config reload)");
                     out.push(PluginChange {
@@ -221,15 +193,45 @@ impl Host {
 
     /// Unloads `name` for `reason` and holds it back.
     fn hold(&self, name: &str, plugin: Arc<WasmPlugin>, reason: &str) {
-        let provenance = self.provenance(name);
+        // One added without a record of where it came from (through the
+        // library) is judged as unsigned when it could load again.
+        let provenance = self.provenance(name).unwrap_or_else(|| crate::package::Provenance::Unsigned {
+            reason: "added without a record of its origin".into(),
+        });
         // Audited with the reason; one already gone has nothing to unload.
         let _ = self.remove_registered(name, Some(reason));
-        if let Some(provenance) = provenance {
-            self.withheld
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .insert(name.to_string(), Held { plugin, provenance, why: reason.to_string() });
-        }
+        self.withheld
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string(), Held { plugin, provenance, why: reason.to_string() });
+    }
+
+    /// The wasm plugins in the registry now.
+    fn wasm_plugins(&self) -> Vec<Arc<WasmPlugin>> {
+        self.registry
+            .snapshot()
+            .providers()
+            .filter_map(|p| {
+                let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
+                any.downcast::<WasmPlugin>().ok()
+            })
+            .collect()
+    }
+
+    /// The `plugin_regrant` audit record of `now` (re-granted, or loaded
+    /// again after being held), replacing the version `previous`.
+    fn audit_regrant(&self, now: &WasmPlugin, previous: Option<&str>, origin: Option<&crate::package::Provenance>) {
+        self.audit.write_plugin(&crate::audit::PluginRecord {
+            time: crate::audit::now_rfc3339(),
+            event: crate::audit::PluginEventKind::PluginRegrant,
+            plugin: now.name(),
+            path: None,
+            sha256: Some(now.digest()),
+            previous_sha256: previous,
+            origin: origin.map(|p| p.describe()),
+            capabilities_held: now.held().names(),
+            error: None,
+        });
     }
 
     /// Puts `trust` in force, unloading each loaded plugin it would refuse
@@ -238,23 +240,15 @@ impl Host {
     pub fn apply_trust(&self, trust: crate::package::TrustPolicy) -> Vec<PluginChange> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
         let mut out = Vec::new();
-        for p in self.registry.snapshot().providers() {
-            let any: &dyn std::any::Any = &**p;
-            let Some(plugin) = any.downcast_ref::<WasmPlugin>() else { continue };
-            let name = plugin.name();
-            let Some(provenance) = self.provenance(name) else { continue };
-            if let Err(e) = trust.still_admits(name, plugin.digest(), &provenance) {
+        for plugin in self.wasm_plugins() {
+            let name = plugin.name().to_string();
+            let Some(provenance) = self.provenance(&name) else { continue };
+            if let Err(e) = trust.still_admits(&name, plugin.digest(), &provenance) {
                 let reason = format!(
                     "unloaded: the trust policy now refuses it: {e} (a reload whose trust admits it loads it again)"
                 );
-                let Some(plugin) = self.registry.snapshot().provider(name).cloned().and_then(|p| {
-                    let any: Arc<dyn std::any::Any + Send + Sync> = p;
-                    any.downcast::<WasmPlugin>().ok()
-                }) else {
-                    continue;
-                };
-                self.hold(name, plugin, &reason);
-                out.push(PluginChange { plugin: name.to_string(), action: "unloaded".into(), detail: reason });
+                self.hold(&name, plugin, &reason);
+                out.push(PluginChange { plugin: name, action: "unloaded".into(), detail: reason });
             }
         }
         self.trust.store(Arc::new(trust));
@@ -269,11 +263,8 @@ impl Host {
         let kept = self.runtime.set_limits(limits);
         let now = self.runtime.limits();
         self.budget.set_deadlines(now.deadlines());
-        for p in self.registry.snapshot().providers() {
-            let any: &dyn std::any::Any = &**p;
-            if let Some(plugin) = any.downcast_ref::<WasmPlugin>() {
-                plugin.set_concurrency(now.plugin_concurrency);
-            }
+        for plugin in self.wasm_plugins() {
+            plugin.set_concurrency(now.plugin_concurrency);
         }
         for slots in self.agents_busy.lock().unwrap_or_else(|p| p.into_inner()).values() {
             slots.set_limit(now.agent_concurrency);

@@ -82,6 +82,10 @@ struct Endpoints {
     slugs: HashMap<String, String>,
     /// Each token's secret, who it acts as, and its audit id.
     tokens: Tokens,
+    /// Tokens (by index in `tokens`) that have authenticated: they pass
+    /// while failed authentications are throttled. Swapped with `tokens`,
+    /// so that an index never names another list's token.
+    authenticated: Arc<Mutex<HashSet<usize>>>,
 }
 
 struct Front {
@@ -93,9 +97,6 @@ struct Front {
     reloader: Option<Arc<crate::reload::Reloader>>,
     /// One resync at a time.
     resyncing: Mutex<()>,
-    /// Tokens (by index) that have authenticated: they pass while failed
-    /// authentications are throttled.
-    authenticated: Mutex<HashSet<usize>>,
     auth_failures: Buckets<()>,
     /// The Unix user served without tokens (besides root).
     own_uid: u32,
@@ -185,11 +186,11 @@ pub fn router(
             services,
             slugs,
             tokens,
+            authenticated: Arc::default(),
         }),
         make_service,
         reloader,
         resyncing: Mutex::new(()),
-        authenticated: Mutex::new(HashSet::new()),
         auth_failures: Buckets::new(cfg.auth_failure_limit),
         own_uid: rustix::process::geteuid().as_raw(),
         hosts,
@@ -355,16 +356,14 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
 /// token, so they need none; any token presented is checked). Agent tokens
 /// get 403.
 async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
-    if !front.current().tokens.is_empty()
-        && !crate::ui::is_api(request.uri().path())
-        && bearer(request.headers()).is_none()
-    {
+    let endpoints = front.current();
+    if !endpoints.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) && bearer(request.headers()).is_none() {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
         return error(StatusCode::FORBIDDEN, "forbidden", "the caller of this connection is unknown");
     };
-    match front.authenticate(&peer, bearer(request.headers())) {
+    match front.authenticate(&endpoints, &peer, bearer(request.headers())) {
         Ok(None | Some((Identity::Operator, _))) => next.run(request).await,
         Ok(Some(_)) => error(
             StatusCode::FORBIDDEN,
@@ -464,10 +463,8 @@ impl Front {
                 }
             });
         }
-        if tokens != now.tokens {
-            self.authenticated.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        }
-        let next = Arc::new(Endpoints { generation, services, slugs, tokens });
+        let authenticated = if tokens == now.tokens { now.authenticated.clone() } else { Arc::default() };
+        let next = Arc::new(Endpoints { generation, services, slugs, tokens, authenticated });
         self.endpoints.store(next.clone());
         next
     }
@@ -475,8 +472,12 @@ impl Front {
     /// Who the request's token says the caller is; `Ok(None)` when the
     /// server has no tokens and the peer is the server's own Unix user.
     #[allow(clippy::result_large_err)]
-    fn authenticate(&self, peer: &Peer, token: Option<&str>) -> Result<Option<(Identity, TokenId)>, Response> {
-        let endpoints = self.current();
+    fn authenticate(
+        &self,
+        endpoints: &Endpoints,
+        peer: &Peer,
+        token: Option<&str>,
+    ) -> Result<Option<(Identity, TokenId)>, Response> {
         let tokens = &endpoints.tokens;
         if tokens.is_empty() {
             return match peer.uid {
@@ -504,7 +505,7 @@ impl Front {
             .iter()
             .enumerate()
             .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
-        let mut authenticated = self.authenticated.lock().unwrap_or_else(|p| p.into_inner());
+        let mut authenticated = endpoints.authenticated.lock().unwrap_or_else(|p| p.into_inner());
         // The server's own Unix user (the DM's machine account) is never
         // the guesser: it can read the config.
         let own = peer.uid.is_some_and(|uid| uid == self.own_uid || uid == 0);
@@ -535,12 +536,14 @@ impl Front {
 async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     let headers = request.headers();
     let path = request.uri().path().to_string();
-    let (identity, token_id) = match front.authenticate(&peer, bearer(headers)) {
+    // One snapshot for the whole request: its tokens and its endpoints
+    // come from the same reload.
+    let endpoints = front.current();
+    let (identity, token_id) = match front.authenticate(&endpoints, &peer, bearer(headers)) {
         Ok(Some((who, id))) => (Some(who), Some(id)),
         Ok(None) => (None, None),
         Err(r) => return r,
     };
-    let endpoints = front.current();
     let target = match path.trim_end_matches('/') {
         "/mcp" => identity.clone().unwrap_or(Identity::Operator),
         p => match p.strip_prefix("/mcp/").and_then(|slug| endpoints.slugs.get(slug)) {
@@ -699,12 +702,15 @@ async fn sweep_sessions(front: Weak<Front>) {
         let Some(f) = front.upgrade() else { return };
         (f.sessions.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15))
     };
-    let reloader = front.upgrade().and_then(|f| f.reloader.clone());
+    let mut reloads = front.upgrade().and_then(|f| f.reloader.as_ref().map(|r| r.subscribe()));
     loop {
         let reloaded = async {
-            match &reloader {
-                Some(r) => r.reloaded().await,
-                None => std::future::pending().await,
+            let ended = match &mut reloads {
+                Some(r) => r.changed().await.is_err(),
+                None => true,
+            };
+            if ended {
+                std::future::pending::<()>().await;
             }
         };
         tokio::select! {
@@ -752,7 +758,7 @@ fn metrics(
     let token = bearer(headers);
     let admin = matches!((&scrape, token), (Some((admin, _)), Some(t)) if same_secret(t.as_bytes(), admin.as_bytes()));
     if !admin {
-        match front.authenticate(peer, token) {
+        match front.authenticate(&front.current(), peer, token) {
             Ok(None) | Ok(Some((Identity::Operator, _))) => {}
             Ok(Some(_)) => return error(StatusCode::FORBIDDEN, "forbidden", "/metrics is for the operator"),
             Err(r) => return r,

@@ -253,7 +253,8 @@ impl HostArgs {
     /// (bounded) for their first connection, warning about those not up.
     /// Without, their tools join the registry when each connects.
     pub fn start_and_wait(&self, wait: bool) -> Result<Started> {
-        let assembly = self.build()?;
+        let built = self.builder()?;
+        let assembly = Self::build_from(built.clone())?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("toolhost-io")
@@ -278,7 +279,7 @@ impl HostArgs {
                 }
             }
         }
-        Ok(Started { assembly, servers, rt })
+        Ok(Started { assembly, built, servers, rt })
     }
 
     /// Whether these flags describe a host other than the one the config
@@ -291,7 +292,11 @@ impl HostArgs {
 
     /// Builds the host (without external servers) and prints its warnings.
     pub fn build(&self) -> Result<toolhost::Assembly> {
-        let assembly = self.builder()?.build()?;
+        Self::build_from(self.builder()?)
+    }
+
+    fn build_from(builder: HostBuilder) -> Result<toolhost::Assembly> {
+        let assembly = builder.build()?;
         for w in &assembly.warnings {
             eprintln!("warning: {w}");
         }
@@ -307,6 +312,8 @@ pub const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(30);
 pub struct Started {
     /// The host.
     pub assembly: toolhost::Assembly,
+    /// The builder it was built from (the config file as read then).
+    pub built: HostBuilder,
     /// Its external MCP servers; declared before `rt` so they stop first.
     pub servers: Arc<ExternalServers>,
     /// The runtime the servers' connections live on.

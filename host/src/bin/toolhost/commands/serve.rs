@@ -76,7 +76,7 @@ impl Serve {
         let reloader = Arc::new(toolhost::reload::Reloader::new(
             host.clone(),
             Some(servers.clone()),
-            self.host.builder()?,
+            started.built.clone(),
             move || args.builder().map_err(|e| format!("{e:#}")),
         ));
         rt.spawn(reload_on_hangup(reloader.clone()));
