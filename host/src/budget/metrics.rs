@@ -64,7 +64,14 @@ struct Sample {
 /// A rolling window of samples.
 #[derive(Debug, Clone)]
 pub struct Window {
+    /// Oldest first; each taken no earlier than the one before it.
     samples: VecDeque<Sample>,
+    /// The samples' durations, sorted: a summary reads its percentiles
+    /// there instead of selecting them (every call's tier is read after
+    /// its sample is recorded, so a summary is made per call).
+    sorted: Vec<Duration>,
+    /// Samples whose outcome is not [`Outcome::Ok`].
+    errors: usize,
     capacity: usize,
     max_age: Duration,
 }
@@ -92,30 +99,65 @@ impl Summary {
 impl Window {
     /// A window of at most `capacity` samples, none older than `max_age`.
     pub fn new(capacity: usize, max_age: Duration) -> Window {
-        Window { samples: VecDeque::with_capacity(capacity), capacity, max_age }
+        Window {
+            samples: VecDeque::with_capacity(capacity),
+            sorted: Vec::with_capacity(capacity),
+            errors: 0,
+            capacity,
+            max_age,
+        }
     }
 
-    /// Records a sample taken at `at`.
+    /// Records a sample taken at `at` (or when the newest sample was
+    /// taken, if that is later: callers race to record, and the window
+    /// stays in time order).
     pub fn record(&mut self, at: Instant, duration: Duration, outcome: Outcome) {
-        if self.samples.len() == self.capacity {
-            self.samples.pop_front();
+        if self.capacity == 0 {
+            return;
         }
+        if self.samples.len() == self.capacity
+            && let Some(old) = self.samples.pop_front()
+        {
+            self.forget(&old);
+        }
+        let at = self.samples.back().map_or(at, |newest| at.max(newest.at));
         self.samples.push_back(Sample { at, duration, outcome });
+        let i = self.sorted.partition_point(|d| *d < duration);
+        self.sorted.insert(i, duration);
+        self.errors += usize::from(outcome != Outcome::Ok);
+    }
+
+    /// Takes a sample that left the window out of the running tallies.
+    fn forget(&mut self, old: &Sample) {
+        let i = self.sorted.partition_point(|d| *d < old.duration);
+        self.sorted.remove(i);
+        self.errors -= usize::from(old.outcome != Outcome::Ok);
     }
 
     /// Summarises the samples not older than the maximum age at `now`;
     /// `None` when there are none.
     pub fn summary(&self, now: Instant) -> Option<Summary> {
         let live = |s: &&Sample| now.saturating_duration_since(s.at) <= self.max_age;
+        let rank = |n: usize, q: f64| ((n - 1) as f64 * q).round() as usize;
+        // Every sample live (the oldest is): the tallies are the summary.
+        if self.samples.front().is_some_and(|oldest| live(&oldest)) {
+            let n = self.sorted.len();
+            return Some(Summary {
+                count: n,
+                p50: self.sorted[rank(n, 0.5)],
+                p99: self.sorted[rank(n, 0.99)],
+                error_permille: (self.errors * 1000 / n) as u32,
+            });
+        }
         let mut durations: Vec<Duration> = self.samples.iter().filter(live).map(|s| s.duration).collect();
         if durations.is_empty() {
             return None;
         }
         let errors = self.samples.iter().filter(live).filter(|s| s.outcome != Outcome::Ok).count();
         let n = durations.len();
-        let rank = |q: f64| ((n - 1) as f64 * q).round() as usize;
-        let (p50_i, p99_i) = (rank(0.5), rank(0.99));
-        // Two partial selections instead of a full sort: this runs on every call.
+        let (p50_i, p99_i) = (rank(n, 0.5), rank(n, 0.99));
+        // Some samples have aged out (after a quiet spell): two partial
+        // selections over the live ones.
         let (_, p99, _) = durations.select_nth_unstable(p99_i);
         let p99 = *p99;
         let (_, p50, _) = durations[..=p99_i].select_nth_unstable(p50_i);
@@ -125,6 +167,8 @@ impl Window {
     /// Drops every sample.
     pub fn clear(&mut self) {
         self.samples.clear();
+        self.sorted.clear();
+        self.errors = 0;
     }
 
     /// The samples not older than the maximum age at `now`, oldest first,
@@ -239,5 +283,32 @@ mod tests {
         let s = w.summary(t0 + Duration::from_secs(61)).unwrap();
         assert_eq!((s.count, s.error_permille), (1, 0));
         assert_eq!(w.summary(t0 + Duration::from_secs(200)), None);
+    }
+
+    /// The running tallies give what a selection over the samples gives,
+    /// through evictions, ties and errors.
+    #[test]
+    fn the_tallies_match_a_selection_over_the_samples() {
+        let t0 = Instant::now();
+        let mut w = Window::new(100, Duration::from_secs(600));
+        let mut seed = 7u64;
+        for i in 0..1000u32 {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let duration = Duration::from_micros((seed >> 33) % 50);
+            let outcome = if (seed >> 20).is_multiple_of(7) { Outcome::Error } else { Outcome::Ok };
+            w.record(t0 + MS * i, duration, outcome);
+            let now = t0 + MS * i;
+            let mut d: Vec<Duration> = w.samples.iter().map(|s| s.duration).collect();
+            d.sort();
+            let n = d.len();
+            let rank = |q: f64| ((n - 1) as f64 * q).round() as usize;
+            let errors = w.samples.iter().filter(|s| s.outcome != Outcome::Ok).count();
+            let want =
+                Summary { count: n, p50: d[rank(0.5)], p99: d[rank(0.99)], error_permille: (errors * 1000 / n) as u32 };
+            assert_eq!(w.summary(now), Some(want), "after {} samples", i + 1);
+        }
+        // A sample recorded "before" the newest keeps the window in order.
+        w.record(t0, MS, Outcome::Ok);
+        assert!(w.samples.back().unwrap().at >= t0 + MS * 999);
     }
 }

@@ -47,6 +47,12 @@ pub enum Verdict {
 /// `{name: string, arguments?: object}`, get -32602 with the request's id;
 /// a malformed notification is dropped, never answered.
 pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
+    check_parsed(body).map(|(verdict, _)| verdict)
+}
+
+/// [`check_message`], with the message as parsed for the check (so that
+/// a caller need not parse it again).
+pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
     let v: Value = serde_json::from_slice(body)
         .map_err(|e| Rejection::new(Value::Null, PARSE_ERROR, format!("Parse error: {e}")))?;
     let invalid = |why: &str| Rejection::new(Value::Null, INVALID_REQUEST, format!("Invalid Request: {why}"));
@@ -71,7 +77,7 @@ pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
         Some(Value::String(method)) if !is_response => method,
         Some(Value::String(_)) => return Err(invalid("a message is a request or a response, not both")),
         Some(_) => return Err(invalid("\"method\" must be a string")),
-        None if is_response && id.is_some() => return Ok(Verdict::Pass),
+        None if is_response && id.is_some() => return Ok((Verdict::Pass, v)),
         None if is_response => return Err(invalid("a response needs the \"id\" of its request")),
         None => return Err(invalid("a message needs a \"method\", or a \"result\" or \"error\"")),
     };
@@ -92,8 +98,8 @@ pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
         None
     };
     match (bad_params, id) {
-        (None, _) => Ok(Verdict::Pass),
-        (Some(_), None) => Ok(Verdict::Drop),
+        (None, _) => Ok((Verdict::Pass, v)),
+        (Some(_), None) => Ok((Verdict::Drop, v)),
         (Some(why), Some(id)) => Err(Rejection::new(id, INVALID_PARAMS, format!("Invalid params: {why}"))),
     }
 }

@@ -15,8 +15,18 @@
 //! calls measured fast are admitted ([`InlineGate`]): a wasm tool (never an
 //! external server's) whose deadline is at most [`INLINE_MAX_DEADLINE`] and
 //! whose last [`INLINE_AFTER`] calls each took at most [`INLINE_FAST`]; one
-//! slow call sends the tool back to the pool. One call at a time: others in
-//! flight go to the pool meanwhile, so concurrent calls still use every core.
+//! slow call sends the tool back to the pool.
+//!
+//! Calls in flight together queue in the lane, up to [`LANE_DEPTH`], and
+//! run [`LANE_TURN`] at a time; then the session resumes, their results are
+//! delivered inside its runtime (a wake from outside would cost an eventfd
+//! write and an `epoll_wait` wake-up), and their responses go out in one
+//! write with their audit records written just before ([`crate::audit::hold`]).
+//! A queued call whose tool has meanwhile turned slow goes to the pool when
+//! its turn comes, so one slow call holds the session once, not once per
+//! call queued behind it. Calls past the depth go to the pool and use the
+//! other cores.
+//!
 //! A plugin's reports (progress, log) are forwarded after a lane call, still
 //! before its response.
 
@@ -25,7 +35,7 @@ use crate::tool::ProviderKind;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
@@ -37,8 +47,23 @@ pub const INLINE_MAX_DEADLINE: Duration = Duration::from_millis(500);
 pub const INLINE_FAST: Duration = Duration::from_millis(1);
 /// Consecutive fast calls of a tool before its calls may run in the lane.
 pub const INLINE_AFTER: u32 = 32;
+/// Calls queued in the lane at most (the rest go to the pool).
+pub const LANE_DEPTH: usize = 16;
+/// Queued calls run back to back before the session resumes to answer
+/// them. One per turn pays a turn's fixed cost (re-entering the runtime,
+/// one write, one wake-up of the client) per call; the whole queue per
+/// turn holds every answer until the last call is done, while the client
+/// waits. Two measured best with 8 calls in flight (BENCHMARKS.md).
+pub const LANE_TURN: usize = 2;
 
-type Job = Box<dyn FnOnce() + Send>;
+/// A queued call: runs on the driver's thread (or hands itself to the
+/// pool) and leaves the delivery of its result in `done`.
+type Job = Box<dyn FnOnce(&mut Vec<Delivery>) + Send>;
+/// Sends a lane call's result to the task awaiting it. Run by the driver
+/// inside the session's runtime: the task is then queued on the spot, where
+/// a wake from outside would write the runtime's eventfd (a syscall and an
+/// `epoll_wait` wake-up per call).
+type Delivery = Box<dyn FnOnce() + Send>;
 
 /// Where a session hands calls to the thread driving it.
 #[derive(Debug)]
@@ -46,8 +71,8 @@ pub struct CallLane {
     jobs: mpsc::UnboundedSender<Job>,
     /// The runtime a call's blocking host functions use.
     calls: tokio::runtime::Handle,
-    /// A call is in the lane now.
-    busy: AtomicBool,
+    /// Calls queued or running in the lane.
+    queued: AtomicUsize,
     /// Calls the lane has run.
     ran: AtomicU64,
     gate: InlineGate,
@@ -70,7 +95,7 @@ pub fn lane(calls: tokio::runtime::Handle) -> (std::sync::Arc<CallLane>, LaneDri
         std::sync::Arc::new(CallLane {
             jobs: tx,
             calls: calls.clone(),
-            busy: AtomicBool::new(false),
+            queued: AtomicUsize::new(0),
             ran: AtomicU64::new(0),
             gate: InlineGate::default(),
         }),
@@ -79,38 +104,70 @@ pub fn lane(calls: tokio::runtime::Handle) -> (std::sync::Arc<CallLane>, LaneDri
 }
 
 impl CallLane {
-    /// Runs `call` (of the tool `name`) in the lane when the gate admits it
-    /// and the lane is free; otherwise gives it back, for the caller to run
-    /// elsewhere. The result comes back through the receiver; a call that
-    /// panicked (or a session that ended first) drops its sender.
+    /// Queues `call` (of the tool `name`) in the lane when the gate admits
+    /// it and the lane has room; otherwise gives it back, for the caller to
+    /// run elsewhere. The result comes back through the receiver; a call
+    /// that panicked (or a session that ended first) drops its sender.
     pub fn try_run<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         self: &std::sync::Arc<Self>,
         host: &Host,
         name: &str,
         call: F,
     ) -> Result<oneshot::Receiver<T>, F> {
-        if self.jobs.is_closed() || !self.gate.admits(host, name) || self.busy.swap(true, Ordering::AcqRel) {
+        if self.jobs.is_closed() || !self.gate.admits(host, name) {
+            return Err(call);
+        }
+        self.queue(name, call)
+    }
+
+    /// Queues a call the gate admitted, when the lane has room.
+    fn queue<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
+        self: &std::sync::Arc<Self>,
+        name: &str,
+        call: F,
+    ) -> Result<oneshot::Receiver<T>, F> {
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= LANE_DEPTH {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(call);
         }
         let (tx, rx) = oneshot::channel();
         let lane = self.clone();
         let tool = name.to_string();
-        let job: Job = Box::new(move || {
-            /// Frees the lane however the call ends.
-            struct Free(std::sync::Arc<CallLane>);
-            impl Drop for Free {
+        let job: Job = Box::new(move |done: &mut Vec<Delivery>| {
+            /// Leaves the lane's queue however the call ends.
+            struct Leave(std::sync::Arc<CallLane>);
+            impl Drop for Leave {
                 fn drop(&mut self) {
-                    self.0.busy.store(false, Ordering::Release);
+                    self.0.queued.fetch_sub(1, Ordering::AcqRel);
                 }
             }
-            let free = Free(lane);
-            free.0.ran.fetch_add(1, Ordering::Relaxed);
+            let leave = Leave(lane);
+            // The tool turned slow while this call waited (a call before it
+            // took long): to the pool, not one more wait for the session.
+            if !leave.0.gate.is_fast(&tool) {
+                tracing::debug!(tool, "a queued call of a tool turned slow: to the blocking pool");
+                // On the driver's thread the calls' runtime is entered.
+                drop(tokio::task::spawn_blocking(move || {
+                    let lane = leave.0.clone();
+                    drop(leave);
+                    let started = std::time::Instant::now();
+                    if let Ok(out) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
+                        let _ = tx.send(out);
+                    }
+                    lane.gate.record(&tool, started.elapsed());
+                }));
+                return;
+            }
+            leave.0.ran.fetch_add(1, Ordering::Relaxed);
             let started = std::time::Instant::now();
             // A panic drops `tx`: the session answers as for a pool task that panicked.
-            if let Ok(out) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
-                let _ = tx.send(out);
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
+            leave.0.gate.record(&tool, started.elapsed());
+            if let Ok(out) = out {
+                done.push(Box::new(move || {
+                    let _ = tx.send(out);
+                }));
             }
-            free.0.gate.record(&tool, started.elapsed());
         });
         // The driver gone meanwhile (the session is ending): the job drops
         // with its sender, and the call is answered as failed.
@@ -138,11 +195,23 @@ impl CallLane {
 
 impl LaneDriver {
     /// Runs `rt` until `until` completes, running each lane call on this
-    /// thread, outside the runtime, as it arrives.
+    /// thread, outside the runtime, as it arrives: the calls queued
+    /// together back to back, then their results delivered inside the
+    /// runtime.
     pub fn run<F: Future>(mut self, rt: &tokio::runtime::Runtime, until: F) -> F::Output {
         let mut until = std::pin::pin!(until);
+        let mut done: Vec<Delivery> = Vec::new();
         loop {
             let next = rt.block_on(async {
+                if !done.is_empty() {
+                    for deliver in done.drain(..) {
+                        deliver();
+                    }
+                    // Let the session answer them (and read what came in)
+                    // before the next lane call: the client reads these
+                    // responses on another core while it runs.
+                    tokio::task::yield_now().await;
+                }
                 tokio::select! {
                     biased;
                     out = &mut until => Ok(out),
@@ -153,7 +222,16 @@ impl LaneDriver {
                 Ok(out) => return out,
                 Err(Some(job)) => {
                     let _calls = self.calls.enter();
-                    job();
+                    // The calls' audit records in one write, made before
+                    // the session resumes and answers them.
+                    let _records = crate::audit::hold();
+                    job(&mut done);
+                    // Calls queued together run in pairs: the session
+                    // resumes, answers and reads after each pair.
+                    for _ in 1..LANE_TURN {
+                        let Ok(job) = self.jobs.try_recv() else { break };
+                        job(&mut done);
+                    }
                 }
                 // Every lane is gone: no more calls can come.
                 Err(None) => return rt.block_on(until),
@@ -176,10 +254,16 @@ impl InlineGate {
         if tool.provider.kind() != ProviderKind::Wasm {
             return false;
         }
-        let fast = self.streaks.lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|n| *n >= INLINE_AFTER);
+        let fast = self.is_fast(name);
         // A long tool (`budget.long_tools`) may run past DEEP for some
         // agents: never in the lane, whatever its streak.
         fast && !host.budget().is_long(name) && host.budget().timeout_for(&tool.def) <= INLINE_MAX_DEADLINE
+    }
+
+    /// Whether `name` is still on a fast streak (a queued call's check
+    /// when its turn comes).
+    fn is_fast(&self, name: &str) -> bool {
+        self.streaks.lock().unwrap_or_else(|p| p.into_inner()).get(name).is_some_and(|n| *n >= INLINE_AFTER)
     }
 
     /// Counts a call of `name` that took `took`.
@@ -228,16 +312,91 @@ mod tests {
         let me = std::thread::current().id();
         let out = driver.run(&rt, async move {
             let (tx, rx) = oneshot::channel();
-            lane.busy.store(true, Ordering::Release);
+            lane.queued.fetch_add(1, Ordering::AcqRel);
             lane.jobs
-                .send(Box::new(move || {
+                .send(Box::new(move |done: &mut Vec<Delivery>| {
                     let inside = tokio::runtime::Handle::try_current().map(|h| h.block_on(async { 7 }));
-                    let _ = tx.send((std::thread::current().id(), inside.ok()));
+                    let out = (std::thread::current().id(), inside.ok());
+                    done.push(Box::new(move || {
+                        let _ = tx.send(out);
+                    }));
                 }))
                 .unwrap();
             rx.await.unwrap()
         });
         assert_eq!(out, (me, Some(7)));
+    }
+
+    /// A driver and its lane with `tool` on a fast streak, and the runtime
+    /// the lane's calls use.
+    fn fast_lane(tool: &str) -> (tokio::runtime::Runtime, std::sync::Arc<CallLane>, LaneDriver) {
+        let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+        let (lane, driver) = lane(main.handle().clone());
+        for _ in 0..INLINE_AFTER {
+            lane.gate.record(tool, Duration::from_micros(20));
+        }
+        (main, lane, driver)
+    }
+
+    /// Calls in flight together all run on the driving thread, and every
+    /// one is answered.
+    #[test]
+    fn calls_queued_together_all_run_in_the_lane() {
+        let (_main, lane, driver) = fast_lane("roll");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let me = std::thread::current().id();
+        let queued = lane.clone();
+        let threads = driver.run(&rt, async move {
+            let answers: Vec<_> = (0..5)
+                .map(|_| queued.queue("roll", || std::thread::current().id()).ok().expect("room in the lane"))
+                .collect();
+            let mut threads = Vec::new();
+            for a in answers {
+                threads.push(a.await.unwrap());
+            }
+            threads
+        });
+        assert_eq!(threads, vec![me; 5]);
+        assert_eq!(lane.calls_run(), 5);
+        assert_eq!(lane.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// A call queued behind one that turned out slow goes to the pool when
+    /// its turn comes: the session waits for one slow call, not for each.
+    #[test]
+    fn a_call_queued_behind_a_slow_one_goes_to_the_pool() {
+        let (_main, lane, driver) = fast_lane("roll");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let me = std::thread::current().id();
+        let queued = lane.clone();
+        let threads = driver.run(&rt, async move {
+            let slow = queued
+                .queue("roll", || {
+                    std::thread::sleep(INLINE_FAST * 3);
+                    std::thread::current().id()
+                })
+                .ok()
+                .unwrap();
+            let behind: Vec<_> =
+                (0..2).map(|_| queued.queue("roll", || std::thread::current().id()).ok().unwrap()).collect();
+            let mut threads = vec![slow.await.unwrap()];
+            for a in behind {
+                threads.push(a.await.unwrap());
+            }
+            threads
+        });
+        assert_eq!(threads[0], me, "the slow call itself ran in the lane");
+        assert!(threads[1..].iter().all(|t| *t != me), "{threads:?}");
+        assert_eq!(lane.calls_run(), 1);
+    }
+
+    /// Past its depth the lane gives calls back, for the pool.
+    #[test]
+    fn a_full_lane_gives_calls_back() {
+        let (_main, lane, _driver) = fast_lane("roll");
+        let held: Vec<_> = (0..LANE_DEPTH).map(|_| lane.queue("roll", || ()).ok().unwrap()).collect();
+        assert!(lane.queue("roll", || ()).is_err());
+        drop(held);
     }
 
     #[test]

@@ -664,6 +664,10 @@ impl ServerHandler for McpFront {
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
             let _ = tx.send(e);
         });
+        // The reports' channel closes here, after the result, never when the
+        // call drops its context: closing it from a lane call (outside the
+        // runtime) would wake this task through the runtime's eventfd.
+        let _reports = sink.clone();
         // Wasm calls are synchronous and CPU-bound: they never run on an
         // async worker. This task forwards the plugin's reports while a pool
         // call runs (no extra task per call) and drains the rest before the
