@@ -10,10 +10,9 @@
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use std::cell::RefCell;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `audit:` in the config.
@@ -143,7 +142,7 @@ pub struct PluginRecord<'a> {
 /// The audit sink.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Option<Arc<Mutex<std::fs::File>>>,
+    file: Option<Mutex<std::fs::File>>,
     path: Option<PathBuf>,
     include_arguments: bool,
 }
@@ -161,7 +160,7 @@ impl AuditLog {
             crate::runtime::private::create_dirs(dir)?;
         }
         let file = crate::runtime::private::open_private_append(path)?;
-        Ok(AuditLog { file: Some(Arc::new(Mutex::new(file))), path: Some(path.to_path_buf()), include_arguments })
+        Ok(AuditLog { file: Some(Mutex::new(file)), path: Some(path.to_path_buf()), include_arguments })
     }
 
     /// The file, when there is one.
@@ -214,82 +213,14 @@ impl AuditLog {
         // break records on them: write them escaped.
         let mut line = escape_line_separators(line);
         line.push(b'\n');
-        // Held by this thread (the stdio lane between two turns of its
-        // session): written when the hold ends, before any of those calls
-        // is answered.
-        let held = HELD.with_borrow_mut(|held| match held {
-            Some(held) => {
-                match held.iter_mut().find(|h| Arc::ptr_eq(&h.file, file)) {
-                    Some(h) => h.lines.extend_from_slice(&line),
-                    None => held.push(HeldLines { file: file.clone(), path: self.path.clone(), lines: line.clone() }),
-                }
-                true
-            }
-            None => false,
-        });
-        if !held {
-            write_lines(file, &line, self.path.as_deref());
-        }
-    }
-}
-
-/// Whole lines to an O_APPEND file in one write: records from concurrent
-/// calls (and processes) never interleave. The lock is held for that one
-/// write(2), which the kernel serialises per file anyway; batching
-/// concurrent records into one write (group commit) was measured slower on
-/// 2 cores (BENCHMARKS.md, contention).
-fn write_lines(file: &Mutex<std::fs::File>, lines: &[u8], path: Option<&Path>) {
-    let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-    if let Err(e) = f.write_all(lines) {
-        tracing::error!(error = %e, ?path, "cannot write audit record");
-    }
-}
-
-/// One log's records held by this thread.
-struct HeldLines {
-    file: Arc<Mutex<std::fs::File>>,
-    path: Option<PathBuf>,
-    lines: Vec<u8>,
-}
-
-thread_local! {
-    /// This thread's held records, while it holds them ([`hold`]).
-    static HELD: RefCell<Option<Vec<HeldLines>>> = const { RefCell::new(None) };
-}
-
-/// Holds the audit records this thread writes until the guard drops, then
-/// writes each log's in one write (they are whole lines, in order).
-///
-/// For a thread that runs several calls before any of them is answered
-/// (the stdio call lane): one write per turn instead of one per call, and
-/// still every record is in the file before its call's response leaves.
-/// A hold inside a hold is the outer one's.
-pub fn hold() -> Held {
-    let outer = HELD.with_borrow_mut(|held| {
-        if held.is_some() {
-            return false;
-        }
-        *held = Some(Vec::new());
-        true
-    });
-    Held { outer, _thread: std::marker::PhantomData }
-}
-
-/// Writes the records held since [`hold`] when dropped (on unwinding too).
-#[must_use = "the records are written when the guard drops"]
-pub struct Held {
-    outer: bool,
-    /// A hold belongs to its thread.
-    _thread: std::marker::PhantomData<*const ()>,
-}
-
-impl Drop for Held {
-    fn drop(&mut self) {
-        if !self.outer {
-            return;
-        }
-        for h in HELD.with_borrow_mut(Option::take).unwrap_or_default() {
-            write_lines(&h.file, &h.lines, h.path.as_deref());
+        // One write of a whole line to an O_APPEND file: records from
+        // concurrent calls (and processes) never interleave. The lock is
+        // held for that one write(2), which the kernel serialises per file
+        // anyway; batching concurrent records into one write (group commit)
+        // was measured slower on 2 cores (BENCHMARKS.md, contention).
+        let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = f.write_all(&line) {
+            tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
         }
     }
 }
@@ -391,41 +322,6 @@ mod tests {
             assert!(seen.insert(v["tool"].as_str().unwrap().to_string()), "written twice: {line}");
         }
         assert_eq!(seen.len(), threads * each);
-    }
-
-    #[test]
-    fn held_records_are_written_in_order_when_the_hold_ends_and_only_this_threads() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("audit.jsonl");
-        let log = AuditLog::open(&path, false).unwrap();
-        let read = || std::fs::read_to_string(&path).unwrap();
-        {
-            let _held = hold();
-            log.append(&serde_json::json!({"tool": "a"}));
-            {
-                let _inner = hold();
-                log.append(&serde_json::json!({"tool": "b"}));
-            }
-            assert_eq!(read(), "", "an inner hold's end writes nothing: the outer hold's records");
-            // Another thread's record is not held.
-            std::thread::scope(|s| {
-                s.spawn(|| log.append(&serde_json::json!({"tool": "other"})));
-            });
-            assert_eq!(read(), "{\"tool\":\"other\"}\n");
-            log.append(&serde_json::json!({"tool": "c"}));
-        }
-        assert_eq!(read(), "{\"tool\":\"other\"}\n{\"tool\":\"a\"}\n{\"tool\":\"b\"}\n{\"tool\":\"c\"}\n");
-        // Unwinding through a hold still writes.
-        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _held = hold();
-            log.append(&serde_json::json!({"tool": "d"}));
-            panic!("a call panicked");
-        }));
-        assert!(caught.is_err());
-        assert!(read().ends_with("{\"tool\":\"d\"}\n"));
-        // And after it, records are written at once again.
-        log.append(&serde_json::json!({"tool": "e"}));
-        assert!(read().ends_with("{\"tool\":\"e\"}\n"));
     }
 
     #[test]

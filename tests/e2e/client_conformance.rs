@@ -236,13 +236,25 @@ fn passed(run: &SuiteRun, scenario: &str) -> bool {
     if line.starts_with("✓ ") {
         return true;
     }
-    scenario == "sse-retry"
-        && line.contains(" 0 failed")
-        && run.checks(scenario).iter().all(|c| {
-            c["status"] == "SUCCESS"
-                || (c["status"] == "WARNING"
-                    && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected slightly late")))
-        })
+    scenario == "sse-retry" && line.contains(" 0 failed") && run.checks(scenario).iter().all(sse_retry_check_passed)
+}
+
+/// Whether an sse-retry check passed: a success, or the suite's own
+/// acceptable "reconnected slightly late" warning.
+fn sse_retry_check_passed(c: &Value) -> bool {
+    c["status"] == "SUCCESS"
+        || (c["status"] == "WARNING"
+            && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected slightly late")))
+}
+
+/// Whether sse-retry's only failures are its timing check finding the
+/// reconnection late (not early).
+fn only_late(checks: &[Value]) -> bool {
+    checks.iter().all(|c| {
+        sse_retry_check_passed(c)
+            || (c["id"] == "client-sse-retry-timing"
+                && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected very late")))
+    })
 }
 
 #[test]
@@ -261,6 +273,18 @@ fn every_client_scenario_toolhost_implements_passes() {
         .filter(|s| !passed(&run, s))
         .collect();
     failed.sort_unstable();
+    // sse-retry times the client's reconnection against the server's
+    // `retry`: with 26 scenarios at once and the other e2e tests sharing two
+    // cores, a reconnection can land "very late" from load alone. Such a
+    // run is repeated alone, once; any other failure (too early, no
+    // reconnection, no Last-Event-ID) stands.
+    if failed.contains(&"sse-retry") && only_late(&run.checks("sse-retry")) {
+        let alone = SuiteRun::start(&["--scenario", "sse-retry"], &[]);
+        let checks = alone.checks("sse-retry");
+        if checks.len() >= 3 && checks.iter().all(sse_retry_check_passed) {
+            failed.retain(|s| *s != "sse-retry");
+        }
+    }
     // The failing scenarios are exactly the listed ones.
     assert_eq!(failed, baseline, "{}", run.output);
     for s in REQUIRED_SCENARIOS {

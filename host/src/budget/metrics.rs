@@ -307,6 +307,18 @@ mod tests {
                 Summary { count: n, p50: d[rank(0.5)], p99: d[rank(0.99)], error_permille: (errors * 1000 / n) as u32 };
             assert_eq!(w.summary(now), Some(want), "after {} samples", i + 1);
         }
+        // After a quiet spell some have aged out: the live ones only.
+        let later = t0 + Duration::from_secs(600) + MS * 950;
+        let mut live: Vec<Duration> = w
+            .samples
+            .iter()
+            .filter(|s| later.saturating_duration_since(s.at) <= w.max_age)
+            .map(|s| s.duration)
+            .collect();
+        live.sort();
+        assert_eq!(live.len(), 50);
+        let got = w.summary(later).unwrap();
+        assert_eq!((got.count, got.p50, got.p99), (50, live[25], live[49]));
         // A sample recorded "before" the newest keeps the window in order.
         w.record(t0, MS, Outcome::Ok);
         assert!(w.samples.back().unwrap().at >= t0 + MS * 999);

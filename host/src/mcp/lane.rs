@@ -21,7 +21,8 @@
 //! run [`LANE_TURN`] at a time; then the session resumes, their results are
 //! delivered inside its runtime (a wake from outside would cost an eventfd
 //! write and an `epoll_wait` wake-up), and their responses go out in one
-//! write with their audit records written just before ([`crate::audit::hold`]).
+//! write. Each call's audit record is written when it returns, as on the
+//! pool.
 //! A queued call whose tool has meanwhile turned slow goes to the pool when
 //! its turn comes, so one slow call holds the session once, not once per
 //! call queued behind it. Calls past the depth go to the pool and use the
@@ -110,46 +111,53 @@ impl CallLane {
     /// that panicked (or a session that ended first) drops its sender.
     pub fn try_run<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         self: &std::sync::Arc<Self>,
-        host: &Host,
+        host: &std::sync::Arc<Host>,
         name: &str,
         call: F,
     ) -> Result<oneshot::Receiver<T>, F> {
         if self.jobs.is_closed() || !self.gate.admits(host, name) {
             return Err(call);
         }
-        self.queue(name, call)
+        let host = host.clone();
+        self.queue(name, move |lane: &CallLane, tool: &str| lane.gate.admits(&host, tool), call)
     }
 
-    /// Queues a call the gate admitted, when the lane has room.
-    fn queue<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
-        self: &std::sync::Arc<Self>,
-        name: &str,
-        call: F,
-    ) -> Result<oneshot::Receiver<T>, F> {
+    /// Queues a call the gate admitted, when the lane has room. When its
+    /// turn comes, `still` says whether it may still run in the lane.
+    fn queue<T, F, A>(self: &std::sync::Arc<Self>, name: &str, still: A, call: F) -> Result<oneshot::Receiver<T>, F>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        A: FnOnce(&CallLane, &str) -> bool + Send + 'static,
+    {
+        /// A place in the lane's queue, left however the call ends (or
+        /// when its job is dropped unrun).
+        struct Place(std::sync::Arc<CallLane>);
+        impl Drop for Place {
+            fn drop(&mut self) {
+                self.0.queued.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
         if self.queued.fetch_add(1, Ordering::AcqRel) >= LANE_DEPTH {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             return Err(call);
         }
+        let place = Place(self.clone());
         let (tx, rx) = oneshot::channel();
-        let lane = self.clone();
         let tool = name.to_string();
         let job: Job = Box::new(move |done: &mut Vec<Delivery>| {
-            /// Leaves the lane's queue however the call ends.
-            struct Leave(std::sync::Arc<CallLane>);
-            impl Drop for Leave {
-                fn drop(&mut self) {
-                    self.0.queued.fetch_sub(1, Ordering::AcqRel);
-                }
-            }
-            let leave = Leave(lane);
-            // The tool turned slow while this call waited (a call before it
-            // took long): to the pool, not one more wait for the session.
-            if !leave.0.gate.is_fast(&tool) {
-                tracing::debug!(tool, "a queued call of a tool turned slow: to the blocking pool");
+            let lane = place.0.clone();
+            // Its turn. To the pool instead when the caller gave up
+            // (cancelled: it still runs, to its deadline, as a pool call
+            // does, but not while the session waits) or when the lane would
+            // no longer take it: the tool turned slow while it waited (a
+            // call before it took long), or a reload made it long or its
+            // deadline longer.
+            if tx.is_closed() || !still(&lane, &tool) {
+                drop(place);
+                tracing::debug!(tool, "a queued call leaves the lane for the blocking pool");
                 // On the driver's thread the calls' runtime is entered.
                 drop(tokio::task::spawn_blocking(move || {
-                    let lane = leave.0.clone();
-                    drop(leave);
                     let started = std::time::Instant::now();
                     if let Ok(out) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
                         let _ = tx.send(out);
@@ -158,11 +166,12 @@ impl CallLane {
                 }));
                 return;
             }
-            leave.0.ran.fetch_add(1, Ordering::Relaxed);
+            lane.ran.fetch_add(1, Ordering::Relaxed);
             let started = std::time::Instant::now();
             // A panic drops `tx`: the session answers as for a pool task that panicked.
             let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
-            leave.0.gate.record(&tool, started.elapsed());
+            lane.gate.record(&tool, started.elapsed());
+            drop(place);
             if let Ok(out) = out {
                 done.push(Box::new(move || {
                     let _ = tx.send(out);
@@ -170,7 +179,7 @@ impl CallLane {
             }
         });
         // The driver gone meanwhile (the session is ending): the job drops
-        // with its sender, and the call is answered as failed.
+        // with its sender and its place, and the call is answered as failed.
         let _ = self.jobs.send(job);
         Ok(rx)
     }
@@ -222,9 +231,6 @@ impl LaneDriver {
                 Ok(out) => return out,
                 Err(Some(job)) => {
                     let _calls = self.calls.enter();
-                    // The calls' audit records in one write, made before
-                    // the session resumes and answers them.
-                    let _records = crate::audit::hold();
                     job(&mut done);
                     // Calls queued together run in pairs: the session
                     // resumes, answers and reads after each pair.
@@ -338,6 +344,11 @@ mod tests {
         (main, lane, driver)
     }
 
+    /// The re-check of the tests' calls: the tool's streak only.
+    fn still_fast(lane: &CallLane, tool: &str) -> bool {
+        lane.gate.is_fast(tool)
+    }
+
     /// Calls in flight together all run on the driving thread, and every
     /// one is answered.
     #[test]
@@ -348,7 +359,9 @@ mod tests {
         let queued = lane.clone();
         let threads = driver.run(&rt, async move {
             let answers: Vec<_> = (0..5)
-                .map(|_| queued.queue("roll", || std::thread::current().id()).ok().expect("room in the lane"))
+                .map(|_| {
+                    queued.queue("roll", still_fast, || std::thread::current().id()).ok().expect("room in the lane")
+                })
                 .collect();
             let mut threads = Vec::new();
             for a in answers {
@@ -371,14 +384,15 @@ mod tests {
         let queued = lane.clone();
         let threads = driver.run(&rt, async move {
             let slow = queued
-                .queue("roll", || {
+                .queue("roll", still_fast, || {
                     std::thread::sleep(INLINE_FAST * 3);
                     std::thread::current().id()
                 })
                 .ok()
                 .unwrap();
-            let behind: Vec<_> =
-                (0..2).map(|_| queued.queue("roll", || std::thread::current().id()).ok().unwrap()).collect();
+            let behind: Vec<_> = (0..2)
+                .map(|_| queued.queue("roll", still_fast, || std::thread::current().id()).ok().unwrap())
+                .collect();
             let mut threads = vec![slow.await.unwrap()];
             for a in behind {
                 threads.push(a.await.unwrap());
@@ -393,10 +407,38 @@ mod tests {
     /// Past its depth the lane gives calls back, for the pool.
     #[test]
     fn a_full_lane_gives_calls_back() {
-        let (_main, lane, _driver) = fast_lane("roll");
-        let held: Vec<_> = (0..LANE_DEPTH).map(|_| lane.queue("roll", || ()).ok().unwrap()).collect();
-        assert!(lane.queue("roll", || ()).is_err());
+        let (_main, lane, driver) = fast_lane("roll");
+        let held: Vec<_> = (0..LANE_DEPTH).map(|_| lane.queue("roll", still_fast, || ()).ok().unwrap()).collect();
+        assert!(lane.queue("roll", still_fast, || ()).is_err());
         drop(held);
+        // Calls dropped unrun (the session ended) give their places back.
+        drop(driver);
+        assert_eq!(lane.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// A call whose caller gave up (cancelled) while it waited does not
+    /// hold the session: it runs on the pool.
+    #[test]
+    fn a_cancelled_queued_call_runs_on_the_pool() {
+        let (_main, lane, driver) = fast_lane("roll");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let me = std::thread::current().id();
+        let queued = lane.clone();
+        let (ran_on, ran) = std::sync::mpsc::channel();
+        driver.run(&rt, async move {
+            let cancelled = queued
+                .queue("roll", still_fast, move || {
+                    let _ = ran_on.send(std::thread::current().id());
+                })
+                .ok()
+                .unwrap();
+            drop(cancelled);
+            let after = queued.queue("roll", still_fast, || ()).ok().unwrap();
+            after.await.unwrap();
+        });
+        let thread = ran.recv_timeout(Duration::from_secs(10)).expect("the cancelled call still ran");
+        assert_ne!(thread, me);
+        assert_eq!(lane.calls_run(), 1, "only the call still awaited ran in the lane");
     }
 
     #[test]

@@ -9,8 +9,9 @@
 //!
 //! - input is read on the IO reactor (stdin reopened non-blocking when it is
 //!   a pipe, rmcp's [`stdio_pipes`]), and each line goes through
-//!   [`check_message`] and rmcp's own decoder inside [`Transport::receive`]:
-//!   no task and no pipe between them;
+//!   [`check_parsed`] and rmcp's own decoder inside [`Transport::receive`]
+//!   (a `tools/call` request straight into rmcp's `CallToolRequest`, see
+//!   [`tool_call`]): no task and no pipe between them;
 //! - output is appended to one buffer by [`Transport::send`] (in the order
 //!   rmcp sends) and written by one writer task, which takes everything
 //!   queued in one write and flushes only when the queue has drained;
@@ -240,7 +241,7 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
                 if self.refuse(&r.response) { Ok(None) } else { Err(OutputClosed) }
             }
             Ok((Verdict::Pass, parsed)) => {
-                if let Some(call) = tool_call(parsed) {
+                if let Some(call) = tool_call(&parsed, self.line.trim_ascii()) {
                     self.line.clear();
                     return Ok(Some(call));
                 }
@@ -275,18 +276,19 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     }
 }
 
-/// A `tools/call` request, checked, read from its parsed form: the same
-/// message rmcp's decoder makes of it (the requests before `CallToolRequest`
-/// in rmcp's untagged `ClientRequest` each need another method), without
-/// parsing the line again nor trying thirteen request types first, which
-/// took about a third of a fast call's time on the stdio thread
-/// (BENCHMARKS.md). Anything else, and a call this cannot read, goes to
-/// rmcp's decoder.
-fn tool_call(parsed: Value) -> Option<RxJsonRpcMessage<RoleServer>> {
-    if !(parsed.get("method").and_then(Value::as_str) == Some("tools/call") && parsed.get("id").is_some()) {
+/// A `tools/call` request (`parsed` is its checked form, `line` its text)
+/// read straight as rmcp's `CallToolRequest`: the message rmcp's decoder
+/// makes of it, without trying the thirteen request types before
+/// `CallToolRequest` in rmcp's untagged `ClientRequest` first (each fails
+/// on its method, building an error). Read from the text with rmcp's own
+/// types, so a duplicate key is refused as rmcp refuses it (the parsed
+/// `Value` would keep the last). Anything else, and a call this cannot
+/// read, goes to rmcp's decoder.
+fn tool_call(parsed: &Value, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    if parsed.get("method").and_then(Value::as_str) != Some("tools/call") || parsed.get("id").is_none() {
         return None;
     }
-    let request: JsonRpcRequest<CallToolRequest> = serde_json::from_value(parsed).ok()?;
+    let request: JsonRpcRequest<CallToolRequest> = serde_json::from_slice(line).ok()?;
     Some(RxJsonRpcMessage::<RoleServer>::Request(JsonRpcRequest::new(
         request.id,
         ClientRequest::CallToolRequest(request.request),
@@ -345,29 +347,57 @@ mod tests {
     use super::*;
     use tokio::io::AsyncReadExt as _;
 
+    /// What the transport makes of one line that passed the checks, and
+    /// what rmcp's decoder makes of it, as JSON and as Debug text (`None`:
+    /// dropped or refused).
+    fn both_ways(line: &str) -> (Option<String>, Option<String>) {
+        let show = |m: &RxJsonRpcMessage<RoleServer>| format!("{} {m:?}", serde_json::to_string(m).unwrap());
+        let (verdict, parsed) = check_parsed(line.as_bytes()).unwrap();
+        assert_eq!(verdict, Verdict::Pass, "{line}");
+        let mut codec = JsonRpcMessageCodec::<RxJsonRpcMessage<RoleServer>>::new();
+        let rmcp = codec.decode(&mut BytesMut::from(format!("{line}\n").as_str())).ok().flatten();
+        let ours = tool_call(&parsed, line.as_bytes()).or_else(|| {
+            let mut codec = JsonRpcMessageCodec::<RxJsonRpcMessage<RoleServer>>::new();
+            codec.decode(&mut BytesMut::from(format!("{line}\n").as_str())).ok().flatten()
+        });
+        (ours.as_ref().map(show), rmcp.as_ref().map(show))
+    }
+
     /// The `tools/call` fast path reads each call exactly as rmcp's decoder
-    /// does (same message, same `_meta` in the extensions), and leaves
-    /// everything else to rmcp.
+    /// does (same message, same `_meta` in the extensions), duplicate keys
+    /// and stray fields included, and leaves everything else to rmcp.
     #[test]
     fn a_tool_call_is_read_as_rmcps_decoder_reads_it() {
-        let lines = [
+        let fast = [
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"roll","arguments":{"expression":"1d20"}}}"#,
             r#"{"jsonrpc":"2.0","id":"a-1","method":"tools/call","params":{"name":"roll","arguments":null}}"#,
             r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"roll","_meta":{"progressToken":"p1","toolhost/tier":"FAST"}}}"#,
             r#"{"params":{"arguments":{"n":[1,2,{"x":"\u2028"}]},"name":"r\u00f6ll"},"method":"tools/call","id":9,"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":10,"method":"tools/call","params":{"name":"roll","extra":[1]},"stray":true}"#,
         ];
-        for line in lines {
+        for line in fast {
             let (verdict, parsed) = check_parsed(line.as_bytes()).unwrap();
             assert_eq!(verdict, Verdict::Pass);
-            let fast = tool_call(parsed).expect("a tools/call request takes the fast path");
-            let mut codec = JsonRpcMessageCodec::<RxJsonRpcMessage<RoleServer>>::new();
-            let slow = codec.decode(&mut BytesMut::from(format!("{line}\n").as_str())).unwrap().unwrap();
-            assert_eq!(serde_json::to_value(&fast).unwrap(), serde_json::to_value(&slow).unwrap(), "{line}");
-            assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "{line}");
+            assert!(tool_call(&parsed, line.as_bytes()).is_some(), "fast path: {line}");
+            let (ours, rmcp) = both_ways(line);
+            assert!(ours.is_some());
+            assert_eq!(ours, rmcp, "{line}");
             if line.contains("_meta") {
-                let text = serde_json::to_string(&fast).unwrap();
-                assert!(text.contains("\"progressToken\":\"p1\""), "the _meta kept: {text}");
+                assert!(ours.unwrap().contains("\"progressToken\":\"p1\""), "the _meta kept");
             }
+        }
+        // Duplicate keys: the parsed Value keeps the last, rmcp refuses the
+        // message or reads it as another request; so does the transport.
+        for line in [
+            r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"tools/call","params":{"name":"roll"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","name":"b"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","method":"tools/call","params":{"name":"roll"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"roll","_meta":{},"_meta":{"progressToken":1}}}"#,
+        ] {
+            let (_, parsed) = check_parsed(line.as_bytes()).unwrap();
+            assert!(tool_call(&parsed, line.as_bytes()).is_none(), "not the fast path: {line}");
+            let (ours, rmcp) = both_ways(line);
+            assert_eq!(ours, rmcp, "{line}");
         }
         for other in [
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
@@ -375,7 +405,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
         ] {
             let (_, parsed) = check_parsed(other.as_bytes()).unwrap();
-            assert!(tool_call(parsed).is_none(), "{other}");
+            assert!(tool_call(&parsed, other.as_bytes()).is_none(), "{other}");
         }
     }
 
