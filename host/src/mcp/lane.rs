@@ -8,8 +8,9 @@
 //! more than a fast tool's whole call. `serve --stdio` instead drives its
 //! session on a current-thread runtime from a thread of its own
 //! ([`LaneDriver::run`]); a call admitted to the lane leaves that runtime's
-//! `block_on`, runs on the same thread outside any runtime (as a pool
-//! thread would), and the session resumes with its result.
+//! `block_on`, runs on the same thread outside the session's runtime, with
+//! the host's main runtime entered (as on a pool thread), and the session
+//! resumes with its result.
 //!
 //! While a lane call runs, the session reads and writes nothing, so only
 //! calls measured fast are admitted ([`InlineGate`]): a wasm tool (never an
@@ -23,10 +24,13 @@
 //! write and an `epoll_wait` wake-up), and their responses go out in one
 //! write. Each call's audit record is written when it returns, as on the
 //! pool.
-//! A queued call whose tool has meanwhile turned slow goes to the pool when
-//! its turn comes, so one slow call holds the session once, not once per
-//! call queued behind it. Calls past the depth go to the pool and use the
-//! other cores.
+//!
+//! When a queued call's turn comes the gate is asked again (the tool may
+//! have turned slow while it waited, or a reload made it long or its
+//! deadline longer), and its caller must still be waiting (not cancelled);
+//! otherwise it goes to the pool, so one slow call holds the session once,
+//! not once per call queued behind it. Calls past the depth go to the pool
+//! and use the other cores.
 //!
 //! A plugin's reports (progress, log) are forwarded after a lane call, still
 //! before its response.
@@ -54,7 +58,8 @@ pub const LANE_DEPTH: usize = 16;
 /// them. One per turn pays a turn's fixed cost (re-entering the runtime,
 /// one write, one wake-up of the client) per call; the whole queue per
 /// turn holds every answer until the last call is done, while the client
-/// waits. Two measured best with 8 calls in flight (BENCHMARKS.md).
+/// waits. Two measured best on average with 8 calls in flight
+/// (BENCHMARKS.md: three rounds each of one, two, three and all).
 pub const LANE_TURN: usize = 2;
 
 /// A queued call: runs on the driver's thread (or hands itself to the
@@ -203,10 +208,10 @@ impl CallLane {
 }
 
 impl LaneDriver {
-    /// Runs `rt` until `until` completes, running each lane call on this
-    /// thread, outside the runtime, as it arrives: the calls queued
-    /// together back to back, then their results delivered inside the
-    /// runtime.
+    /// Runs `rt` until `until` completes, running lane calls on this
+    /// thread, outside `rt`, as they arrive: up to [`LANE_TURN`] queued
+    /// calls back to back, then their results delivered inside `rt`, whose
+    /// tasks then run (answering them) before the next calls.
     pub fn run<F: Future>(mut self, rt: &tokio::runtime::Runtime, until: F) -> F::Output {
         let mut until = std::pin::pin!(until);
         let mut done: Vec<Delivery> = Vec::new();
@@ -372,6 +377,67 @@ mod tests {
         assert_eq!(threads, vec![me; 5]);
         assert_eq!(lane.calls_run(), 5);
         assert_eq!(lane.queued.load(Ordering::Acquire), 0);
+    }
+
+    /// A turn runs at most [`LANE_TURN`] calls: the session's tasks run
+    /// between turns (so its answers go out while later calls wait).
+    #[test]
+    fn the_session_runs_between_turns() {
+        let (_main, lane, driver) = fast_lane("roll");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let ticks = std::sync::Arc::new(AtomicUsize::new(0));
+        let queued = lane.clone();
+        let seen = driver.run(&rt, async move {
+            let counting = ticks.clone();
+            tokio::spawn(async move {
+                loop {
+                    counting.fetch_add(1, Ordering::AcqRel);
+                    tokio::task::yield_now().await;
+                }
+            });
+            let answers: Vec<_> = (0..2 * LANE_TURN)
+                .map(|_| {
+                    let ticks = ticks.clone();
+                    queued.queue("roll", still_fast, move || ticks.load(Ordering::Acquire)).ok().unwrap()
+                })
+                .collect();
+            let mut seen = Vec::new();
+            for a in answers {
+                seen.push(a.await.unwrap());
+            }
+            seen
+        });
+        let (first, second) = seen.split_at(LANE_TURN);
+        assert!(first.iter().all(|t| *t == first[0]), "one turn, no tick between its calls: {seen:?}");
+        assert!(second.iter().all(|t| *t == second[0]), "{seen:?}");
+        assert!(second[0] > first[0], "the session ran between the turns: {seen:?}");
+    }
+
+    /// A lane call's result is delivered inside the session's runtime
+    /// (where waking its task queues it on the spot), not from outside.
+    #[test]
+    fn results_are_delivered_inside_the_sessions_runtime() {
+        let (_main, lane, driver) = fast_lane("roll");
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let flavor = driver.run(&rt, async move {
+            let (tx, rx) = oneshot::channel();
+            lane.queued.fetch_add(1, Ordering::AcqRel);
+            lane.jobs
+                .send(Box::new(move |done: &mut Vec<Delivery>| {
+                    let outside = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()).ok();
+                    done.push(Box::new(move || {
+                        let inside = tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()).ok();
+                        let _ = tx.send((outside, inside));
+                    }));
+                }))
+                .unwrap();
+            rx.await.unwrap()
+        });
+        assert_eq!(
+            flavor,
+            (Some(tokio::runtime::RuntimeFlavor::MultiThread), Some(tokio::runtime::RuntimeFlavor::CurrentThread)),
+            "the call ran with the host's runtime entered, its result was delivered in the session's"
+        );
     }
 
     /// A call queued behind one that turned out slow goes to the pool when

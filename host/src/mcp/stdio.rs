@@ -11,7 +11,7 @@
 //!   a pipe, rmcp's [`stdio_pipes`]), and each line goes through
 //!   [`check_parsed`] and rmcp's own decoder inside [`Transport::receive`]
 //!   (a `tools/call` request straight into rmcp's `CallToolRequest`, see
-//!   [`tool_call`]): no task and no pipe between them;
+//!   `tool_call`): no task and no pipe between them;
 //! - output is appended to one buffer by [`Transport::send`] (in the order
 //!   rmcp sends) and written by one writer task, which takes everything
 //!   queued in one write and flushes only when the queue has drained;
@@ -281,9 +281,9 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
 /// makes of it, without trying the thirteen request types before
 /// `CallToolRequest` in rmcp's untagged `ClientRequest` first (each fails
 /// on its method, building an error). Read from the text with rmcp's own
-/// types, so a duplicate key is refused as rmcp refuses it (the parsed
-/// `Value` would keep the last). Anything else, and a call this cannot
-/// read, goes to rmcp's decoder.
+/// types, which refuse a duplicate key (the parsed `Value` would keep the
+/// last): such a line leaves the fast path and gets whatever rmcp's decoder
+/// makes of it, as does anything else this cannot read.
 fn tool_call(parsed: &Value, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
     if parsed.get("method").and_then(Value::as_str) != Some("tools/call") || parsed.get("id").is_none() {
         return None;
