@@ -29,6 +29,7 @@ bench-mcp:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost
 
 fmt:
     cargo fmt --all

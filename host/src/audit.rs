@@ -19,7 +19,7 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AuditConfig {
-    /// The JSON-lines file [default: `<state dir>/audit.jsonl`].
+    /// The JSON-lines file (default: `<state dir>/audit.jsonl`).
     pub path: Option<PathBuf>,
     /// Record raw arguments, not just their hash.
     pub include_arguments: bool,

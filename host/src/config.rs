@@ -316,7 +316,7 @@ pub use crate::limits::RateLimitConfig;
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MemoryConfig {
-    /// The SQLite file [default: `<state dir>/memory.sqlite3`]. A new store
+    /// The SQLite file (default: `<state dir>/memory.sqlite3`). A new store
     /// starts with the demo campaign.
     pub path: Option<PathBuf>,
 }

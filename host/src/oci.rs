@@ -84,7 +84,7 @@ pub enum OciError {
     /// The registry could not be reached or answered with an error.
     #[error("registry {registry}: {message}")]
     Registry {
-        /// host[:port].
+        /// `host[:port]`.
         registry: String,
         /// What went wrong (escaped, shortened).
         message: String,
@@ -92,7 +92,7 @@ pub enum OciError {
     /// The registry cannot be reached (connection refused, timed out).
     #[error("registry {registry} cannot be reached: {message}")]
     Unreachable {
-        /// host[:port].
+        /// `host[:port]`.
         registry: String,
         /// What went wrong.
         message: String,

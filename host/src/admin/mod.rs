@@ -2,7 +2,7 @@
 //! `status` and friends reach a running host.
 //!
 //! - [`api`]: the requests and replies, typed (serde), shared by both ends.
-//! - [`router`]: the axum `Router` a serving host mounts at `/admin`, behind
+//! - [`router()`]: the axum `Router` a serving host mounts at `/admin`, behind
 //!   its own bearer token.
 //! - [`client`]: the CLI's side: finds the running host through its endpoint
 //!   record in the state directory and calls it.

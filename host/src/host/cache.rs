@@ -74,7 +74,7 @@ impl ResultCache {
     }
 
     /// Whether a result of a tool with this metadata may be cached, and
-    /// for how long: what the tool declares, at most [`MAX_TTL`].
+    /// for how long: what the tool declares, at most `MAX_TTL`.
     pub fn ttl(&self, meta: &crate::tool::ToolMeta) -> Option<Duration> {
         (self.max_entries > 0 && meta.idempotent && meta.cacheable_seconds > 0)
             .then(|| Duration::from_secs(u64::from(meta.cacheable_seconds)).min(MAX_TTL))

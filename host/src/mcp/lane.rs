@@ -13,7 +13,7 @@
 //! resumes with its result.
 //!
 //! While a lane call runs, the session reads and writes nothing, so only
-//! calls measured fast are admitted ([`InlineGate`]): a wasm tool (never an
+//! calls measured fast are admitted (`InlineGate`): a wasm tool (never an
 //! external server's) whose deadline is at most [`INLINE_MAX_DEADLINE`] and
 //! whose last [`INLINE_AFTER`] calls each took at most [`INLINE_FAST`]; one
 //! slow call sends the tool back to the pool.

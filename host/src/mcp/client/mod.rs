@@ -18,7 +18,7 @@
 //! (config order), so who gets a contested bare name does not depend on
 //! which server happened to start faster.
 //!
-//! Calls are synchronous from the host's point of view ([`Provider::call`]):
+//! Calls are synchronous from the host's point of view ([`Provider::call`](crate::tool::Provider::call)):
 //! they block the calling thread (never an async worker) on the runtime that
 //! owns the connection. Each call has a deadline; when it passes, the
 //! request is abandoned and `notifications/cancelled` is sent to the server.
