@@ -92,7 +92,9 @@ fn a_dropped_plugin_loads_once_and_then_the_host_idles() {
     // No plugin file was read again: far less than one file's size. (The
     // host's own clocks and tokio may wake; they read nothing of note.)
     assert!(rchar1 - rchar0 < size / 10, "the idle host read {} bytes", rchar1 - rchar0);
-    assert_eq!(read1 - read0, 0, "the idle host read from the disk");
+    // Nor from the disk: a stat may fetch an inode's block (4 KiB) that a
+    // busy machine evicted, never a plugin's worth.
+    assert!(read1 - read0 < size / 10, "the idle host read {} bytes from the disk", read1 - read0);
     // Near zero: at most 3% of one core over the 10 s.
     assert!((cpu1 - cpu0) * 100 <= 3 * 10 * ticks_per_sec, "the idle host used {} ticks", cpu1 - cpu0);
     // Installed exactly once; the broken file refused exactly once.
