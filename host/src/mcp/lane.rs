@@ -338,15 +338,23 @@ mod tests {
         assert_eq!(out, (me, Some(7)));
     }
 
-    /// A driver and its lane with `tool` on a fast streak, and the runtime
-    /// the lane's calls use.
-    fn fast_lane(tool: &str) -> (tokio::runtime::Runtime, std::sync::Arc<CallLane>, LaneDriver) {
-        let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
-        let (lane, driver) = lane(main.handle().clone());
+    /// A lane with `tool` on a fast streak and its driver, the session's
+    /// runtime the driver runs, and the runtime the lane's calls use.
+    struct FastLane {
+        lane: std::sync::Arc<CallLane>,
+        driver: LaneDriver,
+        session: tokio::runtime::Runtime,
+        _calls: tokio::runtime::Runtime,
+    }
+
+    fn fast_lane(tool: &str) -> FastLane {
+        let calls = tokio::runtime::Builder::new_multi_thread().worker_threads(1).build().unwrap();
+        let (lane, driver) = lane(calls.handle().clone());
         for _ in 0..INLINE_AFTER {
             lane.gate.record(tool, Duration::from_micros(20));
         }
-        (main, lane, driver)
+        let session = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        FastLane { lane, driver, session, _calls: calls }
     }
 
     /// The re-check of the tests' calls: the tool's streak only.
@@ -358,8 +366,7 @@ mod tests {
     /// one is answered.
     #[test]
     fn calls_queued_together_all_run_in_the_lane() {
-        let (_main, lane, driver) = fast_lane("roll");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let FastLane { lane, driver, session: rt, _calls } = fast_lane("roll");
         let me = std::thread::current().id();
         let queued = lane.clone();
         let threads = driver.run(&rt, async move {
@@ -383,8 +390,7 @@ mod tests {
     /// between turns (so its answers go out while later calls wait).
     #[test]
     fn the_session_runs_between_turns() {
-        let (_main, lane, driver) = fast_lane("roll");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let FastLane { lane, driver, session: rt, _calls } = fast_lane("roll");
         let ticks = std::sync::Arc::new(AtomicUsize::new(0));
         let queued = lane.clone();
         let seen = driver.run(&rt, async move {
@@ -417,8 +423,7 @@ mod tests {
     /// (where waking its task queues it on the spot), not from outside.
     #[test]
     fn results_are_delivered_inside_the_sessions_runtime() {
-        let (_main, lane, driver) = fast_lane("roll");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let FastLane { lane, driver, session: rt, _calls } = fast_lane("roll");
         let flavor = driver.run(&rt, async move {
             let (tx, rx) = oneshot::channel();
             lane.queued.fetch_add(1, Ordering::AcqRel);
@@ -444,8 +449,7 @@ mod tests {
     /// its turn comes: the session waits for one slow call, not for each.
     #[test]
     fn a_call_queued_behind_a_slow_one_goes_to_the_pool() {
-        let (_main, lane, driver) = fast_lane("roll");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let FastLane { lane, driver, session: rt, _calls } = fast_lane("roll");
         let me = std::thread::current().id();
         let queued = lane.clone();
         let threads = driver.run(&rt, async move {
@@ -473,7 +477,7 @@ mod tests {
     /// Past its depth the lane gives calls back, for the pool.
     #[test]
     fn a_full_lane_gives_calls_back() {
-        let (_main, lane, driver) = fast_lane("roll");
+        let FastLane { lane, driver, _calls, .. } = fast_lane("roll");
         let held: Vec<_> = (0..LANE_DEPTH).map(|_| lane.queue("roll", still_fast, || ()).ok().unwrap()).collect();
         assert!(lane.queue("roll", still_fast, || ()).is_err());
         drop(held);
@@ -486,8 +490,7 @@ mod tests {
     /// hold the session: it runs on the pool.
     #[test]
     fn a_cancelled_queued_call_runs_on_the_pool() {
-        let (_main, lane, driver) = fast_lane("roll");
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let FastLane { lane, driver, session: rt, _calls } = fast_lane("roll");
         let me = std::thread::current().id();
         let queued = lane.clone();
         let (ran_on, ran) = std::sync::mpsc::channel();

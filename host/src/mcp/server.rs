@@ -711,14 +711,11 @@ impl ServerHandler for McpFront {
                 Box::pin(async move { task.await.map_err(|e| e.to_string()) })
             }
         };
-        let mut events_open = true;
         let result = loop {
             tokio::select! {
                 r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
-                event = rx.recv(), if events_open => match event {
-                    Some(e) => forward(e).await,
-                    None => events_open = false,
-                },
+                // Never closed while `_reports` is held.
+                Some(e) = rx.recv() => forward(e).await,
                 () = context.ct.cancelled() => {
                     // The client gave up (notifications/cancelled): no response is
                     // expected. The call itself ends at its deadline.
