@@ -247,14 +247,30 @@ fn sse_retry_check_passed(c: &Value) -> bool {
             && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected slightly late")))
 }
 
-/// Whether sse-retry's only failures are its timing check finding the
-/// reconnection late (not early).
-fn only_late(checks: &[Value]) -> bool {
-    checks.iter().all(|c| {
-        sse_retry_check_passed(c)
-            || (c["id"] == "client-sse-retry-timing"
-                && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected very late")))
-    })
+/// Whether sse-retry failed only in a way a loaded machine explains, so
+/// that a run of the scenario alone decides:
+/// - its timing check found the reconnection late (not early);
+/// - or the client's standalone GET stream, which rmcp's client opens
+///   asynchronously after `initialized`, arrived only after the tool call:
+///   the suite's server then takes that GET for the reconnection and
+///   answers the call on it, never closing the call's stream (no close time
+///   recorded, one GET, no Last-Event-ID). A client that never reconnects
+///   has a close time recorded and is not excused.
+fn worth_a_rerun_alone(checks: &[Value]) -> bool {
+    let late = |c: &Value| {
+        c["id"] == "client-sse-retry-timing"
+            && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Client reconnected very late"))
+    };
+    // The timing check could not measure because the call's stream was
+    // never closed (its close time recorded as null).
+    let unmeasured = |c: &Value| {
+        c["id"] == "client-sse-retry-timing"
+            && c["errorMessage"].as_str().is_some_and(|m| m.starts_with("Could not measure timing"))
+            && c["details"].get("toolStreamCloseTime").is_some_and(Value::is_null)
+    };
+    let raced = checks.iter().any(unmeasured);
+    let one_get = |c: &Value| c["id"] == "client-sse-last-event-id" && c["details"]["getConnectionCount"] == 1;
+    checks.iter().all(|c| sse_retry_check_passed(c) || late(c) || (raced && (unmeasured(c) || one_get(c))))
 }
 
 #[test]
@@ -275,10 +291,11 @@ fn every_client_scenario_toolhost_implements_passes() {
     failed.sort_unstable();
     // sse-retry times the client's reconnection against the server's
     // `retry`: with 26 scenarios at once and the other e2e tests sharing two
-    // cores, a reconnection can land "very late" from load alone. Such a
-    // run is repeated alone, once; any other failure (too early, no
-    // reconnection, no Last-Event-ID) stands.
-    if failed.contains(&"sse-retry") && only_late(&run.checks("sse-retry")) {
+    // cores, a reconnection can land "very late", or the client's standalone
+    // GET after the tool call, from load alone. Such a run is repeated
+    // alone, once; any other failure (too early, no reconnection, no
+    // Last-Event-ID after a closed stream) stands.
+    if failed.contains(&"sse-retry") && worth_a_rerun_alone(&run.checks("sse-retry")) {
         let alone = SuiteRun::start(&["--scenario", "sse-retry"], &[]);
         let checks = alone.checks("sse-retry");
         if checks.len() >= 3 && checks.iter().all(sse_retry_check_passed) {
@@ -286,7 +303,7 @@ fn every_client_scenario_toolhost_implements_passes() {
         }
     }
     // The failing scenarios are exactly the listed ones.
-    assert_eq!(failed, baseline, "{}", run.output);
+    assert_eq!(failed, baseline, "{}\nsse-retry's checks: {:#?}", run.output, run.checks("sse-retry"));
     for s in REQUIRED_SCENARIOS {
         assert!(passed(&run, s), "scenario {s} did not pass\n{}", run.output);
     }
@@ -487,4 +504,60 @@ async fn the_server_may_answer_an_older_protocol_version_but_not_an_unknown_one(
             assert!(e.contains(&said), "{version}: {e}");
         }
     }
+}
+
+/// Which sse-retry failures earn a rerun alone: load (a late reconnection,
+/// the standalone GET arriving after the call), never a client that does
+/// not reconnect or reconnects early.
+#[test]
+fn sse_retry_is_rerun_alone_only_for_what_load_explains() {
+    let check = |id: &str, status: &str, message: &str, details: Value| serde_json::json!({"id": id, "status": status, "errorMessage": message, "details": details});
+    let ok = |id: &str| check(id, "SUCCESS", "", serde_json::json!({}));
+    let graceful = ok("client-sse-graceful-reconnect");
+    // Seen under load: the GET came first, the server answered on it.
+    let raced = [
+        graceful.clone(),
+        check(
+            "client-sse-retry-timing",
+            "WARNING",
+            "Could not measure timing - tool stream close time or GET reconnection time not recorded",
+            serde_json::json!({"toolStreamCloseTime": null, "getReconnectionTime": 947.87}),
+        ),
+        check(
+            "client-sse-last-event-id",
+            "WARNING",
+            "Client did not send Last-Event-ID header on reconnection.",
+            serde_json::json!({"hasLastEventId": false, "getConnectionCount": 1}),
+        ),
+    ];
+    assert!(worth_a_rerun_alone(&raced));
+    let late = [
+        graceful.clone(),
+        check("client-sse-retry-timing", "FAILURE", "Client reconnected very late (1400ms)", serde_json::json!({})),
+        ok("client-sse-last-event-id"),
+    ];
+    assert!(worth_a_rerun_alone(&late));
+    // The stream was closed and the client never came back.
+    let gone = [
+        graceful.clone(),
+        check(
+            "client-sse-retry-timing",
+            "WARNING",
+            "Could not measure timing - tool stream close time or GET reconnection time not recorded",
+            serde_json::json!({"toolStreamCloseTime": 12.5, "getReconnectionTime": null}),
+        ),
+        check(
+            "client-sse-last-event-id",
+            "WARNING",
+            "Client did not send Last-Event-ID header on reconnection.",
+            serde_json::json!({"hasLastEventId": false, "getConnectionCount": 1}),
+        ),
+    ];
+    assert!(!worth_a_rerun_alone(&gone));
+    let early = [
+        graceful,
+        check("client-sse-retry-timing", "FAILURE", "Client reconnected too early (100ms)", serde_json::json!({})),
+        ok("client-sse-last-event-id"),
+    ];
+    assert!(!worth_a_rerun_alone(&early));
 }
