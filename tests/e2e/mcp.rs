@@ -534,3 +534,78 @@ fn a_call_in_the_stdio_lane_is_answered_after_its_log_line() {
     assert_eq!(lane.calls_run(), 2, "both calls ran in the lane");
     session.join().unwrap();
 }
+
+/// `serve --stdio`'s direct calls (`mcp::server::DirectFront`): with
+/// `forge_log` on a fast streak, calls go from the transport straight to
+/// the lane, around rmcp's service. Each log line precedes its response; a
+/// queued call the client cancels is not answered (it still runs, on the
+/// pool) while the calls around it are; and a client that writes its calls
+/// and closes its end at once still gets every answer.
+#[test]
+fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_end() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    use toolhost::mcp::lane;
+    let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
+    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (lane, driver) = lane::lane(main.handle().clone());
+    for _ in 0..lane::INLINE_AFTER {
+        lane.record("forge_log", std::time::Duration::ZERO);
+    }
+    let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
+    let direct = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
+    let taking = direct.clone();
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let session = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        driver.run(&rt, async move {
+            let (r, w) = tokio::io::split(server);
+            let service = front.serve(toolhost::mcp::stdio::over(r, w).with_direct(taking)).await.unwrap();
+            let _ = service.waiting().await;
+        });
+    });
+    let talk = async {
+        let (r, mut w) = tokio::io::split(client);
+        let mut lines = tokio::io::BufReader::new(r).lines();
+        let line = |v: Value| format!("{v}\n");
+        w.write_all(line(initialize()).as_bytes()).await.unwrap();
+        let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(first["result"]["serverInfo"]["name"], "toolhost");
+        w.write_all(line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes()).await.unwrap();
+        // Answered after the session has taken in `initialized`.
+        w.write_all(line(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).as_bytes()).await.unwrap();
+        let pong: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(pong["id"], 1, "{pong}");
+        // One write: the transport takes every call (and the cancellation
+        // of 3) before the lane runs the first.
+        let call = |id: u64| {
+            line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}}))
+        };
+        let mut burst = call(2) + &call(3);
+        burst += &line(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}));
+        for id in 4..10 {
+            burst += &call(id);
+        }
+        w.write_all(burst.as_bytes()).await.unwrap();
+        // The input ends at once.
+        w.shutdown().await.unwrap();
+        drop(w);
+        let (mut logs, mut answered) = (0, Vec::new());
+        while let Some(l) = lines.next_line().await.unwrap() {
+            let m: Value = serde_json::from_str(&l).unwrap();
+            if m["method"] == "notifications/message" {
+                logs += 1;
+                continue;
+            }
+            answered.push(m["id"].as_u64().unwrap_or_else(|| panic!("a response: {m}")));
+            assert_eq!(m["result"]["content"][0]["text"], "logged", "{m}");
+            assert!(logs >= answered.len(), "a response before its log line: {m}");
+        }
+        answered.sort_unstable();
+        assert_eq!(answered, vec![2, 4, 5, 6, 7, 8, 9], "every call answered but the cancelled one");
+        assert_eq!(logs, answered.len(), "no log line for the cancelled call");
+    };
+    main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
+        .expect("every call answered and the output closed");
+    assert_eq!(direct.calls_taken(), 8, "every call went around rmcp's service");
+    session.join().unwrap();
+}

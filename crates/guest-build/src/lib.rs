@@ -64,6 +64,8 @@ pub fn build(guests: &[&str], subdir: &str) -> Vec<(String, PathBuf)> {
     }
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
+    // The guests' profile lives in the workspace manifest.
+    println!("cargo:rerun-if-changed={}", root.join("Cargo.toml").display());
     println!("cargo:rerun-if-changed=build.rs");
     built
 }

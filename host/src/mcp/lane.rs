@@ -34,6 +34,12 @@
 //!
 //! A plugin's reports (progress, log) are forwarded after a lane call, still
 //! before its response.
+//!
+//! On `serve --stdio` a call usually reaches the lane straight from the
+//! transport ([`crate::mcp::server::DirectFront`]): reserved with
+//! [`CallLane::reserve`], queued with an [`Answer`] that writes its
+//! response into the transport's output. A call rmcp's service handles
+//! (`McpFront::call_tool`) uses [`CallLane::try_run`] and a oneshot channel.
 
 use crate::Host;
 use crate::tool::ProviderKind;
@@ -56,11 +62,12 @@ pub const INLINE_AFTER: u32 = 32;
 pub const LANE_DEPTH: usize = 16;
 /// Queued calls run back to back before the session resumes to answer
 /// them. One per turn pays a turn's fixed cost (re-entering the runtime,
-/// one write, one wake-up of the client) per call; the whole queue per
-/// turn holds every answer until the last call is done, while the client
-/// waits. Two measured best on average with 8 calls in flight
-/// (BENCHMARKS.md: three rounds each of one, two, three and all).
-pub const LANE_TURN: usize = 2;
+/// one write, one wake-up of the client) per call; more per turn hold
+/// every answer of the turn until its last call is done, while the client
+/// waits. With calls taken around rmcp's service (`DirectFront`), one per
+/// turn measured best with 8 calls in flight (BENCHMARKS.md: 1, 2, 4 and
+/// 8 per turn); two did while rmcp's service ran each request.
+pub const LANE_TURN: usize = 1;
 
 /// A queued call: runs on the driver's thread (or hands itself to the
 /// pool) and leaves the delivery of its result in `done`.
@@ -70,6 +77,29 @@ type Job = Box<dyn FnOnce(&mut Vec<Delivery>) + Send>;
 /// a wake from outside would write the runtime's eventfd (a syscall and an
 /// `epoll_wait` wake-up per call).
 type Delivery = Box<dyn FnOnce() + Send>;
+
+/// Where a lane call's result goes.
+pub trait Answer<T>: Send + 'static {
+    /// Whether the caller still waits for the result (one that gave up,
+    /// cancelled, does not: its call leaves the lane for the pool).
+    fn wanted(&self) -> bool;
+    /// Hands the result over; `None`: the call panicked. An answer dropped
+    /// without this was never run (the session ended first).
+    fn give(self, result: Option<T>);
+}
+
+impl<T: Send + 'static> Answer<T> for oneshot::Sender<T> {
+    fn wanted(&self) -> bool {
+        !self.is_closed()
+    }
+
+    /// A panicked call drops the sender: the receiver sees a closed channel.
+    fn give(self, result: Option<T>) {
+        if let Some(out) = result {
+            let _ = self.send(out);
+        }
+    }
+}
 
 /// Where a session hands calls to the thread driving it.
 #[derive(Debug)]
@@ -82,6 +112,80 @@ pub struct CallLane {
     /// Calls the lane has run.
     ran: AtomicU64,
     gate: InlineGate,
+}
+
+/// A place in the lane's queue, left however the call ends (or when its
+/// job, or its unused ticket, is dropped).
+#[derive(Debug)]
+struct Place(std::sync::Arc<CallLane>);
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.queued.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A queued call's check at its turn: may it still run in the lane?
+type Still = Box<dyn FnOnce(&CallLane, &str) -> bool + Send>;
+
+/// A place reserved in the lane for one call ([`CallLane::reserve`]); it
+/// is given back when dropped unused.
+pub struct Ticket {
+    place: Place,
+    tool: String,
+    /// Whether the call may still run in the lane when its turn comes.
+    still: Still,
+}
+
+impl std::fmt::Debug for Ticket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ticket").field("tool", &self.tool).finish_non_exhaustive()
+    }
+}
+
+impl Ticket {
+    /// Queues `call` in its place, its result for `answer`: handed over
+    /// inside the session's runtime for a call run in the lane, on a pool
+    /// thread for one sent to the pool at its turn.
+    pub fn queue<T, F, A>(self, call: F, answer: A)
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+        A: Answer<T>,
+    {
+        let Ticket { place, tool, still } = self;
+        let lane = place.0.clone();
+        let job: Job = Box::new(move |done: &mut Vec<Delivery>| {
+            let lane = place.0.clone();
+            // Its turn. To the pool instead when the caller gave up
+            // (cancelled: it still runs, to its deadline, as a pool call
+            // does, but not while the session waits) or when the lane would
+            // no longer take it: the tool turned slow while it waited (a
+            // call before it took long), or a reload made it long or its
+            // deadline longer.
+            if !answer.wanted() || !still(&lane, &tool) {
+                drop(place);
+                tracing::debug!(tool, "a queued call leaves the lane for the blocking pool");
+                // On the driver's thread the calls' runtime is entered.
+                drop(tokio::task::spawn_blocking(move || {
+                    let started = std::time::Instant::now();
+                    let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).ok();
+                    lane.gate.record(&tool, started.elapsed());
+                    answer.give(out);
+                }));
+                return;
+            }
+            lane.ran.fetch_add(1, Ordering::Relaxed);
+            let started = std::time::Instant::now();
+            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).ok();
+            lane.gate.record(&tool, started.elapsed());
+            drop(place);
+            done.push(Box::new(move || answer.give(out)));
+        });
+        // The driver gone meanwhile (the session is ending): the job drops
+        // with its answer and its place, and the call is not answered.
+        let _ = lane.jobs.send(job);
+    }
 }
 
 /// Drives a session's runtime and runs the lane's calls between its polls.
@@ -120,72 +224,47 @@ impl CallLane {
         name: &str,
         call: F,
     ) -> Result<oneshot::Receiver<T>, F> {
-        if self.jobs.is_closed() || !self.gate.admits(host, name) {
-            return Err(call);
-        }
-        let host = host.clone();
-        self.queue(name, move |lane: &CallLane, tool: &str| lane.gate.admits(&host, tool), call)
+        let Some(ticket) = self.reserve(host, name) else { return Err(call) };
+        let (tx, rx) = oneshot::channel();
+        ticket.queue(call, tx);
+        Ok(rx)
     }
 
-    /// Queues a call the gate admitted, when the lane has room. When its
-    /// turn comes, `still` says whether it may still run in the lane.
-    fn queue<T, F, A>(self: &std::sync::Arc<Self>, name: &str, still: A, call: F) -> Result<oneshot::Receiver<T>, F>
+    /// A place in the lane for a call of the tool `name`, when the gate
+    /// admits it and the lane has room.
+    pub fn reserve(self: &std::sync::Arc<Self>, host: &std::sync::Arc<Host>, name: &str) -> Option<Ticket> {
+        if self.jobs.is_closed() || !self.gate.admits(host, name) {
+            return None;
+        }
+        let host = host.clone();
+        self.reserve_with(name, move |lane: &CallLane, tool: &str| lane.gate.admits(&host, tool))
+    }
+
+    /// A place for a call the gate admitted, when the lane has room. When
+    /// its turn comes, `still` says whether it may still run in the lane.
+    fn reserve_with<S>(self: &std::sync::Arc<Self>, name: &str, still: S) -> Option<Ticket>
+    where
+        S: FnOnce(&CallLane, &str) -> bool + Send + 'static,
+    {
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= LANE_DEPTH {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Ticket { place: Place(self.clone()), tool: name.to_string(), still: Box::new(still) })
+    }
+
+    /// Queues a call the gate admitted, when the lane has room, its result
+    /// through a oneshot channel (the tests' way in).
+    #[cfg(test)]
+    fn queue<T, F, S>(self: &std::sync::Arc<Self>, name: &str, still: S, call: F) -> Result<oneshot::Receiver<T>, F>
     where
         T: Send + 'static,
         F: FnOnce() -> T + Send + 'static,
-        A: FnOnce(&CallLane, &str) -> bool + Send + 'static,
+        S: FnOnce(&CallLane, &str) -> bool + Send + 'static,
     {
-        /// A place in the lane's queue, left however the call ends (or
-        /// when its job is dropped unrun).
-        struct Place(std::sync::Arc<CallLane>);
-        impl Drop for Place {
-            fn drop(&mut self) {
-                self.0.queued.fetch_sub(1, Ordering::AcqRel);
-            }
-        }
-        if self.queued.fetch_add(1, Ordering::AcqRel) >= LANE_DEPTH {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(call);
-        }
-        let place = Place(self.clone());
+        let Some(ticket) = self.reserve_with(name, still) else { return Err(call) };
         let (tx, rx) = oneshot::channel();
-        let tool = name.to_string();
-        let job: Job = Box::new(move |done: &mut Vec<Delivery>| {
-            let lane = place.0.clone();
-            // Its turn. To the pool instead when the caller gave up
-            // (cancelled: it still runs, to its deadline, as a pool call
-            // does, but not while the session waits) or when the lane would
-            // no longer take it: the tool turned slow while it waited (a
-            // call before it took long), or a reload made it long or its
-            // deadline longer.
-            if tx.is_closed() || !still(&lane, &tool) {
-                drop(place);
-                tracing::debug!(tool, "a queued call leaves the lane for the blocking pool");
-                // On the driver's thread the calls' runtime is entered.
-                drop(tokio::task::spawn_blocking(move || {
-                    let started = std::time::Instant::now();
-                    if let Ok(out) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)) {
-                        let _ = tx.send(out);
-                    }
-                    lane.gate.record(&tool, started.elapsed());
-                }));
-                return;
-            }
-            lane.ran.fetch_add(1, Ordering::Relaxed);
-            let started = std::time::Instant::now();
-            // A panic drops `tx`: the session answers as for a pool task that panicked.
-            let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call));
-            lane.gate.record(&tool, started.elapsed());
-            drop(place);
-            if let Ok(out) = out {
-                done.push(Box::new(move || {
-                    let _ = tx.send(out);
-                }));
-            }
-        });
-        // The driver gone meanwhile (the session is ending): the job drops
-        // with its sender and its place, and the call is answered as failed.
-        let _ = self.jobs.send(job);
+        ticket.queue(call, tx);
         Ok(rx)
     }
 
@@ -237,11 +316,13 @@ impl LaneDriver {
                 Err(Some(job)) => {
                     let _calls = self.calls.enter();
                     job(&mut done);
-                    // Calls queued together run in pairs: the session
-                    // resumes, answers and reads after each pair.
-                    for _ in 1..LANE_TURN {
+                    // Calls queued together run LANE_TURN at a time: the
+                    // session resumes, answers and reads after each turn.
+                    let mut ran = 1;
+                    while ran < LANE_TURN {
                         let Ok(job) = self.jobs.try_recv() else { break };
                         job(&mut done);
+                        ran += 1;
                     }
                 }
                 // Every lane is gone: no more calls can come.

@@ -38,6 +38,10 @@ use crate::budget::Tier;
 use crate::host::{Conversation, TurnCues, TurnTier};
 use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use rmcp::model::{
+    CallToolRequest, JsonRpcRequest, LoggingMessageNotification, ProgressNotification, ProgressToken, ProtocolVersion,
+    RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,
+};
+use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock,
     ErrorData, GetPromptRequestParams, GetPromptResponse, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam, MetaObject,
@@ -76,6 +80,10 @@ pub struct McpFront {
     /// Where fast calls run without a thread hop (`serve --stdio`);
     /// `None`: every call on the blocking pool.
     lane: Option<Arc<super::lane::CallLane>>,
+    /// The protocol version the client asked for, once the session is
+    /// initialized (what rmcp's request context falls back to): until then
+    /// no call is taken around rmcp's service ([`DirectFront`]).
+    negotiated: Arc<std::sync::OnceLock<ProtocolVersion>>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -132,6 +140,7 @@ impl McpFront {
             conversation,
             shown: Arc::default(),
             lane: None,
+            negotiated: Arc::default(),
         })
     }
 
@@ -155,6 +164,7 @@ impl McpFront {
             conversation: Arc::new(self.host.conversation_unchecked(self.agent.as_deref())),
             shown: Arc::default(),
             lane: self.lane.clone(),
+            negotiated: Arc::default(),
         }
     }
 
@@ -371,6 +381,169 @@ impl McpFront {
     }
 }
 
+/// The notification a plugin's report makes for this session, if any: a
+/// progress report only for a call that asked for progress, a log line
+/// only at or above the session's level.
+fn report(
+    event: PluginEvent,
+    progress_token: Option<&ProgressToken>,
+    min_level: u8,
+    logger: &str,
+) -> Option<ServerNotification> {
+    match event {
+        PluginEvent::Progress { progress, total, message } => {
+            let mut p = ProgressNotificationParam::new(progress_token?.clone(), progress);
+            p.total = total;
+            p.message = message;
+            Some(ServerNotification::ProgressNotification(ProgressNotification::new(p)))
+        }
+        PluginEvent::Log { level, message } => {
+            let level = mcp_level(level);
+            (level_rank(level) >= min_level).then(|| {
+                let mut p = LoggingMessageNotificationParam::new(level, Value::String(message));
+                p.logger = Some(logger.to_string());
+                ServerNotification::LoggingMessageNotification(LoggingMessageNotification::new(p))
+            })
+        }
+    }
+}
+
+/// `serve --stdio`'s calls taken around rmcp's service
+/// ([`super::stdio::DirectCalls`]): a `tools/call` the session's lane
+/// admits is queued there straight from the transport, and answered from
+/// the lane into the transport's output, the plugin's reports first. It is
+/// the call [`McpFront::call_tool`] makes (same checks, audit, result
+/// shape and errors) without the task, request context, cancellation
+/// token and channels rmcp's service spends per request. Everything else,
+/// and every call before the session is initialized, goes to rmcp.
+#[derive(Debug)]
+pub struct DirectFront {
+    front: McpFront,
+    /// Calls taken and not answered yet, by request id: a cancelled one is
+    /// flagged (it leaves the lane for the pool and is not answered).
+    pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
+    /// Calls taken so far.
+    taken: std::sync::atomic::AtomicU64,
+}
+
+impl DirectFront {
+    /// Direct calls for `front`'s session (which must have a lane to take any).
+    pub fn new(front: McpFront) -> DirectFront {
+        DirectFront { front, pending: Arc::default(), taken: Default::default() }
+    }
+
+    /// How many calls were taken around rmcp's service.
+    pub fn calls_taken(&self) -> u64 {
+        self.taken.load(Ordering::Relaxed)
+    }
+}
+
+/// Where a direct call's result goes: the transport's output.
+struct DirectAnswer {
+    owed: super::stdio::Owed,
+    id: RequestId,
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
+    pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
+    reports: Arc<std::sync::Mutex<Vec<PluginEvent>>>,
+    progress_token: Option<ProgressToken>,
+    min_level: u8,
+    tool: String,
+    dialect: Dialect,
+}
+
+impl Drop for DirectAnswer {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.get(&self.id).is_some_and(|c| Arc::ptr_eq(c, &self.cancelled)) {
+            pending.remove(&self.id);
+        }
+    }
+}
+
+impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
+    fn wanted(&self) -> bool {
+        !self.cancelled.load(Ordering::Acquire)
+    }
+
+    fn give(self, result: Option<Result<CallToolResult, ErrorData>>) {
+        if !self.wanted() {
+            // Cancelled: no response is expected (the call itself ran, and
+            // was audited).
+            return;
+        }
+        let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut messages: Vec<ServerJsonRpcMessage> = reports
+            .into_iter()
+            .filter_map(|e| report(e, self.progress_token.as_ref(), self.min_level, &self.tool))
+            .map(ServerJsonRpcMessage::notification)
+            .collect();
+        let id = self.id.clone();
+        messages.push(match result {
+            Some(Ok(mut r)) => {
+                super::content::shape_result(&mut r, self.dialect);
+                ServerJsonRpcMessage::response(ServerResult::from(CallToolResponse::from(r)), id)
+            }
+            Some(Err(e)) => ServerJsonRpcMessage::error(e, Some(id)),
+            None => ServerJsonRpcMessage::error(
+                ErrorData::internal_error("call task failed: the call panicked", None),
+                Some(id),
+            ),
+        });
+        // The answer is settled when `self` drops, after its messages are queued.
+        self.owed.send(&messages);
+    }
+}
+
+impl super::stdio::DirectCalls for DirectFront {
+    fn take(
+        &self,
+        request: JsonRpcRequest<CallToolRequest>,
+        replies: &super::stdio::Replies,
+    ) -> Option<JsonRpcRequest<CallToolRequest>> {
+        let front = &self.front;
+        let (Some(lane), Some(negotiated)) = (&front.lane, front.negotiated.get()) else { return Some(request) };
+        let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
+        let JsonRpcRequest { id, request, .. } = request;
+        // Where rmcp's decoder leaves `params._meta` (its request context's `meta`).
+        let meta = request.extensions.get::<RequestMetaObject>();
+        let version = meta.and_then(RequestMetaObject::protocol_version).unwrap_or_else(|| negotiated.clone());
+        let dialect = Dialect::of(Some(&version));
+        let progress_token = meta.and_then(RequestMetaObject::get_progress_token);
+        let params = request.params;
+        let tool = params.name.to_string();
+        let args = Value::Object(params.arguments.unwrap_or_default());
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), cancelled.clone());
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = reports.clone();
+        let events: Arc<dyn Fn(PluginEvent) + Send + Sync> =
+            Arc::new(move |e| sink.lock().unwrap_or_else(|p| p.into_inner()).push(e));
+        let ctx =
+            CallContext { events: Some(events), session: Some(front.session_id.to_string()), ..CallContext::default() };
+        let answer = DirectAnswer {
+            owed: replies.owe(),
+            id,
+            cancelled,
+            pending: self.pending.clone(),
+            reports,
+            progress_token,
+            min_level: front.log_level.load(Ordering::Relaxed),
+            tool: tool.clone(),
+            dialect,
+        };
+        let front = front.clone();
+        ticket.queue(move || front.call_in(&tool, args, ctx), answer);
+        self.taken.fetch_add(1, Ordering::Relaxed);
+        None
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        if let Some(flag) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+            flag.store(true, Ordering::Release);
+        }
+    }
+}
+
 /// The turn a `tools/list` starts, from its `params._meta`: the utterance
 /// and the cues; `None` without an utterance. Keys of the wrong type are
 /// invalid params, never ignored.
@@ -469,7 +642,10 @@ fn meta(v: Value) -> MetaObject {
 fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64) -> CallToolResult {
     match result {
         Ok(out) => {
-            let structured = out.structured.clone().or_else(|| super::content::structured(&out.content));
+            let structured = match out.structured {
+                Some(s) => Some(s),
+                None => super::content::structured(&out.content),
+            };
             let content = super::content::to_mcp(&out.content);
             let mut r = CallToolResult::success(content);
             r.structured_content = structured;
@@ -643,22 +819,9 @@ impl ServerHandler for McpFront {
         let peer = context.peer.clone();
         let min_level = self.log_level.load(Ordering::Relaxed);
         let logger = name.clone();
-        let forward = async |event: PluginEvent| match event {
-            PluginEvent::Progress { progress, total, message } => {
-                if let Some(token) = &progress_token {
-                    let mut p = ProgressNotificationParam::new(token.clone(), progress);
-                    p.total = total;
-                    p.message = message;
-                    let _ = peer.notify_progress(p).await;
-                }
-            }
-            PluginEvent::Log { level, message } => {
-                let level = mcp_level(level);
-                if level_rank(level) >= min_level {
-                    let mut p = LoggingMessageNotificationParam::new(level, Value::String(message));
-                    p.logger = Some(logger.clone());
-                    let _ = peer.notify_logging_message(p).await;
-                }
+        let forward = async |event: PluginEvent| {
+            if let Some(n) = report(event, progress_token.as_ref(), min_level, &logger) {
+                let _ = peer.send_notification(n).await;
             }
         };
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
@@ -743,6 +906,9 @@ impl ServerHandler for McpFront {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(info) = context.peer.peer_info() {
+            let _ = self.negotiated.set(info.protocol_version.clone());
+        }
         let front = self.clone();
         let peer = context.peer;
         let mut changes = self.host.registry().subscribe();

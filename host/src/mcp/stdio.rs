@@ -18,14 +18,18 @@
 //! - malformed lines are answered through the same buffer, so a refusal is
 //!   never interleaved with another line;
 //! - a client that stops reading its answers stops being read: `receive`
-//!   waits while more than [`OUTPUT_HIGH_WATER`] bytes are queued.
+//!   waits while more than [`OUTPUT_HIGH_WATER`] bytes are queued;
+//! - a `tools/call` is first offered to [`DirectCalls`] (`serve --stdio`:
+//!   the session's call lane), which may answer it itself through the same
+//!   buffer, around rmcp's service; at the end of the input every answer
+//!   owed goes out before rmcp is told.
 //!
 //! Every line gets the answer it got before (tested by
 //! `mcp::stdio_answers_every_malformed_line_and_keeps_serving`).
 
 use super::jsonrpc::{INVALID_REQUEST, MAX_STDIO_MESSAGE, Rejection, Verdict, check_parsed};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequest, ClientRequest, ErrorData, JsonRpcRequest};
+use rmcp::model::{CallToolRequest, ClientRequest, ErrorData, JsonRpcRequest, RequestId};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
@@ -61,6 +65,66 @@ pub struct LineTransport<R> {
     cut: bool,
     codec: JsonRpcMessageCodec<RxJsonRpcMessage<RoleServer>>,
     out: Arc<Outbox>,
+    /// Who answers `tools/call` requests around rmcp's service, if anyone.
+    direct: Option<Arc<dyn DirectCalls>>,
+}
+
+/// Answers `tools/call` requests around rmcp's service (`serve --stdio`'s
+/// call lane): rmcp's service spends a task, a cancellation token, a
+/// request context and a channel hop on every request, more than a fast
+/// tool's whole call. What is not taken goes to rmcp as before.
+pub trait DirectCalls: Send + Sync + 'static {
+    /// Takes `request` and answers it later through an [`Owed`] of
+    /// `replies` (`None`), or gives it back for rmcp's service.
+    fn take(
+        &self,
+        request: JsonRpcRequest<CallToolRequest>,
+        replies: &Replies,
+    ) -> Option<JsonRpcRequest<CallToolRequest>>;
+    /// The client gave up on request `id` (`notifications/cancelled`; rmcp
+    /// is told too, for the requests it holds).
+    fn cancel(&self, id: &RequestId);
+}
+
+/// The transport's output, for answers sent around rmcp's service.
+#[derive(Debug, Clone)]
+pub struct Replies(Arc<Outbox>);
+
+impl Replies {
+    /// An answer this transport owes: the end of the input is reported to
+    /// rmcp (which then closes the output) only once every answer owed has
+    /// been sent or dropped, so a client that writes its calls and closes
+    /// its end still gets every answer.
+    pub fn owe(&self) -> Owed {
+        self.0.lock().owed += 1;
+        Owed(self.0.clone())
+    }
+}
+
+/// One answer owed (see [`Replies::owe`]), settled when dropped (sent or not).
+#[derive(Debug)]
+pub struct Owed(Arc<Outbox>);
+
+impl Owed {
+    /// Queues `messages` back to back (a call's notifications, then its
+    /// response: nothing of rmcp's comes between them); false once the
+    /// output is closed.
+    pub fn send(&self, messages: &[TxJsonRpcMessage<RoleServer>]) -> bool {
+        self.0.push_all(messages)
+    }
+}
+
+impl Drop for Owed {
+    fn drop(&mut self) {
+        let settled = {
+            let mut s = self.0.lock();
+            s.owed -= 1;
+            s.owed == 0
+        };
+        if settled {
+            self.0.settled.notify_waiters();
+        }
+    }
 }
 
 /// Output waiting for the writer task.
@@ -71,12 +135,16 @@ struct Outbox {
     queued: Notify,
     /// Wakes a reader held back by a full queue.
     drained: Notify,
+    /// Wakes a reader at the end of the input when no answer is owed.
+    settled: Notify,
 }
 
 #[derive(Debug, Default)]
 struct OutState {
     buf: Vec<u8>,
     closed: bool,
+    /// Answers owed around rmcp's service ([`Owed`]).
+    owed: usize,
 }
 
 impl Outbox {
@@ -88,18 +156,24 @@ impl Outbox {
     /// message that does not serialize is logged and leaves nothing behind
     /// (never half a line).
     fn push(&self, message: &impl serde::Serialize) -> bool {
+        self.push_all(std::slice::from_ref(message))
+    }
+
+    /// Appends `messages` back to back, as [`Outbox::push`] does each.
+    fn push_all(&self, messages: &[impl serde::Serialize]) -> bool {
         {
             let mut s = self.lock();
             if s.closed {
                 return false;
             }
-            let start = s.buf.len();
-            match serde_json::to_writer(&mut s.buf, message) {
-                Ok(()) => s.buf.push(b'\n'),
-                Err(e) => {
-                    tracing::error!("could not serialize an outgoing message: {e}");
-                    s.buf.truncate(start);
-                    return true;
+            for message in messages {
+                let start = s.buf.len();
+                match serde_json::to_writer(&mut s.buf, message) {
+                    Ok(()) => s.buf.push(b'\n'),
+                    Err(e) => {
+                        tracing::error!("could not serialize an outgoing message: {e}");
+                        s.buf.truncate(start);
+                    }
                 }
             }
         }
@@ -127,6 +201,19 @@ impl Outbox {
                 }
             }
             drained.await;
+        }
+    }
+
+    /// Waits until no answer is owed.
+    async fn settled(&self) {
+        loop {
+            let settled = self.settled.notified();
+            tokio::pin!(settled);
+            settled.as_mut().enable();
+            if self.lock().owed == 0 {
+                return;
+            }
+            settled.await;
         }
     }
 }
@@ -183,7 +270,13 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> LineTransport<R> {
         let out = Arc::<Outbox>::default();
         tokio::spawn(write_out(out.clone(), output));
-        LineTransport { input, line: BytesMut::new(), cut: false, codec: JsonRpcMessageCodec::new(), out }
+        LineTransport { input, line: BytesMut::new(), cut: false, codec: JsonRpcMessageCodec::new(), out, direct: None }
+    }
+
+    /// This transport with `tools/call` requests offered to `direct` first.
+    pub fn with_direct(mut self, direct: Arc<dyn DirectCalls>) -> LineTransport<R> {
+        self.direct = Some(direct);
+        self
     }
 
     /// Reads until the end of a line, into `self.line` (at most
@@ -243,7 +336,26 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
             Ok((Verdict::Pass, parsed)) => {
                 if let Some(call) = tool_call(&parsed, self.line.trim_ascii()) {
                     self.line.clear();
-                    return Ok(Some(call));
+                    let call = match &self.direct {
+                        // Nobody reads the answers any more: the session ends.
+                        Some(_) if self.out.lock().closed => return Err(OutputClosed),
+                        Some(direct) => match direct.take(call, &Replies(self.out.clone())) {
+                            None => return Ok(None),
+                            Some(call) => call,
+                        },
+                        None => call,
+                    };
+                    return Ok(Some(RxJsonRpcMessage::<RoleServer>::Request(JsonRpcRequest::new(
+                        call.id,
+                        ClientRequest::CallToolRequest(call.request),
+                    ))));
+                }
+                if let Some(direct) = &self.direct
+                    && parsed.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                    && let Some(id) = parsed.pointer("/params/requestId")
+                    && let Ok(id) = <RequestId as serde::Deserialize>::deserialize(id)
+                {
+                    direct.cancel(&id);
                 }
                 // rmcp's own decoder, so that what passes is read exactly as
                 // rmcp reads it (non-standard notifications ignored, a shape
@@ -284,15 +396,11 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
 /// types, which refuse a duplicate key (the parsed `Value` would keep the
 /// last): such a line leaves the fast path and gets whatever rmcp's decoder
 /// makes of it, as does anything else this cannot read.
-fn tool_call(parsed: &Value, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+fn tool_call(parsed: &Value, line: &[u8]) -> Option<JsonRpcRequest<CallToolRequest>> {
     if parsed.get("method").and_then(Value::as_str) != Some("tools/call") || parsed.get("id").is_none() {
         return None;
     }
-    let request: JsonRpcRequest<CallToolRequest> = serde_json::from_slice(line).ok()?;
-    Some(RxJsonRpcMessage::<RoleServer>::Request(JsonRpcRequest::new(
-        request.id,
-        ClientRequest::CallToolRequest(request.request),
-    )))
+    serde_json::from_slice(line).ok()
 }
 
 impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> {
@@ -311,7 +419,12 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
         loop {
             // A client that does not read its answers is not read either.
             self.out.room().await;
-            self.read_line().await?;
+            if self.read_line().await.is_none() {
+                // The end of the input: rmcp closes the output once told,
+                // so first every answer owed goes out.
+                self.out.settled().await;
+                return None;
+            }
             match self.take_message() {
                 Ok(Some(m)) => return Some(m),
                 Ok(None) => {}
@@ -356,7 +469,13 @@ mod tests {
         assert_eq!(verdict, Verdict::Pass, "{line}");
         let mut codec = JsonRpcMessageCodec::<RxJsonRpcMessage<RoleServer>>::new();
         let rmcp = codec.decode(&mut BytesMut::from(format!("{line}\n").as_str())).ok().flatten();
-        let ours = tool_call(&parsed, line.as_bytes()).or_else(|| {
+        let ours = tool_call(&parsed, line.as_bytes()).map(|call| {
+            RxJsonRpcMessage::<RoleServer>::Request(JsonRpcRequest::new(
+                call.id,
+                ClientRequest::CallToolRequest(call.request),
+            ))
+        });
+        let ours = ours.or_else(|| {
             let mut codec = JsonRpcMessageCodec::<RxJsonRpcMessage<RoleServer>>::new();
             codec.decode(&mut BytesMut::from(format!("{line}\n").as_str())).ok().flatten()
         });

@@ -138,7 +138,10 @@ impl Serve {
                         // Malformed lines are answered (rmcp alone would drop
                         // them); stdin and stdout on the IO reactor when they
                         // are pipes.
-                        let stdio = toolhost::mcp::stdio::stdio();
+                        // Fast calls are taken from the transport straight to
+                        // the lane, around rmcp's service (`DirectFront`).
+                        let direct = Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
+                        let stdio = toolhost::mcp::stdio::stdio().with_direct(direct);
                         let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
                         service.waiting().await.map(drop).context("MCP session over stdio")
                     });
