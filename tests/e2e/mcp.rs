@@ -575,11 +575,49 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         w.write_all(line(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).as_bytes()).await.unwrap();
         let pong: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!(pong["id"], 1, "{pong}");
-        // One write: the transport takes every call (and the cancellation
-        // of 3) before the lane runs the first.
         let call = |id: u64| {
             line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}}))
         };
+        let set_level = |id: u64, level: &str| {
+            line(json!({"jsonrpc": "2.0", "id": id, "method": "logging/setLevel", "params": {"level": level}}))
+        };
+        // A level set in the same write as a call holds for it (forge_log
+        // logs a warning), and the result has the shape rmcp gives a
+        // 2025-06-18 client: no `resultType`.
+        w.write_all((set_level(10, "error") + &call(20)).as_bytes()).await.unwrap();
+        let mut two = Vec::new();
+        for _ in 0..2 {
+            two.push(serde_json::from_str::<Value>(&lines.next_line().await.unwrap().unwrap()).unwrap());
+        }
+        two.sort_by_key(|m| m["id"].as_u64());
+        assert_eq!((two[0]["id"].as_u64(), two[1]["id"].as_u64()), (Some(10), Some(20)), "no log line: {two:?}");
+        let result = &two[1]["result"];
+        assert_eq!(result["content"][0]["text"], "logged", "{result}");
+        assert!(result.get("resultType").is_none(), "a 2025-06-18 result: {result}");
+        assert_eq!(result["_meta"]["toolhost"]["cached"], false, "{result}");
+        w.write_all(set_level(11, "debug").as_bytes()).await.unwrap();
+        let set: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(set["id"], 11, "{set}");
+        // Protocol keys in `_meta` are rmcp's to check; progress is rmcp's
+        // path too.
+        let with_meta = |id: u64, meta: Value| {
+            line(
+                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log", "_meta": meta}}),
+            )
+        };
+        w.write_all(with_meta(21, json!({"io.modelcontextprotocol/protocolVersion": "1999-01-01"})).as_bytes())
+            .await
+            .unwrap();
+        let refused: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(refused["id"], 21, "{refused}");
+        assert!(refused["error"]["code"].is_i64(), "rmcp refuses an unsupported version: {refused}");
+        w.write_all(with_meta(22, json!({"progressToken": "p"})).as_bytes()).await.unwrap();
+        let log: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!(log["method"], "notifications/message", "{log}");
+        let r: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(22), &json!("logged")), "{r}");
+        // One write: the transport takes every call (and the cancellation
+        // of 3) before the lane runs the first.
         let mut burst = call(2) + &call(3);
         burst += &line(json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}));
         for id in 4..10 {
@@ -606,6 +644,6 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
     };
     main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
         .expect("every call answered and the output closed");
-    assert_eq!(direct.calls_taken(), 8, "every call went around rmcp's service");
+    assert_eq!(direct.calls_taken(), 9, "call 20 and the burst went around rmcp's service, 21 and 22 did not");
     session.join().unwrap();
 }

@@ -80,7 +80,7 @@ pub struct McpFront {
     /// Where fast calls run without a thread hop (`serve --stdio`);
     /// `None`: every call on the blocking pool.
     lane: Option<Arc<super::lane::CallLane>>,
-    /// The protocol version the client asked for, once the session is
+    /// The protocol version agreed at `initialize`, once the session is
     /// initialized (what rmcp's request context falls back to): until then
     /// no call is taken around rmcp's service ([`DirectFront`]).
     negotiated: Arc<std::sync::OnceLock<ProtocolVersion>>,
@@ -412,10 +412,17 @@ fn report(
 /// ([`super::stdio::DirectCalls`]): a `tools/call` the session's lane
 /// admits is queued there straight from the transport, and answered from
 /// the lane into the transport's output, the plugin's reports first. It is
-/// the call [`McpFront::call_tool`] makes (same checks, audit, result
-/// shape and errors) without the task, request context, cancellation
-/// token and channels rmcp's service spends per request. Everything else,
-/// and every call before the session is initialized, goes to rmcp.
+/// the call `McpFront::call_tool` makes (same checks, audit, errors, and
+/// the result shaped as rmcp shapes it for the agreed protocol version)
+/// without the task, request context, cancellation token and channels
+/// rmcp's service spends per request.
+///
+/// Left to rmcp (and `call_tool`): every call before the session is
+/// initialized (and a session without `initialize`, which never is); a
+/// call whose `_meta` carries protocol keys (`io.modelcontextprotocol/…`:
+/// rmcp checks them); a call asking for progress (`call_tool` forwards
+/// progress live while a call runs on the pool); a call whose id is
+/// already in flight here; and whatever the lane does not admit.
 #[derive(Debug)]
 pub struct DirectFront {
     front: McpFront,
@@ -445,10 +452,13 @@ struct DirectAnswer {
     cancelled: Arc<std::sync::atomic::AtomicBool>,
     pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
     reports: Arc<std::sync::Mutex<Vec<PluginEvent>>>,
-    progress_token: Option<ProgressToken>,
-    min_level: u8,
+    /// The session's log level, read when the answer goes out (a
+    /// `logging/setLevel` read just before the call has been handled by then).
+    log_level: Arc<AtomicU8>,
     tool: String,
     dialect: Dialect,
+    /// The agreed protocol version is 2026-07-28 or later.
+    current: bool,
 }
 
 impl Drop for DirectAnswer {
@@ -472,16 +482,26 @@ impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
             return;
         }
         let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|p| p.into_inner()));
+        let min_level = self.log_level.load(Ordering::Relaxed);
         let mut messages: Vec<ServerJsonRpcMessage> = reports
             .into_iter()
-            .filter_map(|e| report(e, self.progress_token.as_ref(), self.min_level, &self.tool))
+            .filter_map(|e| report(e, None, min_level, &self.tool))
             .map(ServerJsonRpcMessage::notification)
             .collect();
         let id = self.id.clone();
+        tracing::debug!(%id, tool = self.tool, "answering a direct call");
         messages.push(match result {
             Some(Ok(mut r)) => {
                 super::content::shape_result(&mut r, self.dialect);
-                ServerJsonRpcMessage::response(ServerResult::from(CallToolResponse::from(r)), id)
+                let mut result = ServerResult::from(CallToolResponse::from(r));
+                // What rmcp's request handler does to every result.
+                if self.current {
+                    result.fill_missing_cache_hints();
+                } else {
+                    result.strip_result_type_for_legacy_peer();
+                    result.strip_non_object_output_for_legacy_peer();
+                }
+                ServerJsonRpcMessage::response(result, id)
             }
             Some(Err(e)) => ServerJsonRpcMessage::error(e, Some(id)),
             None => ServerJsonRpcMessage::error(
@@ -502,18 +522,51 @@ impl super::stdio::DirectCalls for DirectFront {
     ) -> Option<JsonRpcRequest<CallToolRequest>> {
         let front = &self.front;
         let (Some(lane), Some(negotiated)) = (&front.lane, front.negotiated.get()) else { return Some(request) };
-        let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
+        // Where rmcp's decoder leaves `params._meta` (its request context's
+        // `meta`): protocol keys and progress tokens go to rmcp.
+        if let Some(meta) = request.request.extensions.get::<RequestMetaObject>()
+            && meta.0.0.keys().any(|k| k == "progressToken" || k.starts_with("io.modelcontextprotocol/"))
+        {
+            return Some(request);
+        }
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        {
+            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+            if pending.contains_key(&request.id) {
+                return Some(request);
+            }
+            // Before the ticket: a call given back to rmcp holds no place.
+            let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
+            pending.insert(request.id.clone(), cancelled.clone());
+            drop(pending);
+            self.queue(ticket, request, cancelled, negotiated, replies);
+        }
+        None
+    }
+
+    fn cancel(&self, id: &RequestId) {
+        if let Some(flag) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
+            flag.store(true, Ordering::Release);
+        }
+    }
+}
+
+impl DirectFront {
+    /// Queues a call taken (its id now pending) in its place in the lane.
+    fn queue(
+        &self,
+        ticket: super::lane::Ticket,
+        request: JsonRpcRequest<CallToolRequest>,
+        cancelled: Arc<std::sync::atomic::AtomicBool>,
+        negotiated: &ProtocolVersion,
+        replies: &super::stdio::Replies,
+    ) {
+        let front = &self.front;
         let JsonRpcRequest { id, request, .. } = request;
-        // Where rmcp's decoder leaves `params._meta` (its request context's `meta`).
-        let meta = request.extensions.get::<RequestMetaObject>();
-        let version = meta.and_then(RequestMetaObject::protocol_version).unwrap_or_else(|| negotiated.clone());
-        let dialect = Dialect::of(Some(&version));
-        let progress_token = meta.and_then(RequestMetaObject::get_progress_token);
         let params = request.params;
         let tool = params.name.to_string();
+        tracing::debug!(%id, tool, "a direct call");
         let args = Value::Object(params.arguments.unwrap_or_default());
-        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id.clone(), cancelled.clone());
         let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = reports.clone();
         let events: Arc<dyn Fn(PluginEvent) + Send + Sync> =
@@ -526,21 +579,14 @@ impl super::stdio::DirectCalls for DirectFront {
             cancelled,
             pending: self.pending.clone(),
             reports,
-            progress_token,
-            min_level: front.log_level.load(Ordering::Relaxed),
+            log_level: front.log_level.clone(),
             tool: tool.clone(),
-            dialect,
+            dialect: Dialect::of(Some(negotiated)),
+            current: negotiated.as_str() >= ProtocolVersion::V_2026_07_28.as_str(),
         };
         let front = front.clone();
         ticket.queue(move || front.call_in(&tool, args, ctx), answer);
         self.taken.fetch_add(1, Ordering::Relaxed);
-        None
-    }
-
-    fn cancel(&self, id: &RequestId) {
-        if let Some(flag) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
-            flag.store(true, Ordering::Release);
-        }
     }
 }
 

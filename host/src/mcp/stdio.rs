@@ -45,6 +45,11 @@ use tokio_util::codec::Decoder as _;
 /// client has read some.
 pub const OUTPUT_HIGH_WATER: usize = 1 << 20;
 
+/// How long the end of the input waits for the answers owed
+/// ([`Replies::owe`]) before rmcp is told: rmcp's own wait for its
+/// handlers' answers when the input closes.
+pub const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The stdio transport of `toolhost serve --stdio`: stdin and stdout
 /// (non-blocking pipes when they are pipes, else tokio's blocking handles).
 pub type Stdio = LineTransport<BufReader<StdioReader>>;
@@ -421,8 +426,11 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
             self.out.room().await;
             if self.read_line().await.is_none() {
                 // The end of the input: rmcp closes the output once told,
-                // so first every answer owed goes out.
-                self.out.settled().await;
+                // so first every answer owed goes out (for as long as rmcp
+                // waits for its own handlers' answers then).
+                if tokio::time::timeout(END_OF_INPUT_DRAIN, self.out.settled()).await.is_err() {
+                    tracing::warn!("the input ended; gave up waiting for the answers of calls still running");
+                }
                 return None;
             }
             match self.take_message() {
