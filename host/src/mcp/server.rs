@@ -420,9 +420,11 @@ fn report(
 /// Left to rmcp (and `call_tool`): every call before the session is
 /// initialized (and a session without `initialize`, which never is); a
 /// call whose `_meta` carries protocol keys (`io.modelcontextprotocol/…`:
-/// rmcp checks them); a call asking for progress (`call_tool` forwards
-/// progress live while a call runs on the pool); a call whose id is
-/// already in flight here; and whatever the lane does not admit.
+/// rmcp checks them); a call whose id is already in flight here; and
+/// whatever the lane does not admit. A plugin's reports are held while
+/// its call runs in the lane (the session is not running then) and sent
+/// as they come while it runs on the pool (a queued call sent there at its
+/// turn), always before the response.
 #[derive(Debug)]
 pub struct DirectFront {
     front: McpFront,
@@ -445,17 +447,53 @@ impl DirectFront {
     }
 }
 
+/// A direct call's plugin reports: held while the call runs in the lane,
+/// on the session's own thread (nothing is written then); sent as they
+/// come from any other thread (the pool).
+struct Reports {
+    /// The thread that drives the session (and runs its lane calls).
+    lane_thread: std::thread::ThreadId,
+    held: std::sync::Mutex<Vec<PluginEvent>>,
+    replies: super::stdio::Replies,
+    progress_token: Option<ProgressToken>,
+    /// The session's log level, read when a report goes out (a
+    /// `logging/setLevel` read just before the call has been handled by then).
+    log_level: Arc<AtomicU8>,
+    tool: String,
+    /// A cancelled call's reports go nowhere (nor does its response).
+    cancelled: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Reports {
+    fn take(&self, event: PluginEvent) {
+        if std::thread::current().id() == self.lane_thread {
+            self.held.lock().unwrap_or_else(|p| p.into_inner()).push(event);
+        } else if !self.cancelled.load(Ordering::Acquire)
+            && let Some(n) = self.notification(event)
+        {
+            self.replies.send(&[n]);
+        }
+    }
+
+    fn notification(&self, event: PluginEvent) -> Option<ServerJsonRpcMessage> {
+        let min_level = self.log_level.load(Ordering::Relaxed);
+        report(event, self.progress_token.as_ref(), min_level, &self.tool).map(ServerJsonRpcMessage::notification)
+    }
+
+    /// The held reports, as notifications.
+    fn held(&self) -> Vec<ServerJsonRpcMessage> {
+        let held = std::mem::take(&mut *self.held.lock().unwrap_or_else(|p| p.into_inner()));
+        held.into_iter().filter_map(|e| self.notification(e)).collect()
+    }
+}
+
 /// Where a direct call's result goes: the transport's output.
 struct DirectAnswer {
     owed: super::stdio::Owed,
     id: RequestId,
     cancelled: Arc<std::sync::atomic::AtomicBool>,
     pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
-    reports: Arc<std::sync::Mutex<Vec<PluginEvent>>>,
-    /// The session's log level, read when the answer goes out (a
-    /// `logging/setLevel` read just before the call has been handled by then).
-    log_level: Arc<AtomicU8>,
-    tool: String,
+    reports: Arc<Reports>,
     dialect: Dialect,
     /// The agreed protocol version is 2026-07-28 or later.
     current: bool,
@@ -481,15 +519,9 @@ impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
             // was audited).
             return;
         }
-        let reports = std::mem::take(&mut *self.reports.lock().unwrap_or_else(|p| p.into_inner()));
-        let min_level = self.log_level.load(Ordering::Relaxed);
-        let mut messages: Vec<ServerJsonRpcMessage> = reports
-            .into_iter()
-            .filter_map(|e| report(e, None, min_level, &self.tool))
-            .map(ServerJsonRpcMessage::notification)
-            .collect();
+        let mut messages = self.reports.held();
         let id = self.id.clone();
-        tracing::debug!(%id, tool = self.tool, "answering a direct call");
+        tracing::debug!(%id, tool = self.reports.tool, "answering a direct call");
         messages.push(match result {
             Some(Ok(mut r)) => {
                 super::content::shape_result(&mut r, self.dialect);
@@ -525,7 +557,7 @@ impl super::stdio::DirectCalls for DirectFront {
         // Where rmcp's decoder leaves `params._meta` (its request context's
         // `meta`): protocol keys and progress tokens go to rmcp.
         if let Some(meta) = request.request.extensions.get::<RequestMetaObject>()
-            && meta.0.0.keys().any(|k| k == "progressToken" || k.starts_with("io.modelcontextprotocol/"))
+            && meta.0.0.keys().any(|k| k.starts_with("io.modelcontextprotocol/"))
         {
             return Some(request);
         }
@@ -563,14 +595,24 @@ impl DirectFront {
     ) {
         let front = &self.front;
         let JsonRpcRequest { id, request, .. } = request;
+        let progress_token =
+            request.extensions.get::<RequestMetaObject>().and_then(RequestMetaObject::get_progress_token);
         let params = request.params;
         let tool = params.name.to_string();
         tracing::debug!(%id, tool, "a direct call");
         let args = Value::Object(params.arguments.unwrap_or_default());
-        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let reports = Arc::new(Reports {
+            // `take` runs in the session's runtime, on the thread driving it.
+            lane_thread: std::thread::current().id(),
+            held: std::sync::Mutex::default(),
+            replies: replies.clone(),
+            progress_token,
+            log_level: front.log_level.clone(),
+            tool: tool.clone(),
+            cancelled: cancelled.clone(),
+        });
         let sink = reports.clone();
-        let events: Arc<dyn Fn(PluginEvent) + Send + Sync> =
-            Arc::new(move |e| sink.lock().unwrap_or_else(|p| p.into_inner()).push(e));
+        let events: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| sink.take(e));
         let ctx =
             CallContext { events: Some(events), session: Some(front.session_id.to_string()), ..CallContext::default() };
         let answer = DirectAnswer {
@@ -579,8 +621,6 @@ impl DirectFront {
             cancelled,
             pending: self.pending.clone(),
             reports,
-            log_level: front.log_level.clone(),
-            tool: tool.clone(),
             dialect: Dialect::of(Some(negotiated)),
             current: negotiated.as_str() >= ProtocolVersion::V_2026_07_28.as_str(),
         };
@@ -682,7 +722,9 @@ fn route_prompt<'a>(upstreams: &'a [Upstream], exposed: &str) -> Result<(&'a Ups
 }
 
 fn meta(v: Value) -> MetaObject {
-    MetaObject(json!({ "toolhost": v }).as_object().cloned().unwrap_or_default())
+    let mut m = JsonObject::new();
+    m.insert("toolhost".into(), v);
+    MetaObject(m)
 }
 
 fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64) -> CallToolResult {

@@ -96,6 +96,12 @@ pub trait DirectCalls: Send + Sync + 'static {
 pub struct Replies(Arc<Outbox>);
 
 impl Replies {
+    /// Queues `messages` back to back (notifications of a call still
+    /// running); false once the output is closed.
+    pub fn send(&self, messages: &[TxJsonRpcMessage<RoleServer>]) -> bool {
+        self.0.push_all(messages)
+    }
+
     /// An answer this transport owes: the end of the input is reported to
     /// rmcp (which then closes the output) only once every answer owed has
     /// been sent or dropped, so a client that writes its calls and closes
