@@ -616,6 +616,17 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         assert_eq!(log["method"], "notifications/message", "{log}");
         let r: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
         assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(22), &json!("logged")), "{r}");
+        // An id in flight used again: that call goes to rmcp; each is
+        // answered, after its log line.
+        w.write_all((call(30) + &call(30)).as_bytes()).await.unwrap();
+        let mut seen = Vec::new();
+        for _ in 0..4 {
+            let m: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            seen.push(if m["method"] == "notifications/message" { "log".to_string() } else { m["id"].to_string() });
+        }
+        assert_eq!(seen.iter().filter(|m| *m == "30").count(), 2, "{seen:?}");
+        assert_eq!(seen.iter().filter(|m| *m == "log").count(), 2, "{seen:?}");
+        assert_eq!(seen[0], "log", "{seen:?}");
         // One write: the transport takes every call (and the cancellation
         // of 3) before the lane runs the first.
         let mut burst = call(2) + &call(3);
@@ -644,6 +655,10 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
     };
     main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
         .expect("every call answered and the output closed");
-    assert_eq!(direct.calls_taken(), 10, "calls 20, 22 and the burst went around rmcp's service, 21 did not");
+    assert_eq!(
+        direct.calls_taken(),
+        11,
+        "calls 20, 22, the first 30 and the burst went around rmcp's service, 21 and the second 30 did not"
+    );
     session.join().unwrap();
 }

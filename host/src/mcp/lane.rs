@@ -33,7 +33,8 @@
 //! and use the other cores.
 //!
 //! A plugin's reports (progress, log) are forwarded after a lane call, still
-//! before its response.
+//! before its response; a queued call sent to the pool at its turn has them
+//! forwarded as they come.
 //!
 //! On `serve --stdio` a call usually reaches the lane straight from the
 //! transport ([`crate::mcp::server::DirectFront`]): reserved with
@@ -163,7 +164,10 @@ impl Ticket {
             // no longer take it: the tool turned slow while it waited (a
             // call before it took long), or a reload made it long or its
             // deadline longer.
-            if !answer.wanted() || !still(&lane, &tool) {
+            let wanted = answer.wanted();
+            if !wanted || !still(&lane, &tool) {
+                // Nobody waits for a cancelled call's answer: it goes now.
+                let answer = wanted.then_some(answer);
                 drop(place);
                 tracing::debug!(tool, "a queued call leaves the lane for the blocking pool");
                 // On the driver's thread the calls' runtime is entered.
@@ -171,7 +175,9 @@ impl Ticket {
                     let started = std::time::Instant::now();
                     let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(call)).ok();
                     lane.gate.record(&tool, started.elapsed());
-                    answer.give(out);
+                    if let Some(answer) = answer {
+                        answer.give(out);
+                    }
                 }));
                 return;
             }

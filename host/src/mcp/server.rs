@@ -535,7 +535,13 @@ impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
                 }
                 ServerJsonRpcMessage::response(result, id)
             }
-            Some(Err(e)) => ServerJsonRpcMessage::error(e, Some(id)),
+            Some(Err(mut e)) => {
+                // rmcp's handler's one rewrite of errors.
+                if self.current && e.code == rmcp::model::ErrorCode::RESOURCE_NOT_FOUND {
+                    e.code = rmcp::model::ErrorCode::INVALID_PARAMS;
+                }
+                ServerJsonRpcMessage::error(e, Some(id))
+            }
             None => ServerJsonRpcMessage::error(
                 ErrorData::internal_error("call task failed: the call panicked", None),
                 Some(id),
@@ -555,7 +561,7 @@ impl super::stdio::DirectCalls for DirectFront {
         let front = &self.front;
         let (Some(lane), Some(negotiated)) = (&front.lane, front.negotiated.get()) else { return Some(request) };
         // Where rmcp's decoder leaves `params._meta` (its request context's
-        // `meta`): protocol keys and progress tokens go to rmcp.
+        // `meta`): protocol keys go to rmcp, which checks them.
         if let Some(meta) = request.request.extensions.get::<RequestMetaObject>()
             && meta.0.0.keys().any(|k| k.starts_with("io.modelcontextprotocol/"))
         {

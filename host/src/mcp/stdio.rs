@@ -72,6 +72,9 @@ pub struct LineTransport<R> {
     out: Arc<Outbox>,
     /// Who answers `tools/call` requests around rmcp's service, if anyone.
     direct: Option<Arc<dyn DirectCalls>>,
+    /// When the wait for answers owed ends, once the input has ended (rmcp
+    /// asks for a new `receive` on every event, so the limit is kept here).
+    drain_deadline: Option<tokio::time::Instant>,
 }
 
 /// Answers `tools/call` requests around rmcp's service (`serve --stdio`'s
@@ -117,8 +120,8 @@ impl Replies {
 pub struct Owed(Arc<Outbox>);
 
 impl Owed {
-    /// Queues `messages` back to back (a call's notifications, then its
-    /// response: nothing of rmcp's comes between them); false once the
+    /// Queues `messages` back to back (a call's held notifications, then
+    /// its response: nothing of rmcp's comes between them); false once the
     /// output is closed.
     pub fn send(&self, messages: &[TxJsonRpcMessage<RoleServer>]) -> bool {
         self.0.push_all(messages)
@@ -281,7 +284,15 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> LineTransport<R> {
         let out = Arc::<Outbox>::default();
         tokio::spawn(write_out(out.clone(), output));
-        LineTransport { input, line: BytesMut::new(), cut: false, codec: JsonRpcMessageCodec::new(), out, direct: None }
+        LineTransport {
+            input,
+            line: BytesMut::new(),
+            cut: false,
+            codec: JsonRpcMessageCodec::new(),
+            out,
+            direct: None,
+            drain_deadline: None,
+        }
     }
 
     /// This transport with `tools/call` requests offered to `direct` first.
@@ -434,7 +445,9 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
                 // The end of the input: rmcp closes the output once told,
                 // so first every answer owed goes out (for as long as rmcp
                 // waits for its own handlers' answers then).
-                if tokio::time::timeout(END_OF_INPUT_DRAIN, self.out.settled()).await.is_err() {
+                let deadline =
+                    *self.drain_deadline.get_or_insert_with(|| tokio::time::Instant::now() + END_OF_INPUT_DRAIN);
+                if tokio::time::timeout_at(deadline, self.out.settled()).await.is_err() {
                     tracing::warn!("the input ended; gave up waiting for the answers of calls still running");
                 }
                 return None;
