@@ -662,3 +662,71 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
     );
     session.join().unwrap();
 }
+
+/// Progress on direct calls: a call run in the lane has its reports held
+/// and sent before its response; a call queued behind it that goes to the
+/// pool at its turn (the first one took long, ending the tool's streak) has
+/// its reports sent as they come, also before its response. Each
+/// notification carries its own call's token.
+#[test]
+fn direct_calls_report_progress_in_the_lane_and_on_the_pool() {
+    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
+    use toolhost::mcp::lane;
+    let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
+    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+    let (lane, driver) = lane::lane(main.handle().clone());
+    for _ in 0..lane::INLINE_AFTER {
+        lane.record("progress_twice", std::time::Duration::ZERO);
+    }
+    let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
+    let direct = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
+    let taking = direct.clone();
+    let (client, server) = tokio::io::duplex(1 << 16);
+    let session = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        driver.run(&rt, async move {
+            let (r, w) = tokio::io::split(server);
+            let service = front.serve(toolhost::mcp::stdio::over(r, w).with_direct(taking)).await.unwrap();
+            let _ = service.waiting().await;
+        });
+    });
+    let talk = async {
+        let (r, mut w) = tokio::io::split(client);
+        let mut lines = tokio::io::BufReader::new(r).lines();
+        let line = |v: Value| format!("{v}\n");
+        w.write_all(line(initialize()).as_bytes()).await.unwrap();
+        lines.next_line().await.unwrap().unwrap();
+        w.write_all(line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes()).await.unwrap();
+        w.write_all(line(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).as_bytes()).await.unwrap();
+        lines.next_line().await.unwrap().unwrap();
+        let call = |id: u64, ms: u64, token: &str| {
+            line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                "params": {"name": "progress_twice", "arguments": {"ms": ms}, "_meta": {"progressToken": token}}}))
+        };
+        // 40 takes 20 ms in the lane; 41, queued behind it, then leaves for the pool.
+        w.write_all((call(40, 20, "a") + &call(41, 0, "b")).as_bytes()).await.unwrap();
+        let mut progress: std::collections::HashMap<String, Vec<f64>> = Default::default();
+        let mut answered = Vec::new();
+        while answered.len() < 2 {
+            let m: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            if m["method"] == "notifications/progress" {
+                let token = m["params"]["progressToken"].as_str().unwrap().to_string();
+                progress.entry(token).or_default().push(m["params"]["progress"].as_f64().unwrap());
+                continue;
+            }
+            let id = m["id"].as_u64().unwrap_or_else(|| panic!("a response: {m}"));
+            assert_eq!(m["result"]["content"][0]["text"], "twice", "{m}");
+            let token = if id == 40 { "a" } else { "b" };
+            let seen = progress.get(token).cloned().unwrap_or_default();
+            assert_eq!(seen.last(), Some(&2.0), "call {id}'s progress came before its response: {progress:?}");
+            answered.push(id);
+        }
+        answered.sort_unstable();
+        assert_eq!(answered, vec![40, 41]);
+    };
+    main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
+        .expect("both calls answered");
+    assert_eq!(direct.calls_taken(), 2, "both went around rmcp's service");
+    assert_eq!(lane.calls_run(), 1, "the second left the lane for the pool at its turn");
+    session.join().unwrap();
+}

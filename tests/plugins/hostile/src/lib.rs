@@ -65,6 +65,11 @@ impl Guest for Plugin {
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
             tool("progress_flood", "Reports progress as fast as it can for 300 ms, then returns the count.", 1000),
             tool(
+                "progress_twice",
+                "Reports progress 1 of 2, sleeps {\"ms\"} milliseconds (default 0), reports 2 of 2 and returns.",
+                1000,
+            ),
+            tool(
                 "dir_bomb",
                 "Creates files {\"dir\"}/{\"prefix\"}<i> ({\"size\"} bytes each, default 0) until an error.",
                 5000,
@@ -125,6 +130,12 @@ impl Guest for Plugin {
                     bindings::toolhost::plugin::host::progress(n as f64, None, Some("flooding"));
                 }
                 Ok(vec![Content::Text(n.to_string())])
+            }
+            "progress_twice" => {
+                bindings::toolhost::plugin::host::progress(1.0, Some(2.0), Some("first"));
+                std::thread::sleep(std::time::Duration::from_millis(number_arg(&arguments, "ms").unwrap_or(0)));
+                bindings::toolhost::plugin::host::progress(2.0, Some(2.0), Some("second"));
+                Ok(vec![Content::Text("twice".into())])
             }
             "dir_bomb" => {
                 let dir = string_arg(&arguments, "dir").unwrap_or_else(|| "/".into());
