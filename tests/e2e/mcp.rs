@@ -484,6 +484,118 @@ fn stdio_notifications_precede_their_response() {
     assert_eq!(answered, (1000..1016).collect());
 }
 
+/// A stdio session over an in-memory pipe, driven through its call lane
+/// from a thread of its own as `serve --stdio` drives it, with one tool
+/// given a streak of fast calls (so the lane admits it whatever the
+/// machine's speed), and with or without direct calls.
+struct LaneSession {
+    main: tokio::runtime::Runtime,
+    lane: std::sync::Arc<toolhost::mcp::lane::CallLane>,
+    direct: std::sync::Arc<toolhost::mcp::server::DirectFront>,
+    client: tokio::io::DuplexStream,
+    session: std::thread::JoinHandle<()>,
+}
+
+impl LaneSession {
+    fn start(fast_tool: &str, direct: bool) -> LaneSession {
+        use toolhost::mcp::lane;
+        let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
+        let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+        let (lane, driver) = lane::lane(main.handle().clone());
+        for _ in 0..lane::INLINE_AFTER {
+            lane.record(fast_tool, std::time::Duration::ZERO);
+        }
+        let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
+        let taking = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
+        let (client, server) = tokio::io::duplex(1 << 16);
+        let session = {
+            let taking = taking.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+                driver.run(&rt, async move {
+                    let (r, w) = tokio::io::split(server);
+                    let transport = toolhost::mcp::stdio::over(r, w);
+                    let transport = if direct { transport.with_direct(taking) } else { transport };
+                    let service = front.serve(transport).await.unwrap();
+                    let _ = service.waiting().await;
+                });
+            })
+        };
+        LaneSession { main, lane, direct: taking, client, session }
+    }
+
+    /// Runs `talk` against the session, initialized, within 60 s (a call
+    /// that died in the lane is never answered: give up rather than hang),
+    /// then waits for the session to end.
+    fn talk<F: std::future::Future<Output = ()>>(self, talk: impl FnOnce(LineClient) -> F) {
+        let LaneSession { main, client, session, .. } = self;
+        let run = async move {
+            let mut c = LineClient::new(client);
+            c.send(initialize()).await;
+            assert_eq!(c.next().await["result"]["serverInfo"]["name"], "toolhost");
+            c.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+            // Answered after the session has taken in `initialized`.
+            c.send(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await;
+            assert_eq!(c.next().await["id"], 1);
+            talk(c).await;
+        };
+        main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), run).await })
+            .expect("every call answered and the output closed");
+        session.join().unwrap();
+    }
+}
+
+/// The client end of a [`LaneSession`]: JSON-RPC lines.
+struct LineClient {
+    w: tokio::io::WriteHalf<tokio::io::DuplexStream>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>,
+}
+
+impl LineClient {
+    fn new(stream: tokio::io::DuplexStream) -> LineClient {
+        use tokio::io::AsyncBufReadExt as _;
+        let (r, w) = tokio::io::split(stream);
+        LineClient { w, lines: tokio::io::BufReader::new(r).lines() }
+    }
+
+    /// Writes `text` (lines) in one write.
+    async fn write(&mut self, text: &str) {
+        use tokio::io::AsyncWriteExt as _;
+        self.w.write_all(text.as_bytes()).await.unwrap();
+    }
+
+    async fn send(&mut self, message: Value) {
+        self.write(&line(message)).await;
+    }
+
+    /// The next message; `None` when the output has closed.
+    async fn try_next(&mut self) -> Option<Value> {
+        self.lines.next_line().await.unwrap().map(|l| serde_json::from_str(&l).unwrap())
+    }
+
+    async fn next(&mut self) -> Value {
+        self.try_next().await.expect("a message")
+    }
+
+    /// Ends the input.
+    async fn close(&mut self) {
+        use tokio::io::AsyncWriteExt as _;
+        self.w.shutdown().await.unwrap();
+    }
+}
+
+/// `message` as one line.
+fn line(message: Value) -> String {
+    format!("{message}\n")
+}
+
+/// A `tools/call` of `name` with `params` merged in.
+fn call_line(id: u64, name: &str, params: Value) -> String {
+    let mut p = json!({"name": name});
+    p.as_object_mut().unwrap().extend(params.as_object().cloned().unwrap_or_default());
+    line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": p}))
+}
+
 /// The stdio call lane, whatever the machine's speed: with `forge_log`'s
 /// streak of fast calls given, its call runs in the lane (on the thread
 /// driving the session, outside its runtime, where a guest writing to WASI
@@ -491,48 +603,18 @@ fn stdio_notifications_precede_their_response() {
 /// precedes its response, and the session goes on serving.
 #[test]
 fn a_call_in_the_stdio_lane_is_answered_after_its_log_line() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
-    use toolhost::mcp::lane;
-    let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
-    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let (lane, driver) = lane::lane(main.handle().clone());
-    for _ in 0..lane::INLINE_AFTER {
-        lane.record("forge_log", std::time::Duration::ZERO);
-    }
-    let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let session = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        driver.run(&rt, async move {
-            let (r, w) = tokio::io::split(server);
-            let service = front.serve(toolhost::mcp::stdio::over(r, w)).await.unwrap();
-            let _ = service.waiting().await;
-        });
-    });
-    // A call that died in the lane (a panicking host function) is never
-    // answered: give up rather than hang.
-    let talk = async {
-        let (r, mut w) = tokio::io::split(client);
-        let mut lines = tokio::io::BufReader::new(r).lines();
-        let mut next = async || -> Value { serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap() };
-        let line = |v: Value| format!("{v}\n");
-        w.write_all(line(initialize()).as_bytes()).await.unwrap();
-        assert_eq!(next().await["result"]["serverInfo"]["name"], "toolhost");
-        w.write_all(line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes()).await.unwrap();
+    let s = LaneSession::start("forge_log", false);
+    let lane = s.lane.clone();
+    s.talk(|mut c| async move {
         for id in 2..4 {
-            let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}});
-            w.write_all(line(call).as_bytes()).await.unwrap();
-            let log = next().await;
+            c.write(&call_line(id, "forge_log", json!({}))).await;
+            let log = c.next().await;
             assert_eq!(log["method"], "notifications/message", "the log line first: {log}");
-            let r = next().await;
-            assert_eq!((r["id"].as_i64(), &r["result"]["content"][0]["text"]), (Some(id), &json!("logged")), "{r}");
+            let r = c.next().await;
+            assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(id), &json!("logged")), "{r}");
         }
-        drop(w);
-    };
-    main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
-        .expect("every call answered");
+    });
     assert_eq!(lane.calls_run(), 2, "both calls ran in the lane");
-    session.join().unwrap();
 }
 
 /// `serve --stdio`'s direct calls (`mcp::server::DirectFront`): with
@@ -543,85 +625,44 @@ fn a_call_in_the_stdio_lane_is_answered_after_its_log_line() {
 /// and closes its end at once still gets every answer.
 #[test]
 fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_end() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
-    use toolhost::mcp::lane;
-    let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
-    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let (lane, driver) = lane::lane(main.handle().clone());
-    for _ in 0..lane::INLINE_AFTER {
-        lane.record("forge_log", std::time::Duration::ZERO);
-    }
-    let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
-    let direct = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
-    let taking = direct.clone();
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let session = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        driver.run(&rt, async move {
-            let (r, w) = tokio::io::split(server);
-            let service = front.serve(toolhost::mcp::stdio::over(r, w).with_direct(taking)).await.unwrap();
-            let _ = service.waiting().await;
-        });
-    });
-    let talk = async {
-        let (r, mut w) = tokio::io::split(client);
-        let mut lines = tokio::io::BufReader::new(r).lines();
-        let line = |v: Value| format!("{v}\n");
-        w.write_all(line(initialize()).as_bytes()).await.unwrap();
-        let first: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        assert_eq!(first["result"]["serverInfo"]["name"], "toolhost");
-        w.write_all(line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes()).await.unwrap();
-        // Answered after the session has taken in `initialized`.
-        w.write_all(line(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).as_bytes()).await.unwrap();
-        let pong: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        assert_eq!(pong["id"], 1, "{pong}");
-        let call = |id: u64| {
-            line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}}))
-        };
+    let s = LaneSession::start("forge_log", true);
+    let direct = s.direct.clone();
+    s.talk(|mut c| async move {
+        let call = |id: u64| call_line(id, "forge_log", json!({}));
         let set_level = |id: u64, level: &str| {
             line(json!({"jsonrpc": "2.0", "id": id, "method": "logging/setLevel", "params": {"level": level}}))
         };
         // A level set in the same write as a call holds for it (forge_log
         // logs a warning), and the result has the shape rmcp gives a
         // 2025-06-18 client: no `resultType`.
-        w.write_all((set_level(10, "error") + &call(20)).as_bytes()).await.unwrap();
-        let mut two = Vec::new();
-        for _ in 0..2 {
-            two.push(serde_json::from_str::<Value>(&lines.next_line().await.unwrap().unwrap()).unwrap());
-        }
+        c.write(&(set_level(10, "error") + &call(20))).await;
+        let mut two = vec![c.next().await, c.next().await];
         two.sort_by_key(|m| m["id"].as_u64());
         assert_eq!((two[0]["id"].as_u64(), two[1]["id"].as_u64()), (Some(10), Some(20)), "no log line: {two:?}");
         let result = &two[1]["result"];
         assert_eq!(result["content"][0]["text"], "logged", "{result}");
         assert!(result.get("resultType").is_none(), "a 2025-06-18 result: {result}");
         assert_eq!(result["_meta"]["toolhost"]["cached"], false, "{result}");
-        w.write_all(set_level(11, "debug").as_bytes()).await.unwrap();
-        let set: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
-        assert_eq!(set["id"], 11, "{set}");
+        c.write(&set_level(11, "debug")).await;
+        assert_eq!(c.next().await["id"], 11);
         // Protocol keys in `_meta` are rmcp's to check; a progress token
         // (rmcp's client sends one with every call) is not.
-        let with_meta = |id: u64, meta: Value| {
-            line(
-                json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log", "_meta": meta}}),
-            )
-        };
-        w.write_all(with_meta(21, json!({"io.modelcontextprotocol/protocolVersion": "1999-01-01"})).as_bytes())
-            .await
-            .unwrap();
-        let refused: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let meta = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "1999-01-01"}});
+        c.write(&call_line(21, "forge_log", meta)).await;
+        let refused = c.next().await;
         assert_eq!(refused["id"], 21, "{refused}");
         assert!(refused["error"]["code"].is_i64(), "rmcp refuses an unsupported version: {refused}");
-        w.write_all(with_meta(22, json!({"progressToken": "p"})).as_bytes()).await.unwrap();
-        let log: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        c.write(&call_line(22, "forge_log", json!({"_meta": {"progressToken": "p"}}))).await;
+        let log = c.next().await;
         assert_eq!(log["method"], "notifications/message", "{log}");
-        let r: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+        let r = c.next().await;
         assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(22), &json!("logged")), "{r}");
         // An id in flight used again: that call goes to rmcp; each is
         // answered, after its log line.
-        w.write_all((call(30) + &call(30)).as_bytes()).await.unwrap();
+        c.write(&(call(30) + &call(30))).await;
         let mut seen = Vec::new();
         for _ in 0..4 {
-            let m: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            let m = c.next().await;
             seen.push(if m["method"] == "notifications/message" { "log".to_string() } else { m["id"].to_string() });
         }
         assert_eq!(seen.iter().filter(|m| *m == "30").count(), 2, "{seen:?}");
@@ -634,13 +675,11 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         for id in 4..10 {
             burst += &call(id);
         }
-        w.write_all(burst.as_bytes()).await.unwrap();
+        c.write(&burst).await;
         // The input ends at once.
-        w.shutdown().await.unwrap();
-        drop(w);
+        c.close().await;
         let (mut logs, mut answered) = (0, Vec::new());
-        while let Some(l) = lines.next_line().await.unwrap() {
-            let m: Value = serde_json::from_str(&l).unwrap();
+        while let Some(m) = c.try_next().await {
             if m["method"] == "notifications/message" {
                 logs += 1;
                 continue;
@@ -652,15 +691,12 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         answered.sort_unstable();
         assert_eq!(answered, vec![2, 4, 5, 6, 7, 8, 9], "every call answered but the cancelled one");
         assert_eq!(logs, answered.len(), "no log line for the cancelled call");
-    };
-    main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
-        .expect("every call answered and the output closed");
+    });
     assert_eq!(
         direct.calls_taken(),
         11,
         "calls 20, 22, the first 30 and the burst went around rmcp's service, 21 and the second 30 did not"
     );
-    session.join().unwrap();
 }
 
 /// Progress on direct calls: a call run in the lane has its reports held
@@ -670,45 +706,18 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
 /// notification carries its own call's token.
 #[test]
 fn direct_calls_report_progress_in_the_lane_and_on_the_pool() {
-    use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _};
-    use toolhost::mcp::lane;
-    let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
-    let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-    let (lane, driver) = lane::lane(main.handle().clone());
-    for _ in 0..lane::INLINE_AFTER {
-        lane.record("progress_twice", std::time::Duration::ZERO);
-    }
-    let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
-    let direct = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
-    let taking = direct.clone();
-    let (client, server) = tokio::io::duplex(1 << 16);
-    let session = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        driver.run(&rt, async move {
-            let (r, w) = tokio::io::split(server);
-            let service = front.serve(toolhost::mcp::stdio::over(r, w).with_direct(taking)).await.unwrap();
-            let _ = service.waiting().await;
-        });
-    });
-    let talk = async {
-        let (r, mut w) = tokio::io::split(client);
-        let mut lines = tokio::io::BufReader::new(r).lines();
-        let line = |v: Value| format!("{v}\n");
-        w.write_all(line(initialize()).as_bytes()).await.unwrap();
-        lines.next_line().await.unwrap().unwrap();
-        w.write_all(line(json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).as_bytes()).await.unwrap();
-        w.write_all(line(json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).as_bytes()).await.unwrap();
-        lines.next_line().await.unwrap().unwrap();
+    let s = LaneSession::start("progress_twice", true);
+    let (lane, direct) = (s.lane.clone(), s.direct.clone());
+    s.talk(|mut c| async move {
         let call = |id: u64, ms: u64, token: &str| {
-            line(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-                "params": {"name": "progress_twice", "arguments": {"ms": ms}, "_meta": {"progressToken": token}}}))
+            call_line(id, "progress_twice", json!({"arguments": {"ms": ms}, "_meta": {"progressToken": token}}))
         };
         // 40 takes 20 ms in the lane; 41, queued behind it, then leaves for the pool.
-        w.write_all((call(40, 20, "a") + &call(41, 0, "b")).as_bytes()).await.unwrap();
+        c.write(&(call(40, 20, "a") + &call(41, 0, "b"))).await;
         let mut progress: std::collections::HashMap<String, Vec<f64>> = Default::default();
         let mut answered = Vec::new();
         while answered.len() < 2 {
-            let m: Value = serde_json::from_str(&lines.next_line().await.unwrap().unwrap()).unwrap();
+            let m = c.next().await;
             if m["method"] == "notifications/progress" {
                 let token = m["params"]["progressToken"].as_str().unwrap().to_string();
                 progress.entry(token).or_default().push(m["params"]["progress"].as_f64().unwrap());
@@ -723,10 +732,7 @@ fn direct_calls_report_progress_in_the_lane_and_on_the_pool() {
         }
         answered.sort_unstable();
         assert_eq!(answered, vec![40, 41]);
-    };
-    main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), talk).await })
-        .expect("both calls answered");
+    });
     assert_eq!(direct.calls_taken(), 2, "both went around rmcp's service");
     assert_eq!(lane.calls_run(), 1, "the second left the lane for the pool at its turn");
-    session.join().unwrap();
 }

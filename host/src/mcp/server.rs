@@ -428,9 +428,7 @@ fn report(
 #[derive(Debug)]
 pub struct DirectFront {
     front: McpFront,
-    /// Calls taken and not answered yet, by request id: a cancelled one is
-    /// flagged (it leaves the lane for the pool and is not answered).
-    pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
+    pending: Pending,
     /// Calls taken so far.
     taken: std::sync::atomic::AtomicU64,
 }
@@ -446,6 +444,10 @@ impl DirectFront {
         self.taken.load(Ordering::Relaxed)
     }
 }
+
+/// Direct calls taken and not answered yet, by request id: a cancelled one
+/// is flagged (it leaves the lane for the pool and is not answered).
+type Pending = Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>;
 
 /// A direct call's plugin reports: held while the call runs in the lane,
 /// on the session's own thread (nothing is written then); sent as they
@@ -491,8 +493,8 @@ impl Reports {
 struct DirectAnswer {
     owed: super::stdio::Owed,
     id: RequestId,
-    cancelled: Arc<std::sync::atomic::AtomicBool>,
-    pending: Arc<std::sync::Mutex<std::collections::HashMap<RequestId, Arc<std::sync::atomic::AtomicBool>>>>,
+    pending: Pending,
+    /// Its reports, and its cancelled flag (the one in `pending`).
     reports: Arc<Reports>,
     dialect: Dialect,
     /// The agreed protocol version is 2026-07-28 or later.
@@ -502,7 +504,7 @@ struct DirectAnswer {
 impl Drop for DirectAnswer {
     fn drop(&mut self) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-        if pending.get(&self.id).is_some_and(|c| Arc::ptr_eq(c, &self.cancelled)) {
+        if pending.get(&self.id).is_some_and(|c| Arc::ptr_eq(c, &self.reports.cancelled)) {
             pending.remove(&self.id);
         }
     }
@@ -510,7 +512,7 @@ impl Drop for DirectAnswer {
 
 impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
     fn wanted(&self) -> bool {
-        !self.cancelled.load(Ordering::Acquire)
+        !self.reports.cancelled.load(Ordering::Acquire)
     }
 
     fn give(self, result: Option<Result<CallToolResult, ErrorData>>) {
@@ -567,18 +569,16 @@ impl super::stdio::DirectCalls for DirectFront {
         {
             return Some(request);
         }
-        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        {
-            let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
-            if pending.contains_key(&request.id) {
-                return Some(request);
-            }
-            // Before the ticket: a call given back to rmcp holds no place.
-            let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
-            pending.insert(request.id.clone(), cancelled.clone());
-            drop(pending);
-            self.queue(ticket, request, cancelled, negotiated, replies);
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        if pending.contains_key(&request.id) {
+            return Some(request);
         }
+        // After the id check: a call given back to rmcp holds no place.
+        let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
+        let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        pending.insert(request.id.clone(), cancelled.clone());
+        drop(pending);
+        self.queue(ticket, request, cancelled, negotiated, replies);
         None
     }
 
@@ -615,7 +615,7 @@ impl DirectFront {
             progress_token,
             log_level: front.log_level.clone(),
             tool: tool.clone(),
-            cancelled: cancelled.clone(),
+            cancelled,
         });
         let sink = reports.clone();
         let events: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| sink.take(e));
@@ -624,7 +624,6 @@ impl DirectFront {
         let answer = DirectAnswer {
             owed: replies.owe(),
             id,
-            cancelled,
             pending: self.pending.clone(),
             reports,
             dialect: Dialect::of(Some(negotiated)),
