@@ -6,7 +6,7 @@
 //! Node) and the Python `mcp` server `tests/peers/py_server.py` (`echo`).
 //!
 //! Run: `scripts/install-peers && cargo build --release && cargo bench -p
-//! toolhost --bench mcp` (add `-- --quick` for a smoke run). Prints a Markdown
+//! toolhost-bench --bench mcp` (add `-- --quick` for a smoke run). Prints a Markdown
 //! report; BENCHMARKS.md holds the last one. Scale with `MCP_BENCH_CALLS`
 //! (calls per row, default 3000) and `MCP_BENCH_ROUNDS` (default 3: each row's
 //! calls are split into rounds that alternate between the servers, so a
@@ -20,17 +20,29 @@
 //! "1 client": one session, sequential calls. "8" and "32 clients": over
 //! stdio (one connection by nature) one session with 8 or 32 requests in
 //! flight; over HTTP 8 or 32 sessions, each making sequential calls.
+//!
+//! `MCP_BENCH_DECODE=by-request` changes one step of the stdio client: an
+//! answer to a `tools/call` is decoded as the `CallToolResult` the client
+//! asked for ([`ByRequest`]), where rmcp's transport decodes every answer
+//! as its untagged union of result types. The report's last table prints
+//! what each decode costs for one real answer of each stdio server.
 
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientJsonRpcMessage, ClientRequest, JsonRpcError, JsonRpcMessage,
+    JsonRpcResponse, RequestId, ServerJsonRpcMessage, ServerResult,
+};
 use rmcp::service::{Peer, RunningService};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{RoleClient, ServiceExt};
 use serde_json::{Map, Value, json};
-use std::io::{BufRead, BufReader};
+use std::collections::HashSet;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -322,8 +334,132 @@ fn start_http(env: &Env, server: Server) -> (Proc, String) {
     }
 }
 
-async fn start(env: &Env, server: Server, transport: Transport, sessions: usize) -> Running {
+/// rmcp's stdio client transport with one step changed: an answer to a
+/// `tools/call` is decoded as a `CallToolResult`, the type the client asked
+/// for. rmcp's own transport decodes every answer as `ServerResult`, an
+/// untagged union of 19 result types tried in turn, and each type before
+/// `CallToolResult` that fails decodes the answer's `_meta` first. Anything
+/// else (and an answer that is not a `CallToolResult`) is decoded as rmcp
+/// does.
+struct ByRequest {
+    child: tokio::process::Child,
+    write: Arc<tokio::sync::Mutex<tokio::process::ChildStdin>>,
+    read: tokio::io::BufReader<tokio::process::ChildStdout>,
+    line: Vec<u8>,
+    /// The ids of the `tools/call` requests sent and not yet answered.
+    calls: Arc<std::sync::Mutex<HashSet<RequestId>>>,
+}
+
+impl ByRequest {
+    fn spawn(mut cmd: tokio::process::Command, stderr: std::fs::File) -> std::io::Result<ByRequest> {
+        let mut child = cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).kill_on_drop(true).spawn()?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(std::io::Error::other("the child's stdio is not piped"));
+        };
+        Ok(ByRequest {
+            child,
+            write: Arc::new(tokio::sync::Mutex::new(stdin)),
+            read: tokio::io::BufReader::new(stdout),
+            line: Vec::new(),
+            calls: Arc::default(),
+        })
+    }
+
+    fn answered(&self, id: &RequestId) -> bool {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner()).remove(id)
+    }
+}
+
+impl rmcp::transport::Transport<RoleClient> for ByRequest {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: ClientJsonRpcMessage,
+    ) -> impl Future<Output = Result<(), std::io::Error>> + Send + 'static {
+        if let JsonRpcMessage::Request(r) = &item
+            && matches!(r.request, ClientRequest::CallToolRequest(_))
+        {
+            self.calls.lock().unwrap_or_else(|e| e.into_inner()).insert(r.id.clone());
+        }
+        let line = serde_json::to_vec(&item).map(|mut l| {
+            l.push(b'\n');
+            l
+        });
+        let write = self.write.clone();
+        async move {
+            let line = line.map_err(std::io::Error::other)?;
+            let mut w = write.lock().await;
+            w.write_all(&line).await?;
+            w.flush().await
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
+        loop {
+            self.line.clear();
+            if self.read.read_until(b'\n', &mut self.line).await.ok()? == 0 {
+                return None;
+            }
+            if let Ok(r) = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(&self.line)
+                && self.answered(&r.id)
+            {
+                let JsonRpcResponse { jsonrpc, id, result } = r;
+                return Some(JsonRpcMessage::Response(JsonRpcResponse {
+                    jsonrpc,
+                    id,
+                    result: ServerResult::CallToolResult(result),
+                }));
+            }
+            // As rmcp's transport does, a line that is not a message is skipped.
+            let Ok(m) = serde_json::from_slice::<ServerJsonRpcMessage>(&self.line) else { continue };
+            match &m {
+                JsonRpcMessage::Response(JsonRpcResponse { id, .. })
+                | JsonRpcMessage::Error(JsonRpcError { id: Some(id), .. }) => {
+                    self.answered(id);
+                }
+                _ => {}
+            }
+            return Some(m);
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), std::io::Error> {
+        self.child.start_kill()
+    }
+}
+
+/// How the stdio client decodes answers (`MCP_BENCH_DECODE`).
+#[derive(Clone, Copy, PartialEq)]
+enum Decode {
+    /// rmcp's transport: every answer as its union of result types.
+    Rmcp,
+    /// [`ByRequest`]: an answer to a `tools/call` as a `CallToolResult`.
+    ByRequest,
+}
+
+impl Decode {
+    fn from_env() -> Decode {
+        match std::env::var("MCP_BENCH_DECODE").as_deref() {
+            Err(_) | Ok("rmcp") => Decode::Rmcp,
+            Ok("by-request") => Decode::ByRequest,
+            Ok(other) => fail(format!("MCP_BENCH_DECODE={other:?}: expected rmcp or by-request")),
+        }
+    }
+}
+
+async fn start(env: &Env, server: Server, transport: Transport, sessions: usize, decode: Decode) -> Running {
     match transport {
+        Transport::Stdio if decode == Decode::ByRequest => {
+            let mut cmd = tokio::process::Command::from(env.stdio_cmd(server));
+            cmd.kill_on_drop(true);
+            let what = server.label();
+            let proc = ByRequest::spawn(cmd, env.log(&format!("{}-stdio", server_slug(server))))
+                .unwrap_or_else(|e| fail(format!("starting {what}: {e}")));
+            let pid = PidGuard(proc.child.id());
+            let client = ().serve(proc).await.unwrap_or_else(|e| fail(format!("initialize {what} over stdio: {e}")));
+            Running { server, clients: vec![client], _guards: (None, pid) }
+        }
         Transport::Stdio => {
             let mut cmd = tokio::process::Command::from(env.stdio_cmd(server));
             cmd.kill_on_drop(true);
@@ -349,6 +485,56 @@ async fn start(env: &Env, server: Server, transport: Transport, sessions: usize)
             Running { server, clients, _guards: (Some(proc), PidGuard(None)) }
         }
     }
+}
+
+/// One real answer of `server` to its bench call over stdio, as the
+/// server wrote it (initialized as rmcp's client initializes).
+fn sample_answer(env: &Env, server: Server) -> String {
+    let what = server.label();
+    let mut c = env.stdio_cmd(server);
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(env.log(&format!("{}-sample", server_slug(server))));
+    let mut child = Proc(c.spawn().unwrap_or_else(|e| fail(format!("starting {what}: {e}"))));
+    let (Some(mut stdin), Some(stdout)) = (child.0.stdin.take(), child.0.stdout.take()) else {
+        fail(format!("{what}: stdio not piped"))
+    };
+    let mut out = BufReader::new(stdout).lines();
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap_or_else(|e| fail(format!("writing to {what}: {e}")));
+    };
+    let mut answer = |id: u64| loop {
+        let line = match out.next() {
+            Some(Ok(line)) => line,
+            Some(Err(e)) => fail(format!("reading from {what}: {e}")),
+            None => fail(format!("{what} closed its output before answering request {id}")),
+        };
+        if serde_json::from_str::<Value>(&line).is_ok_and(|v| v["id"] == id) {
+            return line;
+        }
+    };
+    let info = serde_json::to_value(rmcp::model::ClientConfig::default()).unwrap_or_else(|e| fail(e.to_string()));
+    send(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": info}));
+    answer(0);
+    send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    send(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": server.call()}));
+    answer(1)
+}
+
+/// The median time of one decode of `line` by `decode`, over 5 runs of
+/// `n` decodes.
+fn decode_time(line: &str, n: usize, decode: impl Fn(&str) -> bool) -> Duration {
+    let mut runs: Vec<Duration> = (0..5)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..n {
+                if !decode(std::hint::black_box(line)) {
+                    fail(format!("this answer does not decode: {line}"));
+                }
+            }
+            t.elapsed() / n as u32
+        })
+        .collect();
+    runs.sort_unstable();
+    runs[2]
 }
 
 fn server_slug(s: Server) -> &'static str {
@@ -444,6 +630,7 @@ fn main() {
         [Transport::Stdio, Transport::Http].into_iter().filter(|t| wanted("MCP_BENCH_TRANSPORTS", t.slug())).collect();
     let clients: Vec<usize> = CLIENTS.into_iter().filter(|c| wanted("MCP_BENCH_CLIENTS", &c.to_string())).collect();
     let most = clients.iter().copied().max().unwrap_or(1);
+    let decode = Decode::from_env();
     let env = Env::new();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -454,11 +641,12 @@ fn main() {
     let started = Instant::now();
     // (transport, clients, server) -> row
     let mut results: Vec<(Transport, usize, Server, Row)> = Vec::new();
+    let transports_ran = transports.clone();
     rt.block_on(async {
         for transport in transports {
             let mut running = Vec::new();
             for &s in &servers {
-                let r = start(&env, s, transport, most).await;
+                let r = start(&env, s, transport, most, decode).await;
                 // Warm up: one caller, then all callers at once.
                 batch(&r, 1, warmup).await;
                 batch(&r, most, warmup).await;
@@ -498,7 +686,12 @@ fn main() {
     println!(
         "{calls} calls per row in {rounds} rounds alternating between servers, after {warmup} warm-up calls per caller \
          count. \"toolhost ahead\": the peer's p50 and p99 over toolhost's, toolhost's calls/s over the peer's \
-         (above 1x: toolhost is better).\n"
+         (above 1x: toolhost is better). The stdio client decodes answers {}.\n",
+        match decode {
+            Decode::Rmcp => "as rmcp's transport does (every answer as rmcp's union of result types)",
+            Decode::ByRequest =>
+                "by request (`MCP_BENCH_DECODE=by-request`: an answer to a `tools/call` as a `CallToolResult`)",
+        }
     );
     println!("| transport | clients | server | p50 | p99 | calls/s | toolhost ahead: p50 / p99 / calls/s |");
     println!("|---|---|---|---|---|---|---|");
@@ -533,4 +726,31 @@ fn main() {
         );
         debug_assert!(row.n >= calls / rounds * rounds / 2);
     }
+    if !transports_ran.contains(&Transport::Stdio) {
+        return;
+    }
+    // What the client spends decoding one answer: rmcp's transport decodes
+    // it as its union of result types, `ByRequest` as a `CallToolResult`.
+    println!(
+        "\nClient decode of one answer (a real answer of each server over stdio; median of 5 runs of {DECODES} \
+         decodes, on this process's thread):\n"
+    );
+    println!("| server | answer bytes | rmcp's transport (`ServerJsonRpcMessage`) | by request (`CallToolResult`) |");
+    println!("|---|---|---|---|");
+    for &s in &servers {
+        let line = sample_answer(&env, s);
+        let union = decode_time(&line, DECODES, |l| {
+            matches!(
+                serde_json::from_str::<ServerJsonRpcMessage>(l),
+                Ok(JsonRpcMessage::Response(JsonRpcResponse { result: ServerResult::CallToolResult(_), .. }))
+            )
+        });
+        let direct =
+            decode_time(&line, DECODES, |l| serde_json::from_str::<JsonRpcResponse<CallToolResult>>(l).is_ok());
+        let ns = |d: Duration| format!("{:.1} us", d.as_secs_f64() * 1e6);
+        println!("| {} | {} | {} | {} |", s.label(), line.len(), ns(union), ns(direct));
+    }
 }
+
+/// Decodes per run in the client decode table.
+const DECODES: usize = 10_000;
