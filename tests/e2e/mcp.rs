@@ -484,6 +484,65 @@ fn stdio_notifications_precede_their_response() {
     assert_eq!(answered, (1000..1016).collect());
 }
 
+/// A scripted client (`printf … | toolhost serve --stdio`) writes its
+/// whole session at once and closes its end: every call is still answered,
+/// with its notifications before its response. These calls go through
+/// rmcp's service (sent before the session is initialized, and of tools
+/// not yet measured fast), whose loop no longer takes a handler's
+/// notifications once the input has ended: the plugin's log line and
+/// progress go straight to the output instead, or the call would hang on
+/// them and its answer be lost.
+#[test]
+fn stdio_calls_that_report_are_answered_after_the_input_ends() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
+        .args(["serve", "--stdio"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let script = [
+        initialize(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 11, "method": "tools/call", "params": {"name": "forge_log"}}),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/call",
+               "params": {"name": "progress_twice", "_meta": {"progressToken": "p2"}}}),
+    ]
+    .map(|m| format!("{m}\n"))
+    .concat();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(script.as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let lines: Vec<Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let at = |pred: &dyn Fn(&Value) -> bool, what: &str| {
+        lines.iter().position(pred).unwrap_or_else(|| panic!("no {what} in {lines:#?}"))
+    };
+    let answer1 = at(&|m| m["id"] == 11, "answer to call 11");
+    let answer2 = at(&|m| m["id"] == 12, "answer to call 12");
+    assert_eq!(lines[answer1]["result"]["content"][0]["text"], "logged", "{}", lines[answer1]);
+    assert_eq!(lines[answer2]["result"]["isError"], false, "{}", lines[answer2]);
+    let log = at(&|m| m["method"] == "notifications/message", "log line");
+    assert_eq!(lines[log]["params"]["logger"], "forge_log");
+    assert!(log < answer1, "the log line after its response: {lines:#?}");
+    let progress: Vec<usize> = (0..lines.len()).filter(|&i| lines[i]["method"] == "notifications/progress").collect();
+    assert_eq!(progress.len(), 2, "{lines:#?}");
+    assert!(progress.iter().all(|&i| i < answer2 && lines[i]["params"]["progressToken"] == "p2"), "{lines:#?}");
+}
+
 /// A stdio session over an in-memory pipe, driven through its call lane
 /// from a thread of its own as `serve --stdio` drives it, with one tool
 /// given a streak of fast calls (so the lane admits it whatever the

@@ -84,6 +84,13 @@ pub struct McpFront {
     /// initialized (what rmcp's request context falls back to): until then
     /// no call is taken around rmcp's service ([`DirectFront`]).
     negotiated: Arc<std::sync::OnceLock<ProtocolVersion>>,
+    /// Where a call's notifications (its plugin's progress and log lines)
+    /// go on `serve --stdio`: straight into the transport's output, not
+    /// through rmcp's service. Once the input has ended, rmcp's loop only
+    /// drains responses and no longer takes a handler's notifications, so a
+    /// call that reported then would hang until rmcp gave up on it and its
+    /// answer would be lost. `None`: through rmcp's peer (HTTP).
+    replies: Option<super::stdio::Replies>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -141,6 +148,7 @@ impl McpFront {
             shown: Arc::default(),
             lane: None,
             negotiated: Arc::default(),
+            replies: None,
         })
     }
 
@@ -148,6 +156,15 @@ impl McpFront {
     /// `serve --stdio`, whose session is driven by the lane's thread.
     pub fn with_lane(mut self, lane: Arc<super::lane::CallLane>) -> McpFront {
         self.lane = Some(lane);
+        self
+    }
+
+    /// This front with its calls' notifications written straight into
+    /// `replies`, the output of the stdio transport serving it (see
+    /// [`super::stdio::LineTransport::replies`]): they then reach the
+    /// client, before the call's response, also after the input has ended.
+    pub fn with_replies(mut self, replies: super::stdio::Replies) -> McpFront {
+        self.replies = Some(replies);
         self
     }
 
@@ -165,6 +182,8 @@ impl McpFront {
             shown: Arc::default(),
             lane: self.lane.clone(),
             negotiated: Arc::default(),
+            // A new session has a transport of its own.
+            replies: None,
         }
     }
 
@@ -912,9 +931,18 @@ impl ServerHandler for McpFront {
         let peer = context.peer.clone();
         let min_level = self.log_level.load(Ordering::Relaxed);
         let logger = name.clone();
+        let replies = self.replies.clone();
         let forward = async |event: PluginEvent| {
-            if let Some(n) = report(event, progress_token.as_ref(), min_level, &logger) {
-                let _ = peer.send_notification(n).await;
+            let Some(n) = report(event, progress_token.as_ref(), min_level, &logger) else { return };
+            match &replies {
+                // Queued in the output now: the response, sent by rmcp once
+                // this returns, comes after it.
+                Some(replies) => {
+                    replies.send(&[ServerJsonRpcMessage::notification(n)]);
+                }
+                None => {
+                    let _ = peer.send_notification(n).await;
+                }
             }
         };
         let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {

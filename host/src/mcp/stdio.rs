@@ -295,6 +295,12 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
         }
     }
 
+    /// A handle on this transport's output, for messages sent around
+    /// rmcp's service (a call's notifications: [`crate::mcp::McpFront::with_replies`]).
+    pub fn replies(&self) -> Replies {
+        Replies(self.out.clone())
+    }
+
     /// This transport with `tools/call` requests offered to `direct` first.
     pub fn with_direct(mut self, direct: Arc<dyn DirectCalls>) -> LineTransport<R> {
         self.direct = Some(direct);

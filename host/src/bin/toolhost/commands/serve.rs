@@ -140,8 +140,13 @@ impl Serve {
                         // are pipes.
                         // Fast calls are taken from the transport straight to
                         // the lane, around rmcp's service (`DirectFront`).
+                        // A call's notifications go straight to the output,
+                        // so they (and the call's answer) still go out once
+                        // the input has ended.
+                        let stdio = toolhost::mcp::stdio::stdio();
+                        let front = front.with_replies(stdio.replies());
                         let direct = Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
-                        let stdio = toolhost::mcp::stdio::stdio().with_direct(direct);
+                        let stdio = stdio.with_direct(direct);
                         let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
                         service.waiting().await.map(drop).context("MCP session over stdio")
                     });
