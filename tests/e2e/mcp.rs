@@ -543,6 +543,42 @@ fn stdio_calls_that_report_are_answered_after_the_input_ends() {
     assert!(progress.iter().all(|&i| i < answer2 && lines[i]["params"]["progressToken"] == "p2"), "{lines:#?}");
 }
 
+/// `toolhost serve --stdio < session.jsonl > answers.jsonl`: with stdin
+/// and stdout regular files (tokio's blocking handles, not the IO reactor),
+/// every answer is in the file when the host exits. Before, the session's
+/// runtime was shut down while the last write was still pending, and the
+/// answers were lost with exit code 0.
+#[test]
+fn stdio_from_a_file_to_a_file_answers_everything() {
+    let dir = config_dir();
+    let mut script = vec![initialize(), json!({"jsonrpc": "2.0", "method": "notifications/initialized"})];
+    script.extend((10..30).map(|id| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "roll", "arguments": {"expression": "1d20"}}})
+    }));
+    script.push(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list"}));
+    let input = dir.path().join("session.jsonl");
+    std::fs::write(&input, script.iter().map(|m| format!("{m}\n")).collect::<String>()).unwrap();
+    let output = dir.path().join("answers.jsonl");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .args(["serve", "--stdio"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{status}");
+    let out = std::fs::read_to_string(&output).unwrap();
+    let mut ids: Vec<i64> =
+        out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_i64().unwrap()).collect();
+    ids.sort_unstable();
+    let expected: Vec<i64> = std::iter::once(1).chain(10..30).chain([99]).collect();
+    assert_eq!(ids, expected, "{out}");
+}
+
 /// A stdio session over an in-memory pipe, driven through its call lane
 /// from a thread of its own as `serve --stdio` drives it, with one tool
 /// given a streak of fast calls (so the lane admits it whatever the

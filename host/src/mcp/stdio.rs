@@ -22,7 +22,11 @@
 //! - a `tools/call` is first offered to [`DirectCalls`] (`serve --stdio`:
 //!   the session's call lane), which may answer it itself through the same
 //!   buffer, around rmcp's service; at the end of the input every answer
-//!   owed goes out before rmcp is told.
+//!   owed goes out before rmcp is told;
+//! - the session ends when the client closes its end of the output, and
+//!   `close` returns only once everything queued is written (for as long
+//!   as the client reads: [`OUTPUT_STALL`]), since the session's runtime
+//!   is shut down right after it.
 //!
 //! Every line gets the answer it got before (tested by
 //! `mcp::stdio_answers_every_malformed_line_and_keeps_serving`).
@@ -50,6 +54,15 @@ pub const OUTPUT_HIGH_WATER: usize = 1 << 20;
 /// handlers' answers when the input closes.
 pub const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long the end of the session waits for the writer while the client
+/// reads nothing: what is queued then is given up (the client stopped
+/// reading, or left its end of our output open without reading it).
+pub const OUTPUT_STALL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// The most the writer writes at once, so that a slow reader's progress is
+/// seen between writes (see [`OUTPUT_STALL`]).
+const WRITE_PIECE: usize = 64 * 1024;
+
 /// The stdio transport of `toolhost serve --stdio`: stdin and stdout
 /// (non-blocking pipes when they are pipes, else tokio's blocking handles).
 pub type Stdio = LineTransport<BufReader<StdioReader>>;
@@ -75,6 +88,12 @@ pub struct LineTransport<R> {
     /// When the wait for answers owed ends, once the input has ended (rmcp
     /// asks for a new `receive` on every event, so the limit is kept here).
     drain_deadline: Option<tokio::time::Instant>,
+    /// The writer task: `close` waits for it to write what is queued (the
+    /// session's runtime is shut down right after, and a write still
+    /// pending then would be lost).
+    writer: Option<tokio::task::JoinHandle<()>>,
+    /// [`OUTPUT_STALL`] (shorter in tests).
+    stall: std::time::Duration,
 }
 
 /// Answers `tools/call` requests around rmcp's service (`serve --stdio`'s
@@ -151,6 +170,10 @@ struct Outbox {
     drained: Notify,
     /// Wakes a reader at the end of the input when no answer is owed.
     settled: Notify,
+    /// Wakes a reader waiting for input when the output closes.
+    closing: Notify,
+    /// Bytes written so far (the writer's progress).
+    written: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -199,6 +222,47 @@ impl Outbox {
         self.lock().closed = true;
         self.queued.notify_one();
         self.drained.notify_waiters();
+        self.closing.notify_waiters();
+    }
+
+    /// Waits until the output is closed (by the transport, or because the
+    /// client closed its end).
+    async fn closed(&self) {
+        loop {
+            let closing = self.closing.notified();
+            tokio::pin!(closing);
+            closing.as_mut().enable();
+            if self.lock().closed {
+                return;
+            }
+            closing.await;
+        }
+    }
+
+    /// Waits for `writer` to write everything queued, for as long as the
+    /// client keeps reading: after `stall` ([`OUTPUT_STALL`]) with nothing
+    /// written, what is left is given up.
+    async fn flushed(&self, mut writer: tokio::task::JoinHandle<()>, stall: std::time::Duration) {
+        use std::sync::atomic::Ordering;
+        let mut seen = self.written.load(Ordering::Relaxed);
+        loop {
+            tokio::select! {
+                _ = &mut writer => return,
+                () = tokio::time::sleep(stall) => {
+                    let now = self.written.load(Ordering::Relaxed);
+                    if now == seen {
+                        let left = self.lock().buf.len();
+                        tracing::warn!(
+                            "the session ended; its output was not read for {:?}, {left} bytes or more of it were not written",
+                            stall
+                        );
+                        writer.abort();
+                        return;
+                    }
+                    seen = now;
+                }
+            }
+        }
     }
 
     /// Waits until at most [`OUTPUT_HIGH_WATER`] bytes are queued (or the
@@ -259,11 +323,19 @@ async fn write_out<W: AsyncWrite + Unpin>(out: Arc<Outbox>, mut output: W) {
             out.queued.notified().await;
             continue;
         }
-        let failed = output.write_all(&chunk).await.is_err();
+        let mut failed = false;
+        for piece in chunk.chunks(WRITE_PIECE) {
+            failed = output.write_all(piece).await.is_err();
+            if failed {
+                break;
+            }
+            out.written.fetch_add(piece.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        }
         chunk.clear();
         dirty = true;
         out.drained.notify_waiters();
         if failed {
+            tracing::debug!("the output failed (the client closed its end?): the session ends");
             break;
         }
     }
@@ -283,7 +355,7 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     /// task spawned on the current tokio runtime.
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> LineTransport<R> {
         let out = Arc::<Outbox>::default();
-        tokio::spawn(write_out(out.clone(), output));
+        let writer = tokio::spawn(write_out(out.clone(), output));
         LineTransport {
             input,
             line: BytesMut::new(),
@@ -292,6 +364,8 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
             out,
             direct: None,
             drain_deadline: None,
+            writer: Some(writer),
+            stall: OUTPUT_STALL,
         }
     }
 
@@ -447,7 +521,15 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
         loop {
             // A client that does not read its answers is not read either.
             self.out.room().await;
-            if self.read_line().await.is_none() {
+            let out = self.out.clone();
+            let line = tokio::select! {
+                line = self.read_line() => line,
+                // The client closed its end of the output: nothing more can
+                // be answered, so the session ends (rmcp alone would go on
+                // reading, and log a failed send per answer).
+                () = out.closed() => return None,
+            };
+            if line.is_none() {
                 // The end of the input: rmcp closes the output once told,
                 // so first every answer owed goes out (for as long as rmcp
                 // waits for its own handlers' answers then).
@@ -468,6 +550,12 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
 
     async fn close(&mut self) -> Result<(), Self::Error> {
         self.out.close();
+        // Everything queued goes out before the session (and its runtime)
+        // ends: through a blocking stdout (a file) or to a slow reader, the
+        // writer may still be writing.
+        if let Some(writer) = self.writer.take() {
+            self.out.flushed(writer, self.stall).await;
+        }
         Ok(())
     }
 }
@@ -582,5 +670,76 @@ mod tests {
         assert_eq!(lines.len(), 2, "{out}");
         assert_eq!(lines[0]["error"]["code"], -32700);
         assert_eq!(lines[1]["error"]["message"], "x");
+    }
+
+    fn answer(i: usize) -> TxJsonRpcMessage<RoleServer> {
+        TxJsonRpcMessage::<RoleServer>::error(ErrorData::internal_error(format!("{i:0>100}"), None), None)
+    }
+
+    fn line_bytes(m: &TxJsonRpcMessage<RoleServer>) -> u64 {
+        serde_json::to_vec(m).unwrap().len() as u64 + 1
+    }
+
+    /// The session's runtime is shut down as soon as rmcp has closed the
+    /// transport: `close` returns only once everything queued is written,
+    /// here to a client reading slowly through a 64-byte pipe.
+    #[tokio::test]
+    async fn close_returns_once_everything_queued_is_written() {
+        let (_input, server_in) = tokio::io::duplex(64);
+        let (server_out, mut client_out) = tokio::io::duplex(64);
+        let mut t = over(server_in, server_out);
+        let total: u64 = (0..100).map(|i| line_bytes(&answer(i))).sum();
+        for i in 0..100 {
+            t.send(answer(i)).await.unwrap();
+        }
+        let reader = tokio::spawn(async move {
+            let mut out = Vec::new();
+            let mut piece = [0u8; 64];
+            loop {
+                match client_out.read(&mut piece).await.unwrap() {
+                    0 => return out,
+                    n => out.extend_from_slice(&piece[..n]),
+                }
+                tokio::task::yield_now().await;
+            }
+        });
+        t.close().await.unwrap();
+        assert_eq!(t.out.written.load(std::sync::atomic::Ordering::Relaxed), total, "close returned before the end");
+        drop(t);
+        let out = String::from_utf8(reader.await.unwrap()).unwrap();
+        assert_eq!(out.lines().count(), 100);
+    }
+
+    /// A client that leaves its end of the output open without reading
+    /// does not hold the end of the session for ever.
+    #[tokio::test]
+    async fn close_gives_up_on_output_nobody_reads() {
+        let (_input, server_in) = tokio::io::duplex(64);
+        let (server_out, _never_read) = tokio::io::duplex(64);
+        let mut t = over(server_in, server_out);
+        t.stall = std::time::Duration::from_millis(200);
+        for i in 0..100 {
+            t.send(answer(i)).await.unwrap();
+        }
+        tokio::time::timeout(std::time::Duration::from_secs(30), t.close())
+            .await
+            .expect("close waited on output nobody reads")
+            .unwrap();
+        assert!(t.out.written.load(std::sync::atomic::Ordering::Relaxed) <= 64);
+    }
+
+    /// When the client closes its end of the output, the session ends even
+    /// though its input stays open: nothing more could be answered.
+    #[tokio::test]
+    async fn the_session_ends_when_the_client_closes_the_output() {
+        let (_input, server_in) = tokio::io::duplex(64);
+        let (server_out, client_out) = tokio::io::duplex(64);
+        let mut t = over(server_in, server_out);
+        drop(client_out);
+        t.send(answer(0)).await.unwrap();
+        let ended = tokio::time::timeout(std::time::Duration::from_secs(30), t.receive())
+            .await
+            .expect("the session went on reading with its output closed");
+        assert!(ended.is_none(), "{ended:?}");
     }
 }
