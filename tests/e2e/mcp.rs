@@ -752,17 +752,26 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         assert_eq!(log["method"], "notifications/message", "{log}");
         let r = c.next().await;
         assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(22), &json!("logged")), "{r}");
-        // An id in flight used again: that call goes to rmcp; each is
-        // answered, after its log line.
+        // An id in flight used again: the second call is refused with a
+        // clear error, not run; the first is answered after its log line.
         c.write(&(call(30) + &call(30))).await;
-        let mut seen = Vec::new();
-        for _ in 0..4 {
+        let (mut log, mut answer, mut refused) = (None, None, None);
+        for i in 0..3 {
             let m = c.next().await;
-            seen.push(if m["method"] == "notifications/message" { "log".to_string() } else { m["id"].to_string() });
+            if m["method"] == "notifications/message" {
+                log = Some(i);
+            } else if m["error"].is_object() {
+                refused = Some(m);
+            } else {
+                answer = Some((i, m));
+            }
         }
-        assert_eq!(seen.iter().filter(|m| *m == "30").count(), 2, "{seen:?}");
-        assert_eq!(seen.iter().filter(|m| *m == "log").count(), 2, "{seen:?}");
-        assert_eq!(seen[0], "log", "{seen:?}");
+        let refused = refused.expect("the reused id refused");
+        assert_eq!((refused["id"].as_u64(), refused["error"]["code"].as_i64()), (Some(30), Some(-32600)), "{refused}");
+        assert!(refused["error"]["message"].as_str().unwrap().contains("in use"), "{refused}");
+        let (at, answer) = answer.expect("the first call 30 answered");
+        assert_eq!((answer["id"].as_u64(), &answer["result"]["content"][0]["text"]), (Some(30), &json!("logged")));
+        assert!(log.is_some_and(|l| l < at), "the log line before its response");
         // One write: the transport takes every call (and the cancellation
         // of 3) before the lane runs the first.
         let mut burst = call(2) + &call(3);
@@ -790,7 +799,7 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
     assert_eq!(
         direct.calls_taken(),
         11,
-        "calls 20, 22, the first 30 and the burst went around rmcp's service, 21 and the second 30 did not"
+        "calls 20, 22, the first 30 and the burst went around rmcp's service, 21 did not (the second 30 was refused)"
     );
 }
 

@@ -53,8 +53,14 @@ pub fn check_message(body: &[u8]) -> Result<Verdict, Rejection> {
 /// [`check_message`], with the message as parsed for the check (so that
 /// a caller need not parse it again).
 pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
-    let v: Value = serde_json::from_slice(body)
-        .map_err(|e| Rejection::new(Value::Null, PARSE_ERROR, format!("Parse error: {e}")))?;
+    let v: Value = serde_json::from_slice(body).map_err(|e| {
+        let hint = if body.starts_with(b"\xEF\xBB\xBF") {
+            " (the message starts with a UTF-8 byte order mark; send JSON without one)"
+        } else {
+            ""
+        };
+        Rejection::new(Value::Null, PARSE_ERROR, format!("Parse error: {e}{hint}"))
+    })?;
     let invalid = |why: &str| Rejection::new(Value::Null, INVALID_REQUEST, format!("Invalid Request: {why}"));
     let Value::Object(m) = &v else {
         return Err(invalid(if v.is_array() {
@@ -69,7 +75,10 @@ pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
     let id = match m.get("id") {
         None => None,
         Some(id @ Value::String(_)) => Some(id.clone()),
-        Some(id @ Value::Number(n)) if n.is_i64() || n.is_u64() => Some(id.clone()),
+        Some(id @ Value::Number(n)) if n.is_i64() => Some(id.clone()),
+        Some(Value::Number(n)) if n.is_u64() => {
+            return Err(invalid("an integer \"id\" must be at most 9223372036854775807 (a signed 64-bit integer)"));
+        }
         Some(_) => return Err(invalid("\"id\" must be a string or an integer")),
     };
     let is_response = m.contains_key("result") || m.contains_key("error");
@@ -157,5 +166,17 @@ mod tests {
         assert_eq!(r.response["id"], "x7");
         let r = check_message(b"{oops").unwrap_err();
         assert_eq!(r.response["id"], Value::Null);
+    }
+
+    /// What rmcp cannot hold as an id (an integer past `i64`) and a byte
+    /// order mark get errors that say so, not a bare "Invalid request".
+    #[test]
+    fn big_ids_and_byte_order_marks_are_named() {
+        let message = |body: &[u8]| check_message(body).unwrap_err().response["error"]["message"].to_string();
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"ping"}"#), None);
+        let big = message(br#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}"#);
+        assert!(big.contains("at most 9223372036854775807"), "{big}");
+        let bom = message(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+        assert!(bom.contains("byte order mark"), "{bom}");
     }
 }

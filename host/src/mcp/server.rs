@@ -606,6 +606,10 @@ impl super::stdio::DirectCalls for DirectFront {
             flag.store(true, Ordering::Release);
         }
     }
+
+    fn in_flight(&self, id: &RequestId) -> bool {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).contains_key(id)
+    }
 }
 
 impl DirectFront {

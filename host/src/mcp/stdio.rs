@@ -33,7 +33,9 @@
 
 use super::jsonrpc::{INVALID_REQUEST, MAX_STDIO_MESSAGE, Rejection, Verdict, check_parsed};
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequest, ClientRequest, ErrorData, JsonRpcRequest, RequestId};
+use rmcp::model::{
+    CallToolRequest, ClientRequest, ErrorData, JsonRpcError, JsonRpcRequest, JsonRpcResponse, RequestId,
+};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
@@ -58,6 +60,10 @@ pub const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_se
 /// reads nothing: what is queued then is given up (the client stopped
 /// reading, or left its end of our output open without reading it).
 pub const OUTPUT_STALL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// How many ids of cancelled requests stay refused (see
+/// `LineTransport::cancelled`).
+const CANCELLED_IDS_KEPT: usize = 1024;
 
 /// The most the writer writes at once, so that a slow reader's progress is
 /// seen between writes (see [`OUTPUT_STALL`]).
@@ -94,6 +100,16 @@ pub struct LineTransport<R> {
     writer: Option<tokio::task::JoinHandle<()>>,
     /// [`OUTPUT_STALL`] (shorter in tests).
     stall: std::time::Duration,
+    /// The ids of requests passed to rmcp and not answered yet. A request
+    /// reusing one is refused: rmcp keeps one entry per id, so a second
+    /// request under it took over the first's answer or cancellation, and
+    /// one of the two answers was lost (MCP ids are unique in a session).
+    in_flight: std::collections::HashSet<RequestId>,
+    /// Ids of requests cancelled lately, oldest first (at most
+    /// [`CANCELLED_IDS_KEPT`]), also refused: rmcp drops a cancelled
+    /// request's answer when its handler ends, which this transport does not
+    /// see, and a request reusing the id before then is cancelled with it.
+    cancelled: (std::collections::VecDeque<RequestId>, std::collections::HashSet<RequestId>),
 }
 
 /// Answers `tools/call` requests around rmcp's service (`serve --stdio`'s
@@ -111,6 +127,9 @@ pub trait DirectCalls: Send + Sync + 'static {
     /// The client gave up on request `id` (`notifications/cancelled`; rmcp
     /// is told too, for the requests it holds).
     fn cancel(&self, id: &RequestId);
+    /// Whether a request taken under `id` has not been answered (or let go)
+    /// yet: a request reusing the id is refused.
+    fn in_flight(&self, id: &RequestId) -> bool;
 }
 
 /// The transport's output, for answers sent around rmcp's service.
@@ -366,7 +385,37 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
             drain_deadline: None,
             writer: Some(writer),
             stall: OUTPUT_STALL,
+            in_flight: Default::default(),
+            cancelled: Default::default(),
         }
+    }
+
+    /// Why a request under `id` is refused, if it is: the id is in use by a
+    /// request not answered yet, or by one cancelled lately.
+    fn id_in_use(&self, id: &RequestId) -> Option<&'static str> {
+        if self.in_flight.contains(id) || self.direct.as_ref().is_some_and(|d| d.in_flight(id)) {
+            Some("is in use by a request not answered yet")
+        } else if self.cancelled.1.contains(id) {
+            Some("belongs to a request cancelled lately, which may still be running")
+        } else {
+            None
+        }
+    }
+
+    /// The client cancelled request `id`: it is no longer in flight, and
+    /// its id stays refused for a while.
+    fn note_cancelled(&mut self, id: RequestId) {
+        if !self.in_flight.remove(&id) {
+            return;
+        }
+        let (order, kept) = &mut self.cancelled;
+        if order.len() == CANCELLED_IDS_KEPT
+            && let Some(oldest) = order.pop_front()
+        {
+            kept.remove(&oldest);
+        }
+        kept.insert(id.clone());
+        order.push_back(id);
     }
 
     /// A handle on this transport's output, for messages sent around
@@ -384,12 +433,15 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     /// Reads until the end of a line, into `self.line` (at most
     /// [`MAX_STDIO_MESSAGE`] bytes of it). Cancel-safe: a dropped call
     /// leaves the partial line in place for the next. `None` at the end of
-    /// the input (a last line without a newline is not a message).
+    /// the input (a last line without its newline is read as a line first).
     async fn read_line(&mut self) -> Option<()> {
         loop {
             let buf = self.input.fill_buf().await.ok()?;
             if buf.is_empty() {
-                return None;
+                // A last line without its newline (`printf '%s' …`, `echo
+                // -n`) is still read, once; then the input has ended.
+                let unterminated = self.cut || !self.line.trim_ascii().is_empty();
+                return unterminated.then_some(());
             }
             let newline = buf.iter().position(|&b| b == b'\n');
             let chunk = &buf[..newline.unwrap_or(buf.len())];
@@ -436,6 +488,19 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
                 if self.refuse(&r.response) { Ok(None) } else { Err(OutputClosed) }
             }
             Ok((Verdict::Pass, parsed)) => {
+                if parsed.get("method").is_some()
+                    && let Some(raw) = parsed.get("id")
+                    && let Ok(id) = <RequestId as serde::Deserialize>::deserialize(raw)
+                    && let Some(why) = self.id_in_use(&id)
+                {
+                    self.line.clear();
+                    let r = Rejection::new(
+                        raw.clone(),
+                        INVALID_REQUEST,
+                        format!("Invalid Request: the id {raw} {why} (MCP ids are unique within a session)"),
+                    );
+                    return if self.refuse(&r.response) { Ok(None) } else { Err(OutputClosed) };
+                }
                 if let Some(call) = tool_call(&parsed, self.line.trim_ascii()) {
                     self.line.clear();
                     let call = match &self.direct {
@@ -452,12 +517,14 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
                         ClientRequest::CallToolRequest(call.request),
                     ))));
                 }
-                if let Some(direct) = &self.direct
-                    && parsed.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
+                if parsed.get("method").and_then(Value::as_str) == Some("notifications/cancelled")
                     && let Some(id) = parsed.pointer("/params/requestId")
                     && let Ok(id) = <RequestId as serde::Deserialize>::deserialize(id)
                 {
-                    direct.cancel(&id);
+                    if let Some(direct) = &self.direct {
+                        direct.cancel(&id);
+                    }
+                    self.note_cancelled(id);
                 }
                 // rmcp's own decoder, so that what passes is read exactly as
                 // rmcp reads it (non-standard notifications ignored, a shape
@@ -512,6 +579,11 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
         &mut self,
         item: TxJsonRpcMessage<RoleServer>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        if let TxJsonRpcMessage::<RoleServer>::Response(JsonRpcResponse { id, .. })
+        | TxJsonRpcMessage::<RoleServer>::Error(JsonRpcError { id: Some(id), .. }) = &item
+        {
+            self.in_flight.remove(id);
+        }
         // Queued now, in the order rmcp sends: the future only reports it.
         let queued = self.out.push(&item);
         std::future::ready(if queued { Ok(()) } else { Err(OutputClosed) })
@@ -541,7 +613,12 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
                 return None;
             }
             match self.take_message() {
-                Ok(Some(m)) => return Some(m),
+                Ok(Some(m)) => {
+                    if let RxJsonRpcMessage::<RoleServer>::Request(r) = &m {
+                        self.in_flight.insert(r.id.clone());
+                    }
+                    return Some(m);
+                }
                 Ok(None) => {}
                 Err(OutputClosed) => return None,
             }
@@ -708,6 +785,64 @@ mod tests {
         drop(t);
         let out = String::from_utf8(reader.await.unwrap()).unwrap();
         assert_eq!(out.lines().count(), 100);
+    }
+
+    fn ping(id: Value) -> String {
+        format!("{}\n", json!({"jsonrpc": "2.0", "id": id, "method": "ping"}))
+    }
+
+    /// What the transport passes on to rmcp next, as its id.
+    async fn next_id(t: &mut LineTransport<BufReader<tokio::io::ReadHalf<tokio::io::DuplexStream>>>) -> Value {
+        let m = t.receive().await.expect("a message");
+        serde_json::to_value(&m).unwrap()["id"].clone()
+    }
+
+    /// An id in flight (passed to rmcp, not answered yet) or cancelled
+    /// lately is refused when reused: rmcp keeps one entry per id, and a
+    /// second request under it took over the first's answer or
+    /// cancellation. Answered, an id is free again; `1` and `"1"` differ.
+    #[tokio::test]
+    async fn a_request_reusing_an_id_in_flight_is_refused() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (r, w) = tokio::io::split(server);
+        let mut t = over(r, w);
+        client.write_all((ping(json!(5)) + &ping(json!(5)) + &ping(json!("5"))).as_bytes()).await.unwrap();
+        assert_eq!(next_id(&mut t).await, json!(5));
+        assert_eq!(next_id(&mut t).await, json!("5"), "the second 5 was passed on");
+        let ok = |id: i64| {
+            TxJsonRpcMessage::<RoleServer>::response(rmcp::model::ServerResult::empty(()), RequestId::Number(id))
+        };
+        t.send(ok(5)).await.unwrap();
+        let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 5}});
+        client
+            .write_all((ping(json!(5)) + &format!("{cancel}\n") + &ping(json!(5)) + &ping(json!(6))).as_bytes())
+            .await
+            .unwrap();
+        assert_eq!(next_id(&mut t).await, json!(5), "answered, 5 is free again");
+        let m = t.receive().await.expect("the cancellation");
+        assert!(format!("{m:?}").contains("Cancelled"), "{m:?}");
+        assert_eq!(next_id(&mut t).await, json!(6), "5, cancelled just now, was refused");
+        drop(t);
+        let mut out = String::new();
+        client.read_to_string(&mut out).await.unwrap();
+        let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(lines.len(), 3, "{out}");
+        assert_eq!((lines[0]["id"].clone(), lines[0]["error"]["code"].as_i64()), (json!(5), Some(-32600)));
+        assert!(lines[0]["error"]["message"].as_str().unwrap().contains("not answered yet"), "{out}");
+        assert_eq!(lines[1]["id"], 5, "the answer sent");
+        assert!(lines[2]["error"]["message"].as_str().unwrap().contains("cancelled lately"), "{out}");
+    }
+
+    /// A last message without its newline (`printf '%s'`) is still read.
+    #[tokio::test]
+    async fn a_last_line_without_its_newline_is_read() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let (r, w) = tokio::io::split(server);
+        let mut t = over(r, w);
+        client.write_all(br#"{"jsonrpc":"2.0","id":7,"method":"ping"}"#).await.unwrap();
+        client.shutdown().await.unwrap();
+        assert_eq!(next_id(&mut t).await, json!(7));
+        assert!(t.receive().await.is_none(), "then the input has ended");
     }
 
     /// A client that leaves its end of the output open without reading
