@@ -103,6 +103,11 @@ pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
             (true, false) => Some("\"arguments\" must be an object"),
             (true, true) => None,
         }
+    } else if method == "logging/setLevel" {
+        // rmcp answers a level it does not know as an unknown method.
+        let level = params.and_then(|p| p.get("level")).and_then(Value::as_str);
+        (!level.is_some_and(|l| LOG_LEVELS.contains(&l)))
+            .then_some("\"level\" must be one of debug, info, notice, warning, error, critical, alert, emergency")
     } else {
         None
     };
@@ -112,6 +117,9 @@ pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
         (Some(why), Some(id)) => Err(Rejection::new(id, INVALID_PARAMS, format!("Invalid params: {why}"))),
     }
 }
+
+/// The MCP log levels (RFC 5424's), lowest first.
+const LOG_LEVELS: [&str; 8] = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 
 /// The longest stdio message accepted, in bytes; a longer line is answered
 /// with -32600 and skipped without being held in memory.
@@ -178,5 +186,24 @@ mod tests {
         assert!(big.contains("at most 9223372036854775807"), "{big}");
         let bom = message(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
         assert!(bom.contains("byte order mark"), "{bom}");
+    }
+
+    /// A log level MCP does not have is invalid params (rmcp would answer
+    /// "method not found"); each of the eight levels passes.
+    #[test]
+    fn set_level_takes_the_mcp_levels_only() {
+        let set = |level: Value| {
+            code(
+                &json!({"jsonrpc": "2.0", "id": 1, "method": "logging/setLevel", "params": {"level": level}})
+                    .to_string(),
+            )
+        };
+        for level in LOG_LEVELS {
+            assert_eq!(set(json!(level)), None, "{level}");
+        }
+        for bad in [json!("bogus"), json!("WARNING"), json!(3), Value::Null] {
+            assert_eq!(set(bad.clone()), Some(INVALID_PARAMS), "{bad}");
+        }
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":1,"method":"logging/setLevel"}"#), Some(INVALID_PARAMS));
     }
 }
