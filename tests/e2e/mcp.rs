@@ -579,6 +579,99 @@ fn stdio_from_a_file_to_a_file_answers_everything() {
     assert_eq!(ids, expected, "{out}");
 }
 
+/// An MCP client that pipes our stderr and never reads it: a thousand
+/// cancelled calls each log a warning, far past the pipe's 64 KiB, and the
+/// host still answers the next call and exits when its input ends. Before,
+/// the session's thread blocked in its first `write` to the full pipe, for
+/// good. The waits below only bound a hang.
+#[test]
+fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
+    /// Killed when the test ends, hung or not.
+    struct Host(Child);
+    impl Drop for Host {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut host = Host(
+        std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+            .current_dir(dir.path())
+            .env("TOOLHOST_CACHE_DIR", CACHE.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .env("TOOLHOST_ALLOW_UNSIGNED", "1")
+            .args(["serve", "--stdio"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let child = &mut host.0;
+    let _unread_stderr = child.stderr.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let out = BufReader::new(child.stdout.take().unwrap());
+    std::thread::spawn(move || {
+        for line in out.lines().map_while(Result::ok) {
+            let _ = tx.send(serde_json::from_str(&line).unwrap());
+        }
+    });
+    let wait_for = |id: i64| loop {
+        let m = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the host stopped answering");
+        if m["id"] == id {
+            return m;
+        }
+    };
+    writeln!(stdin, "{}", initialize()).unwrap();
+    wait_for(1);
+    let mut burst = format!("{}\n", json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    for id in 1000..2000 {
+        burst += &format!(
+            "{}\n{}\n",
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "progress_twice", "arguments": {"ms": 20}}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})
+        );
+    }
+    stdin.write_all(burst.as_bytes()).unwrap();
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+               "params": {"name": "roll", "arguments": {"expression": "1d4"}}})
+    )
+    .unwrap();
+    let answer = wait_for(7);
+    assert!(answer["result"]["content"].is_array(), "{answer}");
+    drop(stdin);
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    panic!("the host did not exit within a minute of its input ending");
+}
+
+/// Gives `tool` a streak of fast calls, so the lane admits its next call
+/// whatever the machine's load (a loaded machine can take over the 1 ms a
+/// fast call may take, which ends the streak: right for serving, beside the
+/// point of these tests).
+fn keep_fast(lane: &toolhost::mcp::lane::CallLane, tool: &str) {
+    for _ in 0..toolhost::mcp::lane::INLINE_AFTER {
+        lane.record(tool, std::time::Duration::ZERO);
+    }
+}
+
 /// A stdio session over an in-memory pipe, driven through its call lane
 /// from a thread of its own as `serve --stdio` drives it, with one tool
 /// given a streak of fast calls (so the lane admits it whatever the
@@ -597,9 +690,7 @@ impl LaneSession {
         let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
         let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
         let (lane, driver) = lane::lane(main.handle().clone());
-        for _ in 0..lane::INLINE_AFTER {
-            lane.record(fast_tool, std::time::Duration::ZERO);
-        }
+        keep_fast(&lane, fast_tool);
         let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
         let taking = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
         let (client, server) = tokio::io::duplex(1 << 16);
@@ -700,8 +791,10 @@ fn call_line(id: u64, name: &str, params: Value) -> String {
 fn a_call_in_the_stdio_lane_is_answered_after_its_log_line() {
     let s = LaneSession::start("forge_log", false);
     let lane = s.lane.clone();
+    let streak = s.lane.clone();
     s.talk(|mut c| async move {
         for id in 2..4 {
+            keep_fast(&streak, "forge_log");
             c.write(&call_line(id, "forge_log", json!({}))).await;
             let log = c.next().await;
             assert_eq!(log["method"], "notifications/message", "the log line first: {log}");
@@ -722,7 +815,9 @@ fn a_call_in_the_stdio_lane_is_answered_after_its_log_line() {
 fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_end() {
     let s = LaneSession::start("forge_log", true);
     let direct = s.direct.clone();
+    let lane = s.lane.clone();
     s.talk(|mut c| async move {
+        let fast = || keep_fast(&lane, "forge_log");
         let call = |id: u64| call_line(id, "forge_log", json!({}));
         let set_level = |id: u64, level: &str| {
             line(json!({"jsonrpc": "2.0", "id": id, "method": "logging/setLevel", "params": {"level": level}}))
@@ -730,6 +825,7 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         // A level set in the same write as a call holds for it (forge_log
         // logs a warning), and the result has the shape rmcp gives a
         // 2025-06-18 client: no `resultType`.
+        fast();
         c.write(&(set_level(10, "error") + &call(20))).await;
         let mut two = vec![c.next().await, c.next().await];
         two.sort_by_key(|m| m["id"].as_u64());
@@ -747,6 +843,7 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         let refused = c.next().await;
         assert_eq!(refused["id"], 21, "{refused}");
         assert!(refused["error"]["code"].is_i64(), "rmcp refuses an unsupported version: {refused}");
+        fast();
         c.write(&call_line(22, "forge_log", json!({"_meta": {"progressToken": "p"}}))).await;
         let log = c.next().await;
         assert_eq!(log["method"], "notifications/message", "{log}");
@@ -754,6 +851,7 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         assert_eq!((r["id"].as_u64(), &r["result"]["content"][0]["text"]), (Some(22), &json!("logged")), "{r}");
         // An id in flight used again: the second call is refused with a
         // clear error, not run; the first is answered after its log line.
+        fast();
         c.write(&(call(30) + &call(30))).await;
         let (mut log, mut answer, mut refused) = (None, None, None);
         for i in 0..3 {
@@ -779,6 +877,7 @@ fn direct_calls_are_answered_in_order_cancelled_ones_not_and_none_lost_at_the_en
         for id in 4..10 {
             burst += &call(id);
         }
+        fast();
         c.write(&burst).await;
         // The input ends at once.
         c.close().await;

@@ -76,8 +76,12 @@ pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
         None => None,
         Some(id @ Value::String(_)) => Some(id.clone()),
         Some(id @ Value::Number(n)) if n.is_i64() => Some(id.clone()),
-        Some(Value::Number(n)) if n.is_u64() => {
-            return Err(invalid("an integer \"id\" must be at most 9223372036854775807 (a signed 64-bit integer)"));
+        // Past i64 (serde_json reads those beyond u64 as floats): a whole
+        // number rmcp cannot hold, named as such.
+        Some(Value::Number(n)) if n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.2e18) => {
+            return Err(invalid(
+                "an integer \"id\" must be between -9223372036854775808 and 9223372036854775807 (a signed 64-bit integer)",
+            ));
         }
         Some(_) => return Err(invalid("\"id\" must be a string or an integer")),
     };
@@ -182,8 +186,13 @@ mod tests {
     fn big_ids_and_byte_order_marks_are_named() {
         let message = |body: &[u8]| check_message(body).unwrap_err().response["error"]["message"].to_string();
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":9223372036854775807,"method":"ping"}"#), None);
-        let big = message(br#"{"jsonrpc":"2.0","id":9223372036854775808,"method":"ping"}"#);
-        assert!(big.contains("at most 9223372036854775807"), "{big}");
+        for id in ["9223372036854775808", "18446744073709551616", "99999999999999999999999", "-9223372036854775809"] {
+            let big = message(format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#).as_bytes());
+            assert!(big.contains("a signed 64-bit integer"), "{id}: {big}");
+        }
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":-9223372036854775808,"method":"ping"}"#), None);
+        let fraction = message(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#);
+        assert!(fraction.contains("a string or an integer"), "{fraction}");
         let bom = message(b"\xEF\xBB\xBF{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
         assert!(bom.contains("byte order mark"), "{bom}");
     }

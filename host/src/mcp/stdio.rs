@@ -392,11 +392,14 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
 
     /// Why a request under `id` is refused, if it is: the id is in use by a
     /// request not answered yet, or by one cancelled lately.
-    fn id_in_use(&self, id: &RequestId) -> Option<&'static str> {
+    fn id_in_use(&self, id: &RequestId) -> Option<String> {
         if self.in_flight.contains(id) || self.direct.as_ref().is_some_and(|d| d.in_flight(id)) {
-            Some("is in use by a request not answered yet")
+            Some("is in use by a request not answered yet".into())
         } else if self.cancelled.1.contains(id) {
-            Some("belongs to a request cancelled lately, which may still be running")
+            Some(format!(
+                "belongs to a cancelled request, which may still be running (the ids of the last \
+                 {CANCELLED_IDS_KEPT} cancelled requests stay taken)"
+            ))
         } else {
             None
         }
@@ -830,7 +833,7 @@ mod tests {
         assert_eq!((lines[0]["id"].clone(), lines[0]["error"]["code"].as_i64()), (json!(5), Some(-32600)));
         assert!(lines[0]["error"]["message"].as_str().unwrap().contains("not answered yet"), "{out}");
         assert_eq!(lines[1]["id"], 5, "the answer sent");
-        assert!(lines[2]["error"]["message"].as_str().unwrap().contains("cancelled lately"), "{out}");
+        assert!(lines[2]["error"]["message"].as_str().unwrap().contains("cancelled request"), "{out}");
     }
 
     /// A last message without its newline (`printf '%s'`) is still read.

@@ -33,13 +33,26 @@ fn main() -> ExitCode {
         // Warnings, and what a config reload did (SIGHUP has no other voice).
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,toolhost::reload=info"));
     // Logs go to stderr, always: on stdio transports stdout carries protocol
-    // messages and nothing else.
+    // messages and nothing else. They are written by a thread of their own:
+    // an MCP client that pipes our stderr and never reads it would otherwise
+    // stop the host at the first log line past the pipe's 64 KiB (the
+    // thread that logs blocks in `write`). Past `LOG_LINES_QUEUED` lines
+    // waiting, new ones are dropped rather than waited for.
+    let (stderr, logs) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(true)
+        .buffered_lines_limit(LOG_LINES_QUEUED)
+        .thread_name("toolhost-log")
+        .finish(std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match cli.command.run() {
+    let ran = cli.command.run();
+    // What is queued is written before the last word (waiting at most a
+    // second for a stderr nobody reads).
+    drop(logs);
+    match ran {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -47,3 +60,6 @@ fn main() -> ExitCode {
         }
     }
 }
+
+/// Log lines queued for stderr at most (see `main`).
+const LOG_LINES_QUEUED: usize = 65_536;
