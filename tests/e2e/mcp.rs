@@ -579,6 +579,41 @@ fn stdio_from_a_file_to_a_file_answers_everything() {
     assert_eq!(ids, expected, "{out}");
 }
 
+/// A session that never initializes (here: its `initialize` starts with a
+/// UTF-8 byte order mark, then the input ends) still gets what was
+/// answered: the parse error naming the mark, and the pong rmcp gives a
+/// ping before `initialize`, and the exit status says it failed. rmcp
+/// drops the transport without closing it when initialization fails, so
+/// `serve` waits for the output itself (`Replies::finish`: the unit test
+/// `mcp::stdio::tests::finish_writes_what_a_dropped_transport_queued`
+/// shows the wait; here the writer is usually done already).
+#[test]
+fn stdio_answers_are_written_when_initialization_fails() {
+    let dir = config_dir();
+    let input = dir.path().join("session.jsonl");
+    let bom_initialize = format!("\u{feff}{}\n", initialize());
+    let ping = json!({"jsonrpc": "2.0", "id": 5, "method": "ping"});
+    std::fs::write(&input, format!("{bom_initialize}{ping}\n")).unwrap();
+    let output = dir.path().join("answers.jsonl");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
+        .current_dir(dir.path())
+        .env("TOOLHOST_CACHE_DIR", CACHE.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .args(["serve", "--stdio"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the session never initialized: {status}");
+    let out = std::fs::read_to_string(&output).unwrap();
+    let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert_eq!(lines[0]["error"]["code"], -32700, "{out}");
+    assert!(lines[0]["error"]["message"].as_str().unwrap().contains("byte order mark"), "{out}");
+    assert_eq!((lines[1]["id"].clone(), lines[1]["result"].clone()), (json!(5), json!({})), "{out}");
+}
+
 /// An MCP client that pipes our stderr and never reads it: a thousand
 /// cancelled calls each log a warning, far past the pipe's 64 KiB, and the
 /// host still answers the next call and exits when its input ends. Before,

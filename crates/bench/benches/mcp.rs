@@ -397,11 +397,15 @@ impl rmcp::transport::Transport<RoleClient> for ByRequest {
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
         loop {
-            self.line.clear();
-            if self.read.read_until(b'\n', &mut self.line).await.ok()? == 0 {
+            // rmcp drops this future in a `select!` when something else is
+            // ready first: a partial line stays in `self.line`, and the next
+            // call goes on reading it. Taken only once whole.
+            let read = self.read.read_until(b'\n', &mut self.line).await.ok()?;
+            if read == 0 && self.line.is_empty() {
                 return None;
             }
-            if let Ok(r) = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(&self.line)
+            let line = std::mem::take(&mut self.line);
+            if let Ok(r) = serde_json::from_slice::<JsonRpcResponse<CallToolResult>>(&line)
                 && self.answered(&r.id)
             {
                 let JsonRpcResponse { jsonrpc, id, result } = r;
@@ -412,7 +416,7 @@ impl rmcp::transport::Transport<RoleClient> for ByRequest {
                 }));
             }
             // As rmcp's transport does, a line that is not a message is skipped.
-            let Ok(m) = serde_json::from_slice::<ServerJsonRpcMessage>(&self.line) else { continue };
+            let Ok(m) = serde_json::from_slice::<ServerJsonRpcMessage>(&line) else { continue };
             match &m {
                 JsonRpcMessage::Response(JsonRpcResponse { id, .. })
                 | JsonRpcMessage::Error(JsonRpcError { id: Some(id), .. }) => {

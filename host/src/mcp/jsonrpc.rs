@@ -78,7 +78,9 @@ pub fn check_parsed(body: &[u8]) -> Result<(Verdict, Value), Rejection> {
         Some(id @ Value::Number(n)) if n.is_i64() => Some(id.clone()),
         // Past i64 (serde_json reads those beyond u64 as floats): a whole
         // number rmcp cannot hold, named as such.
-        Some(Value::Number(n)) if n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() >= 9.2e18) => {
+        Some(Value::Number(n))
+            if n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() >= 2f64.powi(63)) =>
+        {
             return Err(invalid(
                 "an integer \"id\" must be between -9223372036854775808 and 9223372036854775807 (a signed 64-bit integer)",
             ));

@@ -520,12 +520,19 @@ struct DirectAnswer {
     current: bool,
 }
 
-impl Drop for DirectAnswer {
-    fn drop(&mut self) {
+impl DirectAnswer {
+    /// Frees its id in `pending` (if the entry there is still this call's).
+    fn release(&self) {
         let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
         if pending.get(&self.id).is_some_and(|c| Arc::ptr_eq(c, &self.reports.cancelled)) {
             pending.remove(&self.id);
         }
+    }
+}
+
+impl Drop for DirectAnswer {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -568,7 +575,10 @@ impl super::lane::Answer<Result<CallToolResult, ErrorData>> for DirectAnswer {
                 Some(id),
             ),
         });
-        // The answer is settled when `self` drops, after its messages are queued.
+        // The id is free before the client can read the answer (and reuse
+        // it); the answer is settled when `self` drops, after its messages
+        // are queued.
+        self.release();
         self.owed.send(&messages);
     }
 }

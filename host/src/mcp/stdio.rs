@@ -23,10 +23,14 @@
 //!   the session's call lane), which may answer it itself through the same
 //!   buffer, around rmcp's service; at the end of the input every answer
 //!   owed goes out before rmcp is told;
-//! - the session ends when the client closes its end of the output, and
-//!   `close` returns only once everything queued is written (for as long
-//!   as the client reads: [`OUTPUT_STALL`]), since the session's runtime
-//!   is shut down right after it.
+//! - the session ends when a write finds that the client closed its end of
+//!   the output, and `close` (or [`Replies::finish`], when rmcp drops the
+//!   transport unclosed after a failed initialization) returns only once
+//!   everything queued is written (for as long as the client reads:
+//!   [`OUTPUT_STALL`]), since the session's runtime is shut down right
+//!   after it;
+//! - a request reusing the id of one in flight, or of one cancelled lately,
+//!   is refused (rmcp keeps one entry per id).
 //!
 //! Every line gets the answer it got before (tested by
 //! `mcp::stdio_answers_every_malformed_line_and_keeps_serving`).
@@ -62,12 +66,9 @@ pub const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_se
 pub const OUTPUT_STALL: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// How many ids of cancelled requests stay refused (see
-/// `LineTransport::cancelled`).
+/// `LineTransport::cancelled`), and how many bytes of ids at most.
 const CANCELLED_IDS_KEPT: usize = 1024;
-
-/// The most the writer writes at once, so that a slow reader's progress is
-/// seen between writes (see [`OUTPUT_STALL`]).
-const WRITE_PIECE: usize = 64 * 1024;
+const CANCELLED_ID_BYTES_KEPT: usize = 64 * 1024;
 
 /// The stdio transport of `toolhost serve --stdio`: stdin and stdout
 /// (non-blocking pipes when they are pipes, else tokio's blocking handles).
@@ -94,12 +95,6 @@ pub struct LineTransport<R> {
     /// When the wait for answers owed ends, once the input has ended (rmcp
     /// asks for a new `receive` on every event, so the limit is kept here).
     drain_deadline: Option<tokio::time::Instant>,
-    /// The writer task: `close` waits for it to write what is queued (the
-    /// session's runtime is shut down right after, and a write still
-    /// pending then would be lost).
-    writer: Option<tokio::task::JoinHandle<()>>,
-    /// [`OUTPUT_STALL`] (shorter in tests).
-    stall: std::time::Duration,
     /// The ids of requests passed to rmcp and not answered yet. A request
     /// reusing one is refused: rmcp keeps one entry per id, so a second
     /// request under it took over the first's answer or cancellation, and
@@ -109,7 +104,42 @@ pub struct LineTransport<R> {
     /// [`CANCELLED_IDS_KEPT`]), also refused: rmcp drops a cancelled
     /// request's answer when its handler ends, which this transport does not
     /// see, and a request reusing the id before then is cancelled with it.
-    cancelled: (std::collections::VecDeque<RequestId>, std::collections::HashSet<RequestId>),
+    cancelled: CancelledIds,
+}
+
+/// The ids of the requests cancelled last, oldest first: at most
+/// [`CANCELLED_IDS_KEPT`] of them and [`CANCELLED_ID_BYTES_KEPT`] bytes of
+/// string ids (an id may be megabytes long).
+#[derive(Debug, Default)]
+struct CancelledIds {
+    order: std::collections::VecDeque<RequestId>,
+    kept: std::collections::HashSet<RequestId>,
+    bytes: usize,
+}
+
+impl CancelledIds {
+    fn size(id: &RequestId) -> usize {
+        match id {
+            RequestId::String(s) => s.len(),
+            RequestId::Number(_) => 8,
+        }
+    }
+
+    fn keep(&mut self, id: RequestId) {
+        let size = Self::size(&id);
+        if size > CANCELLED_ID_BYTES_KEPT {
+            return;
+        }
+        while self.order.len() >= CANCELLED_IDS_KEPT || self.bytes + size > CANCELLED_ID_BYTES_KEPT {
+            let Some(oldest) = self.order.pop_front() else { break };
+            self.bytes -= Self::size(&oldest);
+            self.kept.remove(&oldest);
+        }
+        if self.kept.insert(id.clone()) {
+            self.bytes += size;
+            self.order.push_back(id);
+        }
+    }
 }
 
 /// Answers `tools/call` requests around rmcp's service (`serve --stdio`'s
@@ -137,6 +167,14 @@ pub trait DirectCalls: Send + Sync + 'static {
 pub struct Replies(Arc<Outbox>);
 
 impl Replies {
+    /// Closes the output and waits until what is queued is written (as
+    /// the transport's `close` does): for a session that ended without
+    /// rmcp closing its transport (it drops it when initialization fails),
+    /// so that what was answered before still goes out.
+    pub async fn finish(&self) {
+        self.0.finish().await;
+    }
+
     /// Queues `messages` back to back (notifications of a call still
     /// running); false once the output is closed.
     pub fn send(&self, messages: &[TxJsonRpcMessage<RoleServer>]) -> bool {
@@ -193,6 +231,15 @@ struct Outbox {
     closing: Notify,
     /// Bytes written so far (the writer's progress).
     written: std::sync::atomic::AtomicU64,
+    /// Bytes queued so far.
+    queued_bytes: std::sync::atomic::AtomicU64,
+    /// The writer task, until the end of the session waits for it
+    /// ([`Outbox::finish`]): the session's runtime is shut down right after,
+    /// and a write still pending then would be lost.
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// How long [`Outbox::finish`] waits with nothing written
+    /// ([`OUTPUT_STALL`]; shorter in tests).
+    stall: Mutex<std::time::Duration>,
 }
 
 #[derive(Debug, Default)]
@@ -225,7 +272,11 @@ impl Outbox {
             for message in messages {
                 let start = s.buf.len();
                 match serde_json::to_writer(&mut s.buf, message) {
-                    Ok(()) => s.buf.push(b'\n'),
+                    Ok(()) => {
+                        s.buf.push(b'\n');
+                        let len = (s.buf.len() - start) as u64;
+                        self.queued_bytes.fetch_add(len, std::sync::atomic::Ordering::Relaxed);
+                    }
                     Err(e) => {
                         tracing::error!("could not serialize an outgoing message: {e}");
                         s.buf.truncate(start);
@@ -258,32 +309,6 @@ impl Outbox {
         }
     }
 
-    /// Waits for `writer` to write everything queued, for as long as the
-    /// client keeps reading: after `stall` ([`OUTPUT_STALL`]) with nothing
-    /// written, what is left is given up.
-    async fn flushed(&self, mut writer: tokio::task::JoinHandle<()>, stall: std::time::Duration) {
-        use std::sync::atomic::Ordering;
-        let mut seen = self.written.load(Ordering::Relaxed);
-        loop {
-            tokio::select! {
-                _ = &mut writer => return,
-                () = tokio::time::sleep(stall) => {
-                    let now = self.written.load(Ordering::Relaxed);
-                    if now == seen {
-                        let left = self.lock().buf.len();
-                        tracing::warn!(
-                            "the session ended; its output was not read for {:?}, {left} bytes or more of it were not written",
-                            stall
-                        );
-                        writer.abort();
-                        return;
-                    }
-                    seen = now;
-                }
-            }
-        }
-    }
-
     /// Waits until at most [`OUTPUT_HIGH_WATER`] bytes are queued (or the
     /// output closed).
     async fn room(&self) {
@@ -311,6 +336,35 @@ impl Outbox {
                 return;
             }
             settled.await;
+        }
+    }
+
+    /// Closes the output and waits for the writer to write everything
+    /// queued, for as long as the client keeps reading: after the stall
+    /// limit ([`OUTPUT_STALL`]) with nothing written, what is left is given
+    /// up. Waits once; later calls return at once.
+    async fn finish(&self) {
+        use std::sync::atomic::Ordering;
+        self.close();
+        let Some(mut writer) = self.writer.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        let stall = *self.stall.lock().unwrap_or_else(|p| p.into_inner());
+        let mut seen = self.written.load(Ordering::Relaxed);
+        loop {
+            tokio::select! {
+                _ = &mut writer => return,
+                () = tokio::time::sleep(stall) => {
+                    let now = self.written.load(Ordering::Relaxed);
+                    if now == seen {
+                        let left = self.queued_bytes.load(Ordering::Relaxed).saturating_sub(now);
+                        tracing::warn!(
+                            "the session ended; its output was not read for {stall:?}, {left} bytes of it were not written"
+                        );
+                        writer.abort();
+                        return;
+                    }
+                    seen = now;
+                }
+            }
         }
     }
 }
@@ -342,13 +396,21 @@ async fn write_out<W: AsyncWrite + Unpin>(out: Arc<Outbox>, mut output: W) {
             out.queued.notified().await;
             continue;
         }
+        // Write by write, so that a slow reader's progress is counted
+        // (`Outbox::finish` gives up only on a reader that reads nothing).
         let mut failed = false;
-        for piece in chunk.chunks(WRITE_PIECE) {
-            failed = output.write_all(piece).await.is_err();
-            if failed {
-                break;
+        let mut rest = &chunk[..];
+        while !rest.is_empty() {
+            match output.write(rest).await {
+                Ok(n) if n > 0 => {
+                    out.written.fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+                    rest = &rest[n..];
+                }
+                _ => {
+                    failed = true;
+                    break;
+                }
             }
-            out.written.fetch_add(piece.len() as u64, std::sync::atomic::Ordering::Relaxed);
         }
         chunk.clear();
         dirty = true;
@@ -373,8 +435,9 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     /// Reads messages from `input` and writes to `output`, through a writer
     /// task spawned on the current tokio runtime.
     pub fn new<W: AsyncWrite + Send + Unpin + 'static>(input: R, output: W) -> LineTransport<R> {
-        let out = Arc::<Outbox>::default();
+        let out = Arc::new(Outbox { stall: Mutex::new(OUTPUT_STALL), ..Outbox::default() });
         let writer = tokio::spawn(write_out(out.clone(), output));
+        *out.writer.lock().unwrap_or_else(|p| p.into_inner()) = Some(writer);
         LineTransport {
             input,
             line: BytesMut::new(),
@@ -383,8 +446,6 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
             out,
             direct: None,
             drain_deadline: None,
-            writer: Some(writer),
-            stall: OUTPUT_STALL,
             in_flight: Default::default(),
             cancelled: Default::default(),
         }
@@ -395,10 +456,10 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     fn id_in_use(&self, id: &RequestId) -> Option<String> {
         if self.in_flight.contains(id) || self.direct.as_ref().is_some_and(|d| d.in_flight(id)) {
             Some("is in use by a request not answered yet".into())
-        } else if self.cancelled.1.contains(id) {
+        } else if self.cancelled.kept.contains(id) {
             Some(format!(
-                "belongs to a cancelled request, which may still be running (the ids of the last \
-                 {CANCELLED_IDS_KEPT} cancelled requests stay taken)"
+                "belongs to a cancelled request, which may still be running (the ids of up to the \
+                 last {CANCELLED_IDS_KEPT} cancelled requests stay taken)"
             ))
         } else {
             None
@@ -408,17 +469,9 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     /// The client cancelled request `id`: it is no longer in flight, and
     /// its id stays refused for a while.
     fn note_cancelled(&mut self, id: RequestId) {
-        if !self.in_flight.remove(&id) {
-            return;
+        if self.in_flight.remove(&id) {
+            self.cancelled.keep(id);
         }
-        let (order, kept) = &mut self.cancelled;
-        if order.len() == CANCELLED_IDS_KEPT
-            && let Some(oldest) = order.pop_front()
-        {
-            kept.remove(&oldest);
-        }
-        kept.insert(id.clone());
-        order.push_back(id);
     }
 
     /// A handle on this transport's output, for messages sent around
@@ -629,13 +682,10 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
     }
 
     async fn close(&mut self) -> Result<(), Self::Error> {
-        self.out.close();
         // Everything queued goes out before the session (and its runtime)
         // ends: through a blocking stdout (a file) or to a slow reader, the
         // writer may still be writing.
-        if let Some(writer) = self.writer.take() {
-            self.out.flushed(writer, self.stall).await;
-        }
+        self.out.finish().await;
         Ok(())
     }
 }
@@ -836,6 +886,25 @@ mod tests {
         assert!(lines[2]["error"]["message"].as_str().unwrap().contains("cancelled request"), "{out}");
     }
 
+    /// The ids kept after cancellation are bounded in number and in bytes
+    /// (a string id may be megabytes long).
+    #[test]
+    fn cancelled_ids_kept_are_bounded() {
+        let mut kept = CancelledIds::default();
+        for i in 0..200 {
+            kept.keep(RequestId::String(format!("{i:01024}").into()));
+        }
+        assert!(kept.bytes <= CANCELLED_ID_BYTES_KEPT && kept.order.len() == kept.kept.len(), "{}", kept.bytes);
+        assert!(kept.kept.contains(&RequestId::String(format!("{:01024}", 199).into())), "the newest is kept");
+        assert!(!kept.kept.contains(&RequestId::String(format!("{:01024}", 0).into())), "the oldest went");
+        kept.keep(RequestId::String("x".repeat(CANCELLED_ID_BYTES_KEPT + 1).into()));
+        assert!(kept.bytes <= CANCELLED_ID_BYTES_KEPT);
+        for i in 0..(2 * CANCELLED_IDS_KEPT as i64) {
+            kept.keep(RequestId::Number(i));
+        }
+        assert_eq!(kept.order.len(), CANCELLED_IDS_KEPT);
+    }
+
     /// A last message without its newline (`printf '%s'`) is still read.
     #[tokio::test]
     async fn a_last_line_without_its_newline_is_read() {
@@ -848,6 +917,35 @@ mod tests {
         assert!(t.receive().await.is_none(), "then the input has ended");
     }
 
+    /// rmcp drops the transport without closing it when initialization
+    /// fails: `Replies::finish` still waits until what was queued is
+    /// written (`serve --stdio` calls it then).
+    #[tokio::test]
+    async fn finish_writes_what_a_dropped_transport_queued() {
+        let (_input, server_in) = tokio::io::duplex(64);
+        let (server_out, mut client_out) = tokio::io::duplex(64);
+        let mut t = over(server_in, server_out);
+        let total: u64 = (0..100).map(|i| line_bytes(&answer(i))).sum();
+        for i in 0..100 {
+            t.send(answer(i)).await.unwrap();
+        }
+        let replies = t.replies();
+        drop(t);
+        let reader = tokio::spawn(async move {
+            let mut out = String::new();
+            client_out.read_to_string(&mut out).await.unwrap();
+            out
+        });
+        replies.finish().await;
+        assert_eq!(
+            replies.0.written.load(std::sync::atomic::Ordering::Relaxed),
+            total,
+            "finish returned before the end"
+        );
+        drop(replies);
+        assert_eq!(reader.await.unwrap().lines().count(), 100);
+    }
+
     /// A client that leaves its end of the output open without reading
     /// does not hold the end of the session for ever.
     #[tokio::test]
@@ -855,7 +953,7 @@ mod tests {
         let (_input, server_in) = tokio::io::duplex(64);
         let (server_out, _never_read) = tokio::io::duplex(64);
         let mut t = over(server_in, server_out);
-        t.stall = std::time::Duration::from_millis(200);
+        *t.out.stall.lock().unwrap() = std::time::Duration::from_millis(200);
         for i in 0..100 {
             t.send(answer(i)).await.unwrap();
         }

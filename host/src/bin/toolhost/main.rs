@@ -43,15 +43,23 @@ fn main() -> ExitCode {
         .buffered_lines_limit(LOG_LINES_QUEUED)
         .thread_name("toolhost-log")
         .finish(std::io::stderr());
+    let dropped = stderr.error_counter();
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let ran = cli.command.run();
-    // What is queued is written before the last word (waiting at most a
-    // second for a stderr nobody reads).
-    drop(logs);
+    if dropped.dropped_lines() == 0 {
+        // What is queued is written before the last word (waiting at most a
+        // second for a stderr nobody reads).
+        drop(logs);
+    } else {
+        // Lines were dropped: nobody reads stderr, and the queue may be
+        // full, in which case the guard's drop would print its complaint
+        // to stdout (the protocol stream).
+        std::mem::forget(logs);
+    }
     match ran {
         Ok(code) => code,
         Err(e) => {

@@ -144,10 +144,19 @@ impl Serve {
                         // so they (and the call's answer) still go out once
                         // the input has ended.
                         let stdio = toolhost::mcp::stdio::stdio();
+                        let output = stdio.replies();
                         let front = front.with_replies(stdio.replies());
                         let direct = Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
                         let stdio = stdio.with_direct(direct);
-                        let service = front.serve(stdio).await.context("MCP initialization over stdio")?;
+                        let service = match front.serve(stdio).await {
+                            Ok(service) => service,
+                            Err(e) => {
+                                // rmcp drops the transport without closing
+                                // it: what was answered before still goes out.
+                                output.finish().await;
+                                return Err(e).context("MCP initialization over stdio");
+                            }
+                        };
                         service.waiting().await.map(drop).context("MCP session over stdio")
                     });
                     // A read of stdin may still be pending: do not wait for it.
