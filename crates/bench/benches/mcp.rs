@@ -337,7 +337,7 @@ fn start_http(env: &Env, server: Server) -> (Proc, String) {
 /// rmcp's stdio client transport with one step changed: an answer to a
 /// `tools/call` is decoded as a `CallToolResult`, the type the client asked
 /// for. rmcp's own transport decodes every answer as `ServerResult`, an
-/// untagged union of 19 result types tried in turn, and each type before
+/// untagged union of 20 result types tried in turn, and each type before
 /// `CallToolResult` that fails decodes the answer's `_meta` first. Anything
 /// else (and an answer that is not a `CallToolResult`) is decoded as rmcp
 /// does.
