@@ -372,12 +372,8 @@ struct RawStdio {
 
 impl RawStdio {
     fn start(dir: &std::path::Path, env: &[(&str, &str)]) -> RawStdio {
-        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-            .current_dir(dir)
-            .env("TOOLHOST_CACHE_DIR", CACHE.path())
-            .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        let mut child = stdio_host(dir)
             .envs(env.iter().copied())
-            .args(["serve", "--stdio"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -413,6 +409,42 @@ impl Drop for RawStdio {
     }
 }
 
+/// `toolhost serve --stdio` in `dir`, its state under `dir/state`.
+fn stdio_host(dir: &std::path::Path) -> std::process::Command {
+    let mut c = crate::common::toolhost();
+    c.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(["serve", "--stdio"]);
+    c
+}
+
+/// A config directory loading the hostile test plugin (unsigned), with no
+/// rate limit.
+fn hostile_dir() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
+    )
+    .unwrap();
+    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
+    dir
+}
+
+/// Runs a stdio session read from a file, `script` (one message per
+/// line), into a file: the exit status and what was written.
+fn stdio_from_file(dir: &std::path::Path, script: &str) -> (std::process::ExitStatus, String) {
+    let input = dir.join("session.jsonl");
+    std::fs::write(&input, script).unwrap();
+    let output = dir.join("answers.jsonl");
+    let status = stdio_host(dir)
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    (status, std::fs::read_to_string(&output).unwrap())
+}
+
 #[test]
 fn stdio_answers_every_malformed_line_and_keeps_serving() {
     let dir = config_dir();
@@ -445,15 +477,8 @@ fn stdio_answers_every_malformed_line_and_keeps_serving() {
 /// (`mcp::lane`); the test below puts a call there whatever the machine.
 #[test]
 fn stdio_notifications_precede_their_response() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("toolhost.yaml"),
-        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
-    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
-    let mut io = RawStdio::start(dir.path(), &[("TOOLHOST_ALLOW_UNSIGNED", "1")]);
+    let dir = hostile_dir();
+    let mut io = RawStdio::start(dir.path(), &[]);
     let call = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "forge_log"}});
     io.send_json(&initialize());
     assert_eq!(io.next()["result"]["serverInfo"]["name"], "toolhost");
@@ -494,25 +519,9 @@ fn stdio_notifications_precede_their_response() {
 /// them and its answer be lost.
 #[test]
 fn stdio_calls_that_report_are_answered_after_the_input_ends() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("toolhost.yaml"),
-        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
-    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .current_dir(dir.path())
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
-        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
-        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
-        .args(["serve", "--stdio"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let dir = hostile_dir();
+    let mut child =
+        stdio_host(dir.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
     let script = [
         initialize(),
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
@@ -557,21 +566,8 @@ fn stdio_from_a_file_to_a_file_answers_everything() {
                "params": {"name": "roll", "arguments": {"expression": "1d20"}}})
     }));
     script.push(json!({"jsonrpc": "2.0", "id": 99, "method": "tools/list"}));
-    let input = dir.path().join("session.jsonl");
-    std::fs::write(&input, script.iter().map(|m| format!("{m}\n")).collect::<String>()).unwrap();
-    let output = dir.path().join("answers.jsonl");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .current_dir(dir.path())
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
-        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
-        .args(["serve", "--stdio"])
-        .stdin(std::fs::File::open(&input).unwrap())
-        .stdout(std::fs::File::create(&output).unwrap())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
+    let (status, out) = stdio_from_file(dir.path(), &script.iter().map(|m| format!("{m}\n")).collect::<String>());
     assert!(status.success(), "{status}");
-    let out = std::fs::read_to_string(&output).unwrap();
     let mut ids: Vec<i64> =
         out.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_i64().unwrap()).collect();
     ids.sort_unstable();
@@ -590,23 +586,9 @@ fn stdio_from_a_file_to_a_file_answers_everything() {
 #[test]
 fn stdio_answers_are_written_when_initialization_fails() {
     let dir = config_dir();
-    let input = dir.path().join("session.jsonl");
-    let bom_initialize = format!("\u{feff}{}\n", initialize());
     let ping = json!({"jsonrpc": "2.0", "id": 5, "method": "ping"});
-    std::fs::write(&input, format!("{bom_initialize}{ping}\n")).unwrap();
-    let output = dir.path().join("answers.jsonl");
-    let status = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .current_dir(dir.path())
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
-        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
-        .args(["serve", "--stdio"])
-        .stdin(std::fs::File::open(&input).unwrap())
-        .stdout(std::fs::File::create(&output).unwrap())
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
+    let (status, out) = stdio_from_file(dir.path(), &format!("\u{feff}{}\n{ping}\n", initialize()));
     assert!(!status.success(), "the session never initialized: {status}");
-    let out = std::fs::read_to_string(&output).unwrap();
     let lines: Vec<Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), 2, "{out}");
     assert_eq!(lines[0]["error"]["code"], -32700, "{out}");
@@ -621,14 +603,7 @@ fn stdio_answers_are_written_when_initialization_fails() {
 /// good. The waits below only bound a hang.
 #[test]
 fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(
-        dir.path().join("toolhost.yaml"),
-        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n",
-    )
-    .unwrap();
-    std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
-    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.path().join("plugins/hostile.wasm")).unwrap();
+    let dir = hostile_dir();
     /// Killed when the test ends, hung or not.
     struct Host(Child);
     impl Drop for Host {
@@ -638,17 +613,7 @@ fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
         }
     }
     let mut host = Host(
-        std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-            .current_dir(dir.path())
-            .env("TOOLHOST_CACHE_DIR", CACHE.path())
-            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
-            .env("TOOLHOST_ALLOW_UNSIGNED", "1")
-            .args(["serve", "--stdio"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
+        stdio_host(dir.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
     );
     let child = &mut host.0;
     let _unread_stderr = child.stderr.take().unwrap();

@@ -439,7 +439,8 @@ fn report(
 /// Left to rmcp (and `call_tool`): every call before the session is
 /// initialized (and a session without `initialize`, which never is); a
 /// call whose `_meta` carries protocol keys (`io.modelcontextprotocol/…`:
-/// rmcp checks them); a call whose id is already in flight here; and
+/// rmcp checks them); a call whose id is already in flight here (the
+/// stdio transport refuses such a request first; this stays as a guard); and
 /// whatever the lane does not admit. A plugin's reports are held while
 /// its call runs in the lane (the session is not running then) and sent
 /// as they come while it runs on the pool (a queued call sent there at its

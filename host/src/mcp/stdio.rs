@@ -810,18 +810,27 @@ mod tests {
         serde_json::to_vec(m).unwrap().len() as u64 + 1
     }
 
+    type Duplexed = LineTransport<BufReader<tokio::io::DuplexStream>>;
+
+    /// A transport whose output is a 64-byte pipe, with 100 answers queued:
+    /// the transport, its input's other end (kept open), its output's other
+    /// end, and the bytes queued.
+    async fn hundred_answers_queued() -> (Duplexed, tokio::io::DuplexStream, tokio::io::DuplexStream, u64) {
+        let (input, server_in) = tokio::io::duplex(64);
+        let (server_out, client_out) = tokio::io::duplex(64);
+        let mut t = over(server_in, server_out);
+        for i in 0..100 {
+            t.send(answer(i)).await.unwrap();
+        }
+        (t, input, client_out, (0..100).map(|i| line_bytes(&answer(i))).sum())
+    }
+
     /// The session's runtime is shut down as soon as rmcp has closed the
     /// transport: `close` returns only once everything queued is written,
     /// here to a client reading slowly through a 64-byte pipe.
     #[tokio::test]
     async fn close_returns_once_everything_queued_is_written() {
-        let (_input, server_in) = tokio::io::duplex(64);
-        let (server_out, mut client_out) = tokio::io::duplex(64);
-        let mut t = over(server_in, server_out);
-        let total: u64 = (0..100).map(|i| line_bytes(&answer(i))).sum();
-        for i in 0..100 {
-            t.send(answer(i)).await.unwrap();
-        }
+        let (mut t, _input, mut client_out, total) = hundred_answers_queued().await;
         let reader = tokio::spawn(async move {
             let mut out = Vec::new();
             let mut piece = [0u8; 64];
@@ -922,13 +931,7 @@ mod tests {
     /// written (`serve --stdio` calls it then).
     #[tokio::test]
     async fn finish_writes_what_a_dropped_transport_queued() {
-        let (_input, server_in) = tokio::io::duplex(64);
-        let (server_out, mut client_out) = tokio::io::duplex(64);
-        let mut t = over(server_in, server_out);
-        let total: u64 = (0..100).map(|i| line_bytes(&answer(i))).sum();
-        for i in 0..100 {
-            t.send(answer(i)).await.unwrap();
-        }
+        let (t, _input, mut client_out, total) = hundred_answers_queued().await;
         let replies = t.replies();
         drop(t);
         let reader = tokio::spawn(async move {
@@ -950,13 +953,8 @@ mod tests {
     /// does not hold the end of the session for ever.
     #[tokio::test]
     async fn close_gives_up_on_output_nobody_reads() {
-        let (_input, server_in) = tokio::io::duplex(64);
-        let (server_out, _never_read) = tokio::io::duplex(64);
-        let mut t = over(server_in, server_out);
+        let (mut t, _input, _never_read, _) = hundred_answers_queued().await;
         *t.out.stall.lock().unwrap() = std::time::Duration::from_millis(200);
-        for i in 0..100 {
-            t.send(answer(i)).await.unwrap();
-        }
         tokio::time::timeout(std::time::Duration::from_secs(30), t.close())
             .await
             .expect("close waited on output nobody reads")
