@@ -69,9 +69,9 @@
 
 use crate::Host;
 use crate::budget::{BudgetError, Tier};
-use crate::host::{Conversation, TurnCues, TurnTier};
 use crate::registry::RegisteredTool;
 use crate::tool::{CallContext, CallError, Content, ResourceBody, ToolOutput, log_safe, valid_tool_name};
+use crate::{Conversation, TurnCues, TurnTier};
 use serde_json::{Map, Value, json};
 use std::collections::{HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -210,7 +210,7 @@ impl RuntimeChanges {
     }
 
     /// Notes the file a plugin was loaded from.
-    pub(crate) fn note_source(&self, name: &str, path: &Path) {
+    pub fn note_source(&self, name: &str, path: &Path) {
         let path = path.canonicalize().unwrap_or_else(|_| path.to_path_buf());
         self.lock().sources.insert(name.to_string(), path);
     }
@@ -230,6 +230,14 @@ impl RuntimeChanges {
             Source::Runtime
         } else {
             Source::Config
+        }
+    }
+
+    /// Fills in where each server came from (the config, or added at run
+    /// time).
+    pub fn name_sources(&self, servers: &mut [crate::mcp::ServerStatus]) {
+        for s in servers {
+            s.source = Some(self.server_source(&s.name).as_str().to_string());
         }
     }
 

@@ -11,7 +11,7 @@
 //!
 //! let runtime = Runtime::new(Limits::default(), None).unwrap();
 //! let host = Host::new(runtime);
-//! host.add_builtins().unwrap();
+//! toolhost::builtin::add_builtins(&host).unwrap();
 //! let out = host
 //!     .call("roll", &serde_json::json!({"expression": "2d6+3"}), &CallContext::default())
 //!     .unwrap();
@@ -21,28 +21,24 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
-pub mod audit;
 pub mod bridge;
-pub mod budget;
+mod builder;
 pub mod builtin;
-pub mod calibrate;
 pub mod changes;
-pub mod config;
 pub mod doctor;
-mod host;
-pub mod limits;
+pub mod install;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod oci;
-pub mod package;
-pub mod paths;
-pub mod registry;
 pub mod reload;
 pub mod report;
 pub mod scaffold;
 pub mod ui;
 pub mod watch;
+
+/// The call pipeline and what it stands on (the `toolhost-core` crate).
+pub use toolhost_core::{audit, budget, calibrate, config, counters, package, paths, rates, registry};
 
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
@@ -53,8 +49,9 @@ pub use toolhost_types as tool;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 
-pub use host::{
-    AddPluginError, Assembly, BackgroundCalibration, Batch, BuildError, CacheChoice, CacheStats, Conversation,
-    GrantPlan, HeldPlugin, Host, HostBuilder, Installed, LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier,
-    canonical_json, plugin_files,
+pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
+pub use install::Installer;
+pub use toolhost_core::{
+    AddPluginError, BackgroundCalibration, Batch, CacheStats, Conversation, GrantPlan, HeldPlugin, Host, Installed,
+    LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier, canonical_json, is_plugin_file, plugin_files,
 };

@@ -118,21 +118,8 @@ pub enum OciError {
     },
 }
 
-/// `oci:` section of the config.
-#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct OciConfig {
-    /// Registries (`host[:port]`) spoken to over plain HTTP. Loopback
-    /// registries (`localhost`, `127.0.0.0/8`, `[::1]`) always are.
-    pub insecure: Vec<String>,
-    /// A credentials file in the container tools' `config.json` shape
-    /// (`{"auths": {"host:port": {"auth": base64(user:password)}}}`), asked
-    /// before `$REGISTRY_AUTH_FILE`, `$DOCKER_CONFIG/config.json` and
-    /// `~/.docker/config.json`.
-    pub auth_file: Option<PathBuf>,
-    /// Bound on one registry operation, in seconds (default 120).
-    pub timeout_secs: Option<u64>,
-}
+/// `oci:` section of the config (a config section type of the core).
+pub use toolhost_core::config::OciConfig;
 
 /// A parsed `oci://` reference.
 #[derive(Debug, Clone, PartialEq, Eq)]

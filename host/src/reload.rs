@@ -28,8 +28,8 @@
 //! directory, the plugin files ...) are listed as needing a restart, and
 //! left as they are.
 
+use crate::PluginChange;
 use crate::config::{Config, McpServerConfig};
-use crate::host::PluginChange;
 use crate::mcp::ExternalServers;
 use crate::{Host, HostBuilder};
 use std::path::PathBuf;
@@ -108,6 +108,7 @@ pub type FrontCheck = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
 /// Reads the config again and applies it to a serving host.
 pub struct Reloader {
     host: Arc<Host>,
+    installer: Arc<crate::Installer>,
     servers: Option<Arc<ExternalServers>>,
     load: Box<dyn Fn() -> Result<HostBuilder, String> + Send + Sync>,
     /// What the host was built from: what needs a restart is judged against it.
@@ -133,13 +134,14 @@ impl Reloader {
     /// from). `load` reads the config file again and applies the command
     /// line's overrides, as at start.
     pub fn new(
-        host: Arc<Host>,
+        installer: Arc<crate::Installer>,
         servers: Option<Arc<ExternalServers>>,
         built: HostBuilder,
         load: impl Fn() -> Result<HostBuilder, String> + Send + Sync + 'static,
     ) -> Reloader {
         Reloader {
-            host,
+            host: installer.host().clone(),
+            installer,
             servers,
             load: Box::new(load),
             current: Mutex::new(built.clone()),
@@ -197,7 +199,7 @@ impl Reloader {
         let deadlines = new.limits().deadlines();
         let server_plan = match &self.servers {
             Some(servers) => {
-                let plan = plan_servers(&self.host, servers, new);
+                let plan = plan_servers(self.installer.runtime_changes(), servers, new);
                 for cfg in plan.add.iter().chain(&new.mcp.servers) {
                     ExternalServers::validate(cfg, deadlines).map_err(|e| invalid(format!("mcp.servers: {e}")))?;
                 }
@@ -289,9 +291,9 @@ struct ServerPlan {
 
 /// The config's servers (less those removed, plus those added at run time)
 /// against the ones running: a server whose settings changed is restarted.
-fn plan_servers(host: &Host, servers: &ExternalServers, new: &Config) -> ServerPlan {
+fn plan_servers(changes: &crate::changes::RuntimeChanges, servers: &ExternalServers, new: &Config) -> ServerPlan {
     let running = servers.configs();
-    let (wanted, _) = host.runtime_changes().servers(&new.mcp.servers);
+    let (wanted, _) = changes.servers(&new.mcp.servers);
     let mut plan = ServerPlan::default();
     for r in &running {
         match wanted.iter().find(|w| w.name == r.name) {

@@ -15,9 +15,9 @@
 //! file is unchanged (see [`crate::changes`]). With nothing happening in
 //! the directory the watcher blocks: no timer, no reads.
 
-use crate::Host;
+use crate::Installer;
 use crate::changes::FileStamp;
-use crate::host::{is_plugin_file, plugin_files};
+use crate::{is_plugin_file, plugin_files};
 use notify::RecursiveMode;
 use notify_debouncer_mini::{DebounceEventResult, DebouncedEventKind, Debouncer};
 use std::collections::{BTreeSet, HashMap};
@@ -53,16 +53,17 @@ struct Seen {
 /// Keeps the host in step with `dir`. With `load_existing`, loads the files
 /// there now; without, takes them as the host has them (loaded, refused or
 /// removed by the operator: none is read again until it changes).
-pub fn watch_dir(host: Arc<Host>, dir: &Path, load_existing: bool) -> Result<DirWatch, notify::Error> {
+pub fn watch_dir(installer: Arc<Installer>, dir: &Path, load_existing: bool) -> Result<DirWatch, notify::Error> {
     std::fs::create_dir_all(dir).map_err(notify::Error::io)?;
     let dir = dir.canonicalize().map_err(notify::Error::io)?;
+    let host = installer.clone();
     let mut seen = Seen::default();
     for p in plugin_files(&dir).map_err(notify::Error::io)? {
         if load_existing {
             seen.apply(&host, &p);
         } else {
             let name = crate::runtime::plugin_name_from_path(&p);
-            if host.registry().snapshot().provider(&name).is_some() {
+            if host.host().registry().snapshot().provider(&name).is_some() {
                 seen.loaded.insert(name, p.clone());
             }
             if let Some(stamp) = FileStamp::of(&p) {
@@ -95,7 +96,8 @@ pub fn watch_dir(host: Arc<Host>, dir: &Path, load_existing: bool) -> Result<Dir
 }
 
 impl Seen {
-    fn apply(&mut self, host: &Host, path: &Path) {
+    fn apply(&mut self, installer: &Installer, path: &Path) {
+        let host = installer.host();
         let name = crate::runtime::plugin_name_from_path(path);
         let Some(stamp) = FileStamp::of(path) else {
             self.files.remove(path);
@@ -104,7 +106,7 @@ impl Seen {
                 if host.registry().snapshot().provider(&name).is_none() {
                     return; // already removed by the operator
                 }
-                match host.uninstall_plugin(&name) {
+                match installer.uninstall_plugin(&name) {
                     Ok(()) => tracing::info!(plugin = %crate::tool::log_safe(&name), "unloaded: {path:?} was removed"),
                     Err(e) => tracing::error!(plugin = %crate::tool::log_safe(&name), "unloading failed: {e}"),
                 }
@@ -115,12 +117,12 @@ impl Seen {
             return; // unchanged since it was last looked at: not read again
         }
         self.files.insert(path.to_path_buf(), stamp);
-        if host.runtime_changes().is_removed(&name, Some(path)) {
+        if installer.runtime_changes().is_removed(&name, Some(path)) {
             tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change {path:?}, to undo)");
             return;
         }
         self.reads += 1;
-        match host.install_plugin_file(path) {
+        match installer.install_plugin_file(path) {
             Ok(i) => {
                 tracing::info!(
                     plugin = %crate::tool::log_safe(&i.name),

@@ -177,7 +177,7 @@ fn a_wrong_config_names_the_key_and_line_before_anything_starts() {
 fn budget_host(agents: Vec<AgentProfile>) -> Host {
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let host = Host::with_budget(rt, Budget::new(BudgetConfig::default(), agents));
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host
 }

@@ -33,7 +33,7 @@ fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
     let cfg = toolhost::budget::BudgetConfig { fast_ms: 10_000, ..Default::default() };
     let host =
         Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host
 }

@@ -225,7 +225,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let limits = rt.limits().clone();
     let host = Arc::new(Host::with_budget(rt, Budget::new(BudgetConfig::default(), agents)));
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     let sleep_def = host.registry().snapshot().get("sleep").unwrap().def.clone();
 

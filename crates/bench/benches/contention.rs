@@ -116,7 +116,7 @@ fn main() {
     let cfg = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let audit = AuditLog::open(&state.path().join("audit.jsonl"), false).unwrap();
     let host = Host::with_budget(runtime, Budget::new(cfg, Vec::new())).with_audit(audit);
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
 

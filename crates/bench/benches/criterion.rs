@@ -19,7 +19,7 @@ fn roll(c: &mut Criterion) {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
     let host = Host::new(runtime.clone());
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     let args = json!({"expression": "2d6+3"});
     let args_s = args.to_string();
     let ctx = CallContext::default();
@@ -42,7 +42,7 @@ fn roll(c: &mut Criterion) {
 /// with and without a (never reached) operator limit, and the owner lookup
 /// of a loopback connection with many connections open.
 fn front(c: &mut Criterion) {
-    use toolhost::limits::{CallRates, RateLimitConfig};
+    use toolhost::rates::{CallRates, RateLimitConfig};
     let never = RateLimitConfig { per_minute: u32::MAX, burst: u32::MAX };
     let rates = CallRates::new(never, RateLimitConfig::OFF, Default::default());
     c.bench_function("call_rate_take_agent", |b| b.iter(|| black_box(rates.take(Some("bartok")))));
@@ -50,9 +50,9 @@ fn front(c: &mut Criterion) {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
     let free = Host::new(runtime.clone());
-    free.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&free).unwrap();
     let limited = Host::new(runtime).with_call_rates(CallRates::new(never, never, Default::default()));
-    limited.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&limited).unwrap();
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
     let mut g = c.benchmark_group("roll_pipeline");

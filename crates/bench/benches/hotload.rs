@@ -31,7 +31,8 @@ fn us(d: Duration) -> String {
 fn drop_to_callable(cache: Option<&Path>, file: &str, name: &str) -> Duration {
     let dir = tempfile::tempdir().unwrap();
     let host = Arc::new(Host::new(Runtime::new(Limits::default(), cache).unwrap()));
-    let _watch = toolhost::watch::watch_dir(host.clone(), dir.path(), true).unwrap();
+    let _watch =
+        toolhost::watch::watch_dir(Arc::new(toolhost::Installer::in_memory(host.clone())), dir.path(), true).unwrap();
     let tmp = dir.path().join(format!(".{name}.tmp"));
     std::fs::copy(file, &tmp).unwrap();
     let started = Instant::now();

@@ -69,7 +69,7 @@ fn main() {
     let runtime = Runtime::new(limits, Some(cache.path())).unwrap();
     let no_cache = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let host = Arc::new(Host::with_budget(runtime.clone(), Budget::new(no_cache, Vec::new())));
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     let args = json!({"expression": "2d6+3"});
     let args_s = args.to_string();
     let ctx = CallContext::default();
@@ -214,7 +214,7 @@ fn main() {
             .map(|_| {
                 let t = Instant::now();
                 let h = Host::new(Runtime::new(Limits::default(), Some(cache.path())).unwrap());
-                h.add_builtins().unwrap();
+                toolhost::builtin::add_builtins(&h).unwrap();
                 t.elapsed()
             })
             .collect(),
@@ -268,7 +268,7 @@ fn turns_section(n: usize, cache_dir: &Path) {
         let cfg = BudgetConfig { result_cache_entries: entries, ..BudgetConfig::default() };
         let runtime = Runtime::new(Limits::default(), Some(cache_dir)).unwrap();
         let host = Arc::new(Host::with_budget(runtime, Budget::new(cfg, vec![sage.clone()])));
-        host.add_builtins().unwrap();
+        toolhost::builtin::add_builtins(&host).unwrap();
         host
     };
     let host = host_with(1024);
@@ -362,7 +362,7 @@ fn storage_section(n: usize) {
     let host = Host::with_budget(rt, Budget::new(cfg, Vec::new()))
         .with_grants(grants, Path::new("/"))
         .with_memory(Arc::new(store));
-    host.add_builtins().unwrap();
+    toolhost::builtin::add_builtins(&host).unwrap();
     let ctx = CallContext::default();
     for (label, size) in [("4 KiB", 4 << 10), ("1 MiB", (1 << 20) - 64)] {
         let content = "x".repeat(size);

@@ -79,12 +79,13 @@ pub struct PluginsReply {
     /// Plugins a config reload unloaded because their grants no longer
     /// cover what they import; the reload that grants it loads them again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub withheld: Vec<crate::host::HeldPlugin>,
+    pub withheld: Vec<crate::HeldPlugin>,
 }
 
 impl PluginsReply {
     /// The wasm plugins loaded in `host`, sorted by name.
-    pub fn of(host: &crate::Host) -> PluginsReply {
+    pub fn of(installer: &crate::Installer) -> PluginsReply {
+        let host = installer.host();
         let catalog = host.registry().snapshot();
         let plugins = catalog
             .providers()
@@ -96,7 +97,7 @@ impl PluginsReply {
                     sha256: p.fingerprint().unwrap_or_default().to_string(),
                     tools: p.tools().iter().map(|t| t.name.clone()).collect(),
                     provenance_text: origin.as_ref().map(|o| o.describe()),
-                    source: Some(host.runtime_changes().plugin_source(p.name()).as_str().to_string()),
+                    source: Some(installer.runtime_changes().plugin_source(p.name()).as_str().to_string()),
                     provenance: origin,
                 }
             })

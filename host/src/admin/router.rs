@@ -25,6 +25,8 @@ use std::time::Duration;
 pub struct Admin {
     /// The secret every admin request must carry as a bearer token.
     pub token: String,
+    /// Adds and removes plugins, and remembers what the operator changed.
+    pub installer: Arc<crate::Installer>,
     /// External MCP servers, to add and remove at run time.
     pub servers: Option<Arc<ExternalServers>>,
     /// Where the DM's page ([`crate::ui`]) stages uploaded plugin files, in
@@ -37,6 +39,16 @@ pub struct Admin {
 impl std::fmt::Debug for Admin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Admin").finish_non_exhaustive()
+    }
+}
+
+impl Admin {
+    /// The external servers' status, each with where it came from (the
+    /// config, or added at run time).
+    pub fn server_status(&self) -> Vec<crate::mcp::ServerStatus> {
+        let mut out = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
+        self.installer.runtime_changes().name_sources(&mut out);
+        out
     }
 }
 
@@ -119,12 +131,12 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
             tools: p.tools().iter().map(|t| t.name.clone()).collect(),
         })
         .collect();
-    let servers = s.admin.servers.as_ref().map(|s| s.status()).unwrap_or_default();
+    let servers = s.admin.server_status();
     Ok(Json(StatusReply { pid: std::process::id(), providers, servers }))
 }
 
 async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {
-    Ok(Json(PluginsReply::of(&s.host)))
+    Ok(Json(PluginsReply::of(&s.admin.installer)))
 }
 
 async fn add_plugin(
@@ -138,9 +150,9 @@ async fn add_plugin(
             format!("expected {{\"path\": \"/abs/file.wasm\"}}: {e}"),
         )
     })?;
-    let host = s.host.clone();
+    let installer = s.admin.installer.clone();
     // Compiling can take seconds: off the async workers.
-    match tokio::task::spawn_blocking(move || host.add_plugin_at_run_time(&req.path)).await {
+    match tokio::task::spawn_blocking(move || installer.add_plugin_at_run_time(&req.path)).await {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -148,9 +160,9 @@ async fn add_plugin(
 }
 
 async fn remove_plugin(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
-    let host = s.host.clone();
+    let installer = s.admin.installer.clone();
     let n = name.clone();
-    match tokio::task::spawn_blocking(move || host.remove_plugin_at_run_time(&n)).await {
+    match tokio::task::spawn_blocking(move || installer.remove_plugin_at_run_time(&n)).await {
         Ok(Ok(())) => Ok(Json(RemovedReply { removed: name })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -173,16 +185,16 @@ async fn add_server(
         body.map_err(|e| ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("server config: {e}")))?;
     let name = cfg.name.clone();
     servers.add(cfg.clone()).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
-    s.host.runtime_changes().server_added(&cfg);
+    s.admin.installer.runtime_changes().server_added(&cfg);
     let waiting = servers.clone();
     let _ = tokio::task::spawn_blocking(move || waiting.wait_ready(Duration::from_secs(20))).await;
-    let status = servers.status().into_iter().find(|s| s.name == name);
+    let status = s.admin.server_status().into_iter().find(|s| s.name == name);
     Ok(Json(AddServerReply { added: name, status }))
 }
 
 async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
-    s.host.runtime_changes().server_removed(&name);
+    s.admin.installer.runtime_changes().server_removed(&name);
     Ok(Json(RemovedReply { removed: name }))
 }
 

@@ -32,8 +32,8 @@
 use super::peer::Peer;
 use crate::Host;
 use crate::config::ServerConfig;
-use crate::limits::Buckets;
 use crate::mcp::{McpFront, agent_slug};
+use crate::rates::Buckets;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};

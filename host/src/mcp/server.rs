@@ -35,8 +35,8 @@ use super::client::Upstream;
 use super::content::Dialect;
 use crate::Host;
 use crate::budget::Tier;
-use crate::host::{Conversation, TurnCues, TurnTier};
 use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
+use crate::{Conversation, TurnCues, TurnTier};
 use rmcp::model::{
     CallToolRequest, JsonRpcRequest, LoggingMessageNotification, ProgressNotification, ProgressToken, ProtocolVersion,
     RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerNotification, ServerResult,

@@ -190,7 +190,7 @@ async fn same_origin_writes(request: Request, next: Next) -> Response {
 
 async fn state(State(ctx): State<UiCtx>) -> Response {
     let host = ctx.host.clone();
-    let servers = ctx.admin.servers.as_ref().map(|s| s.status()).unwrap_or_default();
+    let servers = ctx.admin.server_status();
     let uploads = ctx.admin.uploads.is_some();
     // Reading the audit file: off the async workers.
     let built = tokio::task::spawn_blocking(move || {
@@ -281,7 +281,7 @@ async fn upload(State(ctx): State<UiCtx>, headers: HeaderMap, body: Bytes) -> Re
     if body.is_empty() {
         return error(StatusCode::BAD_REQUEST, "invalid_input", "the file is empty");
     }
-    let host = ctx.host.clone();
+    let installer = ctx.admin.installer.clone();
     let install = move || -> Result<crate::Installed, (StatusCode, String)> {
         let internal = |e: std::io::Error| (StatusCode::INTERNAL_SERVER_ERROR, format!("staging the upload: {e}"));
         crate::runtime::private::create_dirs(&dir).map_err(internal)?;
@@ -289,7 +289,7 @@ async fn upload(State(ctx): State<UiCtx>, headers: HeaderMap, body: Bytes) -> Re
         let staging = tempfile::Builder::new().prefix("upload-").tempdir_in(&dir).map_err(internal)?;
         let path = staging.path().join(&name);
         crate::runtime::private::write_private(&path, &body).map_err(internal)?;
-        let installed = host.install_plugin_file(&path);
+        let installed = installer.install_plugin_file(&path);
         drop(staging);
         installed.map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
     };

@@ -261,7 +261,7 @@ impl HostArgs {
             .build()
             .context("starting the async runtime")?;
         // The config's servers, less those removed and plus those added at run time.
-        let (configured, warnings) = assembly.host.runtime_changes().servers(&assembly.config.mcp.servers);
+        let (configured, warnings) = assembly.installer.runtime_changes().servers(&assembly.config.mcp.servers);
         for w in warnings {
             eprintln!("warning: {w}");
         }

@@ -244,9 +244,6 @@ impl ExternalServers {
     pub fn status(&self) -> Vec<ServerStatus> {
         let mut out: Vec<ServerStatus> =
             self.servers.lock().unwrap_or_else(|p| p.into_inner()).values().map(|s| s.status()).collect();
-        for s in &mut out {
-            s.source = Some(self.host.runtime_changes().server_source(&s.name).as_str().to_string());
-        }
         out.sort_by(|a, b| a.name.cmp(&b.name));
         out
     }

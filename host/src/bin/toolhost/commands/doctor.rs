@@ -76,7 +76,7 @@ impl Doctor {
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
         if cfg.plugins.builtins
             && !self.host.no_builtins
-            && let Err(e) = host.add_builtins()
+            && let Err(e) = toolhost::builtin::add_builtins(&host)
         {
             findings.push(Finding { level: Level::Error, at: "plugins.builtins".into(), message: e.to_string() });
         }

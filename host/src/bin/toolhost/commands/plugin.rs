@@ -78,7 +78,7 @@ impl Plugin {
                         for w in &assembly.warnings {
                             eprintln!("warning: {w}");
                         }
-                        toolhost::admin::api::PluginsReply::of(&assembly.host)
+                        toolhost::admin::api::PluginsReply::of(&assembly.installer)
                     }
                 };
                 if json {

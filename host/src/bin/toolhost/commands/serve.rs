@@ -74,7 +74,7 @@ impl Serve {
         let mut args = self.host.clone();
         args.runtime.config.config = file;
         let reloader = Arc::new(toolhost::reload::Reloader::new(
-            host.clone(),
+            a.installer.clone(),
             Some(servers.clone()),
             started.built.clone(),
             move || args.builder().map_err(|e| format!("{e:#}")),
@@ -82,6 +82,7 @@ impl Serve {
         rt.spawn(reload_on_hangup(reloader.clone()));
         let admin = Admin {
             token: random_token()?,
+            installer: a.installer.clone(),
             servers: Some(servers.clone()),
             uploads: Some(a.state_dir.join("ui-uploads")),
             reloader: Some(reloader),
@@ -94,7 +95,7 @@ impl Serve {
         let server_cfg = a.config.server.clone();
         let _watch = match &a.plugins_dir {
             Some(dir) => Some(
-                toolhost::watch::watch_dir(host.clone(), dir, false)
+                toolhost::watch::watch_dir(a.installer.clone(), dir, false)
                     .with_context(|| format!("watching plugins.dir {}", dir.display()))?,
             ),
             None => None,

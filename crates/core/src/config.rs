@@ -67,7 +67,7 @@ pub struct Config {
     /// Which plugin packages are trusted (signatures, lock file).
     pub trust: crate::package::TrustConfig,
     /// OCI registries (`oci://` plugins): plain-HTTP hosts, credentials file.
-    pub oci: crate::oci::OciConfig,
+    pub oci: OciConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     /// It must be private to this user (0700, owned by it).
     pub cache_dir: Option<PathBuf>,
@@ -310,7 +310,7 @@ impl TokenConfig {
     }
 }
 
-pub use crate::limits::RateLimitConfig;
+pub use crate::rates::RateLimitConfig;
 
 /// `memory:` section.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
@@ -409,6 +409,22 @@ impl LimitsConfig {
 /// The line (1-based) where `needle` first appears in `text`.
 fn line_of(text: &str, needle: &str) -> Option<usize> {
     text.find(needle).map(|i| text[..i].lines().count().max(1) + usize::from(text[..i].ends_with('\n')))
+}
+
+/// `oci:` section of the config: how `oci://` plugins are pulled.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct OciConfig {
+    /// Registries (`host[:port]`) spoken to over plain HTTP. Loopback
+    /// registries (`localhost`, `127.0.0.0/8`, `[::1]`) always are.
+    pub insecure: Vec<String>,
+    /// A credentials file in the container tools' `config.json` shape
+    /// (`{"auths": {"host:port": {"auth": base64(user:password)}}}`), asked
+    /// before `$REGISTRY_AUTH_FILE`, `$DOCKER_CONFIG/config.json` and
+    /// `~/.docker/config.json`.
+    pub auth_file: Option<PathBuf>,
+    /// Bound on one registry operation, in seconds (default 120).
+    pub timeout_secs: Option<u64>,
 }
 
 impl Config {

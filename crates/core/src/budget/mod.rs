@@ -152,7 +152,7 @@ pub struct AgentProfile {
     pub instructions: Option<String>,
     /// This agent's tool-call limit, instead of `server.rate_limit`.
     #[serde(default)]
-    pub rate_limit: Option<crate::limits::RateLimitConfig>,
+    pub rate_limit: Option<crate::rates::RateLimitConfig>,
     /// Tool calls this agent may make in one turn, instead of
     /// `budget.max_calls_per_turn`.
     #[serde(default)]

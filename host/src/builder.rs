@@ -4,7 +4,6 @@
 //! the plugins directory and stored calibration. The `toolhost` binary,
 //! the tests and the benchmarks all build hosts this way.
 
-use super::Host;
 use crate::audit::AuditLog;
 use crate::budget::Budget;
 use crate::budget::persist::{MeasurementStore, MeasurementsFile};
@@ -13,6 +12,7 @@ use crate::config::Config;
 use crate::memory::{MemoryError, MemoryStore};
 use crate::package::{LockFile, PackageError, TrustPolicy};
 use crate::runtime::Runtime;
+use crate::{Host, Installer};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -131,6 +131,9 @@ pub struct HostBuilder {
 pub struct Assembly {
     /// The host.
     pub host: Arc<Host>,
+    /// Installs plugins into it (files, `oci://` references) and remembers
+    /// the operator's run-time changes.
+    pub installer: Arc<Installer>,
     /// The config it was built from.
     pub config: Config,
     /// The state directory.
@@ -399,22 +402,22 @@ impl HostBuilder {
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
         let host = Host::with_budget(self.runtime()?, budget)
             .with_trust(self.trust()?)
-            .with_oci(self.oci_store()?)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
             .with_audit(audit)
             .with_memory(Arc::new(memory))
-            .with_runtime_changes(changes)
-            .with_call_rates(crate::limits::CallRates::new(
+            .with_call_rates(crate::rates::CallRates::new(
                 cfg.server.rate_limit,
                 cfg.server.operator_rate_limit,
                 cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
             ));
+        let host = Arc::new(host);
+        let installer = Installer::new(host.clone(), Some(self.oci_store()?), changes);
         if cfg.plugins.builtins && self.builtins {
-            host.add_builtins().map_err(BuildError::Builtins)?;
+            installer.add_builtins().map_err(BuildError::Builtins)?;
         }
         let removed = |p: &Path| {
             let name = crate::runtime::plugin_name_from_path(p);
-            let held = host.runtime_changes().is_removed(&name, Some(p));
+            let held = installer.runtime_changes().is_removed(&name, Some(p));
             if held {
                 tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change its file, to undo)");
             }
@@ -424,35 +427,35 @@ impl HostBuilder {
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
                 Some(text) => {
                     let r = crate::oci::OciRef::parse(text)?;
-                    host.add_plugin_ref(&r).map_err(BuildError::Plugin)?;
+                    installer.add_plugin_ref(&r).map_err(BuildError::Plugin)?;
                 }
                 None if removed(&p) => {}
                 None => {
-                    host.add_plugin_file(&p).map_err(BuildError::Plugin)?;
+                    installer.add_plugin_file(&p).map_err(BuildError::Plugin)?;
                 }
             }
         }
         if let Some(dir) = &plugins_dir {
             let err = |source| BuildError::PluginsDir { path: dir.clone(), source };
             std::fs::create_dir_all(dir).map_err(err)?;
-            for p in super::plugin_files(dir).map_err(err)? {
+            for p in crate::plugin_files(dir).map_err(err)? {
                 if removed(&p) {
                     continue;
                 }
                 // Like the watcher: a bad file is reported, the rest load.
-                if let Err(e) = host.install_plugin_file(&p) {
+                if let Err(e) = installer.install_plugin_file(&p) {
                     warnings.push(format!("{} not loaded: {e}", p.display()));
                 }
             }
         }
         // Plugins the operator added while an earlier run served: through
         // the trust policy and the grants like any other file.
-        for added in host.runtime_changes().added_plugins() {
+        for added in installer.runtime_changes().added_plugins() {
             let restored = match added.path.to_str().filter(|p| crate::oci::is_reference(p)) {
                 Some(text) => crate::oci::OciRef::parse(text)
                     .map_err(crate::AddPluginError::from)
-                    .and_then(|r| host.install_plugin_ref(&r)),
-                None => host.install_plugin_file(&added.path),
+                    .and_then(|r| installer.install_plugin_ref(&r)),
+                None => installer.install_plugin_file(&added.path),
             };
             if let Err(e) = restored {
                 warnings.push(format!(
@@ -484,7 +487,8 @@ impl HostBuilder {
             Err(e) => warnings.push(e.to_string()),
         }
         Ok(Assembly {
-            host: Arc::new(host),
+            host,
+            installer: Arc::new(installer),
             config: self.config,
             state_dir: state,
             plugins_dir,

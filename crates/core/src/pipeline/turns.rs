@@ -81,7 +81,7 @@ impl Host {
     /// A new conversation for `agent`, not checked against the config: an
     /// agent that is not (or no longer) there sees and calls nothing, and
     /// is never taken for the operator.
-    pub(crate) fn conversation_unchecked(&self, agent: Option<&str>) -> Conversation {
+    pub fn conversation_unchecked(&self, agent: Option<&str>) -> Conversation {
         Conversation {
             agent: agent.map(str::to_string),
             selector: self.budget().selector(),

@@ -280,7 +280,7 @@ impl Host {
         base: &Path,
     ) -> Result<Grants, GrantError> {
         let memory = || -> Result<Arc<dyn crate::runtime::MemoryBackend>, String> {
-            Ok(self.memory().map_err(|e| e.to_string())?.clone() as Arc<dyn crate::runtime::MemoryBackend>)
+            self.memory().cloned().ok_or_else(|| "this host has no memory store".to_string())
         };
         cfg.resolve(plugin, base, &memory)
     }

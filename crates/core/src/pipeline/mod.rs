@@ -3,24 +3,21 @@
 //! is an agent, check the arguments match the schema, run the tool under
 //! its budget deadline, record the measurement.
 
-mod builder;
-mod cache;
 mod install;
 mod live;
 mod reconfigure;
+mod result_cache;
 mod turns;
 
-pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
-pub use cache::{CacheStats, ResultCache, canonical_json};
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
 pub use live::{BackgroundCalibration, LiveBudget};
 pub use reconfigure::{GrantPlan, HeldPlugin, PluginChange};
+pub use result_cache::{CacheStats, ResultCache, canonical_json};
 pub use turns::{Conversation, TurnCues, TurnTier};
 
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
-use crate::memory::MemoryStore;
 use crate::package::{Provenance, TrustPolicy};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
@@ -39,10 +36,9 @@ pub struct Host {
     /// against; swapped whole by a config reload.
     grants: arc_swap::ArcSwap<(GrantsByPlugin, PathBuf)>,
     audit: AuditLog,
-    memory: std::sync::OnceLock<Arc<MemoryStore>>,
+    /// The campaign memory store behind the `memory` capability.
+    memory: std::sync::OnceLock<Arc<dyn crate::runtime::MemoryBackend>>,
     trust: arc_swap::ArcSwap<TrustPolicy>,
-    /// Where `oci://` plugins are pulled from (`None`: refused).
-    oci: Option<Arc<crate::oci::OciStore>>,
     provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
     /// Serializes installs, so two versions of one plugin never race.
     installing: std::sync::Mutex<()>,
@@ -50,13 +46,11 @@ pub struct Host {
     /// `Limits::agent_concurrency`.
     agents_busy: std::sync::Mutex<std::collections::HashMap<String, Arc<crate::runtime::Slots>>>,
     /// Tool calls per agent per minute.
-    rates: crate::limits::CallRates,
+    rates: crate::rates::CallRates,
     /// Results of cacheable tools.
     cache: ResultCache,
     /// Counters for `/metrics`.
-    metrics: crate::metrics::CallMetrics,
-    /// What the operator changed while the host served.
-    changes: crate::changes::RuntimeChanges,
+    metrics: crate::counters::CallMetrics,
     /// Plugins a reload unloaded (their grants no longer covered their
     /// imports, or the trust policy refused them), with why: loaded again
     /// by the reload that allows them again.
@@ -94,43 +88,30 @@ impl Host {
             audit: AuditLog::disabled(),
             memory: std::sync::OnceLock::new(),
             trust: arc_swap::ArcSwap::from_pointee(TrustPolicy::permissive()),
-            oci: None,
             provenance: Default::default(),
             installing: std::sync::Mutex::new(()),
             agents_busy: Default::default(),
-            rates: crate::limits::CallRates::default(),
+            rates: crate::rates::CallRates::default(),
             metrics: Default::default(),
-            changes: Default::default(),
             withheld: Default::default(),
         }
     }
 
-    /// Remembers run-time changes in `changes` (default: in memory only).
-    pub fn with_runtime_changes(mut self, changes: crate::changes::RuntimeChanges) -> Host {
-        self.changes = changes;
-        self
-    }
-
-    /// What the operator added and removed while the host served.
-    pub fn runtime_changes(&self) -> &crate::changes::RuntimeChanges {
-        &self.changes
-    }
-
-    /// The call counters behind `/metrics`.
-    pub fn metrics(&self) -> &crate::metrics::CallMetrics {
+    /// The call counters (the `toolhost` crate serves them at `/metrics`).
+    pub fn metrics(&self) -> &crate::counters::CallMetrics {
         &self.metrics
     }
 
     /// Limits each agent's tool calls (no limits by default; the `toolhost`
     /// binary applies `server.rate_limit`, `server.operator_rate_limit`
     /// and `npcs[].rate_limit`).
-    pub fn with_call_rates(mut self, rates: crate::limits::CallRates) -> Host {
+    pub fn with_call_rates(mut self, rates: crate::rates::CallRates) -> Host {
         self.rates = rates;
         self
     }
 
     /// The tool-call limits (a config reload replaces them).
-    pub fn call_rates(&self) -> &crate::limits::CallRates {
+    pub fn call_rates(&self) -> &crate::rates::CallRates {
         &self.rates
     }
 
@@ -149,7 +130,7 @@ impl Host {
     }
 
     /// The tool-call limit that applies to `agent` (`None`: the operator).
-    pub fn call_rate(&self, agent: Option<&str>) -> crate::limits::RateLimitConfig {
+    pub fn call_rate(&self, agent: Option<&str>) -> crate::rates::RateLimitConfig {
         self.rates.limit_for(agent)
     }
 
@@ -162,21 +143,10 @@ impl Host {
     }
 
     /// Replaces the trust policy (a config reload). Plugins already loaded
-    /// stay; the policy decides the next load. See [`crate::reload`] for
+    /// stay; the policy decides the next load. See the `toolhost` crate's `reload` module for
     /// what happens to loaded plugins the new policy would refuse.
     pub fn set_trust(&self, trust: TrustPolicy) {
         self.trust.store(Arc::new(trust));
-    }
-
-    /// Pulls `oci://` plugins through `store` (without one they are refused).
-    pub fn with_oci(mut self, store: crate::oci::OciStore) -> Host {
-        self.oci = Some(Arc::new(store));
-        self
-    }
-
-    /// The registry client, when configured.
-    pub fn oci(&self) -> Option<&crate::oci::OciStore> {
-        self.oci.as_deref()
     }
 
     /// The trust policy in force.
@@ -189,20 +159,22 @@ impl Host {
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).cloned()
     }
 
-    /// The campaign memory store behind the `memory` capability. Without
-    /// one, the host uses an in-memory store holding the demo campaign.
-    pub fn with_memory(self, store: Arc<MemoryStore>) -> Host {
-        let _ = self.memory.set(store);
+    /// The campaign memory store behind the `memory` capability (the first
+    /// one given stays). Without one, a plugin granted `memory` does not
+    /// load.
+    pub fn with_memory(self, store: Arc<dyn crate::runtime::MemoryBackend>) -> Host {
+        self.set_memory(store);
         self
     }
 
-    /// The memory store (the in-memory demo store when none was given).
-    pub fn memory(&self) -> Result<&Arc<MemoryStore>, crate::memory::MemoryError> {
-        if let Some(m) = self.memory.get() {
-            return Ok(m);
-        }
-        let store = Arc::new(MemoryStore::in_memory()?);
-        Ok(self.memory.get_or_init(|| store))
+    /// Gives the host its memory store, unless it has one (`false`: it had).
+    pub fn set_memory(&self, store: Arc<dyn crate::runtime::MemoryBackend>) -> bool {
+        self.memory.set(store).is_ok()
+    }
+
+    /// The memory store, when one was given.
+    pub fn memory(&self) -> Option<&Arc<dyn crate::runtime::MemoryBackend>> {
+        self.memory.get()
     }
 
     /// Sends the audit trail to `audit` (by default it goes to the log only).
@@ -444,7 +416,7 @@ impl Host {
         refused: bool,
         duration: Duration,
     ) {
-        use crate::metrics::{OPERATOR, OTHER, UNKNOWN_TOOL};
+        use crate::counters::{OPERATOR, OTHER, UNKNOWN_TOOL};
         // A name the registry does not have is one label, whatever it was.
         let tool = if known { tool } else { UNKNOWN_TOOL };
         let ran = known && !refused;

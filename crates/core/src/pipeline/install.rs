@@ -1,11 +1,11 @@
 //! Adding, replacing and removing plugins: the built-ins at start, files
-//! at start and while the host serves (the admin API and the plugins
-//! directory take the same path).
+//! and bytes at start and while the host serves (the admin API, the
+//! plugins directory and registry pulls take the same path). Where bytes
+//! came from is the caller's business: this module sees a name, the bytes
+//! and, for the audit, the file they were read from.
 
 use super::Host;
-use crate::builtin::BUILTINS;
 use crate::capabilities::{CAPABILITIES, GrantError};
-use crate::oci::{Fetched, OciError, OciRef};
 use crate::package::Provenance;
 use crate::registry::RegistryError;
 use crate::runtime::{LoadError, WasmPlugin};
@@ -39,10 +39,11 @@ pub enum AddPluginError {
     /// Its grants cannot be honoured.
     #[error(transparent)]
     Grant(#[from] GrantError),
-    /// The registry reference is invalid, the registry failed, or what it
-    /// served is refused.
+    /// The plugin could not be fetched: for an `oci://` reference, the
+    /// reference is invalid, the registry failed, or what it served is
+    /// refused.
     #[error(transparent)]
-    Oci(#[from] OciError),
+    Fetch(Box<dyn std::error::Error + Send + Sync>),
     /// The trust policy refused the package (unsigned, untrusted, tampered, not the locked digest).
     #[error(transparent)]
     Package(#[from] crate::package::PackageError),
@@ -87,34 +88,22 @@ pub struct Installed {
 }
 
 impl Host {
-    /// Loads and registers every built-in plugin.
-    pub fn add_builtins(&self) -> Result<(), AddPluginError> {
-        for b in BUILTINS {
-            if self.changes.is_removed(b.name, None) {
-                tracing::info!(
-                    plugin = b.name,
-                    "not loaded: removed by `toolhost plugin remove` (add it again to undo)"
-                );
-                continue;
+    /// Loads and registers a built-in plugin: `bytes` is a component the
+    /// host ships (no trust policy: its provenance is [`Provenance::Builtin`]).
+    pub fn add_builtin(&self, name: &str, bytes: &[u8]) -> Result<(), AddPluginError> {
+        let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
+            let plugin = Arc::new(self.runtime.load_with(name, bytes, self.grants_for(name)?)?);
+            self.registry.add(plugin.clone())?;
+            Ok(plugin)
+        })();
+        match &added {
+            Ok(plugin) => {
+                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), Provenance::Builtin);
+                self.audit_loaded(plugin, None, None, &Provenance::Builtin);
             }
-            let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
-                let plugin = Arc::new(self.runtime.load_with(b.name, b.bytes, self.grants_for(b.name)?)?);
-                self.registry.add(plugin.clone())?;
-                Ok(plugin)
-            })();
-            match &added {
-                Ok(plugin) => {
-                    self.provenance
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(b.name.to_string(), Provenance::Builtin);
-                    self.audit_loaded(plugin, None, None, &Provenance::Builtin);
-                }
-                Err(e) => self.audit_refused(b.name, None, e),
-            }
-            added?;
+            Err(e) => self.audit_refused(name, None, e),
         }
-        Ok(())
+        added.map(|_| ())
     }
 
     /// Loads a component file (through the trust policy) and registers its
@@ -125,20 +114,10 @@ impl Host {
         self.add_plugin_bytes(&name, &bytes, Some(path))
     }
 
-    /// Pulls a plugin from a registry (through the cache; at the digest
-    /// `toolhost.lock` pins for this reference, if any), then loads it like
-    /// a file: the trust policy decides on the signature inside. Fails if a
-    /// provider of that name exists.
-    pub fn add_plugin_ref(&self, r: &OciRef) -> Result<(Arc<WasmPlugin>, Fetched), AddPluginError> {
-        let (name, fetched) = self.fetch_ref(r).inspect_err(|e| self.audit_refused(r.short_name(), None, e))?;
-        let plugin = self.add_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
-        tracing::info!(plugin = %name, reference = %r, digest = %fetched.digest, from_cache = fetched.from_cache, "plugin pulled");
-        Ok((plugin, fetched))
-    }
-
     /// Loads `bytes` offered as plugin `name` (through the trust policy) and
     /// registers its tools; `path` is where they came from, for the audit.
-    fn add_plugin_bytes(
+    /// Fails if a provider of that name exists.
+    pub fn add_plugin_bytes(
         &self,
         name: &str,
         bytes: &[u8],
@@ -152,9 +131,6 @@ impl Host {
         })();
         match added {
             Ok((plugin, provenance)) => {
-                if let Some(p) = path {
-                    self.changes.note_source(name, p);
-                }
                 self.audit_loaded(&plugin, path, None, &provenance);
                 self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), provenance);
                 Ok(plugin)
@@ -164,42 +140,6 @@ impl Host {
                 Err(e)
             }
         }
-    }
-
-    /// The digest `toolhost.lock` pins for reference `r`, if any.
-    pub fn locked_digest(&self, r: &OciRef) -> Option<String> {
-        let text = r.to_string();
-        self.trust
-            .load()
-            .lock
-            .as_ref()?
-            .plugins
-            .values()
-            .find(|e| e.source.as_deref() == Some(text.as_str()))
-            .and_then(|e| e.digest.clone())
-    }
-
-    /// Pulls `r` and names the plugin it holds: the signed name, or (for an
-    /// unsigned component) the repository's last segment.
-    fn fetch_ref(&self, r: &OciRef) -> Result<(String, Fetched), AddPluginError> {
-        let store = self.oci.as_ref().ok_or_else(|| {
-            AddPluginError::Oci(OciError::Reference {
-                reference: r.to_string(),
-                reason: "this host has no registry client".into(),
-            })
-        })?;
-        let fetched = store.fetch(r, self.locked_digest(r).as_deref())?;
-        let name = match crate::package::parse(&fetched.bytes)?.verify(r.short_name())? {
-            Some(v) => v.manifest.name,
-            None => r.short_name().to_string(),
-        };
-        if !crate::tool::valid_tool_name(&name) {
-            return Err(AddPluginError::Package(crate::package::PackageError::Malformed(format!(
-                "{r}: {:?} is not a valid plugin name",
-                crate::tool::log_safe(&name)
-            ))));
-        }
-        Ok((name, fetched))
     }
 
     /// Records a load (or, with `previous`, a replacement).
@@ -222,8 +162,9 @@ impl Host {
         });
     }
 
-    /// Records a refused load or replacement.
-    fn audit_refused(&self, name: &str, path: Option<&Path>, error: &AddPluginError) {
+    /// Records a refused load or replacement (also one whose bytes could
+    /// not be fetched).
+    pub fn audit_refused(&self, name: &str, path: Option<&Path>, error: &AddPluginError) {
         self.audit.write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRefused,
@@ -265,29 +206,21 @@ impl Host {
         installed
     }
 
-    /// [`Host::install_plugin_file`] for a registry reference: pulled (the
-    /// lock file's digest for it, if any), then the same trust policy,
-    /// capability check and atomic swap as a file.
-    pub fn install_plugin_ref(&self, r: &OciRef) -> Result<Installed, AddPluginError> {
+    /// [`Host::install_plugin_file`] for bytes fetched elsewhere (a
+    /// registry pull): the same trust policy, capability check and atomic
+    /// swap; `path` is where they are kept, for the audit.
+    pub fn install_plugin_bytes(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        path: Option<&Path>,
+    ) -> Result<Installed, AddPluginError> {
         let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
-        let (name, fetched) = match self.fetch_ref(r) {
-            Ok(f) => f,
-            Err(e) => {
-                self.audit_refused(r.short_name(), None, &e);
-                return Err(e);
-            }
-        };
-        let installed = self.install_locked(&name, &fetched.bytes, fetched.path.as_deref());
-        match installed {
-            Ok(mut i) => {
-                i.source = Some(fetched.pinned());
-                Ok(i)
-            }
-            Err(e) => {
-                self.audit_refused(&name, fetched.path.as_deref(), &e);
-                Err(e)
-            }
+        let installed = self.install_locked(name, bytes, path);
+        if let Err(e) = &installed {
+            self.audit_refused(name, path, e);
         }
+        installed
     }
 
     fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
@@ -321,9 +254,6 @@ impl Host {
             }
         }
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
-        if let Some(p) = path {
-            self.changes.note_source(&name, p);
-        }
         tracing::info!(plugin = %crate::tool::log_safe(&name), digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
         self.audit_loaded(&plugin, path, replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
@@ -360,7 +290,7 @@ impl Host {
     /// Takes a plugin out of the registry, forgets its provenance and
     /// audits the removal; `reason`: why, when the operator did not ask
     /// (a reload took away what it needs).
-    pub(super) fn remove_registered(&self, name: &str, reason: Option<&str>) -> Result<(), RegistryError> {
+    pub(crate) fn remove_registered(&self, name: &str, reason: Option<&str>) -> Result<(), RegistryError> {
         let removed = self.registry.remove(name)?;
         self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         match reason {
@@ -384,30 +314,5 @@ impl Host {
             capabilities_held: held,
             error,
         });
-    }
-
-    /// `toolhost plugin add`: [`Host::install_plugin_file`], then
-    /// remembered in the run-time changes (restored at the next start,
-    /// undoing an earlier `plugin remove` of that name).
-    ///
-    /// `path` may be an `oci://` reference: pulled through the registry
-    /// cache, and pulled again at the next start.
-    pub fn add_plugin_at_run_time(&self, path: &Path) -> Result<Installed, AddPluginError> {
-        let installed = match path.to_str().filter(|p| crate::oci::is_reference(p)) {
-            Some(text) => self.install_plugin_ref(&crate::oci::OciRef::parse(text)?)?,
-            None => self.install_plugin_file(path)?,
-        };
-        self.changes.plugin_added(&installed.name, path);
-        Ok(installed)
-    }
-
-    /// `toolhost plugin remove`: [`Host::uninstall_plugin`], then
-    /// remembered: the plugin stays unloaded (at the next start, and when
-    /// its file in the plugins directory is seen again) until its file
-    /// changes or the operator adds it again.
-    pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
-        self.uninstall_plugin(name)?;
-        self.changes.plugin_removed(name);
-        Ok(())
     }
 }

@@ -155,7 +155,7 @@ impl Shared {
 impl LiveBudget {
     /// Starts the watcher (and, with `calibration`, background calibration)
     /// for `host`, saving to `store`. `pending`: saved windows of tools not
-    /// in the registry at start (from [`crate::Assembly`]).
+    /// in the registry at start (from the `toolhost` crate's `Assembly`).
     pub fn start(
         host: Arc<Host>,
         store: MeasurementStore,

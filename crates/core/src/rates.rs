@@ -7,7 +7,7 @@
 //!   `server.operator_rate_limit` is set. Protocol traffic (initialize,
 //!   notifications, streams, DELETE) spends nothing here.
 //! - **HTTP requests per connection**, failed authentication and live
-//!   sessions: see [`crate::mcp::http`].
+//!   sessions: see the `toolhost` crate's `mcp::http`.
 
 use serde::Deserialize;
 use std::collections::HashMap;

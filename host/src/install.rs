@@ -1,0 +1,186 @@
+//! Plugins from where the operator keeps them: the built-ins, files and
+//! `oci://` references, at start and while the host serves, remembered in
+//! the run-time changes. The core pipeline ([`Host`]) takes bytes and
+//! decides (trust policy, grants, atomic swap); this layer fetches them and
+//! remembers what the operator did.
+
+use crate::changes::RuntimeChanges;
+use crate::oci::{Fetched, OciError, OciRef, OciStore};
+use crate::tool::Provider as _;
+use crate::{AddPluginError, Host, Installed};
+use std::path::Path;
+use std::sync::Arc;
+use toolhost_core::runtime::WasmPlugin;
+
+impl From<OciError> for AddPluginError {
+    fn from(e: OciError) -> AddPluginError {
+        AddPluginError::Fetch(Box::new(e))
+    }
+}
+
+/// A host with where its plugins come from: the registry client and the
+/// record of the operator's run-time changes. Everything that adds or
+/// removes plugins while serving (the admin API, the DM's page, the
+/// plugins-directory watcher, a restart's restore) goes through one.
+#[derive(Debug)]
+pub struct Installer {
+    host: Arc<Host>,
+    oci: Option<Arc<OciStore>>,
+    changes: Arc<RuntimeChanges>,
+}
+
+impl Installer {
+    /// Installs into `host`, pulling `oci://` plugins through `oci`
+    /// (without one they are refused) and remembering run-time changes in
+    /// `changes`.
+    pub fn new(host: Arc<Host>, oci: Option<OciStore>, changes: RuntimeChanges) -> Installer {
+        Installer { host, oci: oci.map(Arc::new), changes: Arc::new(changes) }
+    }
+
+    /// An installer for a host built in a test or a benchmark: no registry
+    /// client, changes remembered in memory only.
+    pub fn in_memory(host: Arc<Host>) -> Installer {
+        Installer::new(host, None, RuntimeChanges::default())
+    }
+
+    /// The host plugins are installed into.
+    pub fn host(&self) -> &Arc<Host> {
+        &self.host
+    }
+
+    /// The registry client, when configured.
+    pub fn oci(&self) -> Option<&OciStore> {
+        self.oci.as_deref()
+    }
+
+    /// What the operator added and removed while the host served.
+    pub fn runtime_changes(&self) -> &RuntimeChanges {
+        &self.changes
+    }
+
+    /// Loads and registers every built-in plugin the operator has not
+    /// removed (see [`crate::builtin::add_builtins`]).
+    pub fn add_builtins(&self) -> Result<(), AddPluginError> {
+        crate::builtin::add_builtins_except(&self.host, |name| {
+            let removed = self.changes.is_removed(name, None);
+            if removed {
+                tracing::info!(plugin = name, "not loaded: removed by `toolhost plugin remove` (add it again to undo)");
+            }
+            removed
+        })
+    }
+
+    /// Loads a component file (through the trust policy) and registers its
+    /// tools. Fails if a provider of that name exists.
+    pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
+        let plugin = self.host.add_plugin_file(path)?;
+        self.changes.note_source(plugin.name(), path);
+        Ok(plugin)
+    }
+
+    /// Pulls a plugin from a registry (through the cache; at the digest
+    /// `toolhost.lock` pins for this reference, if any), then loads it like
+    /// a file: the trust policy decides on the signature inside. Fails if a
+    /// provider of that name exists.
+    pub fn add_plugin_ref(&self, r: &OciRef) -> Result<(Arc<WasmPlugin>, Fetched), AddPluginError> {
+        let (name, fetched) = self.fetch_ref(r).inspect_err(|e| self.host.audit_refused(r.short_name(), None, e))?;
+        let plugin = self.host.add_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
+        if let Some(p) = &fetched.path {
+            self.changes.note_source(&name, p);
+        }
+        tracing::info!(plugin = %name, reference = %r, digest = %fetched.digest, from_cache = fetched.from_cache, "plugin pulled");
+        Ok((plugin, fetched))
+    }
+
+    /// [`Host::install_plugin_file`], remembering the file as the plugin's
+    /// source.
+    pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
+        let installed = self.host.install_plugin_file(path)?;
+        self.changes.note_source(&installed.name, path);
+        Ok(installed)
+    }
+
+    /// [`Host::install_plugin_file`] for a registry reference: pulled (the
+    /// lock file's digest for it, if any), then the same trust policy,
+    /// capability check and atomic swap as a file.
+    pub fn install_plugin_ref(&self, r: &OciRef) -> Result<Installed, AddPluginError> {
+        let (name, fetched) = match self.fetch_ref(r) {
+            Ok(f) => f,
+            Err(e) => {
+                self.host.audit_refused(r.short_name(), None, &e);
+                return Err(e);
+            }
+        };
+        let mut installed = self.host.install_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
+        if let Some(p) = &fetched.path {
+            self.changes.note_source(&name, p);
+        }
+        installed.source = Some(fetched.pinned());
+        Ok(installed)
+    }
+
+    /// The digest `toolhost.lock` pins for reference `r`, if any.
+    pub fn locked_digest(&self, r: &OciRef) -> Option<String> {
+        let text = r.to_string();
+        self.host
+            .trust()
+            .lock
+            .as_ref()?
+            .plugins
+            .values()
+            .find(|e| e.source.as_deref() == Some(text.as_str()))
+            .and_then(|e| e.digest.clone())
+    }
+
+    /// Pulls `r` and names the plugin it holds: the signed name, or (for an
+    /// unsigned component) the repository's last segment.
+    fn fetch_ref(&self, r: &OciRef) -> Result<(String, Fetched), AddPluginError> {
+        let store = self.oci.as_ref().ok_or_else(|| {
+            AddPluginError::from(OciError::Reference {
+                reference: r.to_string(),
+                reason: "this host has no registry client".into(),
+            })
+        })?;
+        let fetched = store.fetch(r, self.locked_digest(r).as_deref())?;
+        let name = match crate::package::parse(&fetched.bytes)?.verify(r.short_name())? {
+            Some(v) => v.manifest.name,
+            None => r.short_name().to_string(),
+        };
+        if !crate::tool::valid_tool_name(&name) {
+            return Err(AddPluginError::Package(crate::package::PackageError::Malformed(format!(
+                "{r}: {:?} is not a valid plugin name",
+                crate::tool::log_safe(&name)
+            ))));
+        }
+        Ok((name, fetched))
+    }
+
+    /// Removes a plugin while the host serves. Calls already running finish.
+    pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
+        self.host.uninstall_plugin(name)
+    }
+
+    /// `toolhost plugin add`: [`Installer::install_plugin_file`] (or, for an
+    /// `oci://` reference, [`Installer::install_plugin_ref`]: pulled through
+    /// the registry cache, and pulled again at the next start), then
+    /// remembered in the run-time changes (restored at the next start,
+    /// undoing an earlier `plugin remove` of that name).
+    pub fn add_plugin_at_run_time(&self, path: &Path) -> Result<Installed, AddPluginError> {
+        let installed = match path.to_str().filter(|p| crate::oci::is_reference(p)) {
+            Some(text) => self.install_plugin_ref(&OciRef::parse(text)?)?,
+            None => self.install_plugin_file(path)?,
+        };
+        self.changes.plugin_added(&installed.name, path);
+        Ok(installed)
+    }
+
+    /// `toolhost plugin remove`: [`Host::uninstall_plugin`], then
+    /// remembered: the plugin stays unloaded (at the next start, and when
+    /// its file in the plugins directory is seen again) until its file
+    /// changes or the operator adds it again.
+    pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
+        self.host.uninstall_plugin(name)?;
+        self.changes.plugin_removed(name);
+        Ok(())
+    }
+}
