@@ -29,7 +29,7 @@ bench-mcp:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost -p toolhost-core
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost -p toolhost-core -p toolhost-base
 
 fmt:
     cargo fmt --all

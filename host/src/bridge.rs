@@ -757,14 +757,8 @@ fn call_id<'a>(call: &'a Value, key: &str) -> Result<&'a str, String> {
 
 /// `s` cut at `max` bytes (on a character boundary), and whether it was.
 fn truncate(s: &str, max: usize) -> (String, bool) {
-    if s.len() <= max {
-        return (s.to_string(), false);
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    (s[..end].to_string(), true)
+    let (head, cut) = crate::tool::cut_at(s, max);
+    (head.to_string(), cut)
 }
 
 /// A successful result for the model, within `cap` bytes: a structured
@@ -786,10 +780,7 @@ fn render(out: &ToolOutput, cap: usize) -> (Value, bool) {
 
 /// `text` cut to fit `cap` bytes with a note saying how much was left out.
 fn cut(text: &str, cap: usize) -> String {
-    let note = format!(" [output truncated: {} bytes in all]", text.len());
-    let (mut head, _) = truncate(text, cap.saturating_sub(note.len()));
-    head.push_str(&note);
-    head
+    crate::tool::cut_with_note(text, cap).into_owned()
 }
 
 /// One block as text for a voice model: binary content summarized.

@@ -19,9 +19,7 @@
 //! adds it again. A removed built-in stays removed until added again.
 
 use crate::config::McpServerConfig;
-use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
-use sha2::Sha256;
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -349,9 +347,7 @@ impl RuntimeChanges {
 }
 
 fn tag(key: &[u8; 32], text: &str) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
-    mac.update(text.as_bytes());
-    hex::encode(mac.finalize().into_bytes())
+    hex::encode(toolhost_base::seal::tag(key, &[text.as_bytes()]))
 }
 
 fn write(path: &Path, key: &[u8; 32], changes: &Changes) -> Result<(), ChangesError> {
@@ -393,7 +389,7 @@ fn read(path: &Path, key: &[u8; 32]) -> Result<Changes, ChangesError> {
         return Err(refused(format!("version {} is not one this toolhost reads", sealed.version)));
     }
     let expected = tag(key, &sealed.changes);
-    if !crate::mcp::http::same_secret(expected.as_bytes(), sealed.hmac.as_bytes()) {
+    if !toolhost_base::seal::same_secret(expected.as_bytes(), sealed.hmac.as_bytes()) {
         return Err(refused("its tag does not match (it was changed by hand, or belongs to another key)".into()));
     }
     let changes: Changes =

@@ -235,16 +235,10 @@ fn redact(text: &str) -> String {
     }
 }
 
-/// Whether `registry` (`host[:port]`) is a loopback address.
+/// Whether `registry` (`host[:port]`) is this machine (the one loopback
+/// rule: [`toolhost_base::net::is_loopback_host`]).
 pub fn is_loopback(registry: &str) -> bool {
-    let host = if let Some(rest) = registry.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        registry
-            .rsplit_once(':')
-            .map_or(registry, |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { registry })
-    };
-    host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    toolhost_base::net::is_loopback_host(toolhost_base::net::host_of(registry))
 }
 
 /// Where registry credentials come from, in order: the `TOOLHOST_REGISTRY_*`
@@ -979,31 +973,6 @@ mod bounded {
         Ok(out)
     }
 
-    /// The parameters of a `WWW-Authenticate: Bearer k="v",...` challenge.
-    fn challenge_params(header: &str) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        let rest = header.split_once(' ').map_or("", |(_, r)| r);
-        let mut s = rest.trim();
-        while let Some((k, after)) = s.split_once('=') {
-            let k = k.trim().trim_start_matches(',').trim().to_ascii_lowercase();
-            let after = after.trim_start();
-            let (v, next) = if let Some(q) = after.strip_prefix('"') {
-                match q.find('"') {
-                    Some(end) => (&q[..end], &q[end + 1..]),
-                    None => (q, ""),
-                }
-            } else {
-                match after.find(',') {
-                    Some(end) => (&after[..end], &after[end..]),
-                    None => (after, ""),
-                }
-            };
-            out.push((k, v.to_string()));
-            s = next.trim_start_matches(',').trim();
-        }
-        out
-    }
-
     impl Reader {
         pub(super) fn new(
             registry: &str,
@@ -1076,7 +1045,7 @@ mod bounded {
 
         /// Gets a token for the challenge in `header`.
         async fn token(&mut self, header: &str, repository: &str) -> Result<(), String> {
-            let params = challenge_params(header);
+            let params = toolhost_base::www_authenticate::params(header, "bearer");
             let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
             let realm = get("realm").ok_or("the registry's challenge names no token realm")?;
             let mut url = url::Url::parse(&realm).map_err(|_| "the registry's token realm is not a URL".to_string())?;
@@ -1157,7 +1126,7 @@ mod bounded {
 
     #[cfg(test)]
     mod tests {
-        use super::{Reader, RegistryAuth, challenge_params};
+        use super::{Reader, RegistryAuth};
 
         #[test]
         fn token_realms_must_be_https_unless_loopback_or_listed() {
@@ -1170,17 +1139,6 @@ mod bounded {
             assert!(ok("http://127.0.0.1:5001/token"));
             assert!(ok("http://plain.example:5000/token"));
             assert!(!ok("ftp://auth.example/token"));
-        }
-
-        #[test]
-        fn challenges_parse() {
-            let p = challenge_params(
-                r#"Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull""#,
-            );
-            assert_eq!(p[0], ("realm".into(), "https://auth.example/token".into()));
-            assert_eq!(p[1], ("service".into(), "registry.example".into()));
-            assert_eq!(p[2], ("scope".into(), "repository:a/b:pull".into()));
-            assert!(challenge_params("Basic").is_empty());
         }
     }
 }

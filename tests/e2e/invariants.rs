@@ -387,9 +387,10 @@ fn one_tool_name_rule_in_host_sdk_and_wit() {
 /// resolve every dependency of the host with the features of the README's run
 /// command (`cargo build --release`), so that command compiles nothing after
 /// the tests.
-const HOST_SIDE: [&str; 6] = [
+const HOST_SIDE: [&str; 7] = [
     "toolhost",
     "toolhost-types",
+    "toolhost-base",
     "toolhost-runtime",
     "toolhost-core",
     "toolhost-guest-build",

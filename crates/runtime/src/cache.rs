@@ -18,8 +18,6 @@
 //! entry.
 
 use crate::private::{PrivateDirError, ensure_private_dir, write_private};
-use hmac::{Hmac, Mac};
-use sha2::Sha256;
 use std::hash::{Hash, Hasher};
 use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
@@ -113,15 +111,10 @@ impl CompileCache {
         self.dir.join(format!("{digest}.cwasm"))
     }
 
-    fn tag(&self, digest: &str, artifact: &[u8]) -> Hmac<Sha256> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length");
-        mac.update(b"toolhost-compile-cache-v1\0");
-        mac.update(self.engine_hash.as_bytes());
-        mac.update(b"\0");
-        mac.update(digest.as_bytes());
-        mac.update(b"\0");
-        mac.update(artifact);
-        mac
+    /// What an entry's tag covers: the format, the engine, the component's
+    /// digest and the compiled code.
+    fn tagged<'a>(&'a self, digest: &'a str, artifact: &'a [u8]) -> [&'a [u8]; 6] {
+        [b"toolhost-compile-cache-v1\0", self.engine_hash.as_bytes(), b"\0", digest.as_bytes(), b"\0", artifact]
     }
 
     /// Loads the compiled component for `digest`, if cached and authentic. An
@@ -138,7 +131,7 @@ impl CompileCache {
             return self.discard(&path, "truncated");
         }
         let (artifact, tag) = bytes.split_at(bytes.len() - TAG_LEN);
-        if self.tag(digest, artifact).verify_slice(tag).is_err() {
+        if !toolhost_base::seal::verify(&self.key, &self.tagged(digest, artifact), tag) {
             return self.discard(&path, "authentication failed (not written by this host for this component)");
         }
         // SAFETY: the artifact was written by `store` below from
@@ -168,7 +161,7 @@ impl CompileCache {
     /// Stores a serialized compiled component, tagged. Failures are logged,
     /// not fatal: the cache only saves time.
     pub fn store(&self, digest: &str, compiled: &[u8]) {
-        let tag = self.tag(digest, compiled).finalize().into_bytes();
+        let tag = toolhost_base::seal::tag(&self.key, &self.tagged(digest, compiled));
         let mut entry = Vec::with_capacity(compiled.len() + TAG_LEN);
         entry.extend_from_slice(compiled);
         entry.extend_from_slice(&tag);

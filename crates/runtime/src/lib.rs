@@ -24,7 +24,8 @@ pub mod capabilities;
 mod clock;
 pub mod limits;
 mod plugin;
-pub mod private;
+/// Private state files and directories (the `toolhost-base` crate's).
+pub use toolhost_base::private;
 pub mod slots;
 mod state;
 mod ticker;

@@ -21,7 +21,7 @@ pub mod validate;
 pub use capability::{Capabilities, Capability};
 pub use deadline::DeadlinePolicy;
 pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
-pub use text::log_safe;
+pub use text::{cut_at, cut_with_note, log_safe};
 pub use tier::{Tier, UnknownTier};
 pub use tool::{
     Annotations, Audience, CallContext, CallCost, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo,

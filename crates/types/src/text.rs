@@ -46,6 +46,30 @@ fn needs_escape(c: char) -> bool {
         )
 }
 
+/// `s` cut to at most `max` bytes, on a character boundary, and whether it
+/// was cut.
+pub fn cut_at(s: &str, max: usize) -> (&str, bool) {
+    if s.len() <= max {
+        return (s, false);
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    (&s[..end], true)
+}
+
+/// `text` within `cap` bytes: as it is, or cut with a note saying how many
+/// bytes it had in all (the note counted within `cap`).
+pub fn cut_with_note(text: &str, cap: usize) -> Cow<'_, str> {
+    if text.len() <= cap {
+        return Cow::Borrowed(text);
+    }
+    let note = format!(" [output truncated: {} bytes in all]", text.len());
+    let (head, _) = cut_at(text, cap.saturating_sub(note.len()));
+    Cow::Owned(format!("{head}{note}"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,5 +88,15 @@ mod tests {
         assert_eq!(safe, "ok\\n2026-01-01T00:00:00Z  INFO toolhost: plugin installed\\r\\u{1b}[2K\\u{202e}txt.exe");
         assert_eq!(log_safe("a\u{2028}b\u{85}c"), "a\\u{2028}b\\u{85}c");
         assert_eq!(log_safe("x\u{ad}\u{3164}\u{e0041}"), "x\\u{ad}\\u{3164}\\u{e0041}");
+    }
+
+    #[test]
+    fn cuts_land_on_character_boundaries_and_say_so() {
+        assert_eq!(cut_at("abc", 3), ("abc", false));
+        assert_eq!(cut_at("héllo", 2), ("h", true));
+        assert_eq!(cut_with_note("short", 100), "short");
+        let long = "é".repeat(5000);
+        let cut = cut_with_note(&long, 1000);
+        assert!(cut.len() <= 1000 && cut.ends_with("[output truncated: 10000 bytes in all]"), "{cut}");
     }
 }

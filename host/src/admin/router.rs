@@ -109,7 +109,9 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
 /// Lets through only requests that carry the admin token.
 async fn authorize(State(state): State<AdminState>, request: Request, next: Next) -> Response {
     match crate::mcp::http::bearer(request.headers()) {
-        Some(t) if crate::mcp::http::same_secret(t.as_bytes(), state.admin.token.as_bytes()) => next.run(request).await,
+        Some(t) if toolhost_base::seal::same_secret(t.as_bytes(), state.admin.token.as_bytes()) => {
+            next.run(request).await
+        }
         _ => ApiError::new(
             StatusCode::UNAUTHORIZED,
             "forbidden",

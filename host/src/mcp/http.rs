@@ -46,6 +46,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use toolhost_base::seal::same_secret;
 use tower::ServiceExt as _;
 
 /// Why the HTTP front cannot start.
@@ -307,14 +308,6 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
         Some(prefix) => origin == prefix || origin.starts_with(&format!("{prefix}:")),
         None => &origin == a,
     })
-}
-
-/// Compares secrets in time independent of where they differ.
-pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
@@ -851,12 +844,5 @@ mod tests {
         assert_eq!(host_of(&h).as_deref(), Some("[::1]"));
         h.insert(header::HOST, HeaderValue::from_static("Evil.Example"));
         assert_eq!(host_of(&h).as_deref(), Some("evil.example"));
-    }
-
-    #[test]
-    fn secrets_compare() {
-        assert!(same_secret(b"abc", b"abc"));
-        assert!(!same_secret(b"abc", b"abd"));
-        assert!(!same_secret(b"abc", b"abcd"));
     }
 }

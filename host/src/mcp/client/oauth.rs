@@ -629,7 +629,7 @@ impl Bearer {
     /// ignored); `resource_metadata` resolved against `base`.
     fn parse(header: &str, base: &Url) -> Bearer {
         let mut out = Bearer::default();
-        for (scheme, params) in challenges(header) {
+        for (scheme, params) in toolhost_base::www_authenticate::challenges(header) {
             if !scheme.eq_ignore_ascii_case("bearer") {
                 continue;
             }
@@ -655,78 +655,6 @@ impl Bearer {
         }
         out
     }
-}
-
-/// The challenges of a `WWW-Authenticate` header: each scheme with its
-/// `name=value` parameters (values unquoted; a token68 is skipped).
-fn challenges(header: &str) -> Vec<(String, Vec<(String, String)>)> {
-    let mut out: Vec<(String, Vec<(String, String)>)> = Vec::new();
-    let b = header.as_bytes();
-    let mut i = 0;
-    let is_token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~/".contains(&c);
-    let skip_space = |i: &mut usize| {
-        while *i < b.len() && (b[*i] == b' ' || b[*i] == b'\t' || b[*i] == b',') {
-            *i += 1;
-        }
-    };
-    loop {
-        skip_space(&mut i);
-        if i >= b.len() {
-            break;
-        }
-        let start = i;
-        while i < b.len() && is_token(b[i]) {
-            i += 1;
-        }
-        if i == start {
-            i += 1; // not a token: skip the character
-            continue;
-        }
-        let word = &header[start..i];
-        let mut j = i;
-        while j < b.len() && (b[j] == b' ' || b[j] == b'\t') {
-            j += 1;
-        }
-        if j < b.len() && b[j] == b'=' && !out.is_empty() && !(j + 1 < b.len() && b[j + 1] == b'=') {
-            // name=value of the current challenge.
-            i = j + 1;
-            while i < b.len() && (b[i] == b' ' || b[i] == b'\t') {
-                i += 1;
-            }
-            let value = if i < b.len() && b[i] == b'"' {
-                i += 1;
-                let mut v = String::new();
-                while i < b.len() && b[i] != b'"' {
-                    if b[i] == b'\\' && i + 1 < b.len() {
-                        i += 1;
-                    }
-                    let c = header[i..].chars().next().unwrap_or('\u{fffd}');
-                    v.push(c);
-                    i += c.len_utf8();
-                }
-                i += 1;
-                v
-            } else {
-                let vs = i;
-                while i < b.len() && b[i] != b',' && b[i] != b' ' && b[i] != b'\t' {
-                    i += 1;
-                }
-                header[vs..i].to_string()
-            };
-            if let Some(last) = out.last_mut() {
-                last.1.push((word.to_string(), value));
-            }
-        } else if j < b.len() && b[j] == b'=' {
-            // A token68 (`abc==`): skip it.
-            i = j;
-            while i < b.len() && b[i] == b'=' {
-                i += 1;
-            }
-        } else {
-            out.push((word.to_string(), Vec::new()));
-        }
-    }
-    out
 }
 
 /// The well-known protected-resource metadata URLs of `server`, in the
@@ -792,16 +720,10 @@ fn resource_matches(resource: &str, server: &Url) -> bool {
     rp.is_empty() || sp == rp || sp.strip_prefix(rp).is_some_and(|rest| rest.starts_with('/'))
 }
 
-/// Whether a URL's host is a loopback address or `localhost`.
+/// Whether a URL's host is this machine (the one loopback rule:
+/// [`toolhost_base::net::is_loopback_host`]).
 fn is_loopback(url: &Url) -> bool {
-    match url.host() {
-        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
-        Some(url::Host::Domain(d)) => {
-            d.eq_ignore_ascii_case("localhost") || d.to_ascii_lowercase().ends_with(".localhost")
-        }
-        None => false,
-    }
+    url.host_str().is_some_and(toolhost_base::net::is_loopback_host)
 }
 
 /// The reqwest client that sends the server's OAuth token with every

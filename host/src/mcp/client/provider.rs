@@ -13,15 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// The longest error message kept from a server, in characters.
+/// The longest error message kept from a server, in bytes.
 const MAX_ERROR_TEXT: usize = 4096;
 
-/// `text` cut to [`MAX_ERROR_TEXT`] characters, saying so.
+/// `text` cut to [`MAX_ERROR_TEXT`] bytes, saying so.
 pub(super) fn cut(text: &str) -> String {
-    match text.char_indices().nth(MAX_ERROR_TEXT) {
-        Some((i, _)) => format!("{}... [cut: {} bytes in all]", &text[..i], text.len()),
-        None => text.to_string(),
-    }
+    crate::tool::cut_with_note(text, MAX_ERROR_TEXT).into_owned()
 }
 
 /// Deadline of a call when the budget gave none.

@@ -1,0 +1,19 @@
+//! toolhost-base: the mechanics several toolhost crates share, once each.
+//!
+//! - [`private`]: state files and directories private to this user (0700
+//!   directories we own, 0600 files, files the host obeys read only when
+//!   no one else could have written them).
+//! - [`seal`]: HMAC-SHA256 tags over records we wrote ourselves, and the
+//!   constant-time comparison of secrets.
+//! - [`net`]: which host names and addresses are loopback.
+//! - [`www_authenticate`]: the challenges of a `WWW-Authenticate` header.
+//!
+//! **Architecture invariant:** this crate depends on no other toolhost
+//! crate and on nothing that speaks a protocol; every crate may use it.
+
+#![deny(unsafe_code)]
+
+pub mod net;
+pub mod private;
+pub mod seal;
+pub mod www_authenticate;
