@@ -27,19 +27,21 @@ pub mod builtin;
 pub mod changes;
 pub mod doctor;
 pub mod install;
-pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod oci;
 pub mod reload;
 pub mod report;
 pub mod scaffold;
+pub mod serve;
 pub mod ui;
 pub mod watch;
 
 /// The call pipeline and what it stands on (the `toolhost-core` crate).
 pub use toolhost_core::{audit, budget, calibrate, config, counters, package, paths, rates, registry};
 
+/// The MCP edge (the `toolhost-mcp` crate).
+pub use toolhost_mcp as mcp;
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
 /// Capabilities (a module of the runtime).

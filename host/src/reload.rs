@@ -103,7 +103,25 @@ impl std::fmt::Display for ReloadReport {
 
 /// A check the serving front makes of a new config before it is put in
 /// force (its tokens, its exposure); an error refuses the whole reload.
-pub type FrontCheck = Box<dyn Fn(&Config) -> Result<(), String> + Send + Sync>;
+pub use crate::mcp::http::FrontCheck;
+
+impl crate::mcp::http::Reloads for Reloader {
+    fn generation(&self) -> u64 {
+        Reloader::generation(self)
+    }
+
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        Reloader::subscribe(self)
+    }
+
+    fn config(&self) -> Config {
+        Reloader::config(self)
+    }
+
+    fn add_check(&self, check: FrontCheck) {
+        Reloader::add_check(self, check)
+    }
+}
 
 /// Reads the config again and applies it to a serving host.
 pub struct Reloader {

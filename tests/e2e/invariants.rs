@@ -322,6 +322,21 @@ fn the_core_depends_on_no_mcp_http_oci_or_database_crate() {
     }
 }
 
+/// The MCP edge's crate knows nothing of distribution or operations: no
+/// OCI client, database, file watcher, metrics encoder or wasm guest
+/// build, and not the `toolhost` crate (operations reach its HTTP front
+/// through `mcp::http::Beside`).
+#[test]
+fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
+    let seen = lock_closure("toolhost-mcp");
+    assert!(seen.contains("rmcp") && seen.contains("toolhost-core"), "the walk works");
+    for banned in
+        ["oci-client", "rusqlite", "notify", "prometheus-client", "toolhost", "toolhost-guest-build", "wasmtime-wasi-http"]
+    {
+        assert!(!seen.contains(banned), "toolhost-mcp pulls in {banned}");
+    }
+}
+
 /// Within the `toolhost` crate (what sits above `toolhost-core`), modules
 /// use only modules below them: stores and distribution < reports <
 /// edges (MCP, admin, watcher, bridge). Cargo enforces the walls between
@@ -387,12 +402,13 @@ fn one_tool_name_rule_in_host_sdk_and_wit() {
 /// resolve every dependency of the host with the features of the README's run
 /// command (`cargo build --release`), so that command compiles nothing after
 /// the tests.
-const HOST_SIDE: [&str; 7] = [
+const HOST_SIDE: [&str; 8] = [
     "toolhost",
     "toolhost-types",
     "toolhost-base",
     "toolhost-runtime",
     "toolhost-core",
+    "toolhost-mcp",
     "toolhost-guest-build",
     "toolhost-test-artifacts",
 ];

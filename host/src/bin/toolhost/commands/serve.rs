@@ -8,8 +8,9 @@ use toolhost::Host;
 use toolhost::admin::Admin;
 use toolhost::admin::client::EndpointRecord;
 use toolhost::mcp::McpFront;
-use toolhost::mcp::http::{endpoints, router};
+use toolhost::mcp::http::endpoints;
 use toolhost::mcp::peer::{Peer, PeerListener};
+use toolhost::serve::http_app;
 
 /// Serve the tools to MCP clients (the main job).
 ///
@@ -52,7 +53,7 @@ async fn start_admin(
     let record = EndpointRecord::write(state, local, &admin.token, "stdio")
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
     // Its MCP endpoints admit exactly whom the HTTP front would.
-    let app = router(host, cfg, local, Some(admin))?;
+    let app = http_app(host, cfg, local, Some(admin))?;
     tokio::spawn(async move {
         let _ = axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>()).await;
     });
@@ -184,7 +185,7 @@ impl Serve {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
-            let app = router(host.clone(), &server_cfg, local, Some(admin))?;
+            let app = http_app(host.clone(), &server_cfg, local, Some(admin))?;
             let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
             let record_at_signal = record.clone();

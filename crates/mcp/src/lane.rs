@@ -37,7 +37,7 @@
 //! forwarded as they come.
 //!
 //! On `serve --stdio` a call usually reaches the lane straight from the
-//! transport ([`crate::mcp::server::DirectFront`]): reserved with
+//! transport ([`crate::server::DirectFront`]): reserved with
 //! [`CallLane::reserve`], queued with an [`Answer`] that writes its
 //! response into the transport's output. A call rmcp's service handles
 //! (`McpFront::call_tool`) uses [`CallLane::try_run`] and a oneshot channel.

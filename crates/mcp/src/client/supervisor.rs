@@ -492,7 +492,7 @@ const STDERR_LINE_BYTES: usize = 4096;
 async fn log_stderr(server: String, stderr: impl tokio::io::AsyncRead + Unpin) {
     let mut reader = tokio::io::BufReader::new(stderr);
     let mut line = Vec::new();
-    while let Ok(Some(cut)) = crate::mcp::read_line_capped(&mut reader, &mut line, STDERR_LINE_BYTES).await {
+    while let Ok(Some(cut)) = crate::read_line_capped(&mut reader, &mut line, STDERR_LINE_BYTES).await {
         emit_stderr(&server, &line, cut);
     }
 }

@@ -475,7 +475,7 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     }
 
     /// A handle on this transport's output, for messages sent around
-    /// rmcp's service (a call's notifications: [`crate::mcp::McpFront::with_replies`]).
+    /// rmcp's service (a call's notifications: [`crate::McpFront::with_replies`]).
     pub fn replies(&self) -> Replies {
         Replies(self.out.clone())
     }

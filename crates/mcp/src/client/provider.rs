@@ -3,7 +3,7 @@
 
 use super::block_on;
 use super::supervisor::Server;
-use crate::mcp::content::from_mcp;
+use crate::content::from_mcp;
 use crate::tool::{CallContext, CallError, CallStats, Content, Provider, ProviderKind, ToolDef, ToolOutput};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
 use rmcp::service::{PeerRequestOptions, ServiceError};

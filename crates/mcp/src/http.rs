@@ -1,6 +1,7 @@
 //! The streamable HTTP front: one endpoint for the operator (`/mcp`), one
-//! per agent (`/mcp/<slug>`), and the operator's admin API (`/admin/...`,
-//! see [`crate::admin`]), behind the checks every request passes, in this
+//! per agent (`/mcp/<slug>`), and what the operator's layer serves beside
+//! them ([`Beside`]: the admin API at `/admin/...`, the DM's page at
+//! `/ui`, `/metrics`), behind the checks every request passes, in this
 //! order (1 to 3 for the admin API too; it has its own token):
 //!
 //! 1. `Host` must name this server (loopback names, the bound address, or a
@@ -32,8 +33,8 @@
 use super::peer::Peer;
 use crate::Host;
 use crate::config::ServerConfig;
-use crate::mcp::{McpFront, agent_slug};
 use crate::rates::Buckets;
+use crate::{McpFront, agent_slug};
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -48,6 +49,59 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use toolhost_base::seal::same_secret;
 use tower::ServiceExt as _;
+
+/// What the operator's layer serves on the front's listener beside MCP,
+/// and the config reloads the front follows. This module knows none of
+/// them: the `toolhost` crate builds them.
+#[derive(Default)]
+pub struct Beside {
+    /// The admin API, nested at `/admin` (it checks its own token; checks 1
+    /// to 3 apply). `None`: `/admin/...` answers 404.
+    pub admin: Option<axum::Router>,
+    /// The DM's page, nested at `/ui` for the operator only.
+    pub page: Option<Page>,
+    /// `/metrics`, for the operator (or the holder of its admin token).
+    /// `None`: not served.
+    pub metrics: Option<Metrics>,
+    /// Where reloaded configs come from (`None`: never reloaded).
+    pub reloads: Option<Arc<dyn Reloads>>,
+}
+
+/// The DM's page, as the front serves it.
+pub struct Page {
+    /// Its routes.
+    pub router: axum::Router,
+    /// Which of its paths carry data: those need a token when tokens are
+    /// set; the static files do not.
+    pub is_api: fn(&str) -> bool,
+}
+
+/// What `/metrics` serves.
+pub struct Metrics {
+    /// Writes the body.
+    pub render: Box<dyn Fn() -> String + Send + Sync>,
+    /// Its content type.
+    pub content_type: &'static str,
+    /// A token accepted besides the operator's (the admin token).
+    pub admin_token: Option<String>,
+}
+
+/// A check a reload must pass before anything changes: a config that would
+/// leave the front unable to serve is refused whole.
+pub type FrontCheck = Box<dyn Fn(&crate::config::Config) -> Result<(), String> + Send + Sync>;
+
+/// Config reloads, as the front follows them: when the generation moves,
+/// it makes its endpoints and tokens anew from the config in force.
+pub trait Reloads: Send + Sync {
+    /// Counts the reloads that put something in force.
+    fn generation(&self) -> u64;
+    /// Sees the generation move.
+    fn subscribe(&self) -> tokio::sync::watch::Receiver<u64>;
+    /// The config in force.
+    fn config(&self) -> crate::config::Config;
+    /// Adds a check every later reload must pass.
+    fn add_check(&self, check: FrontCheck);
+}
 
 /// Why the HTTP front cannot start.
 #[derive(Debug, thiserror::Error)]
@@ -95,7 +149,9 @@ struct Front {
     /// Makes an endpoint's service (a new agent's, after a reload).
     make_service: MakeService,
     /// Where a reloaded config comes from (`None`: never reloaded).
-    reloader: Option<Arc<crate::reload::Reloader>>,
+    reloader: Option<Arc<dyn Reloads>>,
+    /// Which of the DM's page's paths carry data.
+    page_api: fn(&str) -> bool,
     /// One resync at a time.
     resyncing: Mutex<()>,
     auth_failures: Buckets<()>,
@@ -134,7 +190,7 @@ pub fn router(
     host: Arc<Host>,
     cfg: &ServerConfig,
     local: SocketAddr,
-    admin: Option<crate::admin::Admin>,
+    beside: Beside,
 ) -> Result<axum::Router, HttpError> {
     check_exposure(local, cfg)?;
     let tokens = parse_tokens(cfg, |a| host.budget().agent(a).is_ok())?;
@@ -171,7 +227,7 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let reloader = admin.as_ref().and_then(|a| a.reloader.clone());
+    let Beside { admin, page, metrics: scrape, reloads: reloader } = beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {
@@ -191,6 +247,7 @@ pub fn router(
         }),
         make_service,
         reloader,
+        page_api: page.as_ref().map_or(|_| false, |p| p.is_api),
         resyncing: Mutex::new(()),
         auth_failures: Buckets::new(cfg.auth_failure_limit),
         own_uid: rustix::process::geteuid().as_raw(),
@@ -208,33 +265,32 @@ pub fn router(
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(sweep_sessions(Arc::downgrade(&front)));
     }
-    let scrape = admin.as_ref().map(|a| (a.token.clone(), a.servers.clone()));
     let beyond_loopback = cfg.metrics_beyond_loopback;
-    let app = match admin {
-        Some(admin) => axum::Router::new()
-            .nest("/admin", crate::admin::router(front.host.clone(), admin.clone()))
-            // The DM's page: the operator only (see `operator_only`).
-            .nest(
-                "/ui",
-                crate::ui::router(front.host.clone(), admin)
-                    .layer(axum::middleware::from_fn_with_state(front.clone(), operator_only)),
-            )
-            // A browser pointed at the server, or at `/ui/`, finds the page.
-            .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") }))
-            .route("/ui/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") })),
+    let mut app = match admin {
+        Some(admin) => axum::Router::new().nest("/admin", admin),
         None => axum::Router::new().route(
             "/admin/{*rest}",
             axum::routing::any(|| async { error(StatusCode::NOT_FOUND, "not_found", "the admin API is not enabled") }),
         ),
     };
-    let metrics_front = front.clone();
-    let app = app.route(
-        "/metrics",
-        axum::routing::get(move |ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap| {
-            let (front, scrape) = (metrics_front.clone(), scrape.clone());
-            async move { metrics(&front, &peer, &headers, scrape, beyond_loopback) }
-        }),
-    );
+    if let Some(page) = page {
+        app = app
+            // The DM's page: the operator only (see `operator_only`).
+            .nest("/ui", page.router.layer(axum::middleware::from_fn_with_state(front.clone(), operator_only)))
+            // A browser pointed at the server, or at `/ui/`, finds the page.
+            .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") }))
+            .route("/ui/", axum::routing::get(|| async { axum::response::Redirect::to("/ui") }));
+    }
+    if let Some(scrape) = scrape {
+        let (metrics_front, scrape) = (front.clone(), Arc::new(scrape));
+        app = app.route(
+            "/metrics",
+            axum::routing::get(move |ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap| {
+                let (front, scrape) = (metrics_front.clone(), scrape.clone());
+                async move { metrics(&front, &peer, &headers, &scrape, beyond_loopback) }
+            }),
+        );
+    }
     let mcp = front.clone();
     Ok(app
         .fallback(move |ConnectInfo(peer): ConnectInfo<Peer>, request: Request| {
@@ -277,7 +333,7 @@ pub fn endpoints(host: &Host) -> Vec<(String, String)> {
 }
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, axum::Json(crate::admin::api::ErrorReply::new(code, message))).into_response()
+    (status, axum::Json(super::reply::ErrorReply::new(code, message))).into_response()
 }
 
 fn host_of(headers: &HeaderMap) -> Option<String> {
@@ -310,7 +366,8 @@ fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
     })
 }
 
-pub(crate) fn bearer(headers: &HeaderMap) -> Option<&str> {
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = v.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -343,14 +400,14 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
     next.run(request).await
 }
 
-/// Admits to `/ui` ([`crate::ui`]) the operator only: without tokens, the
+/// Admits to `/ui` (the DM's page) the operator only: without tokens, the
 /// server's own Unix user; with tokens, an operator token on the page's API
 /// (its static files hold no data: a browser loads them before it has the
 /// token, so they need none; any token presented is checked). Agent tokens
 /// get 403.
 async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
     let endpoints = front.current();
-    if !endpoints.tokens.is_empty() && !crate::ui::is_api(request.uri().path()) && bearer(request.headers()).is_none() {
+    if !endpoints.tokens.is_empty() && !(front.page_api)(request.uri().path()) && bearer(request.headers()).is_none() {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
@@ -385,7 +442,7 @@ impl Front {
     fn current(&self) -> Arc<Endpoints> {
         let now = self.endpoints.load_full();
         match &self.reloader {
-            Some(r) if r.generation() != now.generation => self.resync(r),
+            Some(r) if r.generation() != now.generation => self.resync(r.as_ref()),
             _ => now,
         }
     }
@@ -393,7 +450,7 @@ impl Front {
     /// Endpoints for the reloaded config: a new agent gets its endpoint,
     /// a removed one's endpoint answers 404 and its sessions are closed;
     /// the others keep their service and sessions.
-    fn resync(&self, reloader: &crate::reload::Reloader) -> Arc<Endpoints> {
+    fn resync(&self, reloader: &dyn Reloads) -> Arc<Endpoints> {
         let _one = self.resyncing.lock().unwrap_or_else(|p| p.into_inner());
         let now = self.endpoints.load_full();
         let generation = reloader.generation();
@@ -734,13 +791,7 @@ async fn sweep_sessions(front: Weak<Front>) {
 /// `server.metrics_beyond_loopback`), then the admin token or whatever the
 /// operator's `/mcp` endpoint accepts (an operator token; without tokens,
 /// the server's own Unix user). Agents' tokens get 403.
-fn metrics(
-    front: &Front,
-    peer: &Peer,
-    headers: &HeaderMap,
-    scrape: Option<(String, Option<Arc<crate::mcp::ExternalServers>>)>,
-    beyond_loopback: bool,
-) -> Response {
+fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, beyond_loopback: bool) -> Response {
     if !peer.addr.ip().is_loopback() && !beyond_loopback {
         return error(
             StatusCode::FORBIDDEN,
@@ -749,7 +800,8 @@ fn metrics(
         );
     }
     let token = bearer(headers);
-    let admin = matches!((&scrape, token), (Some((admin, _)), Some(t)) if same_secret(t.as_bytes(), admin.as_bytes()));
+    let admin =
+        matches!((&scrape.admin_token, token), (Some(admin), Some(t)) if same_secret(t.as_bytes(), admin.as_bytes()));
     if !admin {
         match front.authenticate(&front.current(), peer, token) {
             Ok(None) | Ok(Some((Identity::Operator, _))) => {}
@@ -757,9 +809,7 @@ fn metrics(
             Err(r) => return r,
         }
     }
-    let servers = scrape.and_then(|(_, s)| s);
-    let body = crate::metrics::render(front.host.clone(), servers);
-    ([(header::CONTENT_TYPE, HeaderValue::from_static(crate::metrics::CONTENT_TYPE))], body).into_response()
+    ([(header::CONTENT_TYPE, HeaderValue::from_static(scrape.content_type))], (scrape.render)()).into_response()
 }
 
 /// A JSON-RPC "invalid request" (-32600) error with `status`.

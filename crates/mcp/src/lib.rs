@@ -1,4 +1,4 @@
-//! The MCP edge. Only this module knows the wire format.
+//! toolhost-mcp: the MCP edge. Only this crate knows the wire format.
 //!
 //! - `server`: toolhost served to LLM clients, per agent.
 //! - `http`: the streamable HTTP front (hardening, tokens, admin API).
@@ -13,11 +13,16 @@ pub mod http;
 pub mod jsonrpc;
 pub mod lane;
 pub mod peer;
+pub mod reply;
 pub mod server;
 pub mod stdio;
 
 pub use client::{ExternalServers, ServerStatus};
 pub use server::McpFront;
+
+// The core's vocabulary, under the names the modules use.
+use toolhost_core::{Conversation, TurnCues, TurnTier};
+use toolhost_core::{Host, budget, config, rates, registry, runtime, tool, validate};
 
 /// Reads one line (without its `\n`) from `reader` into `line`, keeping at
 /// most `max` bytes of it and skipping the rest, so a peer that never sends
@@ -50,7 +55,7 @@ pub(crate) async fn read_line_capped(
     }
 }
 
-pub use crate::config::agent_slug;
+pub use toolhost_core::config::agent_slug;
 
 #[cfg(test)]
 mod tests {

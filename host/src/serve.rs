@@ -1,0 +1,37 @@
+//! Serving: what the `toolhost serve` command runs, as library functions
+//! the binary, the end-to-end tests and the benchmarks share.
+
+use crate::Host;
+use crate::admin::Admin;
+use crate::config::ServerConfig;
+use crate::mcp::http::{Beside, HttpError, Metrics, Page};
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The HTTP front's router for `local` (the address actually bound): the
+/// MCP endpoints, `/metrics`, and with `admin` the admin API at `/admin`
+/// and the DM's page at `/ui`, following `admin`'s reloader.
+pub fn http_app(
+    host: Arc<Host>,
+    cfg: &ServerConfig,
+    local: SocketAddr,
+    admin: Option<Admin>,
+) -> Result<axum::Router, HttpError> {
+    let servers = admin.as_ref().and_then(|a| a.servers.clone());
+    let scraped = host.clone();
+    let metrics = Metrics {
+        render: Box::new(move || crate::metrics::render(scraped.clone(), servers.clone())),
+        content_type: crate::metrics::CONTENT_TYPE,
+        admin_token: admin.as_ref().map(|a| a.token.clone()),
+    };
+    let beside = match admin {
+        Some(admin) => Beside {
+            reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),
+            page: Some(Page { router: crate::ui::router(host.clone(), admin.clone()), is_api: crate::ui::is_api }),
+            admin: Some(crate::admin::router(host.clone(), admin)),
+            metrics: Some(metrics),
+        },
+        None => Beside { metrics: Some(metrics), ..Beside::default() },
+    };
+    crate::mcp::http::router(host, cfg, local, beside)
+}
