@@ -12,12 +12,6 @@ use std::path::Path;
 use std::sync::Arc;
 use toolhost_core::runtime::WasmPlugin;
 
-impl From<OciError> for AddPluginError {
-    fn from(e: OciError) -> AddPluginError {
-        AddPluginError::Fetch(Box::new(e))
-    }
-}
-
 /// A host with where its plugins come from: the registry client and the
 /// record of the operator's run-time changes. Everything that adds or
 /// removes plugins while serving (the admin API, the DM's page, the

@@ -21,15 +21,11 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
-pub mod bridge;
 mod builder;
-pub mod builtin;
 pub mod changes;
 pub mod doctor;
 pub mod install;
-pub mod memory;
 pub mod metrics;
-pub mod oci;
 pub mod reload;
 pub mod report;
 pub mod scaffold;
@@ -40,8 +36,14 @@ pub mod watch;
 /// The call pipeline and what it stands on (the `toolhost-core` crate).
 pub use toolhost_core::{audit, budget, calibrate, config, counters, package, paths, rates, registry};
 
+/// The speech-to-speech bridge (the `toolhost-bridge` crate).
+pub use toolhost_bridge as bridge;
+/// Registries and the built-in plugins (the `toolhost-dist` crate).
+pub use toolhost_dist::{builtin, oci};
 /// The MCP edge (the `toolhost-mcp` crate).
 pub use toolhost_mcp as mcp;
+/// The campaign memory store (the `toolhost-memory` crate).
+pub use toolhost_memory as memory;
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
 /// Capabilities (a module of the runtime).

@@ -17,7 +17,7 @@ pub struct Memory {
 #[derive(Debug, Subcommand)]
 enum Action {
     /// Load a campaign from a JSON file (sessions with transcripts,
-    /// entities, relationships, facts; the shape of host/data/demo-campaign.json).
+    /// entities, relationships, facts; the shape of crates/memory/data/demo-campaign.json).
     /// Records with the same ids are replaced.
     Import {
         /// The campaign file.

@@ -6,7 +6,7 @@
 //! A registry is a transport, never a trust anchor: what it serves is
 //! checked here for shape (one wasm layer of bounded size, the media types
 //! above, digests that match the bytes) and then goes through the host's
-//! [`TrustPolicy`](crate::package::TrustPolicy) like any file: the signature
+//! [`TrustPolicy`](toolhost_core::package::TrustPolicy) like any file: the signature
 //! inside the component decides. The annotations a registry shows are the
 //! signed manifest's fields as the pusher wrote them, for display only.
 //!
@@ -1140,5 +1140,13 @@ mod bounded {
             assert!(ok("http://plain.example:5000/token"));
             assert!(!ok("ftp://auth.example/token"));
         }
+    }
+}
+
+/// A registry's failure, as the core reports a plugin that could not be
+/// fetched.
+impl From<OciError> for toolhost_core::AddPluginError {
+    fn from(e: OciError) -> toolhost_core::AddPluginError {
+        toolhost_core::AddPluginError::Fetch(Box::new(e))
     }
 }

@@ -25,14 +25,18 @@ pub const BUILTINS: &[Builtin] = &[
 /// Loads and registers every built-in plugin into `host`. A host without a
 /// memory store is given the in-memory demo campaign first, so that
 /// `memorytool` has one.
-pub fn add_builtins(host: &crate::Host) -> Result<(), crate::AddPluginError> {
+pub fn add_builtins(host: &toolhost_core::Host) -> Result<(), toolhost_core::AddPluginError> {
     add_builtins_except(host, |_| false)
 }
 
 /// [`add_builtins`], leaving out those `skip` names.
-pub fn add_builtins_except(host: &crate::Host, skip: impl Fn(&str) -> bool) -> Result<(), crate::AddPluginError> {
+pub fn add_builtins_except(
+    host: &toolhost_core::Host,
+    skip: impl Fn(&str) -> bool,
+) -> Result<(), toolhost_core::AddPluginError> {
     if host.memory().is_none() {
-        let demo = crate::memory::MemoryStore::in_memory().map_err(|e| crate::AddPluginError::Fetch(Box::new(e)))?;
+        let demo =
+            toolhost_memory::MemoryStore::in_memory().map_err(|e| toolhost_core::AddPluginError::Fetch(Box::new(e)))?;
         host.set_memory(std::sync::Arc::new(demo));
     }
     for b in BUILTINS.iter().filter(|b| !skip(b.name)) {

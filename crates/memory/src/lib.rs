@@ -159,11 +159,11 @@ impl MemoryStore {
     /// Opens (or creates) the store at `path`; an empty store gets the demo campaign.
     pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
         if let Some(dir) = path.parent() {
-            let _ = crate::runtime::private::create_dirs(dir);
+            let _ = toolhost_base::private::create_dirs(dir);
         }
         // 0600 before SQLite opens it (its -wal and -shm files take the
         // database's mode): a campaign's memory is the DM's alone.
-        if let Err(e) = crate::runtime::private::touch_private(path) {
+        if let Err(e) = toolhost_base::private::touch_private(path) {
             tracing::debug!(path = %path.display(), error = %e, "could not pre-create the memory store 0600");
         }
         let mut conn = Connection::open(path)?;

@@ -1,0 +1,17 @@
+//! toolhost-dist: where plugins come from, other than a file the operator
+//! names. [`oci`]: `oci://` references, registry pull and push through
+//! `oci-client`, the Wasm OCI artifact shape checks, credentials and the
+//! digest cache; [`builtin`] (the `builtins` feature, on by default): the
+//! four built-in plugins, compiled by `build.rs` and embedded.
+//!
+//! What it fetches goes through the core's trust policy and install path
+//! (`toolhost_core::Host::install_plugin_bytes`): a registry never decides
+//! what loads.
+
+#![deny(unsafe_code)]
+
+#[cfg(feature = "builtins")]
+pub mod builtin;
+pub mod oci;
+
+use toolhost_core::{runtime, tool};
