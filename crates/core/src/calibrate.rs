@@ -96,7 +96,7 @@ pub fn minimal_value(schema: &Value) -> Value {
 
 /// The arguments to probe `tool` with: its declared probe arguments, or a
 /// minimal input generated from its schema, checked against the schema.
-pub fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
+pub(crate) fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
     let args = tool.def.probe_arguments.clone().unwrap_or_else(|| minimal_value(&tool.def.input_schema));
     tool.validator.check(&args).map_err(|e| format!("no valid probe input (declare probe-arguments): {e}"))?;
     Ok(args)
@@ -105,7 +105,7 @@ pub fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
 /// Whether `tool` may be probed: it says it is idempotent (a wasm tool's
 /// `idempotent`, an external tool's `idempotentHint` or `readOnlyHint`), or
 /// the operator named it in `budget.calibrate_tools`. Why not, otherwise.
-pub fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
+pub(crate) fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
     if tool.def.meta.idempotent || host.budget().config().calibrate_tools.contains(&tool.def.name) {
         Ok(())
     } else {

@@ -113,10 +113,10 @@ fn entries(provider: &Arc<dyn Provider>) -> Result<Vec<Arc<RegisteredTool>>, Reg
         .tools()
         .iter()
         .map(|def| {
-            let validator = Validator::new(&def.input_schema).map_err(|reason| RegistryError::BadSchema {
+            let validator = Validator::new(&def.input_schema).map_err(|e| RegistryError::BadSchema {
                 tool: def.name.clone(),
                 provider: provider.name().to_string(),
-                reason,
+                reason: e.0,
             })?;
             Ok(Arc::new(RegisteredTool { def: def.clone(), validator, provider: provider.clone() }))
         })

@@ -43,6 +43,7 @@ use rmcp::transport::streamable_http_server::session::SessionManager as _;
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
+use sessions::{Sessions, sweep_sessions};
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
@@ -162,16 +163,6 @@ struct Front {
     max_body: usize,
     connections: Buckets<SocketAddr>,
     sessions: Sessions,
-}
-
-/// Live sessions over every endpoint, with when each was last used.
-struct Sessions {
-    max: usize,
-    idle: Duration,
-    /// How long a session must have been idle before a new one may take
-    /// its place at the cap: a minute, or half `idle` when that is shorter.
-    evictable_after: Duration,
-    live: Mutex<HashMap<String, (Identity, Instant)>>,
 }
 
 /// Refuses to serve beyond loopback without tokens: checked before binding
@@ -674,119 +665,6 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     response
 }
 
-impl Sessions {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Identity, Instant)>> {
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn touch(&self, id: &str) {
-        if let Some((_, at)) = self.lock().get_mut(id) {
-            *at = Instant::now();
-        }
-    }
-
-    fn opened(&self, id: &str, who: Identity) {
-        self.lock().insert(id.to_string(), (who, Instant::now()));
-    }
-
-    fn closed(&self, id: &str) {
-        self.lock().remove(id);
-    }
-
-    /// Room for one more session of `who`. An agent holds at most a
-    /// quarter of the cap (at its share, its own least recently used idle
-    /// session makes room). At the cap, the least recently used idle
-    /// session of whoever holds the most is closed; an agent's churn never
-    /// closes the operator's sessions. Without room, 503.
-    async fn admit(&self, who: &Identity, services: &Services) -> Result<(), Response> {
-        let victim = {
-            let live = self.lock();
-            let mut held: HashMap<&Identity, usize> = HashMap::new();
-            for (owner, _) in live.values() {
-                *held.entry(owner).or_default() += 1;
-            }
-            let share = (self.max / 4).max(1);
-            let mine = held.get(who).copied().unwrap_or(0);
-            let from = if *who != Identity::Operator && mine >= share {
-                Some(who.clone())
-            } else if live.len() >= self.max {
-                held.iter()
-                    .filter(|(owner, _)| *who == Identity::Operator || ***owner != Identity::Operator)
-                    .max_by_key(|(_, n)| **n)
-                    .map(|(owner, _)| (*owner).clone())
-            } else {
-                return Ok(());
-            };
-            from.and_then(|from| {
-                live.iter()
-                    .filter(|(_, (owner, at))| *owner == from && at.elapsed() >= self.evictable_after)
-                    .min_by_key(|(_, (_, at))| *at)
-                    .map(|(id, (owner, _))| (id.clone(), owner.clone()))
-            })
-        };
-        let Some((id, owner)) = victim else {
-            let mut r = error(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "capacity_exceeded",
-                &format!(
-                    "capacity exceeded: no room for another session (server.max_sessions {}, an agent at most a quarter), all in use; retry later",
-                    self.max
-                ),
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(self.evictable_after.as_secs().max(1)));
-            return Err(r);
-        };
-        tracing::info!(session = %id, "closing the least recently used idle session to make room (server.max_sessions)");
-        self.closed(&id);
-        if let Some((_, manager)) = services.get(&owner) {
-            let _ = manager.close_session(&id.into()).await;
-        }
-        Ok(())
-    }
-}
-
-/// Closes sessions idle for `server.session_idle_secs`, and forgets
-/// sessions rmcp has closed, until the front is dropped.
-async fn sweep_sessions(front: Weak<Front>) {
-    let period = {
-        let Some(f) = front.upgrade() else { return };
-        (f.sessions.idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(15))
-    };
-    let mut reloads = front.upgrade().and_then(|f| f.reloader.as_ref().map(|r| r.subscribe()));
-    loop {
-        let reloaded = async {
-            let ended = match &mut reloads {
-                Some(r) => r.changed().await.is_err(),
-                None => true,
-            };
-            if ended {
-                std::future::pending::<()>().await;
-            }
-        };
-        tokio::select! {
-            () = tokio::time::sleep(period) => {}
-            () = reloaded => {}
-        }
-        let Some(front) = front.upgrade() else { return };
-        // A reload that removed an agent closes its sessions now.
-        front.current();
-        let expired: Vec<(String, Identity)> = front
-            .sessions
-            .lock()
-            .iter()
-            .filter(|(_, (_, at))| at.elapsed() >= front.sessions.idle)
-            .map(|(id, (who, _))| (id.clone(), who.clone()))
-            .collect();
-        for (id, who) in expired {
-            tracing::debug!(session = %id, "closing an idle session (server.session_idle_secs)");
-            front.sessions.closed(&id);
-            if let Some((_, manager)) = front.current().services.get(&who) {
-                let _ = manager.close_session(&id.into()).await;
-            }
-        }
-    }
-}
-
 /// `/metrics`, for the operator only: from loopback (unless
 /// `server.metrics_beyond_loopback`), then the admin token or whatever the
 /// operator's `/mcp` endpoint accepts (an operator token; without tokens,
@@ -868,31 +746,6 @@ fn refuse_malformed(body: &[u8]) -> Option<Response> {
     Some((status, axum::Json(r.response)).into_response())
 }
 
+mod sessions;
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn origins() {
-        let allowed = vec!["https://dm.example.com".to_string(), "http://tools.lan:*".to_string()];
-        assert!(origin_allowed("http://localhost:6274", &allowed));
-        assert!(origin_allowed("http://127.0.0.1", &allowed));
-        assert!(origin_allowed("https://dm.example.com", &allowed));
-        assert!(origin_allowed("http://tools.lan:8080", &allowed));
-        assert!(!origin_allowed("https://dm.example.com:444", &allowed));
-        assert!(!origin_allowed("http://evil.example", &allowed));
-        assert!(!origin_allowed("http://localhost.evil.example", &allowed));
-        assert!(!origin_allowed("null", &allowed));
-    }
-
-    #[test]
-    fn hosts() {
-        let mut h = HeaderMap::new();
-        h.insert(header::HOST, HeaderValue::from_static("127.0.0.1:8722"));
-        assert_eq!(host_of(&h).as_deref(), Some("127.0.0.1"));
-        h.insert(header::HOST, HeaderValue::from_static("[::1]:8722"));
-        assert_eq!(host_of(&h).as_deref(), Some("[::1]"));
-        h.insert(header::HOST, HeaderValue::from_static("Evil.Example"));
-        assert_eq!(host_of(&h).as_deref(), Some("evil.example"));
-    }
-}
+mod tests;

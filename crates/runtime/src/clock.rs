@@ -5,7 +5,11 @@
 //! plugin sleep for a year. This implementation shadows it and never lets a
 //! timer outlive the call's deadline: once the deadline has passed every timer
 //! is ready at once, so the guest is back in wasm code, where the epoch
-//! deadline traps it within a tick.
+//! deadline traps it within a tick. Should the guest return before the
+//! epoch ticker got there (a loaded machine can delay the ticker), a call
+//! whose timer was cut and that ends past its deadline is a timeout all
+//! the same (`WasmPlugin::run`): a plugin never answers "slept 5 s" after
+//! 300 ms.
 
 use std::sync::LazyLock;
 use std::time::{Duration, Instant};
@@ -20,6 +24,8 @@ static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
 pub(crate) struct BoundedClock<'a> {
     pub(crate) table: &'a mut ResourceTable,
     pub(crate) deadline: Instant,
+    /// Set when a timer the guest asked for was cut at the deadline.
+    pub(crate) cut: &'a mut bool,
 }
 
 /// Marker for `add_to_linker`.
@@ -56,7 +62,11 @@ impl monotonic_clock::Host for BoundedClock<'_> {
     fn subscribe_duration(&mut self, nanos: u64) -> wasmtime::Result<Resource<DynPollable>> {
         // One tick past the deadline: by then the epoch deadline has fired.
         let latest = self.deadline + super::ticker::TICK;
-        let wake = Instant::now().checked_add(Duration::from_nanos(nanos)).map_or(latest, |w| w.min(latest));
+        let asked = Instant::now().checked_add(Duration::from_nanos(nanos));
+        if asked.is_none_or(|w| w > latest) {
+            *self.cut = true;
+        }
+        let wake = asked.map_or(latest, |w| w.min(latest));
         let timer = self.table.push(Timer(tokio::time::Instant::from_std(wake)))?;
         subscribe(self.table, timer)
     }

@@ -6,7 +6,7 @@
 //! the epoch ticker. [`Runtime::load`] turns component bytes into a
 //! [`WasmPlugin`]: validated, compiled (or loaded from the cache), checked
 //! against the `tool` world and the plugin's grants, pre-instantiated, with
-//! its tool list read once. [`WasmPlugin`] implements [`Provider`]: each call
+//! its tool list read once. [`WasmPlugin`] implements [`Provider`](toolhost_types::Provider): each call
 //! builds a new store with the limits and exactly the plugin's grants,
 //! instantiates, calls, and classifies any trap into a typed [`CallError`].
 //!
@@ -226,7 +226,7 @@ impl Runtime {
         // outlive the call's deadline.
         wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
             &mut linker,
-            |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline },
+            |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline, cut: &mut s.timer_cut },
         )?;
         // Each capability's own host functions: wrappers that note use, or
         // its interface.
@@ -470,6 +470,7 @@ impl Runtime {
             logs_left: limits.log_lines,
             events: ctx.and_then(|c| c.events.clone()),
             deadline: Instant::now() + deadline,
+            timer_cut: false,
             memory,
             held: plugin.held,
             used,

@@ -207,7 +207,13 @@ impl WasmPlugin {
             let text = String::from_utf8_lossy(&stderr);
             tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
-        let result = result.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr));
+        // A timer cut at the deadline wakes the guest there; should it answer
+        // before the epoch deadline traps it, the answer is late all the same.
+        let late = state.timer_cut && Instant::now() >= state.deadline;
+        let result = match result {
+            Ok(_) if late => Err(CallError::Timeout { tool: tool.to_string(), limit_ms: deadline.as_millis() as u64 }),
+            r => r.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr)),
+        };
         (result, stats)
     }
 }

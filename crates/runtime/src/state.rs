@@ -50,6 +50,8 @@ pub struct State {
     pub(crate) events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
     /// When the call must end; bounds guest timers (see `clock.rs`).
     pub(crate) deadline: Instant,
+    /// The guest asked a timer to wait past `deadline` (it was cut there).
+    pub(crate) timer_cut: bool,
     /// The memory store, when granted.
     pub(crate) memory: Option<Arc<dyn MemoryBackend>>,
     /// What the plugin holds.

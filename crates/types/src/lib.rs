@@ -27,4 +27,4 @@ pub use tool::{
     Annotations, Audience, CallContext, CallCost, CallError, CallStats, Content, PluginEvent, Provider, ProviderInfo,
     ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta, ToolOutput,
 };
-pub use validate::Validator;
+pub use validate::{Mismatch, SchemaError, Validator};

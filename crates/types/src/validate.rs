@@ -14,18 +14,29 @@ impl fmt::Debug for Validator {
     }
 }
 
+/// A schema that is not a valid JSON Schema, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SchemaError(pub String);
+
+/// Arguments that do not match their schema: each offending field by its
+/// JSON pointer, or "arguments" for the object itself.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Mismatch(pub String);
+
 /// Most schema violations listed in one error message.
 const MAX_REPORTED: usize = 5;
 
 impl Validator {
     /// Compiles `schema`; fails when it is not a valid JSON Schema.
-    pub fn new(schema: &serde_json::Value) -> Result<Validator, String> {
-        jsonschema::validator_for(schema).map(|inner| Validator { inner }).map_err(|e| e.to_string())
+    pub fn new(schema: &serde_json::Value) -> Result<Validator, SchemaError> {
+        jsonschema::validator_for(schema).map(|inner| Validator { inner }).map_err(|e| SchemaError(e.to_string()))
     }
 
     /// Checks `instance`. The error names each offending field by its JSON
     /// pointer (`/expression`), or says "arguments" for the object itself.
-    pub fn check(&self, instance: &serde_json::Value) -> Result<(), String> {
+    pub fn check(&self, instance: &serde_json::Value) -> Result<(), Mismatch> {
         let mut problems: Vec<String> = Vec::new();
         let mut more = 0;
         for e in self.inner.iter_errors(instance) {
@@ -43,7 +54,7 @@ impl Validator {
         if more > 0 {
             problems.push(format!("and {more} more"));
         }
-        Err(problems.join("; "))
+        Err(Mismatch(problems.join("; ")))
     }
 }
 
@@ -69,21 +80,21 @@ mod tests {
 
     #[test]
     fn errors_name_the_field() {
-        let e = roll_schema().check(&json!({"expression": 5})).unwrap_err();
+        let e = roll_schema().check(&json!({"expression": 5})).unwrap_err().0;
         assert!(e.contains("field /expression"), "{e}");
         assert!(e.contains("string"), "{e}");
     }
 
     #[test]
     fn missing_required_field_is_reported_on_the_object() {
-        let e = roll_schema().check(&json!({})).unwrap_err();
+        let e = roll_schema().check(&json!({})).unwrap_err().0;
         assert!(e.starts_with("arguments:"), "{e}");
         assert!(e.contains("expression"), "{e}");
     }
 
     #[test]
     fn unknown_fields_are_rejected() {
-        let e = roll_schema().check(&json!({"expression": "1d4", "bogus": 1})).unwrap_err();
+        let e = roll_schema().check(&json!({"expression": "1d4", "bogus": 1})).unwrap_err().0;
         assert!(e.contains("bogus"), "{e}");
     }
 

@@ -156,7 +156,7 @@ impl MeasurementsFile {
     /// Checks every value against what a real host can have written; the
     /// first problem found, in words. `ceiling`: the operator's hard
     /// ceiling on any call's deadline.
-    pub fn check(&self, ceiling: Duration, now_unix_ms: u64) -> Result<(), String> {
+    pub(crate) fn check(&self, ceiling: Duration, now_unix_ms: u64) -> Result<(), String> {
         if self.version != FORMAT_VERSION {
             return Err(format!("format version {} (this toolhost reads {FORMAT_VERSION})", self.version));
         }
@@ -231,7 +231,7 @@ impl MeasurementStore {
 
     /// Reads and checks the file (`None`: there is none). A file that is not
     /// a regular file of this user's, not private, too large, or fails
-    /// [`MeasurementsFile::check`] is refused.
+    /// `MeasurementsFile::check` is refused.
     pub fn load(&self, ceiling: Duration) -> Result<Option<MeasurementsFile>, PersistError> {
         use std::os::unix::fs::MetadataExt as _;
         let refused = |reason: String| PersistError::Refused { path: self.path.clone(), reason };

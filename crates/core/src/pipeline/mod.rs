@@ -389,7 +389,7 @@ impl Host {
         entry
             .validator
             .check(arguments)
-            .map_err(|message| CallError::InvalidInput { tool: tool.to_string(), message })?;
+            .map_err(|e| CallError::InvalidInput { tool: tool.to_string(), message: e.0 })?;
         let deadline = self.budget.long_deadline(tool, agent).unwrap_or_else(|| self.budget.timeout_for(&entry.def));
         let ctx = CallContext {
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),

@@ -162,7 +162,7 @@ impl ExternalServers {
     /// must respect.
     pub fn validate(cfg: &McpServerConfig, deadlines: crate::tool::DeadlinePolicy) -> Result<(), ServerError> {
         check(cfg)?;
-        cfg.check_timeout(deadlines).map_err(|reason| ServerError::Config { name: cfg.name.clone(), reason })
+        cfg.check_timeout(deadlines).map_err(|e| ServerError::Config { name: cfg.name.clone(), reason: e.0 })
     }
 
     /// The settings of every server supervised now, sorted by name.
@@ -178,7 +178,7 @@ impl ExternalServers {
     pub fn add(&self, cfg: McpServerConfig) -> Result<(), ServerError> {
         check(&cfg)?;
         cfg.check_timeout(self.host.budget().deadlines())
-            .map_err(|reason| ServerError::Config { name: cfg.name.clone(), reason })?;
+            .map_err(|e| ServerError::Config { name: cfg.name.clone(), reason: e.0 })?;
         let mut servers = self.servers.lock().unwrap_or_else(|p| p.into_inner());
         if servers.contains_key(&cfg.name) {
             return Err(ServerError::Duplicate(cfg.name));

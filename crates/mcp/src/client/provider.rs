@@ -155,7 +155,7 @@ impl Provider for McpTools {
         // matching it; a client that validates would reject anything else.
         if let Some(validator) = self.output_validators.get(tool) {
             let checked = match &result.structured_content {
-                Some(v) => validator.check(v),
+                Some(v) => validator.check(v).map_err(|e| e.0),
                 None => Err("it returned no structuredContent".to_string()),
             };
             if let Err(why) = checked {

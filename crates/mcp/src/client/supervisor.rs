@@ -608,7 +608,7 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
                     output_validators.insert(d.name.clone(), v);
                 }
                 Err(e) => {
-                    tracing::warn!(server = %name, tool = %d.name, "dropping an unusable outputSchema: {}", crate::tool::log_safe(&e));
+                    tracing::warn!(server = %name, tool = %d.name, "dropping an unusable outputSchema: {}", crate::tool::log_safe(&e.0));
                     d.output_schema = None;
                 }
             }

@@ -63,7 +63,7 @@ fn parse_tier(s: &str) -> Result<Tier, String> {
 
 /// "90s", "10m", "1h", "1h30m", "2m30s": whole seconds, minutes and hours,
 /// from 1 s to 24 h.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
+fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("{s:?} is not a duration: write it like 90s, 10m, 1h or 1h30m");
     let mut total: u64 = 0;
     let mut number = String::new();

@@ -1,0 +1,300 @@
+//! rmcp's `ServerHandler` for [`McpFront`]: every request of a session.
+
+use super::*;
+
+impl ServerHandler for McpFront {
+    fn get_info(&self) -> ServerConfig {
+        let mut capabilities =
+            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
+        let mut resources = ResourcesCapability::default();
+        resources.list_changed = Some(true);
+        capabilities.resources = Some(resources);
+        let mut prompts = PromptsCapability::default();
+        prompts.list_changed = Some(true);
+        capabilities.prompts = Some(prompts);
+        capabilities.completions = Some(JsonObject::new());
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info.name = "toolhost".into();
+        info.server_info.version = env!("CARGO_PKG_VERSION").into();
+        let profile = self.agent.as_deref().and_then(|a| self.host.budget().agent(a).ok());
+        info.instructions = Some(match profile.and_then(|p| p.instructions.clone()) {
+            Some(i) => i,
+            None => match &self.agent {
+                Some(a) => format!(
+                    "Tools for {a}. Every tool answers within its latency tier ({}); failures come back as results with isError so you can correct the call.",
+                    self.tier()
+                ),
+                None => "toolhost: sandboxed WebAssembly tools (dice, D&D 5e SRD rules, ...). Failures come back as results with isError so you can correct the call.".into(),
+            },
+        });
+        info
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let turn = match turn_request(&context.meta.0.0)? {
+            Some((utterance, cues)) => self.begin_turn(&utterance, cues),
+            None => self.turn_tier(),
+        };
+        let mut tools = self.visible_tools();
+        *self.shown.lock().unwrap_or_else(|p| p.into_inner()) = tools.iter().map(|t| t.name.to_string()).collect();
+        crate::content::shape_tools(&mut tools, Dialect::of(context.protocol_version().as_ref()));
+        let mut result = ListToolsResult::with_all_items(tools);
+        result.meta = Some(meta(json!({"tier": turn.tier.as_str(), "reason": turn.reason, "turn": turn.turn})));
+        Ok(result)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        Ok(ListResourcesResult::with_all_items(self.visible_resources()))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(self.visible_resource_templates()))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        if uri.len() > crate::client::MAX_URI_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!("a resource URI of {} bytes (at most {})", uri.len(), crate::client::MAX_URI_BYTES),
+                None,
+            ));
+        }
+        self.spend_upstream_request()?;
+        let upstreams = self.upstreams();
+        let server = route_resource(&upstreams, &uri)?;
+        let (timeout, cap) = self.upstream_limits();
+        Ok(ReadResourceResponse::Complete(server.read(&uri, timeout, cap).await?))
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        Ok(ListPromptsResult::with_all_items(self.visible_prompts()))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.spend_upstream_request()?;
+        let upstreams = self.upstreams();
+        let (server, remote) = route_prompt(&upstreams, &request.name)?;
+        let (timeout, cap) = self.upstream_limits();
+        let mut result = server.get_prompt(remote, request.arguments, timeout, cap).await?;
+        crate::content::shape_prompt(&mut result, Dialect::of(context.protocol_version().as_ref()));
+        Ok(GetPromptResponse::Complete(result))
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.spend_upstream_request()?;
+        let upstreams = self.upstreams();
+        let mut params = request;
+        params.meta = None;
+        let server = match &params.r#ref {
+            Reference::Prompt(p) => {
+                let (server, remote) = route_prompt(&upstreams, &p.name)?;
+                let remote = PromptReference::new(remote);
+                params.r#ref = Reference::Prompt(remote);
+                server
+            }
+            Reference::Resource(r) => {
+                let owners: Vec<&Upstream> = upstreams.iter().filter(|u| u.has_template(&r.uri)).collect();
+                if owners.is_empty() {
+                    route_resource(&upstreams, &r.uri)?
+                } else {
+                    only_one(owners, "resource template", &r.uri)?
+                }
+            }
+            _ => return Err(ErrorData::invalid_params("unknown kind of completion reference", None)),
+        };
+        let (timeout, cap) = self.upstream_limits();
+        server.complete(params, timeout, cap).await
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let front = self.clone();
+        let name = request.name.to_string();
+        let args = Value::Object(request.arguments.unwrap_or_default());
+
+        // The plugin reports from a blocking thread; a task forwards its
+        // reports to the client in order, and is drained before the result
+        // goes out, so every notification precedes the response.
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<PluginEvent>();
+        let progress_token = context.meta.get_progress_token();
+        let peer = context.peer.clone();
+        let min_level = self.log_level.load(Ordering::Relaxed);
+        let logger = name.clone();
+        let replies = self.replies.clone();
+        let forward = async |event: PluginEvent| {
+            let Some(n) = report(event, progress_token.as_ref(), min_level, &logger) else { return };
+            match &replies {
+                // Queued in the output now: the response, sent by rmcp once
+                // this returns, comes after it.
+                Some(replies) => {
+                    replies.send(&[ServerJsonRpcMessage::notification(n)]);
+                }
+                None => {
+                    let _ = peer.send_notification(n).await;
+                }
+            }
+        };
+        let sink: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
+            let _ = tx.send(e);
+        });
+        // The reports' channel closes here, after the result, never when the
+        // call drops its context: closing it from a lane call (outside the
+        // runtime) would wake this task through the runtime's eventfd.
+        let _reports = sink.clone();
+        // Wasm calls are synchronous and CPU-bound: they never run on an
+        // async worker. This task forwards the plugin's reports while a pool
+        // call runs (no extra task per call) and drains the rest before the
+        // result goes out, so every notification precedes the response.
+        // Over HTTP, rmcp hands the handler the request's parts: the
+        // transport's session id and the token's audit id come from there.
+        let parts = context.extensions.get::<http::request::Parts>();
+        let session = parts
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| self.session_id.to_string(), str::to_string);
+        let token = parts.and_then(|p| p.extensions.get::<crate::http::TokenId>()).map(|t| t.0.to_string());
+        let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
+        // Measured fast on the stdio session: on the thread driving it, no
+        // hop ([`super::lane`]). Otherwise on the blocking pool.
+        let tool = name.clone();
+        let run = move || front.call_in(&tool, args, ctx);
+        let run = match &self.lane {
+            Some(lane) => lane.try_run(&self.host, &name, run),
+            None => Err(run),
+        };
+        type Pending =
+            std::pin::Pin<Box<dyn Future<Output = Result<Result<CallToolResult, ErrorData>, String>> + Send>>;
+        let mut call: Pending = match run {
+            Ok(answer) => Box::pin(async move { answer.await.map_err(|_| "the call panicked".to_string()) }),
+            Err(run) => {
+                let lane = self.lane.clone();
+                let tool = name.clone();
+                let task = tokio::task::spawn_blocking(move || {
+                    // Beside a lane, the session's runtime is driven only
+                    // between lane calls: a pool call's blocking host
+                    // functions use the lane's runtime (the host's main one).
+                    let _calls = lane.as_ref().map(|l| l.calls().enter());
+                    let started = std::time::Instant::now();
+                    let result = run();
+                    if let Some(lane) = lane {
+                        lane.record(&tool, started.elapsed());
+                    }
+                    result
+                });
+                Box::pin(async move { task.await.map_err(|e| e.to_string()) })
+            }
+        };
+        let result = loop {
+            tokio::select! {
+                r = &mut call => break r.map_err(|e| ErrorData::internal_error(format!("call task failed: {e}"), None))?,
+                // Never closed while `_reports` is held.
+                Some(e) = rx.recv() => forward(e).await,
+                () = context.ct.cancelled() => {
+                    // The client gave up (notifications/cancelled): no response is
+                    // expected. The call itself ends at its deadline.
+                    return Err(ErrorData::internal_error("request cancelled by the client", None));
+                }
+            }
+        };
+        while let Ok(e) = rx.try_recv() {
+            forward(e).await;
+        }
+        let dialect = Dialect::of(context.protocol_version().as_ref());
+        result.map(|mut r| {
+            crate::content::shape_result(&mut r, dialect);
+            r.into()
+        })
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.log_level.store(level_rank(request.level), Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if let Some(info) = context.peer.peer_info() {
+            let _ = self.negotiated.set(info.protocol_version.clone());
+        }
+        let front = self.clone();
+        let peer = context.peer;
+        let mut changes = self.host.registry().subscribe();
+        tokio::spawn(async move {
+            *front.shown.lock().unwrap_or_else(|p| p.into_inner()) = front.visible_names();
+            let (mut last_resources, mut last_prompts) = front.offer_signature();
+            let mut poll = tokio::time::interval(VISIBILITY_POLL);
+            poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { break },
+                    _ = poll.tick() => {}
+                }
+                if peer.is_transport_closed() {
+                    break;
+                }
+                let now = front.visible_names();
+                let changed = {
+                    let mut shown = front.shown.lock().unwrap_or_else(|p| p.into_inner());
+                    let changed = *shown != now;
+                    *shown = now;
+                    changed
+                };
+                if changed {
+                    tracing::debug!(agent = ?front.agent, "visible tools changed");
+                    if peer.notify_tool_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                let (resources, prompts) = front.offer_signature();
+                if resources != last_resources {
+                    tracing::debug!(agent = ?front.agent, "visible resources changed");
+                    last_resources = resources;
+                    if peer.notify_resource_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+                if prompts != last_prompts {
+                    tracing::debug!(agent = ?front.agent, "visible prompts changed");
+                    last_prompts = prompts;
+                    if peer.notify_prompt_list_changed().await.is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    }
+}
