@@ -30,7 +30,7 @@ pub const FILE: &str = "runtime-changes.json";
 /// The HMAC key's file name in the state directory.
 pub const KEY_FILE: &str = "runtime-changes.key";
 /// The largest record read (a hand-made giant is refused, not parsed).
-const MAX_BYTES: u64 = 1 << 20;
+const MAX_BYTES: usize = 1 << 20;
 
 /// Who a file is, cheaply (one `stat`, no read): a file that changed in
 /// any way a plugin file can change has another identity.
@@ -359,31 +359,15 @@ fn write(path: &Path, key: &[u8; 32], changes: &Changes) -> Result<(), ChangesEr
 }
 
 fn read(path: &Path, key: &[u8; 32]) -> Result<Changes, ChangesError> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
+    use crate::runtime::private::{StateFileError, read_state};
     let refused = |reason: String| ChangesError::Refused { path: path.to_path_buf(), reason };
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
-    let f = match std::fs::OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Changes::default()),
-        Err(e) => return Err(refused(format!("cannot open it ({e}); a symbolic link is never followed"))),
+    let bytes = match read_state(path, MAX_BYTES) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Ok(Changes::default()),
+        Err(StateFileError::Refused(why)) => return Err(refused(why)),
+        Err(StateFileError::Io(e)) => return Err(refused(format!("unreadable: {e}"))),
     };
-    let md = f.metadata().map_err(|source| ChangesError::Io { path: path.to_path_buf(), source })?;
-    if !md.is_file() {
-        return Err(refused("not a regular file".into()));
-    }
-    if md.uid() != crate::runtime::private::effective_uid() || md.mode() & 0o077 != 0 {
-        return Err(refused(format!(
-            "must be owned by this user with mode 0600 (it is uid {}, mode {:o})",
-            md.uid(),
-            md.mode() & 0o777
-        )));
-    }
-    let mut text = String::new();
-    f.take(MAX_BYTES + 1).read_to_string(&mut text).map_err(|e| refused(format!("unreadable: {e}")))?;
-    if text.len() as u64 > MAX_BYTES {
-        return Err(refused(format!("larger than {MAX_BYTES} bytes")));
-    }
+    let text = String::from_utf8(bytes).map_err(|_| refused("not a toolhost record: not UTF-8".into()))?;
     let sealed: Sealed = serde_json::from_str(&text).map_err(|e| refused(format!("not a toolhost record: {e}")))?;
     if sealed.version != 1 {
         return Err(refused(format!("version {} is not one this toolhost reads", sealed.version)));

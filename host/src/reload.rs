@@ -289,7 +289,8 @@ impl Reloader {
 /// no grants). (Who may write it is checked as it is read,
 /// [`Config::load`].)
 fn check_not_blank(path: &std::path::Path) -> Result<(), String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = crate::runtime::private::read_obeyed(path, crate::config::MAX_CONFIG_BYTES)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     if text.lines().all(|l| l.trim().is_empty() || l.trim_start().starts_with('#')) {
         return Err(format!(
             "{} is empty (or only comments): reloading it would put every default in force (no agents, no servers, no grants). A half-saved file? Write `{{}}` to mean the defaults",

@@ -1,10 +1,12 @@
 //! Serving: what the `toolhost serve` command runs, as library functions
-//! the binary, the end-to-end tests and the benchmarks share.
+//! the binary, the end-to-end tests and the benchmarks share: over HTTP
+//! [`http_app`] and [`serve_http`], over stdio [`StdioSession`].
 
 use crate::Host;
 use crate::admin::Admin;
 use crate::config::ServerConfig;
 use crate::mcp::http::{Beside, HttpError, Metrics, Page};
+pub use crate::mcp::stdio::{SessionError, SessionOptions, StdioSession};
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -34,4 +36,19 @@ pub fn http_app(
         None => Beside { metrics: Some(metrics), ..Beside::default() },
     };
     crate::mcp::http::router(host, cfg, local, beside)
+}
+
+/// Serves `app` (see [`http_app`]) on `listener` until `shutdown` completes,
+/// then drains the open connections. Each request carries its connection's
+/// [`Peer`](crate::mcp::peer::Peer) (the address, and on loopback the local
+/// user behind it), which the fronts' checks read.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    use crate::mcp::peer::{Peer, PeerListener};
+    axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>())
+        .with_graceful_shutdown(shutdown)
+        .await
 }

@@ -672,8 +672,8 @@ fn keep_fast(lane: &toolhost::mcp::lane::CallLane, tool: &str) {
     }
 }
 
-/// A stdio session over an in-memory pipe, driven through its call lane
-/// from a thread of its own as `serve --stdio` drives it, with one tool
+/// A stdio session over an in-memory pipe, served by the library's
+/// `StdioSession` as `serve --stdio` serves it, with one tool
 /// given a streak of fast calls (so the lane admits it whatever the
 /// machine's speed), and with or without direct calls.
 struct LaneSession {
@@ -681,33 +681,27 @@ struct LaneSession {
     lane: std::sync::Arc<toolhost::mcp::lane::CallLane>,
     direct: std::sync::Arc<toolhost::mcp::server::DirectFront>,
     client: tokio::io::DuplexStream,
-    session: std::thread::JoinHandle<()>,
+    session: toolhost::serve::StdioSession,
 }
 
 impl LaneSession {
     fn start(fast_tool: &str, direct: bool) -> LaneSession {
-        use toolhost::mcp::lane;
         let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
         let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let (lane, driver) = lane::lane(main.handle().clone());
-        keep_fast(&lane, fast_tool);
-        let front = toolhost::mcp::McpFront::new(host, None).unwrap().with_lane(lane.clone());
-        let taking = std::sync::Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
+        let front = toolhost::mcp::McpFront::new(host, None).unwrap();
         let (client, server) = tokio::io::duplex(1 << 16);
-        let session = {
-            let taking = taking.clone();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-                driver.run(&rt, async move {
-                    let (r, w) = tokio::io::split(server);
-                    let transport = toolhost::mcp::stdio::over(r, w);
-                    let transport = if direct { transport.with_direct(taking) } else { transport };
-                    let service = front.serve(transport).await.unwrap();
-                    let _ = service.waiting().await;
-                });
-            })
-        };
-        LaneSession { main, lane, direct: taking, client, session }
+        let session = toolhost::serve::StdioSession::start(
+            front,
+            main.handle().clone(),
+            move || {
+                let (r, w) = tokio::io::split(server);
+                toolhost::mcp::stdio::over(r, w)
+            },
+            toolhost::serve::SessionOptions { direct_calls: direct },
+        )
+        .unwrap();
+        keep_fast(session.lane(), fast_tool);
+        LaneSession { main, lane: session.lane().clone(), direct: session.direct().clone(), client, session }
     }
 
     /// Runs `talk` against the session, initialized, within 60 s (a call
@@ -727,7 +721,7 @@ impl LaneSession {
         };
         main.block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), run).await })
             .expect("every call answered and the output closed");
-        session.join().unwrap();
+        main.block_on(session.ended()).expect("the session ended cleanly");
     }
 }
 

@@ -5,6 +5,7 @@
 //!   no one else could have written them).
 //! - [`seal`]: HMAC-SHA256 tags over records we wrote ourselves, and the
 //!   constant-time comparison of secrets.
+//! - [`bounded`]: bodies read from the network with a size limit.
 //! - [`net`]: which host names and addresses are loopback.
 //! - [`www_authenticate`]: the challenges of a `WWW-Authenticate` header.
 //!
@@ -13,6 +14,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod bounded;
 pub mod net;
 pub mod private;
 pub mod seal;

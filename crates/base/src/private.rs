@@ -147,6 +147,64 @@ pub fn read_obeyed(path: &Path, max: usize) -> io::Result<String> {
     Ok(text)
 }
 
+/// Why a state file of ours was not read.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    /// It is not a file this user wrote privately: a symbolic link, not a
+    /// regular file, another user's, open to others, or too large.
+    #[error("{0}")]
+    Refused(String),
+    /// Reading it failed.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+}
+
+/// Reads a state file this host wrote with [`write_private`] (its runtime
+/// changes, measurements, calibration, stored logins, admin endpoint
+/// records, keys), at most `max` bytes; `None` when there is none. The one
+/// policy for all of them, checked on the open descriptor: a symbolic link
+/// is never followed, and the file must be a regular file owned by this
+/// user that no one else may read or write (mode 0600 or tighter). The
+/// errors say why, not which file (the caller names it).
+pub fn read_state(path: &Path, max: usize) -> Result<Option<Vec<u8>>, StateFileError> {
+    Ok(open_state(path, max)?.map(|(_, bytes)| bytes))
+}
+
+/// [`read_state`], with the file still open (to touch it, say).
+pub fn open_state(path: &Path, max: usize) -> Result<Option<(std::fs::File, Vec<u8>)>, StateFileError> {
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    let f = match OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // ELOOP: the last component is a symbolic link.
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+            return Err(StateFileError::Refused("a symbolic link, which is never followed".into()));
+        }
+        Err(e) => return Err(StateFileError::Io(e)),
+    };
+    let md = f.metadata().map_err(StateFileError::Io)?;
+    if !md.is_file() {
+        return Err(StateFileError::Refused("not a regular file".into()));
+    }
+    if md.uid() != effective_uid() || md.mode() & 0o077 != 0 {
+        return Err(StateFileError::Refused(format!(
+            "must be owned by this user with mode 0600 (it is uid {}, mode {:o})",
+            md.uid(),
+            md.mode() & 0o777
+        )));
+    }
+    let too_large = || StateFileError::Refused(format!("larger than {max} bytes"));
+    if md.len() > max as u64 {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    (&f).take(max as u64 + 1).read_to_end(&mut bytes).map_err(StateFileError::Io)?;
+    if bytes.len() > max {
+        return Err(too_large());
+    }
+    Ok(Some((f, bytes)))
+}
+
 /// Creates `path` and missing parents with mode 0700 (existing directories
 /// are left as they are: an operator may choose where logs go).
 pub fn create_dirs(path: &Path) -> io::Result<()> {
@@ -211,28 +269,15 @@ pub fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// missing. A key file that others can read, that is not ours or that has
 /// the wrong size is an error, not silently replaced.
 pub fn load_or_create_key(path: &Path) -> io::Result<[u8; 32]> {
-    match OpenOptions::new().read(true).custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32).open(path) {
-        Ok(mut f) => {
-            let md = f.metadata()?;
-            if md.uid() != effective_uid() || md.mode() & 0o077 != 0 || !md.is_file() {
-                return Err(io::Error::other(format!(
-                    "{}: a key file must be a regular file owned by this user with mode 0600 (it is uid {}, mode {:o})",
-                    path.display(),
-                    md.uid(),
-                    md.mode() & 0o777
-                )));
-            }
-            let mut key = [0u8; 32];
-            let mut rest = Vec::new();
-            f.read_exact(&mut key)
-                .and_then(|()| f.read_to_end(&mut rest))
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: not a 32-byte key: {e}", path.display())))?;
-            if !rest.is_empty() {
-                return Err(io::Error::other(format!("{}: not a 32-byte key", path.display())));
-            }
-            Ok(key)
+    // Read up to 64 bytes: any other length than 32 is "not a key".
+    match read_state(path, 64) {
+        Ok(Some(bytes)) => <[u8; 32]>::try_from(bytes.as_slice())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, format!("{}: not a 32-byte key", path.display()))),
+        Err(StateFileError::Refused(why)) => {
+            Err(io::Error::other(format!("{}: a key file must be private to this user: {why}", path.display())))
         }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(StateFileError::Io(e)) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
+        Ok(None) => {
             let mut key = [0u8; 32];
             getrandom_key(&mut key)?;
             // create_new: if another process created it meanwhile, use theirs.
@@ -246,7 +291,6 @@ pub fn load_or_create_key(path: &Path) -> io::Result<[u8; 32]> {
                 Err(e) => Err(e),
             }
         }
-        Err(e) => Err(io::Error::new(e.kind(), format!("{}: {e}", path.display()))),
     }
 }
 
@@ -318,6 +362,35 @@ mod tests {
         let t = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(t.path(), t.path().join("link")).unwrap();
         assert!(matches!(ensure_private_dir(&t.path().join("link")), Err(PrivateDirError::Symlink { .. })));
+    }
+
+    #[test]
+    fn a_state_file_is_read_only_when_it_is_a_private_regular_file_of_ours() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("state.json");
+        assert!(read_state(&p, 16).unwrap().is_none(), "none yet");
+        write_private(&p, b"{}").unwrap();
+        assert_eq!(read_state(&p, 16).unwrap().unwrap(), b"{}");
+        // Open to others: refused, whether they may read or write it.
+        for mode in [0o640, 0o604, 0o620] {
+            std::fs::set_permissions(&p, Permissions::from_mode(mode)).unwrap();
+            let err = read_state(&p, 16).unwrap_err();
+            assert!(matches!(&err, StateFileError::Refused(why) if why.contains("mode 0600")), "{mode:o}: {err}");
+        }
+        std::fs::set_permissions(&p, Permissions::from_mode(0o600)).unwrap();
+        // A symbolic link, even to a private file of ours, is not followed.
+        std::os::unix::fs::symlink(&p, t.path().join("link")).unwrap();
+        let err = read_state(&t.path().join("link"), 16).unwrap_err();
+        assert!(matches!(&err, StateFileError::Refused(why) if why.contains("symbolic link")), "{err}");
+        // Neither is a directory or a FIFO read (a FIFO would block).
+        assert!(matches!(read_state(t.path(), 16), Err(StateFileError::Refused(_))));
+        let fifo = t.path().join("fifo");
+        rustix::fs::mkfifoat(rustix::fs::CWD, &fifo, rustix::fs::Mode::from_raw_mode(0o600)).unwrap();
+        assert!(matches!(read_state(&fifo, 16), Err(StateFileError::Refused(_))));
+        // Larger than asked for: refused, not cut.
+        write_private(&p, &[b'x'; 17]).unwrap();
+        let err = read_state(&p, 16).unwrap_err();
+        assert!(matches!(&err, StateFileError::Refused(why) if why.contains("larger than 16")), "{err}");
     }
 
     #[test]

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+/// The largest calibration file read.
+const MAX_STORE_BYTES: usize = 8 << 20;
+
 /// What happened to one tool.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ProbeOutcome {
@@ -272,15 +275,20 @@ impl CalibrationStore {
         }
         let dir = self.path.parent().expect("store path has a parent");
         crate::runtime::private::create_dirs(dir)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-        serde_json::to_writer_pretty(&mut tmp, &file)?;
-        tmp.persist(&self.path).map_err(|e| e.error)?;
+        let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
+        crate::runtime::private::write_private(&self.path, &bytes)?;
         Ok(())
     }
 
     fn read(&self) -> Option<StoredFile> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
-        match serde_json::from_str(&text) {
+        let bytes = match crate::runtime::private::read_state(&self.path, MAX_STORE_BYTES) {
+            Ok(bytes) => bytes?,
+            Err(e) => {
+                tracing::warn!(path = %self.path.display(), error = %e, "ignoring the calibration file");
+                return None;
+            }
+        };
+        match serde_json::from_slice(&bytes) {
             Ok(f) => Some(f),
             Err(e) => {
                 tracing::warn!(path = %self.path.display(), error = %e, "ignoring unreadable calibration file");

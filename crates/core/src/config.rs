@@ -21,7 +21,7 @@ use std::time::Duration;
 pub const DEFAULT_FILE: &str = "toolhost.yaml";
 
 /// The largest config file read (far above any real one).
-const MAX_CONFIG_BYTES: usize = 4 << 20;
+pub const MAX_CONFIG_BYTES: usize = 4 << 20;
 
 /// Why the config file was refused.
 #[derive(Debug, thiserror::Error)]

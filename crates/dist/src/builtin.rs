@@ -35,8 +35,8 @@ pub fn add_builtins_except(
     skip: impl Fn(&str) -> bool,
 ) -> Result<(), toolhost_core::AddPluginError> {
     if host.memory().is_none() {
-        let demo =
-            toolhost_memory::MemoryStore::in_memory().map_err(|e| toolhost_core::AddPluginError::Fetch(Box::new(e)))?;
+        let demo = toolhost_memory::MemoryStore::in_memory()
+            .map_err(|e| toolhost_core::AddPluginError::Memory(Box::new(e)))?;
         host.set_memory(std::sync::Arc::new(demo));
     }
     for b in BUILTINS.iter().filter(|b| !skip(b.name)) {

@@ -595,7 +595,7 @@ impl OciStore {
     /// is removed and reported missing.
     fn read_blob(&self, digest: &str, limit: usize) -> Option<Vec<u8>> {
         let path = self.blob_path(digest)?;
-        let bytes = crate::runtime::read_bounded(&path, limit).ok()?;
+        let bytes = crate::runtime::private::read_state(&path, limit).ok()??;
         if sha256_digest(&bytes) != digest {
             tracing::warn!(path = %path.display(), "cached registry blob does not match its digest; removing it");
             let _ = std::fs::remove_file(&path);
@@ -622,7 +622,7 @@ impl OciStore {
     }
 
     fn read_tag(&self, r: &OciRef) -> Option<String> {
-        let text = crate::runtime::read_bounded(&self.tag_path(r)?, 128).ok()?;
+        let text = crate::runtime::private::read_state(&self.tag_path(r)?, 128).ok()??;
         let d = String::from_utf8(text).ok()?.trim().to_string();
         is_sha256_digest(&d).then_some(d)
     }

@@ -706,5 +706,8 @@ where
     LineTransport::new(BufReader::new(input), output)
 }
 
+mod session;
+pub use session::{SessionError, SessionOptions, StdioSession};
+
 #[cfg(test)]
 mod tests;

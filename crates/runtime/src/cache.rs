@@ -19,8 +19,6 @@
 
 use crate::private::{PrivateDirError, ensure_private_dir, write_private};
 use std::hash::{Hash, Hasher};
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use wasmtime::Engine;
@@ -206,27 +204,10 @@ impl CompileCache {
     }
 }
 
-/// Reads an entry: a regular file, not followed through a symlink, no
-/// larger than a compiled component can reasonably be. `Ok(None)`: missing.
-fn read_entry(path: &Path) -> std::io::Result<Option<(std::fs::File, Vec<u8>)>> {
-    const MAX_ENTRY: u64 = 1 << 30;
-    let f = std::fs::File::options()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32)
-        .open(path);
-    let mut f = match f {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e),
-    };
-    let md = f.metadata()?;
-    if !md.is_file() {
-        return Err(std::io::Error::other("not a regular file"));
-    }
-    if md.len() > MAX_ENTRY {
-        return Err(std::io::Error::other(format!("{} bytes", md.len())));
-    }
-    let mut bytes = Vec::with_capacity(md.len() as usize);
-    (&mut f).take(MAX_ENTRY).read_to_end(&mut bytes)?;
-    Ok(Some((f, bytes)))
+/// Reads an entry: a state file of ours (the one policy: no symbolic link,
+/// a regular file this user owns, mode 0600), no larger than a compiled
+/// component can reasonably be. `Ok(None)`: missing.
+fn read_entry(path: &Path) -> Result<Option<(std::fs::File, Vec<u8>)>, crate::private::StateFileError> {
+    const MAX_ENTRY: usize = 1 << 30;
+    crate::private::open_state(path, MAX_ENTRY)
 }

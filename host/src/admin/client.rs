@@ -12,6 +12,9 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The largest admin endpoint record read.
+const MAX_RECORD_BYTES: usize = 64 * 1024;
+
 /// Why the running host could not be reached or refused a request.
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
@@ -120,8 +123,15 @@ impl EndpointRecord {
             if path.extension().is_none_or(|x| x != "json") {
                 continue;
             }
-            let record =
-                std::fs::read_to_string(&path).ok().and_then(|t| serde_json::from_str::<EndpointRecord>(&t).ok());
+            let record = match crate::runtime::private::read_state(&path, MAX_RECORD_BYTES) {
+                Ok(Some(bytes)) => serde_json::from_slice::<EndpointRecord>(&bytes).ok(),
+                Ok(None) => continue,
+                // Not one this user wrote privately: neither obeyed nor removed.
+                Err(e) => {
+                    tracing::warn!(record = %path.display(), "ignoring an admin endpoint record: {e}");
+                    continue;
+                }
+            };
             match record {
                 Some(r) if process_alive(r.pid) => live.push(r),
                 _ => {

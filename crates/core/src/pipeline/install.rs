@@ -44,6 +44,10 @@ pub enum AddPluginError {
     /// refused.
     #[error(transparent)]
     Fetch(Box<dyn std::error::Error + Send + Sync>),
+    /// The campaign memory the plugin's host functions use could not be
+    /// opened.
+    #[error("opening the campaign memory: {0}")]
+    Memory(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The trust policy refused the package (unsigned, untrusted, tampered, not the locked digest).
     #[error(transparent)]
     Package(#[from] crate::package::PackageError),

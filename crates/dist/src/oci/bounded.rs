@@ -23,21 +23,13 @@ pub(super) struct Reader {
     token: Option<String>,
 }
 
-/// Reads a body, at most `max` bytes.
-async fn read_capped(mut resp: reqwest::Response, max: usize, what: &str) -> Result<Vec<u8>, String> {
-    if let Some(n) = resp.content_length()
-        && n > max as u64
-    {
-        return Err(format!("the {what} is {n} bytes, over the {max} limit"));
-    }
-    let mut out = Vec::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| format!("reading the {what}: {e}"))? {
-        if out.len() + chunk.len() > max {
-            return Err(format!("the {what} is over the {max} byte limit"));
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
+/// Reads a body, at most `max` bytes (the `what` of the errors).
+async fn body(resp: reqwest::Response, max: usize, what: &str) -> Result<Vec<u8>, String> {
+    use toolhost_base::bounded::{BodyError, read_capped};
+    read_capped(resp.content_length(), max, resp.bytes_stream()).await.map_err(|e| match e {
+        BodyError::TooLarge { .. } => format!("the {what} is {e}"),
+        BodyError::Read(e) => format!("reading the {what}: {e}"),
+    })
 }
 
 impl Reader {
@@ -127,7 +119,7 @@ impl Reader {
         }
         let resp = self.send(url.as_str(), "application/json", self.basic().as_deref()).await?;
         let status = resp.status();
-        let body = read_capped(resp, MAX_TOKEN_BYTES, "token answer").await?;
+        let body = body(resp, MAX_TOKEN_BYTES, "token answer").await?;
         if !status.is_success() {
             return Err(format!("the token service answered {status}: check the registry credentials"));
         }
@@ -182,7 +174,7 @@ impl Reader {
             return Err(format!("the registry answered {status}"));
         }
         let what = if kind == "manifests" { "manifest" } else { "layer" };
-        read_capped(resp, max, what).await.map(Some)
+        body(resp, max, what).await.map(Some)
     }
 }
 

@@ -24,7 +24,7 @@
 //! access token goes only to the server's origin (`oauth.rs`); the refresh
 //! token, code and client secret only to the token endpoint.
 
-use super::oauth::{LoginMetadata, Refusal, TokenSource, read_capped};
+use super::oauth::{LoginMetadata, Refusal, TokenSource, read_body};
 use crate::config::{McpServerConfig, OAuthConfig, Transport};
 use base64::Engine as _;
 use reqwest::Url;
@@ -39,6 +39,8 @@ const REDIRECT_PATH: &str = "/callback";
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 /// A token this close to its expiry is refreshed first.
 const EXPIRY_MARGIN: u64 = 30;
+/// The largest stored login read.
+const MAX_LOGIN_BYTES: usize = 256 * 1024;
 
 fn b64url(bytes: &[u8]) -> String {
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
@@ -180,11 +182,11 @@ pub fn load(state_dir: &Path, server: &str) -> Result<Option<StoredLogin>, Login
 
 fn load_text(state_dir: &Path, server: &str) -> Result<Option<StoredLogin>, String> {
     let path = record_path(state_dir, server)?;
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
+    match crate::runtime::private::read_state(&path, MAX_LOGIN_BYTES) {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes)
             .map(Some)
             .map_err(|e| format!("{}: not a stored login ({e}); run `toolhost auth login {server}`", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Ok(None) => Ok(None),
         Err(e) => Err(format!("{}: {e}", path.display())),
     }
 }
@@ -269,7 +271,7 @@ async fn token_request(
     let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
     let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
     let status = response.status();
-    let body = read_capped(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+    let body = read_body(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
     let body: Value =
         serde_json::from_slice(&body).map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
     if !status.is_success() {
@@ -501,7 +503,7 @@ async fn register(
         .await
         .map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
     let status = response.status();
-    let body = read_capped(response).await.map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
+    let body = read_body(response).await.map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|_| format!("registration endpoint {endpoint} answered {status} with no JSON"))?;
     if !status.is_success() {

@@ -483,7 +483,7 @@ impl TokenSource {
         if !status.is_success() {
             return Err(format!("fetching {url}: {status}"));
         }
-        let body = read_capped(response).await.map_err(|e| format!("reading {url}: {e}"))?;
+        let body = read_body(response).await.map_err(|e| format!("reading {url}: {e}"))?;
         let doc: Value = serde_json::from_slice(&body).map_err(|e| format!("{url} is not JSON: {e}"))?;
         if !doc.is_object() {
             return Err(format!("{url} is not a JSON object"));
@@ -522,7 +522,7 @@ impl TokenSource {
         let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
         let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
         let status = response.status();
-        let body = read_capped(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
+        let body = read_body(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
         let body: Value = serde_json::from_slice(&body)
             .map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
         if !status.is_success() {
@@ -559,15 +559,12 @@ impl TokenSource {
 }
 
 /// Reads a response body, at most [`MAX_BODY_BYTES`].
-pub(super) async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| e.to_string())? {
-        if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!("the answer is larger than {MAX_BODY_BYTES} bytes"));
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+pub(super) async fn read_body(response: reqwest::Response) -> Result<Vec<u8>, String> {
+    use toolhost_base::bounded::{BodyError, read_capped};
+    read_capped(response.content_length(), MAX_BODY_BYTES, response.bytes_stream()).await.map_err(|e| match e {
+        BodyError::TooLarge { .. } => format!("the answer is {e}"),
+        BodyError::Read(e) => e.to_string(),
+    })
 }
 
 /// An array of strings from a metadata document (other entries skipped).

@@ -177,7 +177,7 @@ impl QuotaStream {
         Ok(size.saturating_add(room).saturating_sub(position.unwrap_or(size)))
     }
 
-    pub(super) fn failed(&mut self, e: io::Error) -> StreamError {
+    fn failed(&mut self, e: io::Error) -> StreamError {
         self.closed = true;
         StreamError::LastOperationFailed(e.into())
     }

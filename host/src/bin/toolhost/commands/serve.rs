@@ -9,8 +9,8 @@ use toolhost::admin::Admin;
 use toolhost::admin::client::EndpointRecord;
 use toolhost::mcp::McpFront;
 use toolhost::mcp::http::endpoints;
-use toolhost::mcp::peer::{Peer, PeerListener};
-use toolhost::serve::http_app;
+use toolhost::mcp::stdio::{SessionOptions, StdioSession};
+use toolhost::serve::{http_app, serve_http};
 
 /// Serve the tools to MCP clients (the main job).
 ///
@@ -54,9 +54,7 @@ async fn start_admin(
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
     // Its MCP endpoints admit exactly whom the HTTP front would.
     let app = http_app(host, cfg, local, Some(admin))?;
-    tokio::spawn(async move {
-        let _ = axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>()).await;
-    });
+    tokio::spawn(serve_http(listener, app, std::future::pending()));
     Ok(record)
 }
 
@@ -121,56 +119,20 @@ impl Serve {
             Err(e) => eprintln!("warning: could not save the measurements: {e}"),
         };
         if self.stdio {
-            // The session on a current-thread runtime driven by a thread of
-            // its own, which also runs the calls measured fast between its
-            // polls: no thread hop for those (`mcp::lane`). Its blocking
-            // host functions use the main runtime.
-            let (lane, driver) = toolhost::mcp::lane::lane(rt.handle().clone());
-            let front = McpFront::new(host.clone(), self.agent)?.with_lane(lane);
-            let session_rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .context("starting the stdio session's runtime")?;
-            let (done_tx, done_rx) = tokio::sync::oneshot::channel();
-            std::thread::Builder::new()
-                .name("toolhost-stdio".into())
-                .spawn(move || {
-                    let ended = driver.run(&session_rt, async move {
-                        use rmcp::ServiceExt;
-                        // Malformed lines are answered (rmcp alone would drop
-                        // them); stdin and stdout on the IO reactor when they
-                        // are pipes.
-                        // Fast calls are taken from the transport straight to
-                        // the lane, around rmcp's service (`DirectFront`).
-                        // A call's notifications go straight to the output,
-                        // so they (and the call's answer) still go out once
-                        // the input has ended.
-                        let stdio = toolhost::mcp::stdio::stdio();
-                        let output = stdio.replies();
-                        let front = front.with_replies(stdio.replies());
-                        let direct = Arc::new(toolhost::mcp::server::DirectFront::new(front.clone()));
-                        let stdio = stdio.with_direct(direct);
-                        let service = match front.serve(stdio).await {
-                            Ok(service) => service,
-                            Err(e) => {
-                                // rmcp drops the transport without closing
-                                // it: what was answered before still goes out.
-                                output.finish().await;
-                                return Err(e).context("MCP initialization over stdio");
-                            }
-                        };
-                        service.waiting().await.map(drop).context("MCP session over stdio")
-                    });
-                    // A read of stdin may still be pending: do not wait for it.
-                    session_rt.shutdown_background();
-                    let _ = done_tx.send(ended);
-                })
-                .context("starting the stdio session's thread")?;
+            // The session on a thread of its own, which also runs the calls
+            // measured fast (`mcp::lane`); the rest on the main runtime.
+            let front = McpFront::new(host.clone(), self.agent)?;
+            let session = StdioSession::start(
+                front,
+                rt.handle().clone(),
+                toolhost::mcp::stdio::stdio,
+                SessionOptions::default(),
+            )?;
             let ended = rt.block_on(async move {
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
                 let ended = tokio::select! {
-                    r = done_rx => r.context("the stdio session's thread ended without a word").and_then(|r| r),
+                    r = session.ended() => r.map_err(anyhow::Error::from),
                     () = shutdown_signal() => Ok(()),
                 };
                 EndpointRecord::remove(&record);
@@ -208,16 +170,15 @@ impl Serve {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
             drop(out);
-            axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>())
-                .with_graceful_shutdown(async move {
-                    shutdown_signal().await;
-                    // Saved at once: open sessions may hold the drain up.
-                    EndpointRecord::remove(&record_at_signal);
-                    let live = live.clone();
-                    let _ = tokio::task::spawn_blocking(move || live.save_now()).await;
-                })
-                .await
-                .context("HTTP server")?;
+            serve_http(listener, app, async move {
+                shutdown_signal().await;
+                // Saved at once: open sessions may hold the drain up.
+                EndpointRecord::remove(&record_at_signal);
+                let live = live.clone();
+                let _ = tokio::task::spawn_blocking(move || live.save_now()).await;
+            })
+            .await
+            .context("HTTP server")?;
             EndpointRecord::remove(&record);
             servers.shutdown();
             save_at_exit();

@@ -1,0 +1,141 @@
+//! One MCP client served over a line transport, as `toolhost serve --stdio`
+//! serves it: the library function the binary and the end-to-end tests
+//! share.
+//!
+//! The session runs on a current-thread runtime driven by a thread of its
+//! own, which also runs the calls measured fast between its polls (the
+//! [`lane`](crate::lane)): no thread hop for those. Fast calls go from the
+//! transport straight to the lane, around rmcp's service
+//! ([`DirectFront`]); a call's notifications go straight to the output, so
+//! they (and the call's answer) still go out once the input has ended.
+//! Other calls, and the blocking host functions of lane calls, run on the
+//! runtime given as `calls`.
+
+use super::LineTransport;
+use crate::McpFront;
+use crate::lane::{self, CallLane};
+use crate::server::DirectFront;
+use rmcp::ServiceExt as _;
+use std::sync::Arc;
+use tokio::io::AsyncBufRead;
+use tokio::sync::oneshot;
+
+/// Why a stdio session could not start, or how it ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    /// The session's runtime or thread could not be started.
+    #[error("starting the stdio session's {what}: {source}")]
+    Start {
+        /// What could not be started.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The client's `initialize` exchange failed.
+    #[error("MCP initialization over stdio: {0}")]
+    Initialize(#[source] Box<rmcp::service::ServerInitializeError>),
+    /// The session's service task failed.
+    #[error("MCP session over stdio: {0}")]
+    Session(#[source] tokio::task::JoinError),
+    /// The session's thread ended without saying how (it panicked).
+    #[error("the stdio session's thread ended without a word")]
+    Lost,
+}
+
+/// How a session takes its calls.
+#[derive(Debug, Clone, Copy)]
+pub struct SessionOptions {
+    /// Fast calls go from the transport straight to the lane, around
+    /// rmcp's service (true for `serve --stdio`).
+    pub direct_calls: bool,
+}
+
+impl Default for SessionOptions {
+    fn default() -> SessionOptions {
+        SessionOptions { direct_calls: true }
+    }
+}
+
+/// A stdio session being served on a thread of its own.
+#[derive(Debug)]
+pub struct StdioSession {
+    lane: Arc<CallLane>,
+    direct: Arc<DirectFront>,
+    ended: oneshot::Receiver<Result<(), SessionError>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl StdioSession {
+    /// Serves `front`'s tools to the one client behind the transport that
+    /// `transport` makes (called on the session's thread, inside its
+    /// runtime: [`super::stdio`] for this process's stdin and stdout,
+    /// [`super::over`] for any pair of streams). Calls that are not run in
+    /// the lane run on `calls`.
+    pub fn start<R, T>(
+        front: McpFront,
+        calls: tokio::runtime::Handle,
+        transport: T,
+        options: SessionOptions,
+    ) -> Result<StdioSession, SessionError>
+    where
+        R: AsyncBufRead + Send + Unpin + 'static,
+        T: FnOnce() -> LineTransport<R> + Send + 'static,
+    {
+        let (lane, driver) = lane::lane(calls);
+        let front = front.with_lane(lane.clone());
+        let direct = Arc::new(DirectFront::new(front.clone()));
+        let session_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|source| SessionError::Start { what: "runtime", source })?;
+        let (done_tx, ended) = oneshot::channel();
+        let taking = direct.clone();
+        let thread = std::thread::Builder::new()
+            .name("toolhost-stdio".into())
+            .spawn(move || {
+                let served = driver.run(&session_rt, async move {
+                    let transport = transport();
+                    let output = transport.replies();
+                    let front = front.with_replies(transport.replies());
+                    let transport = if options.direct_calls { transport.with_direct(taking) } else { transport };
+                    let service = match front.serve(transport).await {
+                        Ok(service) => service,
+                        Err(e) => {
+                            // rmcp drops the transport without closing it:
+                            // what was answered before still goes out.
+                            output.finish().await;
+                            return Err(SessionError::Initialize(Box::new(e)));
+                        }
+                    };
+                    service.waiting().await.map(drop).map_err(SessionError::Session)
+                });
+                // A read of stdin may still be pending: do not wait for it.
+                session_rt.shutdown_background();
+                let _ = done_tx.send(served);
+            })
+            .map_err(|source| SessionError::Start { what: "thread", source })?;
+        Ok(StdioSession { lane, direct, ended, thread })
+    }
+
+    /// The session's call lane.
+    pub fn lane(&self) -> &Arc<CallLane> {
+        &self.lane
+    }
+
+    /// What takes the session's calls around rmcp's service (it takes none
+    /// when started without [`SessionOptions::direct_calls`]).
+    pub fn direct(&self) -> &Arc<DirectFront> {
+        &self.direct
+    }
+
+    /// Waits for the session to end: the client closed its input, or the
+    /// output, or the session failed.
+    pub async fn ended(self) -> Result<(), SessionError> {
+        let StdioSession { ended, thread, .. } = self;
+        let r = ended.await.map_err(|_| SessionError::Lost).and_then(|r| r);
+        // The thread has sent its word (or died): joining does not block.
+        let _ = thread.join();
+        r
+    }
+}
