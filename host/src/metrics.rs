@@ -101,12 +101,12 @@ impl Collector for Scrape {
         {
             let mut demoted = encoder.encode_descriptor(
                 "toolhost_tool_demoted",
-                "1 for a tool moved one tier slower by its error and timeout rate",
+                "How many callers (agents, the operator) see the tool moved one tier slower by their own calls' error and timeout rate",
                 None,
                 MetricType::Gauge,
             )?;
             for t in catalog.tools().take(MAX_TOOLS) {
-                let d = i64::from(host.budget().status(&t.def).demoted);
+                let d = i64::try_from(host.budget().status(&t.def).demoted_for).unwrap_or(i64::MAX);
                 ConstGauge::new(d).encode(demoted.encode_family(&ToolLabel { tool: t.def.name.clone() })?)?;
             }
         }

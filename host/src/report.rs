@@ -21,8 +21,13 @@ pub struct BudgetReport {
     pub tier: Option<Tier>,
     /// Tier before health demotion.
     pub base_tier: Option<Tier>,
-    /// Whether health demotion applies.
+    /// Whether health demotion applies (in this view: the shared view is
+    /// never demoted; each caller's own view may be).
     pub demoted: bool,
+    /// How many callers (agents, the operator) see the tool demoted by
+    /// their own calls' errors and timeouts.
+    #[serde(default)]
+    pub demoted_for: usize,
     /// Where the tier comes from: `measured`, `calibrated`, `declared`, `default`.
     pub tier_source: String,
     /// The p50 the tier was taken from, in ms.
@@ -55,6 +60,7 @@ impl From<&ToolStatus> for BudgetReport {
             tier: s.tier,
             base_tier: s.base_tier,
             demoted: s.demoted,
+            demoted_for: s.demoted_for,
             tier_source: s.source.as_str().to_string(),
             p50_ms: ms(s.p50),
             badge: s.badge.map(|b| b.as_str().to_string()),

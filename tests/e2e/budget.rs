@@ -232,19 +232,24 @@ fn the_budget_deadline_bounds_wasm_calls() {
 }
 
 #[test]
-fn repeated_failures_demote_a_tool_and_hide_it_from_fast_agents() {
+fn repeated_failures_demote_a_tool_for_the_caller_that_saw_them() {
     let host = host_with(Limits { fuel: None, ..Limits::default() });
     let catalog = host.registry().snapshot();
     let panic_tool = catalog.get("panic").unwrap();
-    assert_eq!(host.budget().tool_tier(&panic_tool.def), Some(Tier::Fast));
+    assert_eq!(host.budget().tool_tier(&panic_tool.def, None), Some(Tier::Fast));
     for _ in 0..5 {
         assert!(call(&host, "panic", json!({})).is_err());
     }
-    let s = host.budget().status(&panic_tool.def);
+    // The operator made the calls: the operator's view demotes the tool.
+    let s = host.budget().status_for(&panic_tool.def, None);
     assert!(s.demoted);
     assert_eq!(s.tier, Some(Tier::Standard));
     let fast: Vec<String> =
         host.budget().available_tools(&catalog, None, Tier::Fast).unwrap().iter().map(|t| t.def.name.clone()).collect();
     assert!(!fast.contains(&"panic".to_string()));
     assert!(fast.contains(&"roll".to_string()));
+    // The shared view (what every other caller starts from) is unmoved,
+    // and says for how many callers the tool is demoted.
+    let shared = host.budget().status(&panic_tool.def);
+    assert_eq!((shared.tier, shared.demoted, shared.demoted_for), (Some(Tier::Fast), false, 1));
 }

@@ -85,9 +85,11 @@ async fn stats_json_against_a_running_host_shows_the_calls_made_over_mcp() {
     assert!(note.contains(&format!("live: host pid {} at http://127.0.0.1:", host.0.id())), "{note}");
     let r = row(&stats, "roll");
     assert_eq!(r["calls"], 5, "{r}");
-    assert_eq!(r["tier_source"], "measured", "{r}");
-    let p50 = r["p50_ms"].as_f64().unwrap();
-    assert!(p50 > 0.0 && p50 == r["real_p50_ms"].as_f64().unwrap(), "{r}");
+    // The shared tier: real calls set only their own caller's (the
+    // operator's here: its tools/list below), never everyone's.
+    assert!(["declared", "calibrated"].contains(&r["tier_source"].as_str().unwrap()), "{r}");
+    let p50 = r["real_p50_ms"].as_f64().unwrap();
+    assert!(p50 > 0.0, "{r}");
     assert!(r["p99_ms"].as_f64().unwrap() >= p50, "{r}");
     assert_eq!((r["error_rate"].as_f64(), r["tier"].as_str()), (Some(0.0), Some("fast")), "{r}");
     assert!(r["newest_call_age_s"].as_f64().unwrap() < 60.0, "{r}");
@@ -98,7 +100,7 @@ async fn stats_json_against_a_running_host_shows_the_calls_made_over_mcp() {
     // The text table says the same.
     let o = run(dir.path(), &["stats"]);
     let line = stdout(&o).lines().find(|l| l.starts_with("roll ")).unwrap().to_string();
-    assert!(line.split_whitespace().nth(1) == Some("5") && line.contains("measured") && line.contains("ago"), "{line}");
+    assert!(line.split_whitespace().nth(1) == Some("5") && line.contains("ago"), "{line}");
     c.cancel().await.unwrap();
 }
 

@@ -37,6 +37,7 @@ mod cli;
 mod client_conformance;
 mod common;
 mod external;
+mod fairness;
 mod fsguard;
 mod grants;
 mod guide;

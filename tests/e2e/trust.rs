@@ -283,7 +283,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     assert!(busy.iter().any(|m| m.contains("agent_concurrency")), "agents were held to their share");
     assert!(rolls >= 5, "the NPC rolled throughout ({rolls})");
     // Refusals never ran, so they do not count against the flooded tool.
-    assert!(host.budget().tool_tier(&sleep_def).is_some());
+    assert!(host.budget().tool_tier(&sleep_def, Some("f1")).is_some());
     assert!(host.budget().visible(Some("f1"), Tier::Deep, host.registry().snapshot().get("sleep").unwrap()).unwrap());
 }
 

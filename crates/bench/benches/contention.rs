@@ -192,7 +192,7 @@ fn main() {
             host.metrics().record("roll", toolhost::metrics::OPERATOR, "ok", Some(Duration::from_micros(13)));
         }),
         ("live stats (`Budget::record`)", &|| {
-            host.budget().record(&def, Duration::from_micros(13), Outcome::Ok);
+            host.budget().record(&def, None, Duration::from_micros(13), Outcome::Ok);
         }),
         ("audit record to the file (`AuditLog::write`)", &|| host.audit().write(&record())),
         ("registry snapshot (`Registry::snapshot`)", &|| {

@@ -470,7 +470,7 @@ fn budget_section(n: usize) {
     // the pipeline makes (a push into the rolling window; the tier is recomputed by its next reader).
     let def = &catalog.get("tool_00001").unwrap().def;
     let s = sample(n, || {
-        budget.record(def, Duration::from_micros(15), toolhost::budget::metrics::Outcome::Ok);
+        budget.record(def, Some("npc"), Duration::from_micros(15), toolhost::budget::metrics::Outcome::Ok);
     });
     println!("| record one call's measurement (live stats, per call) | {} | {} |", us(s.p50), us(s.p99));
 }

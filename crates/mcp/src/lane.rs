@@ -220,30 +220,38 @@ pub fn lane(calls: tokio::runtime::Handle) -> (std::sync::Arc<CallLane>, LaneDri
 }
 
 impl CallLane {
-    /// Queues `call` (of the tool `name`) in the lane when the gate admits
+    /// Queues `call` (of the tool `name`, by `agent`) in the lane when the gate admits
     /// it and the lane has room; otherwise gives it back, for the caller to
     /// run elsewhere. The result comes back through the receiver; a call
     /// that panicked (or a session that ended first) drops its sender.
     pub fn try_run<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         self: &std::sync::Arc<Self>,
         host: &std::sync::Arc<Host>,
+        agent: Option<&str>,
         name: &str,
         call: F,
     ) -> Result<oneshot::Receiver<T>, F> {
-        let Some(ticket) = self.reserve(host, name) else { return Err(call) };
+        let Some(ticket) = self.reserve(host, agent, name) else { return Err(call) };
         let (tx, rx) = oneshot::channel();
         ticket.queue(call, tx);
         Ok(rx)
     }
 
-    /// A place in the lane for a call of the tool `name`, when the gate
-    /// admits it and the lane has room.
-    pub fn reserve(self: &std::sync::Arc<Self>, host: &std::sync::Arc<Host>, name: &str) -> Option<Ticket> {
-        if self.jobs.is_closed() || !self.gate.admits(host, name) {
+    /// A place in the lane for a call of the tool `name` by `agent` (its
+    /// deadline is the one `agent` gets), when the gate admits it and the
+    /// lane has room.
+    pub fn reserve(
+        self: &std::sync::Arc<Self>,
+        host: &std::sync::Arc<Host>,
+        agent: Option<&str>,
+        name: &str,
+    ) -> Option<Ticket> {
+        if self.jobs.is_closed() || !self.gate.admits(host, agent, name) {
             return None;
         }
         let host = host.clone();
-        self.reserve_with(name, move |lane: &CallLane, tool: &str| lane.gate.admits(&host, tool))
+        let agent = agent.map(str::to_string);
+        self.reserve_with(name, move |lane: &CallLane, tool: &str| lane.gate.admits(&host, agent.as_deref(), tool))
     }
 
     /// A place for a call the gate admitted, when the lane has room. When
@@ -345,8 +353,8 @@ struct InlineGate {
 }
 
 impl InlineGate {
-    /// Whether a call of `name` may run in the lane now.
-    fn admits(&self, host: &Host, name: &str) -> bool {
+    /// Whether a call of `name` by `agent` may run in the lane now.
+    fn admits(&self, host: &Host, agent: Option<&str>, name: &str) -> bool {
         let catalog = host.registry().snapshot();
         let Some(tool) = catalog.get(name) else { return false };
         if tool.provider.kind() != ProviderKind::Wasm {
@@ -355,7 +363,7 @@ impl InlineGate {
         let fast = self.is_fast(name);
         // A long tool (`budget.long_tools`) may run past DEEP for some
         // agents: never in the lane, whatever its streak.
-        fast && !host.budget().is_long(name) && host.budget().timeout_for(&tool.def) <= INLINE_MAX_DEADLINE
+        fast && !host.budget().is_long(name) && host.budget().timeout_for(&tool.def, agent) <= INLINE_MAX_DEADLINE
     }
 
     /// Whether `name` is still on a fast streak (a queued call's check

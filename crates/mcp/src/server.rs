@@ -257,7 +257,8 @@ impl McpFront {
                     m.open_world_hint = a.open_world_hint;
                     m
                 });
-                let status = self.host.budget().status(&t.def);
+                // This agent's view: its own calls' figures, not everyone's.
+                let status = self.host.budget().status_for(&t.def, self.agent.as_deref());
                 let measured = status.real.or(status.probes);
                 let mut m = json!({"toolhost": {
                     "estimated_duration_ms": t.def.meta.estimated_duration_ms,

@@ -65,7 +65,9 @@ function renderTools(tools) {
     tr.append(el('td', ms(b.real_p50_ms !== null ? b.real_p50_ms : b.probe_p50_ms), 'num'));
     tr.append(el('td', ms(b.real_p99_ms !== null ? b.real_p99_ms : b.probe_p99_ms), 'num'));
     tr.append(el('td', pct(b.error_rate), 'num'));
-    tr.append(b.demoted ? el('td', 'demoted from ' + (b.base_tier || '?'), 'demoted') : el('td', '–', 'muted'));
+    tr.append(b.demoted ? el('td', 'demoted from ' + (b.base_tier || '?'), 'demoted')
+      : b.demoted_for ? el('td', 'demoted for ' + b.demoted_for + (b.demoted_for === 1 ? ' caller' : ' callers'), 'demoted')
+      : el('td', '–', 'muted'));
     return tr;
   }));
 }

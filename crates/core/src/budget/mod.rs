@@ -7,6 +7,21 @@
 //! timeout rate in the window exceeds `demote_error_rate` moves one tier
 //! slower (a DEEP tool becomes over budget) until old errors age out.
 //!
+//! **No caller steers another's view.** Real calls are measured per caller
+//! (each agent, and the operator, has its own window of each tool): a
+//! caller's own calls, once there are enough of them, set the tier and the
+//! health *it* sees, and no one else's. What every caller sees before its
+//! own evidence is the tool's shared view, which moves only on evidence no
+//! caller controls: the operator's pin, calibration probes, the tool's
+//! declaration. Real calls of all callers together are kept too, for the
+//! operator's figures (`stats`, the page, `/metrics`, the saved
+//! measurements), but never set a tier. (Letting the shared view follow
+//! "several distinct callers" would still let one caller decide: the one
+//! whose calls cross the threshold.) So an agent that times a tool out,
+//! floods it or feeds it bad input demotes it for itself alone.
+//! (`tests::one_callers_failures_change_no_other_callers_view`,
+//! `budget::one_agents_timeouts_leave_another_agents_listing_alone`)
+//!
 //! [`Budget::available_tools`] is the enforcer: an agent sees exactly the
 //! tools that are on its allow-list *and* within its effective tier. The read
 //! path takes no lock: each tool's current tier is cached in atomics,
@@ -242,22 +257,110 @@ pub struct ToolStatus {
     pub badge: Option<Badge>,
     /// The deadline a call of this tool gets now.
     pub timeout: Duration,
+    /// In the shared view ([`Budget::status`]): how many callers' own
+    /// views demote the tool. In a caller's view: 1 when it is demoted.
+    pub demoted_for: usize,
+}
+
+/// Something kept per caller: the operator's, and each agent's.
+#[derive(Debug)]
+struct PerCaller<V> {
+    operator: Option<V>,
+    agents: FxHashMap<String, V>,
+}
+
+impl<V> Default for PerCaller<V> {
+    fn default() -> Self {
+        PerCaller { operator: None, agents: FxHashMap::default() }
+    }
+}
+
+impl<V> PerCaller<V> {
+    fn get(&self, caller: Option<&str>) -> Option<&V> {
+        match caller {
+            None => self.operator.as_ref(),
+            Some(a) => self.agents.get(a),
+        }
+    }
+
+    fn get_or_insert_with(&mut self, caller: Option<&str>, make: impl FnOnce() -> V) -> &mut V {
+        match caller {
+            None => self.operator.get_or_insert_with(make),
+            Some(a) => {
+                if !self.agents.contains_key(a) {
+                    self.agents.insert(a.to_string(), make());
+                }
+                self.agents.get_mut(a).expect("just inserted")
+            }
+        }
+    }
+
+    /// Every caller's value, the operator's under `None`.
+    fn iter(&self) -> impl Iterator<Item = (Option<&str>, &V)> {
+        self.operator.iter().map(|v| (None, v)).chain(self.agents.iter().map(|(a, v)| (Some(a.as_str()), v)))
+    }
+
+    fn values(&self) -> impl Iterator<Item = &V> {
+        self.operator.iter().chain(self.agents.values())
+    }
 }
 
 #[derive(Debug)]
 struct ToolStats {
+    /// Every caller's real calls together: the operator's figures and the
+    /// saved measurements; never a tier.
     real: Window,
     probes: Window,
+    /// Each caller's own real calls.
+    callers: PerCaller<Window>,
+}
+
+/// A cached tier.
+#[derive(Debug)]
+struct CachedTier {
+    /// Effective tier code; `u8::MAX`: not computed yet.
+    tier: AtomicU8,
+    /// Nanoseconds since `Budget::epoch` after which the cached tier is stale
+    /// (its oldest live sample ages out); `u64::MAX`: never.
+    stale_after: AtomicU64,
+}
+
+impl CachedTier {
+    fn new() -> CachedTier {
+        CachedTier { tier: AtomicU8::new(u8::MAX), stale_after: AtomicU64::new(0) }
+    }
+
+    fn invalidate(&self) {
+        self.stale_after.store(0, Ordering::Release);
+    }
 }
 
 #[derive(Debug)]
 struct ToolState {
     stats: Mutex<ToolStats>,
-    /// Cached effective tier code.
-    tier: AtomicU8,
-    /// Nanoseconds since `Budget::epoch` after which the cached tier is stale
-    /// (its oldest live sample ages out); `u64::MAX`: never.
-    stale_after: AtomicU64,
+    /// The shared view's tier.
+    shared: CachedTier,
+    /// The tier in each caller's view, for callers with real calls of
+    /// their own (the others see the shared view).
+    views: RwLock<PerCaller<Arc<CachedTier>>>,
+}
+
+impl ToolState {
+    fn invalidate(&self) {
+        self.shared.invalidate();
+        for v in self.views.read().unwrap_or_else(|p| p.into_inner()).values() {
+            v.invalidate();
+        }
+    }
+}
+
+/// Whose view of a tool.
+#[derive(Debug, Clone, Copy)]
+enum Viewer<'a> {
+    /// Everyone's, before their own evidence.
+    Shared,
+    /// One caller's: the operator (`None`) or an agent.
+    Caller(Option<&'a str>),
 }
 
 /// Why a budget request was refused.
@@ -349,7 +452,7 @@ impl Budget {
     /// Makes every cached tier stale, so the next read recomputes it.
     fn invalidate_tiers(&self) {
         for state in self.tools.read().unwrap_or_else(|p| p.into_inner()).values() {
-            state.stale_after.store(0, Ordering::Release);
+            state.invalidate();
         }
     }
 
@@ -436,9 +539,10 @@ impl Budget {
                     stats: Mutex::new(ToolStats {
                         real: Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs)),
                         probes: Window::new(cfg.window, Duration::MAX),
+                        callers: PerCaller::default(),
                     }),
-                    tier: AtomicU8::new(u8::MAX),
-                    stale_after: AtomicU64::new(0),
+                    shared: CachedTier::new(),
+                    views: RwLock::new(PerCaller::default()),
                 })
             })
             .clone()
@@ -448,12 +552,17 @@ impl Budget {
         at.saturating_duration_since(self.epoch).as_nanos().min(u128::from(u64::MAX - 1)) as u64
     }
 
-    /// Computes a tool's status from its stats (under the stats lock).
-    fn compute(&self, def: &ToolDef, stats: &ToolStats, now: Instant) -> ToolStatus {
+    /// Computes a tool's status in `viewer`'s view from its stats (under
+    /// the stats lock).
+    fn compute(&self, def: &ToolDef, stats: &ToolStats, viewer: Viewer<'_>, now: Instant) -> ToolStatus {
         let set = self.settings.load();
-        let real = stats.real.summary(now);
+        // The real calls that count for this view: the caller's own.
+        let own = match viewer {
+            Viewer::Caller(c) => stats.callers.get(c).and_then(|w| w.summary(now)),
+            Viewer::Shared => None,
+        };
         let probes = stats.probes.summary(now);
-        let (source, p50) = match (real, probes, def.meta.estimated_duration_ms) {
+        let (source, p50) = match (own, probes, def.meta.estimated_duration_ms) {
             (Some(r), _, _) if r.count >= set.cfg.min_samples => (TierSource::Measured, Some(r.p50)),
             (_, Some(p), _) => (TierSource::Calibrated, Some(p.p50)),
             (_, _, Some(ms)) => (TierSource::Declared, Some(Duration::from_millis(u64::from(ms)))),
@@ -474,9 +583,17 @@ impl Budget {
                 },
             ),
         };
-        let demoted =
-            real.is_some_and(|r| r.count >= set.cfg.min_health_samples && r.error_rate() > set.cfg.demote_error_rate);
+        let unhealthy =
+            |r: &Summary| r.count >= set.cfg.min_health_samples && r.error_rate() > set.cfg.demote_error_rate;
+        let demoted = own.as_ref().is_some_and(unhealthy);
         let tier = if demoted { base_tier.and_then(Tier::slower) } else { base_tier };
+        let (real, demoted_for) = match viewer {
+            Viewer::Caller(_) => (own, usize::from(demoted)),
+            Viewer::Shared => (
+                stats.real.summary(now),
+                stats.callers.values().filter(|w| w.summary(now).as_ref().is_some_and(unhealthy)).count(),
+            ),
+        };
         ToolStatus {
             base_tier,
             tier,
@@ -486,43 +603,80 @@ impl Budget {
             probes,
             p50,
             badge: measured_p50.map(Badge::for_p50),
-            timeout: timeout(&set, def, tier, real),
+            timeout: timeout(&set, def, tier, own),
+            demoted_for,
         }
     }
 
-    /// Updates the cached tier after a change.
-    fn refresh(&self, def: &ToolDef, state: &ToolState, stats: &ToolStats, now: Instant) -> ToolStatus {
-        let status = self.compute(def, stats, now);
-        state.tier.store(tier_code(status.tier), Ordering::Release);
-        // With real samples, the tier may change as old samples age out:
-        // recompute at most once a second on the read path.
-        let stale = if status.real.is_some() { self.nanos(now + Duration::from_secs(1)) } else { u64::MAX };
-        state.stale_after.store(stale, Ordering::Release);
+    /// Computes `viewer`'s status and caches its tier.
+    fn refresh(
+        &self,
+        def: &ToolDef,
+        state: &ToolState,
+        stats: &ToolStats,
+        viewer: Viewer<'_>,
+        now: Instant,
+    ) -> ToolStatus {
+        let status = self.compute(def, stats, viewer, now);
+        let store = |cache: &CachedTier, own_samples: bool| {
+            cache.tier.store(tier_code(status.tier), Ordering::Release);
+            // With real samples, the tier may change as old samples age
+            // out: recompute at most once a second on the read path.
+            let stale = if own_samples { self.nanos(now + Duration::from_secs(1)) } else { u64::MAX };
+            cache.stale_after.store(stale, Ordering::Release);
+        };
+        match viewer {
+            Viewer::Shared => store(&state.shared, false),
+            Viewer::Caller(c) => match state.views.read().unwrap_or_else(|p| p.into_inner()).get(c) {
+                Some(cache) => store(cache, status.real.is_some()),
+                // No calls of its own: it sees the shared view.
+                None => store(&state.shared, false),
+            },
+        }
         status
     }
 
-    /// The tool's current status (tier, measurements, badge, timeout).
+    /// The tool's shared view: the tier every caller sees before its own
+    /// evidence (pinned, calibrated, declared), with every caller's real
+    /// calls together for the figures, and how many callers' own views
+    /// demote it.
     pub fn status(&self, def: &ToolDef) -> ToolStatus {
         let state = self.state(&def.name);
         let now = self.clock.now();
         let stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
-        self.refresh(def, &state, &stats, now)
+        self.refresh(def, &state, &stats, Viewer::Shared, now)
     }
 
-    /// The tool's current tier; `None` when over budget. Takes no lock
-    /// unless the cached value is stale.
-    pub fn tool_tier(&self, def: &ToolDef) -> Option<Tier> {
+    /// The tool as `caller` (`None`: the operator) sees it now: its own
+    /// real calls, once there are enough, else the shared view.
+    pub fn status_for(&self, def: &ToolDef, caller: Option<&str>) -> ToolStatus {
+        let state = self.state(&def.name);
+        let now = self.clock.now();
+        let stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh(def, &state, &stats, Viewer::Caller(caller), now)
+    }
+
+    /// The tool's current tier in `caller`'s view; `None` when over
+    /// budget. Takes no lock but a read lock unless the cached value is
+    /// stale.
+    pub fn tool_tier(&self, def: &ToolDef, caller: Option<&str>) -> Option<Tier> {
         let now = self.clock.now();
         let cached = {
             let tools = self.tools.read().unwrap_or_else(|p| p.into_inner());
-            self.cached_tier(tools.get(&def.name), def, now)
+            self.cached_tier(tools.get(&def.name), def, caller, now)
         };
-        cached.unwrap_or_else(|| self.status(def).tier)
+        cached.unwrap_or_else(|| self.status_for(def, caller).tier)
     }
 
-    /// The tier from a tool's cached state, or from its declaration when it
-    /// has no state yet. `None` when the cache is stale.
-    fn cached_tier(&self, state: Option<&Arc<ToolState>>, def: &ToolDef, now: Instant) -> Option<Option<Tier>> {
+    /// The tier from a tool's cached state in `caller`'s view, or from its
+    /// declaration when it has no state yet. `None` when the cache is stale.
+    fn cached_tier(
+        &self,
+        state: Option<&Arc<ToolState>>,
+        def: &ToolDef,
+        caller: Option<&str>,
+        now: Instant,
+    ) -> Option<Option<Tier>> {
         let Some(state) = state else {
             // Never called nor probed: the pinned, declared or default tier.
             let set = self.settings.load();
@@ -534,13 +688,15 @@ impl Budget {
                 None => Some(unmeasured_tier(&set, def)),
             });
         };
-        let code = state.tier.load(Ordering::Acquire);
-        (code != u8::MAX && self.nanos(now) < state.stale_after.load(Ordering::Acquire)).then(|| code_tier(code))
+        let views = state.views.read().unwrap_or_else(|p| p.into_inner());
+        let cache = views.get(caller).map_or(&state.shared, |v| &**v);
+        let code = cache.tier.load(Ordering::Acquire);
+        (code != u8::MAX && self.nanos(now) < cache.stale_after.load(Ordering::Acquire)).then(|| code_tier(code))
     }
 
-    /// The deadline a call of `def` gets now. Cheap when the tool declares a
-    /// max duration (the common case): no lock.
-    pub fn timeout_for(&self, def: &ToolDef) -> Duration {
+    /// The deadline a call of `def` by `caller` gets now. Cheap when the
+    /// tool declares a max duration (the common case): no lock.
+    pub fn timeout_for(&self, def: &ToolDef, caller: Option<&str>) -> Duration {
         let set = self.settings.load();
         if let Some(ms) = def.meta.deadline_ms {
             return set.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
@@ -548,26 +704,43 @@ impl Budget {
         match def.meta.max_duration_ms {
             Some(ms) => set.deadlines.deadline(
                 Some(Duration::from_millis(u64::from(ms))),
-                Some(set.ceilings.of(self.tool_tier(def).unwrap_or(Tier::Deep))),
+                Some(set.ceilings.of(self.tool_tier(def, caller).unwrap_or(Tier::Deep))),
             ),
-            None => self.status(def).timeout,
+            None => self.status_for(def, caller).timeout,
         }
     }
 
-    /// Records a real call. Every call does, so this only adds the sample
-    /// and marks the cached tier stale (under the tool's lock, held for a
-    /// push): the next reader of the tier recomputes it from the window
-    /// (`tool_tier`, `status`), and calls that nobody reads the tier
-    /// between (the operator's) never pay for the summary.
-    pub fn record(&self, def: &ToolDef, duration: Duration, outcome: Outcome) {
+    /// Records a real call by `caller` (`None`: the operator). Every call
+    /// does, so this only adds the sample (to the caller's window and to
+    /// everyone's) and marks the caller's cached tier stale (under the
+    /// tool's lock, held for a push): the next reader of the caller's tier
+    /// recomputes it from its window, and calls that nobody reads the tier
+    /// between never pay for the summary. No other caller's view changes.
+    pub fn record(&self, def: &ToolDef, caller: Option<&str>, duration: Duration, outcome: Outcome) {
         let state = self.state(&def.name);
         let now = self.clock.now();
+        let cfg = self.config();
         let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
         stats.real.record(now, duration, outcome);
-        state.stale_after.store(0, Ordering::Release);
+        stats
+            .callers
+            .get_or_insert_with(caller, || Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs)))
+            .record(now, duration, outcome);
+        let view = state.views.read().unwrap_or_else(|p| p.into_inner()).get(caller).cloned();
+        match view {
+            Some(v) => v.invalidate(),
+            None => {
+                state
+                    .views
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(caller, || Arc::new(CachedTier::new()));
+            }
+        }
     }
 
     /// Records calibration probes, replacing earlier ones for the tool.
+    /// Probes are the shared view's evidence: every view is recomputed.
     pub fn record_probes(&self, def: &ToolDef, durations: &[Duration]) {
         let state = self.state(&def.name);
         let now = self.clock.now();
@@ -576,7 +749,8 @@ impl Budget {
         for d in durations {
             stats.probes.record(now, *d, Outcome::Ok);
         }
-        self.refresh(def, &state, &stats, now);
+        state.invalidate();
+        self.refresh(def, &state, &stats, Viewer::Shared, now);
     }
 
     /// Forgets every measurement of a tool (for example when a new version replaces it).
@@ -657,7 +831,7 @@ impl Budget {
         if self.is_long(&t.def.name) {
             return Ok(self.long_visible(&t.def.name, agent, tier));
         }
-        Ok(self.tool_tier(&t.def).is_some_and(|tt| tt <= tier))
+        Ok(self.tool_tier(&t.def, agent).is_some_and(|tt| tt <= tier))
     }
 
     /// The enforcer: the tools `agent` may see at `tier`, sorted by name.
@@ -679,24 +853,25 @@ impl Budget {
         {
             // One read lock and one clock reading for the whole listing.
             let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
-            let mut consider = |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, now) {
-                _ if !t.provider.is_available() => {}
-                _ if self.is_long(&t.def.name) => {
-                    if self.long_visible(&t.def.name, agent, tier) {
-                        out.push(t.clone());
+            let mut consider =
+                |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, agent, now) {
+                    _ if !t.provider.is_available() => {}
+                    _ if self.is_long(&t.def.name) => {
+                        if self.long_visible(&t.def.name, agent, tier) {
+                            out.push(t.clone());
+                        }
                     }
-                }
-                Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
-                Some(_) => {}
-                None => stale.push(t.clone()),
-            };
+                    Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
+                    Some(_) => {}
+                    None => stale.push(t.clone()),
+                };
             match profile {
                 None => catalog.tools().for_each(&mut consider),
                 Some(p) => p.tools.iter().filter_map(|n| catalog.get(n)).for_each(&mut consider),
             }
         }
         for t in stale {
-            if self.status(&t.def).tier.is_some_and(|tt| tt <= tier) {
+            if self.status_for(&t.def, agent).tier.is_some_and(|tt| tt <= tier) {
                 out.push(t);
             }
         }

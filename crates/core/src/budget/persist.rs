@@ -2,7 +2,9 @@
 //! the admin API reads (sample ages, DM overrides with their time left).
 //!
 //! A serving host saves each tool's window of real calls (durations,
-//! outcomes and how old each sample is) to `<state dir>/measurements.json`
+//! outcomes and how old each sample is), every caller's together and each
+//! caller's own (the tier a caller sees comes from its own calls only), to
+//! `<state dir>/measurements.json`
 //! (mode 0600, written atomically) and the next start restores them,
 //! shifting every sample back by its age plus the time the host was down,
 //! so the window's maximum age still ages them out. A sample is restored
@@ -21,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// The file's name in the state directory.
@@ -30,8 +33,13 @@ pub const FILE_NAME: &str = "measurements.json";
 pub const MAX_FILE_BYTES: usize = 8 << 20;
 /// The most tools a file may hold.
 pub const MAX_TOOLS: usize = 4096;
-/// The most samples one tool may hold in a file.
+/// The most samples one tool may hold in a file (in all, and per caller).
 pub const MAX_SAMPLES: usize = 1000;
+/// The most callers one tool may hold windows of in a file.
+pub const MAX_CALLERS: usize = 1024;
+/// The key of the operator's window among a tool's callers (agent names
+/// are not empty).
+pub const OPERATOR: &str = "";
 /// The file format written and accepted.
 pub const FORMAT_VERSION: u32 = 1;
 /// How far in the future a save time may be (clock adjustments) before the
@@ -65,8 +73,14 @@ pub struct StoredWindow {
     /// The provider's version (a wasm plugin's sha256), when it has one.
     #[serde(default)]
     pub fingerprint: Option<String>,
-    /// The samples, oldest first.
+    /// The samples of every caller, oldest first.
     pub samples: Vec<StoredSample>,
+    /// Each caller's own samples, oldest first, by agent name
+    /// ([`OPERATOR`]: the operator's). Absent from files written before
+    /// callers had windows of their own: their calls then count for no
+    /// caller's tier.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub callers: BTreeMap<String, Vec<StoredSample>>,
 }
 
 /// One real call as saved.
@@ -180,7 +194,18 @@ impl MeasurementsFile {
             if w.samples.len() > MAX_SAMPLES {
                 return Err(format!("tool {name}: {} samples (at most {MAX_SAMPLES})", w.samples.len()));
             }
-            if let Some(s) = w.samples.iter().find(|s| s.duration_us > us(longest)) {
+            if w.callers.len() > MAX_CALLERS {
+                return Err(format!("tool {name}: {} callers (at most {MAX_CALLERS})", w.callers.len()));
+            }
+            if let Some((caller, samples)) = w.callers.iter().find(|(c, v)| c.len() > 256 || v.len() > MAX_SAMPLES) {
+                return Err(format!(
+                    "tool {name}: a caller's name of {} bytes, or {} samples (at most {MAX_SAMPLES})",
+                    caller.len(),
+                    samples.len()
+                ));
+            }
+            if let Some(s) = w.samples.iter().chain(w.callers.values().flatten()).find(|s| s.duration_us > us(longest))
+            {
                 return Err(format!(
                     "tool {name}: a call of {} ms, longer than any deadline ({} ms)",
                     s.duration_us / 1000,
@@ -199,14 +224,18 @@ impl MeasurementsFile {
             if self.tools.contains_key(name) {
                 continue;
             }
-            let samples: Vec<StoredSample> = w
-                .samples
-                .iter()
-                .map(|s| StoredSample { age_ms: s.age_ms.saturating_add(shift), ..*s })
-                .filter(|s| s.age_ms <= ms(max_age))
-                .collect();
+            let moved = |samples: &[StoredSample]| -> Vec<StoredSample> {
+                samples
+                    .iter()
+                    .map(|s| StoredSample { age_ms: s.age_ms.saturating_add(shift), ..*s })
+                    .filter(|s| s.age_ms <= ms(max_age))
+                    .collect()
+            };
+            let samples = moved(&w.samples);
+            let callers: BTreeMap<String, Vec<StoredSample>> =
+                w.callers.iter().map(|(c, v)| (c.clone(), moved(v))).filter(|(_, v)| !v.is_empty()).collect();
             if !samples.is_empty() {
-                self.tools.insert(name.clone(), StoredWindow { samples, ..w.clone() });
+                self.tools.insert(name.clone(), StoredWindow { samples, callers, ..w.clone() });
             }
         }
     }
@@ -233,23 +262,14 @@ impl MeasurementStore {
     /// a regular file of this user's, not private, too large, or fails
     /// `MeasurementsFile::check` is refused.
     pub fn load(&self, ceiling: Duration) -> Result<Option<MeasurementsFile>, PersistError> {
-        use std::os::unix::fs::MetadataExt as _;
+        use crate::runtime::private::{StateFileError, read_state};
         let refused = |reason: String| PersistError::Refused { path: self.path.clone(), reason };
-        let md = match std::fs::symlink_metadata(&self.path) {
-            Ok(md) => md,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(PersistError::Io { path: self.path.clone(), source }),
+        let bytes = match read_state(&self.path, MAX_FILE_BYTES) {
+            Ok(Some(bytes)) => bytes,
+            Ok(None) => return Ok(None),
+            Err(StateFileError::Refused(why)) => return Err(refused(why)),
+            Err(StateFileError::Io(source)) => return Err(PersistError::Io { path: self.path.clone(), source }),
         };
-        if !md.is_file() {
-            return Err(refused("not a regular file".into()));
-        }
-        if md.uid() != crate::runtime::private::effective_uid() {
-            return Err(refused(format!("owned by uid {}, not by this user", md.uid())));
-        }
-        if md.mode() & 0o022 != 0 {
-            return Err(refused(format!("others may write it (mode {:o})", md.mode() & 0o777)));
-        }
-        let bytes = crate::runtime::read_bounded(&self.path, MAX_FILE_BYTES).map_err(|e| refused(e.to_string()))?;
         let file: MeasurementsFile = serde_json::from_slice(&bytes).map_err(|e| refused(e.to_string()))?;
         file.check(ceiling, unix_ms_now()).map_err(refused)?;
         Ok(Some(file))
@@ -288,14 +308,21 @@ impl Budget {
         let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
         for t in catalog.tools() {
             let Some(state) = states.get(&t.def.name) else { continue };
-            let samples: Vec<StoredSample> = {
-                let stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
-                stats
-                    .real
-                    .aged(now)
+            let stored = |w: &super::metrics::Window| -> Vec<StoredSample> {
+                w.aged(now)
                     .into_iter()
                     .map(|s| StoredSample { age_ms: ms(s.age), duration_us: us(s.duration), outcome: s.outcome.into() })
                     .collect()
+            };
+            let (samples, callers) = {
+                let stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
+                let callers: BTreeMap<String, Vec<StoredSample>> = stats
+                    .callers
+                    .iter()
+                    .map(|(c, w)| (c.unwrap_or(OPERATOR).to_string(), stored(w)))
+                    .filter(|(_, v)| !v.is_empty())
+                    .collect();
+                (stored(&stats.real), callers)
             };
             if samples.is_empty() {
                 continue;
@@ -306,6 +333,7 @@ impl Budget {
                     provider: t.provider.name().to_string(),
                     fingerprint: t.provider.fingerprint().map(str::to_string),
                     samples,
+                    callers,
                 },
             );
         }
@@ -332,17 +360,36 @@ impl Budget {
                 continue;
             }
             let state = self.state(name);
+            let cfg = self.config();
             let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
-            let mut all: Vec<AgedSample> = stats.real.aged(now);
-            all.extend(stored.samples.iter().map(|s| AgedSample {
+            let aged = |s: &StoredSample| AgedSample {
                 age: Duration::from_millis(s.age_ms).saturating_add(down),
                 duration: Duration::from_micros(s.duration_us),
                 outcome: s.outcome.into(),
-            }));
-            all.sort_by_key(|s| std::cmp::Reverse(s.age));
-            stats.real.clear();
-            let kept = all.into_iter().filter(|s| stats.real.record_aged(now, *s)).count();
-            self.refresh(&t.def, &state, &stats, now);
+            };
+            // Restored samples join those already there, oldest first.
+            let merge = |window: &mut super::metrics::Window, stored: &[StoredSample]| -> usize {
+                let mut all: Vec<AgedSample> = window.aged(now);
+                all.extend(stored.iter().map(aged));
+                all.sort_by_key(|s| std::cmp::Reverse(s.age));
+                window.clear();
+                all.into_iter().filter(|s| window.record_aged(now, *s)).count()
+            };
+            let kept = merge(&mut stats.real, &stored.samples);
+            for (caller, samples) in &stored.callers {
+                let caller = Some(caller.as_str()).filter(|c| *c != OPERATOR);
+                let window = stats.callers.get_or_insert_with(caller, || {
+                    super::metrics::Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs))
+                });
+                merge(window, samples);
+                state
+                    .views
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .get_or_insert_with(caller, || Arc::new(super::CachedTier::new()));
+            }
+            drop(stats);
+            state.invalidate();
             out.tools.push((name.clone(), kept.min(self.config().window)));
         }
         // The pending ones' ages are as of now.
@@ -362,6 +409,9 @@ impl Budget {
         for name in names {
             let stats = states[name].stats.lock().unwrap_or_else(|p| p.into_inner());
             (name, stats.real.len(), stats.real.newest().map(|at| self.nanos(at))).hash(&mut h);
+            for (caller, w) in stats.callers.iter() {
+                (caller, w.len()).hash(&mut h);
+            }
         }
         h.finish()
     }
@@ -440,22 +490,25 @@ mod tests {
     }
 
     #[test]
-    fn a_saved_window_restores_with_its_age_and_its_tier() {
+    fn a_saved_window_restores_with_its_age_and_its_tier_for_its_caller() {
         let clock = Arc::new(ManualClock::default());
         let b = budget(&clock);
         let cat = catalog("aaaa");
         let quick = cat.get("quick").unwrap().def.clone();
+        let alice = Some("alice");
         for _ in 0..4 {
-            b.record(&quick, Duration::from_millis(700), Outcome::Ok);
+            b.record(&quick, alice, Duration::from_millis(700), Outcome::Ok);
             clock.advance(Duration::from_secs(10));
         }
-        assert_eq!(b.status(&quick).tier, Some(Tier::Standard), "measured: the declared 10 ms was a lie");
+        assert_eq!(b.status_for(&quick, alice).tier, Some(Tier::Standard), "measured: the declared 10 ms was a lie");
+        assert_eq!(b.status(&quick).tier, Some(Tier::Fast), "for alice only");
         let mut file = b.export_measurements(&cat);
         assert_eq!(file.tools.len(), 1, "only tools with real calls");
         assert_eq!(
             file.tools["quick"].samples.iter().map(|s| s.age_ms).collect::<Vec<_>>(),
             [40_000, 30_000, 20_000, 10_000]
         );
+        assert_eq!(file.tools["quick"].callers.keys().collect::<Vec<_>>(), ["alice"]);
         // Round trip through JSON, then "the host was down 100 s".
         let json = serde_json::to_string(&file).unwrap();
         let back: MeasurementsFile = serde_json::from_str(&json).unwrap();
@@ -465,8 +518,9 @@ mod tests {
         let b2 = budget(&clock2);
         let r = b2.restore_measurements(&file, &cat);
         assert_eq!(r.tools, [("quick".to_string(), 4)]);
-        let s = b2.status(&quick);
+        let s = b2.status_for(&quick, alice);
         assert_eq!((s.tier, s.real.map(|r| r.count)), (Some(Tier::Standard), Some(4)));
+        assert_eq!(b2.tool_tier(&quick, Some("bob")), Some(Tier::Fast), "alice's calls are still hers alone");
         let (newest, oldest) = b2.real_ages("quick").unwrap();
         assert!(
             (110..112).contains(&newest.as_secs()) && (140..142).contains(&oldest.as_secs()),
@@ -475,10 +529,19 @@ mod tests {
         // The window's maximum age (600 s) still applies: 475 s on, only
         // the two newest are left; 30 s later none.
         clock2.advance(Duration::from_secs(475));
-        assert_eq!(b2.status(&quick).real.map(|r| r.count), Some(2));
+        assert_eq!(b2.status_for(&quick, alice).real.map(|r| r.count), Some(2));
         clock2.advance(Duration::from_secs(30));
-        let s = b2.status(&quick);
+        let s = b2.status_for(&quick, alice);
         assert_eq!((s.real, s.tier), (None, Some(Tier::Fast)), "aged out: back to the declared tier");
+        // A file from before callers had windows: the figures come back,
+        // no caller's tier does.
+        for w in file.tools.values_mut() {
+            w.callers.clear();
+        }
+        let b3 = budget(&Arc::new(ManualClock::default()));
+        b3.restore_measurements(&file, &cat);
+        assert_eq!(b3.status(&quick).real.map(|r| r.count), Some(4));
+        assert_eq!(b3.tool_tier(&quick, alice), Some(Tier::Fast));
     }
 
     #[test]
@@ -486,7 +549,7 @@ mod tests {
         let clock = Arc::new(ManualClock::default());
         let b = budget(&clock);
         let cat = catalog("aaaa");
-        b.record(&cat.get("quick").unwrap().def, Duration::from_millis(5), Outcome::Error);
+        b.record(&cat.get("quick").unwrap().def, None, Duration::from_millis(5), Outcome::Error);
         let mut file = b.export_measurements(&cat);
         file.tools.insert("later".into(), file.tools["quick"].clone());
         let b2 = budget(&clock);
@@ -502,7 +565,8 @@ mod tests {
         let now = unix_ms_now();
         let ok = |f: &MeasurementsFile| f.check(Duration::from_secs(30), now);
         let sample = StoredSample { age_ms: 1, duration_us: 1000, outcome: StoredOutcome::Ok };
-        let window = StoredWindow { provider: "p".into(), fingerprint: None, samples: vec![sample] };
+        let window =
+            StoredWindow { provider: "p".into(), fingerprint: None, samples: vec![sample], callers: BTreeMap::new() };
         let mut f = MeasurementsFile::empty(now);
         f.tools.insert("t".into(), window.clone());
         assert_eq!(ok(&f), Ok(()));
@@ -518,6 +582,19 @@ mod tests {
         bad(&|g| g.tools.get_mut("t").unwrap().samples = vec![sample; MAX_SAMPLES + 1], "samples");
         bad(&|g| drop(g.tools.insert("../etc".into(), window.clone())), "not a tool name");
         bad(&|g| g.tools.get_mut("t").unwrap().provider.clear(), "provider");
+        let caller = |g: &mut MeasurementsFile, name: String, samples: Vec<StoredSample>| {
+            g.tools.get_mut("t").unwrap().callers.insert(name, samples);
+        };
+        bad(&|g| caller(g, "bob".into(), vec![sample; MAX_SAMPLES + 1]), "samples");
+        bad(&|g| caller(g, "b".repeat(300), vec![sample]), "a caller's name of 300 bytes");
+        bad(
+            &|g| caller(g, "bob".into(), vec![StoredSample { duration_us: 3_600_000_000, ..sample }]),
+            "longer than any",
+        );
+        bad(
+            &|g| (0..=MAX_CALLERS).for_each(|i| caller(g, format!("a{i}"), vec![sample])),
+            &format!("{} callers", MAX_CALLERS + 1),
+        );
         // Shapes serde refuses: unknown fields and outcomes.
         assert!(
             serde_json::from_str::<MeasurementsFile>(r#"{"version":1,"saved_at_unix_ms":0,"tools":{},"x":1}"#).is_err()
@@ -546,7 +623,7 @@ mod tests {
         store.save(&MeasurementsFile::empty(unix_ms_now())).unwrap();
         std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o666)).unwrap();
         let e = store.load(ceiling).unwrap_err().to_string();
-        assert!(e.contains("others may write"), "{e}");
+        assert!(e.contains("mode 0600"), "{e}");
     }
 
     #[test]
@@ -556,9 +633,15 @@ mod tests {
         let s = |age_ms| StoredSample { age_ms, duration_us: 1, outcome: StoredOutcome::Ok };
         older.tools.insert(
             "t".into(),
-            StoredWindow { provider: "p".into(), fingerprint: None, samples: vec![s(560_000), s(1000)] },
+            StoredWindow {
+                provider: "p".into(),
+                fingerprint: None,
+                samples: vec![s(560_000), s(1000)],
+                callers: BTreeMap::from([("bob".to_string(), vec![s(560_000)])]),
+            },
         );
         newer.merge_missing(&older, Duration::from_secs(600));
         assert_eq!(newer.tools["t"].samples, [s(51_000)], "the 610 s old one is gone");
+        assert!(newer.tools["t"].callers.is_empty(), "bob's only sample is gone, and so is bob");
     }
 }

@@ -390,7 +390,8 @@ impl Host {
             .validator
             .check(arguments)
             .map_err(|e| CallError::InvalidInput { tool: tool.to_string(), message: e.0 })?;
-        let deadline = self.budget.long_deadline(tool, agent).unwrap_or_else(|| self.budget.timeout_for(&entry.def));
+        let deadline =
+            self.budget.long_deadline(tool, agent).unwrap_or_else(|| self.budget.timeout_for(&entry.def, agent));
         let ctx = CallContext {
             deadline: Some(ctx.deadline.map_or(deadline, |d| d.min(deadline))),
             agent: agent.map(str::to_string),
@@ -401,7 +402,7 @@ impl Host {
         // A call refused for capacity never ran: it says nothing about the
         // tool's latency or health.
         if !matches!(result, Err(CallError::CapacityExceeded(_))) {
-            self.budget.record(&entry.def, start.elapsed(), outcome_of(&result));
+            self.budget.record(&entry.def, agent, start.elapsed(), outcome_of(&result));
         }
         result
     }

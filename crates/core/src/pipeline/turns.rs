@@ -210,11 +210,31 @@ mod properties {
 
     #[derive(Debug, Clone)]
     enum Op {
-        Turn { conversation: usize, utterance: usize, queue_depth: u32, first_turn: bool },
-        Override { agent: usize, tier: u8, secs: u64 },
-        Clear { agent: usize },
-        Measure { tool: usize, ms: u64, samples: usize, failing: bool },
-        Advance { secs: u64 },
+        Turn {
+            conversation: usize,
+            utterance: usize,
+            queue_depth: u32,
+            first_turn: bool,
+        },
+        Override {
+            agent: usize,
+            tier: u8,
+            secs: u64,
+        },
+        Clear {
+            agent: usize,
+        },
+        /// Real calls of `tool` by AGENTS[by], or the operator past the end.
+        Measure {
+            tool: usize,
+            by: usize,
+            ms: u64,
+            samples: usize,
+            failing: bool,
+        },
+        Advance {
+            secs: u64,
+        },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -227,8 +247,8 @@ mod properties {
             }),
             1 => (0..AGENTS.len(), 0..3u8, 1..120u64).prop_map(|(a, t, s)| Op::Override { agent: a, tier: t, secs: s }),
             1 => (0..AGENTS.len()).prop_map(|a| Op::Clear { agent: a }),
-            2 => (0..TOOLS.len(), 1..6000u64, 1..15usize, any::<bool>())
-                .prop_map(|(t, ms, n, f)| Op::Measure { tool: t, ms, samples: n, failing: f }),
+            2 => (0..TOOLS.len(), 0..=AGENTS.len(), 1..6000u64, 1..15usize, any::<bool>())
+                .prop_map(|(t, by, ms, n, f)| Op::Measure { tool: t, by, ms, samples: n, failing: f }),
             1 => (1..700u64).prop_map(|s| Op::Advance { secs: s }),
         ]
     }
@@ -284,7 +304,7 @@ mod properties {
                 prop_assert_eq!(agent, Some("bartok"), "the long tool listed for another agent");
                 prop_assert_eq!(now.tier, Tier::Deep, "the long tool listed below its tier");
             } else {
-                let tt = host.budget().tool_tier(def);
+                let tt = host.budget().tool_tier(def, agent);
                 prop_assert!(tt.is_some_and(|t| t <= now.tier), "{name} at {tt:?} listed at {:?}", now.tier);
             }
         }
@@ -317,12 +337,13 @@ mod properties {
                         host.budget().set_override(AGENTS[agent].0, tier_of(tier), Duration::from_secs(secs)).unwrap();
                     }
                     Op::Clear { agent } => host.budget().clear_override(AGENTS[agent].0),
-                    Op::Measure { tool, ms, samples, failing } => {
+                    Op::Measure { tool, by, ms, samples, failing } => {
+                        let by = AGENTS.get(by).map(|a| a.0);
                         let catalog = host.registry().snapshot();
                         let def = &catalog.get(TOOLS[tool].0).unwrap().def;
                         for _ in 0..samples {
                             let outcome = if failing { Outcome::Error } else { Outcome::Ok };
-                            host.budget().record(def, Duration::from_millis(ms), outcome);
+                            host.budget().record(def, by, Duration::from_millis(ms), outcome);
                         }
                     }
                     Op::Advance { secs } => clock.advance(Duration::from_secs(secs)),

@@ -181,7 +181,9 @@ impl crate::stdio::DirectCalls for DirectFront {
             return Some(request);
         }
         // After the id check: a call given back to rmcp holds no place.
-        let Some(ticket) = lane.reserve(&front.host, &request.request.params.name) else { return Some(request) };
+        let Some(ticket) = lane.reserve(&front.host, front.agent.as_deref(), &request.request.params.name) else {
+            return Some(request);
+        };
         let cancelled = Arc::new(std::sync::atomic::AtomicBool::new(false));
         pending.insert(request.id.clone(), cancelled.clone());
         drop(pending);

@@ -190,7 +190,7 @@ impl ServerHandler for McpFront {
         let tool = name.clone();
         let run = move || front.call_in(&tool, args, ctx);
         let run = match &self.lane {
-            Some(lane) => lane.try_run(&self.host, &name, run),
+            Some(lane) => lane.try_run(&self.host, self.agent.as_deref(), &name, run),
             None => Err(run),
         };
         type Pending =

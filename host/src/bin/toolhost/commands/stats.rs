@@ -77,7 +77,11 @@ impl Stats {
                     ms(b.real_p50_ms.or(b.probe_p50_ms).or(b.p50_ms)),
                     ms(r.p99_ms),
                     b.error_rate.map_or("-".into(), |e| format!("{:.0}%", e * 100.0)),
-                    format!("{}{}", tier_name(b.tier), if b.demoted { " (demoted)" } else { "" }),
+                    match (b.demoted, b.demoted_for) {
+                        (true, _) => format!("{} (demoted)", tier_name(b.tier)),
+                        (false, 0) => tier_name(b.tier).to_string(),
+                        (false, n) => format!("{} (demoted for {n})", tier_name(b.tier)),
+                    },
                     b.tier_source.clone(),
                     b.badge.clone().unwrap_or_else(|| "-".into()),
                     ms(Some(b.timeout_ms)),

@@ -1,0 +1,95 @@
+//! No caller harms another (#28), through the real binary: what one agent
+//! does within its allow-list and rate limit changes nothing another agent
+//! sees or can call.
+
+use crate::common::{stderr, stdout, toolhost};
+use crate::live::{Client, Watcher, names, serve};
+use rmcp::ServiceExt as _;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use toolhost_test_artifacts::HOSTILE_PATH;
+
+async fn connect(url: &str, path: &str) -> Client {
+    Watcher::default().serve(StreamableHttpClientTransport::from_uri(format!("{url}{path}"))).await.expect("initialize")
+}
+
+/// Calls `sleep` for `ms`; the result's `_meta.toolhost.kind` when it
+/// failed, `None` when it answered.
+async fn sleep(c: &Client, ms: u64) -> Option<String> {
+    sleep_on(c.peer().clone(), ms).await
+}
+
+async fn sleep_on(peer: rmcp::Peer<rmcp::RoleClient>, ms: u64) -> Option<String> {
+    let params = CallToolRequestParams::new("sleep").with_arguments(json!({"ms": ms}).as_object().unwrap().clone());
+    match peer.call_tool(params).await {
+        Ok(r) if r.is_error != Some(true) => None,
+        Ok(r) => Some(r.meta.as_ref().and_then(|m| m.0["toolhost"]["kind"].as_str()).unwrap_or("error").to_string()),
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// The issue's first finding, as the attacker made it: Alice times a tool
+/// out twelve times, well inside her rate limit. Her own view demotes it
+/// (her FAST ceiling no longer shows it); Dora, at the same FAST ceiling,
+/// still lists and calls it, and so does the operator; `stats` says for
+/// how many callers it is demoted.
+#[tokio::test(flavor = "multi_thread")]
+async fn one_agents_timeouts_leave_another_agents_listing_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n\
+             budget:\n  fast_ms: 300\n  background_calibration: false\n  pin: {{ sleep: fast }}\n\
+             npcs:\n  - name: alice\n    budget_tier: fast\n    tools: [sleep]\n  - name: dora\n    budget_tier: fast\n    tools: [sleep]\n"
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve(dir.path());
+    let (alice, dora, operator) =
+        (connect(&url, "/mcp/alice").await, connect(&url, "/mcp/dora").await, connect(&url, "/mcp").await);
+    assert_eq!(names(&alice).await, ["sleep"]);
+    assert_eq!(names(&dora).await, ["sleep"]);
+    // Twelve calls, four at a time, each timing out, until her own view
+    // demotes the tool (5 calls, `min_health_samples`): then they are
+    // refused as unknown to her.
+    let mut timeouts = 0;
+    for _ in 0..3 {
+        let calls: Vec<_> = (0..4).map(|_| tokio::spawn(sleep_on(alice.peer().clone(), 5000))).collect();
+        for call in calls {
+            match call.await.unwrap() {
+                Some(kind) if kind == "timeout" => timeouts += 1,
+                Some(refused) if refused.contains("unknown tool \"sleep\"") => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    assert!(timeouts >= 5, "{timeouts} timeouts");
+    assert!(names(&alice).await.is_empty(), "alice's own view demotes sleep below her FAST ceiling");
+    assert_eq!(names(&dora).await, ["sleep"], "dora still lists it");
+    assert_eq!(sleep(&dora, 1).await, None, "and calls it");
+    assert!(names(&operator).await.contains(&"sleep".to_string()), "so does the operator");
+    assert_eq!(sleep(&operator, 1).await, None);
+    // The operator's figures: every caller's calls, the shared tier, and
+    // one caller for whom the tool is demoted.
+    let o = toolhost()
+        .current_dir(dir.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .args(["stats", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let stats: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let row = stats.as_array().unwrap().iter().find(|r| r["tool"] == "sleep").unwrap();
+    let b = row;
+    assert_eq!(
+        (b["tier"].as_str(), b["demoted"].as_bool(), b["demoted_for"].as_u64()),
+        (Some("fast"), Some(false), Some(1)),
+        "{row}"
+    );
+    assert_eq!(b["calls"], timeouts + 2, "{row}");
+    for c in [alice, dora, operator] {
+        c.cancel().await.unwrap();
+    }
+}
