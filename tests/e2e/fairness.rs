@@ -93,3 +93,70 @@ async fn one_agents_timeouts_leave_another_agents_listing_alone() {
         c.cancel().await.unwrap();
     }
 }
+
+/// The issue's second finding: two agents flooding a slow plugin took all
+/// its slots and locked every other caller out. Now Alice and Bob, twelve
+/// 600 ms calls each at all times against sixteen slots, are held to what
+/// the reserve leaves them (their surplus waits, then is refused with
+/// `capacity_exceeded`), and Carol's calls, one at a time, succeed.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_flooding_agents_leave_a_third_its_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n\
+             limits:\n  plugin_concurrency: 16\n\
+             budget:\n  background_calibration: false\n  pin: {{ sleep: deep }}\n\
+             npcs:\n  - name: alice\n    budget_tier: deep\n    tools: [sleep]\n  - name: bob\n    budget_tier: deep\n    tools: [sleep]\n  - name: carol\n    budget_tier: deep\n    tools: [sleep]\n"
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve(dir.path());
+    let (alice, bob, carol) =
+        (connect(&url, "/mcp/alice").await, connect(&url, "/mcp/bob").await, connect(&url, "/mcp/carol").await);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut floods = Vec::new();
+    for c in [&alice, &bob] {
+        for _ in 0..12 {
+            let (peer, stop) = (c.peer().clone(), stop.clone());
+            floods.push(tokio::spawn(async move {
+                let (mut ok, mut refused) = (0, 0);
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    match sleep_on(peer.clone(), 600).await {
+                        None => ok += 1,
+                        Some(kind) if kind == "capacity_exceeded" => refused += 1,
+                        Some(other) => panic!("a flooding call failed otherwise: {other}"),
+                    }
+                }
+                (ok, refused)
+            }));
+        }
+    }
+    // Let the flood fill the slots, then Carol calls, one at a time.
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let (mut ok, mut total) = (0, 0);
+    let started = std::time::Instant::now();
+    while started.elapsed() < std::time::Duration::from_secs(4) {
+        total += 1;
+        match sleep(&carol, 20).await {
+            None => ok += 1,
+            Some(kind) => assert_eq!(kind, "capacity_exceeded", "carol's call failed otherwise"),
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut flood_ok, mut flood_refused) = (0, 0);
+    for f in floods {
+        let (o, r) = f.await.unwrap();
+        flood_ok += o;
+        flood_refused += r;
+    }
+    assert!(ok * 100 >= total * 95, "carol: {ok} of {total} calls succeeded");
+    assert!(
+        flood_refused > 0 && flood_ok > 0,
+        "the flood ran ({flood_ok}) and was held to its share ({flood_refused})"
+    );
+    for c in [alice, bob, carol] {
+        c.cancel().await.unwrap();
+    }
+}

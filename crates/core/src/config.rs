@@ -375,8 +375,12 @@ pub struct LimitsConfig {
     pub max_instances: Option<u32>,
     /// Wasm stack, KiB.
     pub max_wasm_stack_kib: Option<usize>,
-    /// Calls of one plugin running at once (default 64).
+    /// Calls of one plugin running at once (default 64), shared fairly
+    /// among its callers.
     pub plugin_concurrency: Option<u32>,
+    /// Longest a call waits for a slot of its plugin, ms (default 250;
+    /// within its deadline; 0: refused at once).
+    pub queue_wait_ms: Option<u64>,
     /// Calls of one agent running at once, across all tools (default 32).
     pub agent_concurrency: Option<u32>,
 }
@@ -410,6 +414,9 @@ impl LimitsConfig {
         }
         if let Some(n) = self.plugin_concurrency {
             l.plugin_concurrency = n.max(1);
+        }
+        if let Some(ms) = self.queue_wait_ms {
+            l.queue_wait = Duration::from_millis(ms);
         }
         if let Some(n) = self.agent_concurrency {
             l.agent_concurrency = n.max(1);

@@ -39,7 +39,7 @@ use limits::Limiter;
 pub use limits::Limits;
 pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
 use sha2::{Digest, Sha256};
-pub use slots::{Slot, Slots};
+pub use slots::{FairSlot, FairSlots, Refusal, Slot, Slots};
 use state::{State, Used};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -436,7 +436,7 @@ impl Runtime {
             tools: Vec::new(),
             held: CAPABILITIES.held(&grants),
             grants,
-            busy: Slots::new(self.inner.limits.load().plugin_concurrency),
+            busy: FairSlots::new(self.inner.limits.load().plugin_concurrency),
         })
     }
 

@@ -30,9 +30,14 @@ pub struct Limits {
     pub log_lines: usize,
     /// Most instances alive at once across all plugins (pooling allocator slots).
     pub max_instances: u32,
-    /// Most calls of one plugin running at once; past it a call fails fast
-    /// with `capacity_exceeded`, so no plugin can take every slot.
+    /// Most calls of one plugin running at once, shared fairly among its
+    /// callers ([`crate::FairSlots`]: an eighth kept for callers holding
+    /// few); a call past it waits up to `queue_wait`, then fails with
+    /// `capacity_exceeded`.
     pub plugin_concurrency: u32,
+    /// Longest a call waits for one of its plugin's slots (within its
+    /// deadline).
+    pub queue_wait: Duration,
     /// Most calls one agent (or the operator endpoint) has running at once,
     /// across all tools; past it the agent's calls fail fast with
     /// `capacity_exceeded`, so a flooding client only slows itself.
@@ -54,6 +59,7 @@ impl Default for Limits {
             log_lines: 100,
             max_instances: 256,
             plugin_concurrency: 64,
+            queue_wait: Duration::from_millis(250),
             agent_concurrency: 32,
         }
     }

@@ -105,8 +105,9 @@ pub struct WasmPlugin {
     pub(crate) grants: Grants,
     /// The capabilities its grants give.
     pub(crate) held: Capabilities,
-    /// Its calls running now, against `Limits::plugin_concurrency`.
-    pub(crate) busy: Arc<crate::Slots>,
+    /// Its calls running now, against `Limits::plugin_concurrency`,
+    /// shared fairly among its callers.
+    pub(crate) busy: Arc<crate::FairSlots>,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -425,13 +426,22 @@ impl Provider for WasmPlugin {
             Some(d) => policy.deadline(Some(d), Some(d)),
             None => policy.for_declared(def.meta.max_duration_ms),
         };
-        let Some(_slot) = self.busy.try_take() else {
-            return Err(CallError::CapacityExceeded(format!(
-                "{} is busy: {} of its calls are already running (limits.plugin_concurrency); try again shortly",
+        // A fair share of the plugin's slots, waiting for one at most
+        // `limits.queue_wait_ms` and never past the deadline; the wait is
+        // spent from the deadline.
+        let asked = Instant::now();
+        let _slot = self.busy.take_within(ctx.agent.as_deref(), limits.queue_wait.min(deadline)).map_err(|r| {
+            let how = match r {
+                crate::Refusal::QueueFull => "and as many calls wait already".to_string(),
+                crate::Refusal::Waited(w) => format!("none came free within {} ms (limits.queue_wait_ms)", w.as_millis()),
+            };
+            CallError::CapacityExceeded(format!(
+                "{} is busy: its {} slots (limits.plugin_concurrency) are in use or kept for callers holding fewer, {how}; try again shortly",
                 self.name,
                 self.busy.limit()
-            )));
-        };
+            ))
+        })?;
+        let deadline = deadline.saturating_sub(asked.elapsed());
         let args = arguments.to_string();
         let (result, stats) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, tool, &args)

@@ -1,6 +1,10 @@
-//! Counted slots: how many calls of one plugin (or one agent) run at once.
-//! Taking a slot never waits: past the limit the caller is refused at once
-//! (`capacity_exceeded`), so a flood queues nowhere and hurts only itself.
+//! Counted slots: how many calls of one agent run at once ([`Slots`]:
+//! taking one never waits; past the limit the caller is refused at once,
+//! `capacity_exceeded`, so a flood hurts only itself), and a plugin's
+//! slots shared fairly among its callers ([`FairSlots`]).
+
+mod fair;
+pub use fair::{FairSlot, FairSlots, Refusal};
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
