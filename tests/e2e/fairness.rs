@@ -160,3 +160,124 @@ async fn two_flooding_agents_leave_a_third_its_calls() {
         c.cancel().await.unwrap();
     }
 }
+
+/// The unprivileged local user of the access tests (scripts/install-peers
+/// creates it).
+const OTHER_USER: &str = "toolhost-peer";
+
+/// `read_file` of `path` through `c`: the file's content, or the error.
+async fn read_file(c: &Client, path: &str) -> Result<String, String> {
+    let params =
+        CallToolRequestParams::new("read_file").with_arguments(json!({"path": path}).as_object().unwrap().clone());
+    let r = c.call_tool(params).await.map_err(|e| e.to_string())?;
+    let text = r.content.first().and_then(|c| c.as_text()).map(|t| t.text.clone()).unwrap_or_default();
+    if r.is_error == Some(true) {
+        return Err(text);
+    }
+    let v: Value = serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    Ok(v["content"].as_str().unwrap_or_default().to_string())
+}
+
+/// The issue's third finding: a granted directory whose parent another
+/// local user could write was swapped by that user for a symbolic link to
+/// the host's state, and the next `read_file` returned the admin token.
+/// Now the directory is held open from the grant on: after the swap the
+/// plugin still reads the granted directory and nothing of the state, and
+/// `doctor` (as start and reload do) refuses the grant the parent now
+/// exposes.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_granted_directory_swapped_by_another_user_leads_nowhere_new() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let ok = std::process::Command::new("id").arg(OTHER_USER).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "no Unix user {OTHER_USER}: run scripts/install-peers as root");
+    let t = tempfile::tempdir().unwrap();
+    // The other user may pass through, as through any home directory.
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let parent = t.path().join("parent");
+    let campaign = parent.join("campaign");
+    std::fs::create_dir_all(&campaign).unwrap();
+    std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(campaign.join("notes.txt"), "the granted notes").unwrap();
+    std::fs::write(
+        t.path().join("toolhost.yaml"),
+        "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./parent/campaign\n          mode: read-only\n",
+    )
+    .unwrap();
+    let (host, url) = serve(t.path());
+    let c = connect(&url, "/mcp").await;
+    assert_eq!(read_file(&c, "notes.txt").await.unwrap(), "the granted notes");
+    let record = format!("admin/{}.json", host.0.id());
+    assert!(t.path().join("state").join(&record).exists(), "the admin record the attacker wants");
+
+    // The parent passes to the other user, who swaps the granted name for
+    // a symbolic link to the host's state directory.
+    std::os::unix::fs::chown(&parent, Some(uid_of(OTHER_USER)), None).unwrap();
+    let swap = std::process::Command::new("setpriv")
+        .args(["--reuid", OTHER_USER, "--regid", OTHER_USER, "--clear-groups", "--", "sh", "-c"])
+        .arg(format!("mv campaign moved && ln -s {} campaign", t.path().join("state").display()))
+        .current_dir(&parent)
+        .output()
+        .unwrap();
+    assert!(swap.status.success(), "the swap: {}", String::from_utf8_lossy(&swap.stderr));
+    assert!(std::fs::read_link(&campaign).is_ok(), "the granted name is a symbolic link now");
+
+    assert_eq!(read_file(&c, "notes.txt").await.unwrap(), "the granted notes", "still the granted directory");
+    let stolen = read_file(&c, &record).await;
+    assert!(stolen.is_err(), "the admin record through the swapped name: {stolen:?}");
+    c.cancel().await.unwrap();
+
+    // What start and reload check, doctor says: the grant is refused now.
+    let o = toolhost()
+        .current_dir(t.path())
+        .env("TOOLHOST_STATE_DIR", t.path().join("state"))
+        .args(["doctor"])
+        .output()
+        .unwrap();
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(!o.status.success(), "{said}");
+    assert!(said.contains("can be changed by another user"), "{said}");
+}
+
+fn uid_of(user: &str) -> u32 {
+    let o = std::process::Command::new("id").args(["-u", user]).output().unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap()
+}
+
+/// The issue's fifth finding: one call opened 19,964 files and the host
+/// logged "Too many open files" on accept. Now a call holds at most
+/// `limits.max_open_files` (256, its granted directory's own descriptor
+/// included) and its next open fails with `quota`; the host goes on
+/// accepting connections and answering calls.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_opening_twenty_thousand_files_stops_at_the_cap() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::create_dir(t.path().join("data")).unwrap();
+    std::fs::write(t.path().join("data/held"), "x").unwrap();
+    std::fs::write(
+        t.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n  grants:\n    hostile:\n      files:\n        - dir: ./data\n          mode: read-only\n"
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve(t.path());
+    let c = connect(&url, "/mcp").await;
+    let params = CallToolRequestParams::new("hold_open")
+        .with_arguments(json!({"path": "/held", "count": 20_000}).as_object().unwrap().clone());
+    let r = c.call_tool(params).await.unwrap();
+    let text = r.content[0].as_text().unwrap().text.clone();
+    let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    assert_eq!((v["opened"].as_u64(), v["kind"].as_str()), (Some(255), Some("QuotaExceeded")), "{v}");
+    // A second call gets its own 256: nothing leaked from the first.
+    let params = CallToolRequestParams::new("hold_open")
+        .with_arguments(json!({"path": "/held", "count": 20_000}).as_object().unwrap().clone());
+    let r = c.call_tool(params).await.unwrap();
+    assert!(r.content[0].as_text().unwrap().text.contains(r#""opened": 255"#), "{r:?}");
+    // New connections are accepted and answered.
+    for _ in 0..3 {
+        let fresh = connect(&url, "/mcp").await;
+        assert!(names(&fresh).await.contains(&"hold_open".to_string()));
+        fresh.cancel().await.unwrap();
+    }
+    c.cancel().await.unwrap();
+}

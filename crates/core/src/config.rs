@@ -381,6 +381,8 @@ pub struct LimitsConfig {
     /// Longest a call waits for a slot of its plugin, ms (default 250;
     /// within its deadline; 0: refused at once).
     pub queue_wait_ms: Option<u64>,
+    /// Files and directories one call may hold open at once (default 256).
+    pub max_open_files: Option<usize>,
     /// Calls of one agent running at once, across all tools (default 32).
     pub agent_concurrency: Option<u32>,
 }
@@ -417,6 +419,9 @@ impl LimitsConfig {
         }
         if let Some(ms) = self.queue_wait_ms {
             l.queue_wait = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.max_open_files {
+            l.max_open_files = n.max(1);
         }
         if let Some(n) = self.agent_concurrency {
             l.agent_concurrency = n.max(1);

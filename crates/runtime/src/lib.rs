@@ -459,6 +459,7 @@ impl Runtime {
             .configure(&plugin.grants, &mut setup)
             .map_err(|message| CallError::Unavailable { tool: tool.to_string(), message })?;
         let InstanceSetup { mut wasi, memory, used } = setup;
+        used.files.set_max_open(limits.max_open_files);
         let state = State {
             wasi: wasi.build(),
             table: ResourceTable::new(),

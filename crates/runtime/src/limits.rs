@@ -38,6 +38,9 @@ pub struct Limits {
     /// Longest a call waits for one of its plugin's slots (within its
     /// deadline).
     pub queue_wait: Duration,
+    /// Most files and directories one call holds open at once; past it an
+    /// open fails with the WASI filesystem error `quota`.
+    pub max_open_files: usize,
     /// Most calls one agent (or the operator endpoint) has running at once,
     /// across all tools; past it the agent's calls fail fast with
     /// `capacity_exceeded`, so a flooding client only slows itself.
@@ -60,6 +63,7 @@ impl Default for Limits {
             max_instances: 256,
             plugin_concurrency: 64,
             queue_wait: Duration::from_millis(250),
+            max_open_files: 256,
             agent_concurrency: 32,
         }
     }

@@ -429,8 +429,7 @@ impl Provider for WasmPlugin {
         // A fair share of the plugin's slots, waiting for one at most
         // `limits.queue_wait_ms` and never past the deadline; the wait is
         // spent from the deadline.
-        let asked = Instant::now();
-        let _slot = self.busy.take_within(ctx.agent.as_deref(), limits.queue_wait.min(deadline)).map_err(|r| {
+        let slot = self.busy.take_within(ctx.agent.as_deref(), limits.queue_wait.min(deadline)).map_err(|r| {
             let how = match r {
                 crate::Refusal::QueueFull => "and as many calls wait already".to_string(),
                 crate::Refusal::Waited(w) => format!("none came free within {} ms (limits.queue_wait_ms)", w.as_millis()),
@@ -441,7 +440,7 @@ impl Provider for WasmPlugin {
                 self.busy.limit()
             ))
         })?;
-        let deadline = deadline.saturating_sub(asked.elapsed());
+        let deadline = deadline.saturating_sub(slot.waited());
         let args = arguments.to_string();
         let (result, stats) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, tool, &args)

@@ -5,12 +5,21 @@
 //! goes through the guard in `files_guard.rs`: only regular files and
 //! directories can be opened, a read-write directory has quotas
 //! (`max_bytes`, `max_files`), and no link can be made.
+//!
+//! A granted directory is opened once, when granted, and held
+//! ([`HeldDir`]): calls reach it through that handle and never resolve its
+//! path again, so a directory renamed or swapped for a symbolic link after
+//! the grant leads nowhere new. A directory another user could replace (on
+//! a path with a component another user owns, or may write without the
+//! sticky bit) is not granted at all.
 
 use super::files_guard::{self, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES};
 use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
 use crate::state::State;
 use serde::Deserialize;
+use std::os::fd::{AsRawFd as _, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toolhost_types::Capability;
 use wasmtime::component::Linker;
 
@@ -83,11 +92,68 @@ impl DirMode {
     }
 }
 
+/// A granted directory, held open: what calls reach, whatever becomes of
+/// its path. Two are equal when they are the same directory.
+#[derive(Debug, Clone)]
+pub struct HeldDir {
+    fd: Arc<OwnedFd>,
+    dev: u64,
+    ino: u64,
+}
+
+impl HeldDir {
+    /// Opens the directory at `path` (canonical: a symbolic link in its
+    /// last component, put there since, is refused).
+    fn open(path: &Path) -> std::io::Result<HeldDir> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = rustix::fs::open(path, flags, Mode::empty())?;
+        let st = rustix::fs::fstat(&fd)?;
+        Ok(HeldDir { fd: Arc::new(fd), dev: st.st_dev, ino: st.st_ino })
+    }
+
+    /// A path naming this very directory, whatever has become of its name
+    /// (Linux: `/proc/self/fd/N`, which leads to the open directory).
+    pub fn path(&self) -> PathBuf {
+        PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()))
+    }
+}
+
+impl PartialEq for HeldDir {
+    fn eq(&self, other: &HeldDir) -> bool {
+        (self.dev, self.ino) == (other.dev, other.ino)
+    }
+}
+
+impl Eq for HeldDir {}
+
+/// Why another user could replace the directory `dir` or one on its path,
+/// if one could: a component (as reached through `dir`'s path) another
+/// user owns (not root), or that others may write without the sticky bit.
+pub fn replaceable_by_others(dir: &Path) -> Option<String> {
+    for d in dir.ancestors().filter(|d| !d.as_os_str().is_empty()) {
+        let md = match std::fs::metadata(d) {
+            Ok(md) => md,
+            Err(e) => return Some(format!("{} cannot be checked: {e}", d.display())),
+        };
+        if let Some(who) = crate::private::writable_by_others(&md) {
+            let what = if d == dir { "it".to_string() } else { format!("the directory {} above it", d.display()) };
+            return Some(format!(
+                "{what} can be changed by {who}, who could swap what the plugin reaches for any other directory; \
+                 grant a directory whose every parent is yours (or root's) and not writable by others"
+            ));
+        }
+    }
+    None
+}
+
 /// A resolved directory grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirGrant {
-    /// Absolute host path.
+    /// Absolute host path (canonical, as granted).
     pub host: PathBuf,
+    /// The directory, held open since it was granted.
+    pub held: HeldDir,
     /// Mount point inside the plugin.
     pub mount: String,
     /// Access.
@@ -108,12 +174,20 @@ pub(super) fn resolve(plugin: &str, base: &Path, cfg: &[DirGrantConfig]) -> Resu
         if d.mode == DirMode::ReadWrite && !host.exists() {
             std::fs::create_dir_all(&host).map_err(|e| err(format!("cannot create it: {e}")))?;
         }
+        // Both ways to it: the path as written (a directory on it another
+        // user controls could change where it leads) and where it leads.
+        let written = std::path::absolute(&host).map_err(|e| err(e.to_string()))?;
         let host = host.canonicalize().map_err(|e| err(e.to_string()))?;
         if !host.is_dir() {
             return Err(err("not a directory".into()));
         }
+        if let Some(why) = replaceable_by_others(&written).or_else(|| replaceable_by_others(&host)) {
+            return Err(err(why));
+        }
+        let held = HeldDir::open(&host).map_err(|e| err(format!("cannot open it: {e}")))?;
         dirs.push(DirGrant {
             host,
+            held,
             mount: d.mount.clone(),
             mode: d.mode,
             max_bytes: d.max_bytes,
@@ -147,9 +221,10 @@ impl CapabilityFactor for Files {
                 DirMode::ReadWrite => wasmtime_wasi::FsPerms::ReadWrite,
                 DirMode::ReadOnly => wasmtime_wasi::FsPerms::ReadOnly,
             };
+            // Through the handle held since the grant, never the path.
             setup
                 .wasi
-                .preopened_dir(&d.host, &d.mount, perms)
+                .preopened_dir(d.held.path(), &d.mount, perms)
                 .map_err(|e| format!("granted directory {} cannot be opened: {e}", d.host.display()))?;
         }
         // The guard's view of the same grants, in the same order.
@@ -192,5 +267,52 @@ impl CapabilityFactor for Files {
                 }
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    fn grant(dir: &Path) -> DirGrantConfig {
+        serde_json::from_value(serde_json::json!({"dir": dir, "mode": "read-only"})).unwrap()
+    }
+
+    #[test]
+    fn a_held_directory_stays_the_one_granted_when_its_name_is_swapped() {
+        let t = tempfile::tempdir().unwrap();
+        let granted = t.path().join("campaign");
+        std::fs::create_dir(&granted).unwrap();
+        std::fs::write(granted.join("notes.txt"), "the granted one").unwrap();
+        let secret = t.path().join("state");
+        std::fs::create_dir(&secret).unwrap();
+        std::fs::write(secret.join("notes.txt"), "the host's own").unwrap();
+        let dirs = resolve("p", t.path(), &[grant(&granted)]).unwrap();
+        // The attacker's swap: the granted name now leads to the state.
+        std::fs::rename(&granted, t.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&secret, &granted).unwrap();
+        let through = std::fs::read_to_string(dirs[0].held.path().join("notes.txt")).unwrap();
+        assert_eq!(through, "the granted one");
+    }
+
+    #[test]
+    fn a_directory_others_could_replace_is_not_granted() {
+        let t = tempfile::tempdir().unwrap();
+        let parent = t.path().join("shared");
+        let granted = parent.join("campaign");
+        std::fs::create_dir_all(&granted).unwrap();
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = resolve("p", t.path(), &[grant(&granted)]).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("the directory {} above it can be changed by other users", parent.display())),
+            "{err}"
+        );
+        // The sticky bit (as on /tmp) lets no one replace another's entry.
+        std::fs::set_permissions(&parent, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        assert!(resolve("p", t.path(), &[grant(&granted)]).is_ok());
+        std::fs::set_permissions(&granted, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = resolve("p", t.path(), &[grant(&granted)]).unwrap_err().to_string();
+        assert!(err.contains("it can be changed by other users"), "{err}");
     }
 }

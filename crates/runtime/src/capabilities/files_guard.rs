@@ -83,7 +83,13 @@ struct Call {
     /// `get-directories` or `open-at`, which tag it; an untagged one may not
     /// change anything (fail closed).
     tags: HashMap<u32, usize>,
+    /// Most descriptors open at once (`limits.max_open_files`); 0: no
+    /// limit set (then [`DEFAULT_MAX_OPEN`]).
+    max_open: usize,
 }
+
+/// Default `limits.max_open_files`.
+pub const DEFAULT_MAX_OPEN: usize = 256;
 
 struct Grant {
     mount: String,
@@ -104,6 +110,13 @@ impl CallFiles {
         self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Sets the most descriptors the call may hold open at once
+    /// (`limits.max_open_files`): past it, `open-at` fails with
+    /// `error-code::quota`.
+    pub(crate) fn set_max_open(&self, n: usize) {
+        self.lock().max_open = n;
+    }
+
     /// Sets the call's grants: the same list, in the same order, as the
     /// `preopened_dir` calls.
     pub(crate) fn configure(&self, dirs: &[DirGrant]) {
@@ -113,6 +126,7 @@ impl CallFiles {
                 mount: d.mount.clone(),
                 quota: (d.mode == super::DirMode::ReadWrite).then(|| Quota {
                     tree: Tree::of(&d.host),
+                    scan_root: d.held.path(),
                     max_bytes: d.max_bytes,
                     max_files: d.max_files,
                 }),
@@ -275,6 +289,14 @@ impl sync::HostDescriptor for GuardView<'_> {
             Descriptor::Dir(d) => d.clone(),
             Descriptor::File(_) => return err(ErrorCode::NotDirectory),
         };
+        {
+            // One call cannot take the host's file descriptors.
+            let call = self.call.lock();
+            let max = if call.max_open == 0 { DEFAULT_MAX_OPEN } else { call.max_open };
+            if call.tags.len() >= max {
+                return err(ErrorCode::Quota);
+            }
+        }
         let grant = self.grant_of(&fd);
         // Options as wasmtime-wasi's `Dir::open_at` builds them, except
         // TRUNCATE: applied below with `ftruncate`, once the type is checked.

@@ -100,7 +100,7 @@ impl FairSlots {
         // back is handed over first): a newcomer it admits goes ahead.
         if FairSlots::admits(&s, s.held_by(&caller)) {
             FairSlots::take(&mut s, &caller);
-            return Ok(FairSlot { slots: self.clone(), caller });
+            return Ok(FairSlot { slots: self.clone(), caller, waited: Duration::ZERO });
         }
         if wait.is_zero() {
             return Err(Refusal::Waited(Duration::ZERO));
@@ -110,10 +110,11 @@ impl FairSlots {
         }
         let me = Arc::new(Waiter { caller: caller.clone(), granted: false.into() });
         s.waiting.push_back(me.clone());
-        let until = Instant::now() + wait;
+        let asked = Instant::now();
+        let until = asked + wait;
         loop {
             if me.granted.load(std::sync::atomic::Ordering::Acquire) {
-                return Ok(FairSlot { slots: self.clone(), caller });
+                return Ok(FairSlot { slots: self.clone(), caller, waited: asked.elapsed() });
             }
             let now = Instant::now();
             if now >= until {
@@ -183,6 +184,15 @@ impl State {
 pub struct FairSlot {
     slots: Arc<FairSlots>,
     caller: Option<String>,
+    /// How long the call waited for it (zero when one was free).
+    waited: Duration,
+}
+
+impl FairSlot {
+    /// How long the call waited for this slot (zero when one was free).
+    pub fn waited(&self) -> Duration {
+        self.waited
+    }
 }
 
 impl Drop for FairSlot {

@@ -88,6 +88,11 @@ impl Guest for Plugin {
             ),
             tool("forge_log", "Writes log, stderr and stdout lines that try to forge host log lines.", 1000),
             tool("leak_in_error", "Reads {\"path\"} and fails with its contents in the error message.", 1000),
+            tool(
+                "hold_open",
+                "Opens {\"path\"} again and again, keeping every handle, up to {\"count\"} (default 20000) or an error.",
+                5000,
+            ),
         ]
     }
 
@@ -136,6 +141,26 @@ impl Guest for Plugin {
                 std::thread::sleep(std::time::Duration::from_millis(number_arg(&arguments, "ms").unwrap_or(0)));
                 bindings::toolhost::plugin::host::progress(2.0, Some(2.0), Some("second"));
                 Ok(vec![Content::Text("twice".into())])
+            }
+            "hold_open" => {
+                let path = string_arg(&arguments, "path").unwrap_or_else(|| "/held".into());
+                let count = number_arg(&arguments, "count").unwrap_or(20_000);
+                let mut held = Vec::new();
+                let error = loop {
+                    if held.len() as u64 >= count {
+                        break None;
+                    }
+                    match std::fs::File::open(&path) {
+                        Ok(f) => held.push(f),
+                        Err(e) => break Some(e),
+                    }
+                };
+                let opened = held.len();
+                drop(held);
+                Ok(vec![Content::Text(match error {
+                    Some(e) => format!(r#"{{"opened": {opened}, {}}}"#, io_error(&e)),
+                    None => format!(r#"{{"opened": {opened}}}"#),
+                })])
             }
             "dir_bomb" => {
                 let dir = string_arg(&arguments, "dir").unwrap_or_else(|| "/".into());

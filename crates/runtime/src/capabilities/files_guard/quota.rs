@@ -9,7 +9,6 @@ use super::*;
 
 /// What a granted directory holds; one per directory per process.
 pub(crate) struct Tree {
-    pub(super) root: PathBuf,
     pub(super) usage: Mutex<Usage>,
 }
 
@@ -46,7 +45,7 @@ impl Tree {
         }
         trees
             .entry(root.to_path_buf())
-            .or_insert_with(|| Arc::new(Tree { root: root.to_path_buf(), usage: Mutex::new(Usage::default()) }))
+            .or_insert_with(|| Arc::new(Tree { usage: Mutex::new(Usage::default()) }))
             .clone()
     }
 
@@ -60,7 +59,7 @@ impl Tree {
         let mut u = self.lock();
         let stale = u.dirty || u.scanned.is_none_or(|t| t.elapsed() >= RESCAN_AFTER);
         if u.active == 0 && stale {
-            match scan(&self.root, q.max_bytes, q.max_files) {
+            match scan(&q.scan_root, q.max_bytes, q.max_files) {
                 Some((bytes, entries)) => {
                     (u.bytes, u.entries, u.dirty) = (bytes, entries, false);
                 }
@@ -119,6 +118,8 @@ pub(super) fn scan(root: &Path, max_bytes: u64, max_files: u64) -> Option<(u64, 
 #[derive(Clone)]
 pub(super) struct Quota {
     pub(super) tree: Arc<Tree>,
+    /// Where the tree is scanned: the granted directory's held handle.
+    pub(super) scan_root: PathBuf,
     pub(super) max_bytes: u64,
     pub(super) max_files: u64,
 }
