@@ -393,7 +393,12 @@ impl HostBuilder {
             AuditLog::disabled()
         } else {
             let path = cfg.audit.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("audit.jsonl"));
-            AuditLog::open(&path, cfg.audit.include_arguments).map_err(|source| BuildError::Audit { path, source })?
+            AuditLog::open(&path, cfg.audit.include_arguments)
+                .map_err(|source| BuildError::Audit { path, source })?
+                .with_rotation(
+                    cfg.audit.max_mb.unwrap_or(crate::audit::DEFAULT_MAX_MB),
+                    cfg.audit.keep.unwrap_or(crate::audit::DEFAULT_KEEP),
+                )
         };
         let memory_path =
             cfg.memory.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("memory.sqlite3"));

@@ -281,3 +281,59 @@ async fn a_call_opening_twenty_thousand_files_stops_at_the_cap() {
     }
     c.cancel().await.unwrap();
 }
+
+/// The issue's fourth finding: 40 calls with 900 KB unknown tool names
+/// grew the audit by 54.9 MB (and stderr by 18.9 MB, where the names,
+/// unquoted, could forge logfmt fields), and the page then showed no
+/// record. Now the refusals are one record per agent, reason and second,
+/// names are cut to a prefix and a hash, the log quotes them, and the page
+/// shows whole records.
+#[tokio::test(flavor = "multi_thread")]
+async fn huge_name_calls_barely_grow_the_audit_and_the_page_shows_records() {
+    let t = tempfile::tempdir().unwrap();
+    std::fs::write(t.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
+    let log_path = t.path().join("serve.log");
+    let (mut host, url) = {
+        use std::io::BufRead as _;
+        let mut child = toolhost()
+            .current_dir(t.path())
+            .env("TOOLHOST_STATE_DIR", t.path().join("state"))
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log_path).unwrap())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut banner = String::new();
+        out.read_line(&mut banner).unwrap();
+        std::thread::spawn(move || for _ in out.lines() {});
+        (crate::live::Proc(child), banner.split_whitespace().last().unwrap().to_string())
+    };
+    let c = connect(&url, "/mcp").await;
+    // Something in the trail before the flood.
+    let params =
+        CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d20"}).as_object().unwrap().clone());
+    assert_ne!(c.call_tool(params).await.unwrap().is_error, Some(true));
+    let audit = t.path().join("state/audit.jsonl");
+    let before = std::fs::metadata(&audit).unwrap().len();
+    let forged = format!("{} agent=\"dm\" tool=roll outcome=ok", "x".repeat(900 * 1024));
+    for _ in 0..40 {
+        let r = c.call_tool(CallToolRequestParams::new(forged.clone())).await;
+        assert!(r.is_err_and(|e| e.to_string().contains("unknown tool")));
+    }
+    // The page reads the trail (and writes the refusals counted so far).
+    let state: Value = reqwest::get(format!("{url}/ui/api/state")).await.unwrap().json().await.unwrap();
+    let records = state["audit"]["records"].as_array().unwrap();
+    let refused: u64 = records.iter().filter(|r| r["event"] == "refused").map(|r| r["count"].as_u64().unwrap()).sum();
+    assert_eq!(refused, 40, "{records:?}");
+    assert!(records.iter().any(|r| r["tool"] == "roll"), "the records before the flood: {records:?}");
+    let grown = std::fs::metadata(&audit).unwrap().len() - before;
+    assert!(grown < 1 << 20, "the audit grew {grown} bytes");
+    c.cancel().await.unwrap();
+    // The log: the refusals counted, no forged field, well under a megabyte.
+    let _ = std::process::Command::new("kill").args(["-TERM", &host.0.id().to_string()]).status();
+    let _ = host.0.wait();
+    let log = std::fs::read_to_string(&log_path).unwrap();
+    assert!(log.len() < 1 << 20, "{} bytes of log", log.len());
+    assert!(!log.contains("agent=\"dm\" tool=roll outcome=ok\""), "a forged field in the log");
+}

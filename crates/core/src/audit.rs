@@ -2,6 +2,13 @@
 //! included) and per plugin load, replacement, removal and refused load,
 //! appended to a file and mirrored to `tracing`.
 //!
+//! The trail is bounded: a name that breaks the tool-name rule is cut to
+//! a prefix and its hash before it is logged or recorded; calls refused
+//! before they ran (rate limit, capacity, unknown tool) are recorded as
+//! one `"event": "refused"` record per agent, reason and second, with
+//! their count; the file is rotated past `audit.max_mb`, keeping
+//! `audit.keep` old files (`audit.jsonl.1` the newest).
+//!
 //! A call record says who called what (agent, session, token id), with
 //! which plugin version, how it ended and what it cost. Arguments, and any
 //! error text a tool wrote, are recorded as a sha256 hash (and a length)
@@ -25,6 +32,47 @@ pub struct AuditConfig {
     pub include_arguments: bool,
     /// Turn the file off (records still go to the log).
     pub disabled: bool,
+    /// Rotate the file when it would grow past this many MiB (default 100).
+    pub max_mb: Option<u64>,
+    /// Rotated files kept (default 5): `audit.jsonl.1` (newest) to `.N`.
+    pub keep: Option<u32>,
+}
+
+/// Default `audit.max_mb`.
+pub const DEFAULT_MAX_MB: u64 = 100;
+/// Default `audit.keep`.
+pub const DEFAULT_KEEP: u32 = 5;
+/// Call outcomes of calls refused before they ran: recorded together.
+pub const REFUSALS: [&str; 3] = ["refused", "capacity_exceeded", "unknown_tool"];
+
+/// Refused calls of one agent for one reason within one second
+/// (`"event": "refused"`).
+#[derive(Debug, Clone, Serialize)]
+pub struct RefusedRecord {
+    /// Always `refused`.
+    pub event: &'static str,
+    /// The agent, or `None` for the operator.
+    pub agent: Option<String>,
+    /// `refused` (a rate limit), `capacity_exceeded` or `unknown_tool`.
+    pub reason: &'static str,
+    /// How many calls.
+    pub count: u64,
+    /// When the first ended, RFC 3339.
+    pub first: String,
+    /// When the last ended, RFC 3339.
+    pub last: String,
+}
+
+/// `name` as the trail writes it: as it is when it follows the tool-name
+/// rule, else its first 32 characters (made printable) and the first 16
+/// hex digits of its sha256.
+pub fn loggable_name(name: &str) -> std::borrow::Cow<'_, str> {
+    if crate::tool::valid_tool_name(name) {
+        return std::borrow::Cow::Borrowed(name);
+    }
+    let prefix: String = name.chars().take(32).map(|c| if c.is_ascii_graphic() { c } else { '?' }).collect();
+    let hash = hex::encode(&Sha256::digest(name.as_bytes())[..8]);
+    std::borrow::Cow::Owned(format!("{prefix}…[{} bytes, sha256 {hash}]", name.len()))
 }
 
 /// One call, as recorded (`"event": "call"`).
@@ -142,25 +190,68 @@ pub struct PluginRecord<'a> {
 /// The audit sink.
 #[derive(Debug)]
 pub struct AuditLog {
-    file: Option<Mutex<std::fs::File>>,
+    file: Option<Mutex<Open>>,
     path: Option<PathBuf>,
     include_arguments: bool,
+    max_bytes: u64,
+    keep: u32,
+    /// Refusals of the current second, per agent and reason.
+    refused: Mutex<Refusals>,
+}
+
+#[derive(Debug)]
+struct Open {
+    file: std::fs::File,
+    /// Its size, as this process knows it.
+    size: u64,
+}
+
+#[derive(Debug, Default)]
+struct Refusals {
+    /// The Unix second they fell in.
+    second: u64,
+    pending: std::collections::BTreeMap<(Option<String>, &'static str), (u64, String, String)>,
 }
 
 impl AuditLog {
     /// Records to the log only.
     pub fn disabled() -> AuditLog {
-        AuditLog { file: None, path: None, include_arguments: false }
+        AuditLog {
+            file: None,
+            path: None,
+            include_arguments: false,
+            max_bytes: DEFAULT_MAX_MB << 20,
+            keep: DEFAULT_KEEP,
+            refused: Mutex::default(),
+        }
     }
 
     /// Appends to `path` (created 0600, its missing directories 0700: the
-    /// trail names agents and tools, and is nobody else's to read).
+    /// trail names agents and tools, and is nobody else's to read),
+    /// rotated past [`DEFAULT_MAX_MB`] (see [`AuditLog::with_rotation`]).
     pub fn open(path: &Path, include_arguments: bool) -> std::io::Result<AuditLog> {
         if let Some(dir) = path.parent() {
             crate::runtime::private::create_dirs(dir)?;
         }
         let file = crate::runtime::private::open_private_append(path)?;
-        Ok(AuditLog { file: Some(Mutex::new(file)), path: Some(path.to_path_buf()), include_arguments })
+        let size = file.metadata()?.len();
+        Ok(AuditLog {
+            file: Some(Mutex::new(Open { file, size })),
+            path: Some(path.to_path_buf()),
+            include_arguments,
+            max_bytes: DEFAULT_MAX_MB << 20,
+            keep: DEFAULT_KEEP,
+            refused: Mutex::default(),
+        })
+    }
+
+    /// Rotates the file when a record would take it past `max_mb` MiB,
+    /// keeping `keep` rotated files (0: none, the file starts afresh).
+    #[must_use]
+    pub fn with_rotation(mut self, max_mb: u64, keep: u32) -> AuditLog {
+        self.max_bytes = max_mb.max(1) << 20;
+        self.keep = keep;
+        self
     }
 
     /// The file, when there is one.
@@ -173,26 +264,69 @@ impl AuditLog {
         self.include_arguments
     }
 
-    /// Writes a call record. Never fails the call: a write error is logged.
+    /// Writes a call record. Never fails the call: a write error is
+    /// logged. A call refused before it ran is counted into its agent's
+    /// `refused` record of the second instead.
     pub fn write(&self, r: &Record<'_>) {
+        self.flush_refusals(false);
+        if r.event == "call"
+            && let Some(reason) = REFUSALS.iter().find(|k| **k == r.outcome)
+        {
+            let mut q = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+            let entry = q
+                .pending
+                .entry((r.agent.map(str::to_string), reason))
+                .or_insert_with(|| (0, r.time.clone(), String::new()));
+            entry.0 += 1;
+            entry.2.clone_from(&r.time);
+            if q.second == 0 {
+                q.second = unix_second();
+            }
+            return;
+        }
+        let tool = loggable_name(r.tool);
         tracing::info!(
             target: "toolhost::audit",
-            agent = %crate::tool::log_safe(r.agent.unwrap_or("-")),
-            tool = %crate::tool::log_safe(r.tool),
+            agent = ?crate::tool::log_safe(r.agent.unwrap_or("-")),
+            tool = ?crate::tool::log_safe(&tool),
             outcome = r.outcome,
             duration_ms = r.duration_ms,
             "call"
         );
-        self.append(r);
+        self.append(&Record { tool: &tool, ..r.clone() });
+    }
+
+    /// Writes the pending `refused` records: those of past seconds, or
+    /// (`all`) every one (at shutdown, or before the trail is read).
+    pub fn flush_refusals(&self, all: bool) {
+        let pending = {
+            let mut q = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+            if q.pending.is_empty() || (!all && q.second == unix_second()) {
+                return;
+            }
+            q.second = 0;
+            std::mem::take(&mut q.pending)
+        };
+        for ((agent, reason), (count, first, last)) in pending {
+            tracing::info!(
+                target: "toolhost::audit",
+                agent = ?crate::tool::log_safe(agent.as_deref().unwrap_or("-")),
+                reason,
+                count,
+                "refused"
+            );
+            self.append(&RefusedRecord { event: "refused", agent, reason, count, first, last });
+        }
     }
 
     /// Writes a plugin lifecycle record.
     pub fn write_plugin(&self, r: &PluginRecord<'_>) {
+        self.flush_refusals(false);
         tracing::info!(
             target: "toolhost::audit",
-            plugin = %crate::tool::log_safe(r.plugin),
+            plugin = ?crate::tool::log_safe(r.plugin),
             sha256 = r.sha256.unwrap_or("-"),
-            error = %crate::tool::log_safe(r.error.as_deref().unwrap_or("-")),
+            error = ?crate::tool::log_safe(r.error.as_deref().unwrap_or("-")),
             "{}",
             r.event.as_str()
         );
@@ -219,10 +353,49 @@ impl AuditLog {
         // anyway; batching concurrent records into one write (group commit)
         // was measured slower on 2 cores (BENCHMARKS.md, contention).
         let mut f = file.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = f.write_all(&line) {
-            tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
+        if f.size > 0 && f.size + line.len() as u64 > self.max_bytes {
+            self.rotate(&mut f);
+        }
+        match f.file.write_all(&line) {
+            Ok(()) => f.size += line.len() as u64,
+            Err(e) => tracing::error!(error = %e, path = ?self.path, "cannot write audit record"),
         }
     }
+
+    /// Moves the file to `.1` (`.1` to `.2` and so on, dropping the oldest
+    /// past `keep`) and starts a new one. On failure the file grows on.
+    fn rotate(&self, f: &mut Open) {
+        let Some(path) = &self.path else { return };
+        let numbered = |n: u32| {
+            let mut p = path.clone().into_os_string();
+            p.push(format!(".{n}"));
+            PathBuf::from(p)
+        };
+        let moved = if self.keep == 0 {
+            std::fs::remove_file(path)
+        } else {
+            let _ = std::fs::remove_file(numbered(self.keep));
+            for n in (1..self.keep).rev() {
+                let _ = std::fs::rename(numbered(n), numbered(n + 1));
+            }
+            std::fs::rename(path, numbered(1))
+        };
+        let reopened = moved.and_then(|()| crate::runtime::private::open_private_append(path));
+        match reopened {
+            Ok(file) => *f = Open { file, size: 0 },
+            Err(e) => tracing::error!(error = %e, path = %path.display(), "cannot rotate the audit file"),
+        }
+    }
+}
+
+impl Drop for AuditLog {
+    fn drop(&mut self) {
+        self.flush_refusals(true);
+    }
+}
+
+fn unix_second() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 /// `json` with U+2028, U+2029 and U+0085 written as `\\u` escapes (they
@@ -270,6 +443,7 @@ pub fn ms(d: Duration) -> f64 {
 mod tests {
     use super::*;
     use crate::tool::CallError;
+    use std::os::unix::fs::PermissionsExt as _;
 
     #[test]
     fn tool_written_error_text_is_withheld_unless_raw_is_on() {
@@ -322,6 +496,115 @@ mod tests {
             assert!(seen.insert(v["tool"].as_str().unwrap().to_string()), "written twice: {line}");
         }
         assert_eq!(seen.len(), threads * each);
+    }
+
+    fn record<'a>(agent: Option<&'a str>, tool: &'a str, outcome: &'a str) -> Record<'a> {
+        Record {
+            time: now_rfc3339(),
+            event: "call",
+            agent,
+            session: None,
+            token: None,
+            tool,
+            provider: None,
+            provider_digest: None,
+            arguments_sha256: String::new(),
+            arguments: None,
+            outcome,
+            error: None,
+            error_text_sha256: None,
+            error_text_bytes: None,
+            duration_ms: 0.0,
+            fuel_used: 0,
+            peak_memory_bytes: 0,
+            capabilities_held: Vec::new(),
+            capabilities_used: Vec::new(),
+            cached: false,
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+
+    #[test]
+    fn a_name_breaking_the_rule_is_cut_to_a_prefix_and_its_hash() {
+        assert_eq!(loggable_name("roll"), "roll");
+        let huge = format!("x{}\nagent=forged outcome=ok", "y".repeat(900_000));
+        let cut = loggable_name(&huge);
+        assert!(cut.len() < 120 && cut.starts_with("xyyy") && !cut.contains('\n'), "{cut}");
+        assert!(cut.contains(&format!(
+            "{} bytes, sha256 {}",
+            huge.len(),
+            &hex::encode(Sha256::digest(huge.as_bytes()))[..16]
+        )));
+        // A call of a valid name that is not a refusal is written with it.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, false).unwrap();
+        log.write(&record(Some("alice"), &huge, "invalid_input"));
+        let written = std::fs::metadata(&path).unwrap().len();
+        assert!(written < 2000, "{written} bytes for one record");
+        assert_eq!(lines(&path)[0]["tool"], cut.as_ref());
+    }
+
+    #[test]
+    fn refusals_are_one_record_per_agent_reason_and_second() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, false).unwrap();
+        let name = "n".repeat(900_000);
+        for _ in 0..40 {
+            log.write(&record(Some("mallory"), &name, "unknown_tool"));
+        }
+        log.write(&record(Some("mallory"), "roll", "capacity_exceeded"));
+        log.write(&record(None, "roll", "refused"));
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0, "counted, not written yet");
+        log.flush_refusals(true);
+        let mut got: Vec<(String, String, u64)> = lines(&path)
+            .iter()
+            .map(|r| {
+                assert_eq!(r["event"], "refused");
+                assert!(r["first"].as_str().unwrap() <= r["last"].as_str().unwrap());
+                (
+                    r["agent"].as_str().unwrap_or("-").to_string(),
+                    r["reason"].as_str().unwrap().to_string(),
+                    r["count"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        got.sort();
+        assert_eq!(
+            got,
+            [
+                ("-".into(), "refused".into(), 1),
+                ("mallory".into(), "capacity_exceeded".into(), 1),
+                ("mallory".into(), "unknown_tool".into(), 40)
+            ]
+        );
+        assert!(std::fs::metadata(&path).unwrap().len() < 1000);
+    }
+
+    #[test]
+    fn the_file_rotates_past_max_mb_keeping_keep_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("audit.jsonl");
+        let log = AuditLog::open(&path, false).unwrap().with_rotation(1, 2);
+        let pad = "p".repeat(1000);
+        for i in 0..4000 {
+            log.append(&serde_json::json!({"i": i, "pad": pad}));
+        }
+        let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let (one, two) = (dir.path().join("audit.jsonl.1"), dir.path().join("audit.jsonl.2"));
+        assert!(size(&path) <= 1 << 20 && size(&one) <= 1 << 20 && size(&two) <= 1 << 20);
+        assert!(!dir.path().join("audit.jsonl.3").exists(), "only `keep` rotated files");
+        // Newest last: the live file ends with the last record, `.1` holds
+        // the ones just before it.
+        assert_eq!(lines(&path).last().unwrap()["i"], 3999);
+        assert_eq!(lines(&one).last().unwrap()["i"].as_u64().unwrap() + 1, lines(&path)[0]["i"].as_u64().unwrap());
+        for p in [&path, &one, &two] {
+            assert_eq!(std::fs::metadata(p).unwrap().permissions().mode() & 0o777, 0o600, "{}", p.display());
+        }
     }
 
     #[test]

@@ -50,8 +50,9 @@ pub const FILE_NAME_HEADER: &str = "x-toolhost-file-name";
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /// How many audit records the page gets, at most.
 pub const AUDIT_LINES: usize = 50;
-/// How much of the audit file's end is read, at most.
-pub const AUDIT_BYTES: u64 = 64 * 1024;
+/// How much of the audit file's end is read, at most, looking for whole
+/// records (one longer than this is skipped, never shown in part).
+pub const AUDIT_BYTES: u64 = 4 << 20;
 
 /// Whether `path` (as `/ui` sees it, with or without the `/ui` prefix) is
 /// part of the page's API, which needs the operator's credentials even
@@ -102,26 +103,44 @@ pub struct AuditTail {
     pub error: Option<String>,
 }
 
-/// The last `max_lines` JSON records among the last `max_bytes` of the
-/// JSON-lines file at `path`, oldest first. A line cut by the window and a
-/// line that is not JSON are left out.
+/// The last `max_lines` JSON records of the JSON-lines file at `path`,
+/// oldest first, read backwards from its end in chunks, at most
+/// `max_bytes` of it: only whole records, so a long line costs reading it
+/// but never hides the records before it. A line that is not JSON, or
+/// that began before the bytes read, is left out.
 pub fn audit_tail(path: &Path, max_bytes: u64, max_lines: usize) -> std::io::Result<Vec<serde_json::Value>> {
+    const CHUNK: u64 = 64 * 1024;
     let mut f = std::fs::File::open(path)?;
     let len = f.metadata()?.len();
-    let start = len.saturating_sub(max_bytes);
-    f.seek(SeekFrom::Start(start))?;
-    let mut buf = Vec::with_capacity((len - start) as usize);
-    f.take(max_bytes).read_to_end(&mut buf)?;
-    let mut text = &buf[..];
-    if start > 0 {
-        // The first line is cut (or starts exactly here: lose it either way).
-        match text.iter().position(|b| *b == b'\n') {
-            Some(i) => text = &text[i + 1..],
-            None => return Ok(Vec::new()),
-        }
+    let floor = len.saturating_sub(max_bytes);
+    // `tail`: the bytes from `start` to the end, not yet split into lines
+    // before its first newline.
+    let mut start = len;
+    let mut tail: Vec<u8> = Vec::new();
+    let mut records: Vec<serde_json::Value> = Vec::new();
+    while start > floor && records.len() < max_lines {
+        let from = start.saturating_sub(CHUNK).max(floor);
+        let mut chunk = vec![0u8; (start - from) as usize];
+        f.seek(SeekFrom::Start(from))?;
+        f.read_exact(&mut chunk)?;
+        chunk.extend_from_slice(&tail);
+        start = from;
+        // Whole lines are those after a newline in what was read (or from
+        // the very start of the file).
+        let cut = if start == 0 { Some(0) } else { chunk.iter().position(|b| *b == b'\n').map(|i| i + 1) };
+        let Some(cut) = cut else {
+            tail = chunk;
+            continue;
+        };
+        let mut found: Vec<serde_json::Value> = chunk[cut..]
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .filter_map(|l| serde_json::from_slice(l).ok())
+            .collect();
+        found.append(&mut records);
+        records = found;
+        tail = chunk[..cut].to_vec();
     }
-    let mut records: Vec<serde_json::Value> =
-        text.split(|b| *b == b'\n').filter(|l| !l.is_empty()).filter_map(|l| serde_json::from_slice(l).ok()).collect();
     let skip = records.len().saturating_sub(max_lines);
     records.drain(..skip);
     Ok(records)
@@ -197,6 +216,8 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
         let catalog = host.registry().snapshot();
         let tools = catalog.tools().map(|t| ToolReport::of(&host, t)).collect();
         let path = host.audit().path().map(Path::to_path_buf);
+        // The refusals counted so far this second, as records.
+        host.audit().flush_refusals(true);
         let audit = match &path {
             None => AuditTail::default(),
             Some(p) => match audit_tail(p, AUDIT_BYTES, AUDIT_LINES) {
@@ -347,5 +368,25 @@ mod tests {
         assert!(!cut.is_empty() && cut.len() < 10, "{}", cut.len());
         assert_eq!(cut.last().unwrap()["n"], 199);
         assert!(audit_tail(&dir.path().join("none"), 100, 10).is_err());
+    }
+
+    #[test]
+    fn long_records_at_the_end_do_not_hide_the_ones_before() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("audit.jsonl");
+        let mut f = std::fs::File::create(&p).unwrap();
+        for i in 0..10 {
+            writeln!(f, "{{\"n\":{i}}}").unwrap();
+        }
+        for i in 10..13 {
+            writeln!(f, "{{\"n\":{i},\"tool\":\"{}\"}}", "y".repeat(900 * 1024)).unwrap();
+        }
+        writeln!(f, "{{\"n\":13}}").unwrap();
+        let all = audit_tail(&p, AUDIT_BYTES, AUDIT_LINES).unwrap();
+        assert_eq!(all.iter().map(|v| v["n"].as_u64().unwrap()).collect::<Vec<_>>(), (0..14).collect::<Vec<_>>());
+        // Within the bytes allowed, whole records only: the line that began
+        // before them is left out, not shown in part.
+        let some = audit_tail(&p, 1 << 20, AUDIT_LINES).unwrap();
+        assert_eq!(some.iter().map(|v| v["n"].as_u64().unwrap()).collect::<Vec<_>>(), [12, 13]);
     }
 }

@@ -300,12 +300,14 @@ impl Host {
         let rate = self.spend_call(agent);
         let result = match (rate, entry) {
             (Err(e), _) => Err(e),
-            (Ok(()), None) => Err(CallError::UnknownTool(tool.to_string())),
+            // A name no provider has may be anything: cut when it breaks the
+            // name rule, so neither the answer nor a log line carries it whole.
+            (Ok(()), None) => Err(CallError::UnknownTool(crate::audit::loggable_name(tool).into_owned())),
             (Ok(()), Some(entry)) => {
                 if let Some((agent, tier)) = enforce
                     && !self.budget.visible(agent, tier, entry).unwrap_or(false)
                 {
-                    tracing::warn!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
+                    tracing::debug!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
                     refused = true;
                     Err(CallError::UnknownTool(tool.to_string()))
                 } else if let Err(e) = turn.map_or(Ok(()), |c| self.spend_turn_call(c)) {

@@ -114,9 +114,13 @@ impl Serve {
             .context("starting the background budget threads")?,
         );
         let on_exit = live.clone();
-        let save_at_exit = move || match on_exit.shutdown() {
-            Ok(_) => {}
-            Err(e) => eprintln!("warning: could not save the measurements: {e}"),
+        let audited = host.clone();
+        let save_at_exit = move || {
+            // The refusals counted in the last second, as records.
+            audited.audit().flush_refusals(true);
+            if let Err(e) = on_exit.shutdown() {
+                eprintln!("warning: could not save the measurements: {e}");
+            }
         };
         if self.stdio {
             // The session on a thread of its own, which also runs the calls
