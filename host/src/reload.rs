@@ -444,7 +444,7 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
     );
     let (os, ns) = (&o.server, &n.server);
     differs(
-        "server (origins, hosts, body and session limits, connection and auth-failure limits, metrics)",
+        "server (origins, hosts, body and session limits, connection and auth-failure limits, metrics, shutdown grace)",
         os.allowed_origins != ns.allowed_origins
             || os.allowed_hosts != ns.allowed_hosts
             || os.max_body_bytes != ns.max_body_bytes
@@ -452,7 +452,8 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
             || os.auth_failure_limit != ns.auth_failure_limit
             || os.max_sessions != ns.max_sessions
             || os.session_idle_secs != ns.session_idle_secs
-            || os.metrics_beyond_loopback != ns.metrics_beyond_loopback,
+            || os.metrics_beyond_loopback != ns.metrics_beyond_loopback
+            || os.shutdown_grace_secs != ns.shutdown_grace_secs,
         "the HTTP front is set up at start",
     );
     out

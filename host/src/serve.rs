@@ -5,6 +5,7 @@
 use crate::Host;
 use crate::admin::Admin;
 use crate::config::ServerConfig;
+pub use crate::mcp::http::Drain;
 use crate::mcp::http::{Beside, HttpError, Metrics, Page};
 pub use crate::mcp::stdio::{SessionError, SessionOptions, StdioSession};
 use std::net::SocketAddr;
@@ -18,6 +19,7 @@ pub fn http_app(
     cfg: &ServerConfig,
     local: SocketAddr,
     admin: Option<Admin>,
+    drain: Option<Arc<Drain>>,
 ) -> Result<axum::Router, HttpError> {
     let servers = admin.as_ref().and_then(|a| a.servers.clone());
     let scraped = host.clone();
@@ -32,10 +34,53 @@ pub fn http_app(
             page: Some(Page { router: crate::ui::router(host.clone(), admin.clone()), is_api: crate::ui::is_api }),
             admin: Some(crate::admin::router(host.clone(), admin)),
             metrics: Some(metrics),
+            drain,
         },
-        None => Beside { metrics: Some(metrics), ..Beside::default() },
+        None => Beside { metrics: Some(metrics), drain, ..Beside::default() },
     };
     crate::mcp::http::router(host, cfg, local, beside)
+}
+
+/// What `serve` does on SIGINT or SIGTERM, for `grace`: stops taking new
+/// sessions (`drain`, when serving HTTP) and waits, while the open ones
+/// are served, until none is left (`done`: a stdio session ended; over
+/// HTTP, the last session closed) or `grace` has passed. A second signal
+/// cuts the wait short: [`Stop::Now`].
+pub async fn drain_for(
+    grace: std::time::Duration,
+    drain: Option<&Drain>,
+    done: impl std::future::Future<Output = ()>,
+    second_signal: impl std::future::Future<Output = ()>,
+) -> Stop {
+    if let Some(d) = drain {
+        d.start();
+    }
+    let emptied = async {
+        match drain {
+            Some(d) => {
+                while d.open_sessions() > 0 {
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+            }
+            None => done.await,
+        }
+    };
+    tokio::select! {
+        () = emptied => Stop::Drained,
+        () = tokio::time::sleep(grace) => Stop::GraceOver,
+        () = second_signal => Stop::Now,
+    }
+}
+
+/// How a drain ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Every session ended within the grace period.
+    Drained,
+    /// The grace period passed with sessions open: they are closed.
+    GraceOver,
+    /// A second signal: stop at once.
+    Now,
 }
 
 /// Serves `app` (see [`http_app`]) on `listener` until `shutdown` completes,

@@ -337,3 +337,95 @@ async fn huge_name_calls_barely_grow_the_audit_and_the_page_shows_records() {
     assert!(log.len() < 1 << 20, "{} bytes of log", log.len());
     assert!(!log.contains("agent=\"dm\" tool=roll outcome=ok\""), "a forged field in the log");
 }
+
+/// `serve` spawned in `dir` with `config`: the process and its URL.
+fn serve_with(dir: &std::path::Path, config: &str) -> (crate::live::Proc, String) {
+    std::fs::write(dir.join("toolhost.yaml"), config).unwrap();
+    serve(dir)
+}
+
+fn signal(proc: &crate::live::Proc, sig: &str) {
+    assert!(std::process::Command::new("kill").args([sig, &proc.0.id().to_string()]).status().unwrap().success());
+}
+
+/// The exit status of `proc` once it exits, and how long that took; `None`
+/// when it is still running after `within`.
+fn exit_within(
+    proc: &mut crate::live::Proc,
+    within: std::time::Duration,
+) -> Option<(std::process::ExitStatus, std::time::Duration)> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < within {
+        if let Some(status) = proc.0.try_wait().unwrap() {
+            return Some((status, started.elapsed()));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    None
+}
+
+/// The issue's seventh finding: on SIGTERM with a session open, `serve`
+/// stopped answering but was still alive after 65 s. Now, with three
+/// sessions open, it refuses new sessions (503, `Retry-After`), answers the
+/// call under way, and exits 0 once `server.shutdown_grace_secs` is over.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
+    let t = tempfile::tempdir().unwrap();
+    let (mut host, url) = serve_with(
+        t.path(),
+        &format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 3\nplugins:\n  files: [{HOSTILE_PATH:?}]\nbudget:\n  pin: {{ sleep: fast }}\n"
+        ),
+    );
+    let sessions = [connect(&url, "/mcp").await, connect(&url, "/mcp").await, connect(&url, "/mcp").await];
+    // A call under way when the signal comes.
+    let call = tokio::spawn(sleep_on(sessions[0].peer().clone(), 400));
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    signal(&host, "-TERM");
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let fresh = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "late", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(fresh.status(), 503, "a new session while stopping");
+    assert_eq!(fresh.headers()["retry-after"], "5");
+    assert_eq!(call.await.unwrap(), None, "the call under way is answered");
+    assert!(names(&sessions[1]).await.contains(&"sleep".to_string()), "open sessions are served on");
+    let (status, took) = tokio::task::spawn_blocking(move || {
+        let r = exit_within(&mut host, std::time::Duration::from_secs(10));
+        (r, host)
+    })
+    .await
+    .map(|(r, _)| r.expect("serve exited"))
+    .unwrap();
+    assert_eq!(status.code(), Some(0), "a clean stop");
+    assert!(took < std::time::Duration::from_secs(5), "within the grace period: {took:?}");
+}
+
+/// A second signal stops at once; with no session open the first one does.
+#[test]
+fn a_second_signal_stops_at_once_and_an_idle_host_stops_right_away() {
+    let t = tempfile::tempdir().unwrap();
+    let config = "server:\n  rate_limit: { per_minute: 0 }\n  shutdown_grace_secs: 30\n";
+    let (mut idle, _) = serve_with(t.path(), config);
+    signal(&idle, "-INT");
+    let (status, took) = exit_within(&mut idle, std::time::Duration::from_secs(10)).expect("an idle host stops");
+    assert_eq!(status.code(), Some(0));
+    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+
+    let t = tempfile::tempdir().unwrap();
+    let (mut busy, url) = serve_with(t.path(), config);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let session = rt.block_on(connect(&url, "/mcp"));
+    signal(&busy, "-INT");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(busy.0.try_wait().unwrap().is_none(), "waiting for the open session");
+    signal(&busy, "-INT");
+    let (status, _) = exit_within(&mut busy, std::time::Duration::from_secs(5)).expect("the second signal stops it");
+    assert_eq!(status.code(), Some(130));
+    drop(session);
+}

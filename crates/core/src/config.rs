@@ -277,6 +277,10 @@ pub struct ServerConfig {
     /// Serve `/metrics` to clients beyond loopback too (with an operator
     /// token) [default: false: loopback clients only].
     pub metrics_beyond_loopback: bool,
+    /// On SIGINT or SIGTERM, how long (seconds) the open sessions' calls
+    /// are still served, new sessions refused, before every session is
+    /// closed and the host exits [default: 10; stdio too].
+    pub shutdown_grace_secs: u64,
 }
 
 impl Default for ServerConfig {
@@ -293,6 +297,7 @@ impl Default for ServerConfig {
             max_sessions: 1000,
             session_idle_secs: 1800,
             metrics_beyond_loopback: false,
+            shutdown_grace_secs: 10,
         }
     }
 }

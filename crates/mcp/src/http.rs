@@ -66,6 +66,34 @@ pub struct Beside {
     pub metrics: Option<Metrics>,
     /// Where reloaded configs come from (`None`: never reloaded).
     pub reloads: Option<Arc<dyn Reloads>>,
+    /// Told when the host stops taking sessions; counts the open ones.
+    pub drain: Option<Arc<Drain>>,
+}
+
+/// A front's shutdown: once [`Drain::start`]ed, a request that would open a
+/// new MCP session is answered 503 with `Retry-After`, while the open
+/// sessions are served on; [`Drain::open_sessions`] says how many remain.
+#[derive(Debug, Default)]
+pub struct Drain {
+    draining: std::sync::atomic::AtomicBool,
+    open: std::sync::atomic::AtomicUsize,
+}
+
+impl Drain {
+    /// Stops taking new sessions.
+    pub fn start(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether new sessions are refused.
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// MCP sessions open now.
+    pub fn open_sessions(&self) -> usize {
+        self.open.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 /// The DM's page, as the front serves it.
@@ -163,6 +191,7 @@ struct Front {
     max_body: usize,
     connections: Buckets<SocketAddr>,
     sessions: Sessions,
+    drain: Arc<Drain>,
 }
 
 /// Refuses to serve beyond loopback without tokens: checked before binding
@@ -218,7 +247,7 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let Beside { admin, page, metrics: scrape, reloads: reloader } = beside;
+    let Beside { admin, page, metrics: scrape, reloads: reloader, drain } = beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {
@@ -252,6 +281,7 @@ pub fn router(
             evictable_after: (idle / 2).min(Duration::from_secs(60)),
             live: Mutex::new(HashMap::new()),
         },
+        drain: drain.unwrap_or_default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(sweep_sessions(Arc::downgrade(&front)));
@@ -612,6 +642,11 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         return invalid_request(StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
     let opens_session = session.is_none() && request.method() == axum::http::Method::POST;
+    if opens_session && front.drain.is_draining() {
+        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
+        r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        return r;
+    }
     match &session {
         Some(id) => front.sessions.touch(id),
         None if opens_session => {
@@ -662,6 +697,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     {
         front.sessions.closed(id);
     }
+    front.drain.open.store(front.sessions.lock().len(), std::sync::atomic::Ordering::Release);
     response
 }
 

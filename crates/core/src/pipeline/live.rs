@@ -238,6 +238,8 @@ fn watch(s: &Shared, probe: Option<&std::sync::mpsc::Sender<Vec<Arc<RegisteredTo
                 }
             }
         }
+        // Refusals counted in seconds now past, as records, within a tick.
+        s.host.audit().flush_refusals(false);
         if last_save.elapsed() >= SAVE_EVERY {
             last_save = Instant::now();
             if let Err(e) = s.save() {

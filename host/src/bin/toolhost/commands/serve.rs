@@ -10,7 +10,7 @@ use toolhost::admin::client::EndpointRecord;
 use toolhost::mcp::McpFront;
 use toolhost::mcp::http::endpoints;
 use toolhost::mcp::stdio::{SessionOptions, StdioSession};
-use toolhost::serve::{http_app, serve_http};
+use toolhost::serve::{Drain, Stop, drain_for, http_app, serve_http};
 
 /// Serve the tools to MCP clients (the main job).
 ///
@@ -53,7 +53,7 @@ async fn start_admin(
     let record = EndpointRecord::write(state, local, &admin.token, "stdio")
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
     // Its MCP endpoints admit exactly whom the HTTP front would.
-    let app = http_app(host, cfg, local, Some(admin))?;
+    let app = http_app(host, cfg, local, Some(admin), None)?;
     tokio::spawn(serve_http(listener, app, std::future::pending()));
     Ok(record)
 }
@@ -132,12 +132,27 @@ impl Serve {
                 toolhost::mcp::stdio::stdio,
                 SessionOptions::default(),
             )?;
+            let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
             let ended = rt.block_on(async move {
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
+                let mut session_end = std::pin::pin!(session.ended());
                 let ended = tokio::select! {
-                    r = session.ended() => r.map_err(anyhow::Error::from),
-                    () = shutdown_signal() => Ok(()),
+                    r = &mut session_end => r.map_err(anyhow::Error::from),
+                    () = shutdown_signal() => {
+                        // Calls under way are answered while the client
+                        // stays, up to the grace period.
+                        tracing::warn!(
+                            "stopping: the session's calls are served for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
+                            grace.as_secs()
+                        );
+                        let done = async { let _ = (&mut session_end).await; };
+                        if drain_for(grace, None, done, shutdown_signal()).await == Stop::Now {
+                            EndpointRecord::remove(&record);
+                            std::process::exit(130);
+                        }
+                        Ok(())
+                    }
                 };
                 EndpointRecord::remove(&record);
                 save_at_exit();
@@ -151,7 +166,8 @@ impl Serve {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
-            let app = http_app(host.clone(), &server_cfg, local, Some(admin))?;
+            let drain = Arc::new(Drain::default());
+            let app = http_app(host.clone(), &server_cfg, local, Some(admin), Some(drain.clone()))?;
             let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
             let record_at_signal = record.clone();
@@ -174,19 +190,35 @@ impl Serve {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
             drop(out);
-            serve_http(listener, app, async move {
-                shutdown_signal().await;
-                // Saved at once: open sessions may hold the drain up.
-                EndpointRecord::remove(&record_at_signal);
-                let live = live.clone();
-                let _ = tokio::task::spawn_blocking(move || live.save_now()).await;
-            })
-            .await
-            .context("HTTP server")?;
+            let mut server = tokio::spawn(serve_http(listener, app, std::future::pending()));
+            tokio::select! {
+                r = &mut server => {
+                    r.context("the HTTP server's task")?.context("HTTP server")?;
+                }
+                () = shutdown_signal() => {}
+            }
+            // New sessions get 503; the open ones are served until they
+            // end or the grace period is over, then closed with the process.
+            drain.start();
+            EndpointRecord::remove(&record_at_signal);
+            let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
+            tracing::warn!(
+                "stopping: new sessions refused; the {} open served for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
+                drain.open_sessions(),
+                grace.as_secs()
+            );
+            // Saved at once, in case the wait is cut short.
+            let saving = live.clone();
+            let _ = tokio::task::spawn_blocking(move || saving.save_now()).await;
+            if drain_for(grace, Some(&drain), std::future::pending(), shutdown_signal()).await == Stop::Now {
+                std::process::exit(130);
+            }
             EndpointRecord::remove(&record);
             servers.shutdown();
             save_at_exit();
-            Ok(ExitCode::SUCCESS)
+            // Ends every open stream: the sessions are closed.
+            let _ = std::io::stdout().flush();
+            std::process::exit(0)
         })
     }
 }
