@@ -27,18 +27,21 @@
 //! path takes no lock: each tool's current tier is cached in atomics,
 //! recomputed when a sample is recorded or when its oldest sample expires.
 
+mod enforce;
 pub mod metrics;
 pub mod persist;
 pub mod selector;
+mod state;
 pub mod tier;
 
-use crate::registry::{Catalog, RegisteredTool};
+use state::{CachedTier, PerCaller, ToolState, ToolStats, Viewer};
+
 use crate::tool::{CallError, DeadlinePolicy, ToolDef};
 use metrics::{Outcome, Summary, Window};
 use rustc_hash::FxHashMap;
 pub use selector::{Clock, ManualClock, Reason, Selection, Selector, SelectorConfig, SystemClock, Turn};
 use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 pub use tier::{Badge, Ceilings, Tier};
@@ -260,107 +263,6 @@ pub struct ToolStatus {
     /// In the shared view ([`Budget::status`]): how many callers' own
     /// views demote the tool. In a caller's view: 1 when it is demoted.
     pub demoted_for: usize,
-}
-
-/// Something kept per caller: the operator's, and each agent's.
-#[derive(Debug)]
-struct PerCaller<V> {
-    operator: Option<V>,
-    agents: FxHashMap<String, V>,
-}
-
-impl<V> Default for PerCaller<V> {
-    fn default() -> Self {
-        PerCaller { operator: None, agents: FxHashMap::default() }
-    }
-}
-
-impl<V> PerCaller<V> {
-    fn get(&self, caller: Option<&str>) -> Option<&V> {
-        match caller {
-            None => self.operator.as_ref(),
-            Some(a) => self.agents.get(a),
-        }
-    }
-
-    fn get_or_insert_with(&mut self, caller: Option<&str>, make: impl FnOnce() -> V) -> &mut V {
-        match caller {
-            None => self.operator.get_or_insert_with(make),
-            Some(a) => {
-                if !self.agents.contains_key(a) {
-                    self.agents.insert(a.to_string(), make());
-                }
-                self.agents.get_mut(a).expect("just inserted")
-            }
-        }
-    }
-
-    /// Every caller's value, the operator's under `None`.
-    fn iter(&self) -> impl Iterator<Item = (Option<&str>, &V)> {
-        self.operator.iter().map(|v| (None, v)).chain(self.agents.iter().map(|(a, v)| (Some(a.as_str()), v)))
-    }
-
-    fn values(&self) -> impl Iterator<Item = &V> {
-        self.operator.iter().chain(self.agents.values())
-    }
-}
-
-#[derive(Debug)]
-struct ToolStats {
-    /// Every caller's real calls together: the operator's figures and the
-    /// saved measurements; never a tier.
-    real: Window,
-    probes: Window,
-    /// Each caller's own real calls.
-    callers: PerCaller<Window>,
-}
-
-/// A cached tier.
-#[derive(Debug)]
-struct CachedTier {
-    /// Effective tier code; `u8::MAX`: not computed yet.
-    tier: AtomicU8,
-    /// Nanoseconds since `Budget::epoch` after which the cached tier is stale
-    /// (its oldest live sample ages out); `u64::MAX`: never.
-    stale_after: AtomicU64,
-}
-
-impl CachedTier {
-    fn new() -> CachedTier {
-        CachedTier { tier: AtomicU8::new(u8::MAX), stale_after: AtomicU64::new(0) }
-    }
-
-    fn invalidate(&self) {
-        self.stale_after.store(0, Ordering::Release);
-    }
-}
-
-#[derive(Debug)]
-struct ToolState {
-    stats: Mutex<ToolStats>,
-    /// The shared view's tier.
-    shared: CachedTier,
-    /// The tier in each caller's view, for callers with real calls of
-    /// their own (the others see the shared view).
-    views: RwLock<PerCaller<Arc<CachedTier>>>,
-}
-
-impl ToolState {
-    fn invalidate(&self) {
-        self.shared.invalidate();
-        for v in self.views.read().unwrap_or_else(|p| p.into_inner()).values() {
-            v.invalidate();
-        }
-    }
-}
-
-/// Whose view of a tool.
-#[derive(Debug, Clone, Copy)]
-enum Viewer<'a> {
-    /// Everyone's, before their own evidence.
-    Shared,
-    /// One caller's: the operator (`None`) or an agent.
-    Caller(Option<&'a str>),
 }
 
 /// Why a budget request was refused.
@@ -813,73 +715,6 @@ impl Budget {
             _ => sel.tier,
         };
         Ok(Selection { tier, reason: sel.reason })
-    }
-
-    /// Is `tool` visible to `agent` at `tier`? On the allow-list (any tool
-    /// for the operator, `agent == None`) and within the tier.
-    /// A long tool (`budget.long_tools`) is visible to the agents it names
-    /// that also have it on their allow-list, at its tier (pinned, else
-    /// DEEP) or above, and to no one else.
-    pub fn visible(&self, agent: Option<&str>, tier: Tier, t: &RegisteredTool) -> Result<bool, BudgetError> {
-        if let Some(name) = agent {
-            let set = self.settings.load();
-            let (_, allowed) = set.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?;
-            if !allowed.contains(&t.def.name) {
-                return Ok(false);
-            }
-        }
-        if self.is_long(&t.def.name) {
-            return Ok(self.long_visible(&t.def.name, agent, tier));
-        }
-        Ok(self.tool_tier(&t.def, agent).is_some_and(|tt| tt <= tier))
-    }
-
-    /// The enforcer: the tools `agent` may see at `tier`, sorted by name.
-    /// Over-budget and non-allow-listed tools are never in the list.
-    pub fn available_tools(
-        &self,
-        catalog: &Catalog,
-        agent: Option<&str>,
-        tier: Tier,
-    ) -> Result<Vec<Arc<RegisteredTool>>, BudgetError> {
-        let set = self.settings.load();
-        let profile = match agent {
-            Some(name) => Some(&set.agents.get(name).ok_or_else(|| BudgetError::UnknownAgent(name.to_string()))?.0),
-            None => None,
-        };
-        let now = self.clock.now();
-        let mut stale = Vec::new();
-        let mut out: Vec<Arc<RegisteredTool>> = Vec::new();
-        {
-            // One read lock and one clock reading for the whole listing.
-            let states = self.tools.read().unwrap_or_else(|p| p.into_inner());
-            let mut consider =
-                |t: &Arc<RegisteredTool>| match self.cached_tier(states.get(&t.def.name), &t.def, agent, now) {
-                    _ if !t.provider.is_available() => {}
-                    _ if self.is_long(&t.def.name) => {
-                        if self.long_visible(&t.def.name, agent, tier) {
-                            out.push(t.clone());
-                        }
-                    }
-                    Some(tt) if tt.is_some_and(|tt| tt <= tier) => out.push(t.clone()),
-                    Some(_) => {}
-                    None => stale.push(t.clone()),
-                };
-            match profile {
-                None => catalog.tools().for_each(&mut consider),
-                Some(p) => p.tools.iter().filter_map(|n| catalog.get(n)).for_each(&mut consider),
-            }
-        }
-        for t in stale {
-            if self.status_for(&t.def, agent).tier.is_some_and(|tt| tt <= tier) {
-                out.push(t);
-            }
-        }
-        if profile.is_some() || !out.is_sorted_by(|a, b| a.def.name <= b.def.name) {
-            out.sort_by(|a, b| a.def.name.cmp(&b.def.name));
-            out.dedup_by(|a, b| a.def.name == b.def.name);
-        }
-        Ok(out)
     }
 }
 

@@ -1,7 +1,7 @@
 //! Tests of the budget enforcer with an injected clock.
 
 use super::*;
-use crate::registry::Registry;
+use crate::registry::{Catalog, RegisteredTool, Registry};
 use crate::tool::{CallContext, CallStats, Content, Provider, ToolMeta, ToolOutput};
 
 /// A provider whose every tool answers "ok" at once.
