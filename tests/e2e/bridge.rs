@@ -304,10 +304,10 @@ fn a_call_past_the_bridge_timeout_gets_a_timeout_output() {
 }
 
 #[test]
-fn after_close_calls_are_refused_and_the_audit_has_one_record_per_bridged_call() {
+fn after_close_calls_are_refused_and_the_audit_accounts_for_every_bridged_call() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
-    let b = Bridge::new(host, "Sage", Format::OpenAiRealtime).unwrap().with_session_id("rt_session_C9wVq");
+    let b = Bridge::new(host.clone(), "Sage", Format::OpenAiRealtime).unwrap().with_session_id("rt_session_C9wVq");
     b.update_tier("hello", hello()).unwrap();
     assert!(answer(&b, &fixture(OPENAI_ARGUMENTS_DONE))["total"].is_i64());
     answer(&b, &call_event(Format::OpenAiRealtime, "a", "nope", "{}"));
@@ -323,19 +323,32 @@ fn after_close_calls_are_refused_and_the_audit_has_one_record_per_bridged_call()
     assert_eq!(b.update_tier("hello", hello()).unwrap_err(), BridgeError::Closed);
     assert_eq!(b.declarations(), json!([]));
 
-    let records: Vec<Value> = std::fs::read_to_string(dir.path().join("audit.jsonl"))
+    // Refused calls are counted per agent, reason and second: written now.
+    host.audit().flush_refusals(true);
+    let all: Vec<Value> = std::fs::read_to_string(dir.path().join("audit.jsonl"))
         .unwrap()
         .lines()
         .map(|l| serde_json::from_str::<Value>(l).unwrap())
-        .filter(|r| r["event"] == "call")
         .collect();
+    let records: Vec<Value> = all.iter().filter(|r| r["event"] == "call").cloned().collect();
     let mine: Vec<&Value> = records.iter().filter(|r| r["session"] == "rt_session_C9wVq").collect();
     let summary: Vec<(&str, &str)> =
         mine.iter().map(|r| (r["tool"].as_str().unwrap(), r["outcome"].as_str().unwrap())).collect();
     assert_eq!(
         summary,
-        [("roll", "ok"), ("nope", "unknown_tool"), ("get_rule", "refused"), ("roll", "invalid_input")],
-        "one record per bridged call; none after close"
+        [("roll", "ok"), ("roll", "invalid_input")],
+        "one record per bridged call that ran; none after close"
+    );
+    let mut refused: Vec<(&str, &str, u64)> = all
+        .iter()
+        .filter(|r| r["event"] == "refused")
+        .map(|r| (r["agent"].as_str().unwrap(), r["reason"].as_str().unwrap(), r["count"].as_u64().unwrap()))
+        .collect();
+    refused.sort();
+    assert_eq!(
+        refused,
+        [("Sage", "refused", 1), ("Sage", "unknown_tool", 1)],
+        "the unknown and the hidden call, counted"
     );
     assert!(mine.iter().all(|r| r["agent"] == "Sage"), "{mine:?}");
     assert_eq!(records.len(), mine.len(), "no other calls were made");
