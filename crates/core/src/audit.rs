@@ -293,7 +293,11 @@ impl AuditLog {
             duration_ms = r.duration_ms,
             "call"
         );
-        self.append(&Record { tool: &tool, ..r.clone() });
+        // The record is copied only in the rare case its name was cut.
+        match &tool {
+            std::borrow::Cow::Borrowed(_) => self.append(r),
+            std::borrow::Cow::Owned(cut) => self.append(&Record { tool: cut, ..r.clone() }),
+        }
     }
 
     /// Writes the pending `refused` records: those of past seconds, or

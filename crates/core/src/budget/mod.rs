@@ -621,13 +621,14 @@ impl Budget {
     pub fn record(&self, def: &ToolDef, caller: Option<&str>, duration: Duration, outcome: Outcome) {
         let state = self.state(&def.name);
         let now = self.clock.now();
-        let cfg = self.config();
         let mut stats = state.stats.lock().unwrap_or_else(|p| p.into_inner());
         stats.real.record(now, duration, outcome);
-        stats
-            .callers
-            .get_or_insert_with(caller, || Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs)))
-            .record(now, duration, outcome);
+        // The settings are read only for a caller's first call of the tool.
+        let new_window = || {
+            let cfg = self.config();
+            Window::new(cfg.window, Duration::from_secs(cfg.window_max_age_secs))
+        };
+        stats.callers.get_or_insert_with(caller, new_window).record(now, duration, outcome);
         let view = state.views.read().unwrap_or_else(|p| p.into_inner()).get(caller).cloned();
         match view {
             Some(v) => v.invalidate(),
