@@ -25,8 +25,13 @@ impl Drop for Proc {
 
 /// Starts `cmd` (a `toolhost serve --http 127.0.0.1:0`) and returns it with
 /// the base URL from its banner. Its stdout keeps being drained.
-pub fn spawn_serving(mut cmd: std::process::Command) -> (Proc, String) {
-    let mut child = cmd.stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+pub fn spawn_serving(cmd: std::process::Command) -> (Proc, String) {
+    spawn_serving_logged(cmd, Stdio::null())
+}
+
+/// [`spawn_serving`], its log (stderr) going to `log`.
+pub fn spawn_serving_logged(mut cmd: std::process::Command, log: impl Into<Stdio>) -> (Proc, String) {
+    let mut child = cmd.stdout(Stdio::piped()).stderr(log).spawn().unwrap();
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     out.read_line(&mut first).unwrap();

@@ -75,7 +75,7 @@ fn upstream_names_always_fit_the_rule_and_hostile_ones_are_skipped() {
     let tools: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
     let names: Vec<&str> =
         tools.iter().filter(|t| t["provider"] == "evil").map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 8, "{names:?}");
+    assert_eq!(names.len(), 9, "{names:?}");
     for n in ["env_dump", "huge", "evil_dotted_name", "typed_liar", "typed_silent", "typed_honest"] {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
@@ -276,4 +276,115 @@ async fn an_upstream_that_forgets_its_sessions_is_re_listed_not_silently_resumed
     .await;
     let r = client.call_tool(rmcp::model::CallToolRequestParams::new("newtool")).await.unwrap();
     assert_eq!(r.content[0].as_text().map(|t| t.text.as_str()), Some("life 1"), "{r:?}");
+}
+
+#[test]
+fn an_upstreams_enormous_result_is_cut_as_it_arrives_and_answered_output_too_large() {
+    // 200 MB in one line: rmcp alone drops a line over 16 MiB without a
+    // word, and the call waited for its whole deadline.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), evil_config(dir.path())).unwrap();
+    let o = run(dir.path(), "warn", &["call", "enormous", "{}"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("output limit"), "output_too_large, not a timeout: {err}");
+    assert!(!err.contains("timed out") && !err.contains("deadline"), "{err}");
+    assert!(stdout(&o).len() < 4096, "nothing of it is printed");
+    // The connection survives the cut: the next call on it is answered.
+    let o = run(dir.path(), "warn", &["call", "evil_dotted_name", "{}"]);
+    assert_eq!(stdout(&o).trim(), "called dotted.name", "{}", stderr(&o));
+}
+
+/// `toolhost serve --http` with the config in `dir`, its log at `info`
+/// going to `dir/host.log`.
+fn serve_logged(dir: &Path) -> (Proc, String) {
+    let mut cmd = crate::common::toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env("TOOLHOST_LOG", "info").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let log = std::fs::File::create(dir.join("host.log")).unwrap();
+    crate::live::spawn_serving_logged(cmd, log)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_notification_flooding_upstream_keeps_the_log_small_and_is_re_listed_at_most_once_a_second() {
+    let dir = tempfile::tempdir().unwrap();
+    let lists = dir.path().join("lists");
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: flood\n      transport: stdio\n      command: {} {} --flood {}\n",
+            python().display(),
+            peers_dir().join("evil_server.py").display(),
+            lists.display()
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve_logged(dir.path());
+    let started = std::time::Instant::now();
+    let (client, _) = crate::live::connect(&url).await;
+    let listed = |l: &Path| std::fs::read_to_string(l).ok().and_then(|t| t.trim().parse::<u64>().ok()).unwrap_or(0);
+    crate::live::eventually("the flood is on (tools/list answered at least twice)", async || listed(&lists) >= 2).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    // The host keeps serving through it.
+    let roll = rmcp::model::CallToolRequestParams::new("roll")
+        .with_arguments(serde_json::json!({"expression": "1d6"}).as_object().unwrap().clone());
+    let r = client.call_tool(roll).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let elapsed = started.elapsed().as_secs_f64();
+    let log = std::fs::metadata(dir.path().join("host.log")).unwrap().len();
+    // Under 1 MB a minute at `info`, pro rata.
+    let allowed = 1_000_000.0 * elapsed / 60.0;
+    let text = std::fs::read_to_string(dir.path().join("host.log")).unwrap_or_default();
+    assert!((log as f64) < allowed, "{log} bytes of log in {elapsed:.1} s: {:.2000}", text);
+    let relists = listed(&lists);
+    // One at connection, then at most one a second.
+    assert!(relists as f64 <= elapsed + 2.0, "{relists} tools/list in {elapsed:.1} s");
+    assert!(text.contains("notifications a second"), "the drop is said once: {text:.2000}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_ten_thousand_tool_upstream_is_cut_at_max_tools_and_tools_list_pages() {
+    use rmcp::model::PaginatedRequestParams;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: many\n      transport: stdio\n      command: {} {} --many 10000\n",
+            python().display(),
+            peers_dir().join("evil_server.py").display(),
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve_logged(dir.path());
+    let (client, _) = crate::live::connect(&url).await;
+    let mut pages = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor.take()))).await.unwrap();
+        pages.push(page.tools.len());
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => break,
+        }
+        assert!(pages.len() < 10, "{pages:?}");
+    }
+    assert!(pages.len() >= 3 && pages[0] == 500 && pages[1] == 500, "{pages:?}");
+    let all = client.list_all_tools().await.unwrap();
+    assert_eq!(all.len(), pages.iter().sum::<usize>());
+    // The first 1,000 it lists: its 11 own tools, then many_0 ... many_988.
+    let many = all
+        .iter()
+        .filter(|t| t.name.strip_prefix("many_").is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
+        .count();
+    assert_eq!(many, 989, "the first 1000 of its listing");
+    assert!(all.iter().any(|t| t.name == "many_988") && !all.iter().any(|t| t.name == "many_989"));
+    let names: std::collections::HashSet<_> = all.iter().map(|t| t.name.to_string()).collect();
+    assert_eq!(names.len(), all.len(), "no tool on two pages");
+    let bad = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some("nonsense".into())))).await;
+    assert!(bad.is_err(), "an invalid cursor is an error: {bad:?}");
+    let log = std::fs::read_to_string(dir.path().join("host.log")).unwrap();
+    assert!(log.contains("more than 1000 tools") && log.contains("many"), "{log:.2000}");
 }

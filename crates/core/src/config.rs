@@ -150,13 +150,26 @@ pub struct McpServerConfig {
     /// measured [default: `budget.unmeasured_tier`, standard].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tier: Option<crate::budget::Tier>,
+    /// The most tools taken from this server [default: 1000,
+    /// [`DEFAULT_MAX_TOOLS`]]. When it offers more, the first ones it lists
+    /// are served and a warning names the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tools: Option<usize>,
 }
+
+/// How many tools a server may offer unless its `max_tools` says otherwise.
+pub const DEFAULT_MAX_TOOLS: usize = 1000;
 
 /// The longest `timeout_ms` an external server may have, whatever the
 /// limits say: one hour.
 pub const MAX_SERVER_TIMEOUT_MS: u64 = 3_600_000;
 
 impl McpServerConfig {
+    /// The most tools taken from this server.
+    pub fn max_tools(&self) -> usize {
+        self.max_tools.unwrap_or(DEFAULT_MAX_TOOLS)
+    }
+
     /// Checks `timeout_ms` against the operator's deadline policy: at
     /// least 1 ms and the floor, at most the ceiling and one hour. The
     /// error starts with the key (`timeout_ms: ...`).
@@ -602,6 +615,9 @@ impl Config {
                 _ => {}
             }
             s.check_timeout(self.limits().deadlines()).map_err(|e| format!("{key}.{e}{}", at(&s.name)))?;
+            if s.max_tools == Some(0) {
+                return Err(format!("{key}.max_tools: must be at least 1{}", at(&s.name)));
+            }
         }
         Ok(())
     }

@@ -30,6 +30,7 @@
 //! them through the registry (`upstreams`) and sends reads, prompt gets
 //! and completions to the server that offered them.
 
+mod child;
 pub mod login;
 mod names;
 mod oauth;
@@ -201,6 +202,8 @@ impl ExternalServers {
             relist: Notify::new(),
             recheck: Notify::new(),
             relay: relay::Relay::default(),
+            notices: relay::Gate::default(),
+            message_limit: message_limit(self.host.runtime().limits().output_bytes),
             exposed: Mutex::new(Vec::new()),
             offers: offer::Offers::default(),
             state_dir: self.state_dir.get().cloned(),
@@ -274,10 +277,22 @@ pub(crate) fn block_on<F: Future>(rt: &tokio::runtime::Handle, f: F) -> F::Outpu
     }
 }
 
+/// The largest single message taken from a stdio server, in bytes: four
+/// times the output cap (JSON escapes can take six bytes for one) plus
+/// 64 KiB for the envelope, and never less than rmcp's own 16 MiB, which a
+/// 1,000-tool listing needs. A longer one is cut as it arrives; a cut
+/// answer to a call is `output_too_large` at once.
+pub(crate) fn message_limit(max_output_bytes: usize) -> usize {
+    max_output_bytes.saturating_mul(4).saturating_add(64 * 1024).max(16 * 1024 * 1024)
+}
+
 fn check(cfg: &McpServerConfig) -> Result<(), ServerError> {
     let bad = |reason: &str| Err(ServerError::Config { name: cfg.name.clone(), reason: reason.to_string() });
     if cfg.name.is_empty() || !cfg.name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
         return bad("the name must be letters, digits, '-' or '_'");
+    }
+    if cfg.max_tools == Some(0) {
+        return bad("max_tools: must be at least 1");
     }
     match cfg.transport {
         Transport::Stdio if cfg.command.as_deref().is_none_or(|c| c.trim().is_empty()) => {

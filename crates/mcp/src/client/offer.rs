@@ -37,7 +37,7 @@ use tokio::sync::Notify;
 /// Entries of one kind (resources, templates, prompts) kept per server.
 pub(crate) const MAX_LISTED: usize = 1000;
 /// Pages read per listing, at most (a server that pages forever stops here).
-const MAX_PAGES: usize = 100;
+pub(super) const MAX_PAGES: usize = 100;
 /// The longest resource URI or URI template accepted, in bytes.
 pub(crate) const MAX_URI_BYTES: usize = 4096;
 /// Completion values passed on per request, as MCP allows.

@@ -111,6 +111,18 @@ impl Provider for McpTools {
                     limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 });
             }
+            // An answer cut at the message limit as it arrived.
+            Err(ServiceError::McpError(e))
+                if e.code.0 == super::child::OVERSIZED_CODE
+                    && e.data.as_ref().and_then(|d| d.get("toolhost")).and_then(Value::as_str) == Some("oversized") =>
+            {
+                let size = e.data.as_ref().and_then(|d| d.get("bytes")).and_then(Value::as_u64).unwrap_or(0);
+                return Err(CallError::OutputTooLarge {
+                    tool: tool.to_string(),
+                    size: usize::try_from(size).unwrap_or(usize::MAX),
+                    limit: self.max_output_bytes,
+                });
+            }
             // An error's text is the server's: held to a line's worth, not
             // the output cap's megabyte.
             Err(ServiceError::McpError(e)) if e.code == ErrorCode::INVALID_PARAMS => {

@@ -102,9 +102,71 @@ impl Relay {
     }
 }
 
+/// Notifications admitted from one server per second; the rest are dropped
+/// before any work is done for them.
+pub(super) const NOTICES_PER_SECOND: u32 = 100;
+/// Least time between two warnings about dropped notifications.
+const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Holds one server's progress and log notifications to
+/// [`NOTICES_PER_SECOND`] (a window per second), and says once a minute,
+/// at `warn`, how many it dropped.
+#[derive(Debug)]
+pub(super) struct Gate {
+    state: Mutex<GateState>,
+}
+
+#[derive(Debug)]
+struct GateState {
+    window: Instant,
+    admitted: u32,
+    dropped: u64,
+    warned: Option<Instant>,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate { state: Mutex::new(GateState { window: Instant::now(), admitted: 0, dropped: 0, warned: None }) }
+    }
+}
+
+impl Gate {
+    /// Whether one more notification from `server` is let through now.
+    pub(super) fn admit(&self, server: &str) -> bool {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        if now.duration_since(s.window) >= Duration::from_secs(1) {
+            s.window = now;
+            s.admitted = 0;
+        }
+        if s.admitted < NOTICES_PER_SECOND {
+            s.admitted += 1;
+            return true;
+        }
+        s.dropped += 1;
+        if s.warned.is_none_or(|t| now.duration_since(t) >= DROP_WARNING_INTERVAL) {
+            tracing::warn!(
+                server,
+                dropped = s.dropped,
+                "the server sends more than {NOTICES_PER_SECOND} notifications a second; the rest are dropped"
+            );
+            s.warned = Some(now);
+            s.dropped = 0;
+        }
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_gate_admits_its_rate_and_drops_the_rest() {
+        let gate = Gate::default();
+        let admitted = (0..10_000).filter(|_| gate.admit("flood")).count();
+        assert_eq!(admitted, NOTICES_PER_SECOND as usize);
+    }
 
     fn collector() -> (Sink, Arc<Mutex<Vec<PluginEvent>>>) {
         let seen: Arc<Mutex<Vec<PluginEvent>>> = Arc::default();

@@ -35,6 +35,11 @@ pub(super) struct Server {
     pub(super) recheck: Notify,
     /// Progress and log notifications, to the calls they belong to.
     pub(super) relay: super::relay::Relay,
+    /// The largest message taken from it, in bytes: see
+    /// [`super::message_limit`].
+    pub(super) message_limit: usize,
+    /// Holds its progress and log notifications to a rate.
+    pub(super) notices: super::relay::Gate,
     pub(super) exposed: Mutex<Vec<String>>,
     /// Its resources, templates and prompts, as last listed.
     pub(super) offers: super::offer::Offers,
@@ -117,6 +122,9 @@ impl ClientHandler for Handler {
         params: rmcp::model::ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        if !self.server.notices.admit(&self.server.cfg.name) {
+            return;
+        }
         if let rmcp::model::NumberOrString::Number(token) = params.progress_token.0 {
             self.server.relay.progress(token, params.progress, params.total, params.message);
         }
@@ -129,6 +137,9 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         use rmcp::model::LoggingLevel as L;
+        if !self.server.notices.admit(&self.server.cfg.name) {
+            return;
+        }
         let text = match &params.data {
             Value::String(s) => s.clone(),
             other => other.to_string(),
@@ -403,14 +414,9 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
                 }
             }
             cmd.envs(&cfg.env);
-            let (transport, stderr) = rmcp::transport::TokioChildProcess::builder(cmd)
-                .stderr(std::process::Stdio::piped())
-                .spawn()
+            let (transport, stderr) = super::child::ChildTransport::spawn(cmd, server.message_limit)
                 .map_err(|e| format!("starting `{line}`: {e}"))?;
-            if let Some(stderr) = stderr {
-                let name = cfg.name.clone();
-                tokio::spawn(log_stderr(name, stderr));
-            }
+            tokio::spawn(log_stderr(cfg.name.clone(), stderr));
             handler.serve(transport).await.map_err(|e| format!("initialize: {e}"))
         }
         Transport::StreamableHttp => {
@@ -503,11 +509,40 @@ fn emit_stderr(server: &str, line: &[u8], cut: bool) {
     tracing::debug!(server, "stderr: {text}{}", if cut { " [cut]" } else { "" });
 }
 
+/// The server's tools, page by page, at most its `max_tools` (and
+/// [`super::offer::MAX_PAGES`] pages): past that, the first ones it listed,
+/// with a warning that names the server.
+async fn list_tools(server: &Server, peer: &Peer<RoleClient>) -> Result<Vec<rmcp::model::Tool>, rmcp::ServiceError> {
+    let name = &server.cfg.name;
+    let max = server.cfg.max_tools();
+    let mut tools = Vec::new();
+    let mut cursor = None;
+    for _ in 0..super::offer::MAX_PAGES {
+        let params = rmcp::model::PaginatedRequestParams::default().with_cursor(cursor.take());
+        let page = peer.list_tools(Some(params)).await?;
+        tools.extend(page.tools);
+        if tools.len() > max {
+            tracing::warn!(
+                server = %name,
+                "the server offers more than {max} tools (its max_tools); the first {max} are served"
+            );
+            tools.truncate(max);
+            return Ok(tools);
+        }
+        match page.next_cursor {
+            Some(c) => cursor = Some(c),
+            None => return Ok(tools),
+        }
+    }
+    tracing::warn!(server = %name, "tools/list: more than {} pages; the rest are not served", super::offer::MAX_PAGES);
+    Ok(tools)
+}
+
 /// Lists the server's tools and (re)registers them as one provider.
 /// Returns false when nothing could be registered.
 async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
     let Some(peer) = server.peer.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return false };
-    let tools = match tokio::time::timeout(CONNECT_TIMEOUT, peer.list_all_tools()).await {
+    let tools = match tokio::time::timeout(CONNECT_TIMEOUT, list_tools(server, &peer)).await {
         Ok(Ok(t)) => t,
         Ok(Err(e)) => {
             server.set_error(format!("tools/list failed: {e}"));

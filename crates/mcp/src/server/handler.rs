@@ -2,6 +2,9 @@
 
 use super::*;
 
+/// The most tools on one page of `tools/list`.
+pub const TOOLS_PER_PAGE: usize = 500;
+
 impl ServerHandler for McpFront {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities =
@@ -30,19 +33,33 @@ impl ServerHandler for McpFront {
         info
     }
 
+    /// One page of the session's tools, [`TOOLS_PER_PAGE`] at most, with
+    /// a cursor to the next; a turn starts only with the first page.
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.as_ref().and_then(|r| r.cursor.as_deref()) {
+            None => 0,
+            Some(c) => c.parse::<usize>().ok().filter(|&n| n > 0).ok_or_else(|| {
+                ErrorData::invalid_params("invalid cursor: pass the nextCursor of a previous page", None)
+            })?,
+        };
         let turn = match turn_request(&context.meta.0.0)? {
-            Some((utterance, cues)) => self.begin_turn(&utterance, cues),
-            None => self.turn_tier(),
+            Some((utterance, cues)) if start == 0 => self.begin_turn(&utterance, cues),
+            _ => self.turn_tier(),
         };
         let mut tools = self.visible_tools();
         *self.shown.lock().unwrap_or_else(|p| p.into_inner()) = tools.iter().map(|t| t.name.to_string()).collect();
+        // The cursor is an offset: a list that changed between pages was
+        // announced with list_changed, and the client lists again.
+        let end = start.saturating_add(TOOLS_PER_PAGE).min(tools.len());
+        let next = (end < tools.len()).then(|| end.to_string());
+        let mut tools: Vec<Tool> = if start < tools.len() { tools.drain(start..end).collect() } else { Vec::new() };
         crate::content::shape_tools(&mut tools, Dialect::of(context.protocol_version().as_ref()));
         let mut result = ListToolsResult::with_all_items(tools);
+        result.next_cursor = next;
         result.meta = Some(meta(json!({"tier": turn.tier.as_str(), "reason": turn.reason, "turn": turn.turn})));
         Ok(result)
     }

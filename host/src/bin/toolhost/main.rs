@@ -27,11 +27,25 @@ struct Cli {
     command: commands::Command,
 }
 
+/// The log filter: `TOOLHOST_LOG` (`tracing` directives), or warnings and
+/// what a config reload did (SIGHUP has no other voice).
+///
+/// rmcp logs every message an MCP peer sends at `info` and `debug`, verbatim:
+/// a peer sending notifications as fast as it can would fill the disk at
+/// `TOOLHOST_LOG=info`. Its lines stay at `warn` unless the filter names
+/// `rmcp` itself.
+fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
+    let setting = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("warn,toolhost::reload=info");
+    let directives = if setting.contains("rmcp") { setting.to_string() } else { format!("{setting},rmcp=warn") };
+    tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
+        eprintln!("toolhost: TOOLHOST_LOG={setting:?} is not a valid filter ({e}); logging warnings");
+        tracing_subscriber::EnvFilter::new("warn,rmcp=warn")
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let filter = tracing_subscriber::EnvFilter::try_from_env("TOOLHOST_LOG")
-        // Warnings, and what a config reload did (SIGHUP has no other voice).
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,toolhost::reload=info"));
+    let filter = log_filter(std::env::var("TOOLHOST_LOG").ok().as_deref());
     // Logs go to stderr, always: on stdio transports stdout carries protocol
     // messages and nothing else. They are written by a thread of their own:
     // an MCP client that pipes our stderr and never reads it would otherwise

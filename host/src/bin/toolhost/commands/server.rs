@@ -45,6 +45,10 @@ enum Action {
         /// deep [default: budget.unmeasured_tier].
         #[arg(long, value_name = "TIER")]
         tier: Option<toolhost::budget::Tier>,
+        /// The most tools taken from it; past that, the first ones it lists
+        /// are served and a warning names it [default: 1000].
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+        max_tools: Option<u64>,
     },
     /// Disconnect the running host from a server; its tools leave the registry.
     Remove {
@@ -57,7 +61,7 @@ impl Server {
     pub fn run(self) -> Result<ExitCode> {
         let state = self.state;
         match self.action {
-            Action::Add { name, command, url, token_env, env, pass_env, timeout_ms, tier } => {
+            Action::Add { name, command, url, token_env, env, pass_env, timeout_ms, tier, max_tools } => {
                 let mut vars = BTreeMap::new();
                 for kv in env {
                     let (k, v) =
@@ -78,6 +82,7 @@ impl Server {
                     auth: token.map(|t| AuthConfig { token: Some(t), oauth: None }),
                     timeout_ms,
                     tier,
+                    max_tools: max_tools.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
                 };
                 let reply = state.admin()?.add_server(&cfg)?;
                 match reply.status {
