@@ -232,6 +232,21 @@ fn http_refuses_foreign_origins_and_accepts_loopback_ones() {
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     let (head, _) = raw(server.1, "/mcp", &[], &init);
     assert!(head.starts_with("HTTP/1.1 200"), "no Origin (not a browser): {head}");
+    // Parsed strictly: a loopback name as userinfo is evil.example's origin.
+    for origin in ["http://localhost:1@evil.example", "http://localhost/path", "file://localhost"] {
+        let (head, _) = raw(server.1, "/mcp", &[("Origin", origin)], &init);
+        assert!(head.starts_with("HTTP/1.1 403"), "{origin}: {head}");
+    }
+    // A browser's cross-site POST is refused, with or without an Origin it
+    // would otherwise pass; its same-origin one is served.
+    let cross = [("Sec-Fetch-Site", "cross-site")];
+    let (head, body) = raw(server.1, "/mcp", &cross, &init);
+    assert!(head.starts_with("HTTP/1.1 403") && body.contains("cross-site"), "{head}{body}");
+    let (head, _) =
+        raw(server.1, "/mcp", &[("Sec-Fetch-Site", "cross-site"), ("Origin", "http://localhost:6274")], &init);
+    assert!(head.starts_with("HTTP/1.1 403"), "{head}");
+    let (head, _) = raw(server.1, "/mcp", &[("Sec-Fetch-Site", "same-origin")], &init);
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
 }
 
 #[test]

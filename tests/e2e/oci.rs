@@ -326,6 +326,28 @@ fn hostile_registries_and_untrusted_keys_are_refused() {
     }
     assert!(!dir.join("hostile.wasm").exists());
 
+    // A manifest that declares a small layer: the read stops at the
+    // declared size, however much the registry would send.
+    {
+        use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+        let client = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
+        let reference: oci_client::Reference = format!("{}/tools/hostile:liar", reg.addr).parse().unwrap();
+        let layers = vec![ImageLayer::new(wasm.clone(), "application/wasm".to_string(), None)];
+        let config = Config::new(b"{}".to_vec(), cfg.to_string(), None);
+        let mut manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
+        manifest.media_type = Some("application/vnd.oci.image.manifest.v1+json".into());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let auth = oci_client::secrets::RegistryAuth::Anonymous;
+        rt.block_on(client.push(&reference, &layers, config, &auth, Some(manifest.clone()))).unwrap();
+        manifest.layers[0].size = 100;
+        let ct = http::HeaderValue::from_static("application/vnd.oci.image.manifest.v1+json");
+        rt.block_on(client.push_manifest_raw(&reference, serde_json::to_vec(&manifest).unwrap(), ct)).unwrap();
+        let o = run(dir, &["pull", &reg.reference("tools/hostile:liar"), "-o", "hostile.wasm"]);
+        assert!(!o.status.success(), "{}", stdout(&o));
+        assert!(stderr(&o).contains("more than the 100 bytes the manifest declares"), "{}", stderr(&o));
+        assert!(!dir.join("hostile.wasm").exists());
+    }
+
     // Annotations with control characters are printed escaped, and
     // annotations that disagree with the signature are called out.
     let r = push_raw(

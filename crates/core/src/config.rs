@@ -593,6 +593,16 @@ impl Config {
                 }
             }
         }
+        for o in &self.server.allowed_origins {
+            let t = o.trim_end_matches('/');
+            let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://"));
+            if rest.is_none_or(|r| r.is_empty() || r.contains(['@', '/', '?', '#', ' '])) {
+                return Err(format!(
+                    "server.allowed_origins: {o:?} is not an origin: http(s)://host[:port], or :* for any port{}",
+                    at(o)
+                ));
+            }
+        }
         if self.server.max_sessions == 0 {
             return Err(format!("server.max_sessions: must be at least 1{}", at("max_sessions")));
         }

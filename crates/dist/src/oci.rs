@@ -537,11 +537,15 @@ impl OciStore {
                         self.max_layer_bytes
                     )));
                 }
-                self.get_bounded(&target, "blobs", &layer.digest, "application/wasm", self.max_layer_bytes)
+                // Read no further than the manifest declares (itself within
+                // the plugin size limit): a registry sending more is
+                // refused at the first byte past it.
+                let declared = usize::try_from(layer.size).unwrap_or(usize::MAX).min(self.max_layer_bytes);
+                self.get_bounded(&target, "blobs", &layer.digest, "application/wasm", declared)
                     .map_err(|e| match e {
-                        OciError::Refused { .. } => {
-                            refuse(format!("the layer is over the plugin size limit of {} bytes", self.max_layer_bytes))
-                        }
+                        OciError::Refused { .. } => refuse(format!(
+                            "the registry sent more than the {declared} bytes the manifest declares for the layer"
+                        )),
                         e => e,
                     })?
                     .ok_or_else(|| refuse(format!("the registry does not serve the layer {}", layer.digest)))?

@@ -7,7 +7,10 @@
 //! 1. `Host` must name this server (loopback names, the bound address, or a
 //!    configured host): DNS-rebinding protection. Otherwise 421.
 //! 2. `Origin`, when present, must be a loopback origin or a configured
-//!    one. Otherwise 403.
+//!    one, parsed strictly (`http(s)://host[:port]`, nothing more).
+//!    Otherwise 403. So is a request that changes state (not `GET`, `HEAD`
+//!    or `OPTIONS`) which a browser marks `Sec-Fetch-Site: cross-site`,
+//!    unless its origin is a configured one.
 //! 3. Each connection may make `server.connection_rate_limit` requests
 //!    (generous; against floods): 429 with `Retry-After` beyond.
 //! 4. Who is calling. Without `server.tokens`, only the Unix user the
@@ -366,25 +369,48 @@ fn host_of(headers: &HeaderMap) -> Option<String> {
     })
 }
 
-/// True for `scheme://host[:port]` origins whose host is loopback, or that
-/// match a configured entry (`:*` matches any port).
+/// An `Origin` value parsed strictly: `http` or `https`, a host, an
+/// optional port, and nothing else (no user or password, path, query or
+/// fragment). `None` for anything else, `null` included.
+fn parse_origin(origin: &str) -> Option<url::Url> {
+    let u = url::Url::parse(origin.trim()).ok()?;
+    let plain = matches!(u.scheme(), "http" | "https")
+        && u.host().is_some()
+        && u.username().is_empty()
+        && u.password().is_none()
+        && u.path() == "/"
+        && u.query().is_none()
+        && u.fragment().is_none();
+    plain.then_some(u)
+}
+
+/// True for origins ([`parse_origin`]) whose host is loopback, or that
+/// match a configured entry (`:*` matches any port); default ports are
+/// the same origin written either way.
 fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
-    let origin = origin.trim_end_matches('/').to_ascii_lowercase();
-    let Some((scheme, rest)) = origin.split_once("://") else { return false };
-    if scheme != "http" && scheme != "https" {
-        return false;
-    }
-    let hostpart = match rest.rfind(':') {
-        Some(i) if !rest[i..].contains(']') => &rest[..i],
-        _ => rest,
+    let Some(u) = parse_origin(origin) else { return false };
+    let loopback = match u.host() {
+        Some(url::Host::Domain(d)) => d == "localhost",
+        Some(url::Host::Ipv4(ip)) => ip == std::net::Ipv4Addr::LOCALHOST,
+        Some(url::Host::Ipv6(ip)) => ip == std::net::Ipv6Addr::LOCALHOST,
+        None => false,
     };
-    if matches!(hostpart, "localhost" | "127.0.0.1" | "[::1]") {
-        return true;
-    }
+    loopback || configured_origin(&u, allowed)
+}
+
+/// Whether the parsed origin `u` is one of the configured `allowed`.
+fn configured_origin(u: &url::Url, allowed: &[String]) -> bool {
+    let serialized = u.origin().ascii_serialization();
     allowed.iter().any(|a| match a.strip_suffix(":*") {
-        Some(prefix) => origin == prefix || origin.starts_with(&format!("{prefix}:")),
-        None => &origin == a,
+        Some(prefix) => parse_origin(prefix).is_some_and(|p| p.scheme() == u.scheme() && p.host() == u.host()),
+        None => parse_origin(a).is_some_and(|p| p.origin().ascii_serialization() == serialized),
     })
+}
+
+/// Whether a request may change state: anything but `GET`, `HEAD` and
+/// `OPTIONS`.
+fn changes_state(method: &axum::http::Method) -> bool {
+    !matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS)
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
@@ -407,11 +433,28 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
         }
         None => return error(StatusCode::BAD_REQUEST, "invalid_input", "a Host header is required"),
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let o = origin.to_str().unwrap_or("");
-        if !origin_allowed(o, &front.origins) {
-            return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
-        }
+    let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or(""));
+    if let Some(o) = origin
+        && !origin_allowed(o, &front.origins)
+    {
+        return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
+    }
+    // A browser's word that the page making the request is on another
+    // site: refused for anything that changes state, unless the page's
+    // origin is one the operator configured.
+    let cross_site = headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("cross-site"));
+    if cross_site
+        && changes_state(request.method())
+        && !origin.and_then(parse_origin).is_some_and(|u| configured_origin(&u, &front.origins))
+    {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a cross-site request (Sec-Fetch-Site: cross-site) from an origin not in server.allowed_origins",
+        );
     }
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
         && let Err(wait) = front.connections.take(&peer.addr)

@@ -11,6 +11,16 @@ fn origins() {
     assert!(!origin_allowed("http://evil.example", &allowed));
     assert!(!origin_allowed("http://localhost.evil.example", &allowed));
     assert!(!origin_allowed("null", &allowed));
+    // Parsed strictly: userinfo, paths, queries and other schemes refused.
+    assert!(!origin_allowed("http://localhost:1@evil.example", &allowed));
+    assert!(!origin_allowed("http://user@localhost", &allowed));
+    assert!(!origin_allowed("http://localhost/x", &allowed));
+    assert!(!origin_allowed("http://localhost?x", &allowed));
+    assert!(!origin_allowed("file://localhost", &allowed));
+    assert!(!origin_allowed("http://tools.lan.evil.example:8080", &allowed));
+    assert!(origin_allowed("HTTP://LOCALHOST:6274", &allowed));
+    assert!(origin_allowed("https://dm.example.com:443", &allowed), "the default port, written out");
+    assert!(origin_allowed("http://[::1]:9", &allowed));
 }
 
 #[test]
