@@ -4,6 +4,8 @@
 //! its budget deadline, record the measurement.
 
 mod install;
+#[cfg(test)]
+mod isolation;
 mod live;
 mod reconfigure;
 mod result_cache;
