@@ -289,8 +289,13 @@ impl HostBuilder {
             .cache_max_mb
             .map(|mb| mb.saturating_mul(1 << 20))
             .unwrap_or(crate::runtime::cache::DEFAULT_MAX_BYTES);
-        Runtime::with_cache_dir(self.config.limits(), self.resolved_cache_dir().as_deref(), max_bytes)
-            .map_err(|e| BuildError::Engine(format!("{e:#}")))
+        let runtime = Runtime::with_cache_dir(self.config.limits(), self.resolved_cache_dir().as_deref(), max_bytes)
+            .map_err(|e| BuildError::Engine(format!("{e:#}")))?;
+        // Before any plugin loads: its tools are read under its own limits.
+        for line in runtime.set_plugin_limits(self.config.plugin_limits()) {
+            tracing::warn!("{line}");
+        }
+        Ok(runtime)
     }
 
     /// The trust policy from `trust:` and the unsigned override.

@@ -244,6 +244,10 @@ impl Reloader {
             report.applied.push("limits".into());
             report.restart_needed.extend(self.host.apply_limits(new.limits()));
         }
+        if old.plugins.limits != new.plugins.limits {
+            report.applied.push(format!("plugins.limits ({})", changed_keys(&old.plugins.limits, &new.plugins.limits)));
+            report.restart_needed.extend(self.host.apply_plugin_limits(new.plugin_limits()));
+        }
         report.applied.extend(agent_changes(old, new));
         if old.budget != new.budget {
             report.applied.push("budget".into());

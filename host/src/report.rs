@@ -275,6 +275,75 @@ pub struct GrantsReport {
     pub allows: Vec<String>,
     /// The interfaces it imports.
     pub imports: Vec<String>,
+    /// The limits its calls run under now.
+    #[serde(default)]
+    pub limits: Option<LimitsInForce>,
+}
+
+/// The limits a plugin's calls run under: the operator's, with the
+/// plugin's own (`plugins.limits.<plugin>`) in place.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LimitsInForce {
+    /// Linear memory per call, MiB.
+    pub memory_mib: usize,
+    /// Fuel per call (`None`: not metered).
+    pub fuel: Option<u64>,
+    /// Longest deadline of its calls, ms.
+    pub timeout_ceiling_ms: u64,
+    /// Largest result, bytes.
+    pub max_output_bytes: usize,
+    /// Calls of it running at once.
+    pub plugin_concurrency: u32,
+    /// The keys set by `plugins.limits.<plugin>`.
+    pub own: Vec<String>,
+}
+
+impl LimitsInForce {
+    /// The limits `plugin` runs under in `host`.
+    pub fn of(host: &Host, plugin: &str) -> LimitsInForce {
+        let l = host.runtime().limits_for(plugin);
+        let own = host.runtime().plugin_limits().into_iter().find(|(n, _)| n == plugin).map(|(_, p)| p);
+        let mut keys = Vec::new();
+        if let Some(p) = own {
+            for (set, key) in [
+                (p.memory_bytes.is_some(), "memory_mib"),
+                (p.fuel.is_some(), "fuel"),
+                (p.timeout_ceiling.is_some(), "timeout_ceiling_ms"),
+                (p.output_bytes.is_some(), "max_output_bytes"),
+                (p.plugin_concurrency.is_some(), "plugin_concurrency"),
+            ] {
+                if set {
+                    keys.push(key.to_string());
+                }
+            }
+        }
+        LimitsInForce {
+            memory_mib: l.memory_bytes >> 20,
+            fuel: l.fuel.filter(|&f| f != u64::MAX),
+            timeout_ceiling_ms: u64::try_from(l.timeout_ceiling.as_millis()).unwrap_or(u64::MAX),
+            max_output_bytes: l.output_bytes,
+            plugin_concurrency: l.plugin_concurrency,
+            own: keys,
+        }
+    }
+
+    /// One line: each limit, `(own)` after the plugin's own.
+    pub fn describe(&self) -> String {
+        let own = |key: &str| if self.own.iter().any(|k| k == key) { " (own)" } else { "" };
+        format!(
+            "memory {} MiB{}, fuel {}{}, deadline at most {} ms{}, output {} bytes{}, {} calls at once{}",
+            self.memory_mib,
+            own("memory_mib"),
+            self.fuel.map_or_else(|| "unmetered".to_string(), |f| f.to_string()),
+            own("fuel"),
+            self.timeout_ceiling_ms,
+            own("timeout_ceiling_ms"),
+            self.max_output_bytes,
+            own("max_output_bytes"),
+            self.plugin_concurrency,
+            own("plugin_concurrency"),
+        )
+    }
 }
 
 fn names(c: crate::tool::Capabilities) -> Vec<String> {
@@ -309,6 +378,7 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 findings: review.findings(p.name()),
                 allows,
                 imports: info.imports,
+                limits: Some(LimitsInForce::of(host, p.name())),
             }
         })
         .collect()

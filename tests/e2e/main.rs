@@ -5,6 +5,7 @@
 //! - `live`: a running `serve --http` and an MCP client that counts list_changed.
 //! - `live_budget`: stats, agents and DM overrides against the running host, saved measurements, background calibration.
 //! - `plugins`: the built-in tools' happy paths and errors.
+//! - `plugin_limits`: `plugins.limits.<plugin>`, one plugin's limits in place of the operator's.
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
 //! - `invariants`: one test per invariant of ARCHITECTURE.md, named after it.
@@ -54,6 +55,7 @@ mod oci;
 mod operator;
 mod ops;
 mod peers;
+mod plugin_limits;
 mod plugins;
 mod probes;
 mod proxied;

@@ -365,11 +365,53 @@ pub struct PluginsConfig {
     pub dir: Option<PathBuf>,
     /// What each plugin may touch, by plugin name. Nothing by default.
     pub grants: crate::capabilities::GrantsByPlugin,
+    /// Each plugin's own limits, by plugin name, in place of `limits:`
+    /// for that plugin only, higher or lower.
+    pub limits: BTreeMap<String, PluginLimitsConfig>,
 }
 
 impl Default for PluginsConfig {
     fn default() -> Self {
-        PluginsConfig { builtins: true, files: Vec::new(), dir: None, grants: Default::default() }
+        PluginsConfig {
+            builtins: true,
+            files: Vec::new(),
+            dir: None,
+            grants: Default::default(),
+            limits: BTreeMap::new(),
+        }
+    }
+}
+
+/// `plugins.limits.<plugin>`: the keys of `limits:` a plugin may have its
+/// own value for.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PluginLimitsConfig {
+    /// Linear memory per call, MiB.
+    pub memory_mib: Option<usize>,
+    /// Fuel per call; 0: no limit for this plugin (metering itself is
+    /// switched on or off only by `limits.fuel`).
+    pub fuel: Option<u64>,
+    /// Ceiling over any deadline of its tools, ms: at most
+    /// `limits.timeout_ceiling_ms` (deadlines come from the budget, which
+    /// holds to that).
+    pub timeout_ceiling_ms: Option<u64>,
+    /// Largest result, bytes.
+    pub max_output_bytes: Option<usize>,
+    /// Calls of the plugin running at once, shared fairly among callers.
+    pub plugin_concurrency: Option<u32>,
+}
+
+impl PluginLimitsConfig {
+    /// As the runtime takes it.
+    pub fn to_limits(&self) -> crate::runtime::PluginLimits {
+        crate::runtime::PluginLimits {
+            memory_bytes: self.memory_mib.map(|m| m << 20),
+            fuel: self.fuel.map(|f| (f > 0).then_some(f)),
+            timeout_ceiling: self.timeout_ceiling_ms.map(Duration::from_millis),
+            output_bytes: self.max_output_bytes,
+            plugin_concurrency: self.plugin_concurrency,
+        }
     }
 }
 
@@ -593,6 +635,40 @@ impl Config {
                 }
             }
         }
+        for (plugin, l) in &self.plugins.limits {
+            let key = format!("plugins.limits.{plugin}");
+            if l.memory_mib == Some(0) {
+                return Err(format!("{key}.memory_mib: must be at least 1{}", at(plugin)));
+            }
+            if l.plugin_concurrency == Some(0) {
+                return Err(format!("{key}.plugin_concurrency: must be at least 1{}", at(plugin)));
+            }
+            if l.max_output_bytes == Some(0) {
+                return Err(format!("{key}.max_output_bytes: must be at least 1{}", at(plugin)));
+            }
+            if l.fuel.is_some() && self.limits.fuel == Some(0) {
+                return Err(format!(
+                    "{key}.fuel: fuel metering is off (limits.fuel: 0); a plugin's fuel needs it on{}",
+                    at(plugin)
+                ));
+            }
+            if let Some(ms) = l.timeout_ceiling_ms
+                && u128::from(ms) > self.limits().timeout_ceiling.as_millis()
+            {
+                return Err(format!(
+                    "{key}.timeout_ceiling_ms: {ms} ms is above limits.timeout_ceiling_ms; a plugin's ceiling only lowers it (deadlines come from the budget, which holds to limits.timeout_ceiling_ms: raise that, and list a slow tool in budget.long_tools){}",
+                    at(plugin)
+                ));
+            }
+            if let Some(ms) = l.timeout_ceiling_ms
+                && u128::from(ms) < self.limits().timeout_floor.as_millis()
+            {
+                return Err(format!(
+                    "{key}.timeout_ceiling_ms: {ms} ms is below limits.timeout_floor_ms, the shortest deadline any call gets{}",
+                    at(plugin)
+                ));
+            }
+        }
         for o in &self.server.allowed_origins {
             let t = o.trim_end_matches('/');
             let rest = t.strip_prefix("http://").or_else(|| t.strip_prefix("https://"));
@@ -676,9 +752,18 @@ impl Config {
         Ok(())
     }
 
-    /// The runtime limits this config asks for.
+    /// The runtime limits this config asks for; the instance pool's memory
+    /// slots fit the largest `memory_mib` in force, a plugin's included.
     pub fn limits(&self) -> Limits {
-        self.limits.apply(Limits::default())
+        let mut limits = self.limits.apply(Limits::default());
+        limits.pool_memory_bytes =
+            self.plugins.limits.values().filter_map(|l| l.memory_mib).map(|m| m << 20).max().unwrap_or(0);
+        limits
+    }
+
+    /// Each plugin's own limits (`plugins.limits`), as the runtime takes them.
+    pub fn plugin_limits(&self) -> std::collections::HashMap<String, crate::runtime::PluginLimits> {
+        self.plugins.limits.iter().map(|(name, l)| (name.clone(), l.to_limits())).collect()
     }
 
     /// A path from the config, resolved against the config file's directory.

@@ -36,11 +36,12 @@ pub use cache::{CacheConfig, CacheError, CompileCache};
 use capabilities::InstanceSetup;
 pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend, Review};
 use limits::Limiter;
-pub use limits::Limits;
+pub use limits::{Limits, PluginLimits};
 pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
 use sha2::{Digest, Sha256};
 pub use slots::{FairSlot, FairSlots, Refusal, Slot, Slots};
 use state::{State, Used};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use ticker::Ticker;
@@ -137,6 +138,10 @@ struct Inner {
     limits: arc_swap::ArcSwap<Limits>,
     /// The limits the engine and its instance pool were sized with.
     engine_limits: Limits,
+    /// Plugins with limits of their own: what each asked, and the limits
+    /// in force for it (the operator's with its own in place). Rebuilt
+    /// whole when either changes.
+    plugin_limits: arc_swap::ArcSwap<HashMap<String, (PluginLimits, Arc<Limits>)>>,
     cache: Option<CompileCache>,
     ticker: Ticker,
 }
@@ -201,7 +206,7 @@ impl Runtime {
             .max_tables_per_component(16)
             .max_core_instances_per_component(64)
             .table_elements(limits.table_elements)
-            .max_memory_size(limits.memory_bytes)
+            .max_memory_size(limits.slot_memory_bytes())
             // Reset a reused slot by rewriting only the pages the last
             // instance dirtied (Linux PAGEMAP_SCAN, kernel >= 6.7; plain
             // memset elsewhere) instead of unmapping them: a fresh instance
@@ -250,6 +255,7 @@ impl Runtime {
                 linker,
                 limits: arc_swap::ArcSwap::from_pointee(limits.clone()),
                 engine_limits: limits,
+                plugin_limits: arc_swap::ArcSwap::default(),
                 cache,
                 ticker,
             }),
@@ -259,6 +265,64 @@ impl Runtime {
     /// The limits every call runs under now.
     pub fn limits(&self) -> Arc<Limits> {
         self.inner.limits.load_full()
+    }
+
+    /// The limits `plugin`'s calls run under now: the operator's, with the
+    /// plugin's own ([`Runtime::set_plugin_limits`]) in place.
+    pub fn limits_for(&self, plugin: &str) -> Arc<Limits> {
+        let own = self.inner.plugin_limits.load();
+        if own.is_empty() {
+            return self.inner.limits.load_full();
+        }
+        match own.get(plugin) {
+            Some((_, limits)) => limits.clone(),
+            None => self.inner.limits.load_full(),
+        }
+    }
+
+    /// The plugins with limits of their own, and what each set.
+    pub fn plugin_limits(&self) -> Vec<(String, PluginLimits)> {
+        let mut out: Vec<_> =
+            self.inner.plugin_limits.load().iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        out
+    }
+
+    /// Puts each plugin's own limits in force for its calls from now on
+    /// (plugins not named run under the operator's). Memory above the
+    /// instance pool's slots (sized at start for the largest value then in
+    /// force) cannot be given: such a plugin gets the slot size, and the
+    /// returned lines say so, as config keys with why.
+    pub fn set_plugin_limits(&self, own: HashMap<String, PluginLimits>) -> Vec<String> {
+        let (kept, built) = self.build_plugin_limits(&self.limits(), own);
+        self.inner.plugin_limits.store(Arc::new(built));
+        kept
+    }
+
+    /// The per-plugin table for `base` and `own`, and what could not be given.
+    #[allow(clippy::type_complexity)]
+    fn build_plugin_limits(
+        &self,
+        base: &Limits,
+        own: HashMap<String, PluginLimits>,
+    ) -> (Vec<String>, HashMap<String, (PluginLimits, Arc<Limits>)>) {
+        let slot = self.inner.engine_limits.slot_memory_bytes();
+        let mut kept = Vec::new();
+        let built = own
+            .into_iter()
+            .map(|(name, asked)| {
+                let mut limits = asked.apply(base);
+                if limits.memory_bytes > slot {
+                    kept.push(format!(
+                        "plugins.limits.{name}.memory_mib above {} (the instance pool's slots are sized at start)",
+                        slot >> 20
+                    ));
+                    limits.memory_bytes = slot;
+                }
+                (name, (asked, Arc::new(limits)))
+            })
+            .collect();
+        (kept, built)
     }
 
     /// Puts new limits in force for the calls that start from now on (a
@@ -284,17 +348,23 @@ impl Runtime {
             kept.push("limits.max_instances (the instance pool is sized at start)".to_string());
             next.max_instances = engine.max_instances;
         }
-        if next.memory_bytes > engine.memory_bytes {
+        if next.memory_bytes > engine.slot_memory_bytes() {
             kept.push(format!(
                 "limits.memory_mib above {} (the instance pool's slots are sized at start)",
-                engine.memory_bytes >> 20
+                engine.slot_memory_bytes() >> 20
             ));
             next.memory_bytes = current.memory_bytes;
         }
         if next.table_elements > engine.table_elements {
             next.table_elements = current.table_elements;
         }
+        next.pool_memory_bytes = engine.pool_memory_bytes;
+        // Each plugin's own limits are over the operator's: rebuilt on them.
+        let own: HashMap<String, PluginLimits> =
+            self.inner.plugin_limits.load().iter().map(|(k, (p, _))| (k.clone(), p.clone())).collect();
+        let (_, built) = self.build_plugin_limits(&next, own);
         self.inner.limits.store(Arc::new(next));
+        self.inner.plugin_limits.store(Arc::new(built));
         kept
     }
 
@@ -436,7 +506,7 @@ impl Runtime {
             tools: Vec::new(),
             held: CAPABILITIES.held(&grants),
             grants,
-            busy: FairSlots::new(self.inner.limits.load().plugin_concurrency),
+            busy: FairSlots::new(self.limits_for(&compiled.name).plugin_concurrency),
         })
     }
 

@@ -45,6 +45,54 @@ pub struct Limits {
     /// across all tools; past it the agent's calls fail fast with
     /// `capacity_exceeded`, so a flooding client only slows itself.
     pub agent_concurrency: u32,
+    /// Size of the instance pool's memory slots, when per-plugin limits
+    /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
+    /// An engine setting: read at start only.
+    pub pool_memory_bytes: usize,
+}
+
+/// One plugin's own limits (`plugins.limits.<plugin>`), each replacing
+/// the operator's [`Limits`] field of the same name for that plugin only,
+/// higher or lower.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PluginLimits {
+    /// [`Limits::memory_bytes`].
+    pub memory_bytes: Option<usize>,
+    /// [`Limits::fuel`]; `Some(None)` turns metering off for the plugin
+    /// (no limit) where it is on.
+    pub fuel: Option<Option<u64>>,
+    /// [`Limits::timeout_ceiling`].
+    pub timeout_ceiling: Option<Duration>,
+    /// [`Limits::output_bytes`].
+    pub output_bytes: Option<usize>,
+    /// [`Limits::plugin_concurrency`].
+    pub plugin_concurrency: Option<u32>,
+}
+
+impl PluginLimits {
+    /// `base` with these limits in place of its own.
+    pub fn apply(&self, base: &Limits) -> Limits {
+        let mut l = base.clone();
+        if let Some(m) = self.memory_bytes {
+            l.memory_bytes = m;
+        }
+        // Metering is an engine setting: with it off, there is no fuel to set.
+        if let Some(f) = self.fuel
+            && base.fuel.is_some()
+        {
+            l.fuel = Some(f.unwrap_or(u64::MAX));
+        }
+        if let Some(t) = self.timeout_ceiling {
+            l.timeout_ceiling = t;
+        }
+        if let Some(b) = self.output_bytes {
+            l.output_bytes = b;
+        }
+        if let Some(n) = self.plugin_concurrency {
+            l.plugin_concurrency = n.max(1);
+        }
+        l
+    }
 }
 
 impl Default for Limits {
@@ -65,11 +113,17 @@ impl Default for Limits {
             queue_wait: Duration::from_millis(250),
             max_open_files: 256,
             agent_concurrency: 32,
+            pool_memory_bytes: 0,
         }
     }
 }
 
 impl Limits {
+    /// The size of the instance pool's memory slots.
+    pub fn slot_memory_bytes(&self) -> usize {
+        self.memory_bytes.max(self.pool_memory_bytes)
+    }
+
     /// The floor and ceiling on every call's deadline.
     pub fn deadlines(&self) -> toolhost_types::DeadlinePolicy {
         toolhost_types::DeadlinePolicy { floor: self.timeout_floor, ceiling: self.timeout_ceiling }

@@ -159,7 +159,7 @@ impl WasmPlugin {
     }
 
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
-        let limits = self.runtime.inner.limits.load();
+        let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
         let (result, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_list_tools(store)
@@ -419,8 +419,8 @@ impl Provider for WasmPlugin {
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
         let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
         // The caller's deadline (the budget's), or the declared bound; the
-        // operator's floor and ceiling always hold.
-        let limits = self.runtime.inner.limits.load();
+        // operator's floor and the plugin's ceiling always hold.
+        let limits = self.runtime.limits_for(&self.name);
         let policy = limits.deadlines();
         let deadline = match ctx.deadline {
             Some(d) => policy.deadline(Some(d), Some(d)),

@@ -263,13 +263,31 @@ impl Host {
         let kept = self.runtime.set_limits(limits);
         let now = self.runtime.limits();
         self.budget.set_deadlines(now.deadlines());
-        for plugin in self.wasm_plugins() {
-            plugin.set_concurrency(now.plugin_concurrency);
-        }
+        self.resize_plugins();
         for slots in self.agents_busy.lock().unwrap_or_else(|p| p.into_inner()).values() {
             slots.set_limit(now.agent_concurrency);
         }
         kept
+    }
+
+    /// Puts each plugin's own limits (`plugins.limits`) in force for its
+    /// calls from now on, its concurrency included. Returns what the
+    /// running engine cannot give (see
+    /// [`crate::runtime::Runtime::set_plugin_limits`]).
+    pub fn apply_plugin_limits(
+        &self,
+        own: std::collections::HashMap<String, crate::runtime::PluginLimits>,
+    ) -> Vec<String> {
+        let kept = self.runtime.set_plugin_limits(own);
+        self.resize_plugins();
+        kept
+    }
+
+    /// Each loaded plugin's concurrency, from the limits in force for it.
+    fn resize_plugins(&self) {
+        for plugin in self.wasm_plugins() {
+            plugin.set_concurrency(self.runtime.limits_for(plugin.name()).plugin_concurrency);
+        }
     }
 
     /// Resolves `cfg` for `plugin` (relative paths against `base`).

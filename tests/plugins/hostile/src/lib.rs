@@ -57,6 +57,7 @@ impl Guest for Plugin {
         vec![
             tool("spin", "Loops forever.", 100),
             tool("grow", "Allocates memory until something stops it.", 1000),
+            tool("alloc", "Allocates and touches {\"mib\": N} MiB, then returns N.", 5000),
             tool("recurse", "Recurses without end.", 1000),
             tool("panic", "Panics.", 100),
             tool("big_output", "Returns 10 MB of text.", 1000),
@@ -110,6 +111,13 @@ impl Guest for Plugin {
                     hoard.push(vec![1u8; 1 << 20]);
                     black_box(&hoard);
                 }
+            }
+            "alloc" => {
+                let mib = number_arg(&arguments, "mib").unwrap_or(1) as usize;
+                let block = vec![1u8; mib << 20];
+                Ok(vec![Content::Text(
+                    black_box(&block).iter().map(|&b| b as usize).sum::<usize>().div_euclid(1 << 20).to_string(),
+                )])
             }
             "recurse" => Ok(vec![Content::Text(recurse(0, u64::MAX - arguments.len() as u64).to_string())]),
             "panic" => panic!("the hostile plugin panicked on purpose"),

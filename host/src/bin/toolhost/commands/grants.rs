@@ -55,6 +55,9 @@ impl Grants {
                 println!("  inert:    {} (imported, but nothing is exposed without a grant)", r.inert.join(", "));
             }
             println!("  denied:   {}", list_or_none(&r.denied));
+            if let Some(l) = &r.limits {
+                println!("  limits:   {}", l.describe());
+            }
             for line in &r.allows {
                 println!("  - {line}");
             }
