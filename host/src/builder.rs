@@ -26,6 +26,9 @@ pub enum BuildError {
     /// The wasm engine would not start with these limits.
     #[error("cannot start the wasm engine: {0}")]
     Engine(String),
+    /// `plugins.http_ca_files` or `plugins.http_resolve` is unusable.
+    #[error(transparent)]
+    Http(#[from] toolhost_http::HttpSetupError),
     /// A trusted key file is missing or malformed.
     #[error("trust.key_files[{index}]: {path}: {reason}")]
     KeyFile {
@@ -289,8 +292,21 @@ impl HostBuilder {
             .cache_max_mb
             .map(|mb| mb.saturating_mul(1 << 20))
             .unwrap_or(crate::runtime::cache::DEFAULT_MAX_BYTES);
-        let runtime = Runtime::with_cache_dir(self.config.limits(), self.resolved_cache_dir().as_deref(), max_bytes)
-            .map_err(|e| BuildError::Engine(format!("{e:#}")))?;
+        let cfg = &self.config;
+        let settings = toolhost_http::HttpSettings {
+            resolve: cfg
+                .plugins
+                .http_resolve
+                .iter()
+                .filter_map(|(name, addr)| Some((name.clone(), addr.parse().ok()?)))
+                .collect(),
+            ca_files: cfg.plugins.http_ca_files.iter().map(|f| cfg.resolve(f)).collect(),
+        };
+        let http: std::sync::Arc<dyn crate::runtime::Extension> =
+            std::sync::Arc::new(toolhost_http::HttpExtension::new(&settings)?);
+        let runtime =
+            Runtime::with_extensions(self.config.limits(), self.resolved_cache_dir().as_deref(), max_bytes, vec![http])
+                .map_err(|e| BuildError::Engine(format!("{e:#}")))?;
         // Before any plugin loads: its tools are read under its own limits.
         for line in runtime.set_plugin_limits(self.config.plugin_limits()) {
             tracing::warn!("{line}");

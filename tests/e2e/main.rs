@@ -15,6 +15,7 @@
 //! - `memory`: the memory tools over the SQLite store.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
 //! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
+//! - `http`: plugins' outgoing HTTP through wasi:http: granted origins only, the address policy, TLS with the operator's CA, per-call bounds.
 //! - `hotload`: plugins replaced under load, the plugins directory, signed packages.
 //! - `external`: external MCP servers: crashes, deadlines, run-time changes, auth.
 //! - `proxied`: external servers proxied faithfully: per-server deadlines and tiers, results and definitions as sent, resources, prompts and completions per agent.
@@ -44,6 +45,7 @@ mod grants;
 mod guide;
 mod hostile;
 mod hotload;
+mod http;
 mod invariants;
 mod limits;
 mod live;

@@ -280,13 +280,17 @@ pub fn load_or_create_key(path: &Path) -> io::Result<[u8; 32]> {
         Ok(None) => {
             let mut key = [0u8; 32];
             getrandom_key(&mut key)?;
-            // create_new: if another process created it meanwhile, use theirs.
-            match OpenOptions::new().write(true).create_new(true).mode(0o600).open(path) {
-                Ok(mut f) => {
-                    f.write_all(&key)?;
-                    f.sync_all()?;
-                    Ok(key)
-                }
+            // Written whole to a private temporary file, then linked into
+            // place, which fails if the name exists: a process reading the
+            // key never sees it half written, and if another one created it
+            // meanwhile, theirs is used.
+            let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+            let mut tmp = tempfile::Builder::new().prefix(".key-").tempfile_in(dir)?;
+            tmp.as_file().set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            tmp.write_all(&key)?;
+            tmp.as_file().sync_all()?;
+            match std::fs::hard_link(tmp.path(), path) {
+                Ok(()) => Ok(key),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => load_or_create_key(path),
                 Err(e) => Err(e),
             }

@@ -368,6 +368,13 @@ pub struct PluginsConfig {
     /// Each plugin's own limits, by plugin name, in place of `limits:`
     /// for that plugin only, higher or lower.
     pub limits: BTreeMap<String, PluginLimitsConfig>,
+    /// `host:port` -> `IP:port`: where plugins' HTTP requests to that
+    /// origin connect instead of resolving the name (as curl's
+    /// `--resolve`); the address counts as granted by name.
+    pub http_resolve: BTreeMap<String, String>,
+    /// PEM files of CAs plugins' HTTPS requests trust besides the
+    /// platform's.
+    pub http_ca_files: Vec<PathBuf>,
 }
 
 impl Default for PluginsConfig {
@@ -378,6 +385,8 @@ impl Default for PluginsConfig {
             dir: None,
             grants: Default::default(),
             limits: BTreeMap::new(),
+            http_resolve: BTreeMap::new(),
+            http_ca_files: Vec::new(),
         }
     }
 }
@@ -445,6 +454,12 @@ pub struct LimitsConfig {
     pub max_open_files: Option<usize>,
     /// Calls of one agent running at once, across all tools (default 32).
     pub agent_concurrency: Option<u32>,
+    /// HTTP requests one call may send (default 16).
+    pub http_requests_per_call: Option<u32>,
+    /// Largest HTTP response body one call reads, bytes (default 8 MiB).
+    pub http_response_bytes: Option<usize>,
+    /// Largest HTTP request body one call sends, bytes (default 1 MiB).
+    pub http_request_bytes: Option<usize>,
 }
 
 impl LimitsConfig {
@@ -485,6 +500,15 @@ impl LimitsConfig {
         }
         if let Some(n) = self.agent_concurrency {
             l.agent_concurrency = n.max(1);
+        }
+        if let Some(n) = self.http_requests_per_call {
+            l.http_requests_per_call = n;
+        }
+        if let Some(n) = self.http_response_bytes {
+            l.http_response_bytes = n;
+        }
+        if let Some(n) = self.http_request_bytes {
+            l.http_request_bytes = n;
         }
         l
     }
@@ -633,6 +657,15 @@ impl Config {
                 if !self.npcs.iter().any(|n| &n.name == a) {
                     return Err(format!("{key}.agents: no agent {a:?} in npcs{}", at(a)));
                 }
+            }
+        }
+        for (name, addr) in &self.plugins.http_resolve {
+            let key = format!("plugins.http_resolve.{name:?}");
+            if name.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+                return Err(format!("{key}: expected host:port as the key{}", at(name)));
+            }
+            if addr.parse::<std::net::SocketAddr>().is_err() {
+                return Err(format!("{key}: {addr:?} is not an IP:port address{}", at(name)));
             }
         }
         for (plugin, l) in &self.plugins.limits {

@@ -22,6 +22,7 @@ mod bindings;
 pub mod cache;
 pub mod capabilities;
 mod clock;
+mod extension;
 pub mod limits;
 mod plugin;
 /// Private state files and directories (the `toolhost-base` crate's).
@@ -35,12 +36,14 @@ pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
 pub use cache::{CacheConfig, CacheError, CompileCache};
 use capabilities::InstanceSetup;
 pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend, Review};
+pub use extension::{Extension, ExtensionCall};
 use limits::Limiter;
 pub use limits::{Limits, PluginLimits};
 pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
 use sha2::{Digest, Sha256};
 pub use slots::{FairSlot, FairSlots, Refusal, Slot, Slots};
-use state::{State, Used};
+pub use state::State;
+use state::Used;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -138,6 +141,8 @@ struct Inner {
     limits: arc_swap::ArcSwap<Limits>,
     /// The limits the engine and its instance pool were sized with.
     engine_limits: Limits,
+    /// Capabilities provided from outside this crate (`wasi:http`).
+    extensions: Vec<Arc<dyn Extension>>,
     /// Plugins with limits of their own: what each asked, and the limits
     /// in force for it (the operator's with its own in place). Rebuilt
     /// whole when either changes.
@@ -183,6 +188,17 @@ impl Runtime {
         limits: Limits,
         cache_root: Option<&std::path::Path>,
         max_bytes: u64,
+    ) -> Result<Runtime, wasmtime::Error> {
+        Runtime::with_extensions(limits, cache_root, max_bytes, Vec::new())
+    }
+
+    /// [`Runtime::with_cache_dir`], with `extensions` linked: capabilities
+    /// whose host side lives outside this crate (one per capability).
+    pub fn with_extensions(
+        limits: Limits,
+        cache_root: Option<&std::path::Path>,
+        max_bytes: u64,
+        extensions: Vec<Arc<dyn Extension>>,
     ) -> Result<Runtime, wasmtime::Error> {
         let cache = cache_root.and_then(|root| match CacheConfig::in_dir(root, max_bytes) {
             Ok(c) => Some(c),
@@ -236,6 +252,9 @@ impl Runtime {
         // Each capability's own host functions: wrappers that note use, or
         // its interface.
         CAPABILITIES.link(&mut linker)?;
+        for e in &extensions {
+            e.link(&mut linker)?;
+        }
         linker.allow_shadowing(false);
         bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
             &mut linker,
@@ -255,6 +274,7 @@ impl Runtime {
                 linker,
                 limits: arc_swap::ArcSwap::from_pointee(limits.clone()),
                 engine_limits: limits,
+                extensions,
                 plugin_limits: arc_swap::ArcSwap::default(),
                 cache,
                 ticker,
@@ -437,9 +457,24 @@ impl Runtime {
         let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
         compiled.check_world().map_err(err)?;
         CAPABILITIES.check_imports(&compiled.imports, &grants).map_err(err)?;
+        self.check_extensions(&compiled.imports).map_err(err)?;
         let mut plugin = self.prepare(&compiled, grants)?;
         plugin.tools = read_tools(&plugin).map_err(err)?;
         Ok(plugin)
+    }
+
+    /// Refuses imports of a capability whose host side is an
+    /// [`Extension`] this runtime was not given.
+    fn check_extensions(&self, imports: &[String]) -> Result<(), LoadErrorKind> {
+        for import in imports {
+            if let capabilities::ImportClass::Capability(c) = CAPABILITIES.classify(import)
+                && c == toolhost_types::Capability::Http
+                && !self.inner.extensions.iter().any(|e| e.capability() == c)
+            {
+                return Err(LoadErrorKind::UnknownImport(import.clone()));
+            }
+        }
+        Ok(())
     }
 
     /// The same plugin under other grants (a config reload changed them):
@@ -548,7 +583,17 @@ impl Runtime {
             progress_left: state::PROGRESS_REPORTS,
             progress_sent: None,
             progress_pending: None,
+            ext: None,
         };
+        let mut state = state;
+        if let Some(e) = self.inner.extensions.iter().find(|e| plugin.held.contains(e.capability())) {
+            state.ext = Some(e.instance(ExtensionCall {
+                plugin: &plugin.name,
+                grants: &plugin.grants,
+                limits,
+                deadline: state.deadline,
+            }));
+        }
         let mut store = Store::new(&self.inner.engine, state);
         store.limiter(|s| &mut s.limiter);
         if let Some(fuel) = limits.fuel {

@@ -45,6 +45,14 @@ pub struct Limits {
     /// across all tools; past it the agent's calls fail fast with
     /// `capacity_exceeded`, so a flooding client only slows itself.
     pub agent_concurrency: u32,
+    /// Most HTTP requests one call may send (`wasi:http`); past it a
+    /// request fails at once.
+    pub http_requests_per_call: u32,
+    /// Largest HTTP response body a call may read, in bytes; cut there
+    /// while reading.
+    pub http_response_bytes: usize,
+    /// Largest HTTP request body a call may send, in bytes.
+    pub http_request_bytes: usize,
     /// Size of the instance pool's memory slots, when per-plugin limits
     /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
     /// An engine setting: read at start only.
@@ -113,6 +121,9 @@ impl Default for Limits {
             queue_wait: Duration::from_millis(250),
             max_open_files: 256,
             agent_concurrency: 32,
+            http_requests_per_call: 16,
+            http_response_bytes: 8 << 20,
+            http_request_bytes: 1 << 20,
             pool_memory_bytes: 0,
         }
     }

@@ -65,6 +65,9 @@ pub struct State {
     /// A report held back by the rate limit (the latest wins); sent when the
     /// next one is due, or when the call ends.
     pub(crate) progress_pending: Option<PluginEvent>,
+    /// The call's state for an [`crate::Extension`], when the plugin holds
+    /// its capability.
+    pub(crate) ext: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// Progress reports one call may send at most.
@@ -73,6 +76,13 @@ pub(crate) const PROGRESS_REPORTS: usize = 100;
 pub(crate) const PROGRESS_INTERVAL: std::time::Duration = std::time::Duration::from_millis(25);
 
 impl State {
+    /// The store's resource table and the call's extension state, for an
+    /// [`crate::Extension`]'s host functions (which may put a state of
+    /// their own there when there is none).
+    pub fn extension(&mut self) -> (&mut ResourceTable, &mut Option<Box<dyn std::any::Any + Send>>) {
+        (&mut self.table, &mut self.ext)
+    }
+
     /// Sends the report the rate limit held back, if any (at the call's end).
     pub(crate) fn flush_progress(&mut self) {
         if let (Some(sink), Some(event)) = (&self.events, self.progress_pending.take())

@@ -16,11 +16,14 @@ pub enum Capability {
     Network,
     /// The campaign memory store (`toolhost:plugin/memory`).
     Memory,
+    /// Outgoing HTTP(S) to granted origins (`wasi:http`).
+    Http,
 }
 
 impl Capability {
     /// Every capability, in report order.
-    pub const ALL: [Capability; 4] = [Capability::Files, Capability::Env, Capability::Network, Capability::Memory];
+    pub const ALL: [Capability; 5] =
+        [Capability::Files, Capability::Env, Capability::Network, Capability::Memory, Capability::Http];
 
     /// Lowercase name, as in config keys and reports.
     pub const fn as_str(self) -> &'static str {
@@ -29,6 +32,7 @@ impl Capability {
             Capability::Env => "env",
             Capability::Network => "network",
             Capability::Memory => "memory",
+            Capability::Http => "http",
         }
     }
 
@@ -69,7 +73,7 @@ impl Capabilities {
 
     /// The set from [`Capabilities::bits`]; unknown bits are dropped.
     pub const fn from_bits(bits: u8) -> Capabilities {
-        Capabilities(bits & 0b1111)
+        Capabilities(bits & 0b1_1111)
     }
 
     /// Adds `c`.

@@ -17,6 +17,7 @@
 pub mod env;
 pub mod files;
 pub(crate) mod files_guard;
+pub mod http;
 pub mod memory;
 pub mod network;
 
@@ -132,12 +133,12 @@ const INERT: &[&str] = &[
 
 /// Every capability, in report order.
 pub struct CapabilitySet {
-    factors: [&'static dyn CapabilityFactor; 4],
+    factors: [&'static dyn CapabilityFactor; 5],
 }
 
 /// The capabilities this runtime offers.
 pub static CAPABILITIES: CapabilitySet =
-    CapabilitySet { factors: [&files::Files, &env::Env, &network::Network, &memory::Memory] };
+    CapabilitySet { factors: [&files::Files, &env::Env, &network::Network, &memory::Memory, &http::Http] };
 
 /// An import name without its version: `wasi:cli/environment@0.2.3` ->
 /// `wasi:cli/environment`.
@@ -322,6 +323,9 @@ pub struct GrantConfig {
     pub network: Vec<String>,
     /// Access to the campaign memory store.
     pub memory: bool,
+    /// Origins the plugin may send HTTP requests to (`wasi:http`):
+    /// `scheme://host[:port]`, or `scheme://*.domain[:port]`.
+    pub http: Vec<String>,
 }
 
 /// All plugins' grants from the config, keyed by plugin name.
@@ -341,6 +345,8 @@ pub struct Grants {
     pub network: Vec<std::net::SocketAddr>,
     /// The campaign memory store, when granted.
     pub memory: Option<Arc<dyn MemoryBackend>>,
+    /// The only origins the plugin may send HTTP requests to.
+    pub http: Vec<http::HttpGrant>,
 }
 
 /// A grant that cannot be honoured.
@@ -364,6 +370,16 @@ pub enum GrantError {
         /// The entry.
         entry: String,
     },
+    /// An `http` entry is not an origin.
+    #[error("plugins.grants.{plugin}.http: {entry:?}: {reason}")]
+    Http {
+        /// Plugin.
+        plugin: String,
+        /// The entry.
+        entry: String,
+        /// Why.
+        reason: String,
+    },
     /// `memory` was granted but the store cannot be opened.
     #[error("plugins.grants.{plugin}.memory: {reason}")]
     Memory {
@@ -383,6 +399,7 @@ impl GrantConfig {
             (!self.env.is_empty(), Capability::Env),
             (!self.network.is_empty(), Capability::Network),
             (self.memory, Capability::Memory),
+            (!self.http.is_empty(), Capability::Http),
         ]
         .into_iter()
         .filter_map(|(granted, c)| granted.then_some(c))
@@ -405,6 +422,7 @@ impl GrantConfig {
             env,
             env_missing,
             network: network::resolve(plugin, &self.network)?,
+            http: http::resolve(plugin, &self.http)?,
             memory: match self.memory {
                 true => Some(memory().map_err(|reason| GrantError::Memory { plugin: plugin.into(), reason })?),
                 false => None,
@@ -447,7 +465,7 @@ mod tests {
         wasi:sockets/network network; wasi:sockets/instance-network network; wasi:sockets/tcp network;
         wasi:sockets/tcp-create-socket network; wasi:sockets/udp network; wasi:sockets/udp-create-socket network;
         wasi:sockets/ip-name-lookup network;
-        wasi:http/outgoing-handler unsupported; wasi:http/types unsupported;
+        wasi:http/outgoing-handler http; wasi:http/types http; wasi:http/incoming-handler unsupported;
         toolhost:plugin/host inert; toolhost:plugin/types inert; toolhost:plugin/memory memory;
         example:unknown/thing unsupported";
 
@@ -554,8 +572,13 @@ mod tests {
     #[test]
     fn describing_refuses_only_what_the_host_does_not_provide() {
         assert!(CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "toolhost:plugin/memory"])).is_ok());
-        let e = CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "wasi:http/types"])).unwrap_err();
-        assert!(matches!(e, crate::LoadErrorKind::UnknownImport(ref i) if i.starts_with("wasi:http/types")), "{e}");
+        assert!(CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "wasi:http/types"])).is_ok());
+        let e =
+            CAPABILITIES.check_supported(&imports(&["wasi:sockets/tcp", "wasi:http/incoming-handler"])).unwrap_err();
+        assert!(
+            matches!(e, crate::LoadErrorKind::UnknownImport(ref i) if i.starts_with("wasi:http/incoming-handler")),
+            "{e}"
+        );
         assert_eq!(CAPABILITIES.interfaces_in_words(Capability::Env), "wasi:cli/environment");
         assert_eq!(CAPABILITIES.interfaces_in_words(Capability::Memory), "toolhost:plugin/memory");
     }

@@ -1,0 +1,304 @@
+//! `wasi:http` for toolhost plugins: outgoing requests to the origins a
+//! plugin is granted (`plugins.grants.<plugin>.http`), and nowhere else.
+//!
+//! Installed on the runtime as a [`toolhost_runtime::Extension`] by the
+//! layer that assembles it, so that `toolhost-runtime` carries no hyper
+//! and no TLS stack. Every request a guest sends passes through
+//! [`Hooks::send_request`]:
+//!
+//! 1. Its scheme, host and port must match a granted origin; otherwise it
+//!    fails with a WASI HTTP error whose message names the origin and says
+//!    it is not granted. Redirects are the guest's to follow: each hop is a
+//!    new request, checked the same way.
+//! 2. At most `limits.http_requests_per_call` requests per call.
+//! 3. The name is resolved once ([`connect`]): a pin from
+//!    `plugins.http_resolve` wins over DNS; each address is checked against
+//!    the address policy (loopback, private, link-local, CGNAT, multicast
+//!    and unspecified addresses only where the grant names that literal
+//!    address, or the operator pinned the name), and the connection goes to
+//!    the address that was checked: nothing resolves the name again.
+//! 4. TLS with rustls, the platform's roots and `plugins.http_ca_files`.
+//! 5. Everything under the call's deadline: connect, first byte and every
+//!    frame of the body; the response body is cut at
+//!    `limits.http_response_bytes` while it is read, the request body at
+//!    `limits.http_request_bytes`.
+
+mod body;
+mod connect;
+
+use bytes::Bytes;
+use http_body_util::BodyExt;
+use std::any::Any;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
+use toolhost_runtime::{Extension, ExtensionCall, State};
+use toolhost_types::Capability;
+use wasmtime::component::Linker;
+use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks};
+
+pub use wasmtime_wasi_http::Error as WasiHttpError;
+
+/// What the operator sets for every plugin's HTTP: name pins and CAs.
+#[derive(Debug, Clone, Default)]
+pub struct HttpSettings {
+    /// `host:port` -> the address to connect to instead of resolving the
+    /// name (`plugins.http_resolve`, as curl's `--resolve`). A pinned
+    /// address counts as granted by name.
+    pub resolve: HashMap<String, SocketAddr>,
+    /// PEM files of CAs trusted besides the platform's
+    /// (`plugins.http_ca_files`).
+    pub ca_files: Vec<PathBuf>,
+}
+
+/// Why the extension could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum HttpSetupError {
+    /// A CA file could not be read.
+    #[error("plugins.http_ca_files: {path}: {reason}")]
+    CaFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A `plugins.http_resolve` entry is not `host:port` -> `IP:port`.
+    #[error("plugins.http_resolve: {entry:?}: {reason}")]
+    Resolve {
+        /// The entry.
+        entry: String,
+        /// Why.
+        reason: String,
+    },
+    /// The TLS configuration could not be built.
+    #[error("TLS: {0}")]
+    Tls(String),
+}
+
+/// The `wasi:http` extension: one per runtime.
+pub struct HttpExtension {
+    shared: Arc<Shared>,
+}
+
+/// What every call's hooks share.
+pub(crate) struct Shared {
+    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// (lowercase host, port) -> pinned address.
+    pub(crate) pins: HashMap<(String, u16), SocketAddr>,
+}
+
+impl std::fmt::Debug for HttpExtension {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpExtension").field("pins", &self.shared.pins.len()).finish_non_exhaustive()
+    }
+}
+
+impl HttpExtension {
+    /// Builds the extension: the TLS roots (the platform's and the
+    /// operator's CA files) and the name pins.
+    pub fn new(settings: &HttpSettings) -> Result<HttpExtension, HttpSetupError> {
+        use rustls_pki_types::CertificateDer;
+        use rustls_pki_types::pem::PemObject;
+        let mut extra = Vec::new();
+        for path in &settings.ca_files {
+            let err = |reason: String| HttpSetupError::CaFile { path: path.clone(), reason };
+            let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+                .map_err(|e| err(e.to_string()))?
+                .collect::<Result<_, _>>()
+                .map_err(|e| err(e.to_string()))?;
+            if certs.is_empty() {
+                return Err(err("no PEM certificate in it".into()));
+            }
+            extra.extend(certs);
+        }
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
+            .map_err(|e| HttpSetupError::Tls(e.to_string()))?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| HttpSetupError::Tls(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let mut pins = HashMap::new();
+        for (entry, addr) in &settings.resolve {
+            let err = |reason: &str| HttpSetupError::Resolve { entry: entry.clone(), reason: reason.into() };
+            let (host, port) = entry.rsplit_once(':').ok_or_else(|| err("expected host:port"))?;
+            let port: u16 = port.parse().map_err(|_| err("the port must be 1 to 65535"))?;
+            if host.is_empty() {
+                return Err(err("expected host:port"));
+            }
+            pins.insert((host.to_ascii_lowercase(), port), *addr);
+        }
+        Ok(HttpExtension { shared: Arc::new(Shared { tls: Arc::new(tls), pins }) })
+    }
+}
+
+impl Extension for HttpExtension {
+    fn capability(&self) -> Capability {
+        Capability::Http
+    }
+
+    fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
+        use wasmtime_wasi_http::WasiHttp;
+        use wasmtime_wasi_http::p2::bindings;
+        let options = bindings::LinkOptions::default();
+        bindings::sync::http::outgoing_handler::add_to_linker::<State, WasiHttp>(linker, view)?;
+        bindings::sync::http::types::add_to_linker::<State, WasiHttp>(linker, &options.into(), view)?;
+        Ok(())
+    }
+
+    fn instance(&self, call: ExtensionCall<'_>) -> Box<dyn Any + Send> {
+        Box::new(CallHttp {
+            ctx: WasiHttpCtx::new(),
+            hooks: Hooks {
+                shared: Some(self.shared.clone()),
+                plugin: call.plugin.to_string(),
+                grants: call.grants.http.clone().into(),
+                deadline: call.deadline,
+                requests_left: call.limits.http_requests_per_call,
+                requests_limit: call.limits.http_requests_per_call,
+                response_bytes: call.limits.http_response_bytes,
+                request_bytes: call.limits.http_request_bytes,
+            },
+        })
+    }
+}
+
+/// One call's `wasi:http` state.
+struct CallHttp {
+    ctx: WasiHttpCtx,
+    hooks: Hooks,
+}
+
+impl CallHttp {
+    /// For a store with no HTTP state (a plugin not holding the
+    /// capability cannot import it, so this is a guard, not a path): every
+    /// request refused.
+    fn denied() -> CallHttp {
+        CallHttp {
+            ctx: WasiHttpCtx::new(),
+            hooks: Hooks {
+                shared: None,
+                plugin: String::new(),
+                grants: Arc::from(Vec::new()),
+                deadline: Instant::now(),
+                requests_left: 0,
+                requests_limit: 0,
+                response_bytes: 0,
+                request_bytes: 0,
+            },
+        }
+    }
+}
+
+/// The `wasi:http` view of a store: its table and the call's HTTP state.
+fn view(state: &mut State) -> WasiHttpCtxView<'_> {
+    let (table, ext) = state.extension();
+    if !ext.as_ref().is_some_and(|e| e.is::<CallHttp>()) {
+        *ext = Some(Box::new(CallHttp::denied()));
+    }
+    let call = ext.as_mut().and_then(|e| e.downcast_mut::<CallHttp>()).expect("set just above");
+    WasiHttpCtxView { ctx: &mut call.ctx, table, hooks: &mut call.hooks }
+}
+
+/// The checks every request of one call passes.
+struct Hooks {
+    shared: Option<Arc<Shared>>,
+    plugin: String,
+    grants: Arc<[HttpGrant]>,
+    deadline: Instant,
+    requests_left: u32,
+    requests_limit: u32,
+    response_bytes: usize,
+    request_bytes: usize,
+}
+
+type Sent = Box<
+    dyn Future<
+            Output = Result<
+                (http::Response<WasiBody>, Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>),
+                WasiHttpError,
+            >,
+        > + Send,
+>;
+
+/// A request's failure, as the guest reads it: a WASI HTTP
+/// `internal-error` carrying toolhost's words.
+pub(crate) fn refused(message: String) -> WasiHttpError {
+    WasiHttpError::InternalError(Some(format!("toolhost: {message}")))
+}
+
+impl WasiHttpHooks for Hooks {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>,
+    ) -> Sent {
+        match self.check(&request) {
+            Ok((shared, target)) => {
+                let deadline = self.deadline;
+                let limits = body::Bounds { response_bytes: self.response_bytes, request_bytes: self.request_bytes };
+                let grants = self.grants.clone();
+                Box::new(
+                    async move { connect::send(&shared, &grants, target, request, options, deadline, limits).await },
+                )
+            }
+            Err(e) => Box::new(async move { Err(e) }),
+        }
+    }
+}
+
+/// Where a checked request goes.
+pub(crate) struct Target {
+    pub(crate) scheme: HttpScheme,
+    pub(crate) host: String,
+    pub(crate) port: u16,
+}
+
+impl Hooks {
+    /// The grant and count checks, before anything leaves the host.
+    fn check(&mut self, request: &http::Request<WasiBody>) -> Result<(Arc<Shared>, Target), WasiHttpError> {
+        let shared = self.shared.clone().ok_or_else(|| refused("this plugin holds no http grant".into()))?;
+        let uri = request.uri();
+        let scheme = uri
+            .scheme_str()
+            .and_then(|s| HttpScheme::from_name(&s.to_ascii_lowercase()))
+            .ok_or_else(|| refused("only http and https requests are sent".into()))?;
+        let host = uri.host().ok_or(WasiHttpError::HttpRequestUriInvalid)?.to_ascii_lowercase();
+        let host = host.trim_end_matches('.').to_string();
+        let port = uri.port_u16().unwrap_or(scheme.default_port());
+        let shown = format!("{}://{}:{port}", scheme.as_str(), host);
+        if !self.grants.iter().any(|g| g.allows(scheme, &host, port)) {
+            tracing::debug!(plugin = %self.plugin, origin = %shown, "http request refused: not granted");
+            return Err(refused(format!(
+                "{shown} is not granted to plugin {p} (plugins.grants.{p}.http lists the origins it may reach)",
+                p = self.plugin
+            )));
+        }
+        if self.requests_left == 0 {
+            return Err(refused(format!(
+                "more than {} HTTP requests in one call (limits.http_requests_per_call)",
+                self.requests_limit
+            )));
+        }
+        self.requests_left -= 1;
+        if Instant::now() >= self.deadline {
+            return Err(WasiHttpError::ConnectionTimeout);
+        }
+        Ok((shared, Target { scheme, host, port }))
+    }
+}
+
+/// A response body as the guest reads it.
+pub(crate) fn boxed<B>(body: B) -> WasiBody
+where
+    B: http_body::Body<Data = Bytes, Error = WasiHttpError> + Send + 'static,
+{
+    body.boxed_unsync()
+}

@@ -1,0 +1,283 @@
+//! `http`: outgoing HTTP(S) requests (`wasi:http/outgoing-handler`) to
+//! the origins the operator lists, and no others. An entry is a scheme, a
+//! host (or a `*.` suffix) and an optional port (default: the scheme's):
+//! `https://api.open-meteo.com`, `https://*.wikipedia.org`,
+//! `http://127.0.0.1:8080`.
+//!
+//! This module is the grant: parsing it, matching a request against it,
+//! describing it. The host side of `wasi:http` (hyper, TLS, the connector
+//! that checks the address actually connected to) lives in its own crate,
+//! `toolhost-http`, installed as an [`crate::Extension`]: this crate stays
+//! free of hyper and rustls. A component importing `wasi:http` is refused
+//! at load unless granted, and on a runtime without that extension.
+
+use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
+use crate::state::State;
+use std::net::IpAddr;
+use toolhost_types::Capability;
+use wasmtime::component::Linker;
+
+/// `http` or `https`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpScheme {
+    /// Plain HTTP.
+    Http,
+    /// HTTP over TLS.
+    Https,
+}
+
+impl HttpScheme {
+    /// The scheme called `name` (lowercase).
+    pub fn from_name(name: &str) -> Option<HttpScheme> {
+        match name {
+            "http" => Some(HttpScheme::Http),
+            "https" => Some(HttpScheme::Https),
+            _ => None,
+        }
+    }
+
+    /// Its name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HttpScheme::Http => "http",
+            HttpScheme::Https => "https",
+        }
+    }
+
+    /// Its default port.
+    pub fn default_port(self) -> u16 {
+        match self {
+            HttpScheme::Http => 80,
+            HttpScheme::Https => 443,
+        }
+    }
+}
+
+/// Which hosts an entry names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    /// Exactly this name (lowercase, no trailing dot).
+    Name(String),
+    /// Any name ending in this suffix (with its leading dot: `.wikipedia.org`
+    /// for `*.wikipedia.org`), never the bare domain itself.
+    Suffix(String),
+    /// Exactly this address, written as a literal.
+    Ip(IpAddr),
+}
+
+/// One granted origin.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpGrant {
+    /// Its scheme.
+    pub scheme: HttpScheme,
+    /// Its host or hosts.
+    pub host: HostPattern,
+    /// Its port (the scheme's when the entry gives none).
+    pub port: u16,
+}
+
+impl HttpGrant {
+    /// Parses `scheme://host[:port]`, `scheme://*.domain[:port]` or
+    /// `scheme://[v6]:port`; a trailing `/` is allowed, nothing else after
+    /// the authority is.
+    pub fn parse(entry: &str) -> Result<HttpGrant, String> {
+        let e = entry.trim();
+        let (scheme, rest) = e.split_once("://").ok_or("expected scheme://host[:port]")?;
+        let scheme = HttpScheme::from_name(&scheme.to_ascii_lowercase()).ok_or("the scheme must be http or https")?;
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.contains(['/', '?', '#', '@', ' ']) {
+            return Err("only an origin: no path, query, fragment or user".into());
+        }
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let (addr, after) = v6.split_once(']').ok_or("an IPv6 address needs its closing ]")?;
+            let port = match after {
+                "" => None,
+                p => Some(p.strip_prefix(':').ok_or("expected :port after ]")?),
+            };
+            (format!("[{addr}]"), port)
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (authority.to_string(), None),
+            }
+        };
+        let port = match port {
+            None => scheme.default_port(),
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or("the port must be 1 to 65535")?,
+        };
+        let host = host.to_ascii_lowercase();
+        let host = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
+            HostPattern::Ip(IpAddr::V6(v6.parse().map_err(|_| "not an IPv6 address")?))
+        } else if let Ok(ip) = host.parse::<IpAddr>() {
+            HostPattern::Ip(ip)
+        } else if let Some(domain) = host.strip_prefix("*.") {
+            check_name(domain)?;
+            if !domain.contains('.') {
+                return Err("a wildcard must leave at least two labels (*.example.org, not *.org)".into());
+            }
+            HostPattern::Suffix(format!(".{domain}"))
+        } else {
+            check_name(&host)?;
+            HostPattern::Name(host)
+        };
+        Ok(HttpGrant { scheme, host, port })
+    }
+
+    /// Whether a request to `scheme://host:port` matches this entry. `host`
+    /// as the request names it (a name, or an address literal; IPv6 with or
+    /// without brackets).
+    pub fn allows(&self, scheme: HttpScheme, host: &str, port: u16) -> bool {
+        if scheme != self.scheme || port != self.port {
+            return false;
+        }
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(&host);
+        match &self.host {
+            HostPattern::Name(n) => *n == host,
+            HostPattern::Suffix(s) => host.len() > s.len() && host.ends_with(s.as_str()),
+            HostPattern::Ip(ip) => bare.parse::<IpAddr>().is_ok_and(|h| h == *ip),
+        }
+    }
+
+    /// Whether this entry names the address `ip` literally (which lets a
+    /// request reach it even where the address policy refuses it: loopback,
+    /// private, link-local...).
+    pub fn names_address(&self, ip: IpAddr) -> bool {
+        self.host == HostPattern::Ip(ip)
+    }
+
+    /// Whether it is a wildcard.
+    pub fn is_wildcard(&self) -> bool {
+        matches!(self.host, HostPattern::Suffix(_))
+    }
+}
+
+impl std::fmt::Display for HttpGrant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let host = match &self.host {
+            HostPattern::Name(n) => n.clone(),
+            HostPattern::Suffix(s) => format!("*{s}"),
+            HostPattern::Ip(IpAddr::V6(ip)) => format!("[{ip}]"),
+            HostPattern::Ip(ip) => ip.to_string(),
+        };
+        write!(f, "{}://{host}:{}", self.scheme.as_str(), self.port)
+    }
+}
+
+/// A DNS name as a grant may name it: letters, digits, `-` and `.`.
+fn check_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name
+            .split('.')
+            .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
+    if ok { Ok(()) } else { Err(format!("{name:?} is not a host name")) }
+}
+
+/// Parses the granted origins.
+pub(super) fn resolve(plugin: &str, entries: &[String]) -> Result<Vec<HttpGrant>, GrantError> {
+    entries
+        .iter()
+        .map(|e| {
+            HttpGrant::parse(e).map_err(|reason| GrantError::Http { plugin: plugin.into(), entry: e.clone(), reason })
+        })
+        .collect()
+}
+
+/// The `http` capability.
+pub struct Http;
+
+static ABOUT: About = About {
+    capability: Capability::Http,
+    interfaces: &["wasi:http/outgoing-handler", "wasi:http/types"],
+    inert_without_grant: false,
+};
+
+impl CapabilityFactor for Http {
+    fn about(&self) -> &'static About {
+        &ABOUT
+    }
+
+    fn held(&self, grants: &Grants) -> bool {
+        !grants.http.is_empty()
+    }
+
+    fn configure(&self, _grants: &Grants, _setup: &mut InstanceSetup) -> Result<(), String> {
+        // Nothing in the WASI context: the extension builds the call's
+        // HTTP state from the grant.
+        Ok(())
+    }
+
+    fn link(&self, _linker: &mut Linker<State>) -> wasmtime::Result<()> {
+        // Linked by the extension (`toolhost-http`), when installed.
+        Ok(())
+    }
+
+    fn report(&self, grants: &Grants) -> serde_json::Value {
+        grants.http.iter().map(|g| g.to_string()).collect()
+    }
+
+    fn allows(&self, grants: &Grants) -> Vec<String> {
+        grants
+            .http
+            .iter()
+            .map(|g| {
+                let wildcard = match &g.host {
+                    HostPattern::Suffix(s) => format!(" (a wildcard: every host under {})", &s[1..]),
+                    _ => String::new(),
+                };
+                format!("may send HTTP requests to {g}{wildcard}, and to no other origin")
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entries_parse_to_origins_and_bad_ones_say_why() {
+        let g = HttpGrant::parse("https://API.open-meteo.com/").unwrap();
+        assert_eq!(g.to_string(), "https://api.open-meteo.com:443");
+        assert_eq!(
+            HttpGrant::parse("http://127.0.0.1:8080").unwrap().host,
+            HostPattern::Ip("127.0.0.1".parse().unwrap())
+        );
+        assert_eq!(HttpGrant::parse("https://[::1]:8443").unwrap().to_string(), "https://[::1]:8443");
+        assert!(HttpGrant::parse("https://*.wikipedia.org").unwrap().is_wildcard());
+        for bad in [
+            "api.example.test",
+            "ftp://x.test",
+            "https://x.test/path",
+            "https://user@x.test",
+            "https://x.test:0",
+            "https://x.test:99999",
+            "https://*.org",
+            "https://*",
+            "https://ex ample.test",
+            "https://x.test?q",
+        ] {
+            assert!(HttpGrant::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_request_matches_only_its_scheme_host_and_port() {
+        let g = HttpGrant::parse("https://api.example.test").unwrap();
+        assert!(g.allows(HttpScheme::Https, "api.example.test", 443));
+        assert!(g.allows(HttpScheme::Https, "API.Example.Test.", 443));
+        assert!(!g.allows(HttpScheme::Http, "api.example.test", 443), "not http for an https grant");
+        assert!(!g.allows(HttpScheme::Https, "api.example.test", 8443), "not another port");
+        assert!(!g.allows(HttpScheme::Https, "api.example.test.evil.test", 443));
+        assert!(!g.allows(HttpScheme::Https, "evilapi.example.test", 443));
+        let w = HttpGrant::parse("https://*.wikipedia.org").unwrap();
+        assert!(w.allows(HttpScheme::Https, "en.wikipedia.org", 443));
+        assert!(!w.allows(HttpScheme::Https, "wikipedia.org", 443), "not the bare domain");
+        assert!(!w.allows(HttpScheme::Https, "en.wikipedia.org.evil.test", 443));
+        assert!(!w.allows(HttpScheme::Https, "evilwikipedia.org", 443));
+        let ip = HttpGrant::parse("http://[::1]:8080").unwrap();
+        assert!(ip.allows(HttpScheme::Http, "[::1]", 8080) && ip.allows(HttpScheme::Http, "::1", 8080));
+        assert!(ip.names_address("::1".parse().unwrap()));
+    }
+}

@@ -1,0 +1,217 @@
+//! Outgoing HTTP for plugins (issue #29), through the binary: the
+//! `webclient` test plugin against a local origin (`tests/peers/http_origin.py`)
+//! serving HTTPS with a certificate from the test's own CA, pinned by
+//! `plugins.http_resolve` and trusted through `plugins.http_ca_files`.
+//! Each refusal is asserted by its words, so a DNS failure cannot pass
+//! for one.
+
+use crate::common::{stderr, stdout, toolhost};
+use crate::live::Proc;
+use crate::peers::{free_port, peers_dir, python, spawn_listening};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use toolhost_test_artifacts::WEBCLIENT_PATH;
+
+/// A CA and a certificate for api.example.test and other.example.test,
+/// made with openssl in `dir`; returns (ca, cert, key).
+fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let o = Command::new("openssl").current_dir(dir).args(args).output().unwrap();
+        assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=toolhost test CA"],
+        &["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign"],
+    ]
+    .concat());
+    run(&[&["req"][..], &ec, &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=api.example.test"]].concat());
+    std::fs::write(
+        dir.join("leaf.ext"),
+        "subjectAltName=DNS:api.example.test,DNS:other.example.test\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "leaf.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "leaf.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "leaf.ext",
+    ]);
+    (dir.join("ca.pem"), dir.join("leaf.pem"), dir.join("leaf.key"))
+}
+
+/// The origin, over HTTPS, its requests logged to `dir/requests.log`.
+struct Origin {
+    _server: Proc,
+    port: u16,
+    ca: PathBuf,
+}
+
+fn https_origin(dir: &Path) -> Origin {
+    let (ca, cert, key) = certificates(dir);
+    let port = free_port();
+    let mut cmd = Command::new(python());
+    cmd.current_dir(dir).arg(peers_dir().join("http_origin.py")).arg(port.to_string()).arg(&cert).arg(&key);
+    Origin { _server: spawn_listening(cmd, port), port, ca }
+}
+
+fn http_origin(dir: &Path) -> (Proc, u16) {
+    let port = free_port();
+    let mut cmd = Command::new(python());
+    cmd.current_dir(dir).arg(peers_dir().join("http_origin.py")).arg(port.to_string());
+    (spawn_listening(cmd, port), port)
+}
+
+/// A config loading only `webclient`, granted `grants`, with the origin's
+/// CA trusted and api.example.test and other.example.test pinned to it.
+fn config(dir: &Path, origin: Option<&Origin>, grants: &[String], extra: &str) {
+    let mut yaml = format!("plugins:\n  builtins: false\n  files: [{WEBCLIENT_PATH:?}]\n");
+    if let Some(o) = origin {
+        yaml += &format!(
+            "  http_ca_files: [{:?}]\n  http_resolve:\n    \"api.example.test:{p}\": \"127.0.0.1:{p}\"\n    \"other.example.test:{p}\": \"127.0.0.1:{p}\"\n",
+            o.ca,
+            p = o.port
+        );
+    }
+    if !grants.is_empty() {
+        yaml += &format!("  grants:\n    webclient:\n      http: {}\n", serde_json::to_string(grants).unwrap());
+    }
+    yaml += extra;
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+}
+
+/// `toolhost call get ARGS` in `dir`.
+fn get(dir: &Path, args: Value) -> std::process::Output {
+    toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["call", "get", &args.to_string()])
+        .output()
+        .unwrap()
+}
+
+fn answer(o: &std::process::Output) -> Value {
+    assert!(o.status.success(), "{}", stderr(o));
+    serde_json::from_str(&stdout(o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(o)))
+}
+
+fn requests(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("requests.log")).unwrap_or_default()
+}
+
+#[test]
+fn a_granted_origin_is_reached_over_tls_and_nothing_else_is() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let p = o.port;
+    let api = format!("https://api.example.test:{p}");
+    config(dir, Some(&o), std::slice::from_ref(&api), "");
+    let a = answer(&get(dir, serde_json::json!({"url": format!("{api}/v1/forecast"), "bearer": "k-123"})));
+    assert_eq!(a["status"], 200, "{a}");
+    let body: Value = serde_json::from_str(a["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["current"]["temperature_2m"], 12.5);
+    assert_eq!(body["authorization"], "Bearer k-123");
+    assert!(requests(dir).contains(&format!("host=api.example.test:{p}")), "{}", requests(dir));
+
+    // Another port, plain http for an https grant, a name that only
+    // starts like the granted one: each the same refusal, naming the origin.
+    for (url, origin) in [
+        (format!("https://api.example.test:{}/v1/forecast", p + 1), format!("https://api.example.test:{}", p + 1)),
+        (format!("http://api.example.test:{p}/v1/forecast"), format!("http://api.example.test:{p}")),
+        (format!("https://api.example.test.evil.test:{p}/"), format!("https://api.example.test.evil.test:{p}")),
+    ] {
+        let out = get(dir, serde_json::json!({"url": url}));
+        assert!(!out.status.success(), "{url}: {}", stdout(&out));
+        let err = stderr(&out);
+        assert!(err.contains(&format!("{origin} is not granted to plugin webclient")), "{url}: {err}");
+    }
+    let before = requests(dir).lines().count();
+    // Redirects are followed by the guest, each hop checked: to the cloud
+    // metadata address, to another host of the same server.
+    for to in ["http://169.254.169.254/latest/meta-data/", &format!("https://other.example.test:{p}/")] {
+        let url = format!("{api}/redirect?to={to}");
+        let out = get(dir, serde_json::json!({"url": url, "follow": 1}));
+        assert!(!out.status.success(), "{to}: {}", stdout(&out));
+        assert!(stderr(&out).contains("is not granted to plugin webclient"), "{to}: {}", stderr(&out));
+    }
+    assert_eq!(requests(dir).lines().count(), before + 2, "only the redirects themselves reached the origin");
+}
+
+#[test]
+fn a_plugin_importing_wasi_http_without_a_grant_does_not_load() {
+    let t = tempfile::tempdir().unwrap();
+    config(t.path(), None, &[], "");
+    let out = get(t.path(), serde_json::json!({"url": "https://example.org/"}));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("imports wasi:http/types") && err.contains("needs the \"http\" capability"), "{err}");
+}
+
+#[test]
+fn a_name_that_resolves_to_loopback_is_refused_by_the_address_policy() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (_origin, port) = http_origin(dir);
+    config(dir, None, &[format!("http://localhost:{port}")], "");
+    let out = get(dir, serde_json::json!({"url": format!("http://localhost:{port}/")}));
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("a loopback address, which a grant by name does not reach"), "{err}");
+    assert!(requests(dir).is_empty(), "nothing reached the origin: {}", requests(dir));
+    // Granted by its literal address, it is reached.
+    config(dir, None, &[format!("http://127.0.0.1:{port}")], "");
+    let a = answer(&get(dir, serde_json::json!({"url": format!("http://127.0.0.1:{port}/")})));
+    assert_eq!(a["body"], "hello from the origin");
+}
+
+#[test]
+fn trickles_floods_and_huge_answers_are_cut() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let api = format!("https://api.example.test:{}", o.port);
+    // DEEP: room for sixteen TLS handshakes (no pool yet) within the deadline.
+    config(dir, Some(&o), std::slice::from_ref(&api), "budget:\n  pin: { get: deep }\n");
+    // One byte a second: cut at the call's deadline, not waited for.
+    let out = get(dir, serde_json::json!({"url": format!("{api}/trickle")}));
+    assert!(!out.status.success(), "{}", stdout(&out));
+    let err = stderr(&out).to_lowercase();
+    assert!(err.contains("timeout") || err.contains("timed out"), "{err}");
+    // 1 GiB: cut at limits.http_response_bytes (8 MiB) as it is read.
+    let out = get(dir, serde_json::json!({"url": format!("{api}/huge")}));
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stderr(&out).contains("response body size exceeds limit: 8388608 bytes"), "{}", stderr(&out));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let wrote = loop {
+        if let Some(n) =
+            requests(dir).lines().find_map(|l| l.strip_prefix("huge: wrote ").map(|n| n.parse::<u64>().unwrap()))
+        {
+            break n;
+        }
+        assert!(std::time::Instant::now() < deadline, "the origin never stopped writing: {}", requests(dir));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    assert!(wrote < 256 << 20, "the host read on: the origin wrote {wrote} bytes");
+    // 1,000 requests in one call: refused past limits.http_requests_per_call.
+    let before = requests(dir).lines().filter(|l| l.contains("/v1/forecast")).count();
+    let out = get(dir, serde_json::json!({"url": format!("{api}/v1/forecast"), "times": 1000}));
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(stderr(&out).contains("more than 16 HTTP requests in one call"), "{}", stderr(&out));
+    let sent = requests(dir).lines().filter(|l| l.contains("/v1/forecast")).count() - before;
+    assert_eq!(sent, 16);
+}
