@@ -46,6 +46,8 @@ pub use toolhost_mcp as mcp;
 pub use toolhost_memory as memory;
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
+/// `wasi:http` for plugins: the runtime extension `toolhost` installs.
+pub use toolhost_http as http;
 /// Capabilities (a module of the runtime).
 pub use toolhost_runtime::capabilities;
 /// The shared vocabulary (the `toolhost-types` crate).

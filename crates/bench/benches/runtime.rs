@@ -66,7 +66,16 @@ fn main() {
     // they refuse). The pipeline rows measure the tools, not the result
     // cache: it is off here (the turns section measures it).
     let limits = Limits { agent_concurrency: 1024, plugin_concurrency: 1024, ..Limits::default() };
-    let runtime = Runtime::new(limits, Some(cache.path())).unwrap();
+    // As `toolhost` builds it: the wasi:http extension linked.
+    let http: Arc<dyn toolhost::runtime::Extension> =
+        Arc::new(toolhost::http::HttpExtension::new(&toolhost::http::HttpSettings::default()).unwrap());
+    let runtime = Runtime::with_extensions(
+        limits,
+        Some(cache.path()),
+        toolhost::runtime::cache::DEFAULT_MAX_BYTES,
+        vec![http],
+    )
+    .unwrap();
     let no_cache = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let host = Arc::new(Host::with_budget(runtime.clone(), Budget::new(no_cache, Vec::new())));
     toolhost::builtin::add_builtins(&host).unwrap();
