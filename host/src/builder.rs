@@ -436,6 +436,7 @@ impl HostBuilder {
                 cfg.server.operator_rate_limit,
                 cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
             ));
+        host.set_prefixes(cfg.plugins.prefix.clone());
         let host = Arc::new(host);
         let installer = Installer::new(host.clone(), Some(self.oci_store()?), changes);
         if cfg.plugins.builtins && self.builtins {

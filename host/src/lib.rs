@@ -40,14 +40,14 @@ pub use toolhost_core::{audit, budget, calibrate, config, counters, package, pat
 pub use toolhost_bridge as bridge;
 /// Registries and the built-in plugins (the `toolhost-dist` crate).
 pub use toolhost_dist::{builtin, oci};
+/// `wasi:http` for plugins: the runtime extension `toolhost` installs.
+pub use toolhost_http as http;
 /// The MCP edge (the `toolhost-mcp` crate).
 pub use toolhost_mcp as mcp;
 /// The campaign memory store (the `toolhost-memory` crate).
 pub use toolhost_memory as memory;
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
-/// `wasi:http` for plugins: the runtime extension `toolhost` installs.
-pub use toolhost_http as http;
 /// Capabilities (a module of the runtime).
 pub use toolhost_runtime::capabilities;
 /// The shared vocabulary (the `toolhost-types` crate).

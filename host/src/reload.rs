@@ -244,6 +244,16 @@ impl Reloader {
             report.applied.push("limits".into());
             report.restart_needed.extend(self.host.apply_limits(new.limits()));
         }
+        if old.plugins.prefix != new.plugins.prefix {
+            // Names of plugins already loaded change when they are next
+            // loaded: renaming tools under a running game would break its
+            // agents' allow-lists mid-turn.
+            report.applied.push(format!(
+                "plugins.prefix ({}; takes effect when each plugin is next loaded)",
+                changed_keys(&old.plugins.prefix, &new.plugins.prefix)
+            ));
+            self.host.set_prefixes(new.plugins.prefix.clone());
+        }
         if old.plugins.limits != new.plugins.limits {
             report.applied.push(format!("plugins.limits ({})", changed_keys(&old.plugins.limits, &new.plugins.limits)));
             report.restart_needed.extend(self.host.apply_plugin_limits(new.plugin_limits()));

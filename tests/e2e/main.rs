@@ -5,6 +5,7 @@
 //! - `live`: a running `serve --http` and an MCP client that counts list_changed.
 //! - `live_budget`: stats, agents and DM overrides against the running host, saved measurements, background calibration.
 //! - `plugins`: the built-in tools' happy paths and errors.
+//! - `prefix`: `plugins.prefix`, and a clash exposing the later plugin's tool as `<plugin>_<tool>`.
 //! - `plugin_limits`: `plugins.limits.<plugin>`, one plugin's limits in place of the operator's.
 //! - `grants`: deny-by-default capabilities, the fileio sandbox, the grants report.
 //! - `hostile`: misbehaving plugins are stopped with typed errors and the host keeps serving.
@@ -59,6 +60,7 @@ mod ops;
 mod peers;
 mod plugin_limits;
 mod plugins;
+mod prefix;
 mod probes;
 mod proxied;
 mod reload;

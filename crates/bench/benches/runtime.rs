@@ -69,13 +69,9 @@ fn main() {
     // As `toolhost` builds it: the wasi:http extension linked.
     let http: Arc<dyn toolhost::runtime::Extension> =
         Arc::new(toolhost::http::HttpExtension::new(&toolhost::http::HttpSettings::default()).unwrap());
-    let runtime = Runtime::with_extensions(
-        limits,
-        Some(cache.path()),
-        toolhost::runtime::cache::DEFAULT_MAX_BYTES,
-        vec![http],
-    )
-    .unwrap();
+    let runtime =
+        Runtime::with_extensions(limits, Some(cache.path()), toolhost::runtime::cache::DEFAULT_MAX_BYTES, vec![http])
+            .unwrap();
     let no_cache = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let host = Arc::new(Host::with_budget(runtime.clone(), Budget::new(no_cache, Vec::new())));
     toolhost::builtin::add_builtins(&host).unwrap();
@@ -188,6 +184,12 @@ fn main() {
     }
 
     println!("\n### Start-up: compile vs cached load\n");
+    // memorytool imports the memory interface: its grant needs a store.
+    let memory_dir = tempfile::tempdir().unwrap();
+    let memory: Arc<dyn toolhost::runtime::MemoryBackend> =
+        Arc::new(toolhost::memory::MemoryStore::open(&memory_dir.path().join("m.sqlite3")).unwrap());
+    let grants_for =
+        |rt: &Runtime, name: &str| Host::new(rt.clone()).with_memory(memory.clone()).grants_for(name).unwrap();
     println!("| plugin | size | cold compile (median of 3) | cached load (median of 10) |");
     println!("|---|---|---|---|");
     for b in BUILTINS {
@@ -195,7 +197,7 @@ fn main() {
             (0..3)
                 .map(|_| {
                     let rt = Runtime::new(Limits::default(), None).unwrap();
-                    let grants = Host::new(rt.clone()).grants_for(b.name).unwrap();
+                    let grants = grants_for(&rt, b.name);
                     let t = Instant::now();
                     rt.load_with(b.name, b.bytes, grants).unwrap();
                     t.elapsed()
@@ -204,12 +206,12 @@ fn main() {
         );
         let warm_dir = tempfile::tempdir().unwrap();
         let warm = Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap();
-        warm.load_with(b.name, b.bytes, Host::new(warm.clone()).grants_for(b.name).unwrap()).unwrap();
+        warm.load_with(b.name, b.bytes, grants_for(&warm, b.name)).unwrap();
         let warm = median(
             (0..10)
                 .map(|_| {
                     let rt = Runtime::new(Limits::default(), Some(warm_dir.path())).unwrap();
-                    let grants = Host::new(rt.clone()).grants_for(b.name).unwrap();
+                    let grants = grants_for(&rt, b.name);
                     let t = Instant::now();
                     rt.load_with(b.name, b.bytes, grants).unwrap();
                     t.elapsed()

@@ -155,6 +155,11 @@ pub struct McpServerConfig {
     /// are served and a warning names the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tools: Option<usize>,
+    /// A prefix for its tools' names (`wiki_`: `wiki_search`); without
+    /// one, a tool whose name another provider serves is exposed as
+    /// `<server>_<tool>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
 }
 
 /// How many tools a server may offer unless its `max_tools` says otherwise.
@@ -375,6 +380,8 @@ pub struct PluginsConfig {
     /// PEM files of CAs plugins' HTTPS requests trust besides the
     /// platform's.
     pub http_ca_files: Vec<PathBuf>,
+    /// Plugin -> a prefix for its tools' names (`wx_`: `wx_now`).
+    pub prefix: BTreeMap<String, String>,
 }
 
 impl Default for PluginsConfig {
@@ -387,6 +394,7 @@ impl Default for PluginsConfig {
             limits: BTreeMap::new(),
             http_resolve: BTreeMap::new(),
             http_ca_files: Vec::new(),
+            prefix: BTreeMap::new(),
         }
     }
 }
@@ -659,6 +667,14 @@ impl Config {
                 }
             }
         }
+        for (plugin, prefix) in &self.plugins.prefix {
+            if prefix.is_empty() || !crate::tool::valid_tool_name(prefix) {
+                return Err(format!(
+                    "plugins.prefix.{plugin}: {prefix:?} is not a name prefix: letters, digits, _ and - only{}",
+                    at(plugin)
+                ));
+            }
+        }
         for (name, addr) in &self.plugins.http_resolve {
             let key = format!("plugins.http_resolve.{name:?}");
             if name.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
@@ -734,6 +750,14 @@ impl Config {
                 _ => {}
             }
             s.check_timeout(self.limits().deadlines()).map_err(|e| format!("{key}.{e}{}", at(&s.name)))?;
+            if let Some(p) = &s.prefix
+                && (p.is_empty() || !crate::tool::valid_tool_name(p))
+            {
+                return Err(format!(
+                    "{key}.prefix: {p:?} is not a name prefix: letters, digits, _ and - only{}",
+                    at(&s.name)
+                ));
+            }
             if s.max_tools == Some(0) {
                 return Err(format!("{key}.max_tools: must be at least 1{}", at(&s.name)));
             }

@@ -495,6 +495,7 @@ impl Runtime {
         };
         let mut regranted = self.prepare(&compiled, grants)?;
         regranted.tools = plugin.tools.clone();
+        regranted.own_names = plugin.own_names.clone();
         Ok(regranted)
     }
 
@@ -539,6 +540,7 @@ impl Runtime {
             source: compiled.source,
             pre,
             tools: Vec::new(),
+            own_names: std::collections::HashMap::new(),
             held: CAPABILITIES.held(&grants),
             grants,
             busy: FairSlots::new(self.limits_for(&compiled.name).plugin_concurrency),

@@ -102,6 +102,9 @@ pub struct WasmPlugin {
     pub(crate) source: CompileSource,
     pub(crate) pre: PluginPre<State>,
     pub(crate) tools: Vec<ToolDef>,
+    /// Exposed name -> the plugin's own, for tools exposed under another
+    /// name ([`WasmPlugin::expose_as`]); empty when none is.
+    pub(crate) own_names: std::collections::HashMap<String, String>,
     pub(crate) grants: Grants,
     /// The capabilities its grants give.
     pub(crate) held: Capabilities,
@@ -121,6 +124,37 @@ impl std::fmt::Debug for WasmPlugin {
 }
 
 impl WasmPlugin {
+    /// Exposes each tool under the name `rename` gives it (a prefix, or
+    /// `<plugin>_<tool>` on a clash); calls by the new name reach the
+    /// plugin under its own. Fails, changing nothing, with the first name
+    /// that breaks the tool-name rule.
+    pub fn expose_as(&mut self, rename: impl Fn(&str) -> String) -> Result<(), String> {
+        let mut renamed = Vec::with_capacity(self.tools.len());
+        for t in &self.tools {
+            let own = self.own_names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone());
+            let exposed = rename(&own);
+            if !toolhost_types::valid_tool_name(&exposed) {
+                return Err(format!(
+                    "{exposed:?} (for {own}) breaks the tool-name rule: at most 64 of a-z A-Z 0-9 _ -"
+                ));
+            }
+            renamed.push((exposed, own));
+        }
+        self.own_names.clear();
+        for (t, (exposed, own)) in self.tools.iter_mut().zip(renamed) {
+            if exposed != own {
+                self.own_names.insert(exposed.clone(), own);
+            }
+            t.name = exposed;
+        }
+        Ok(())
+    }
+
+    /// The plugin's own name of the tool exposed as `exposed`.
+    pub fn own_name<'a>(&'a self, exposed: &'a str) -> &'a str {
+        self.own_names.get(exposed).map_or(exposed, String::as_str)
+    }
+
     /// Changes how many calls of this plugin may run at once (a config
     /// reload changed `limits.plugin_concurrency`).
     pub fn set_concurrency(&self, limit: u32) {
@@ -442,8 +476,9 @@ impl Provider for WasmPlugin {
         })?;
         let deadline = deadline.saturating_sub(slot.waited());
         let args = arguments.to_string();
+        let own = self.own_name(tool);
         let (result, stats) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
-            plugin.toolhost_plugin_tool().call_call(store, tool, &args)
+            plugin.toolhost_plugin_tool().call_call(store, own, &args)
         });
         if let Some(cost) = &ctx.cost {
             cost.set(stats);

@@ -36,6 +36,14 @@ pub enum AddPluginError {
     /// The registry refused it (a name clash).
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// Its tools cannot be exposed under the names the config gives them.
+    #[error("plugin {plugin:?}: {reason}")]
+    Name {
+        /// Plugin name.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
     /// Its grants cannot be honoured.
     #[error(transparent)]
     Grant(#[from] GrantError),
@@ -96,7 +104,9 @@ impl Host {
     /// host ships (no trust policy: its provenance is [`Provenance::Builtin`]).
     pub fn add_builtin(&self, name: &str, bytes: &[u8]) -> Result<(), AddPluginError> {
         let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
-            let plugin = Arc::new(self.runtime.load_with(name, bytes, self.grants_for(name)?)?);
+            let mut plugin = self.runtime.load_with(name, bytes, self.grants_for(name)?)?;
+            self.expose(name, &mut plugin)?;
+            let plugin = Arc::new(plugin);
             self.registry.add(plugin.clone())?;
             Ok(plugin)
         })();
@@ -129,7 +139,9 @@ impl Host {
     ) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let added = (|| -> Result<_, AddPluginError> {
             let (component, provenance) = self.trust.load().admit(name, bytes)?;
-            let plugin = Arc::new(self.runtime.load_with(name, component, self.grants_for(name)?)?);
+            let mut plugin = self.runtime.load_with(name, component, self.grants_for(name)?)?;
+            self.expose(name, &mut plugin)?;
+            let plugin = Arc::new(plugin);
             self.registry.add(plugin.clone())?;
             Ok((plugin, provenance))
         })();
@@ -247,7 +259,9 @@ impl Host {
                 return Err(AddPluginError::NewCapabilities { plugin: name, new });
             }
         }
-        let plugin = Arc::new(self.runtime.instantiate_compiled(compiled, grants)?);
+        let mut plugin = self.runtime.instantiate_compiled(compiled, grants)?;
+        self.expose(&name, &mut plugin)?;
+        let plugin = Arc::new(plugin);
         let replaced = self.registry.upsert(plugin.clone())?;
         // A new version replaces one a reload held back for want of a grant.
         self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
@@ -269,6 +283,37 @@ impl Host {
             compiled: was_compiled,
             source: None,
         })
+    }
+
+    /// The names `plugin`'s tools are exposed under: with
+    /// `plugins.prefix.<plugin>`, every tool's name behind that prefix;
+    /// without one, a tool whose name another provider already serves as
+    /// `<plugin>_<tool>`, with a warning naming both and the key that
+    /// chooses instead.
+    fn expose(&self, name: &str, plugin: &mut WasmPlugin) -> Result<(), AddPluginError> {
+        let bad = |reason: String| AddPluginError::Name { plugin: name.to_string(), reason };
+        if let Some(prefix) = self.prefixes.load().get(name) {
+            return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(bad);
+        }
+        let catalog = self.registry.snapshot();
+        let clashing: std::collections::HashMap<String, String> = plugin
+            .tools()
+            .iter()
+            .filter_map(|t| {
+                let other = catalog.get(&t.name)?.provider.name().to_string();
+                (other != name).then(|| (t.name.clone(), other))
+            })
+            .collect();
+        if clashing.is_empty() {
+            return Ok(());
+        }
+        for (tool, other) in &clashing {
+            tracing::warn!(
+                plugin = %crate::tool::log_safe(name),
+                "{tool} is already served by {other}: {name}'s is exposed as {name}_{tool} (set plugins.prefix.{name} to choose a prefix)"
+            );
+        }
+        plugin.expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() }).map_err(bad)
     }
 
     /// Removes a plugin while the host serves. Calls already running finish.

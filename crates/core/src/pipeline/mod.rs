@@ -37,6 +37,8 @@ pub struct Host {
     /// `plugins.grants` and the directory their relative paths resolve
     /// against; swapped whole by a config reload.
     grants: arc_swap::ArcSwap<(GrantsByPlugin, PathBuf)>,
+    /// `plugins.prefix`: plugin -> the prefix of its tools' names.
+    prefixes: arc_swap::ArcSwap<std::collections::BTreeMap<String, String>>,
     audit: AuditLog,
     /// The campaign memory store behind the `memory` capability.
     memory: std::sync::OnceLock<Arc<dyn crate::runtime::MemoryBackend>>,
@@ -87,6 +89,7 @@ impl Host {
             registry: Registry::new(),
             budget,
             grants: arc_swap::ArcSwap::from_pointee((GrantsByPlugin::new(), PathBuf::new())),
+            prefixes: Default::default(),
             audit: AuditLog::disabled(),
             memory: std::sync::OnceLock::new(),
             trust: arc_swap::ArcSwap::from_pointee(TrustPolicy::permissive()),
@@ -195,6 +198,12 @@ impl Host {
     pub fn with_grants(self, grants: GrantsByPlugin, base: &Path) -> Host {
         self.grants.store(Arc::new((grants, base.to_path_buf())));
         self
+    }
+
+    /// Sets `plugins.prefix` (plugin -> the prefix of its tools' names),
+    /// for plugins loaded from now on.
+    pub fn set_prefixes(&self, prefixes: std::collections::BTreeMap<String, String>) {
+        self.prefixes.store(Arc::new(prefixes));
     }
 
     /// The operator's grant for `plugin` as configured: its

@@ -96,6 +96,28 @@ fn fit(s: &str) -> String {
     s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
+/// `tool` behind the operator's `prefix` (`mcp.servers[].prefix`): the
+/// name made to fit as a clash would make it, but under the prefix as
+/// given. Hostile names are refused as always; a name still taken is an
+/// error.
+pub(super) fn with_prefix(prefix: &str, tool: &str, taken: impl Fn(&str) -> bool) -> Result<String, String> {
+    refuse_hostile("tool", tool)?;
+    let mut name = format!("{prefix}{}", fit(tool));
+    if name.len() > 64 {
+        let digest = sha2::Sha256::digest(format!("{prefix}\0{tool}").as_bytes());
+        name.truncate(57);
+        name.push('_');
+        name.push_str(&hex::encode(digest)[..6]);
+    }
+    if !valid_tool_name(&name) {
+        return Err(format!("{name:?} breaks the tool-name rule"));
+    }
+    if taken(&name) {
+        return Err(format!("{name} is already served by another provider"));
+    }
+    Ok(name)
+}
+
 /// `<server>_<tool>`, fitted to the tool-name rule.
 fn prefixed(server: &str, tool: &str) -> String {
     let name = format!("{}_{}", fit(server), fit(tool));
@@ -141,6 +163,15 @@ mod tests {
         assert_eq!(a.len(), 64);
         assert!(valid_tool_name(&a) && valid_tool_name(&b));
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn a_configured_prefix_is_used_as_given_and_a_taken_name_refused() {
+        assert_eq!(with_prefix("wiki_", "search", none).unwrap(), "wiki_search");
+        assert_eq!(with_prefix("gh-", "repo.search", none).unwrap(), "gh-repo_search");
+        assert!(with_prefix("wiki_", "search", |n| n == "wiki_search").is_err());
+        assert!(with_prefix("wiki_", "evil\nname", none).is_err());
+        assert_eq!(with_prefix("p_", &"x".repeat(100), none).unwrap().len(), 64);
     }
 
     #[test]

@@ -581,7 +581,11 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
             let key = super::names::name_key(n);
             others.contains(&key) || mine.contains(&key)
         };
-        let exposed = match super::names::exposed_name(name, &t.name, taken, &namespaces) {
+        let exposed = match &server.cfg.prefix {
+            Some(p) => super::names::with_prefix(p, &t.name, taken),
+            None => super::names::exposed_name(name, &t.name, taken, &namespaces),
+        };
+        let exposed = match exposed {
             Ok(exposed) => exposed,
             Err(why) => {
                 tracing::warn!(server = %name, "skipping a tool: {why}");

@@ -83,6 +83,7 @@ impl Server {
                     timeout_ms,
                     tier,
                     max_tools: max_tools.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+                    prefix: None,
                 };
                 let reply = state.admin()?.add_server(&cfg)?;
                 match reply.status {
