@@ -50,8 +50,8 @@ pub(crate) async fn send(
             HttpScheme::Https => {
                 let name = rustls_pki_types::ServerName::try_from(target.host.clone())
                     .map_err(|_| refused(format!("{:?} is not a name TLS can verify", target.host)))?;
-                let tls =
-                    tokio_rustls::TlsConnector::from(shared.tls.clone()).connect(name, tcp).await.map_err(tls_error)?;
+                let config = shared.tls.clone().map_err(refused)?;
+                let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(tls_error)?;
                 let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
                 Ok::<_, WasiHttpError>((
                     sender,

@@ -85,7 +85,8 @@ pub struct HttpExtension {
 
 /// What every call's hooks share.
 pub(crate) struct Shared {
-    pub(crate) tls: Arc<rustls::ClientConfig>,
+    /// The TLS configuration, or why there is none.
+    pub(crate) tls: Result<Arc<rustls::ClientConfig>, String>,
     /// (lowercase host, port) -> pinned address.
     pub(crate) pins: HashMap<(String, u16), SocketAddr>,
 }
@@ -115,15 +116,26 @@ impl HttpExtension {
             extra.extend(certs);
         }
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let verifier = rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone())
-            .map_err(|e| HttpSetupError::Tls(e.to_string()))?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| HttpSetupError::Tls(e.to_string()))?
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(verifier))
-            .with_no_client_auth();
-        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+        // A machine with no CA certificates at all (and none configured)
+        // still runs every plugin: only its HTTPS requests fail, saying why.
+        let tls = match rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone()) {
+            Ok(verifier) => {
+                let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+                    .with_safe_default_protocol_versions()
+                    .map_err(|e| HttpSetupError::Tls(e.to_string()))?
+                    .dangerous()
+                    .with_custom_certificate_verifier(Arc::new(verifier))
+                    .with_no_client_auth();
+                tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+                Ok(Arc::new(tls))
+            }
+            Err(e) => {
+                tracing::debug!("plugins' HTTPS requests will fail: {e}");
+                Err(format!(
+                    "no CA certificate to verify servers with ({e}): install the system's CA certificates, or list CAs in plugins.http_ca_files"
+                ))
+            }
+        };
         let mut pins = HashMap::new();
         for (entry, addr) in &settings.resolve {
             let err = |reason: &str| HttpSetupError::Resolve { entry: entry.clone(), reason: reason.into() };
@@ -134,7 +146,7 @@ impl HttpExtension {
             }
             pins.insert((host.to_ascii_lowercase(), port), *addr);
         }
-        Ok(HttpExtension { shared: Arc::new(Shared { tls: Arc::new(tls), pins }) })
+        Ok(HttpExtension { shared: Arc::new(Shared { tls, pins }) })
     }
 }
 
