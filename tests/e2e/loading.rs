@@ -4,6 +4,7 @@
 use crate::common::builtin_path;
 use crate::common::run;
 use crate::common::stderr;
+use crate::common::stdout;
 use std::path::Path;
 use toolhost::runtime::{CompileSource, Limits, LoadErrorKind, Runtime};
 use toolhost_test_artifacts::{HOSTILE_PATH, OTHERWORLD_PATH};
@@ -98,14 +99,16 @@ fn an_engine_with_other_settings_does_not_reuse_artifacts() {
 }
 
 #[test]
-fn duplicate_tool_names_across_plugins_are_an_error() {
-    // The diceroller built-in is already loaded; a copy under another name clashes.
+fn a_tool_name_clash_across_plugins_exposes_the_later_one_under_its_plugins_name() {
+    // The diceroller built-in is already loaded; a copy under another name
+    // clashes on every tool: its tools are exposed as dice2_<tool>.
     let dir = tempfile::tempdir().unwrap();
     let copy = dir.path().join("dice2.wasm");
     std::fs::copy(builtin_path("diceroller"), &copy).unwrap();
     let o = run(&["tools", "--plugin", copy.to_str().unwrap()]);
-    assert!(!o.status.success());
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = stdout(&o);
+    assert!(out.contains("dice2_roll") && out.contains("roll"), "{out}");
     let err = stderr(&o);
-    assert!(err.contains("clashes with the tool of the same name from \"diceroller\""), "{err}");
-    assert!(err.contains("dice2"), "{err}");
+    assert!(err.contains("roll is already served by diceroller: dice2's is exposed as dice2_roll"), "{err}");
 }
