@@ -7,8 +7,9 @@
 //! the reserve is spent, which is `capacity_exceeded`.)
 
 use super::*;
+use crate::budget::ManualClock;
 use crate::budget::metrics::Outcome;
-use crate::budget::{AgentProfile, ManualClock};
+use crate::budget::tests::agent;
 use crate::rates::{CallRates, RateLimitConfig};
 use crate::tool::{CallStats, Content, Provider, ProviderKind, ToolDef, ToolMeta};
 use proptest::prelude::*;
@@ -67,26 +68,10 @@ const TOOLS: [(&str, Option<u32>); 4] =
 /// Carol's allow-list, at her STANDARD ceiling.
 const CAROLS: [&str; 3] = ["roll", "search", "mystery"];
 
-fn profile(name: &str, ceiling: Tier, tools: &[&str]) -> AgentProfile {
-    AgentProfile {
-        name: name.into(),
-        budget_tier: ceiling,
-        tools: tools.iter().map(|t| t.to_string()).collect(),
-        instructions: None,
-        rate_limit: None,
-        max_calls_per_turn: None,
-        personality: None,
-        engine: None,
-    }
-}
-
 fn host(clock: Arc<ManualClock>) -> (Host, Arc<Scripted>) {
     let all: Vec<&str> = TOOLS.iter().map(|t| t.0).collect();
-    let agents = vec![
-        profile("alice", Tier::Deep, &all),
-        profile("bob", Tier::Fast, &all),
-        profile(CAROL, Tier::Standard, &CAROLS),
-    ];
+    let agents =
+        vec![agent("alice", Tier::Deep, &all), agent("bob", Tier::Fast, &all), agent(CAROL, Tier::Standard, &CAROLS)];
     let runtime = crate::runtime::Runtime::new(crate::runtime::Limits::default(), None).unwrap();
     // The others flood past a small rate; Carol calls within hers (none).
     let small = RateLimitConfig { per_minute: 60, burst: 5 };

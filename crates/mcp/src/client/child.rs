@@ -250,31 +250,23 @@ impl Scan {
 
     fn step(&mut self, b: u8) {
         if self.in_string {
+            let closing = !self.escaped && b == b'"';
+            self.escaped = !self.escaped && b == b'\\';
             if self.in_key {
-                if self.escaped {
-                    self.escaped = false;
-                } else if b == b'\\' {
-                    self.escaped = true;
-                } else if b == b'"' {
+                if closing {
                     self.in_string = false;
                     self.in_key = false;
                     self.end_key();
-                    return;
-                }
-                if self.key.len() < 16 {
+                } else if self.key.len() < 16 {
                     self.key.push(b);
                 }
-                return;
-            }
-            if self.in_id {
-                self.push_id(b);
-            }
-            if self.escaped {
-                self.escaped = false;
-            } else if b == b'\\' {
-                self.escaped = true;
-            } else if b == b'"' {
-                self.in_string = false;
+            } else {
+                if self.in_id {
+                    self.push_id(b);
+                }
+                if closing {
+                    self.in_string = false;
+                }
             }
             return;
         }
@@ -412,6 +404,14 @@ mod tests {
         let out = through(input.as_bytes(), 100, 512).await;
         let answer: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
         assert_eq!(answer["id"], 42, "the nested id is not the message's");
+    }
+
+    #[tokio::test]
+    async fn an_id_ending_in_an_escaped_backslash_is_read_whole() {
+        let input = format!("{{\"id\":\"k\\\\\",\"result\":\"{}\"}}\n", "x".repeat(500));
+        let out = through(input.as_bytes(), 100, 7).await;
+        let answer: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+        assert_eq!(answer["id"], "k\\");
     }
 
     #[tokio::test]
