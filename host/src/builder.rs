@@ -96,6 +96,10 @@ pub enum BuildError {
         /// The grant lies inside that directory (rather than holding it).
         inside: bool,
     },
+    /// The secrets file cannot be read, or a config value is named like a
+    /// secret of the same plugin.
+    #[error("secrets: {0}")]
+    Secrets(crate::secrets::SecretError),
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
     PluginsDir {
@@ -437,6 +441,11 @@ impl HostBuilder {
                 cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
             ));
         host.set_prefixes(cfg.plugins.prefix.clone());
+        host.set_plugin_config(cfg.plugins.config_values());
+        host.set_secret_store(crate::secrets::SecretStore::in_state_dir(&state)).map_err(BuildError::Secrets)?;
+        if let Some(clash) = crate::secrets::clash(&cfg.plugins.config_values(), &host.secrets_snapshot()) {
+            return Err(BuildError::Secrets(crate::secrets::SecretError::Name(clash)));
+        }
         let host = Arc::new(host);
         let installer = Installer::new(host.clone(), Some(self.oci_store()?), changes);
         if cfg.plugins.builtins && self.builtins {
@@ -450,15 +459,24 @@ impl HostBuilder {
             }
             held
         };
+        // A plugin held for a secret not set is reported, not fatal: it
+        // loads when `toolhost secret set` sets it.
+        let held = |r: Result<(), crate::AddPluginError>, warnings: &mut Vec<String>| match r {
+            Err(e @ crate::AddPluginError::MissingSecrets { .. }) => {
+                warnings.push(e.to_string());
+                Ok(())
+            }
+            r => r.map_err(BuildError::Plugin),
+        };
         for p in self.plugin_files() {
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
                 Some(text) => {
                     let r = crate::oci::OciRef::parse(text)?;
-                    installer.add_plugin_ref(&r).map_err(BuildError::Plugin)?;
+                    held(installer.add_plugin_ref(&r).map(drop), &mut warnings)?;
                 }
                 None if removed(&p) => {}
                 None => {
-                    installer.add_plugin_file(&p).map_err(BuildError::Plugin)?;
+                    held(installer.add_plugin_file(&p).map(drop), &mut warnings)?;
                 }
             }
         }

@@ -225,6 +225,13 @@ impl Reloader {
             }
             None => ServerPlan::default(),
         };
+        let secrets = match self.host.secret_store() {
+            Some(store) => store.read().map_err(|e| invalid(format!("secrets: {e}")))?,
+            None => Default::default(),
+        };
+        if let Some(clash) = crate::secrets::clash(&new.plugins.config_values(), &secrets) {
+            return Err(invalid(clash));
+        }
         // Last: resolving a read-write directory grant creates the directory.
         let grants = self
             .host
@@ -258,6 +265,18 @@ impl Reloader {
             report.applied.push(format!("plugins.limits ({})", changed_keys(&old.plugins.limits, &new.plugins.limits)));
             report.restart_needed.extend(self.host.apply_plugin_limits(new.plugin_limits()));
         }
+        if old.plugins.config != new.plugins.config {
+            report.applied.push(format!("plugins.config ({})", changed_keys(&old.plugins.config, &new.plugins.config)));
+        }
+        self.host.set_plugin_config(new.plugins.config_values());
+        // Secrets set while the host served, and plugins waiting for them.
+        let secrets_warning = match self.host.refresh_secrets() {
+            Ok(loaded) => {
+                report.plugins.extend(loaded);
+                None
+            }
+            Err(e) => Some(format!("secrets not read again: {e}")),
+        };
         report.applied.extend(agent_changes(old, new));
         if old.budget != new.budget {
             report.applied.push("budget".into());
@@ -287,6 +306,7 @@ impl Reloader {
         let status = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
         report.warnings =
             crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()).collect();
+        report.warnings.extend(secrets_warning);
         tracing::debug!(
             applied = ?report.applied,
             plugins = report.plugins.len(),

@@ -8,6 +8,7 @@ use crate::budget::{AgentProfile, Tier, ToolStatus};
 use crate::registry::RegisteredTool;
 use crate::tool::ToolDef;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use std::time::Duration;
 
 fn ms(d: Option<Duration>) -> Option<f64> {
@@ -282,7 +283,7 @@ pub struct GrantsReport {
 
 /// The limits a plugin's calls run under: the operator's, with the
 /// plugin's own (`plugins.limits.<plugin>`) in place.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LimitsInForce {
     /// Linear memory per call, MiB.
     pub memory_mib: usize,
@@ -364,6 +365,8 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 allows.push("nothing granted: pure computation, no files, no environment, no network".into());
             }
             let origin = host.provenance(p.name());
+            let mut findings = review.findings(p.name());
+            findings.extend(http_findings(p, origin.as_ref()));
             GrantsReport {
                 plugin: p.name().to_string(),
                 sha256: info.digest.clone().unwrap_or_default(),
@@ -375,13 +378,44 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 granted: info.grants.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
                 denied: names(review.denied),
                 over_granted: names(review.over_granted),
-                findings: review.findings(p.name()),
+                findings,
                 allows,
                 imports: info.imports,
                 limits: Some(LimitsInForce::of(host, p.name())),
             }
         })
         .collect()
+}
+
+/// What a reviewer should know of a plugin's HTTP grants: each wildcard,
+/// and each origin its signed manifest asks for that no grant covers.
+fn http_findings(p: &Arc<dyn crate::tool::Provider>, origin: Option<&crate::package::Provenance>) -> Vec<String> {
+    use crate::capabilities::http::{HostPattern, HttpGrant};
+    let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
+    let Ok(plugin) = any.downcast::<crate::runtime::WasmPlugin>() else { return Vec::new() };
+    let name = p.name();
+    let granted = &plugin.grants().http;
+    let mut out: Vec<String> = granted
+        .iter()
+        .filter_map(|g| match &g.host {
+            HostPattern::Suffix(s) => Some(format!(
+                "wildcard: {name} may reach every host under {} ({g}); where you can, grant the hosts it needs by name",
+                &s[1..]
+            )),
+            _ => None,
+        })
+        .collect();
+    if let Some(crate::package::Provenance::Signed { manifest, .. }) = origin {
+        for ask in &manifest.http_hosts {
+            let covered = HttpGrant::parse(ask).is_ok_and(|a| granted.iter().any(|g| g.covers(&a)));
+            if !covered {
+                out.push(format!(
+                    "{name}'s manifest asks to reach {ask}, which its grants do not cover: its requests there fail until plugins.grants.{name}.http grants it"
+                ));
+            }
+        }
+    }
+    out
 }
 
 /// An agent as configured (`toolhost agents --json`).

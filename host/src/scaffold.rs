@@ -22,6 +22,8 @@ const FILES: &[(&str, &str)] = &[
     (".gitignore", include_str!("../templates/plugin/gitignore.tmpl")),
     ("vendor/toolhost-sdk/Cargo.toml", include_str!("../templates/sdk/Cargo.toml.tmpl")),
     ("vendor/toolhost-sdk/wit/tool.wit", include_str!("../../wit/tool.wit")),
+    ("vendor/toolhost-sdk/wit/deps/config/store.wit", include_str!("../../wit/deps/config/store.wit")),
+    ("vendor/toolhost-sdk/wit/deps/config/world.wit", include_str!("../../wit/deps/config/world.wit")),
 ];
 
 /// The SDK's source files, vendored as they are (but for where its
@@ -34,6 +36,11 @@ pub const SDK_SOURCES: &[(&str, &str)] = &[
     ("output.rs", include_str!("../../sdk/src/output.rs")),
     ("schema.rs", include_str!("../../sdk/src/schema.rs")),
     ("tool.rs", include_str!("../../sdk/src/tool.rs")),
+    ("config.rs", include_str!("../../sdk/src/config.rs")),
+    ("secret.rs", include_str!("../../sdk/src/secret.rs")),
+    ("http.rs", include_str!("../../sdk/src/http.rs")),
+    ("http_error.rs", include_str!("../../sdk/src/http_error.rs")),
+    ("http_wasi.rs", include_str!("../../sdk/src/http_wasi.rs")),
 ];
 
 /// Longest plugin name accepted.
@@ -118,6 +125,22 @@ pub fn component_path(project: &Path, name: &str) -> PathBuf {
 /// existing empty directory is filled. On failure nothing is left behind
 /// (an existing empty directory stays, empty).
 pub fn new_plugin(parent: &Path, name: &str) -> Result<PathBuf, ScaffoldError> {
+    new_plugin_from(parent, name, Template::Plain)
+}
+
+/// Which starting point `toolhost new` writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Template {
+    /// A `greet` tool: pure computation.
+    #[default]
+    Plain,
+    /// A `fetch` tool that calls a JSON API through `wasi:http`, with its
+    /// base URL from config and its key from a secret (`toolhost new --http`).
+    Http,
+}
+
+/// [`new_plugin`] from `template`.
+pub fn new_plugin_from(parent: &Path, name: &str, template: Template) -> Result<PathBuf, ScaffoldError> {
     validate_name(name)?;
 
     let io = |path: &Path| {
@@ -143,7 +166,7 @@ pub fn new_plugin(parent: &Path, name: &str) -> Result<PathBuf, ScaffoldError> {
         })?;
     }
 
-    let written = write_files(&project, name);
+    let written = write_files(&project, name, template);
     if let Err(e) = written {
         // Leave the directory as it was: absent, or empty.
         if existed {
@@ -161,9 +184,26 @@ pub fn new_plugin(parent: &Path, name: &str) -> Result<PathBuf, ScaffoldError> {
     Ok(project)
 }
 
-fn write_files(project: &Path, name: &str) -> Result<(), ScaffoldError> {
+/// What `--http` puts in place of, or after, the plain template's files.
+const HTTP_LIB: &str = include_str!("../templates/plugin/lib_http.rs.tmpl");
+const HTTP_README: &str = include_str!("../templates/plugin/README_http.md.tmpl");
+
+fn write_files(project: &Path, name: &str, template: Template) -> Result<(), ScaffoldError> {
     let sdk = SDK_SOURCES.iter().map(|(file, text)| (format!("vendor/toolhost-sdk/src/{file}"), vendored(file, text)));
-    let files = FILES.iter().map(|(relative, template)| (relative.to_string(), render(template, name))).chain(sdk);
+    let files = FILES
+        .iter()
+        .map(|(relative, text)| {
+            let text = match (template, *relative) {
+                (Template::Http, "src/lib.rs") => render(HTTP_LIB, name),
+                (Template::Http, "README.md") => {
+                    render(text, name).replace("greet '{\"name\":\"Ada\"}'", "fetch '{\"path\":\"/v1/items/42\"}'")
+                        + &render(HTTP_README, name)
+                }
+                _ => render(text, name),
+            };
+            (relative.to_string(), text)
+        })
+        .chain(sdk);
     for (relative, text) in files {
         let path = project.join(relative);
         if let Some(dir) = path.parent() {

@@ -19,6 +19,10 @@
 //!
 //! [`log`] and [`progress`] talk to the host while a call runs; [`memory`]
 //! reads the campaign memory store (a capability the operator grants).
+//! [`http`] sends HTTP requests through `wasi:http` (to the origins the
+//! operator granted the plugin; a refusal reads as the host's own words);
+//! [`config`] reads the plain settings the operator gave the plugin and
+//! [`secret`] its secrets (API keys), both through `wasi:config/store`.
 //!
 //! # Example
 //!
@@ -126,11 +130,16 @@
 //!   `#[schemars(extend("enum" = ["a", "b"]))]` add the usual constraints.
 //! - The bindings target the WIT's `memory-plugin` world, but a component
 //!   imports `toolhost:plugin/memory` only when it calls [`memory`]: other
-//!   plugins need no `memory` grant.
+//!   plugins need no `memory` grant. Likewise it imports `wasi:http` only
+//!   when it calls [`http`], and `wasi:config/store` only when it calls
+//!   [`config`] or [`secret`].
 
+pub mod config;
+pub mod http;
 pub mod log;
 pub mod memory;
 pub mod schema;
+pub mod secret;
 
 mod error;
 mod output;
@@ -153,6 +162,18 @@ pub mod bindings {
         additional_derives: [PartialEq, Eq],
         // They hold an `f64` score, so cannot be `Eq`.
         additional_derives_ignore: ["transcript-line", "fact"],
+    });
+}
+
+/// The bindings `wit-bindgen` generates for `wasi:config/store` (world
+/// `wasi:config/imports` of `wit/deps/config`, the WIT the host links),
+/// apart from the tool world: [`config`] and [`secret`] read through them.
+#[cfg(target_arch = "wasm32")]
+#[allow(missing_docs)]
+mod config_bindings {
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "wasi:config/imports@0.2.0-rc.1",
     });
 }
 

@@ -2,8 +2,20 @@
 //! swap pair, the conformance fixture ...) for the test suite and the
 //! benchmarks only: the product never contains them.
 
-const GUESTS: &[&str] =
-    &["hostile", "otherworld", "netclient", "webclient", "conformance", "swap_v1", "swap_v2", "counter", "liar"];
+const GUESTS: &[&str] = &[
+    "hostile",
+    "otherworld",
+    "netclient",
+    "webclient",
+    "conformance",
+    "swap_v1",
+    "swap_v2",
+    "counter",
+    "liar",
+    // The example marketplace plugin (examples/weather), for the wasi:http
+    // and wasi:config end-to-end tests.
+    "weather",
+];
 
 fn main() {
     let built = toolhost_guest_build::build(GUESTS, "test-guests");

@@ -33,6 +33,7 @@ fn the_author_guide_runs_as_written() {
     let guide = std::fs::read_to_string(repo().join("docs/authoring.md")).unwrap();
     let script = sh_blocks(&guide);
     assert!(script.contains("toolhost new demo") && script.contains("toolhost plugin add"), "{script}");
+    assert!(script.contains("toolhost new forecast --http") && script.contains("toolhost secret set"), "{script}");
     let dir = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_toolhost")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
@@ -59,6 +60,15 @@ fn the_author_guide_runs_as_written() {
     assert!(out.contains("trusted here: yes: signed by alice"), "show:\n{out}");
     assert!(out.contains("pinned 1 plugin(s)"), "lock:\n{out}");
     assert_eq!(out.matches(r#""message":"Hello, Grace."#).count(), 2, "both calls from the registry:\n{out}");
+    // 7: the API-calling tool, signed with its asks, held for its key.
+    assert!(out.contains("asks to reach over HTTP: http://127.0.0.1:"), "verify shows the origin:\n{out}");
+    assert!(out.contains("asks for the secret api_key"), "verify shows the secret:\n{out}");
+    assert!(
+        out.contains("forecast: held back: plugin \"forecast\" is held: it needs the secret api_key"),
+        "plugin list:\n{out}"
+    );
+    assert!(out.contains("set secret api_key of plugin forecast"), "secret set:\n{out}");
+    assert!(out.contains(r#""name":"lantern""#), "the API's answer through the plugin:\n{out}");
 }
 
 #[test]

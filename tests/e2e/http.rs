@@ -55,13 +55,14 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
 }
 
 /// The origin, over HTTPS, its requests logged to `dir/requests.log`.
-struct Origin {
+pub(crate) struct Origin {
     _server: Proc,
-    port: u16,
-    ca: PathBuf,
+    pub(crate) port: u16,
+    pub(crate) ca: PathBuf,
 }
 
-fn https_origin(dir: &Path) -> Origin {
+/// [`Origin`] serving HTTPS from `dir` (its requests in `dir/requests.log`).
+pub(crate) fn https_origin(dir: &Path) -> Origin {
     let (ca, cert, key) = certificates(dir);
     let port = free_port();
     let mut cmd = Command::new(python());
@@ -214,4 +215,74 @@ fn trickles_floods_and_huge_answers_are_cut() {
     assert!(stderr(&out).contains("more than 16 HTTP requests in one call"), "{}", stderr(&out));
     let sent = requests(dir).lines().filter(|l| l.contains("/v1/forecast")).count() - before;
     assert_eq!(sent, 16);
+}
+
+/// The client port of each logged request to `path`, in order.
+fn peers(dir: &Path, path: &str) -> Vec<String> {
+    requests(dir)
+        .lines()
+        .filter(|l| l.contains(path))
+        .filter_map(|l| l.rsplit_once(" peer=").map(|(_, p)| p.to_string()))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plugins_calls_reuse_its_connection_and_never_another_plugins() {
+    use rmcp::model::CallToolRequestParams;
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let api = format!("https://api.example.test:{}", o.port);
+    std::fs::copy(WEBCLIENT_PATH, dir.join("webclient2.wasm")).unwrap();
+    let grants = serde_json::to_string(&[&api]).unwrap();
+    config(
+        dir,
+        Some(&o),
+        std::slice::from_ref(&api),
+        &format!("    webclient2:\n      http: {grants}\n  prefix: {{ webclient2: w2_ }}\n"),
+    );
+    // Loads both plugins: the one the config names, and the copy.
+    let yaml = std::fs::read_to_string(dir.join("toolhost.yaml")).unwrap();
+    let yaml = yaml.replacen(
+        &format!("files: [{WEBCLIENT_PATH:?}]"),
+        &format!("files: [{WEBCLIENT_PATH:?}, webclient2.wasm]"),
+        1,
+    );
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+    let mut cmd = crate::common::toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(["serve", "--http", "127.0.0.1:0"]);
+    let (_serving, url) = crate::live::spawn_serving(cmd);
+    let (c, _) = crate::live::connect(&url).await;
+    let get = async |tool: &str, path: &str| {
+        let args = serde_json::json!({"url": format!("{api}{path}")});
+        let r = c
+            .call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone()))
+            .await
+            .unwrap();
+        assert_ne!(r.is_error, Some(true), "{r:?}");
+    };
+    // Three calls of one plugin (each a fresh instance): one connection.
+    for _ in 0..3 {
+        get("get", "/v1/forecast?a").await;
+    }
+    let first = peers(dir, "/v1/forecast?a");
+    assert_eq!(first.len(), 3, "{}", requests(dir));
+    assert!(first.iter().all(|p| *p == first[0]), "one kept connection: {first:?}");
+    // The other plugin, same origin: a connection of its own.
+    get("w2_get", "/v1/forecast?b").await;
+    let second = peers(dir, "/v1/forecast?b");
+    assert_eq!(second.len(), 1);
+    assert_ne!(second[0], first[0], "never another plugin's connection");
+    // A response the plugin did not read to its end (cut at the cap) is
+    // never reused: the next call opens a new connection.
+    let args = serde_json::json!({"url": format!("{api}/huge")});
+    let r =
+        c.call_tool(CallToolRequestParams::new("get").with_arguments(args.as_object().unwrap().clone())).await.unwrap();
+    assert_eq!(r.is_error, Some(true));
+    get("get", "/v1/forecast?c").await;
+    let after = peers(dir, "/v1/forecast?c");
+    let huge =
+        requests(dir).lines().find(|l| l.contains("GET /huge")).unwrap().rsplit_once(" peer=").unwrap().1.to_string();
+    assert_eq!(huge, first[0], "the huge answer came on the kept connection");
+    assert_ne!(after[0], huge, "which was closed, not reused: {}", requests(dir));
 }

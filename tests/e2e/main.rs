@@ -31,6 +31,7 @@
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
+//! - `weather`: the example marketplace plugin signed with its asks, held for its secret, loaded by `toolhost secret set`, answering through its grant only; secrets redacted and private to their plugin.
 //! - `ui`: the DM's page in headless Chromium (playwright-core), and its API's access rules.
 
 mod audit;
@@ -69,3 +70,4 @@ mod trust;
 mod turns;
 mod ui;
 mod upstream;
+mod weather;

@@ -11,7 +11,9 @@ use toolhost_test_artifacts::HOSTILE_PATH;
 fn alloc(dir: &Path, extra: &str, mib: u64) -> std::process::Output {
     std::fs::write(
         dir.join("toolhost.yaml"),
-        format!("plugins:\n  builtins: false\n  files: [{HOSTILE_PATH:?}]\n{extra}"),
+        // DEEP: touching 128 MiB on a loaded 2-core machine can take more
+        // than the default tier's deadline; the test is about memory.
+        format!("budget:\n  pin: {{ alloc: deep }}\nplugins:\n  builtins: false\n  files: [{HOSTILE_PATH:?}]\n{extra}"),
     )
     .unwrap();
     toolhost()

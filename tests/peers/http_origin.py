@@ -9,7 +9,8 @@
     /trickle           200, then one byte a second, forever
     /huge              200 with a 1 GiB body, written as it goes
     anything else      200 "hello from the origin"
-Every request is appended to requests.log in the working directory.
+Every request is appended to requests.log in the working directory, with
+the client's port (peer=), which tells a kept-alive connection from a new one.
 """
 
 from __future__ import annotations
@@ -35,7 +36,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         with open("requests.log", "a") as f:
-            f.write(f"{self.command} {self.path} host={self.headers.get('Host')}\n")
+            f.write(
+                f"{self.command} {self.path} host={self.headers.get('Host')} "
+                f"auth={self.headers.get('Authorization')} peer={self.client_address[1]}\n"
+            )
         url = urllib.parse.urlparse(self.path)
         if url.path == "/v1/forecast":
             body = {

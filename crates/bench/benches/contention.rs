@@ -186,6 +186,7 @@ fn main() {
         capabilities_held: Vec::new(),
         capabilities_used: Vec::new(),
         cached: false,
+        http: Vec::new(),
     };
     let points: [(&str, &(dyn Fn() + Sync)); 4] = [
         ("`/metrics` counters (`CallMetrics::record`)", &|| {

@@ -128,6 +128,10 @@ pub struct Record<'a> {
     /// and the rest are those of the call that filled the cache).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub cached: bool,
+    /// The origins the call sent HTTP requests to (`wasi:http`), each with
+    /// its request count and body bytes out and in.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub http: Vec<crate::tool::HostContact>,
 }
 
 /// What happened to a plugin.
@@ -524,6 +528,7 @@ mod tests {
             capabilities_held: Vec::new(),
             capabilities_used: Vec::new(),
             cached: false,
+            http: Vec::new(),
         }
     }
 

@@ -108,12 +108,28 @@ pub(crate) fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
 /// Whether `tool` may be probed: it says it is idempotent (a wasm tool's
 /// `idempotent`, an external tool's `idempotentHint` or `readOnlyHint`), or
 /// the operator named it in `budget.calibrate_tools`. Why not, otherwise.
+///
+/// A tool whose plugin holds `http` or `network` is probed only when the
+/// operator names it: a probe would send requests to the world outside
+/// (spending the operator's API quota, with the operator's keys) at every
+/// start.
 pub(crate) fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
-    if tool.def.meta.idempotent || host.budget().config().calibrate_tools.contains(&tool.def.name) {
-        Ok(())
-    } else {
-        Err("not idempotent: never probed".into())
+    if host.budget().config().calibrate_tools.contains(&tool.def.name) {
+        return Ok(());
     }
+    let held = tool.provider.held();
+    let outside: Vec<&str> = [crate::tool::Capability::Http, crate::tool::Capability::Network]
+        .into_iter()
+        .filter(|c| held.contains(*c))
+        .map(|c| c.as_str())
+        .collect();
+    if !outside.is_empty() {
+        return Err(format!(
+            "it holds {}: a probe would send requests outside the host; name it in budget.calibrate_tools to probe it",
+            outside.join(" and ")
+        ));
+    }
+    if tool.def.meta.idempotent { Ok(()) } else { Err("not idempotent: never probed".into()) }
 }
 
 /// Probes every idempotent tool `samples` times, tools in parallel, and

@@ -382,6 +382,46 @@ pub struct PluginsConfig {
     pub http_ca_files: Vec<PathBuf>,
     /// Plugin -> a prefix for its tools' names (`wx_`: `wx_now`).
     pub prefix: BTreeMap<String, String>,
+    /// Plugin -> its plain config values (`units: metric`), read through
+    /// `wasi:config/store`; secrets (`toolhost secret set`) share the
+    /// namespace, and a name in both is a config error.
+    pub config: BTreeMap<String, BTreeMap<String, ConfigValue>>,
+}
+
+/// A plain config value: a string, number or boolean, which the plugin
+/// reads as text.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum ConfigValue {
+    /// Text.
+    Text(String),
+    /// A boolean (`true`, `false`).
+    Bool(bool),
+    /// An integer.
+    Int(i64),
+    /// A number with a fraction.
+    Float(f64),
+}
+
+impl std::fmt::Display for ConfigValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConfigValue::Text(s) => f.write_str(s),
+            ConfigValue::Bool(b) => write!(f, "{b}"),
+            ConfigValue::Int(i) => write!(f, "{i}"),
+            ConfigValue::Float(x) => write!(f, "{x}"),
+        }
+    }
+}
+
+impl PluginsConfig {
+    /// Every plugin's plain config values as the plugins read them.
+    pub fn config_values(&self) -> crate::secrets::PluginConfigValues {
+        self.config
+            .iter()
+            .map(|(p, m)| (p.clone(), m.iter().map(|(k, v)| (k.clone(), v.to_string())).collect()))
+            .collect()
+    }
 }
 
 impl Default for PluginsConfig {
@@ -395,6 +435,7 @@ impl Default for PluginsConfig {
             http_resolve: BTreeMap::new(),
             http_ca_files: Vec::new(),
             prefix: BTreeMap::new(),
+            config: BTreeMap::new(),
         }
     }
 }
@@ -673,6 +714,13 @@ impl Config {
                     "plugins.prefix.{plugin}: {prefix:?} is not a name prefix: letters, digits, _ and - only{}",
                     at(plugin)
                 ));
+            }
+        }
+        for (plugin, values) in &self.plugins.config {
+            for key in values.keys() {
+                if let Err(e) = crate::secrets::check_name("config key", key) {
+                    return Err(format!("plugins.config.{plugin}.{key}: {e}{}", at(key)));
+                }
             }
         }
         for (name, addr) in &self.plugins.http_resolve {

@@ -37,6 +37,7 @@ pub mod paths;
 mod pipeline;
 pub mod rates;
 pub mod registry;
+pub mod secrets;
 
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;

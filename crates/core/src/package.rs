@@ -113,6 +113,54 @@ pub struct Manifest {
     pub capabilities: Vec<String>,
     /// sha256 of the component without the package section, hex.
     pub sha256: String,
+    /// Origins it asks to reach over HTTP (`https://api.open-meteo.com`),
+    /// as `plugins.grants.<plugin>.http` would grant them. A new version
+    /// asking for an origin its grants do not cover is held.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub http_hosts: Vec<String>,
+    /// Secrets it needs (`toolhost secret set <plugin> <name>`): it is held
+    /// until each is set.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secrets: Vec<String>,
+    /// Memory per call it asks for, MiB: the operator decides
+    /// (`plugins.limits.<plugin>.memory_mib`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<usize>,
+}
+
+/// What a plugin asks of the operator beyond capabilities, recorded in its
+/// signed manifest by `toolhost sign`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Asks {
+    /// Origins it wants to reach over HTTP.
+    pub http_hosts: Vec<String>,
+    /// Secrets it needs.
+    pub secrets: Vec<String>,
+    /// Memory per call, MiB.
+    pub memory_mib: Option<usize>,
+}
+
+impl Manifest {
+    /// In plain words, what it asks of the operator beyond capabilities,
+    /// each phrase to follow "asks" (empty when nothing).
+    pub fn asks_in_words(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if !self.http_hosts.is_empty() {
+            out.push(format!("to reach over HTTP: {}", self.http_hosts.join(", ")));
+        }
+        if !self.secrets.is_empty() {
+            out.push(format!(
+                "for the secret{} {} (toolhost secret set {} NAME)",
+                if self.secrets.len() == 1 { "" } else { "s" },
+                self.secrets.join(", "),
+                self.name
+            ));
+        }
+        if let Some(m) = self.memory_mib {
+            out.push(format!("for {m} MiB of memory per call (plugins.limits.{}.memory_mib)", self.name));
+        }
+        out
+    }
 }
 
 /// The package section's payload.
@@ -145,7 +193,7 @@ pub enum Provenance {
     /// Signed by a trusted key.
     Signed {
         /// The manifest.
-        manifest: Manifest,
+        manifest: Box<Manifest>,
         /// The trusted key's name in the policy.
         key_name: String,
         /// The key (ed25519, base64), so a reload that drops it can tell.
@@ -321,6 +369,19 @@ impl KeyPair {
         description: &str,
         capabilities: Vec<String>,
     ) -> Result<(Vec<u8>, Manifest), PackageError> {
+        self.sign_with_asks(bytes, name, version, description, capabilities, Asks::default())
+    }
+
+    /// [`KeyPair::sign`], recording what the plugin asks of the operator.
+    pub fn sign_with_asks(
+        &self,
+        bytes: &[u8],
+        name: &str,
+        version: &str,
+        description: &str,
+        capabilities: Vec<String>,
+        asks: Asks,
+    ) -> Result<(Vec<u8>, Manifest), PackageError> {
         let component = parse(bytes)?.component;
         let manifest = Manifest {
             name: name.to_string(),
@@ -329,6 +390,9 @@ impl KeyPair {
             description: description.to_string(),
             capabilities,
             sha256: sha256_hex(component),
+            http_hosts: asks.http_hosts,
+            secrets: asks.secrets,
+            memory_mib: asks.memory_mib,
         };
         let text = serde_json::to_string(&manifest).map_err(|e| PackageError::Malformed(e.to_string()))?;
         let env = Envelope {
@@ -505,7 +569,11 @@ impl TrustPolicy {
                 Some(k) => {
                     return Ok((
                         package.component,
-                        Provenance::Signed { manifest: v.manifest, key_name: k.name.clone(), public_key: v.public_key },
+                        Provenance::Signed {
+                            manifest: Box::new(v.manifest),
+                            key_name: k.name.clone(),
+                            public_key: v.public_key,
+                        },
                     ));
                 }
                 None => {
@@ -600,7 +668,7 @@ mod tests {
         assert_eq!(
             prov,
             Provenance::Signed {
-                manifest: manifest.clone(),
+                manifest: Box::new(manifest.clone()),
                 key_name: "alice".into(),
                 public_key: k.public().public_key
             }

@@ -4,14 +4,19 @@ use crate::WasiHttpError;
 use bytes::Bytes;
 use http_body::{Body, Frame};
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-/// The byte bounds of one call's requests.
-#[derive(Debug, Clone, Copy)]
+/// The byte bounds of one call's requests, and where one request's body
+/// bytes are counted (for the audit).
+#[derive(Debug, Clone)]
 pub(crate) struct Bounds {
     pub(crate) response_bytes: usize,
     pub(crate) request_bytes: usize,
+    pub(crate) bytes_out: Arc<AtomicU64>,
+    pub(crate) bytes_in: Arc<AtomicU64>,
 }
 
 /// A body cut at `cap` bytes and at the deadline.
@@ -22,12 +27,35 @@ pub(crate) struct Capped<B> {
     deadline: Pin<Box<tokio::time::Sleep>>,
     over: fn(usize) -> WasiHttpError,
     late: fn() -> WasiHttpError,
+    /// Bytes that passed, for the audit.
+    counted: Arc<AtomicU64>,
+    /// A response's connection, closed when the body is not read to its
+    /// end (cut, late, or dropped by the guest): never kept for reuse.
+    connection: Option<tokio::task::AbortHandle>,
+    /// The body was read to its end.
+    finished: bool,
+}
+
+impl<B> Drop for Capped<B> {
+    fn drop(&mut self) {
+        if !self.finished
+            && let Some(c) = &self.connection
+        {
+            c.abort();
+        }
+    }
 }
 
 impl<B> Capped<B> {
     /// A response body: past `cap` bytes the guest's read fails with
     /// `HTTP-response-body-size`; past the deadline with a timeout.
-    pub(crate) fn response(inner: B, cap: usize, deadline: Instant) -> Capped<B> {
+    pub(crate) fn response(
+        inner: B,
+        cap: usize,
+        deadline: Instant,
+        counted: Arc<AtomicU64>,
+        connection: tokio::task::AbortHandle,
+    ) -> Capped<B> {
         Capped {
             inner,
             seen: 0,
@@ -35,12 +63,15 @@ impl<B> Capped<B> {
             deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
             over: |cap| WasiHttpError::HttpResponseBodySize(Some(cap as u64)),
             late: || WasiHttpError::HttpResponseTimeout,
+            counted,
+            connection: Some(connection),
+            finished: false,
         }
     }
 
     /// A request body: past `cap` bytes the send fails with
     /// `HTTP-request-body-size`.
-    pub(crate) fn request(inner: B, cap: usize, deadline: Instant) -> Capped<B> {
+    pub(crate) fn request(inner: B, cap: usize, deadline: Instant, counted: Arc<AtomicU64>) -> Capped<B> {
         Capped {
             inner,
             seen: 0,
@@ -48,6 +79,9 @@ impl<B> Capped<B> {
             deadline: Box::pin(tokio::time::sleep_until(deadline.into())),
             over: |cap| WasiHttpError::HttpRequestBodySize(Some(cap as u64)),
             late: || WasiHttpError::ConnectionWriteTimeout,
+            counted,
+            connection: None,
+            finished: false,
         }
     }
 }
@@ -72,11 +106,15 @@ where
                     if this.seen > this.cap {
                         return Poll::Ready(Some(Err((this.over)(this.cap))));
                     }
+                    this.counted.fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
-            Poll::Ready(None) => Poll::Ready(None),
+            Poll::Ready(None) => {
+                this.finished = true;
+                Poll::Ready(None)
+            }
             Poll::Pending => Poll::Pending,
         }
     }

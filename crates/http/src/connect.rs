@@ -2,20 +2,27 @@
 //! checked, TLS, one HTTP/1.1 exchange, all within the call's deadline.
 
 use crate::body::{Bounds, Capped};
+use crate::pool::Key;
 use crate::{Shared, Target, WasiHttpError, boxed, refused};
+use hyper::client::conn::http1::SendRequest;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 
 type Io = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
-type Driver = std::pin::Pin<Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>>;
+type Driver = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
 
-/// Sends `request` to `target`, every step bounded by `deadline` (and by
-/// the guest's own, shorter, timeouts).
+/// Sends `request` to `target` for `plugin`, every step bounded by
+/// `deadline` (and by the guest's own, shorter, timeouts), on a connection
+/// the plugin keeps to that origin ([`crate::pool`]) or a new one; the body
+/// bytes that pass are counted in `bounds`.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn send(
     shared: &Shared,
+    plugin: Arc<str>,
     grants: &[HttpGrant],
     target: Target,
     request: http::Request<WasiBody>,
@@ -25,17 +32,7 @@ pub(crate) async fn send(
 ) -> Result<(http::Response<WasiBody>, Io), WasiHttpError> {
     let left = || deadline.saturating_duration_since(Instant::now());
     let within = |guest: Option<Duration>| guest.map_or_else(left, |g| g.min(left()));
-    let connect_timeout = options.as_ref().and_then(|o| o.connect_timeout);
     let first_byte = options.as_ref().and_then(|o| o.first_byte_timeout);
-
-    let addr = tokio::time::timeout(within(connect_timeout), address(shared, grants, &target))
-        .await
-        .map_err(|_| WasiHttpError::DnsTimeout)??;
-    let tcp = tokio::time::timeout(within(connect_timeout), tokio::net::TcpStream::connect(addr))
-        .await
-        .map_err(|_| WasiHttpError::ConnectionTimeout)?
-        .map_err(connect_error)?;
-    let _ = tcp.set_nodelay(true);
 
     let mut request = request;
     // The request line carries the path only (no proxy here); the Host
@@ -43,7 +40,46 @@ pub(crate) async fn send(
     let path = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
     *request.uri_mut() =
         http::Uri::builder().path_and_query(path).build().map_err(|_| WasiHttpError::HttpRequestUriInvalid)?;
-    let request = request.map(|b| boxed(Capped::request(b, bounds.request_bytes, deadline)));
+    let request = request.map(|b| boxed(Capped::request(b, bounds.request_bytes, deadline, bounds.bytes_out.clone())));
+
+    let key = Key { plugin, scheme: target.scheme.as_str(), host: target.host.clone(), port: target.port };
+    let (mut sender, opened, driver) = match shared.pool.take(&key) {
+        Some(kept) => kept,
+        None => open(shared, grants, &target, options.as_ref(), within).await?,
+    };
+    let response = tokio::time::timeout(within(first_byte), sender.send_request(request))
+        .await
+        .map_err(|_| WasiHttpError::ConnectionReadTimeout)??;
+    // Busy until the response is read to its end; then ready for the
+    // plugin's next request to this origin.
+    shared.pool.put(key, sender, opened, driver.clone());
+    let response =
+        response.map(|b| boxed(Capped::response(b, bounds.response_bytes, deadline, bounds.bytes_in.clone(), driver)));
+    // The connection is driven by a task of its own (it outlives the call
+    // when kept), so wasi:http has nothing more to drive.
+    Ok((response, Box::new(async { Ok(()) })))
+}
+
+type Opened = (SendRequest<WasiBody>, Instant, tokio::task::AbortHandle);
+
+/// A new connection to `target`: resolved once, checked, connected to the
+/// address checked, TLS, the HTTP/1.1 handshake; its driver spawned.
+async fn open(
+    shared: &Shared,
+    grants: &[HttpGrant],
+    target: &Target,
+    options: Option<&RequestOptions>,
+    within: impl Fn(Option<Duration>) -> Duration,
+) -> Result<Opened, WasiHttpError> {
+    let connect_timeout = options.and_then(|o| o.connect_timeout);
+    let addr = tokio::time::timeout(within(connect_timeout), address(shared, grants, target))
+        .await
+        .map_err(|_| WasiHttpError::DnsTimeout)??;
+    let tcp = tokio::time::timeout(within(connect_timeout), tokio::net::TcpStream::connect(addr))
+        .await
+        .map_err(|_| WasiHttpError::ConnectionTimeout)?
+        .map_err(connect_error)?;
+    let _ = tcp.set_nodelay(true);
 
     let handshake = async {
         match target.scheme {
@@ -53,32 +89,26 @@ pub(crate) async fn send(
                 let config = shared.tls.clone().map_err(refused)?;
                 let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(tls_error)?;
                 let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
-                Ok::<_, WasiHttpError>((
-                    sender,
-                    Box::pin(async move { conn.await.map_err(WasiHttpError::from) }) as Driver,
-                ))
+                Ok::<_, WasiHttpError>((sender, Box::pin(async move { conn.await.map(drop) }) as Driver))
             }
             HttpScheme::Http => {
                 let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
-                Ok((sender, Box::pin(async move { conn.await.map_err(WasiHttpError::from) }) as Driver))
+                Ok((sender, Box::pin(async move { conn.await.map(drop) }) as Driver))
             }
         }
     };
-    let (mut sender, conn) = tokio::time::timeout(within(connect_timeout), handshake)
+    let (sender, conn) = tokio::time::timeout(within(connect_timeout), handshake)
         .await
         .map_err(|_| WasiHttpError::ConnectionTimeout)??;
-    // The connection is driven until the call's deadline at most.
-    let io_task = wasmtime_wasi::runtime::spawn(async move {
-        match tokio::time::timeout_at(deadline.into(), conn).await {
-            Ok(r) => r,
-            Err(_) => Err(WasiHttpError::ConnectionReadTimeout),
-        }
+    // Driven until the connection ends (its last sender dropped, the
+    // server closing it, or its response abandoned: `Capped` aborts it),
+    // and never past its lifetime.
+    let task = wasmtime_wasi::runtime::with_ambient_tokio_runtime(|| {
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(crate::pool::LIFETIME, conn).await;
+        })
     });
-    let response = tokio::time::timeout(within(first_byte), sender.send_request(request))
-        .await
-        .map_err(|_| WasiHttpError::ConnectionReadTimeout)??;
-    let response = response.map(|b| boxed(Capped::response(b, bounds.response_bytes, deadline)));
-    Ok((response, Box::new(io_task)))
+    Ok((sender, Instant::now(), task.abort_handle()))
 }
 
 /// The address to connect to: the operator's pin, or the first address

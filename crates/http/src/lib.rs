@@ -25,14 +25,16 @@
 
 mod body;
 mod connect;
+mod pool;
 
 use bytes::Bytes;
 use http_body_util::BodyExt;
 use std::any::Any;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
 use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
 use toolhost_runtime::{Extension, ExtensionCall, State};
@@ -89,6 +91,8 @@ pub(crate) struct Shared {
     pub(crate) tls: Result<Arc<rustls::ClientConfig>, String>,
     /// (lowercase host, port) -> pinned address.
     pub(crate) pins: HashMap<(String, u16), SocketAddr>,
+    /// Each plugin's kept-alive connections.
+    pub(crate) pool: Arc<pool::Pool>,
 }
 
 impl std::fmt::Debug for HttpExtension {
@@ -146,7 +150,7 @@ impl HttpExtension {
             }
             pins.insert((host.to_ascii_lowercase(), port), *addr);
         }
-        Ok(HttpExtension { shared: Arc::new(Shared { tls, pins }) })
+        Ok(HttpExtension { shared: Arc::new(Shared { tls, pins, pool: Default::default() }) })
     }
 }
 
@@ -164,18 +168,33 @@ impl Extension for HttpExtension {
         Ok(())
     }
 
+    fn contacts(&self, call: &(dyn Any + Send)) -> Vec<toolhost_types::HostContact> {
+        let Some(call) = call.downcast_ref::<CallHttp>() else { return Vec::new() };
+        call.hooks
+            .tallies
+            .iter()
+            .map(|(origin, t)| toolhost_types::HostContact {
+                origin: origin.clone(),
+                requests: t.requests,
+                bytes_out: t.bytes_out.load(Ordering::Relaxed),
+                bytes_in: t.bytes_in.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+
     fn instance(&self, call: ExtensionCall<'_>) -> Box<dyn Any + Send> {
         Box::new(CallHttp {
             ctx: WasiHttpCtx::new(),
             hooks: Hooks {
                 shared: Some(self.shared.clone()),
-                plugin: call.plugin.to_string(),
+                plugin: Arc::from(call.plugin),
                 grants: call.grants.http.clone().into(),
                 deadline: call.deadline,
                 requests_left: call.limits.http_requests_per_call,
                 requests_limit: call.limits.http_requests_per_call,
                 response_bytes: call.limits.http_response_bytes,
                 request_bytes: call.limits.http_request_bytes,
+                tallies: BTreeMap::new(),
             },
         })
     }
@@ -196,13 +215,14 @@ impl CallHttp {
             ctx: WasiHttpCtx::new(),
             hooks: Hooks {
                 shared: None,
-                plugin: String::new(),
+                plugin: Arc::from(""),
                 grants: Arc::from(Vec::new()),
                 deadline: Instant::now(),
                 requests_left: 0,
                 requests_limit: 0,
                 response_bytes: 0,
                 request_bytes: 0,
+                tallies: BTreeMap::new(),
             },
         }
     }
@@ -221,13 +241,23 @@ fn view(state: &mut State) -> WasiHttpCtxView<'_> {
 /// The checks every request of one call passes.
 struct Hooks {
     shared: Option<Arc<Shared>>,
-    plugin: String,
+    plugin: Arc<str>,
     grants: Arc<[HttpGrant]>,
     deadline: Instant,
     requests_left: u32,
     requests_limit: u32,
     response_bytes: usize,
     request_bytes: usize,
+    /// Origin -> what this call sent it and read from it, for the audit.
+    tallies: BTreeMap<String, Tally>,
+}
+
+/// What one call exchanged with one origin.
+#[derive(Default)]
+struct Tally {
+    requests: u32,
+    bytes_out: Arc<AtomicU64>,
+    bytes_in: Arc<AtomicU64>,
 }
 
 type Sent = Box<
@@ -254,12 +284,21 @@ impl WasiHttpHooks for Hooks {
     ) -> Sent {
         match self.check(&request) {
             Ok((shared, target)) => {
+                let origin = format!("{}://{}:{}", target.scheme.as_str(), target.host, target.port);
+                let tally = self.tallies.entry(origin).or_default();
+                tally.requests += 1;
                 let deadline = self.deadline;
-                let limits = body::Bounds { response_bytes: self.response_bytes, request_bytes: self.request_bytes };
+                let limits = body::Bounds {
+                    response_bytes: self.response_bytes,
+                    request_bytes: self.request_bytes,
+                    bytes_out: tally.bytes_out.clone(),
+                    bytes_in: tally.bytes_in.clone(),
+                };
                 let grants = self.grants.clone();
-                Box::new(
-                    async move { connect::send(&shared, &grants, target, request, options, deadline, limits).await },
-                )
+                let plugin = self.plugin.clone();
+                Box::new(async move {
+                    connect::send(&shared, plugin, &grants, target, request, options, deadline, limits).await
+                })
             }
             Err(e) => Box::new(async move { Err(e) }),
         }

@@ -37,4 +37,9 @@ pub trait Extension: Send + Sync + 'static {
     fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()>;
     /// The state one call of a plugin holding the capability starts with.
     fn instance(&self, call: ExtensionCall<'_>) -> Box<dyn Any + Send>;
+    /// What the call whose state this is contacted, for the audit (when it
+    /// ended).
+    fn contacts(&self, _call: &(dyn Any + Send)) -> Vec<toolhost_types::HostContact> {
+        Vec::new()
+    }
 }

@@ -30,6 +30,7 @@ pub use toolhost_base::private;
 pub mod slots;
 mod state;
 mod ticker;
+mod values;
 
 use bindings::PluginPre;
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
@@ -49,6 +50,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use ticker::Ticker;
 use toolhost_types::{CallContext, CallError, ToolDef};
+pub use values::{PluginValues, REDACT_MIN_LEN};
 use wasmtime::component::{Component, Linker, ResourceTable};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store};
 use wasmtime_wasi::WasiCtxBuilder;
@@ -56,12 +58,20 @@ use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 
 /// Why a component could not be loaded.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot load plugin {plugin:?}: {kind}")]
+#[error("cannot load plugin {plugin:?}: {kind}{}", grant_key(plugin, kind))]
 pub struct LoadError {
     /// The plugin (file or built-in name) that failed.
     pub plugin: String,
     /// What was wrong.
     pub kind: LoadErrorKind,
+}
+
+/// For a capability not granted, the config key that grants it.
+fn grant_key(plugin: &str, kind: &LoadErrorKind) -> String {
+    match kind {
+        LoadErrorKind::NotGranted { grant, .. } => format!(" (plugins.grants.{plugin}.{grant} grants it)"),
+        _ => String::new(),
+    }
 }
 
 /// What was wrong with a component.
@@ -147,6 +157,8 @@ struct Inner {
     /// in force for it (the operator's with its own in place). Rebuilt
     /// whole when either changes.
     plugin_limits: arc_swap::ArcSwap<HashMap<String, (PluginLimits, Arc<Limits>)>>,
+    /// Each plugin's `wasi:config/store` values (config and secrets).
+    plugin_values: arc_swap::ArcSwap<HashMap<String, Arc<PluginValues>>>,
     cache: Option<CompileCache>,
     ticker: Ticker,
 }
@@ -256,6 +268,10 @@ impl Runtime {
             e.link(&mut linker)?;
         }
         linker.allow_shadowing(false);
+        // Each plugin's own config values and secrets, nothing else.
+        wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut State| {
+            wasmtime_wasi_config::WasiConfig::from(&s.values.vars)
+        })?;
         bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
             &mut linker,
             |s| s,
@@ -276,6 +292,7 @@ impl Runtime {
                 engine_limits: limits,
                 extensions,
                 plugin_limits: arc_swap::ArcSwap::default(),
+                plugin_values: arc_swap::ArcSwap::default(),
                 cache,
                 ticker,
             }),
@@ -298,6 +315,17 @@ impl Runtime {
             Some((_, limits)) => limits.clone(),
             None => self.inner.limits.load_full(),
         }
+    }
+
+    /// What `plugin` reads through `wasi:config/store` now.
+    pub fn values_for(&self, plugin: &str) -> Arc<PluginValues> {
+        self.inner.plugin_values.load().get(plugin).cloned().unwrap_or_default()
+    }
+
+    /// Puts each plugin's `wasi:config/store` values in force from its next
+    /// call on (plugins not named read nothing).
+    pub fn set_plugin_values(&self, values: HashMap<String, Arc<PluginValues>>) {
+        self.inner.plugin_values.store(Arc::new(values));
     }
 
     /// The plugins with limits of their own, and what each set.
@@ -586,6 +614,7 @@ impl Runtime {
             progress_sent: None,
             progress_pending: None,
             ext: None,
+            values: self.values_for(&plugin.name),
         };
         let mut state = state;
         if let Some(e) = self.inner.extensions.iter().find(|e| plugin.held.contains(e.capability())) {

@@ -231,15 +231,23 @@ impl WasmPlugin {
         };
         let mut state = store.into_data();
         state.flush_progress();
+        if let (Some(cost), Some(ext)) = (ctx.and_then(|c| c.cost.as_ref()), state.ext.as_deref())
+            && let Some(e) = rt.extensions.iter().find(|e| self.held.contains(e.capability()))
+        {
+            cost.set_contacts(e.contacts(ext));
+        }
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
         // Escaped: a guest's output can never forge a host log line.
+        // Secrets redacted (crate::values).
         if !stdout.is_empty() {
             let text = String::from_utf8_lossy(&stdout);
+            let text = state.values.redact(&text);
             tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", log_safe(text.trim_end()));
         }
         if !stderr.is_empty() {
             let text = String::from_utf8_lossy(&stderr);
+            let text = state.values.redact(&text);
             tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
         // A timer cut at the deadline wakes the guest there; should it answer
@@ -248,6 +256,10 @@ impl WasmPlugin {
         let result = match result {
             Ok(_) if late => Err(CallError::Timeout { tool: tool.to_string(), limit_ms: deadline.as_millis() as u64 }),
             r => r.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr)),
+        };
+        let result = match result {
+            Err(e) if state.values.has_secrets() => Err(redact_error(e, &state.values)),
+            r => r,
         };
         (result, stats)
     }
@@ -357,6 +369,17 @@ fn classify(
         }
         Some(trap) => CallError::Trap { tool, message: trap.to_string() },
         None => CallError::Trap { tool, message: format!("{e:#}") },
+    }
+}
+
+/// `e` with the plugin's secrets redacted from the text that came from it.
+fn redact_error(e: CallError, values: &crate::PluginValues) -> CallError {
+    let r = |m: String| values.redact(&m).into_owned();
+    match e {
+        CallError::GuestPanic { tool, message } => CallError::GuestPanic { tool, message: r(message) },
+        CallError::Trap { tool, message } => CallError::Trap { tool, message: r(message) },
+        CallError::Failed { tool, message } => CallError::Failed { tool, message: r(message) },
+        other => other,
     }
 }
 
@@ -484,15 +507,21 @@ impl Provider for WasmPlugin {
             cost.set(stats);
         }
         let tool_s = || tool.to_string();
+        let values = self.runtime.values_for(&self.name);
+        let redacted = |message: String| values.redact(&message).into_owned();
         match result? {
             Ok(content) => {
                 let content = convert(content, tool, limits.output_bytes)?;
                 Ok(ToolOutput { content, structured: None, stats })
             }
-            Err(bindings::ToolError::InvalidInput(message)) => Err(CallError::InvalidInput { tool: tool_s(), message }),
-            Err(bindings::ToolError::NotFound(message)) => Err(CallError::NotFound { tool: tool_s(), message }),
-            Err(bindings::ToolError::Forbidden(message)) => Err(CallError::Forbidden { tool: tool_s(), message }),
-            Err(bindings::ToolError::Failed(message)) => Err(CallError::Failed { tool: tool_s(), message }),
+            Err(bindings::ToolError::InvalidInput(m)) => {
+                Err(CallError::InvalidInput { tool: tool_s(), message: redacted(m) })
+            }
+            Err(bindings::ToolError::NotFound(m)) => Err(CallError::NotFound { tool: tool_s(), message: redacted(m) }),
+            Err(bindings::ToolError::Forbidden(m)) => {
+                Err(CallError::Forbidden { tool: tool_s(), message: redacted(m) })
+            }
+            Err(bindings::ToolError::Failed(m)) => Err(CallError::Failed { tool: tool_s(), message: redacted(m) }),
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct State {
     /// The call's state for an [`crate::Extension`], when the plugin holds
     /// its capability.
     pub(crate) ext: Option<Box<dyn std::any::Any + Send>>,
+    /// What the plugin reads through `wasi:config/store`, and the secrets
+    /// redacted from what it says.
+    pub(crate) values: Arc<crate::values::PluginValues>,
 }
 
 /// Progress reports one call may send at most.
@@ -106,7 +109,8 @@ impl bindings::toolhost::plugin::host::Host for State {
             return;
         }
         self.logs_left -= 1;
-        let message: String = message.chars().take(4096).collect();
+        // Redacted before it is cut, so no part of a secret survives the cut.
+        let message: String = self.values.redact(&message).chars().take(4096).collect();
         let (plugin, tool) = (&*self.plugin, &*self.tool);
         // The host log gets the line escaped (it can never forge a host
         // line); the MCP client gets it as it was, inside JSON.
@@ -146,7 +150,8 @@ impl bindings::toolhost::plugin::host::Host for State {
         if self.events.is_none() || self.progress_left == 0 {
             return;
         }
-        let event = PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(1024).collect()) };
+        let message = message.map(|m| self.values.redact(&m).chars().take(1024).collect());
+        let event = PluginEvent::Progress { progress, total, message };
         let now = Instant::now();
         if self.progress_sent.is_some_and(|t| now.duration_since(t) < PROGRESS_INTERVAL) {
             self.progress_pending = Some(event);

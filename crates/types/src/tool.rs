@@ -604,18 +604,44 @@ pub struct CallContext {
 /// What a call cost, left by the provider for the caller to read after the
 /// call ends, success or failure.
 #[derive(Debug, Default)]
-pub struct CallCost(std::sync::Mutex<Option<CallStats>>);
+pub struct CallCost {
+    stats: std::sync::Mutex<Option<CallStats>>,
+    contacts: std::sync::Mutex<Vec<HostContact>>,
+}
 
 impl CallCost {
     /// Records the call's cost.
     pub fn set(&self, stats: CallStats) {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);
     }
 
     /// The recorded cost, if the provider left one.
     pub fn get(&self) -> Option<CallStats> {
-        *self.0.lock().unwrap_or_else(|p| p.into_inner())
+        *self.stats.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Records the origins the call sent HTTP requests to.
+    pub fn set_contacts(&self, contacts: Vec<HostContact>) {
+        *self.contacts.lock().unwrap_or_else(|p| p.into_inner()) = contacts;
+    }
+
+    /// The origins the call sent HTTP requests to, by origin.
+    pub fn contacts(&self) -> Vec<HostContact> {
+        self.contacts.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+/// One origin a call sent HTTP requests to (`wasi:http`), for the audit.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HostContact {
+    /// `scheme://host:port`.
+    pub origin: String,
+    /// Requests sent to it.
+    pub requests: u32,
+    /// Request body bytes sent.
+    pub bytes_out: u64,
+    /// Response body bytes received (as far as the plugin read them).
+    pub bytes_in: u64,
 }
 
 impl std::fmt::Debug for CallContext {

@@ -69,6 +69,9 @@ pub struct PluginEntry {
     /// directory) or `runtime` (`toolhost plugin add`, restored at start).
     #[serde(default)]
     pub source: Option<String>,
+    /// The limits its calls run under now.
+    #[serde(default)]
+    pub limits: Option<crate::report::LimitsInForce>,
 }
 
 /// `GET /plugins`.
@@ -76,8 +79,10 @@ pub struct PluginEntry {
 pub struct PluginsReply {
     /// Every wasm plugin, sorted by name.
     pub plugins: Vec<PluginEntry>,
-    /// Plugins a config reload unloaded because their grants no longer
-    /// cover what they import; the reload that grants it loads them again.
+    /// Plugins held back, with why: a config reload unloaded them because
+    /// their grants no longer cover what they import (the reload that
+    /// grants it loads them again), or their manifest names a secret that
+    /// is not set (`toolhost secret set` loads them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub withheld: Vec<crate::HeldPlugin>,
 }
@@ -99,6 +104,7 @@ impl PluginsReply {
                     provenance_text: origin.as_ref().map(|o| o.describe()),
                     source: Some(installer.runtime_changes().plugin_source(p.name()).as_str().to_string()),
                     provenance: origin,
+                    limits: Some(crate::report::LimitsInForce::of(host, p.name())),
                 }
             })
             .collect();
@@ -190,3 +196,10 @@ pub struct ClearOverrideRequest {
 }
 
 pub use crate::mcp::reply::{ErrorBody, ErrorData, ErrorReply};
+
+/// What reading the secrets again changed (`POST /admin/secrets/refresh`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SecretsRefreshed {
+    /// Plugins loaded because the secrets they wait for are set now.
+    pub plugins: Vec<crate::PluginChange>,
+}

@@ -254,6 +254,11 @@ impl AdminClient {
         self.call(reqwest::Method::POST, "/overrides", Some(req))
     }
 
+    /// Tells the running host to read the secrets file again.
+    pub fn refresh_secrets(&self) -> Result<super::api::SecretsRefreshed, ClientError> {
+        self.call(reqwest::Method::POST, "/secrets/refresh", None::<()>)
+    }
+
     /// Re-reads the running host's config (`toolhost reload`).
     pub fn reload(&self) -> Result<crate::reload::ReloadReport, ClientError> {
         self.call(reqwest::Method::POST, "/reload", None::<()>)

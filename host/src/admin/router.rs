@@ -94,6 +94,7 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/overrides", post(set_override))
         .route("/overrides/clear", post(clear_override))
         .route("/reload", post(reload))
+        .route("/secrets/refresh", post(refresh_secrets))
         .fallback(|request: Request| async move {
             ApiError::new(
                 StatusCode::NOT_FOUND,
@@ -219,6 +220,18 @@ async fn reload(State(s): State<AdminState>) -> Reply<crate::reload::ReloadRepor
     // Resolving grants and restarting servers block: off the async workers.
     match tokio::task::spawn_blocking(move || reloader.reload()).await {
         Ok(Ok(report)) => Ok(Json(report)),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
+    }
+}
+
+/// Reads the secrets file again (`toolhost secret set` and `rm` call it):
+/// the next call of each plugin reads its secrets as they are now, and the
+/// plugins waiting for a secret now set load.
+async fn refresh_secrets(State(s): State<AdminState>) -> Reply<super::api::SecretsRefreshed> {
+    let host = s.host.clone();
+    match tokio::task::spawn_blocking(move || host.refresh_secrets()).await {
+        Ok(Ok(plugins)) => Ok(Json(super::api::SecretsRefreshed { plugins })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
     }

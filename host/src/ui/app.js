@@ -139,6 +139,15 @@ function renderPlugins(plugins) {
     const g = el('td');
     for (const line of p.allows) g.append(el('div', line));
     for (const f of p.findings || []) g.append(el('div', f, 'error'));
+    const l = p.limits;
+    if (l && l.own.length) {
+      const own = (k) => (l.own.includes(k) ? ' (own)' : '');
+      g.append(el('div', 'limits: memory ' + l.memory_mib + ' MiB' + own('memory_mib') +
+        ', fuel ' + (l.fuel === null ? 'unmetered' : l.fuel) + own('fuel') +
+        ', deadline at most ' + l.timeout_ceiling_ms + ' ms' + own('timeout_ceiling_ms') +
+        ', output ' + l.max_output_bytes + ' bytes' + own('max_output_bytes') +
+        ', ' + l.plugin_concurrency + ' calls at once' + own('plugin_concurrency'), 'limits'));
+    }
     tr.append(g);
     tr.append(el('td', p.tools.join(', '), 'mono'));
     return tr;

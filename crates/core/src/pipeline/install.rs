@@ -73,6 +73,34 @@ pub enum AddPluginError {
         /// What is new.
         new: Vec<Capability>,
     },
+    /// A new version asks to reach origins the running one did not ask
+    /// for, and its grants do not cover them.
+    #[error(
+        "plugin {plugin:?}: the new version asks to reach {} over HTTP, which the running version did not ask for and plugins.grants.{plugin}.http does not grant; the running version stays. Grant {} first, then add it again",
+        .hosts.join(", "),
+        if .hosts.len() == 1 { "it" } else { "them" }
+    )]
+    NewHosts {
+        /// Plugin name.
+        plugin: String,
+        /// The origins asked for and not granted.
+        hosts: Vec<String>,
+    },
+    /// Its manifest names secrets that are not set: it is held (an older
+    /// version keeps serving) until they are.
+    #[error(
+        "plugin {plugin:?} is held: it needs the secret{} {}, not set; set {} with {} (the value on standard input) and it loads",
+        if .missing.len() == 1 { "" } else { "s" },
+        .missing.join(", "),
+        if .missing.len() == 1 { "it" } else { "them" },
+        .missing.iter().map(|m| format!("`toolhost secret set {plugin} {m}`")).collect::<Vec<_>>().join(" and ")
+    )]
+    MissingSecrets {
+        /// Plugin name.
+        plugin: String,
+        /// The secrets not set.
+        missing: Vec<String>,
+    },
 }
 
 fn list(c: &[Capability]) -> String {
@@ -142,6 +170,11 @@ impl Host {
             let mut plugin = self.runtime.load_with(name, component, self.grants_for(name)?)?;
             self.expose(name, &mut plugin)?;
             let plugin = Arc::new(plugin);
+            let missing = self.missing_secrets(name, &provenance);
+            // (A name already taken fails below, as without secrets.)
+            if !missing.is_empty() && self.registry.snapshot().provider(name).is_none() {
+                return Err(self.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
+            }
             self.registry.add(plugin.clone())?;
             Ok((plugin, provenance))
         })();
@@ -159,7 +192,13 @@ impl Host {
     }
 
     /// Records a load (or, with `previous`, a replacement).
-    fn audit_loaded(&self, plugin: &WasmPlugin, path: Option<&Path>, previous: Option<&str>, provenance: &Provenance) {
+    pub(super) fn audit_loaded(
+        &self,
+        plugin: &WasmPlugin,
+        path: Option<&Path>,
+        previous: Option<&str>,
+        provenance: &Provenance,
+    ) {
         use crate::tool::Provider as _;
         self.audit.write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
@@ -259,12 +298,41 @@ impl Host {
                 return Err(AddPluginError::NewCapabilities { plugin: name, new });
             }
         }
+        if let (Provenance::Signed { manifest, .. }, Some(old)) =
+            (&provenance, old.as_ref().filter(|p| p.kind() == ProviderKind::Wasm))
+        {
+            let before = self.provenance(old.name());
+            let asked_before: &[String] = match &before {
+                Some(Provenance::Signed { manifest, .. }) => &manifest.http_hosts,
+                _ => &[],
+            };
+            let granted: Vec<_> = grants.http.iter().collect();
+            let hosts: Vec<String> = manifest
+                .http_hosts
+                .iter()
+                .filter(|h| !asked_before.contains(h))
+                .filter(|h| match crate::capabilities::http::HttpGrant::parse(h) {
+                    Ok(ask) => !granted.iter().any(|g| g.covers(&ask)),
+                    Err(_) => true,
+                })
+                .cloned()
+                .collect();
+            if !hosts.is_empty() {
+                return Err(AddPluginError::NewHosts { plugin: name, hosts });
+            }
+        }
         let mut plugin = self.runtime.instantiate_compiled(compiled, grants)?;
         self.expose(&name, &mut plugin)?;
         let plugin = Arc::new(plugin);
+        let missing = self.missing_secrets(&name, &provenance);
+        if !missing.is_empty() {
+            return Err(self.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
+        }
         let replaced = self.registry.upsert(plugin.clone())?;
-        // A new version replaces one a reload held back for want of a grant.
+        // A new version replaces one a reload held back for want of a grant,
+        // or one waiting for its secrets.
         self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+        self.forget_awaiting(&name);
         if let Some(old) = &replaced {
             // Measurements of the old version say nothing about the new one.
             for t in old.tools() {
@@ -323,6 +391,14 @@ impl Host {
         if let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name) {
             tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (a config reload had held it back)");
             self.audit_removed(name, Some(held.digest()), Vec::new(), None);
+            return Ok(());
+        }
+        // A version waiting for its secrets is forgotten; one serving (an
+        // older version) is removed as well.
+        let awaited = self.forget_awaiting(name);
+        if awaited && self.registry.snapshot().provider(name).is_none() {
+            tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (it was waiting for its secrets)");
+            self.audit_removed(name, None, Vec::new(), None);
             return Ok(());
         }
         match self.registry.snapshot().provider(name) {

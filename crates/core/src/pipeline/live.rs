@@ -80,6 +80,7 @@ impl Host {
             capabilities_held: tool.provider.held().names(),
             capabilities_used: stats.capabilities_used.names(),
             cached: false,
+            http: Vec::new(),
         });
     }
 }

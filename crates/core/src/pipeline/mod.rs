@@ -10,12 +10,14 @@ mod live;
 mod reconfigure;
 mod result_cache;
 mod turns;
+mod values;
 
 pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
 pub use live::{BackgroundCalibration, LiveBudget};
 pub use reconfigure::{GrantPlan, HeldPlugin, PluginChange};
 pub use result_cache::{CacheStats, ResultCache, canonical_json};
 pub use turns::{Conversation, TurnCues, TurnTier};
+pub use values::PluginConfigValues;
 
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
@@ -59,6 +61,14 @@ pub struct Host {
     /// imports, or the trust policy refused them), with why: loaded again
     /// by the reload that allows them again.
     withheld: std::sync::Mutex<std::collections::HashMap<String, reconfigure::Held>>,
+    /// `plugins.config`: each plugin's plain values.
+    plugin_config: arc_swap::ArcSwap<PluginConfigValues>,
+    /// Where secrets are kept (none: no plugin has secrets).
+    secret_store: std::sync::Mutex<Option<crate::secrets::SecretStore>>,
+    /// The secrets as last read.
+    secrets: arc_swap::ArcSwap<crate::secrets::Secrets>,
+    /// Plugins loaded but held until a secret their manifest names is set.
+    awaiting: std::sync::Mutex<std::collections::HashMap<String, values::Awaiting>>,
 }
 
 /// The results of a batch of parallel calls.
@@ -99,6 +109,10 @@ impl Host {
             rates: crate::rates::CallRates::default(),
             metrics: Default::default(),
             withheld: Default::default(),
+            plugin_config: Default::default(),
+            secret_store: Default::default(),
+            secrets: Default::default(),
+            awaiting: Default::default(),
         }
     }
 
@@ -334,7 +348,8 @@ impl Host {
         };
         self.count_call(entry.is_some(), agent, tool, &result, refused, start.elapsed());
         let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
-        self.audit_call(&call, entry.map(|e| &**e), &result, stats, refused, start.elapsed());
+        let audited = Audited { stats, contacts: cost.contacts(), refused, duration: start.elapsed() };
+        self.audit_call(&call, entry.map(|e| &**e), &result, audited);
         result
     }
 
@@ -452,10 +467,9 @@ impl Host {
         call: &AuditedCall<'_>,
         entry: Option<&crate::registry::RegisteredTool>,
         result: &Result<ToolOutput, CallError>,
-        stats: crate::tool::CallStats,
-        refused: bool,
-        duration: Duration,
+        audited: Audited,
     ) {
+        let Audited { stats, contacts, refused, duration } = audited;
         let raw = self.audit.include_arguments();
         let (error, error_text_sha256, error_text_bytes) = match result {
             Err(e) => {
@@ -489,8 +503,17 @@ impl Host {
             capabilities_held: entry.map(|e| e.provider.held().names()).unwrap_or_default(),
             capabilities_used: stats.capabilities_used.names(),
             cached: stats.cached,
+            http: contacts,
         });
     }
+}
+
+/// What a call cost and did, for its audit record.
+struct Audited {
+    stats: crate::tool::CallStats,
+    contacts: Vec<crate::tool::HostContact>,
+    refused: bool,
+    duration: Duration,
 }
 
 /// Who asked for a call, and what: the audit record's subject.

@@ -177,8 +177,9 @@ impl Host {
         out
     }
 
-    /// Plugins a reload unloaded and holds back (loaded again by the reload
-    /// that allows them again), sorted by name.
+    /// Plugins held back, sorted by name: those a reload unloaded (loaded
+    /// again by the reload that allows them again), and those waiting for
+    /// a secret (loaded when it is set).
     pub fn withheld_plugins(&self) -> Vec<HeldPlugin> {
         let mut v: Vec<HeldPlugin> = self
             .withheld
@@ -187,6 +188,7 @@ impl Host {
             .iter()
             .map(|(name, h)| HeldPlugin { name: name.clone(), reason: h.why.clone() })
             .collect();
+        v.extend(self.awaiting_reasons().into_iter().map(|(name, reason)| HeldPlugin { name, reason }));
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }

@@ -146,6 +146,20 @@ impl HttpGrant {
         self.host == HostPattern::Ip(ip)
     }
 
+    /// Whether every request `other` allows, this entry allows too (a
+    /// plugin's asked-for origin against a granted one).
+    pub fn covers(&self, other: &HttpGrant) -> bool {
+        if self.scheme != other.scheme || self.port != other.port {
+            return false;
+        }
+        match (&self.host, &other.host) {
+            (_, HostPattern::Name(n)) => self.allows(other.scheme, n, other.port),
+            (HostPattern::Suffix(mine), HostPattern::Suffix(theirs)) => theirs.ends_with(mine.as_str()),
+            (HostPattern::Ip(a), HostPattern::Ip(b)) => a == b,
+            _ => false,
+        }
+    }
+
     /// Whether it is a wildcard.
     pub fn is_wildcard(&self) -> bool {
         matches!(self.host, HostPattern::Suffix(_))
@@ -279,5 +293,22 @@ mod tests {
         let ip = HttpGrant::parse("http://[::1]:8080").unwrap();
         assert!(ip.allows(HttpScheme::Http, "[::1]", 8080) && ip.allows(HttpScheme::Http, "::1", 8080));
         assert!(ip.names_address("::1".parse().unwrap()));
+    }
+
+    #[test]
+    fn a_grant_covers_an_ask_only_when_it_allows_everything_the_ask_does() {
+        let g = |e: &str| HttpGrant::parse(e).unwrap();
+        assert!(g("https://api.example.test").covers(&g("https://api.example.test:443/")));
+        assert!(g("https://*.example.test").covers(&g("https://api.example.test")));
+        assert!(g("https://*.example.test").covers(&g("https://*.eu.example.test")));
+        assert!(!g("https://api.example.test").covers(&g("https://*.example.test")), "a name never covers a wildcard");
+        assert!(
+            !g("https://*.eu.example.test").covers(&g("https://*.example.test")),
+            "nor a narrower wildcard a wider"
+        );
+        assert!(!g("https://api.example.test").covers(&g("http://api.example.test")), "not another scheme");
+        assert!(!g("https://api.example.test").covers(&g("https://api.example.test:8443")), "not another port");
+        assert!(g("http://127.0.0.1:8080").covers(&g("http://127.0.0.1:8080")));
+        assert!(!g("http://127.0.0.1:8080").covers(&g("http://localhost:8080")));
     }
 }

@@ -121,6 +121,8 @@ const INERT: &[&str] = &[
     "wasi:cli/terminal-stderr",
     "wasi:clocks/monotonic-clock",
     "wasi:clocks/wall-clock",
+    // Only the values the operator set for this plugin (crate::values).
+    "wasi:config/store",
     "wasi:io/error",
     "wasi:io/poll",
     "wasi:io/streams",
@@ -462,6 +464,7 @@ mod tests {
         wasi:filesystem/types files; wasi:filesystem/preopens files;
         wasi:io/error inert; wasi:io/poll inert; wasi:io/streams inert;
         wasi:random/random inert; wasi:random/insecure inert; wasi:random/insecure-seed inert;
+        wasi:config/store inert;
         wasi:sockets/network network; wasi:sockets/instance-network network; wasi:sockets/tcp network;
         wasi:sockets/tcp-create-socket network; wasi:sockets/udp network; wasi:sockets/udp-create-socket network;
         wasi:sockets/ip-name-lookup network;

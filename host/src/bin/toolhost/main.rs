@@ -85,3 +85,13 @@ fn main() -> ExitCode {
 
 /// Log lines queued for stderr at most (see `main`).
 const LOG_LINES_QUEUED: usize = 65_536;
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_command_line_is_consistent() {
+        // clap's own checks (unique names, valid defaults), which a release
+        // build skips: `sign --version` once clashed with the built-in flag.
+        <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+}

@@ -7,6 +7,21 @@ mod bindings {
     wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
 }
 
+/// `wasi:config/store`: what the operator set for this plugin.
+#[allow(missing_docs)]
+mod config {
+    wit_bindgen::generate!({ path: "../../../wit", world: "wasi:config/imports@0.2.0-rc.1" });
+}
+
+/// A `wasi:config/store` value, as JSON (`null` when there is none).
+fn config_value(key: &str) -> String {
+    match config::wasi::config::store::get(key) {
+        Ok(Some(v)) => format!("{:?}", v),
+        Ok(None) => "null".into(),
+        Err(e) => format!("{:?}", format!("{e:?}")),
+    }
+}
+
 use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
 use std::hint::black_box;
 use std::io::Write as _;
@@ -64,6 +79,12 @@ impl Guest for Plugin {
             tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
             tool("env", "Returns every environment variable it can see, NAME=value per line.", 100),
             tool("echo", "Returns its arguments: proves the plugin still works.", 100),
+            tool("read_config", "Returns {\"value\": ...} of wasi:config/store key {\"key\"} (null when unset).", 100),
+            tool(
+                "leak_secret",
+                "Reads key {\"key\"} from wasi:config/store and puts its value in a log line, stderr, progress and its error.",
+                100,
+            ),
             tool("progress_flood", "Reports progress as fast as it can for 300 ms, then returns the count.", 1000),
             tool(
                 "progress_twice",
@@ -244,6 +265,23 @@ impl Guest for Plugin {
                 eprintln!("stderr{forged}");
                 println!("stdout{forged}");
                 Ok(vec![Content::Text("logged".into())])
+            }
+            "read_config" => {
+                let key = string_arg(&arguments, "key").unwrap_or_default();
+                Ok(vec![Content::Text(format!(r#"{{"value": {}}}"#, config_value(&key)))])
+            }
+            "leak_secret" => {
+                let key = string_arg(&arguments, "key").unwrap_or_default();
+                let value = match config::wasi::config::store::get(&key) {
+                    Ok(Some(v)) => v,
+                    other => format!("{other:?}"),
+                };
+                use bindings::toolhost::plugin::host;
+                host::log(host::LogLevel::Warn, &format!("the secret is {value}!"));
+                host::progress(0.5, Some(1.0), Some(&format!("half way with {value}")));
+                eprintln!("stderr has {value}");
+                println!("stdout has {value}");
+                Err(ToolError::Failed(format!("refused with key {value} (try again)")))
             }
             "leak_in_error" => {
                 let path = string_arg(&arguments, "path").unwrap_or_default();

@@ -9,6 +9,7 @@ use toolhost::Host;
 use toolhost::budget::{Budget, Tier};
 use toolhost::calibrate::{self, ProbeOutcome};
 use toolhost::capabilities::CAPABILITIES;
+use toolhost::capabilities::http::HttpGrant;
 use toolhost::report::{BudgetReport, ToolDeclaration};
 use toolhost::runtime::Grants;
 use toolhost::tool::Capabilities;
@@ -83,7 +84,30 @@ struct Report {
     over_granted: Capabilities,
     /// In plain words, what is wrong between its imports and its grants.
     findings: Vec<String>,
+    /// What its signed manifest asks of the operator beyond capabilities
+    /// (absent when it is not signed, or its signature does not verify).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest_asks: Option<ManifestAsks>,
     tools: Vec<InspectedTool>,
+}
+
+/// A signed manifest's asks, against this config.
+#[derive(Serialize)]
+struct ManifestAsks {
+    /// Origins it asks to reach, each with whether `plugins.grants.<name>.http` covers it.
+    http_hosts: Vec<AskedHost>,
+    /// Secrets it needs.
+    secrets: Vec<String>,
+    /// Memory per call it asks for, MiB.
+    memory_mib: Option<usize>,
+    /// Memory per call this config gives it, MiB.
+    memory_mib_in_force: usize,
+}
+
+#[derive(Serialize)]
+struct AskedHost {
+    origin: String,
+    granted: bool,
 }
 
 impl Inspect {
@@ -172,6 +196,36 @@ impl Inspect {
             (Ok(_), true) => ExitCode::SUCCESS,
         };
         let findings = review.findings(&name);
+        let manifest_asks =
+            toolhost::package::parse(&bytes).ok().and_then(|p| p.verify(&name).ok().flatten()).map(|v| v.manifest).map(
+                |m| {
+                    let grants: Vec<_> = cfg
+                        .plugins
+                        .grants
+                        .get(&name)
+                        .map(|g| g.http.iter().filter_map(|e| HttpGrant::parse(e).ok()).collect())
+                        .unwrap_or_default();
+                    let memory_in_force = cfg
+                        .plugins
+                        .limits
+                        .get(&name)
+                        .and_then(|l| l.memory_mib)
+                        .unwrap_or(runtime.limits().memory_bytes >> 20);
+                    ManifestAsks {
+                        http_hosts: m
+                            .http_hosts
+                            .iter()
+                            .map(|h| AskedHost {
+                                origin: h.clone(),
+                                granted: HttpGrant::parse(h).is_ok_and(|ask| grants.iter().any(|g| g.covers(&ask))),
+                            })
+                            .collect(),
+                        secrets: m.secrets.clone(),
+                        memory_mib: m.memory_mib,
+                        memory_mib_in_force: memory_in_force,
+                    }
+                },
+            );
         if self.json {
             print_json(&Report {
                 file: self.file.display().to_string(),
@@ -189,6 +243,7 @@ impl Inspect {
                 denied: review.denied,
                 over_granted: review.over_granted,
                 findings,
+                manifest_asks,
                 tools,
             })?;
             return Ok(status);
@@ -215,6 +270,28 @@ impl Inspect {
                 "inert:    {} (imported, but nothing is exposed without a grant)",
                 review.inert.names().join(", ")
             );
+        }
+        if let Some(a) = &manifest_asks {
+            if !a.http_hosts.is_empty() {
+                let hosts: Vec<String> = a
+                    .http_hosts
+                    .iter()
+                    .map(|h| format!("{} ({})", h.origin, if h.granted { "granted" } else { "NOT granted" }))
+                    .collect();
+                println!("asks to reach over HTTP: {}", hosts.join(", "));
+            }
+            if !a.secrets.is_empty() {
+                println!(
+                    "asks for secrets: {} (held until each is set: toolhost secret set {name} NAME)",
+                    a.secrets.join(", ")
+                );
+            }
+            if let Some(m) = a.memory_mib {
+                println!(
+                    "asks for memory: {m} MiB per call (this config gives it {} MiB; plugins.limits.{name}.memory_mib decides)",
+                    a.memory_mib_in_force
+                );
+            }
         }
         if let (Ok(_), Some(why)) = (&described, &refused) {
             println!("loads:    no, not with this config: {why}");

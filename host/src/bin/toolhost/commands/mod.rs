@@ -16,6 +16,7 @@ mod plugin;
 mod pull;
 mod push;
 mod reload;
+mod secret;
 mod select;
 mod serve;
 mod server;
@@ -46,6 +47,7 @@ pub enum Command {
     Agents(agents::Agents),
     Override(override_tier::Override),
     Reload(reload::Reload),
+    Secret(secret::Secret),
     Servers(servers::Servers),
     Server(server::Server),
     Auth(auth::Auth),
@@ -77,6 +79,7 @@ impl Command {
             Command::Agents(c) => c.run(),
             Command::Override(c) => c.run(),
             Command::Reload(c) => c.run(),
+            Command::Secret(c) => c.run(),
             Command::Servers(c) => c.run(),
             Command::Server(c) => c.run(),
             Command::Auth(c) => c.run(),

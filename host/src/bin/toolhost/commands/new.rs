@@ -11,11 +11,16 @@ pub struct New {
     /// Where to create it.
     #[arg(long, value_name = "DIR", default_value = ".")]
     dir: PathBuf,
+    /// Start from a tool that calls a JSON API through wasi:http, its base
+    /// URL from config and its key from a secret.
+    #[arg(long)]
+    http: bool,
 }
 
 impl New {
     pub fn run(self) -> Result<ExitCode> {
-        let project = toolhost::scaffold::new_plugin(&self.dir, &self.name)?;
+        let template = if self.http { toolhost::scaffold::Template::Http } else { toolhost::scaffold::Template::Plain };
+        let project = toolhost::scaffold::new_plugin_from(&self.dir, &self.name, template)?;
         let wasm = toolhost::scaffold::component_path(&project, &self.name);
         println!("created {}", project.display());
         println!(
@@ -25,6 +30,12 @@ impl New {
         );
         println!("check it:   toolhost inspect {}", wasm.display());
         println!("load it:    toolhost plugin add {}   (into a running `toolhost serve`)", wasm.display());
+        if self.http {
+            println!(
+                "then:       grant it plugins.grants.{n}.http and set its key: toolhost secret set {n} api_key < key.txt (see its README)",
+                n = self.name
+            );
+        }
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -98,8 +98,13 @@ impl Plugin {
                     })
                     .collect();
                 print_table(&["PLUGIN", "SHA256", "ORIGIN", "SOURCE", "TOOLS"], &rows);
+                for p in &list.plugins {
+                    if let Some(l) = p.limits.as_ref().filter(|l| !l.own.is_empty()) {
+                        println!("{}: limits of its own: {}", p.name, l.describe());
+                    }
+                }
                 for held in &list.withheld {
-                    println!("{}: held back by a config reload: {}", held.name, held.reason);
+                    println!("{}: held back: {}", held.name, held.reason);
                 }
             }
         }

@@ -1,13 +1,20 @@
-use crate::args::RuntimeArgs;
+use crate::args::ConfigArgs;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolhost::tool::Provider as _;
 
 /// Sign a component: appends a manifest (name, version, author,
-/// description, the capabilities its imports ask for, its sha256) and an
-/// ed25519 signature, as a custom section. Replaces an earlier signature.
+/// description, the capabilities its imports ask for, its sha256, and what
+/// it asks of the operator: origins, secrets, memory) and an ed25519
+/// signature, as a custom section. Replaces an earlier signature.
+///
+/// What a plugin asks for is shown by `inspect` and `verify`; the operator
+/// decides. A host holds a plugin whose manifest names a secret not set
+/// (`toolhost secret set`), and a new version asking to reach an origin
+/// the running one did not ask for and its grants do not cover.
 #[derive(Debug, clap::Args)]
+#[command(disable_version_flag = true)]
 pub struct Sign {
     /// The component file.
     file: PathBuf,
@@ -29,8 +36,24 @@ pub struct Sign {
     /// be NAME.wasm: writing elsewhere never renames a plugin.
     #[arg(long, short, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// An origin it sends HTTP requests to, as a grant names it
+    /// (`https://api.open-meteo.com`, `https://*.wikipedia.org`); repeat
+    /// for each.
+    #[arg(long = "http-host", value_name = "ORIGIN")]
+    http_hosts: Vec<String>,
+    /// A secret it needs (`toolhost secret set PLUGIN NAME`); repeat for
+    /// each. A host holds it until each is set.
+    #[arg(long = "secret", value_name = "NAME")]
+    secrets: Vec<String>,
+    /// Memory per call it needs, MiB (the operator decides:
+    /// `plugins.limits.<plugin>.memory_mib`).
+    #[arg(long, value_name = "MIB")]
+    memory_mib: Option<usize>,
     #[command(flatten)]
-    runtime: RuntimeArgs,
+    config: ConfigArgs,
+    /// Where compiled components are cached [default: $TOOLHOST_CACHE_DIR, $XDG_CACHE_HOME/toolhost or ~/.cache/toolhost].
+    #[arg(long, value_name = "DIR")]
+    cache_dir: Option<PathBuf>,
 }
 
 impl Sign {
@@ -53,7 +76,12 @@ impl Sign {
         }
         // Load it (no grants) to read what it imports and provides: the
         // manifest states what the author built.
-        let runtime = self.runtime.builder()?.runtime()?;
+        let mut builder = toolhost::HostBuilder::new(self.config.load()?);
+        // Read with the memory it asks for, when more than the config's.
+        let limits = &mut builder.config_mut().limits;
+        limits.memory_mib = limits.memory_mib.max(self.memory_mib);
+        let cache = self.cache_dir.clone().map_or(toolhost::CacheChoice::Default, toolhost::CacheChoice::Dir);
+        let runtime = builder.cache(cache).runtime()?;
         let component = toolhost::package::parse(&bytes)?.component;
         let compiled = runtime.compile(&name, component)?;
         let caps: Vec<String> = toolhost::capabilities::CAPABILITIES
@@ -62,6 +90,31 @@ impl Sign {
             .into_iter()
             .map(str::to_string)
             .collect();
+        let imports_http =
+            toolhost::capabilities::CAPABILITIES.imported(&compiled.imports).contains(toolhost::tool::Capability::Http);
+        let mut http_hosts = Vec::new();
+        for h in &self.http_hosts {
+            toolhost::capabilities::http::HttpGrant::parse(h).map_err(|e| anyhow::anyhow!("--http-host {h:?}: {e}"))?;
+            http_hosts.push(h.trim().trim_end_matches('/').to_string());
+        }
+        if !http_hosts.is_empty() && !imports_http {
+            anyhow::bail!(
+                "--http-host: {} does not import wasi:http, so it can reach no origin; leave --http-host out",
+                self.file.display()
+            );
+        }
+        if http_hosts.is_empty() && imports_http {
+            eprintln!(
+                "note: it imports wasi:http; name the origins it reaches with --http-host so reviewers and hosts see them"
+            );
+        }
+        for s in &self.secrets {
+            toolhost::secrets::check_name("--secret", s)?;
+        }
+        if self.memory_mib == Some(0) {
+            anyhow::bail!("--memory-mib must be at least 1");
+        }
+        let asks = toolhost::package::Asks { http_hosts, secrets: self.secrets.clone(), memory_mib: self.memory_mib };
         let description = match self.description {
             Some(d) => d,
             None => match runtime.instantiate_compiled(compiled, Default::default()) {
@@ -69,7 +122,7 @@ impl Sign {
                 Err(_) => String::new(),
             },
         };
-        let (package, manifest) = key.sign(&bytes, &name, &self.version, &description, caps)?;
+        let (package, manifest) = key.sign_with_asks(&bytes, &name, &self.version, &description, caps, asks)?;
         let out = self.output.unwrap_or_else(|| self.file.clone());
         let tmp = out.with_extension("wasm.signing");
         std::fs::write(&tmp, &package)
@@ -81,6 +134,9 @@ impl Sign {
             "  asks for: {}",
             if manifest.capabilities.is_empty() { "nothing".into() } else { manifest.capabilities.join(", ") }
         );
+        for ask in manifest.asks_in_words() {
+            println!("  asks {ask}");
+        }
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -62,6 +62,9 @@ impl Verify {
                         "  asks for: {}",
                         if m.capabilities.is_empty() { "nothing".into() } else { m.capabilities.join(", ") }
                     );
+                    for ask in m.asks_in_words() {
+                        println!("  asks {ask}");
+                    }
                 }
                 Ok(None) => println!("{}: not signed", file.display()),
                 Err(e) => println!("{}: INVALID: {e}", file.display()),

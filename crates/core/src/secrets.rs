@@ -1,0 +1,276 @@
+//! Plugin secrets: API keys and the like, set by the operator with
+//! `toolhost secret set PLUGIN NAME` and read by that plugin alone through
+//! `wasi:config/store`.
+//!
+//! They live in one file in the state directory, `secrets.json`, written
+//! atomically with mode 0600 and read under the state-file policy (a
+//! regular file of this user that no one else may read; a symbolic link is
+//! never followed). Values are never shown: listing gives names and when
+//! each was set. A running host reads the file again when told to (the
+//! `secret` commands tell it), so a secret takes effect from the next call.
+
+use crate::runtime::private::{StateFileError, read_state, write_private};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The file's name in the state directory.
+pub const FILE: &str = "secrets.json";
+/// Largest secrets file read, in bytes.
+pub const MAX_FILE_BYTES: usize = 4 << 20;
+/// Largest secret value, in bytes.
+pub const MAX_VALUE_BYTES: usize = 64 << 10;
+
+/// Why the secrets could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum SecretError {
+    /// The file could not be read or written.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A plugin or secret name is not allowed.
+    #[error("{0}")]
+    Name(String),
+    /// The value is empty or too large.
+    #[error("{0}")]
+    Value(String),
+}
+
+/// One stored secret.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    value: String,
+    /// When it was set (RFC 3339, UTC).
+    set_at: String,
+}
+
+/// What a listing shows of one secret: never its value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretInfo {
+    /// The plugin that reads it.
+    pub plugin: String,
+    /// Its name (the `wasi:config/store` key).
+    pub name: String,
+    /// When it was set (RFC 3339, UTC).
+    pub set_at: String,
+}
+
+#[derive(Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Contents {
+    /// plugin -> name -> entry.
+    #[serde(default)]
+    plugins: BTreeMap<String, BTreeMap<String, Entry>>,
+}
+
+/// Every plugin's secrets, as read from the file.
+#[derive(Default, Clone)]
+pub struct Secrets {
+    by_plugin: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl std::fmt::Debug for Secrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: BTreeMap<&str, Vec<&str>> =
+            self.by_plugin.iter().map(|(p, m)| (p.as_str(), m.keys().map(String::as_str).collect())).collect();
+        f.debug_struct("Secrets").field("names", &names).finish()
+    }
+}
+
+impl Secrets {
+    /// `plugin`'s secrets, name -> value.
+    pub fn of(&self, plugin: &str) -> BTreeMap<String, String> {
+        self.by_plugin.get(plugin).cloned().unwrap_or_default()
+    }
+
+    /// Whether `plugin` has a secret `name`.
+    pub fn has(&self, plugin: &str, name: &str) -> bool {
+        self.by_plugin.get(plugin).is_some_and(|m| m.contains_key(name))
+    }
+
+    /// The plugins that have secrets.
+    pub fn plugins(&self) -> impl Iterator<Item = &str> {
+        self.by_plugin.keys().map(String::as_str)
+    }
+}
+
+/// The plain config values of every plugin: plugin -> key -> value.
+pub type PluginConfigValues = BTreeMap<String, BTreeMap<String, String>>;
+
+/// A config value named like a secret of the same plugin, as the error to
+/// report: they share one namespace in `wasi:config/store`.
+pub fn clash(config: &PluginConfigValues, secrets: &Secrets) -> Option<String> {
+    config.iter().find_map(|(plugin, values)| {
+        values.keys().find(|k| secrets.has(plugin, k)).map(|k| {
+            format!(
+                "plugins.config.{plugin}.{k}: {plugin} also has a secret named {k:?}; config values and secrets share one namespace: rename the value or remove the secret (toolhost secret rm {plugin} {k})"
+            )
+        })
+    })
+}
+
+/// The secrets file of one state directory.
+#[derive(Debug, Clone)]
+pub struct SecretStore {
+    path: PathBuf,
+}
+
+/// Checks a plugin or secret name: 1 to 64 of `A-Z a-z 0-9 _ - .`, not
+/// starting with `.` or `-`.
+pub fn check_name(what: &str, name: &str) -> Result<(), SecretError> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(SecretError::Name(format!(
+            "{what} {name:?} is not allowed: use 1 to 64 letters, digits, '_', '-' or '.', not starting with '.' or '-'"
+        )))
+    }
+}
+
+impl SecretStore {
+    /// The store in `state_dir` (nothing is read or created yet).
+    pub fn in_state_dir(state_dir: &Path) -> SecretStore {
+        SecretStore { path: state_dir.join(FILE) }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, reason: impl std::fmt::Display) -> SecretError {
+        SecretError::File { path: self.path.clone(), reason: reason.to_string() }
+    }
+
+    fn contents(&self) -> Result<Contents, SecretError> {
+        match read_state(&self.path, MAX_FILE_BYTES) {
+            Ok(None) => Ok(Contents::default()),
+            Ok(Some(bytes)) => serde_json::from_slice(&bytes).map_err(|e| self.err(format!("not a secrets file: {e}"))),
+            Err(StateFileError::Refused(why)) => Err(self.err(format!("refused: {why}"))),
+            Err(StateFileError::Io(e)) => Err(self.err(e)),
+        }
+    }
+
+    fn write(&self, c: &Contents) -> Result<(), SecretError> {
+        if let Some(dir) = self.path.parent() {
+            crate::runtime::private::ensure_private_dir(dir).map_err(|e| self.err(e))?;
+        }
+        let text = serde_json::to_vec_pretty(c).map_err(|e| self.err(e))?;
+        write_private(&self.path, &text).map_err(|e| self.err(e))
+    }
+
+    /// Every plugin's secrets (none when the file does not exist).
+    pub fn read(&self) -> Result<Secrets, SecretError> {
+        let c = self.contents()?;
+        Ok(Secrets {
+            by_plugin: c
+                .plugins
+                .into_iter()
+                .map(|(p, m)| (p, m.into_iter().map(|(n, e)| (n, e.value)).collect()))
+                .collect(),
+        })
+    }
+
+    /// Sets `plugin`'s secret `name` to `value` (replacing one set before).
+    /// Returns whether it replaced one.
+    pub fn set(&self, plugin: &str, name: &str, value: &str) -> Result<bool, SecretError> {
+        check_name("plugin", plugin)?;
+        check_name("secret", name)?;
+        if value.is_empty() {
+            return Err(SecretError::Value("the value is empty (it is read from standard input)".into()));
+        }
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(SecretError::Value(format!(
+                "the value is {} bytes, over the {MAX_VALUE_BYTES}-byte limit",
+                value.len()
+            )));
+        }
+        let mut c = self.contents()?;
+        let entry = Entry { value: value.to_string(), set_at: crate::audit::now_rfc3339() };
+        let replaced = c.plugins.entry(plugin.to_string()).or_default().insert(name.to_string(), entry).is_some();
+        self.write(&c)?;
+        Ok(replaced)
+    }
+
+    /// Removes `plugin`'s secret `name`; whether there was one.
+    pub fn remove(&self, plugin: &str, name: &str) -> Result<bool, SecretError> {
+        let mut c = self.contents()?;
+        let Some(m) = c.plugins.get_mut(plugin) else { return Ok(false) };
+        if m.remove(name).is_none() {
+            return Ok(false);
+        }
+        if m.is_empty() {
+            c.plugins.remove(plugin);
+        }
+        self.write(&c)?;
+        Ok(true)
+    }
+
+    /// Names and when each was set, of `plugin`'s secrets or everyone's,
+    /// sorted by plugin and name.
+    pub fn list(&self, plugin: Option<&str>) -> Result<Vec<SecretInfo>, SecretError> {
+        let c = self.contents()?;
+        Ok(c.plugins
+            .iter()
+            .filter(|(p, _)| plugin.is_none_or(|want| want == p.as_str()))
+            .flat_map(|(p, m)| {
+                m.iter().map(|(n, e)| SecretInfo { plugin: p.clone(), name: n.clone(), set_at: e.set_at.clone() })
+            })
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    #[test]
+    fn secrets_are_kept_private_listed_without_values_and_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let state = t.path().join("state");
+        let store = SecretStore::in_state_dir(&state);
+        assert!(store.read().unwrap().of("weather").is_empty(), "no file: no secrets");
+        assert!(!store.set("weather", "api_key", "sk-1234").unwrap());
+        assert!(store.set("weather", "api_key", "sk-5678").unwrap(), "replaced");
+        store.set("wiki", "token", "t-0000").unwrap();
+        let mode = std::fs::metadata(store.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let read = store.read().unwrap();
+        assert_eq!(read.of("weather").get("api_key").map(String::as_str), Some("sk-5678"));
+        assert!(!read.has("wiki", "api_key"), "each plugin has its own");
+        assert!(!format!("{read:?}").contains("sk-5678"), "Debug never shows a value");
+        let listed = store.list(Some("weather")).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!((listed[0].plugin.as_str(), listed[0].name.as_str()), ("weather", "api_key"));
+        assert!(!serde_json::to_string(&store.list(None).unwrap()).unwrap().contains("sk-"));
+        assert!(store.remove("weather", "api_key").unwrap());
+        assert!(!store.remove("weather", "api_key").unwrap());
+        assert_eq!(store.list(None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn bad_names_empty_values_and_a_readable_file_are_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let store = SecretStore::in_state_dir(t.path());
+        for bad in ["", "../x", "-x", "a b", &"x".repeat(65)] {
+            assert!(matches!(store.set("weather", bad, "v"), Err(SecretError::Name(_))), "{bad:?}");
+            assert!(matches!(store.set(bad, "k", "v"), Err(SecretError::Name(_))), "{bad:?}");
+        }
+        assert!(matches!(store.set("weather", "k", ""), Err(SecretError::Value(_))));
+        assert!(matches!(store.set("weather", "k", &"v".repeat(MAX_VALUE_BYTES + 1)), Err(SecretError::Value(_))));
+        store.set("weather", "k", "value").unwrap();
+        std::fs::set_permissions(store.path(), std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = store.read().unwrap_err().to_string();
+        assert!(e.contains("0600"), "{e}");
+    }
+}

@@ -1,0 +1,268 @@
+//! The example marketplace plugin `examples/weather` end to end (issue
+//! #29), through the binary a user runs: signed with what it asks for,
+//! held until its secret is set, loaded by `toolhost secret set` on a
+//! serving host with no restart, answering through a granted HTTPS origin
+//! (the test's own CA and `plugins.http_resolve`), its key sent and never
+//! written to the audit, and refused, in words naming the origin, wherever
+//! its grant does not reach.
+
+use crate::common::{run_strict, stderr, stdout, toolhost};
+use crate::http::https_origin;
+use crate::live::{Client, Watcher, spawn_serving_logged};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use std::io::Write as _;
+use std::path::Path;
+use std::process::Stdio;
+use toolhost_test_artifacts::WEATHER_PATH;
+
+const KEY: &str = "sk-weather-test-0123456789";
+
+/// The config: alice trusted, only `weather`, the origin's CA and pins,
+/// `grants` for weather, its base_url.
+fn config(dir: &Path, port: u16, ca: &Path, grants: &[String], base_url: &str) {
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("keys/alice.pub")).unwrap()).unwrap();
+    let yaml = format!(
+        "trust:\n  keys:\n    - name: alice\n      public_key: {pk}\nplugins:\n  builtins: false\n  files: [weather.wasm]\n  http_ca_files: [{ca:?}]\n  http_resolve:\n    \"api.example.test:{port}\": \"127.0.0.1:{port}\"\n    \"api.example.test:{other}\": \"127.0.0.1:{port}\"\n  grants:\n    weather:\n      http: {grants}\n  config:\n    weather:\n      base_url: {base_url:?}\n",
+        pk = public["public_key"].as_str().unwrap(),
+        other = port + 1,
+        grants = serde_json::to_string(grants).unwrap(),
+    );
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+}
+
+/// `toolhost secret set weather api_key`, the value on stdin.
+fn set_secret(dir: &Path, value: &str) -> std::process::Output {
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+        .args(["secret", "set", "weather", "api_key"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{value}\n").as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+async fn weather_now(c: &Client) -> Result<rmcp::model::CallToolResult, rmcp::ServiceError> {
+    let args = json!({"latitude": 52.52, "longitude": 13.41});
+    c.call_tool(CallToolRequestParams::new("weather_now").with_arguments(args.as_object().unwrap().clone())).await
+}
+
+fn text_of(r: &rmcp::model::CallToolResult) -> String {
+    serde_json::to_string(r).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_weather_example_is_held_for_its_secret_then_answers_through_its_grant_only() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let p = o.port;
+    let api = format!("https://api.example.test:{p}");
+
+    // The author signs it with what it asks for; the reviewer sees it.
+    assert!(run_strict(dir, &["keygen", "alice", "--out", "keys"]).status.success());
+    std::fs::copy(WEATHER_PATH, dir.join("weather.wasm")).unwrap();
+    let signed = run_strict(
+        dir,
+        &[
+            "sign",
+            "weather.wasm",
+            "--key",
+            "keys/alice.key",
+            "--version",
+            "0.1.0",
+            "--http-host",
+            "https://api.open-meteo.com",
+            "--http-host",
+            &api,
+            "--secret",
+            "api_key",
+        ],
+    );
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    config(dir, p, &o.ca, std::slice::from_ref(&api), &api);
+    let verify = run_strict(dir, &["verify", "weather.wasm"]);
+    assert!(
+        stdout(&verify).contains(&format!("asks to reach over HTTP: https://api.open-meteo.com, {api}")),
+        "{}",
+        stdout(&verify)
+    );
+    assert!(stdout(&verify).contains("asks for the secret api_key"), "{}", stdout(&verify));
+    let inspect = run_strict(dir, &["inspect", "weather.wasm", "--json"]);
+    let report: Value = serde_json::from_str(&stdout(&inspect)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&inspect)));
+    assert_eq!(
+        report["manifest_asks"]["http_hosts"],
+        json!([{"origin": "https://api.open-meteo.com", "granted": false}, {"origin": api, "granted": true}])
+    );
+    assert_eq!(report["manifest_asks"]["secrets"], json!(["api_key"]));
+
+    // Serving, strict: held, with the command that loads it.
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut cmd = toolhost();
+    cmd.current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+        .env("TOOLHOST_LOG", "debug")
+        .args(["serve", "--http", "127.0.0.1:0"]);
+    let (_serving, url) = spawn_serving_logged(cmd, log);
+    let list = run_strict(dir, &["plugin", "list"]);
+    assert!(
+        stdout(&list).contains("weather: held back: plugin \"weather\" is held: it needs the secret api_key, not set; set it with `toolhost secret set weather api_key`"),
+        "{}{}",
+        stdout(&list),
+        stderr(&list)
+    );
+    let c = Watcher::default().serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.unwrap();
+    let err = weather_now(&c).await.map(|r| text_of(&r)).unwrap_err().to_string();
+    assert!(err.contains("weather_now"), "not listed while held: {err}");
+
+    // The key, set while the host serves: loaded, no restart.
+    let set = set_secret(dir, KEY);
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(stdout(&set).contains("weather: loaded"), "{}", stdout(&set));
+    let listed = run_strict(dir, &["secret", "list"]);
+    assert!(stdout(&listed).contains("weather") && stdout(&listed).contains("api_key"), "{}", stdout(&listed));
+    assert!(!stdout(&listed).contains(KEY), "list never shows a value");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(dir.join("state/secrets.json")).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+
+    let r = weather_now(&c).await.unwrap();
+    assert_ne!(r.is_error, Some(true), "{}", text_of(&r));
+    assert!(text_of(&r).contains("12.5"), "{}", text_of(&r));
+    let requests = std::fs::read_to_string(dir.join("requests.log")).unwrap();
+    assert!(requests.contains(&format!("auth=Bearer {KEY}")), "the key went to the granted origin: {requests}");
+    assert!(requests.contains("/v1/forecast?latitude=52.52&longitude=13.41"), "{requests}");
+
+    // The audit lists the origin contacted, with counts, and not the key.
+    let audit = std::fs::read_to_string(dir.join("state/audit.jsonl")).unwrap();
+    let call: Value = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .rfind(|r| r["event"] == "call" && r["tool"] == "weather_now" && r["outcome"] == "ok")
+        .unwrap_or_else(|| panic!("no ok weather_now record: {audit}"));
+    assert_eq!(call["http"][0]["origin"], format!("https://api.example.test:{p}"), "{call}");
+    assert_eq!(call["http"][0]["requests"], 1, "{call}");
+    assert!(call["http"][0]["bytes_in"].as_u64().unwrap() > 0, "{call}");
+    assert!(!audit.contains(KEY), "the key is not in the audit");
+    assert!(!std::fs::read_to_string(dir.join("serve.log")).unwrap().contains(KEY), "nor in the host's log");
+
+    // Pointed elsewhere (another port, plain http, a look-alike name): the
+    // same refusal, naming the origin. Through `toolhost call`, which reads
+    // the same secrets.
+    for (base, origin) in [
+        (format!("https://api.example.test:{}", p + 1), format!("https://api.example.test:{}", p + 1)),
+        (format!("http://api.example.test:{p}"), format!("http://api.example.test:{p}")),
+        (format!("https://api.example.test.evil.test:{p}"), format!("https://api.example.test.evil.test:{p}")),
+    ] {
+        config(dir, p, &o.ca, std::slice::from_ref(&api), &base);
+        let out = run_strict(dir, &["call", "weather_now", r#"{"latitude": 1, "longitude": 2}"#]);
+        assert!(!out.status.success(), "{base}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains(&format!("{origin} is not granted to plugin weather")),
+            "{base}: {}",
+            stderr(&out)
+        );
+    }
+    // No grant at all: the plugin imports wasi:http, so it does not load,
+    // and says which key grants it.
+    config(dir, p, &o.ca, &[], &api);
+    let out = run_strict(dir, &["call", "weather_now", r#"{"latitude": 1, "longitude": 2}"#]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("plugins.grants.weather.http"), "{}", stderr(&out));
+}
+
+/// `toolhost call TOOL ARGS` in `dir` (unsigned test plugins allowed), with
+/// the host's log at debug level.
+fn call(dir: &Path, tool: &str, args: Value) -> std::process::Output {
+    toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env("TOOLHOST_LOG", "debug")
+        .args(["call", tool, &args.to_string()])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_secret_is_its_plugins_alone_and_never_written_where_the_host_writes() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    for name in ["hostile", "other"] {
+        std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.join(format!("{name}.wasm"))).unwrap();
+    }
+    let yaml = "plugins:\n  builtins: false\n  files: [hostile.wasm, other.wasm]\n  config:\n    hostile:\n      units: metric\n      level: 3\n";
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["secret", "set", "hostile", "api_key"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(KEY.as_bytes()).unwrap();
+    let set = child.wait_with_output().unwrap();
+    assert!(set.status.success(), "{}", stderr(&set));
+    assert!(stdout(&set).contains("no running host found"), "{}", stdout(&set));
+
+    let value = |tool: &str, key: &str| {
+        let o = call(dir, tool, json!({"key": key}));
+        assert!(o.status.success(), "{tool} {key}: {}", stderr(&o));
+        serde_json::from_str::<Value>(&stdout(&o)).unwrap()["value"].clone()
+    };
+    // Its own config (as text) and its own secret.
+    assert_eq!(value("read_config", "units"), "metric");
+    assert_eq!(value("read_config", "level"), "3");
+    assert_eq!(value("read_config", "api_key"), KEY);
+    // The other plugin (its tools exposed as other_<tool>) reads neither.
+    assert_eq!(value("other_read_config", "api_key"), Value::Null);
+    assert_eq!(value("other_read_config", "units"), Value::Null);
+
+    // Its plugin puts the secret in a log line, progress, stdout, stderr
+    // and its error: the caller and the host see its name, never the value.
+    let o = call(dir, "leak_secret", json!({"key": "api_key"}));
+    assert!(!o.status.success());
+    let (out, err) = (stdout(&o), stderr(&o));
+    assert!(err.contains("refused with key [secret api_key] (try again)"), "{err}");
+    assert!(err.contains("the secret is [secret api_key]!"), "the log line, redacted: {err}");
+    assert!(!out.contains(KEY) && !err.contains(KEY), "{out}{err}");
+    let audit = std::fs::read_to_string(dir.join("state/audit.jsonl")).unwrap();
+    assert!(audit.contains("leak_secret"), "{audit}");
+    assert!(!audit.contains(KEY), "{audit}");
+
+    // One namespace: a config value named like a secret is refused, both ways.
+    std::fs::write(dir.join("toolhost.yaml"), format!("{yaml}      api_key: plain\n")).unwrap();
+    let o = call(dir, "read_config", json!({"key": "units"}));
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("share one namespace"), "{}", stderr(&o));
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+    let o = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["secret", "set", "hostile", "units"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("plugins.config.hostile.units is set in the config file"), "{}", stderr(&o));
+
+    // Removed: gone from the list, and from the plugin's next call.
+    let o = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["secret", "rm", "hostile", "api_key"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(value("read_config", "api_key"), Value::Null);
+}
