@@ -108,6 +108,10 @@ where
                     }
                     this.counted.fetch_add(data.len() as u64, Ordering::Relaxed);
                 }
+                // A guest that stops at Content-Length has read it all.
+                if this.inner.is_end_stream() {
+                    this.finished = true;
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
