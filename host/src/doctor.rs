@@ -140,6 +140,15 @@ pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: b
             ));
         }
     }
+    for held in host.withheld_plugins() {
+        out.push(Finding::warning(format!("plugin {}", held.name), format!("held back: {}", held.reason)));
+    }
+    if cfg.budget.calibrate_upstreams {
+        out.push(Finding::warning(
+            "budget.calibrate_upstreams".to_string(),
+            "background calibration calls upstream servers' tools that declare readOnlyHint: true and openWorldHint: false, at start and at every reconnect: a server that declares them wrongly gets called for real".to_string(),
+        ));
+    }
     for (i, s) in cfg.mcp.servers.iter().enumerate() {
         if let Some(st) = servers.iter().find(|st| st.name == s.name)
             && (st.state == "down" || (waited && st.state != "up"))

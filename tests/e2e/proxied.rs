@@ -452,3 +452,77 @@ async fn an_upstreams_hostile_or_huge_resources_and_prompts_are_held_off() {
     let greet = client.get_prompt(GetPromptRequestParams::new("evil_greet")).await.unwrap();
     assert_eq!(greet.messages[0].content.as_text().map(|t| t.text.as_str()), Some("hello"));
 }
+
+/// `toolhost calibrate --samples 1 --json` in `dir`: tool -> (outcome, detail), the `ev` server's only.
+fn calibrated(dir: &Path) -> std::collections::BTreeMap<String, (String, String)> {
+    let o = run(dir, &["calibrate", "--samples", "1", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    v["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["provider"] == "ev")
+        .map(|t| {
+            let detail = t["detail"].as_str().map_or_else(|| t["detail"].to_string(), str::to_string);
+            (t["tool"].as_str().unwrap().to_string(), (t["outcome"].as_str().unwrap().to_string(), detail))
+        })
+        .collect()
+}
+
+#[test]
+fn the_host_never_probes_an_upstream_tool_that_could_act_on_the_world() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    // A low ceiling: the long-running operation (read-only, closed world)
+    // is cut rather than waited for.
+    let base = "plugins:\n  builtins: false\nlimits:\n  timeout_ceiling_ms: 2000\n";
+    // The default: no upstream tool is probed at all.
+    config(dir, &[("ev", everything())], base);
+    let tools = calibrated(dir);
+    assert!(tools.len() > 5, "server-everything's tools: {tools:?}");
+    for (tool, (outcome, detail)) in &tools {
+        assert_eq!(outcome, "skipped", "{tool}: {detail}");
+        assert!(detail.contains("budget.calibrate_upstreams"), "{tool}: {detail}");
+    }
+    // Switched on: only tools declaring readOnlyHint: true and
+    // openWorldHint: false; never one that fetches from the internet, nor
+    // one without the hints; a tool the operator names either way.
+    config(
+        dir,
+        &[("ev", everything())],
+        &format!("{base}budget:\n  calibrate_upstreams: true\n  calibrate_tools: [toggle-simulated-logging]\n"),
+    );
+    let tools = calibrated(dir);
+    assert_eq!(tools["echo"].0, "probed", "{:?}", tools["echo"]);
+    let named = &tools["toggle-simulated-logging"];
+    assert_ne!(named.0, "skipped", "not read-only, but named by the operator: {named:?}");
+    let (outcome, detail) = &tools["simulate-research-query"];
+    assert_eq!(outcome, "skipped", "read-only false: {detail}");
+    let (outcome, detail) = &tools["gzip-file-as-resource"];
+    assert_eq!(outcome, "skipped");
+    assert!(detail.contains("readOnlyHint: true and openWorldHint: false"), "{detail}");
+    for (tool, (outcome, _)) in &tools {
+        if outcome != "skipped" {
+            assert!(
+                // What server-everything 2026.8.31 declares readOnlyHint:
+                // true and openWorldHint: false, and the one named.
+                [
+                    "echo",
+                    "get-annotated-message",
+                    "get-env",
+                    "get-resource-links",
+                    "get-resource-reference",
+                    "get-roots-list",
+                    "get-structured-content",
+                    "get-sum",
+                    "get-tiny-image",
+                    "trigger-long-running-operation",
+                    "toggle-simulated-logging",
+                ]
+                .contains(&tool.as_str()),
+                "{tool} was {outcome}, but it does not declare both hints"
+            );
+        }
+    }
+}

@@ -105,17 +105,39 @@ pub(crate) fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
     Ok(args)
 }
 
-/// Whether `tool` may be probed: it says it is idempotent (a wasm tool's
-/// `idempotent`, an external tool's `idempotentHint` or `readOnlyHint`), or
-/// the operator named it in `budget.calibrate_tools`. Why not, otherwise.
+/// Whether `tool` may be probed, and why not otherwise. The host never
+/// calls, of its own accord, a tool that could act on the world:
 ///
-/// A tool whose plugin holds `http` or `network` is probed only when the
-/// operator names it: a probe would send requests to the world outside
-/// (spending the operator's API quota, with the operator's keys) at every
-/// start.
+/// - a tool the operator names in `budget.calibrate_tools` is probed: the
+///   operator vouches for it;
+/// - an upstream server's tool only with `budget.calibrate_upstreams: true`,
+///   and then only when it declares `readOnlyHint: true` and
+///   `openWorldHint: false` (an `idempotentHint` alone says nothing about
+///   side effects: deleting twice is idempotent);
+/// - a wasm tool when it declares `idempotent`, unless its plugin holds
+///   `http` or `network`: a probe would send requests outside the host
+///   (spending the operator's API quota, with the operator's keys) at every
+///   start.
 pub(crate) fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
-    if host.budget().config().calibrate_tools.contains(&tool.def.name) {
+    let config = host.budget().config();
+    if config.calibrate_tools.contains(&tool.def.name) {
         return Ok(());
+    }
+    if tool.provider.kind() == crate::tool::ProviderKind::Mcp {
+        if !config.calibrate_upstreams {
+            return Err(
+                "an upstream server's tool: probed only with budget.calibrate_upstreams: true, or when named in budget.calibrate_tools"
+                    .into(),
+            );
+        }
+        let hints = tool.def.annotations.as_ref();
+        let read_only = hints.and_then(|a| a.read_only_hint) == Some(true);
+        let closed_world = hints.and_then(|a| a.open_world_hint) == Some(false);
+        return if read_only && closed_world {
+            Ok(())
+        } else {
+            Err("it does not declare readOnlyHint: true and openWorldHint: false; name it in budget.calibrate_tools to probe it".into())
+        };
     }
     let held = tool.provider.held();
     let outside: Vec<&str> = [crate::tool::Capability::Http, crate::tool::Capability::Network]

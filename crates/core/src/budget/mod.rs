@@ -96,6 +96,11 @@ pub struct BudgetConfig {
     /// Tools to probe although they do not say they are idempotent (the
     /// operator vouches that calling them has no side effect).
     pub calibrate_tools: Vec<String>,
+    /// Probe upstream servers' tools too (default false: the host never
+    /// calls an upstream tool of its own accord). Even then, only tools
+    /// declaring `readOnlyHint: true` and `openWorldHint: false`, or named
+    /// in `calibrate_tools`.
+    pub calibrate_upstreams: bool,
 }
 
 /// A tool the operator lets named agents run past the DEEP ceiling (a
@@ -137,6 +142,7 @@ impl Default for BudgetConfig {
             background_calibration: true,
             calibration_samples: 3,
             calibrate_tools: Vec::new(),
+            calibrate_upstreams: false,
         }
     }
 }
