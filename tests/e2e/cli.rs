@@ -142,12 +142,54 @@ fn inspect_explains_why_a_component_cannot_load() {
     assert!(stderr(&o).contains("does not implement the toolhost tool world"), "{}", stderr(&o));
 }
 
+/// `toolhost --help` lists every subcommand the binary has (the variants
+/// of `Command` in host/src/bin/toolhost/commands/mod.rs) with a description,
+/// and each one's own `--help` opens with that description and shows its usage.
 #[test]
 fn help_explains_the_subcommands() {
+    let source = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/bin/toolhost/commands/mod.rs"),
+    )
+    .unwrap();
+    let variants = source.split("pub enum Command {").nth(1).unwrap().split('}').next().unwrap();
+    let expected: Vec<String> = variants
+        .lines()
+        .filter_map(|l| l.trim().split('(').next().filter(|v| !v.is_empty()).map(str::to_lowercase))
+        .collect();
+    assert!(expected.len() >= 20, "the subcommands were read: {expected:?}");
+
     let o = run(&["--help"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     let out = stdout(&o);
-    for cmd in ["tools", "call", "inspect"] {
-        assert!(out.contains(cmd), "{out}");
+    // "  name   description", continued on lines indented further.
+    let mut listed: Vec<(String, String)> = Vec::new();
+    for line in out.split("\nCommands:\n").nth(1).unwrap_or_else(|| panic!("{out}")).lines() {
+        if line.trim().is_empty() {
+            break;
+        }
+        match line.strip_prefix("  ").filter(|l| !l.starts_with(' ')) {
+            Some(entry) => {
+                let (name, description) = entry.split_once(' ').unwrap_or((entry, ""));
+                listed.push((name.to_string(), description.trim().to_string()));
+            }
+            None => {
+                let last = &mut listed.last_mut().unwrap_or_else(|| panic!("{out}")).1;
+                last.push(' ');
+                last.push_str(line.trim());
+            }
+        }
+    }
+    let names: Vec<&str> = listed.iter().map(|(n, _)| n.as_str()).filter(|n| *n != "help").collect();
+    assert_eq!(names, expected, "--help lists exactly the subcommands:\n{out}");
+    for (name, description) in listed.iter().filter(|(n, _)| n != "help") {
+        assert!(description.split_whitespace().count() >= 3, "{name} is not explained: {description:?}");
+        let o = run(&[name, "--help"]);
+        assert!(o.status.success(), "{name} --help: {}", stderr(&o));
+        let help = stdout(&o);
+        let opening: Vec<&str> = description.split_whitespace().take(4).collect();
+        let first: Vec<&str> = help.split_whitespace().take(4).collect();
+        assert_eq!(first, opening, "{name} --help opens with its description:\n{help}");
+        assert!(help.contains(&format!("Usage: toolhost {name}")), "{name} --help shows its usage:\n{help}");
     }
     let o = run(&["call", "--help"]);
     assert!(stdout(&o).contains("reads them from stdin"), "{}", stdout(&o));

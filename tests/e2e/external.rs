@@ -43,16 +43,31 @@ fn py_config(dir: &Path, extra_env: &str) -> String {
     )
 }
 
+/// A server killed under a call: the call fails `unavailable`, the host's
+/// own tools keep answering, the server's tools are hidden while it is down
+/// and come back when it reconnects.
 #[tokio::test(flavor = "multi_thread")]
 async fn an_external_servers_failure_touches_only_its_own_tools() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
+    // The server's command waits while `gate` exists: the test holds it
+    // down for as long as it needs to look, then lets it start.
+    let gate = dir.path().join("gate");
+    let wrapper = dir.path().join("py.sh");
+    std::fs::write(
+        &wrapper,
+        format!("while [ -e {} ]; do /bin/sleep 0.05; done\nexec {}\n", gate.display(), py_server()),
+    )
+    .unwrap();
+    let config = py_config(dir.path(), "").replace(&py_server(), &format!("/bin/sh {}", wrapper.display()));
+    std::fs::write(dir.path().join("toolhost.yaml"), config).unwrap();
     let (_host, url) = serve(dir.path());
     let (client, _) = connect(&url).await;
-    assert!(names(&client).await.contains(&"add".to_string()));
+    let listed = names(&client).await;
+    assert!(listed.contains(&"add".to_string()) && listed.contains(&"slow".to_string()), "{listed:?}");
     let first_pid = std::fs::read_to_string(dir.path().join("py.pid")).unwrap();
 
-    // A long call in flight; kill the server under it.
+    // A long call in flight; kill the server under it (and keep it from
+    // coming back until the gate opens).
     let slow = {
         let peer = client.peer().clone();
         tokio::spawn(async move {
@@ -63,6 +78,7 @@ async fn an_external_servers_failure_touches_only_its_own_tools() {
         })
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
+    std::fs::write(&gate, "").unwrap();
     Command::new("kill").args(["-9", first_pid.trim()]).status().unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), slow).await.expect("the call ends").unwrap().unwrap();
     assert_eq!(r.is_error, Some(true), "{r:?}");
@@ -73,9 +89,27 @@ async fn an_external_servers_failure_touches_only_its_own_tools() {
     let roll = call(&client, "roll", json!({"expression": "1d20"})).await;
     assert_eq!(roll.is_error, Some(false));
 
-    // The supervisor restarts the server; its tools come back.
+    // While it is down, its tools are hidden; the host's own are not.
+    eventually("py's tools hidden while it is down", async || {
+        let listed = names(&client).await;
+        !listed.iter().any(|n| ["add", "slow", "echo"].contains(&n.as_str()))
+    })
+    .await;
+    let listed = names(&client).await;
+    assert!(listed.contains(&"roll".to_string()), "{listed:?}");
+    let pid = std::fs::read_to_string(dir.path().join("py.pid")).unwrap();
+    assert_eq!(pid, first_pid, "the gate held the server down: no new process started");
+
+    // The gate opens: the supervisor's pending restart goes through and the
+    // tools come back.
+    std::fs::remove_file(&gate).unwrap();
     eventually("py restarted", async || {
         std::fs::read_to_string(dir.path().join("py.pid")).is_ok_and(|p| !p.is_empty() && p != first_pid)
+    })
+    .await;
+    eventually("py's tools listed again", async || {
+        let listed = names(&client).await;
+        listed.contains(&"add".to_string()) && listed.contains(&"slow".to_string())
     })
     .await;
     eventually("add callable again", async || {

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use toolhost::Host;
 use toolhost::capabilities::{DirGrantConfig, GrantConfig, GrantsByPlugin};
 use toolhost::runtime::{Limits, Runtime};
-use toolhost::tool::{CallContext, Content};
+use toolhost::tool::{CallContext, CallError, Content};
 use toolhost_test_artifacts::HOSTILE_PATH;
 
 /// A host whose hostile and fileio plugins are each granted a directory
@@ -172,8 +172,16 @@ fn normal_files_still_work_and_rewrites_do_not_use_up_the_quota() {
     assert_eq!(disk(files.path()), (600_000, 1));
     // A second file fits, a third does not.
     call(&host, "write_file", json!({"path": "other.txt", "content": content}));
-    let err = host.call("write_file", &json!({"path": "third.txt", "content": content}), &CallContext::default());
-    assert!(err.is_err(), "a third 600 kB file does not fit: {err:?}");
+    // Refused by the quota: the guard's ENOSPC ends the plugin's write (a
+    // failed stream write, which wasi-libc reports as EIO whatever the
+    // cause) and fileio says so; not a deadline, not a refused path.
+    match host.call("write_file", &json!({"path": "third.txt", "content": content}), &CallContext::default()) {
+        Err(CallError::Failed { tool, message }) => {
+            assert_eq!(tool, "write_file");
+            assert_eq!(message, "write third.txt: I/O error (os error 29)");
+        }
+        other => panic!("a third 600 kB file does not fit: {other:?}"),
+    }
     assert_eq!(disk(files.path()), (1_200_000, 2));
 
     // The hostile plugin's own grant: write, then read back.

@@ -153,38 +153,40 @@ fn files_over_1_mib_are_not_read() {
     }
 }
 
+/// The same `toolhost` process environment, twice: once without a grant,
+/// once with a grant of one variable. Only the grant differs, so what the
+/// hostile plugin's `env` tool sees is what the host hands it, not what the
+/// process has.
 #[test]
 fn environment_variables_are_invisible_without_a_grant() {
-    // SAFETY of the test: set before any thread of this process reads it; the
-    // name is unique to this test.
     let name = "TOOLHOST_E2E_SECRET";
-    let visible = std::process::Command::new("env").env(name, "x").output().is_ok();
-    assert!(visible);
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toolhost"))
-        .env("TOOLHOST_CACHE_DIR", CACHE.path())
-        .env("TOOLHOST_ALLOW_UNSIGNED", "1")
-        .env(name, "hunter2")
-        .args(["call", "env", "--plugin", HOSTILE_PATH])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(!stdout(&out).contains("hunter2"), "leaked: {}", stdout(&out));
-    assert!(stdout(&out).trim().is_empty(), "no variable at all: {}", stdout(&out));
-
     let dir = tempfile::tempdir().unwrap();
+    let env_tool = || {
+        let out = toolhost()
+            .current_dir(dir.path())
+            .env(name, "hunter2")
+            .env("OTHER_SECRET", "nope")
+            .args(["call", "env", "--plugin", HOSTILE_PATH])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+    };
+    // No config file: nothing granted. The variables are in the toolhost
+    // process's environment (set on the command) and the guest sees none.
+    let seen = env_tool();
+    assert!(!seen.contains("hunter2") && !seen.contains("nope"), "leaked: {seen}");
+    assert!(seen.trim().is_empty(), "no variable at all: {seen}");
+
+    // The same command with `env: [NAME]` granted: exactly that variable,
+    // with the value the process was given; the other one stays hidden.
     std::fs::write(
         dir.path().join("toolhost.yaml"),
-        format!("plugins:\n  grants:\n    hostile:\n      env: [{name}]\n"),
+        format!("plugins:\n  grants:\n    hostile:\n      env: [{name}, TOOLHOST_E2E_UNSET]\n"),
     )
     .unwrap();
-    let out = toolhost()
-        .current_dir(dir.path())
-        .env(name, "hunter2")
-        .env("OTHER_SECRET", "nope")
-        .args(["call", "env", "--plugin", HOSTILE_PATH])
-        .output()
-        .unwrap();
-    assert_eq!(stdout(&out).trim(), format!("{name}=hunter2"), "exactly the granted variable");
+    let seen = env_tool();
+    assert_eq!(seen.trim(), format!("{name}=hunter2"), "exactly the granted variable that is set: {seen}");
 }
 
 #[test]

@@ -16,10 +16,24 @@ use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
 
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
 
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Version 1 swapped for version 2 under a steady load: no call fails, and
+/// a slow call in flight across the swap answers from the version it
+/// started on while calls started after the swap get the new one; a corrupt
+/// third version changes nothing.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_swap_is_one_registry_store() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
+    // The FAST ceiling above `slow_version`'s sleep: its deadline is not what ends it.
+    std::fs::write(dir.path().join("toolhost.yaml"), format!("{CONFIG}budget:\n  fast_ms: 20000\n")).unwrap();
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     std::fs::create_dir_all(dir.path().join("staging")).unwrap();
     place(SWAP_V1_PATH, &dir.path().join("plugins/swap.wasm"));
@@ -27,8 +41,10 @@ async fn a_plugin_swap_is_one_registry_store() {
     let (client, changes) = connect(&url).await;
     assert!(names(&client).await.contains(&"version".to_string()));
 
-    // Four callers, back to back, for the whole test.
+    // Four callers, back to back, for the whole test (stopped however the
+    // test ends: a failed assertion must not leave them spinning).
     let stop = Arc::new(AtomicBool::new(false));
+    let _stop_callers = StopOnDrop(stop.clone());
     let mut callers = Vec::new();
     for _ in 0..4 {
         let peer = client.peer().clone();
@@ -49,12 +65,28 @@ async fn a_plugin_swap_is_one_registry_store() {
         }));
     }
     tokio::time::sleep(Duration::from_millis(700)).await;
+
+    // A slow call, started on version 1 and held across the swap.
+    let slow_call = |ms: u64| {
+        let peer = client.peer().clone();
+        async move {
+            let args = json!({"ms": ms}).as_object().unwrap().clone();
+            let r = peer.call_tool(CallToolRequestParams::new("slow_version").with_arguments(args)).await.unwrap();
+            assert_eq!(r.is_error, Some(false), "{r:?}");
+            r.structured_content.as_ref().and_then(|v| v["version"].as_u64()).unwrap_or_else(|| panic!("{r:?}"))
+        }
+    };
+    let in_flight = tokio::spawn(slow_call(6_000));
+    tokio::time::sleep(Duration::from_millis(1000)).await;
     place(SWAP_V2_PATH, &dir.path().join("staging/swap.wasm"));
     let staged = dir.path().join("staging/swap.wasm");
     let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("replaced swap"), "{}", stdout(&o));
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    assert!(!in_flight.is_finished(), "the slow call was still in flight when the swap was done");
+    assert_eq!(slow_call(0).await, 2, "a call started after the swap runs the new version");
+    assert_eq!(in_flight.await.unwrap(), 1, "the call in flight kept the version it started on");
+    tokio::time::sleep(Duration::from_millis(300)).await;
 
     // A corrupt new version: refused, and the running one keeps answering.
     std::fs::write(&staged, b"\0asm\x0d\x00\x01\x00garbage").unwrap();
@@ -124,7 +156,7 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
         let o = admin(dir.path(), &["plugin", "list", "--json"]);
         let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
         let tool = v["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "tool").unwrap().clone();
-        assert_eq!(tool["tools"], json!(["version"]), "the old version still serves");
+        assert_eq!(tool["tools"], json!(["version", "slow_version"]), "the old version still serves");
     }
     // With the grant in place, the same upgrade goes through.
     std::fs::create_dir_all(dir.path().join("data")).unwrap();
@@ -188,12 +220,25 @@ fn plugin_files_load_only_through_the_trust_policy() {
     let o = strict(&["verify", "tampered.wasm"]);
     assert!(!o.status.success());
 
-    // Signed by someone else: untrusted.
-    strict(&["keygen", "mallory", "--out", "keys"]);
+    // Signed by someone else: a valid signature by a key this host does not
+    // trust. Refused, with a failing exit status, and never loaded.
+    let o = strict(&["keygen", "mallory", "--out", "keys"]);
+    assert!(o.status.success(), "{}", stderr(&o));
     std::fs::copy(SWAP_V1_PATH, d.join("other.wasm")).unwrap();
-    strict(&["sign", "other.wasm", "--key", "keys/mallory.key"]);
+    let o = strict(&["sign", "other.wasm", "--key", "keys/mallory.key"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = strict(&["verify", "other.wasm"]);
+    assert!(stdout(&o).contains("signature valid"), "the signature itself is good: {}", stdout(&o));
+    assert!(stdout(&o).contains("this host would refuse it"), "{}", stdout(&o));
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let o = strict(&["tools", "--plugin", "other.wasm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
     assert!(stderr(&o).contains("untrusted key"), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("version"), "no tool of it is listed: {}", stdout(&o));
+    let o = strict(&["call", "version", "--plugin", "other.wasm"]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(stderr(&o).contains("untrusted key"), "{}", stderr(&o));
+    assert!(stdout(&o).is_empty(), "it never answered: {}", stdout(&o));
 
     // The lock file pins the digest: a re-signed different build is refused.
     let o = strict(&["lock", "--plugin", "swap.wasm"]);

@@ -2,7 +2,7 @@
 //! beside the machinery they need: `external::an_external_servers_failure_touches_only_its_own_tools`,
 //! `hotload::a_plugin_swap_is_one_registry_store`, `hotload::plugin_files_load_only_through_the_trust_policy`.)
 
-use crate::common::{CACHE, HOST, call, host_with, json_of, run, stderr, stdout};
+use crate::common::{CACHE, HOST, call, host_with, json_of, stderr, stdout};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -162,32 +162,79 @@ fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool(
     assert_eq!((s.real.map(|r| r.count), s.probes.map(|p| p.count)), (Some(1), Some(3)));
 }
 
-/// A call keeps the catalogue it started with: a snapshot taken before a
-/// swap still reaches the old version.
+/// A call keeps the catalogue it started with. `slow_version` (in both
+/// versions of the swap plugin) reports progress from inside the guest, then
+/// sleeps: the plugin is replaced and then removed while that call runs in
+/// version 1, and the call still ends with version 1's answer. Calls started
+/// after each change see the new catalogue.
 #[test]
 fn the_registry_never_changes_under_a_running_call() {
     let dir = tempfile::tempdir().unwrap();
     let file: PathBuf = dir.path().join("swap.wasm");
     std::fs::copy(SWAP_V1_PATH, &file).unwrap();
-    let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+    // The FAST ceiling above the sleep: the deadline is not what ends the call.
+    let budget = Budget::new(BudgetConfig { fast_ms: 20_000, ..BudgetConfig::default() }, Vec::new());
+    let host = Host::with_budget(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap(), budget);
     host.install_plugin_file(&file).unwrap();
     let during = host.registry().snapshot();
-    std::fs::copy(SWAP_V2_PATH, &file).unwrap();
-    host.install_plugin_file(&file).unwrap();
+    // Version 2 compiled ahead (into the shared cache), so the swap below
+    // takes a cache read, far less than the call it happens under.
+    Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(SWAP_V2_PATH)).unwrap();
+    let sleep_ms: u64 = 3_000;
+
+    let (running_tx, running) = std::sync::mpsc::channel();
+    let events: std::sync::Arc<dyn Fn(toolhost::tool::PluginEvent) + Send + Sync> = std::sync::Arc::new(move |e| {
+        if matches!(e, toolhost::tool::PluginEvent::Progress { .. }) {
+            let _ = running_tx.send(());
+        }
+    });
+    std::thread::scope(|s| {
+        let h = &host;
+        let slow = s.spawn(move || {
+            let ctx = CallContext { events: Some(events), ..CallContext::default() };
+            h.call("slow_version", &json!({"ms": sleep_ms}), &ctx)
+        });
+        // The guest is running (it reported progress) before anything changes.
+        running.recv_timeout(Duration::from_secs(60)).expect("slow_version reported progress");
+        std::fs::copy(SWAP_V2_PATH, &file).unwrap();
+        host.install_plugin_file(&file).unwrap();
+        assert_eq!(json_of(call(&host, "version", json!({})).unwrap())["version"], 2, "the swap is done");
+        host.uninstall_plugin("swap").unwrap();
+        assert!(host.registry().snapshot().get("slow_version").is_none(), "the plugin is gone");
+        assert!(!slow.is_finished(), "the call was still running after both changes");
+        let out = slow.join().unwrap().expect("the running call completes");
+        assert_eq!(json_of(out)["version"], 1, "the running call ended on the version it started with");
+    });
+    let e = call(&host, "slow_version", json!({"ms": 0})).unwrap_err();
+    assert_eq!(e.kind(), "unknown_tool", "{e}");
+    // A snapshot taken before the changes still reaches the old version.
     let old = during.get("version").unwrap();
     let out = old.provider.call("version", &json!({}), &CallContext::default()).unwrap();
     assert_eq!(json_of(out)["version"], 1, "the snapshot still runs the version it held");
-    assert_eq!(json_of(call(&host, "version", json!({})).unwrap())["version"], 2);
     assert!(during.get("new_in_v2").is_none());
 }
 
 /// No variable, directory or socket unless granted: the hostile plugin's
-/// `env` sees nothing; a sockets importer does not load.
+/// `env` sees none of this process's variables, and exactly the one granted
+/// when one is; a sockets importer does not load.
 #[test]
 fn the_wasi_context_holds_exactly_the_plugins_grants() {
-    // SAFETY of the test: the variable is set before any host reads it.
+    // This process has variables (cargo sets several for a test, PATH
+    // among them); none is granted, so the guest sees none.
+    let path = std::env::var("PATH").expect("the test process has PATH");
     let env = call(&HOST, "env", json!({})).unwrap();
     assert!(matches!(&env.content[..], [Content::Text(t)] if t.is_empty()), "{env:?}");
+    // Granted PATH: exactly PATH, with this process's value.
+    let mut grants = toolhost::capabilities::GrantsByPlugin::new();
+    grants.insert(
+        "hostile".into(),
+        toolhost::capabilities::GrantConfig { env: vec!["PATH".into()], ..Default::default() },
+    );
+    let granted =
+        Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap()).with_grants(grants, Path::new("/"));
+    granted.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    let env = call(&granted, "env", json!({})).unwrap();
+    assert!(matches!(&env.content[..], [Content::Text(t)] if *t == format!("PATH={path}\n")), "{env:?}");
     let e =
         Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
     assert!(e.to_string().contains("wasi:sockets"), "{e}");
@@ -211,7 +258,6 @@ fn logs_go_to_stderr_never_stdout() {
     assert_eq!(out.lines().count(), 1, "{out}");
     assert!(serde_json::from_str::<serde_json::Value>(&out).is_ok(), "{out}");
     assert!(!stderr(&o).is_empty(), "the logs went to stderr");
-    let _ = run;
 }
 
 /// `unsafe` only where wasmtime requires it (deserializing compiled code),
@@ -343,50 +389,139 @@ fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
     }
 }
 
+/// The layer of each module of the `toolhost` crate: records and reports <
+/// installing, building, checking and counting < the admin API, the page,
+/// reload, the watcher, serving and scaffolding.
+fn host_layer(module: &str) -> Option<usize> {
+    Some(match module {
+        "changes" | "report" => 0,
+        "install" | "builder" | "doctor" | "metrics" => 1,
+        "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" => 2,
+        _ => return None,
+    })
+}
+
+/// The first segment of every crate-level path in a line of code:
+/// `crate::a::b`, each item of `crate::{a, b::c}`, and `super::x` when
+/// `depth` `super`s reach the crate root (a file `depth` modules deep).
+fn crate_paths(line: &str, depth: usize) -> Vec<String> {
+    let ident =
+        |t: &str| -> String { t.trim_start().chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect() };
+    let mut rests: Vec<&str> = line.split("crate::").skip(1).collect();
+    let root = "super::".repeat(depth);
+    rests.extend(line.split(root.as_str()).skip(1).filter(|r| !r.starts_with("super::")));
+    let mut out = Vec::new();
+    for rest in rests {
+        match rest.strip_prefix('{') {
+            Some(group) => {
+                // The group's top-level items, up to its closing brace.
+                let (mut level, mut item) = (0usize, String::new());
+                for c in group.chars() {
+                    match c {
+                        '{' => level += 1,
+                        '}' if level == 0 => break,
+                        '}' => level -= 1,
+                        ',' if level == 0 => {
+                            out.push(ident(&item));
+                            item.clear();
+                            continue;
+                        }
+                        _ => {}
+                    }
+                    item.push(c);
+                }
+                out.push(ident(&item));
+            }
+            None => out.push(ident(rest)),
+        }
+    }
+    out.retain(|s| !s.is_empty());
+    out
+}
+
+/// Each use of a higher layer in `text`, a file of module `own` `depth`
+/// modules deep; `layer` places a module (or a name the crate root
+/// re-exports from one).
+fn upward_uses(own: &str, text: &str, depth: usize, layer: &dyn Fn(&str) -> Option<usize>) -> Vec<String> {
+    let mine = layer(own).expect("a module with a layer");
+    let mut found = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        if line.trim_start().starts_with("//") {
+            continue;
+        }
+        for used in crate_paths(line, depth) {
+            if let Some(theirs) = layer(&used)
+                && theirs > mine
+            {
+                found.push(format!("line {}: {own} (layer {mine}) uses {used} (layer {theirs})", i + 1));
+            }
+        }
+    }
+    found
+}
+
 /// Within the `toolhost` crate (operations, above every other crate),
-/// modules use only modules below them: records and reports < installing,
-/// building, checking and counting < the admin API, the page, reload, the
-/// watcher and serving. Cargo enforces the walls between crates; this
-/// covers what is one crate.
+/// modules use only modules below them (`host_layer`). Cargo enforces the
+/// walls between crates; nothing enforces them between the modules of one
+/// crate, so the honest proof of this structural invariant is the source:
+/// every `crate::` path (grouped or not), every `super::` path reaching the
+/// root, and every name the root re-exports from a module counts as a use of
+/// that module. Every module must have a layer, and the scanner is shown to
+/// catch a planted upward use.
 #[test]
 fn dependencies_point_one_way() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let layer = |module: &str| -> Option<usize> {
-        Some(match module {
-            "changes" | "report" => 0,
-            "install" | "Installer" | "builder" | "HostBuilder" | "doctor" | "metrics" => 1,
-            "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" => 2,
-            _ => return None,
-        })
-    };
+    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap();
+    // Every module the crate declares has a layer: a new one cannot escape.
+    let modules: Vec<String> = lib
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("pub mod ").or_else(|| l.trim().strip_prefix("mod ")))
+        .map(|m| m.trim_end_matches(';').to_string())
+        .collect();
+    assert!(modules.len() >= 10, "the walk found the modules ({modules:?})");
+    for m in &modules {
+        assert!(host_layer(m).is_some(), "module {m} has no layer in host_layer");
+    }
+    // Names the root re-exports from a module (`pub use install::Installer`)
+    // are that module's.
+    let mut reexported: std::collections::HashMap<String, usize> = Default::default();
+    for l in lib.lines() {
+        let Some(rest) = l.trim().strip_prefix("pub use ") else { continue };
+        let Some((m, names)) = rest.split_once("::") else { continue };
+        let Some(theirs) = host_layer(m) else { continue };
+        for name in names.trim_end_matches(';').trim_matches(|c| c == '{' || c == '}').split(',') {
+            reexported.insert(name.trim().to_string(), theirs);
+        }
+    }
+    assert_eq!(reexported.get("HostBuilder"), Some(&1), "the re-exports were read: {reexported:?}");
+    let layer = |name: &str| host_layer(name).or_else(|| reexported.get(name).copied());
+
+    // The scanner catches what it is for.
+    let planted =
+        "use crate::{report, reload::Reloader};\nfn f() { super::serve::run(); let _ = crate::Installer::new(); }";
+    assert_eq!(
+        upward_uses("changes", planted, 1, &layer).len(),
+        3,
+        "grouped, super:: and re-exported uses are all seen: {:?}",
+        upward_uses("changes", planted, 1, &layer)
+    );
+
     let mut checked = 0;
+    let mut found = Vec::new();
     for file in walk(&src) {
         let rel = file.strip_prefix(&src).unwrap();
         let own = rel.components().next().unwrap().as_os_str().to_string_lossy().trim_end_matches(".rs").to_string();
         if own == "bin" || own == "lib" {
             continue;
         }
-        let Some(mine) = layer(&own) else { continue };
+        // Module depth: `x.rs` and `x/mod.rs` are 1 deep, `x/y.rs` 2.
+        let depth = rel.components().count() - usize::from(rel.ends_with("mod.rs"));
         checked += 1;
         let text = std::fs::read_to_string(&file).unwrap();
-        for (i, line) in text.lines().enumerate() {
-            if line.trim_start().starts_with("//") {
-                continue;
-            }
-            for part in line.split("crate::").skip(1) {
-                let used: String = part.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-                if let Some(theirs) = layer(&used) {
-                    assert!(
-                        theirs <= mine,
-                        "{}:{}: {own} (layer {mine}) uses {used} (layer {theirs})",
-                        rel.display(),
-                        i + 1
-                    );
-                }
-            }
-        }
+        found.extend(upward_uses(&own, &text, depth, &layer).into_iter().map(|v| format!("{}: {v}", rel.display())));
     }
-    assert!(checked >= 10, "the walk found the modules ({checked})");
+    assert!(checked >= 10, "the walk found the files ({checked})");
+    assert!(found.is_empty(), "uses that point up:\n{}", found.join("\n"));
 }
 
 /// One tool-name rule: the vocabulary's and the WIT comment agree (the SDK's

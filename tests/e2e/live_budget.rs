@@ -275,12 +275,31 @@ async fn measurements_survive_a_restart_and_a_tampered_file_is_refused() {
 #[test]
 fn without_a_running_host_stats_agents_and_plugin_list_say_they_are_a_local_view() {
     let dir = dir_with("npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_rules]\n");
-    for args in [&["stats"][..], &["agents"], &["plugin", "list"], &["grants"]] {
+    let builtins = ["diceroller", "fileio", "memorytool", "ruleslookup"];
+    // Each command's rows, by their first word, and what the row must hold:
+    // what this process loaded from the config, with no figure of a host.
+    let rows = [
+        (&["stats"][..], vec![("TOOL", "CALLS"), ("roll", "declared"), ("search_rules", "declared")]),
+        (&["agents"], vec![("AGENT", "SEES NOW"), ("bartok", "roll, search_rules")]),
+        (&["plugin", "list"], builtins.iter().map(|b| (*b, "built in (part of the toolhost binary)")).collect()),
+        (&["grants"], builtins.iter().map(|b| (*b, "sha256")).collect()),
+    ];
+    let state = dir.path().join("state");
+    for (args, want) in rows {
         let o = run(dir.path(), args);
         assert!(o.status.success(), "{args:?}: {}", stderr(&o));
-        assert!(stderr(&o).starts_with("local view: no toolhost is serving"), "{args:?}: {}", stderr(&o));
-        assert!(!stdout(&o).is_empty(), "{args:?}");
+        let local = format!("local view: no toolhost is serving with state directory {}", state.display());
+        assert!(stderr(&o).starts_with(&local), "{args:?}: {}", stderr(&o));
+        let out = stdout(&o);
+        for (first, holds) in want {
+            let row = out.lines().find(|l| l.split_whitespace().next() == Some(first));
+            assert!(row.is_some_and(|r| r.contains(holds)), "{args:?}: no {first} row with {holds:?}:\n{out}");
+        }
     }
+    // No call was made: the local figures are this process's, all zero.
+    let stats = stdout(&run(dir.path(), &["stats"]));
+    let calls: Vec<&str> = stats.lines().skip(1).filter_map(|l| l.split_whitespace().nth(1)).collect();
+    assert!(!calls.is_empty() && calls.iter().all(|c| *c == "0"), "{stats}");
     let table = stdout(&run(dir.path(), &["agents"]));
     assert!(
         table.lines().any(|l| l.starts_with("bartok") && l.contains("FAST") && l.ends_with("roll, search_rules")),

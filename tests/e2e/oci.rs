@@ -213,10 +213,17 @@ fn push_show_pull_and_load_by_tag_and_by_digest() {
     .unwrap();
     assert_eq!(version_of(&run(dir, &["call", "version", "{}"])), 1);
 
-    // A wrong digest is refused.
-    let wrong = format!("oci://{}/tools/swap@sha256:{}", reg.addr, "0".repeat(64));
+    // A digest the registry does not serve is refused, by name (the
+    // registry answers 404: the refusal is toolhost's reading of it).
+    let zeros = format!("sha256:{}", "0".repeat(64));
+    let wrong = format!("oci://{}/tools/swap@{zeros}", reg.addr);
     let o = run(dir, &["call", "version", "{}", "--no-builtins", "--plugin", &wrong]);
     assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!("the registry no longer serves the pinned digest {zeros}; refusing it")),
+        "{}",
+        stderr(&o)
+    );
 
     // `toolhost lock` pins the digest the tag resolves to; the tag moving
     // on does not move a locked host.
@@ -273,11 +280,51 @@ fn hostile_registries_and_untrusted_keys_are_refused() {
     let mut bytes = std::fs::read(&blob).unwrap();
     bytes[20] ^= 0xff;
     std::fs::write(&blob, &bytes).unwrap();
+    // Refused for the layer digest check, naming both digests (not for a
+    // broken signature further on, which the flipped byte would also cause).
+    let layer_refusal = format!("the manifest says {layer}; refusing it");
     let o = run(dir, &["pull", &r, "-o", "x.wasm"]);
     assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains("the layer's sha256 is sha256:") && stderr(&o).contains(&layer_refusal),
+        "{}",
+        stderr(&o)
+    );
     assert!(!dir.join("x.wasm").exists());
     let o = run(dir, &["call", "version", "{}", "--no-builtins", "--plugin", &r]);
     assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains(&layer_refusal), "{}", stderr(&o));
+
+    // The registry serves other bytes for a manifest digest than the ones
+    // that hash to it (one byte more, still a valid manifest): refused by
+    // the manifest digest check, for a pinned digest and for `show`.
+    let pinned = signed(dir, SWAP_V1_PATH, "alice", "swap", "1.0.3", "pinned");
+    let r = reg.reference("tools/pinned:1.0.3");
+    let digest = pushed_digest(&ok(&run(dir, &["push", pinned.to_str().unwrap(), &r])));
+    let by_digest = format!("oci://{}/tools/pinned@{digest}", reg.addr);
+    assert_eq!(version_of(&run(dir, &["call", "version", "{}", "--no-builtins", "--plugin", &by_digest])), 1);
+    std::fs::remove_dir_all(dir.join("cache/oci")).unwrap();
+    let manifest = reg.blob(&digest);
+    let mut bytes = std::fs::read(&manifest).unwrap();
+    bytes.push(b'\n');
+    std::fs::write(&manifest, &bytes).unwrap();
+    let served = sha256_hex(&bytes);
+    let o = run(dir, &["call", "version", "{}", "--no-builtins", "--plugin", &by_digest]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!(
+            "the registry serves different content for the pinned digest {digest} (its sha256 is sha256:{served})"
+        )),
+        "{}",
+        stderr(&o)
+    );
+    let o = run(dir, &["show", &by_digest]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(
+        stderr(&o).contains(&format!("the registry served a manifest whose digest is sha256:{served}")),
+        "{}",
+        stderr(&o)
+    );
 
     // Manifests of the wrong shape, pushed with the OCI client directly.
     let push_raw = |tag: &str, config_type: &str, layers: Vec<(&str, Vec<u8>)>, annotations: &[(&str, &str)]| {

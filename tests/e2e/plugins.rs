@@ -96,20 +96,36 @@ fn roll_table_with_a_seed_is_reproducible_and_unknown_tables_are_refused_before_
     }
 }
 
+/// The host's validator answers in its own words ("field /expression: ...",
+/// "arguments: ... is a required property"), never the plugin's (its serde
+/// would say "missing field `expression`"), and the plugin is never called:
+/// the budget records a call only once the plugin has run.
 #[test]
 fn schema_violations_name_the_field_and_never_reach_the_plugin() {
-    match call(&HOST, "roll", json!({"expression": 7})) {
-        Err(CallError::InvalidInput { message, .. }) => assert!(message.contains("field /expression"), "{message}"),
+    let host = crate::common::host_with(toolhost::runtime::Limits::default());
+    let roll_def = host.registry().snapshot().get("roll").unwrap().def.clone();
+    match call(&host, "roll", json!({"expression": 7})) {
+        Err(CallError::InvalidInput { message, .. }) => {
+            assert!(message.starts_with("field /expression: ") && message.contains("\"string\""), "{message}")
+        }
         other => panic!("{other:?}"),
     }
-    match call(&HOST, "roll", json!({})) {
-        Err(CallError::InvalidInput { message, .. }) => assert!(message.contains("expression"), "{message}"),
+    match call(&host, "roll", json!({})) {
+        Err(CallError::InvalidInput { message, .. }) => {
+            assert_eq!(message, "arguments: \"expression\" is a required property", "{message}")
+        }
         other => panic!("{other:?}"),
     }
-    match call(&HOST, "roll", json!(["1d6"])) {
-        Err(CallError::InvalidInput { message, .. }) => assert!(message.contains("must be a JSON object"), "{message}"),
+    match call(&host, "roll", json!(["1d6"])) {
+        Err(CallError::InvalidInput { message, .. }) => {
+            assert_eq!(message, "arguments must be a JSON object, not an array", "{message}")
+        }
         other => panic!("{other:?}"),
     }
+    assert_eq!(host.budget().status(&roll_def).real.map(|r| r.count), None, "the plugin never ran");
+    // The check can fail: a valid call does reach the plugin and is recorded.
+    call(&host, "roll", json!({"expression": "1d6"})).unwrap();
+    assert_eq!(host.budget().status(&roll_def).real.map(|r| r.count), Some(1));
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! Version 2 of the plugin the hot-loading test replaces while calls run:
-//! `version` says 2, and `new_in_v2` is new.
+//! `version` and `slow_version` say 2, and `new_in_v2` is new.
 
 use toolhost_sdk::{NoArgs, Output, Tool, ToolError};
 
@@ -31,4 +31,33 @@ impl Tool for NewInV2 {
     }
 }
 
-toolhost_sdk::plugin!(Version, NewInV2);
+/// The arguments of `slow_version`.
+#[derive(toolhost_sdk::serde::Deserialize, toolhost_sdk::JsonSchema)]
+#[serde(crate = "toolhost_sdk::serde", deny_unknown_fields)]
+#[schemars(crate = "toolhost_sdk::schemars")]
+struct SlowArgs {
+    /// How long to sleep before answering, in milliseconds.
+    ms: u64,
+}
+
+/// A call that stays in flight: the swap tests hold one across a swap and
+/// see which version answers. Declared fast, so a FAST session sees it; the
+/// tests that call it raise the FAST ceiling above the sleep.
+struct SlowVersion;
+
+impl Tool for SlowVersion {
+    type Args = SlowArgs;
+    const NAME: &'static str = "slow_version";
+    const DESCRIPTION: &'static str =
+        "Reports progress, sleeps {\"ms\"} milliseconds, then says which version of the plugin answered.";
+    const ESTIMATED_MS: u32 = 1;
+    const MAX_MS: u32 = 10_000;
+
+    fn call(args: SlowArgs) -> Result<Output, ToolError> {
+        toolhost_sdk::progress(0.0, Some(1.0), Some("sleeping"));
+        std::thread::sleep(std::time::Duration::from_millis(args.ms));
+        Output::json(&toolhost_sdk::serde_json::json!({ "version": 2 }))
+    }
+}
+
+toolhost_sdk::plugin!(Version, NewInV2, SlowVersion);
