@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -34,6 +34,9 @@ pub(crate) struct Capped<B> {
     connection: Option<tokio::task::AbortHandle>,
     /// The body was read to its end.
     finished: bool,
+    /// Told when a response body is read to its end, so the pool knows
+    /// its connection is about to be ready again.
+    read: Option<Arc<AtomicBool>>,
 }
 
 impl<B> Drop for Capped<B> {
@@ -55,6 +58,7 @@ impl<B> Capped<B> {
         deadline: Instant,
         counted: Arc<AtomicU64>,
         connection: tokio::task::AbortHandle,
+        read: Arc<AtomicBool>,
     ) -> Capped<B> {
         Capped {
             inner,
@@ -66,6 +70,7 @@ impl<B> Capped<B> {
             counted,
             connection: Some(connection),
             finished: false,
+            read: Some(read),
         }
     }
 
@@ -82,6 +87,16 @@ impl<B> Capped<B> {
             counted,
             connection: None,
             finished: false,
+            read: None,
+        }
+    }
+}
+
+impl<B> Capped<B> {
+    fn finish(&mut self) {
+        self.finished = true;
+        if let Some(read) = &self.read {
+            read.store(true, Ordering::Release);
         }
     }
 }
@@ -110,13 +125,13 @@ where
                 }
                 // A guest that stops at Content-Length has read it all.
                 if this.inner.is_end_stream() {
-                    this.finished = true;
+                    this.finish();
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e.into()))),
             Poll::Ready(None) => {
-                this.finished = true;
+                this.finish();
                 Poll::Ready(None)
             }
             Poll::Pending => Poll::Pending,

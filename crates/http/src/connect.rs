@@ -7,10 +7,15 @@ use crate::{Shared, Target, WasiHttpError, boxed, refused};
 use hyper::client::conn::http1::SendRequest;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
+
+/// How long a kept connection whose response was just read may take to
+/// become ready before a new one is opened instead.
+const SETTLE: Duration = Duration::from_millis(100);
 
 type Io = Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>;
 type Driver = std::pin::Pin<Box<dyn Future<Output = Result<(), hyper::Error>> + Send>>;
@@ -44,7 +49,19 @@ pub(crate) async fn send(
 
     let key = Key { plugin, scheme: target.scheme.as_str(), host: target.host.clone(), port: target.port };
     let (mut sender, opened, driver) = match shared.pool.take(&key) {
-        Some(kept) => kept,
+        Some(kept) if !kept.settling => (kept.sender, kept.opened, kept.driver),
+        Some(mut kept) => {
+            // Its last response was just read; hyper makes it ready within
+            // a turn or two of its driver. Worth a moment, not a handshake.
+            let wait = SETTLE.min(left());
+            match tokio::time::timeout(wait, kept.sender.ready()).await {
+                Ok(Ok(())) => (kept.sender, kept.opened, kept.driver),
+                _ => {
+                    kept.driver.abort();
+                    open(shared, grants, &target, options.as_ref(), within).await?
+                }
+            }
+        }
         None => open(shared, grants, &target, options.as_ref(), within).await?,
     };
     let response = tokio::time::timeout(within(first_byte), sender.send_request(request))
@@ -52,9 +69,10 @@ pub(crate) async fn send(
         .map_err(|_| WasiHttpError::ConnectionReadTimeout)??;
     // Busy until the response is read to its end; then ready for the
     // plugin's next request to this origin.
-    shared.pool.put(key, sender, opened, driver.clone());
-    let response =
-        response.map(|b| boxed(Capped::response(b, bounds.response_bytes, deadline, bounds.bytes_in.clone(), driver)));
+    let read = Arc::new(AtomicBool::new(false));
+    shared.pool.put(key, sender, opened, driver.clone(), read.clone());
+    let response = response
+        .map(|b| boxed(Capped::response(b, bounds.response_bytes, deadline, bounds.bytes_in.clone(), driver, read)));
     // The connection is driven by a task of its own (it outlives the call
     // when kept), so wasi:http has nothing more to drive.
     Ok((response, Box::new(async { Ok(()) })))

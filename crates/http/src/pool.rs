@@ -12,6 +12,7 @@
 
 use hyper::client::conn::http1::SendRequest;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::task::AbortHandle;
@@ -45,6 +46,20 @@ struct Kept {
     since: Instant,
     /// When it was opened.
     opened: Instant,
+    /// Its last response was read to its end: hyper makes it ready for
+    /// the next request a moment later.
+    read: Arc<AtomicBool>,
+}
+
+/// A kept connection handed out, with when it was opened, its driver, and
+/// whether it still has to settle (its last response was read, but hyper
+/// has not yet made it ready: [`SendRequest::ready`] is worth a short
+/// wait rather than a new handshake).
+pub(crate) struct Taken {
+    pub(crate) sender: SendRequest<WasiBody>,
+    pub(crate) opened: Instant,
+    pub(crate) driver: AbortHandle,
+    pub(crate) settling: bool,
 }
 
 /// The kept connections of every plugin.
@@ -55,9 +70,10 @@ pub(crate) struct Pool {
 }
 
 impl Pool {
-    /// A kept connection of `key` ready for a request, if there is one
-    /// (with when it was opened).
-    pub(crate) fn take(&self, key: &Key) -> Option<(SendRequest<WasiBody>, Instant, AbortHandle)> {
+    /// A kept connection of `key` ready for a request, else one whose last
+    /// response was read to its end and is about to be ready, if there is
+    /// one. A connection still busy with another call is never handed out.
+    pub(crate) fn take(&self, key: &Key) -> Option<Taken> {
         let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
         let list = kept.get_mut(key)?;
         list.retain(|k| {
@@ -67,14 +83,25 @@ impl Pool {
             }
             keep
         });
-        let ready = list.iter().position(|k| k.sender.is_ready())?;
-        let k = list.swap_remove(ready);
-        Some((k.sender, k.opened, k.driver))
+        let (index, settling) = match list.iter().position(|k| k.sender.is_ready()) {
+            Some(ready) => (ready, false),
+            None => (list.iter().position(|k| k.read.load(Ordering::Acquire))?, true),
+        };
+        let k = list.swap_remove(index);
+        Some(Taken { sender: k.sender, opened: k.opened, driver: k.driver, settling })
     }
 
-    /// Keeps `sender` (busy until its response is read) for `key`'s next
-    /// requests, or closes it when the plugin keeps enough already.
-    pub(crate) fn put(self: &Arc<Self>, key: Key, sender: SendRequest<WasiBody>, opened: Instant, driver: AbortHandle) {
+    /// Keeps `sender` (busy until its response is read, which sets `read`)
+    /// for `key`'s next requests, or closes it when the plugin keeps enough
+    /// already.
+    pub(crate) fn put(
+        self: &Arc<Self>,
+        key: Key,
+        sender: SendRequest<WasiBody>,
+        opened: Instant,
+        driver: AbortHandle,
+        read: Arc<AtomicBool>,
+    ) {
         self.start_sweeping();
         let now = Instant::now();
         if sender.is_closed() || now.duration_since(opened) >= LIFETIME {
@@ -89,7 +116,7 @@ impl Pool {
             // Not kept: closed once its response is read.
             return;
         }
-        list.push(Kept { sender, driver, since: now, opened });
+        list.push(Kept { sender, driver, since: now, opened, read });
     }
 
     /// Closes what has been idle too long, lived too long or was closed.
