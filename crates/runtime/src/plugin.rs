@@ -507,8 +507,8 @@ impl Provider for WasmPlugin {
             cost.set(stats);
         }
         let tool_s = || tool.to_string();
-        let values = self.runtime.values_for(&self.name);
-        let redacted = |message: String| values.redact(&message).into_owned();
+        // Looked up only for a tool error: a successful call pays nothing.
+        let redacted = |message: String| self.runtime.values_for(&self.name).redact(&message).into_owned();
         match result? {
             Ok(content) => {
                 let content = convert(content, tool, limits.output_bytes)?;
