@@ -478,7 +478,7 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
     );
     let (os, ns) = (&o.server, &n.server);
     differs(
-        "server (origins, hosts, body and session limits, connection and auth-failure limits, metrics, shutdown grace)",
+        "server (origins, hosts, body and session limits, connection and auth-failure limits, metrics, shutdown grace, first list wait)",
         os.allowed_origins != ns.allowed_origins
             || os.allowed_hosts != ns.allowed_hosts
             || os.max_body_bytes != ns.max_body_bytes
@@ -487,7 +487,8 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
             || os.max_sessions != ns.max_sessions
             || os.session_idle_secs != ns.session_idle_secs
             || os.metrics_beyond_loopback != ns.metrics_beyond_loopback
-            || os.shutdown_grace_secs != ns.shutdown_grace_secs,
+            || os.shutdown_grace_secs != ns.shutdown_grace_secs
+            || os.first_list_wait_ms != ns.first_list_wait_ms,
         "the HTTP front is set up at start",
     );
     out

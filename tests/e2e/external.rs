@@ -130,10 +130,10 @@ async fn an_external_servers_failure_touches_only_its_own_tools() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_past_its_deadline_times_out_and_the_server_is_told() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "      timeout_ms: 1500\n")).unwrap();
     let (_host, url) = serve(dir.path());
     let (client, _) = connect(&url).await;
-    // `slow` declares nothing: STANDARD tier, so the deadline is the tier's 1500 ms.
+    // `slow` declares nothing: the server's timeout_ms is its deadline.
     let started = Instant::now();
     let r = call(&client, "slow", json!({"ms": 10_000})).await;
     let took = started.elapsed();
@@ -146,6 +146,46 @@ async fn a_call_past_its_deadline_times_out_and_the_server_is_told() {
     })
     .await;
     // The connection survives the timeout.
+    assert_eq!(text(&call(&client, "add", json!({"a": 1, "b": 1})).await), "2");
+    client.cancel().await.unwrap();
+}
+
+/// A client that cancels a call (`notifications/cancelled`) stops the
+/// upstream's work too: the server hears of it at once, not when the call
+/// would have ended, and the audit says `cancelled`.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_clients_cancel_reaches_the_upstream_and_is_audited_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let audit = dir.path().join("audit.jsonl");
+    let config = py_config(dir.path(), "      timeout_ms: 20000\n");
+    std::fs::write(dir.path().join("toolhost.yaml"), format!("audit:\n  path: {}\n{config}", audit.display())).unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, _) = connect(&url).await;
+    let request = rmcp::model::ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
+        CallToolRequestParams::new("slow").with_arguments(json!({"ms": 15_000}).as_object().unwrap().clone()),
+    ));
+    let started = Instant::now();
+    let handle = client.peer().send_request_with_option(request, Default::default()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    handle.cancel(Some("the player moved on".into())).await.unwrap();
+    let events = dir.path().join("events.log");
+    eventually("notifications/cancelled reached the server", async || {
+        std::fs::read_to_string(&events).is_ok_and(|e| e.contains("cancelled slow"))
+    })
+    .await;
+    assert!(started.elapsed() < Duration::from_secs(10), "stopped at the cancel, not after its 15 s");
+    eventually("the call is audited cancelled", async || {
+        std::fs::read_to_string(&audit).is_ok_and(|a| {
+            a.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()).any(|r| {
+                r["event"] == "call"
+                    && r["tool"] == "slow"
+                    && r["outcome"] == "cancelled"
+                    && r["duration_ms"].as_u64() < Some(10_000)
+            })
+        })
+    })
+    .await;
+    // The session and the server go on.
     assert_eq!(text(&call(&client, "add", json!({"a": 1, "b": 1})).await), "2");
     client.cancel().await.unwrap();
 }

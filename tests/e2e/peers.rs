@@ -563,6 +563,32 @@ fn inspector_cli_over_stdio_and_http() {
     });
 }
 
+/// A one-shot client of a fresh `serve --stdio` (the Inspector CLI lists
+/// once, or calls once, and exits) sees the upstream servers' tools: the
+/// first list and a call of a tool not yet registered wait for the
+/// upstreams (`server.first_list_wait_ms`), while `initialize` does not.
+#[test]
+fn a_one_shot_client_of_serve_stdio_sees_the_upstreams_tools() {
+    let everything = format!("{} {} stdio", node22().display(), npm("server-everything/dist/index.js").display());
+    let dir = test_dir(&format!(
+        "plugins:\n  builtins: false\nmcp:\n  servers:\n    - name: everything\n      transport: stdio\n      command: {everything}\n"
+    ));
+    let mut target = toolhost_stdio_env("-e", &dir.path().join("state"));
+    let config = dir.path().join("toolhost.yaml");
+    target.extend(strings(&["--", toolhost_bin(), "serve", "--stdio", "--config", config.to_str().unwrap()]));
+    let home = dir.path().join("home");
+    let mut args = strings(&["--method", "tools/list"]);
+    args.extend_from_slice(&target);
+    let list = inspector_result(&inspector(&home, &args), 0);
+    let tools = names(&list["tools"]);
+    assert!(tools.iter().any(|t| t == "echo") && tools.iter().any(|t| t == "get-sum"), "{list}");
+    let mut args =
+        strings(&["--method", "tools/call", "--tool-name", "echo", "--tool-args-json", r#"{"message":"first"}"#]);
+    args.extend_from_slice(&target);
+    let r = inspector_result(&inspector(&home, &args), 0);
+    assert_eq!(r["content"][0]["text"], "Echo: first", "{r}");
+}
+
 /// `toolhost ARGS` in `dir` to completion; asserts success and that it left
 /// none of the servers it started running. Returns stdout.
 fn toolhost_ok(dir: &Path, args: &[&str]) -> String {

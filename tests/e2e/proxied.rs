@@ -95,17 +95,25 @@ fn budgets(dir: &Path, provider: &str) -> Value {
 }
 
 #[test]
-fn an_upstreams_slow_tool_fails_by_default_and_succeeds_with_its_servers_timeout_or_tier() {
+fn an_upstreams_undeclared_tool_gets_deeps_ceiling_unless_its_server_sets_a_timeout_or_tier() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let py = format!("{} {}", python().display(), peers_dir().join("py_server.py").display());
     let slow = ["call", "slow", r#"{"ms": 2500}"#];
 
-    // `slow` declares nothing: STANDARD, so its deadline is that tier's 1500 ms.
+    // `slow` declares nothing: its tier is budget.unmeasured_tier
+    // (STANDARD), but until it is measured its deadline is DEEP's ceiling
+    // (4000 ms), not STANDARD's 1500: most real upstream tools declare
+    // nothing, and a slow one is not cut off for it.
     config(d, &[("py", py.clone())], "");
     let o = run(d, &slow);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(stdout(&o).trim(), "slept 2500 ms");
+    let b = budgets(d, "py");
+    assert_eq!((b["slow"]["timeout_ms"].as_f64(), b["slow"]["tier"].as_str()), (Some(4000.0), Some("standard")), "{b}");
+    let o = run(d, &["call", "slow", r#"{"ms": 6000}"#]);
     assert!(!o.status.success(), "{}", stdout(&o));
-    assert!(stderr(&o).contains("slow timed out after 1500 ms"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("slow timed out after 4000 ms"), "{}", stderr(&o));
 
     // The server's timeout_ms is the deadline of its undeclared tools; the tier stays.
     config(d, &[("py", format!("{py}\n      timeout_ms: 10000"))], "");
@@ -201,17 +209,19 @@ fn upstream_tool_definitions_and_results_pass_through_unchanged() {
     }
 }
 
-/// An rmcp client that offers protocol `version` and counts list changes.
+/// An rmcp client that offers protocol `version`, counts list changes
+/// and keeps the progress reports it receives.
 #[derive(Clone)]
 struct Client {
     version: ProtocolVersion,
     resources_changed: Arc<AtomicUsize>,
     prompts_changed: Arc<AtomicUsize>,
+    progress: Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>,
 }
 
 impl Client {
     fn new(version: ProtocolVersion) -> Client {
-        Client { version, resources_changed: Arc::default(), prompts_changed: Arc::default() }
+        Client { version, resources_changed: Arc::default(), prompts_changed: Arc::default(), progress: Arc::default() }
     }
 
     async fn connect(self, url: &str) -> RunningService<RoleClient, Client> {
@@ -232,6 +242,45 @@ impl ClientHandler for Client {
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.prompts_changed.fetch_add(1, Ordering::SeqCst);
     }
+
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+/// server-everything's long-running operation declares no latency: it runs
+/// to the end (3 s, past STANDARD's 1500 ms ceiling: DEEP's is its
+/// deadline until measured), and its progress reaches the client under
+/// the client's own token (rmcp replaces the token on the way upstream).
+#[tokio::test(flavor = "multi_thread")]
+async fn an_upstreams_progress_reaches_the_client_and_its_undeclared_long_tool_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &[("everything", everything())], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let client = Client::new(ProtocolVersion::LATEST);
+    let progress = client.progress.clone();
+    let client = client.connect(&format!("{url}/mcp")).await;
+    let listed = client.list_all_tools().await.unwrap();
+    let long = listed.iter().find(|t| t.name == "trigger-long-running-operation").expect("listed");
+    assert!(long.meta.as_ref().is_none_or(|m| m.0.get("max_duration_ms").is_none()), "declares no latency");
+    let started = std::time::Instant::now();
+    let r = call(&client, "trigger-long-running-operation", json!({"duration": 3, "steps": 3})).await;
+    let took = started.elapsed();
+    assert_ne!(r.is_error, Some(true), "completes, not cut at 1500 ms: {r:?}");
+    assert!(took >= std::time::Duration::from_secs(3), "it ran its 3 s: {took:?}");
+    let text = r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.clone())).collect::<String>();
+    assert!(text.contains("completed"), "{text}");
+    // Every report precedes the response; each step's, in order.
+    let seen = progress.lock().unwrap().clone();
+    let steps: Vec<f64> = seen.iter().map(|p| p.progress).collect();
+    assert_eq!(steps, [1.0, 2.0, 3.0], "{seen:?}");
+    assert!(seen.iter().all(|p| p.total == Some(3.0)), "{seen:?}");
+    let tokens: std::collections::HashSet<String> = seen.iter().map(|p| format!("{:?}", p.progress_token)).collect();
+    assert_eq!(tokens.len(), 1, "one token, the client's: {seen:?}");
 }
 
 async fn call(c: &RunningService<RoleClient, Client>, tool: &str, args: Value) -> CallToolResult {

@@ -251,6 +251,87 @@ async fn a_restarted_http_upstream_is_hidden_while_down_and_reconnected_after() 
     assert_ne!(r.is_error, Some(true), "{r:?}");
 }
 
+/// Calls made while an upstream is down are its outage, not its tools'
+/// failures: after the reconnect every tool is listed and callable at
+/// once (it used to stay demoted for `window_max_age_secs`, ten minutes),
+/// and `status` counts the refused calls against the server.
+#[tokio::test(flavor = "multi_thread")]
+async fn calls_during_an_upstream_outage_never_hide_its_tools_after_the_reconnect() {
+    use crate::live::{admin, connect, eventually, names, serve};
+    use std::sync::atomic::Ordering;
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let py = py_http_on(port);
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: remote\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n"
+        ),
+    )
+    .unwrap();
+    let (_host, url) = serve(dir.path());
+    let (client, changes) = connect(&url).await;
+    let mut before = names(&client).await;
+    before.sort();
+    assert!(before.contains(&"add".to_string()), "{before:?}");
+    let add = || {
+        rmcp::model::CallToolRequestParams::new("add")
+            .with_arguments(serde_json::json!({"a": 2, "b": 3}).as_object().unwrap().clone())
+    };
+    let ok = client.call_tool(add()).await.unwrap();
+    assert_ne!(ok.is_error, Some(true), "{ok:?}");
+
+    drop(py);
+    let seen = changes.load(Ordering::SeqCst);
+    eventually("the down server's tools are hidden", async || {
+        !names(&client).await.contains(&"add".to_string()) && changes.load(Ordering::SeqCst) > seen
+    })
+    .await;
+    // Well past the health rule's 5 samples at a 0.3 error rate: counted
+    // against the tool, these would demote it for ten minutes.
+    for _ in 0..8 {
+        let refused = client.call_tool(add()).await;
+        assert!(
+            refused.as_ref().is_err() || refused.as_ref().is_ok_and(|r| r.is_error == Some(true)),
+            "a call to a down upstream fails: {refused:?}"
+        );
+    }
+
+    let server = || {
+        let o = admin(dir.path(), &["status", "--json"]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        v["servers"][0].clone()
+    };
+    let _py = py_http_on(port);
+    eventually("reconnected", async || {
+        let s = server();
+        s["state"] == "up" && s["connections"] == 2
+    })
+    .await;
+    // From the reconnect: listed and callable within 2 s, every tool.
+    let reconnected = std::time::Instant::now();
+    loop {
+        let mut now = names(&client).await;
+        now.sort();
+        if now == before {
+            break;
+        }
+        assert!(
+            reconnected.elapsed() < Duration::from_secs(2),
+            "2 s after the reconnect, listed {now:?}, not {before:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let r = client.call_tool(add()).await.expect("add is callable, not an unknown tool");
+    assert_ne!(r.is_error, Some(true), "{r:?}");
+    let s = server();
+    assert!(s["unavailable_calls"].as_u64().unwrap() >= 8, "the outage is the server's: {s}");
+    let table = admin(dir.path(), &["status"]);
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(table.contains("CALLS REFUSED WHILE DOWN"), "{table}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn an_upstream_that_forgets_its_sessions_is_re_listed_not_silently_resumed() {
     use crate::live::{connect, eventually, names, serve};

@@ -267,7 +267,10 @@ pub struct ServerConfig {
     /// Host names accepted in the `Host` header besides loopback names and
     /// the bound address (DNS-rebinding protection). Others get 403.
     pub allowed_hosts: Vec<String>,
-    /// Largest request body in bytes; larger ones get 413.
+    /// Largest request body in bytes [default: 4 MiB, as the MCP SDKs].
+    /// Larger ones get 413 once read to their end (and discarded), so the
+    /// client keeps its session; one over 64 MiB gets 413 and the
+    /// connection is closed.
     pub max_body_bytes: usize,
     /// Tool calls per agent (each `npcs[]` entry, whichever endpoint or
     /// token it uses), unless the agent sets its own `rate_limit`
@@ -299,6 +302,12 @@ pub struct ServerConfig {
     /// are still served, new sessions refused, before every session is
     /// closed and the host exits [default: 10; stdio too].
     pub shutdown_grace_secs: u64,
+    /// How long (milliseconds) a session's first `tools/list`,
+    /// `resources/list` and `prompts/list` wait for everything configured
+    /// to be ready (plugins compiled, upstream servers connected or
+    /// failed), stdio and HTTP alike; what is ready later joins with
+    /// `list_changed` [default: 5000].
+    pub first_list_wait_ms: u64,
 }
 
 impl Default for ServerConfig {
@@ -307,7 +316,7 @@ impl Default for ServerConfig {
             tokens: Vec::new(),
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
-            max_body_bytes: 1 << 20,
+            max_body_bytes: 4 << 20,
             rate_limit: RateLimitConfig::AGENT_DEFAULT,
             operator_rate_limit: RateLimitConfig::OFF,
             connection_rate_limit: RateLimitConfig { per_minute: 1200, burst: 200 },
@@ -316,6 +325,7 @@ impl Default for ServerConfig {
             session_idle_secs: 1800,
             metrics_beyond_loopback: false,
             shutdown_grace_secs: 10,
+            first_list_wait_ms: 5000,
         }
     }
 }
@@ -781,6 +791,12 @@ impl Config {
         }
         if self.server.session_idle_secs < 10 {
             return Err(format!("server.session_idle_secs: must be at least 10{}", at("session_idle_secs")));
+        }
+        if self.server.first_list_wait_ms > 60_000 {
+            return Err(format!(
+                "server.first_list_wait_ms: at most 60000 (a client waits this long for its first list){}",
+                at("first_list_wait_ms")
+            ));
         }
         let mut seen = HashSet::new();
         for (i, s) in self.mcp.servers.iter().enumerate() {

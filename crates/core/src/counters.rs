@@ -26,7 +26,7 @@ pub const OPERATOR: &str = "(operator)";
 
 /// Every outcome label: `ok`, `refused` (not visible to the caller) and
 /// each [`crate::tool::CallError::kind`].
-pub const OUTCOMES: [&str; 16] = [
+pub const OUTCOMES: [&str; 17] = [
     "ok",
     "refused",
     "unknown_tool",
@@ -43,6 +43,7 @@ pub const OUTCOMES: [&str; 16] = [
     "trap",
     "unavailable",
     "capacity_exceeded",
+    "cancelled",
 ];
 
 /// Upper bounds of the latency buckets, in seconds (the tiers' ceilings

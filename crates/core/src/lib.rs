@@ -36,6 +36,7 @@ pub mod package;
 pub mod paths;
 mod pipeline;
 pub mod rates;
+pub mod readiness;
 pub mod registry;
 pub mod secrets;
 

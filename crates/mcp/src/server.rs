@@ -91,6 +91,9 @@ pub struct McpFront {
     /// call that reported then would hang until rmcp gave up on it and its
     /// answer would be lost. `None`: through rmcp's peer (HTTP).
     replies: Option<super::stdio::Replies>,
+    /// Until when this session's lists wait for the host to be ready: set
+    /// by its first list ([`toolhost_core::readiness`]).
+    first_list: Arc<std::sync::OnceLock<std::time::Instant>>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -149,6 +152,7 @@ impl McpFront {
             lane: None,
             negotiated: Arc::default(),
             replies: None,
+            first_list: Arc::default(),
         })
     }
 
@@ -184,6 +188,23 @@ impl McpFront {
             negotiated: Arc::default(),
             // A new session has a transport of its own.
             replies: None,
+            first_list: Arc::default(),
+        }
+    }
+
+    /// Waits, for a list request, until the host is ready (plugins
+    /// compiled, upstreams connected or failed), at most
+    /// `server.first_list_wait_ms` from this session's first list: a
+    /// client that lists once sees every configured tool; what is ready
+    /// later joins with `list_changed`.
+    pub(crate) async fn await_first_list(&self) {
+        let readiness = self.host.readiness();
+        if readiness.is_ready() {
+            return;
+        }
+        let deadline = *self.first_list.get_or_init(|| std::time::Instant::now() + readiness.first_list_wait());
+        if !readiness.ready_by(deadline).await {
+            tracing::debug!("a first list answered before every upstream was ready (server.first_list_wait_ms)");
         }
     }
 

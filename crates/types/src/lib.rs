@@ -24,7 +24,7 @@ pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
 pub use text::{cut_at, cut_with_note, log_safe};
 pub use tier::{Tier, UnknownTier};
 pub use tool::{
-    Annotations, Audience, CallContext, CallCost, CallError, CallStats, Content, HostContact, PluginEvent, Provider,
-    ProviderInfo, ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta, ToolOutput,
+    Annotations, Audience, CallContext, CallCost, CallError, CallStats, Cancel, Content, HostContact, PluginEvent,
+    Provider, ProviderInfo, ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta, ToolOutput,
 };
 pub use validate::{Mismatch, SchemaError, Validator};

@@ -53,6 +53,12 @@ pub struct ToolMeta {
     /// external server's `tier`), until it is measured; `None`: the
     /// budget's default for unmeasured tools.
     pub unmeasured_tier: Option<Tier>,
+    /// Nobody declared how long it takes (an external server's tool with
+    /// neither a max duration nor the server's `timeout_ms`): until it is
+    /// measured, its calls get the DEEP tier's ceiling as their deadline
+    /// rather than its tier's, so a slow tool is not cut off for what
+    /// nobody said.
+    pub deep_until_measured: bool,
 }
 
 /// Hints about a tool's behaviour, as MCP's tool annotations carry them.
@@ -411,12 +417,18 @@ pub enum CallError {
     /// Too many calls: a rate limit or concurrency cap.
     #[error("capacity exceeded: {0}")]
     CapacityExceeded(String),
+    /// The caller gave up on the call, and it was stopped.
+    #[error("{tool} was cancelled by the caller")]
+    Cancelled {
+        /// Tool name.
+        tool: String,
+    },
 }
 
 impl CallError {
     /// A stable machine-readable code, as in the Limina MCP interface:
     /// `not_found`, `invalid_input`, `forbidden`, `handler_error`,
-    /// `capacity_exceeded`, plus `timeout` and `unavailable`.
+    /// `capacity_exceeded`, plus `timeout`, `unavailable` and `cancelled`.
     pub fn code(&self) -> &'static str {
         match self {
             CallError::UnknownTool(_) | CallError::NotFound { .. } => "not_found",
@@ -425,6 +437,7 @@ impl CallError {
             CallError::Timeout { .. } => "timeout",
             CallError::Unavailable { .. } => "unavailable",
             CallError::CapacityExceeded(_) => "capacity_exceeded",
+            CallError::Cancelled { .. } => "cancelled",
             CallError::Failed { .. }
             | CallError::OutOfFuel { .. }
             | CallError::MemoryLimit { .. }
@@ -470,6 +483,7 @@ impl CallError {
             CallError::Trap { .. } => "trap",
             CallError::Unavailable { .. } => "unavailable",
             CallError::CapacityExceeded(_) => "capacity_exceeded",
+            CallError::Cancelled { .. } => "cancelled",
         }
     }
 }
@@ -599,6 +613,57 @@ pub struct CallContext {
     /// Where the provider leaves what the call cost, whatever its outcome:
     /// a failed call's fuel and memory are in no [`ToolOutput`].
     pub cost: Option<Arc<CallCost>>,
+    /// Set when the caller gives up on the call (an MCP client's
+    /// `notifications/cancelled`): a provider that can stop the work (an
+    /// upstream server's request) does, and answers
+    /// [`CallError::Cancelled`].
+    pub cancel: Option<Cancel>,
+}
+
+/// A caller's cancellation of one call: a flag, and what to wake when it
+/// is set. Cheap to clone; every clone is the same cancellation.
+#[derive(Clone, Default)]
+pub struct Cancel(Arc<CancelState>);
+
+#[derive(Default)]
+struct CancelState {
+    cancelled: std::sync::atomic::AtomicBool,
+    wakers: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl std::fmt::Debug for Cancel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cancel").field("cancelled", &self.is_cancelled()).finish()
+    }
+}
+
+impl Cancel {
+    /// Cancels the call: runs what [`Cancel::on_cancel`] registered, once.
+    pub fn cancel(&self) {
+        if self.0.cancelled.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
+        let wakers = std::mem::take(&mut *self.0.wakers.lock().unwrap_or_else(|p| p.into_inner()));
+        for wake in wakers {
+            wake();
+        }
+    }
+
+    /// Whether the caller gave up.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.cancelled.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Runs `wake` when the call is cancelled (at once if it already is).
+    pub fn on_cancel(&self, wake: impl FnOnce() + Send + 'static) {
+        let mut wakers = self.0.wakers.lock().unwrap_or_else(|p| p.into_inner());
+        if self.is_cancelled() {
+            drop(wakers);
+            wake();
+            return;
+        }
+        wakers.push(Box::new(wake));
+    }
 }
 
 /// What a call cost, left by the provider for the caller to read after the

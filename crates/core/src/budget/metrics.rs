@@ -15,7 +15,9 @@ pub enum Outcome {
     /// Success (or a tool-reported error such as invalid input or not
     /// found: the tool answered in time, which is what latency health cares about).
     Ok,
-    /// The tool failed (trap, crash, handler error, unavailable).
+    /// The tool failed (trap, crash, handler error). A call refused
+    /// because its upstream was down is no outcome of the tool: it is
+    /// not recorded.
     Error,
     /// The call hit its deadline.
     Timeout,

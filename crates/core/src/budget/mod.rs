@@ -745,6 +745,10 @@ fn timeout(set: &Settings, def: &ToolDef, tier: Option<Tier>, real: Option<Summa
         (None, Some(r)) if r.count >= set.cfg.min_samples => Some(r.p99.mul_f64(set.cfg.timeout_margin)),
         _ => None,
     };
+    if wanted.is_none() && def.meta.deep_until_measured {
+        let deep = set.ceilings.of(Tier::Deep);
+        return set.deadlines.deadline(Some(deep), Some(deep));
+    }
     set.deadlines.deadline(wanted, Some(set.ceilings.of(tier.unwrap_or(Tier::Deep))))
 }
 

@@ -325,6 +325,23 @@ fn an_operator_set_tier_and_deadline_apply_to_what_a_tool_leaves_undeclared() {
     assert_eq!(b.timeout_for(&huge, None), Duration::from_secs(30), "never above the operator's ceiling");
 }
 
+#[test]
+fn a_tool_nobody_declared_gets_the_deep_ceiling_until_measured_and_keeps_its_tier() {
+    let (b, _, _) = setup();
+    let mut undeclared = def("upstream_undeclared", None, None);
+    undeclared.meta.deep_until_measured = true;
+    assert_eq!(b.tool_tier(&undeclared, None), Some(Tier::Standard), "budget.unmeasured_tier, not DEEP");
+    assert_eq!(b.timeout_for(&undeclared, None), MS * 4000, "DEEP's ceiling, not STANDARD's 1500 ms");
+    for _ in 0..10 {
+        b.record(&undeclared, None, MS * 100, Outcome::Ok);
+    }
+    assert_eq!(b.tool_tier(&undeclared, None), Some(Tier::Fast), "measured: its tier follows");
+    assert_eq!(b.timeout_for(&undeclared, None), MS * 150, "measured: p99 x 1.5");
+    let mut told = def("upstream_told", None, Some(800));
+    told.meta.deep_until_measured = false;
+    assert_eq!(b.timeout_for(&told, None), MS * 800, "a declared max is what it gets");
+}
+
 mod isolation {
     //! The rule of the module docs as a property: over any interleaving of
     //! callers' calls (fast, slow, failing, timing out, in floods), probes

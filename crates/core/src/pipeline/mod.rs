@@ -63,6 +63,8 @@ pub struct Host {
     withheld: std::sync::Mutex<std::collections::HashMap<String, reconfigure::Held>>,
     /// `plugins.config`: each plugin's plain values.
     plugin_config: arc_swap::ArcSwap<PluginConfigValues>,
+    /// Whether everything configured is ready for a session's first list.
+    readiness: crate::readiness::Readiness,
     /// Where secrets are kept (none: no plugin has secrets).
     secret_store: std::sync::Mutex<Option<crate::secrets::SecretStore>>,
     /// The secrets as last read.
@@ -110,6 +112,7 @@ impl Host {
             metrics: Default::default(),
             withheld: Default::default(),
             plugin_config: Default::default(),
+            readiness: Default::default(),
             secret_store: Default::default(),
             secrets: Default::default(),
             awaiting: Default::default(),
@@ -257,6 +260,12 @@ impl Host {
     /// The latency budget.
     pub fn budget(&self) -> &Budget {
         &self.budget
+    }
+
+    /// Whether everything configured is ready for a session's first list
+    /// (see [`crate::readiness`]).
+    pub fn readiness(&self) -> &crate::readiness::Readiness {
+        &self.readiness
     }
 
     /// The result cache.
@@ -427,9 +436,15 @@ impl Host {
         };
         let start = Instant::now();
         let result = entry.provider.call(tool, arguments, &ctx);
-        // A call refused for capacity never ran: it says nothing about the
-        // tool's latency or health.
-        if !matches!(result, Err(CallError::CapacityExceeded(_))) {
+        // A call refused for capacity never ran, and one refused because
+        // its upstream server is down (or went away mid-call) says nothing
+        // about the tool: neither counts for its latency or health. An
+        // outage is the server's state (`status`), and ends with it.
+        // A cancelled call was stopped by its caller, not by the tool.
+        if !matches!(
+            result,
+            Err(CallError::CapacityExceeded(_) | CallError::Unavailable { .. } | CallError::Cancelled { .. })
+        ) {
             self.budget.record(&entry.def, agent, start.elapsed(), outcome_of(&result));
         }
         result

@@ -43,7 +43,7 @@ use crate::Host;
 use crate::config::{McpServerConfig, Transport};
 use crate::tool::ProviderKind;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use supervisor::{Server, supervise};
@@ -94,6 +94,10 @@ pub struct ServerStatus {
     pub last_error: Option<String>,
     /// Successful connections so far (a value above 1 means it reconnected).
     pub connections: u32,
+    /// Calls refused because it was down, or that it dropped by going
+    /// away mid-call: they count here, never against its tools' health.
+    #[serde(default)]
+    pub unavailable_calls: u64,
     /// Tools registered (exposed names).
     pub tools: Vec<String>,
     /// `config`, or `runtime` for a server added by `toolhost server add`
@@ -197,6 +201,7 @@ impl ExternalServers {
             attempted: AtomicBool::new(false),
             attempted_notify: Notify::new(),
             connections: AtomicU32::new(0),
+            unavailable_calls: AtomicU64::new(0),
             last_error: Mutex::new(None),
             stop: CancellationToken::new(),
             relist: Notify::new(),
@@ -240,6 +245,16 @@ impl ExternalServers {
         for s in servers {
             let left = deadline.saturating_duration_since(Instant::now());
             let _ = block_on(&self.rt, async { tokio::time::timeout(left, s.first_attempt()).await });
+        }
+    }
+
+    /// Waits until every server has finished its first connection attempt
+    /// (successful or not; each bounded by the connect timeout).
+    pub async fn first_attempts(&self) {
+        let servers: Vec<Arc<Server>> =
+            self.servers.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for s in servers {
+            s.first_attempt().await;
         }
     }
 

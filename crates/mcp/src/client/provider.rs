@@ -57,7 +57,10 @@ impl Provider for McpTools {
 
     fn call(&self, tool: &str, arguments: &Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
         let started = Instant::now();
-        let unavailable = |message: String| CallError::Unavailable { tool: tool.to_string(), message };
+        let unavailable = |message: String| {
+            self.server.unavailable_calls.fetch_add(1, Ordering::Relaxed);
+            CallError::Unavailable { tool: tool.to_string(), message }
+        };
         let peer = self.server.peer.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let Some(peer) = peer.filter(|_| self.is_available()) else {
             let why = self.server.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -73,18 +76,42 @@ impl Provider for McpTools {
         if let Value::Object(o) = arguments {
             params = params.with_arguments(o.clone());
         }
-        // With somewhere to send them, the server's progress reports (and
-        // its log lines, while this is its only call) reach the caller.
-        let relayed = ctx.events.clone().map(|sink| self.server.relay.register(sink));
-        if let Some(r) = &relayed {
-            use rmcp::model::RequestParamsMeta as _;
-            params.set_progress_token(rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(r.token)));
-        }
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let options = PeerRequestOptions::with_timeout(timeout);
-        let fut = async move { peer.send_request_with_option(request, options).await?.await_response().await };
-        let response = block_on(&self.server.rt, fut);
-        drop(relayed);
+        // The caller's cancellation, as a future the request races.
+        let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel::<()>();
+        if let Some(cancel) = &ctx.cancel {
+            cancel.on_cancel(move || {
+                let _ = cancelled_tx.send(());
+            });
+        }
+        let relay = &self.server.relay;
+        let events = ctx.events.clone();
+        let fut = async move {
+            let handle = peer.send_request_with_option(request, options).await?;
+            // rmcp puts a progress token of its own on every request: the
+            // server's progress for it (and its log lines, while this is its
+            // only call) go to this call's caller, under the client's token.
+            let _relayed = events.map(|sink| relay.register(&handle.progress_token, sink));
+            let (id, peer) = (handle.id.clone(), handle.peer.clone());
+            tokio::select! {
+                r = handle.await_response() => r.map(Some),
+                Ok(()) = cancelled_rx => {
+                    // The caller gave up: so does the server's work.
+                    let cancel = rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+                        Some(id),
+                        Some("cancelled by the client".into()),
+                    ));
+                    let _ = peer.send_notification(cancel.into()).await;
+                    Ok(None)
+                }
+            }
+        };
+        let response = match block_on(&self.server.rt, fut) {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => return Err(CallError::Cancelled { tool: tool.to_string() }),
+            Err(e) => Err(e),
+        };
         // A call that failed as if the server were gone (a restart, a stale
         // session): have the supervisor check the connection now rather
         // than at its next ping.

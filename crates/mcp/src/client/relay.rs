@@ -1,9 +1,11 @@
 //! Progress and log notifications from an upstream server, relayed to the
 //! client whose call caused them, bounded like a wasm plugin's.
 //!
-//! Each call that has somewhere to send events gets a progress token of its
-//! own; the server's `notifications/progress` for that token reach that
-//! call's sink. Log messages are not tied to a request: they reach a caller
+//! rmcp gives each request a progress token of its own (it overwrites any
+//! set before sending); a call that has somewhere to send events registers
+//! that token once the request is sent, and the server's
+//! `notifications/progress` for it reach that call's sink, which carries
+//! them to the caller under the caller's own token. Log messages are not tied to a request: they reach a caller
 //! only while it is the server's one call in flight (never another agent's
 //! session), and always the host log at debug, escaped. Per call at most
 //! [`MAX_PROGRESS`] progress reports, [`PROGRESS_INTERVAL`] apart, and
@@ -12,7 +14,6 @@
 
 use crate::tool::PluginEvent;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -34,11 +35,28 @@ struct Call {
     logs_sent: u32,
 }
 
+/// How many progress reports that arrived before their call registered
+/// are held, at most.
+const EARLY_MAX: usize = 32;
+/// How long such a report is held for its call.
+const EARLY_TTL: Duration = Duration::from_secs(2);
+
+/// A progress report held for a call that has not registered yet.
+struct Early {
+    token: i64,
+    at: Instant,
+    progress: f64,
+    total: Option<f64>,
+    message: Option<String>,
+}
+
 /// The calls of one server that have somewhere to send events.
 #[derive(Default)]
 pub(super) struct Relay {
-    next: AtomicI64,
     calls: Mutex<HashMap<i64, Call>>,
+    /// Reports for tokens no call has yet: a server can answer with
+    /// progress before the request's sender has registered its token.
+    early: Mutex<std::collections::VecDeque<Early>>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -51,30 +69,61 @@ impl std::fmt::Debug for Relay {
 pub(super) struct Registration<'a> {
     relay: &'a Relay,
     /// The progress token the request carries.
-    pub(super) token: i64,
+    token: Option<i64>,
 }
 
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
-        self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&self.token);
+        if let Some(token) = self.token {
+            self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+        }
+    }
+}
+
+/// A progress token as a number: rmcp's are numbers, and a server that
+/// echoes one as a numeric string means the same token.
+pub(super) fn token_number(token: &rmcp::model::ProgressToken) -> Option<i64> {
+    match &token.0 {
+        rmcp::model::NumberOrString::Number(n) => Some(*n),
+        rmcp::model::NumberOrString::String(s) => s.parse().ok(),
     }
 }
 
 impl Relay {
-    /// Registers a call whose events go to `sink`.
-    pub(super) fn register(&self, sink: Sink) -> Registration<'_> {
-        let token = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+    /// Registers a call whose request carries `token` and whose events go
+    /// to `sink`; reports for it that came early are relayed now.
+    pub(super) fn register(&self, token: &rmcp::model::ProgressToken, sink: Sink) -> Registration<'_> {
+        let Some(token) = token_number(token) else { return Registration { relay: self, token: None } };
         let call = Call { sink, progress_sent: 0, last_progress: None, logs_sent: 0 };
         self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(token, call);
-        Registration { relay: self, token }
+        let early: Vec<Early> = {
+            let mut held = self.early.lock().unwrap_or_else(|p| p.into_inner());
+            let (mine, rest): (Vec<Early>, Vec<Early>) = held.drain(..).partition(|e| e.token == token);
+            held.extend(rest);
+            mine
+        };
+        for e in early {
+            self.progress(e.token, e.progress, e.total, e.message);
+        }
+        Registration { relay: self, token: Some(token) }
     }
 
     /// Relays a progress report for `token`, when that call is ours and
-    /// within its bounds.
+    /// within its bounds. One for no call yet is held briefly.
     pub(super) fn progress(&self, token: i64, progress: f64, total: Option<f64>, message: Option<String>) {
         let sink = {
             let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
-            let Some(call) = calls.get_mut(&token) else { return };
+            let Some(call) = calls.get_mut(&token) else {
+                drop(calls);
+                let mut held = self.early.lock().unwrap_or_else(|p| p.into_inner());
+                let now = Instant::now();
+                held.retain(|e| now.duration_since(e.at) < EARLY_TTL);
+                if held.len() < EARLY_MAX {
+                    let message = message.map(|m| m.chars().take(MAX_TEXT).collect());
+                    held.push_back(Early { token, at: now, progress, total, message });
+                }
+                return;
+            };
             let now = Instant::now();
             if call.progress_sent >= MAX_PROGRESS || call.last_progress.is_some_and(|t| now - t < PROGRESS_INTERVAL) {
                 return;
@@ -174,27 +223,47 @@ mod tests {
         (Arc::new(move |e| s.lock().unwrap().push(e)), seen)
     }
 
+    fn token(n: i64) -> rmcp::model::ProgressToken {
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::Number(n))
+    }
+
     #[test]
     fn progress_reaches_only_its_own_call_and_is_bounded() {
         let relay = Relay::default();
         let (a, seen_a) = collector();
         let (b, seen_b) = collector();
-        let ra = relay.register(a);
-        let rb = relay.register(b);
+        let _ra = relay.register(&token(1), a);
+        let rb = relay.register(&token(2), b);
         for i in 0..10_000 {
-            relay.progress(ra.token, f64::from(i), None, None);
+            relay.progress(1, f64::from(i), None, None);
         }
         assert_eq!(seen_a.lock().unwrap().len(), 1, "25 ms apart: a burst passes one");
         assert!(seen_b.lock().unwrap().is_empty(), "another call's token never reaches b");
-        relay.progress(rb.token, 1.0, Some(2.0), Some("x".repeat(10_000)));
+        relay.progress(2, 1.0, Some(2.0), Some("x".repeat(10_000)));
         match &seen_b.lock().unwrap()[0] {
             PluginEvent::Progress { message: Some(m), .. } => assert_eq!(m.len(), MAX_TEXT),
             other => panic!("{other:?}"),
         }
-        let token = rb.token;
         drop(rb);
-        relay.progress(token, 2.0, None, None);
+        relay.progress(2, 2.0, None, None);
         assert_eq!(seen_b.lock().unwrap().len(), 1, "a finished call gets nothing");
+    }
+
+    #[test]
+    fn progress_sent_before_its_call_registered_is_held_for_it_and_bounded() {
+        let relay = Relay::default();
+        // The server answered the request with progress before the sender
+        // had registered rmcp's token; the report is the call's all the same.
+        relay.progress(7, 1.0, Some(3.0), None);
+        for i in 0..1000 {
+            relay.progress(1000 + i, 1.0, None, None);
+        }
+        let (a, seen_a) = collector();
+        let _ra = relay.register(&rmcp::model::ProgressToken(rmcp::model::NumberOrString::String("7".into())), a);
+        assert!(
+            matches!(seen_a.lock().unwrap()[..], [PluginEvent::Progress { progress, total: Some(t), .. }] if progress == 1.0 && t == 3.0)
+        );
+        assert!(relay.early.lock().unwrap().len() <= EARLY_MAX, "held reports are bounded");
     }
 
     #[test]
@@ -202,12 +271,12 @@ mod tests {
         let relay = Relay::default();
         let (a, seen_a) = collector();
         let (b, _) = collector();
-        let ra = relay.register(a);
+        let ra = relay.register(&token(1), a);
         for _ in 0..1000 {
             relay.log("info", "hello");
         }
         assert_eq!(seen_a.lock().unwrap().len(), MAX_LOGS as usize);
-        let _rb = relay.register(b);
+        let _rb = relay.register(&token(2), b);
         let before = seen_a.lock().unwrap().len();
         relay.log("info", "whose?");
         assert_eq!(seen_a.lock().unwrap().len(), before, "two in flight: nobody's");

@@ -12,7 +12,7 @@ use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Notify;
@@ -28,6 +28,8 @@ pub(super) struct Server {
     pub(super) attempted: AtomicBool,
     pub(super) attempted_notify: Notify,
     pub(super) connections: AtomicU32,
+    /// Calls refused while it was down or dropped as it went away.
+    pub(super) unavailable_calls: AtomicU64,
     pub(super) last_error: Mutex<Option<String>>,
     pub(super) stop: CancellationToken,
     pub(super) relist: Notify,
@@ -67,6 +69,7 @@ impl Server {
             .to_string(),
             last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             connections: self.connections.load(Ordering::Relaxed),
+            unavailable_calls: self.unavailable_calls.load(Ordering::Relaxed),
             tools: self.exposed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             source: None,
         }
@@ -125,7 +128,7 @@ impl ClientHandler for Handler {
         if !self.server.notices.admit(&self.server.cfg.name) {
             return;
         }
-        if let rmcp::model::NumberOrString::Number(token) = params.progress_token.0 {
+        if let Some(token) = super::relay::token_number(&params.progress_token) {
             self.server.relay.progress(token, params.progress, params.total, params.message);
         }
     }
@@ -187,6 +190,17 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
                 *server.peer.lock().unwrap_or_else(|p| p.into_inner()) = Some(running.peer().clone());
                 if let Some(p) = previous.take() {
                     p.first_attempt().await;
+                }
+                if server.connections.load(Ordering::Relaxed) > 1 {
+                    // A reconnect: whatever its tools did while the server
+                    // was down or dying says nothing about them now. Their
+                    // health starts from a clean window, before they are
+                    // listed again.
+                    let exposed = server.exposed.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    for tool in &exposed {
+                        host.budget().forget(tool);
+                    }
+                    tracing::info!(server = %server.cfg.name, tools = exposed.len(), "reconnected: its tools' health starts afresh");
                 }
                 let ok = register(&host, &server).await;
                 if ok {
@@ -621,6 +635,7 @@ async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
                     .filter(|_| max.is_none())
                     .map(|ms| u32::try_from(ms).unwrap_or(u32::MAX)),
                 unmeasured_tier: server.cfg.tier.filter(|_| estimated.is_none()),
+                deep_until_measured: max.is_none() && server.cfg.timeout_ms.is_none(),
             },
             probe_arguments: None,
             // Passed on to toolhost's own clients as the server gave them.

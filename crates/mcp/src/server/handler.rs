@@ -46,6 +46,7 @@ impl ServerHandler for McpFront {
                 ErrorData::invalid_params("invalid cursor: pass the nextCursor of a previous page", None)
             })?,
         };
+        self.await_first_list().await;
         let turn = match turn_request(&context.meta.0.0)? {
             Some((utterance, cues)) if start == 0 => self.begin_turn(&utterance, cues),
             _ => self.turn_tier(),
@@ -69,6 +70,7 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        self.await_first_list().await;
         Ok(ListResourcesResult::with_all_items(self.visible_resources()))
     }
 
@@ -77,6 +79,7 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.await_first_list().await;
         Ok(ListResourceTemplatesResult::with_all_items(self.visible_resource_templates()))
     }
 
@@ -104,6 +107,7 @@ impl ServerHandler for McpFront {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        self.await_first_list().await;
         Ok(ListPromptsResult::with_all_items(self.visible_prompts()))
     }
 
@@ -156,8 +160,13 @@ impl ServerHandler for McpFront {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let front = self.clone();
         let name = request.name.to_string();
+        // A one-shot client may call before it lists: a tool its upstream
+        // has not registered yet is waited for as a first list would be.
+        if !self.host.readiness().is_ready() && self.host.registry().snapshot().get(&name).is_none() {
+            self.await_first_list().await;
+        }
+        let front = self.clone();
         let args = Value::Object(request.arguments.unwrap_or_default());
 
         // The plugin reports from a blocking thread; a task forwards its
@@ -201,7 +210,14 @@ impl ServerHandler for McpFront {
             .and_then(|v| v.to_str().ok())
             .map_or_else(|| self.session_id.to_string(), str::to_string);
         let token = parts.and_then(|p| p.extensions.get::<crate::http::TokenId>()).map(|t| t.0.to_string());
-        let ctx = CallContext { events: Some(sink), session: Some(session), token, ..CallContext::default() };
+        let cancel = crate::tool::Cancel::default();
+        let ctx = CallContext {
+            events: Some(sink),
+            session: Some(session),
+            token,
+            cancel: Some(cancel.clone()),
+            ..CallContext::default()
+        };
         // Measured fast on the stdio session: on the thread driving it, no
         // hop ([`super::lane`]). Otherwise on the blocking pool.
         let tool = name.clone();
@@ -239,7 +255,9 @@ impl ServerHandler for McpFront {
                 Some(e) = rx.recv() => forward(e).await,
                 () = context.ct.cancelled() => {
                     // The client gave up (notifications/cancelled): no response is
-                    // expected. The call itself ends at its deadline.
+                    // expected. An upstream server's request is cancelled too
+                    // (and audited `cancelled`); a wasm call ends at its deadline.
+                    cancel.cancel();
                     return Err(ErrorData::internal_error("request cancelled by the client", None));
                 }
             }

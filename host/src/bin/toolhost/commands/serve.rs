@@ -123,6 +123,15 @@ impl Serve {
             }
         };
         if self.stdio {
+            // `initialize` is answered at once; a session's first lists wait
+            // for the upstreams (connected or failed), up to
+            // `server.first_list_wait_ms`: a client that lists once sees them.
+            host.readiness().pending(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
+            let (waiting, ready) = (servers.clone(), host.clone());
+            rt.spawn(async move {
+                waiting.first_attempts().await;
+                ready.readiness().set_ready();
+            });
             // The session on a thread of its own, which also runs the calls
             // measured fast (`mcp::lane`); the rest on the main runtime.
             let front = McpFront::new(host.clone(), self.agent)?;

@@ -33,6 +33,27 @@ impl Status {
             .collect();
         println!("toolhost pid {}", status.pid);
         print_table(&["PROVIDER", "KIND", "STATE", "TOOLS"], &rows);
+        if !status.servers.is_empty() {
+            // An upstream's outages are its own: calls refused while it was
+            // down count here, never against its tools' health.
+            let rows: Vec<[String; 4]> = status
+                .servers
+                .iter()
+                .map(|s| {
+                    [
+                        s.name.clone(),
+                        match &s.last_error {
+                            Some(e) if s.state != "up" => format!("{} ({e})", s.state),
+                            _ => s.state.clone(),
+                        },
+                        s.connections.to_string(),
+                        s.unavailable_calls.to_string(),
+                    ]
+                })
+                .collect();
+            println!();
+            print_table(&["SERVER", "STATE", "CONNECTIONS", "CALLS REFUSED WHILE DOWN"], &rows);
+        }
         Ok(ExitCode::SUCCESS)
     }
 }
