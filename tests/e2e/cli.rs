@@ -194,3 +194,69 @@ fn help_explains_the_subcommands() {
     let o = run(&["call", "--help"]);
     assert!(stdout(&o).contains("reads them from stdin"), "{}", stdout(&o));
 }
+
+/// `--config`, `--plugin` and `--no-builtins` go before the subcommand or
+/// after it, with the same result; before a command that does not take
+/// one, it is refused as it is after (issue #30, item 9).
+#[test]
+fn global_options_go_before_or_after_the_subcommand() {
+    use toolhost_test_artifacts::HOSTILE_PATH;
+    let dir = tempfile::tempdir().unwrap();
+    // Not toolhost.yaml: only `--config` finds it.
+    std::fs::write(dir.path().join("game.yaml"), "plugins:\n  prefix:\n    diceroller: dice_\n    hostile: h_\n")
+        .unwrap();
+    let run_in = |args: &[&str]| {
+        toolhost()
+            .current_dir(dir.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let same = |before: &[&str], after: &[&str]| -> String {
+        let (b, a) = (run_in(before), run_in(after));
+        assert!(b.status.success(), "{before:?}: {}", stderr(&b));
+        assert!(a.status.success(), "{after:?}: {}", stderr(&a));
+        assert_eq!(stdout(&b), stdout(&a), "{before:?} and {after:?}");
+        stdout(&b)
+    };
+
+    let listed = same(
+        &["--config", "game.yaml", "--no-builtins", "--plugin", HOSTILE_PATH, "tools", "--json"],
+        &["tools", "--config", "game.yaml", "--no-builtins", "--plugin", HOSTILE_PATH, "--json"],
+    );
+    let tools: Vec<Value> = serde_json::from_str(&listed).unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert!(names.contains(&"h_echo"), "the plugin, under the config's prefix: {names:?}");
+    assert!(names.iter().all(|n| n.starts_with("h_")), "no built-ins: {names:?}");
+
+    let roll = r#"{"expression":"3d6","seed":7}"#;
+    let rolled = same(
+        &["--config", "game.yaml", "call", "dice_roll", roll],
+        &["call", "dice_roll", roll, "--config", "game.yaml"],
+    );
+    assert!(rolled.starts_with(r#"{"expression":"3d6""#), "{rolled}");
+    // Split, some before and some after.
+    let echoed = same(
+        &["--plugin", HOSTILE_PATH, "--no-builtins", "call", "h_echo", r#"{"n":1}"#, "--config=game.yaml"],
+        &["call", "h_echo", r#"{"n":1}"#, "--config=game.yaml", "--plugin", HOSTILE_PATH, "--no-builtins"],
+    );
+    assert_eq!(echoed.trim(), r#"{"n":1}"#);
+
+    // A command that loads no plugins refuses them in either place.
+    for (before, after) in [
+        (vec!["--plugin", HOSTILE_PATH, "secret", "list"], vec!["secret", "list", "--plugin", HOSTILE_PATH]),
+        (vec!["--no-builtins", "status"], vec!["status", "--no-builtins"]),
+        (vec!["--config", "game.yaml", "keygen", "me"], vec!["keygen", "me", "--config", "game.yaml"]),
+    ] {
+        let (b, a) = (run_in(&before), run_in(&after));
+        assert_eq!(b.status.code(), Some(2), "{before:?}: {}", stderr(&b));
+        assert_eq!(a.status.code(), Some(2), "{after:?}: {}", stderr(&a));
+        let refused = before[0];
+        assert!(stderr(&b).contains(&format!("unexpected argument '{refused}'")), "{before:?}: {}", stderr(&b));
+    }
+    assert!(!dir.path().join("me.key").exists(), "keygen refused its line whole");
+
+    let help = stdout(&run(&["--help"]));
+    assert!(help.contains("go before the subcommand or after it"), "{help}");
+}

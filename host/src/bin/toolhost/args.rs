@@ -4,12 +4,80 @@
 
 use anyhow::{Context, Result};
 use clap::Args;
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use toolhost::HostBuilder;
 use toolhost::config::{self, Config};
 use toolhost::mcp::ExternalServers;
+
+/// The options also written before the subcommand (`toolhost --config F
+/// --no-builtins tools`), each with whether it takes a value. There they
+/// mean what they mean right after the subcommand's name:
+/// [`hoist_leading`] puts them there before clap parses the line.
+const LEADING: [(&str, bool); 3] = [("--config", true), ("--plugin", true), ("--no-builtins", false)];
+
+/// The top level's `--help` on [`LEADING`].
+pub const LEADING_HELP: &str = "--config, --plugin and --no-builtins go before the subcommand or after it: \
+`toolhost --config F --no-builtins tools` is `toolhost tools --config F --no-builtins`. A command that does \
+not take one of them refuses it in either place.";
+
+/// [`LEADING`] as the top level declares them, for its `--help` (and for
+/// a line that has them but no subcommand, which clap refuses as such).
+pub fn leading() -> [clap::Arg; 3] {
+    use clap::{Arg, ArgAction};
+    [
+        Arg::new("leading_config")
+            .long("config")
+            .value_name("FILE")
+            .help("Config file, for every command that reads one [default: ./toolhost.yaml when it exists]"),
+        Arg::new("leading_plugins").long("plugin").value_name("FILE.wasm|oci://...").action(ArgAction::Append).help(
+            "Load this plugin too (repeatable), for the commands that load plugins: serve, tools, call, select, \
+             calibrate, doctor, stats, grants, agents, servers; `lock` pins it",
+        ),
+        Arg::new("leading_no_builtins")
+            .long("no-builtins")
+            .action(ArgAction::SetTrue)
+            .help("Do not load the built-in plugins, for the commands that load plugins (not `lock`)"),
+    ]
+}
+
+/// `toolhost --config F --plugin P tools --json` as `toolhost tools
+/// --config F --plugin P --json`: the options of [`LEADING`] written
+/// before the subcommand move to just after its name, where each means
+/// what it always means there, and a command that does not take one
+/// refuses it as clap refuses any option a command does not take. A line
+/// with anything else before the subcommand (`--help`, an unknown option,
+/// a value that looks like an option) is left as it is, for clap.
+pub fn hoist_leading(mut args: Vec<OsString>) -> Vec<OsString> {
+    let word = |i: usize| args.get(i).and_then(|w| w.to_str());
+    let mut end = 1;
+    while let Some(w) = word(end) {
+        let Some(&(_, takes_value)) = LEADING.iter().find(|(name, takes_value)| {
+            w == *name || (*takes_value && w.strip_prefix(name).is_some_and(|rest| rest.starts_with('=')))
+        }) else {
+            break;
+        };
+        if takes_value && !w.contains('=') {
+            if word(end + 1).is_none_or(|v| v.starts_with('-')) {
+                return args;
+            }
+            end += 1;
+        }
+        end += 1;
+    }
+    if end == 1 || word(end).is_none_or(|w| w.starts_with('-')) {
+        return args;
+    }
+    let rest = args.split_off(end + 1);
+    let subcommand = args.pop().expect("the subcommand's name");
+    let leading = args.split_off(1);
+    args.push(subcommand);
+    args.extend(leading);
+    args.extend(rest);
+    args
+}
 
 /// `--config`.
 #[derive(Debug, Clone, Args)]

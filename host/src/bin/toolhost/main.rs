@@ -22,6 +22,7 @@ use std::process::ExitCode;
 /// --config); command-line flags override it.
 #[derive(Debug, Parser)]
 #[command(name = "toolhost", version, propagate_version = true)]
+#[command(args = args::leading(), after_help = args::LEADING_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: commands::Command,
@@ -44,7 +45,7 @@ fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(args::hoist_leading(std::env::args_os().collect()));
     let filter = log_filter(std::env::var("TOOLHOST_LOG").ok().as_deref());
     // Logs go to stderr, always: on stdio transports stdout carries protocol
     // messages and nothing else. They are written by a thread of their own:
@@ -93,5 +94,83 @@ mod tests {
         // clap's own checks (unique names, valid defaults), which a release
         // build skips: `sign --version` once clashed with the built-in flag.
         <super::Cli as clap::CommandFactory>::command().debug_assert();
+    }
+
+    /// Each line, with its options before the subcommand, parses to what
+    /// the same line with them after it does, or is refused alike.
+    #[test]
+    fn options_before_the_subcommand_mean_what_they_mean_after_it() {
+        use clap::Parser as _;
+        let parse = |line: &str| {
+            let words: Vec<std::ffi::OsString> = line.split_whitespace().map(Into::into).collect();
+            match super::Cli::try_parse_from(crate::args::hoist_leading(words)) {
+                Ok(cli) => Ok(format!("{:?}", cli.command)),
+                Err(e) => Err(e.kind()),
+            }
+        };
+        for (before, after) in [
+            ("toolhost --config f.yaml tools", "toolhost tools --config f.yaml"),
+            (
+                "toolhost --config=f.yaml --no-builtins tools --json",
+                "toolhost tools --config=f.yaml --no-builtins --json",
+            ),
+            (
+                "toolhost --no-builtins --plugin a.wasm call roll {}",
+                "toolhost call roll {} --no-builtins --plugin a.wasm",
+            ),
+            ("toolhost --plugin a.wasm serve --plugin b.wasm", "toolhost serve --plugin a.wasm --plugin b.wasm"),
+            ("toolhost --config f.yaml inspect x.wasm", "toolhost inspect x.wasm --config f.yaml"),
+            ("toolhost --config f.yaml grants", "toolhost grants --config f.yaml"),
+            ("toolhost --config f.yaml doctor", "toolhost doctor --config f.yaml"),
+            ("toolhost --config f.yaml secret list", "toolhost secret list --config f.yaml"),
+            ("toolhost --config f.yaml plugin add x.wasm", "toolhost plugin add x.wasm --config f.yaml"),
+            ("toolhost --config f.yaml --plugin a.wasm lock", "toolhost lock --config f.yaml --plugin a.wasm"),
+            ("toolhost --config f.yaml verify x.wasm", "toolhost verify x.wasm --config f.yaml"),
+            // Refused before as after: commands that take no such option.
+            ("toolhost --plugin a.wasm secret list", "toolhost secret list --plugin a.wasm"),
+            ("toolhost --no-builtins status", "toolhost status --no-builtins"),
+            ("toolhost --plugin a.wasm inspect x.wasm", "toolhost inspect x.wasm --plugin a.wasm"),
+            ("toolhost --config f.yaml keygen me", "toolhost keygen me --config f.yaml"),
+            ("toolhost --config a.yaml tools --config b.yaml", "toolhost tools --config a.yaml --config b.yaml"),
+        ] {
+            assert_eq!(parse(before), parse(after), "{before:?} and {after:?}");
+        }
+        assert!(parse("toolhost --plugin a.wasm secret list").is_err());
+        assert!(parse("toolhost --config f.yaml keygen me").is_err());
+        // Anything else before the subcommand is clap's to refuse.
+        assert_eq!(parse("toolhost --config f.yaml --bogus tools"), Err(clap::error::ErrorKind::UnknownArgument));
+        assert_eq!(parse("toolhost --config f.yaml"), Err(clap::error::ErrorKind::MissingSubcommand));
+    }
+
+    /// The top level's `--help` names the commands taking `--plugin`: each
+    /// of them and only those.
+    #[test]
+    fn the_top_level_help_names_the_commands_of_its_options() {
+        let cli = <super::Cli as clap::CommandFactory>::command();
+        let help_of = |long: &str| {
+            let arg = cli.get_arguments().find(|a| a.get_long() == Some(long)).unwrap();
+            arg.get_help().unwrap().to_string()
+        };
+        let takes = |c: &clap::Command, long: &str| c.get_arguments().any(|a| a.get_long() == Some(long));
+        let plugin_help = help_of("plugin");
+        let (_, list) = plugin_help.split_once("load plugins:").unwrap();
+        let named: Vec<&str> = list
+            .split(|c: char| !c.is_ascii_alphanumeric())
+            .filter(|w| cli.get_subcommands().any(|c| c.get_name() == *w))
+            .collect();
+        let mut taking: Vec<&str> =
+            cli.get_subcommands().filter(|c| takes(c, "plugin")).map(|c| c.get_name()).collect();
+        let mut named_sorted = named.clone();
+        named_sorted.sort_unstable();
+        taking.sort_unstable();
+        assert_eq!(named_sorted, taking, "--plugin's help: {plugin_help}");
+        for c in cli.get_subcommands().filter(|c| c.get_name() != "lock") {
+            assert_eq!(
+                takes(c, "no-builtins"),
+                takes(c, "plugin"),
+                "{}: --no-builtins goes with --plugin",
+                c.get_name()
+            );
+        }
     }
 }
