@@ -35,6 +35,7 @@
 //! - `ui`: the DM's page in headless Chromium (playwright-core), and its API's access rules.
 
 mod audit;
+mod body_limit;
 mod bridge;
 mod budget;
 mod cli;

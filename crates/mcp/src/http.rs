@@ -27,8 +27,11 @@
 //!    for a minute, or half the idle timeout, is closed to make room; 503
 //!    otherwise). Sessions idle for
 //!    `server.session_idle_secs` are closed.
-//! 6. Bodies over the cap get 413 before they are read in full; malformed
-//!    JSON-RPC is answered as the specification says.
+//! 6. Bodies over the cap (`server.max_body_bytes`) get 413, once read to
+//!    their end and discarded (up to [`DRAIN_MAX`]), so that the client
+//!    hears the answer and keeps its connection and session; past that, the
+//!    413 closes the connection. Malformed JSON-RPC is answered as the
+//!    specification says.
 //!
 //! Tool calls spend their agent's `rate_limit` in [`crate::Host`], whatever
 //! the transport; protocol traffic spends nothing there.
@@ -788,20 +791,64 @@ fn unauthorized(message: &str) -> Response {
     r
 }
 
-/// Reads the body up to `max` bytes; 413 beyond.
+/// The most of a body over `server.max_body_bytes` read (and discarded)
+/// before its 413. A client still sending when the answer comes may never
+/// read it: its write fails first, or the connection resets under it (the
+/// Python SDK's client then loses its session). Read to the end, the body
+/// leaves the connection ready for the next request. Past this much, the
+/// 413 closes the connection.
+pub const DRAIN_MAX: usize = 64 << 20;
+
+/// Reads the body up to `max` bytes. Beyond, 413: after reading the rest
+/// (discarded) when the whole body is at most [`DRAIN_MAX`], and with the
+/// connection closed when it is more (a `Content-Length` saying so is
+/// answered at once).
 async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
-    let too_large =
-        || error(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", &format!("request body over the {max} byte limit"));
+    use futures::StreamExt as _;
+    let http1 = request.version() <= axum::http::Version::HTTP_11;
+    let refuse = |status: StatusCode, code: &str, message: &str, close: bool| {
+        let mut r = error(status, code, message);
+        // HTTP/2 has no `Connection` header: hyper resets the stream
+        // whose body is left unread.
+        if close && http1 {
+            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        r
+    };
+    let too_large = |close: bool| {
+        let message = format!("request body over the {max} byte limit (server.max_body_bytes)");
+        refuse(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", &message, close)
+    };
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max) {
-        return Err(too_large());
+    if declared.is_some_and(|n| n > max && n > DRAIN_MAX) {
+        return Err(too_large(true));
     }
     let (parts, body) = request.into_parts();
-    let bytes = axum::body::to_bytes(body, max).await.map_err(|_| too_large())?;
+    let mut kept = Vec::with_capacity(declared.unwrap_or(0).min(max));
+    let mut read = 0usize;
+    let mut chunks = body.into_data_stream();
+    while let Some(chunk) = chunks.next().await {
+        let Ok(chunk) = chunk else {
+            return Err(refuse(StatusCode::BAD_REQUEST, "invalid_input", "the request body could not be read", true));
+        };
+        read = read.saturating_add(chunk.len());
+        if read <= max {
+            kept.extend_from_slice(&chunk);
+        } else if read > DRAIN_MAX {
+            return Err(too_large(true));
+        } else {
+            // Over the limit: nothing more is kept.
+            kept = Vec::new();
+        }
+    }
+    if read > max {
+        return Err(too_large(false));
+    }
+    let bytes = axum::body::Bytes::from(kept);
     if parts.method == axum::http::Method::POST
         && let Some(refusal) = refuse_malformed(&bytes)
     {
