@@ -15,6 +15,7 @@
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `memory`: the memory tools over the SQLite store.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
+//! - `body_limit`: `server.max_body_bytes` over HTTP: a body over it gets 413 once read, and the client keeps its session; over 64 MiB, the connection is closed.
 //! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
 //! - `http`: plugins' outgoing HTTP through wasi:http: granted origins only, the address policy, TLS with the operator's CA, per-call bounds.
 //! - `hotload`: plugins replaced under load, the plugins directory, signed packages.

@@ -345,7 +345,7 @@ fn upstream_resources_prompts_and_completions_are_served_per_agent() {
     let (_host, url) = serve(dir.path(), &[]);
     let doc = "demo://resource/static/document/features.md";
     let asks = |endpoint: &str| -> Vec<String> {
-        let complete_prompt = r#"{"ref": {"type": "ref/prompt", "name": "everything_completable-prompt"}, "argument": {"name": "department", "value": "Eng"}}"#;
+        let complete_prompt = r#"{"ref": {"type": "ref/prompt", "name": "completable-prompt"}, "argument": {"name": "department", "value": "Eng"}}"#;
         let complete_template = r#"{"ref": {"type": "ref/resource", "uri": "demo://resource/dynamic/text/{resourceId}"}, "argument": {"name": "resourceId", "value": "3"}}"#;
         [
             "--resources",
@@ -357,7 +357,7 @@ fn upstream_resources_prompts_and_completions_are_served_per_agent() {
             "--read",
             "file:///etc/passwd",
             "--prompt",
-            "everything_args-prompt",
+            "args-prompt",
             "--prompt-args",
             r#"{"city": "Paris"}"#,
             "--complete",
@@ -382,14 +382,8 @@ fn upstream_resources_prompts_and_completions_are_served_per_agent() {
         let ctx = format!("{who}: {v}");
         assert_eq!(v["resources"], direct["resources"], "resources as listed, URIs kept: {ctx}");
         assert_eq!(v["resource_templates"], direct["resource_templates"], "{ctx}");
-        let prompts = v["prompts"].as_array().unwrap();
-        for p in direct["prompts"].as_array().unwrap() {
-            let name = format!("everything_{}", p["name"].as_str().unwrap());
-            let ours = prompts.iter().find(|q| q["name"] == name.as_str()).unwrap_or_else(|| panic!("{name}: {ctx}"));
-            let mut theirs = p.clone();
-            theirs["name"] = json!(name);
-            assert_eq!(ours, &theirs, "{ctx}");
-        }
+        // No other server offers prompts: each keeps its own name.
+        assert_eq!(v["prompts"], direct["prompts"], "prompts as listed, names kept: {ctx}");
         let features = std::fs::read_to_string(npm("server-everything/dist/docs/features.md")).unwrap();
         assert_eq!(v["reads"][doc]["contents"][0]["text"], features.as_str(), "{who}");
         let seven = v["reads"]["demo://resource/dynamic/text/7"]["contents"][0]["text"].as_str().unwrap_or_default();
@@ -407,12 +401,10 @@ fn upstream_resources_prompts_and_completions_are_served_per_agent() {
     let ctx = format!("mute: {mute}");
     assert_eq!(mute["resources"], json!([]), "{ctx}");
     assert_eq!(mute["resource_templates"], json!([]), "{ctx}");
-    assert!(
-        mute["prompts"].as_array().unwrap().iter().all(|p| !p["name"].as_str().unwrap().starts_with("everything_")),
-        "{ctx}"
-    );
+    let everythings: Vec<&Value> = direct["prompts"].as_array().unwrap().iter().map(|p| &p["name"]).collect();
+    assert!(mute["prompts"].as_array().unwrap().iter().all(|p| !everythings.contains(&&p["name"])), "{ctx}");
     assert_eq!(mute["reads"][doc]["error"]["code"], -32002, "a listed URI it may not read is not found: {ctx}");
-    assert_eq!(mute["prompt"]["error"]["message"], "unknown prompt \"everything_args-prompt\"", "{ctx}");
+    assert_eq!(mute["prompt"]["error"]["message"], "unknown prompt \"args-prompt\"", "{ctx}");
     assert_eq!(mute["completions"][0]["error"]["code"], -32602, "{ctx}");
 }
 
@@ -448,25 +440,51 @@ async fn an_upstreams_resource_list_changes_reach_connected_clients() {
     }
 }
 
+/// Two servers offering the same resource URI, template and prompt name:
+/// the earlier one (config order) keeps them, the later one's are offered
+/// as `<server>+<uri>` and `<server>_<prompt>`; each stays readable, and
+/// the later server never takes over what the earlier one offers.
 #[tokio::test(flavor = "multi_thread")]
-async fn a_resource_or_prompt_two_servers_offer_is_refused_not_guessed() {
+async fn a_resource_or_prompt_two_servers_offer_stays_readable_from_each() {
     let dir = tempfile::tempdir().unwrap();
-    let evil = format!("{} {}", python().display(), peers_dir().join("evil_server.py").display());
-    // Two servers listing the same URI, and templates for the same scheme.
-    config(dir.path(), &[("evil", evil.clone()), ("impostor", evil)], "");
+    let evil = |who: &str| {
+        format!("/usr/bin/env EVIL_NAME={who} {} {}", python().display(), peers_dir().join("evil_server.py").display())
+    };
+    // The impostor is named to sort first: config order, not the name, decides.
+    config(dir.path(), &[("evil", evil("evil")), ("aaa-impostor", evil("impostor"))], "");
     let (_host, url) = serve(dir.path(), &[]);
     let client = Client::new(ProtocolVersion::V_2025_11_25).connect(&format!("{url}/mcp")).await;
-    for uri in ["evil://fine", "evil://item/7"] {
-        let e = client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap_err().to_string();
-        assert!(
-            e.contains("is offered by several servers (evil, impostor); refused rather than guessed"),
-            "{uri}: {e}"
-        );
+    let read = async |uri: &str| {
+        let r =
+            client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap_or_else(|e| panic!("{uri}: {e}"));
+        match &r.contents[0] {
+            ResourceContents::TextResourceContents { uri: u, text, .. } => (u.clone(), text.clone()),
+            other => panic!("{other:?}"),
+        }
+    };
+    let resources: Vec<String> =
+        client.list_all_resources().await.unwrap().into_iter().map(|r| r.uri.clone()).collect();
+    assert!(resources.contains(&"evil://fine".to_string()), "{resources:?}");
+    assert!(resources.contains(&"aaa-impostor+evil://fine".to_string()), "{resources:?}");
+    assert_eq!(read("evil://fine").await, ("evil://fine".into(), "fine from evil".into()));
+    assert_eq!(
+        read("aaa-impostor+evil://fine").await,
+        ("aaa-impostor+evil://fine".into(), "fine from impostor".into()),
+        "the later server's, under the documented form"
+    );
+    // A template's expansions too.
+    let templates: Vec<String> =
+        client.list_all_resource_templates().await.unwrap().into_iter().map(|t| t.uri_template).collect();
+    assert_eq!(templates, ["evil://item/{id}", "aaa-impostor+evil://item/{id}"]);
+    assert_eq!(read("evil://item/7").await.1, "fine from evil");
+    assert_eq!(read("aaa-impostor+evil://item/7").await.1, "fine from impostor");
+    // Prompts keep their names unless taken: the later one is renamed.
+    let prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
+    assert_eq!(prompts, ["greet", "aaa-impostor_greet"]);
+    for (name, from) in [("greet", "hello from evil"), ("aaa-impostor_greet", "hello from impostor")] {
+        let got = client.get_prompt(GetPromptRequestParams::new(name)).await.unwrap();
+        assert_eq!(got.messages[0].content.as_text().map(|t| t.text.as_str()), Some(from), "{name}");
     }
-    // Prompts are namespaced by server, so both are offered, each its own.
-    let mut prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
-    prompts.sort();
-    assert_eq!(prompts, ["evil_greet", "impostor_greet"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -497,8 +515,8 @@ async fn an_upstreams_hostile_or_huge_resources_and_prompts_are_held_off() {
     assert!(other.contains("no server this session may use offers it"), "{other}");
 
     let prompts: Vec<String> = client.list_all_prompts().await.unwrap().into_iter().map(|p| p.name).collect();
-    assert_eq!(prompts, ["evil_greet"], "a prompt name with a newline is skipped");
-    let greet = client.get_prompt(GetPromptRequestParams::new("evil_greet")).await.unwrap();
+    assert_eq!(prompts, ["greet"], "a prompt name with a newline is skipped");
+    let greet = client.get_prompt(GetPromptRequestParams::new("greet")).await.unwrap();
     assert_eq!(greet.messages[0].content.as_text().map(|t| t.text.as_str()), Some("hello"));
 }
 

@@ -6,7 +6,7 @@
       huge (returns 12 MB of text), dotted.name, "evil\\nname\\u202e",
       and a 5,000-character name; writes a secret and a forged log line
       with a carriage return and a terminal escape to stderr at start.
-      resources: evil://fine ("fine"), evil://huge (12 MB of text), and
+      resources: evil://fine ("fine", or "fine from $EVIL_NAME"), evil://huge (12 MB of text), and
       two it should never offer: a URI with a newline and a bidi override,
       and a 5,000-character URI. prompts: greet ("hello") and one whose
       name has a newline. Also Roll and diceroller_roll (a case variant of a
@@ -106,12 +106,15 @@ def answer(req: dict) -> dict | None:
         result = {"resourceTemplates": [{"uriTemplate": t, "name": t} for t in templates]}
     elif method == "resources/read":
         uri = req["params"]["uri"]
-        text = "h" * HUGE if uri == "evil://huge" else "fine"
+        who = os.environ.get("EVIL_NAME")
+        text = "h" * HUGE if uri == "evil://huge" else (f"fine from {who}" if who else "fine")
         result = {"contents": [{"uri": uri, "mimeType": "text/plain", "text": text}]}
     elif method == "prompts/list":
         result = {"prompts": [{"name": "greet"}, {"name": "evil\nprompt"}]}
     elif method == "prompts/get":
-        result = {"messages": [{"role": "user", "content": {"type": "text", "text": "hello"}}]}
+        who = os.environ.get("EVIL_NAME")
+        hello = f"hello from {who}" if who else "hello"
+        result = {"messages": [{"role": "user", "content": {"type": "text", "text": hello}}]}
     elif method == "tools/list":
         names = ["env_dump", "huge", "dotted.name", "evil\nname\u202e", "x" * 5000, "Roll", "diceroller_roll"]
         typed = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}

@@ -331,41 +331,49 @@ impl McpFront {
         (limits.timeout_ceiling, limits.output_bytes)
     }
 
-    /// The resources this session may read, as their servers listed them
-    /// (a URI listed by several servers once, from the first by name).
+    /// The resources this session may read, as their servers listed them;
+    /// a URI an earlier server (config order) offers too is listed as
+    /// `<server>+<uri>` for the later one.
     pub fn visible_resources(&self) -> Vec<Resource> {
-        let mut seen = std::collections::HashSet::new();
         self.upstreams()
             .iter()
-            .flat_map(|u| u.offer().resources.iter())
-            .filter(|r| seen.insert(r.uri.clone()))
-            .cloned()
+            .flat_map(|u| {
+                u.offer().resources.iter().map(move |r| {
+                    let mut r = r.clone();
+                    r.uri = u.offered_uri(&r.uri);
+                    r
+                })
+            })
             .collect()
     }
 
     /// The resource templates this session may read through, as their
-    /// servers listed them.
+    /// servers listed them (one an earlier server has too, as
+    /// `<server>+<template>`).
     pub fn visible_resource_templates(&self) -> Vec<ResourceTemplate> {
-        let mut seen = std::collections::HashSet::new();
         self.upstreams()
             .iter()
-            .flat_map(|u| u.offer().templates.iter())
-            .filter(|t| seen.insert(t.uri_template.clone()))
-            .cloned()
+            .flat_map(|u| {
+                u.offer().templates.iter().map(move |t| {
+                    let mut t = t.clone();
+                    t.uri_template = u.offered_uri(&t.uri_template);
+                    t
+                })
+            })
             .collect()
     }
 
-    /// The prompts this session may get, named `<server>_<prompt>`.
+    /// The prompts this session may get: under their own names, or
+    /// `<server>_<prompt>` where an earlier server has the name.
     pub fn visible_prompts(&self) -> Vec<Prompt> {
-        let mut seen = std::collections::HashSet::new();
         self.upstreams()
             .iter()
-            .flat_map(|u| u.offer().prompts.iter())
-            .filter(|(exposed, _)| seen.insert(exposed.clone()))
-            .map(|(exposed, p)| {
-                let mut p = p.clone();
-                p.name = exposed.clone();
-                p
+            .flat_map(|u| {
+                u.prompts().map(|(exposed, p)| {
+                    let mut p = p.clone();
+                    p.name = exposed.to_string();
+                    p
+                })
             })
             .collect()
     }
@@ -495,11 +503,31 @@ type Signature = Vec<(String, u64)>;
 
 /// The server a read of `uri` goes to: the first that listed it, else the
 /// first with a template it expands.
-fn route_resource<'a>(upstreams: &'a [Upstream], uri: &str) -> Result<&'a Upstream, ErrorData> {
-    let listing: Vec<&Upstream> = upstreams.iter().filter(|u| u.lists(uri)).collect();
-    let candidates =
-        if listing.is_empty() { upstreams.iter().filter(|u| u.expands_to(uri)).collect() } else { listing };
-    only_one(candidates, "resource", uri)
+/// The server that answers for `uri`, and the URI to send it: for
+/// `<server>+<uri>`, that server (when it offers the URI); otherwise the
+/// first server (config order) this session may use that lists it, else
+/// the first with a template it expands. A later server never takes over a
+/// URI an earlier one offers.
+fn route_resource<'a>(upstreams: &'a [Upstream], uri: &str) -> Result<(&'a Upstream, String), ErrorData> {
+    for u in upstreams {
+        if let Some(rest) = uri.strip_prefix(u.name()).and_then(|r| r.strip_prefix('+'))
+            && (u.lists(rest) || u.expands_to(rest))
+        {
+            return Ok((u, rest.to_string()));
+        }
+    }
+    let owner = upstreams
+        .iter()
+        .find(|u| u.lists(uri) && !u.is_shadowed(uri))
+        .or_else(|| upstreams.iter().find(|u| u.lists(uri)))
+        .or_else(|| upstreams.iter().find(|u| u.expands_to(uri)));
+    match owner {
+        Some(u) => Ok((u, uri.to_string())),
+        None => Err(ErrorData::resource_not_found(
+            format!("no resource {:?}: no server this session may use offers it", crate::tool::log_safe(uri)),
+            Some(json!({"code": "not_found", "uri": uri})),
+        )),
+    }
 }
 
 /// The one server among `candidates`: none is "not found", several are

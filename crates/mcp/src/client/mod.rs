@@ -28,7 +28,11 @@
 //! Besides tools, a server's resources, resource templates and prompts are
 //! listed (`offer.rs`) and kept beside its provider; the MCP front finds
 //! them through the registry (`upstreams`) and sends reads, prompt gets
-//! and completions to the server that offered them.
+//! and completions to the server that offered them. A prompt keeps its
+//! name unless an earlier server (config order) has one of that name: then
+//! it is `<server>_<prompt>` (or under the server's `prefix`, always). A
+//! resource URI two servers offer is the earlier one's; the later one's is
+//! listed and read as `<server>+<uri>`.
 
 mod child;
 pub mod login;
@@ -117,6 +121,8 @@ pub struct ExternalServers {
     /// The state directory whose stored logins (`toolhost auth login`) the
     /// servers use.
     state_dir: std::sync::OnceLock<std::path::PathBuf>,
+    /// Servers added so far: the next one's [`Server::order`].
+    added: AtomicU64,
 }
 
 impl ExternalServers {
@@ -128,6 +134,7 @@ impl ExternalServers {
             servers: Mutex::new(HashMap::new()),
             last: Mutex::new(None),
             state_dir: std::sync::OnceLock::new(),
+            added: AtomicU64::new(0),
         })
     }
 
@@ -195,6 +202,7 @@ impl ExternalServers {
         }
         let server = Arc::new(Server {
             cfg,
+            order: self.added.fetch_add(1, Ordering::Relaxed),
             rt: self.rt.clone(),
             peer: Mutex::new(None),
             available: AtomicBool::new(false),

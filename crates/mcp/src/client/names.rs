@@ -20,8 +20,9 @@
 //! `<server>_weather_forecast`, so no server can squat the names another's
 //! tools are renamed to.
 //!
-//! An upstream's prompts are always offered as `<server>_<prompt>` (same
-//! fitting, same refusals): see [`prompt_name`].
+//! An upstream's prompt keeps its name unless an earlier server has a
+//! prompt of that name; then it is `<server>_<prompt>` (same fitting, same
+//! refusals), or under the server's `prefix`: see [`renamed_prompt`].
 
 use crate::tool::valid_tool_name;
 use sha2::Digest as _;
@@ -67,13 +68,20 @@ pub(super) fn exposed_name(
     Err(format!("{tool}, {name} and {hashed} are all taken by other providers"))
 }
 
-/// The name `server`'s prompt `prompt` is offered under: always
-/// `<server>_<prompt>` by the same rule as a renamed tool, so it says where
-/// it comes from and never depends on which other servers are up. Hostile
-/// names are refused as a tool's are.
-pub(super) fn prompt_name(server: &str, prompt: &str) -> Result<String, String> {
-    refuse_hostile("prompt", prompt)?;
-    Ok(prefixed(server, prompt))
+/// Refuses a prompt name as a tool's would be refused (empty, too long,
+/// control or formatting characters).
+pub(super) fn check_prompt_name(prompt: &str) -> Result<(), String> {
+    refuse_hostile("prompt", prompt)
+}
+
+/// The name `server`'s prompt `prompt` is offered under when an earlier
+/// server has a prompt of that name: `<server>_<prompt>`, by the same rule
+/// as a renamed tool; under the server's `prefix` when it has one.
+pub(super) fn renamed_prompt(server: &str, prefix: Option<&str>, prompt: &str) -> String {
+    match prefix {
+        Some(p) => format!("{p}{prompt}"),
+        None => prefixed(server, prompt),
+    }
 }
 
 /// Refuses an empty name, one over [`MAX_UPSTREAM_NAME`] bytes, and one
@@ -175,10 +183,11 @@ mod tests {
     }
 
     #[test]
-    fn prompts_are_always_prefixed() {
-        assert_eq!(prompt_name("everything", "simple-prompt").unwrap(), "everything_simple-prompt");
-        assert_eq!(prompt_name("gh", "review.pr").unwrap(), "gh_review_pr");
-        assert!(prompt_name("s", "bad\u{202e}").unwrap_err().contains("prompt name with control"));
+    fn a_renamed_prompt_says_whose_it_is() {
+        assert_eq!(renamed_prompt("everything", None, "simple-prompt"), "everything_simple-prompt");
+        assert_eq!(renamed_prompt("gh", None, "review.pr"), "gh_review_pr");
+        assert_eq!(renamed_prompt("gh", Some("git_"), "review.pr"), "git_review.pr");
+        assert!(check_prompt_name("bad\u{202e}").unwrap_err().contains("prompt name with control"));
     }
 
     #[test]

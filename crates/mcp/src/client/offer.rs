@@ -10,7 +10,12 @@
 //! control or formatting characters is skipped, and so is a prompt whose
 //! name `names.rs` refuses.
 //!
-//! Resources keep their URIs; prompts are offered as `<server>_<prompt>`.
+//! Resources keep their URIs and prompts their names, unless an earlier
+//! server (config order) offers the same: then the later server's prompt
+//! is `<server>_<prompt>` (under its `prefix` when it has one, always) and
+//! its resource `<server>+<uri>`. Names are worked out over every
+//! configured server, up or down, so they do not change as servers come
+//! and go.
 //! The MCP front finds the servers a session may use with [`upstreams`],
 //! routes each request to one of them, and sends it with [`Upstream`]'s
 //! methods: under the server's `timeout_ms` (or the caller's default), the
@@ -52,9 +57,8 @@ pub(crate) struct Offer {
     pub(crate) resources: Vec<Resource>,
     /// Its resource templates, unchanged.
     pub(crate) templates: Vec<ResourceTemplate>,
-    /// Its prompts: the name offered here, and the prompt as the server
-    /// listed it (under its own name).
-    pub(crate) prompts: Vec<(String, Prompt)>,
+    /// Its prompts, as the server listed them (under their own names).
+    pub(crate) prompts: Vec<Prompt>,
     /// Whether it declares `completions`.
     pub(crate) completions: bool,
 }
@@ -251,7 +255,7 @@ async fn list_templates(server: &Server, peer: &Peer<RoleClient>) -> Vec<Resourc
         .collect()
 }
 
-async fn list_prompts(server: &Server, peer: &Peer<RoleClient>) -> Vec<(String, Prompt)> {
+async fn list_prompts(server: &Server, peer: &Peer<RoleClient>) -> Vec<Prompt> {
     let name = &server.cfg.name;
     let listed = pages(
         server,
@@ -264,17 +268,22 @@ async fn list_prompts(server: &Server, peer: &Peer<RoleClient>) -> Vec<(String, 
         },
     )
     .await;
-    let mut out: Vec<(String, Prompt)> = Vec::new();
+    let mut out: Vec<Prompt> = Vec::new();
     for p in listed {
-        match super::names::prompt_name(name, &p.name) {
-            Ok(exposed) if out.iter().any(|(e, _)| *e == exposed) => {
-                tracing::warn!(server = %name, "skipping prompt {}: {exposed} is taken by another of its prompts", p.name);
+        match super::names::check_prompt_name(&p.name) {
+            Ok(()) if out.iter().any(|e| e.name == p.name) => {
+                tracing::warn!(server = %name, "skipping prompt {}: it lists two of that name", p.name);
             }
-            Ok(exposed) => out.push((exposed, p)),
+            Ok(()) => out.push(p),
             Err(why) => tracing::warn!(server = %name, "skipping a prompt: {why}"),
         }
     }
     out
+}
+
+/// The `<server>+<uri>` form of a resource URI an earlier server has.
+pub(crate) fn qualified_uri(server: &str, uri: &str) -> String {
+    format!("{server}+{uri}")
 }
 
 /// An available external server a session may use, with its offer as it
@@ -283,21 +292,68 @@ async fn list_prompts(server: &Server, peer: &Peer<RoleClient>) -> Vec<(String, 
 pub(crate) struct Upstream {
     server: Arc<Server>,
     offer: Arc<Offer>,
+    /// The name each of its prompts is offered under (`None`: not
+    /// offered, its every name taken), in `offer.prompts` order.
+    prompt_names: Arc<Vec<Option<String>>>,
+    /// Its resource URIs and templates an earlier server offers too:
+    /// listed and read as `<server>+<uri>`.
+    shadowed: Arc<std::collections::HashSet<String>>,
 }
 
-/// The connected external servers in `catalog` (in provider-name order)
-/// whose tools pass `allowed`.
+/// The connected external servers in `catalog` (in the order they were
+/// added: config order) whose tools pass `allowed`, each with the names
+/// its prompts and resources are offered under (worked out over every
+/// server in `catalog`, connected or not, so a name does not change as
+/// others come and go).
 pub(crate) fn upstreams(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool) -> Vec<Upstream> {
-    catalog
+    let mut all: Vec<(&McpTools, Arc<Offer>)> = catalog
         .providers()
-        .filter(|p| p.kind() == ProviderKind::Mcp && p.is_available())
+        .filter(|p| p.kind() == ProviderKind::Mcp)
         .filter_map(|p| {
             let any: &dyn std::any::Any = p.as_ref();
             let tools = any.downcast_ref::<McpTools>()?;
-            allowed(&tools.tools)
-                .then(|| Upstream { server: tools.server.clone(), offer: tools.server.offers.current() })
+            Some((tools, tools.server.offers.current()))
         })
-        .collect()
+        .collect();
+    all.sort_by_key(|(t, _)| t.server.order);
+    let mut prompts_taken = std::collections::HashSet::new();
+    let mut uris_taken = std::collections::HashSet::new();
+    let mut out = Vec::new();
+    for (tools, offer) in all {
+        let server = &tools.server;
+        let prompt_names: Vec<Option<String>> = offer
+            .prompts
+            .iter()
+            .map(|p| {
+                let own = match &server.cfg.prefix {
+                    Some(_) => None,
+                    None => Some(p.name.clone()).filter(|n| !prompts_taken.contains(n)),
+                };
+                let name = own.unwrap_or_else(|| {
+                    super::names::renamed_prompt(&server.cfg.name, server.cfg.prefix.as_deref(), &p.name)
+                });
+                prompts_taken.insert(name.clone()).then_some(name)
+            })
+            .collect();
+        let mut shadowed = std::collections::HashSet::new();
+        let uris = offer.resources.iter().map(|r| &r.uri).chain(offer.templates.iter().map(|t| &t.uri_template));
+        let mine: Vec<&String> = uris.collect();
+        for uri in &mine {
+            if uris_taken.contains(*uri) {
+                shadowed.insert((*uri).clone());
+            }
+        }
+        uris_taken.extend(mine.into_iter().cloned());
+        if server.available.load(Ordering::Acquire) && allowed(&tools.tools) {
+            out.push(Upstream {
+                server: server.clone(),
+                offer,
+                prompt_names: Arc::new(prompt_names),
+                shadowed: Arc::new(shadowed),
+            });
+        }
+    }
+    out
 }
 
 impl Upstream {
@@ -337,7 +393,23 @@ impl Upstream {
 
     /// Its prompt offered as `exposed`: the server's own name for it.
     pub(crate) fn prompt(&self, exposed: &str) -> Option<&str> {
-        self.offer.prompts.iter().find(|(e, _)| e == exposed).map(|(_, p)| p.name.as_str())
+        self.prompts().find(|(e, _)| *e == exposed).map(|(_, p)| p.name.as_str())
+    }
+
+    /// Its prompts offered, each with the name it is offered under.
+    pub(crate) fn prompts(&self) -> impl Iterator<Item = (&str, &Prompt)> {
+        self.prompt_names.iter().zip(&self.offer.prompts).filter_map(|(n, p)| Some((n.as_deref()?, p)))
+    }
+
+    /// The URI (or template) `uri` of this server as offered: its own, or
+    /// `<server>+<uri>` when an earlier server has it.
+    pub(crate) fn offered_uri(&self, uri: &str) -> String {
+        if self.shadowed.contains(uri) { qualified_uri(self.name(), uri) } else { uri.to_string() }
+    }
+
+    /// Whether an earlier server offers `uri` (or a template of that text).
+    pub(crate) fn is_shadowed(&self, uri: &str) -> bool {
+        self.shadowed.contains(uri)
     }
 
     /// Sends `request` under the server's `timeout_ms` (else `timeout`).

@@ -22,6 +22,10 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub(super) struct Server {
     pub(super) cfg: McpServerConfig,
+    /// When it was added, among the host's servers (config order, then
+    /// servers added at run time): who keeps a contested prompt name or
+    /// resource URI.
+    pub(super) order: u64,
     pub(super) rt: tokio::runtime::Handle,
     pub(super) peer: Mutex<Option<Peer<RoleClient>>>,
     pub(super) available: AtomicBool,

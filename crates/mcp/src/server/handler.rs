@@ -97,9 +97,24 @@ impl ServerHandler for McpFront {
         }
         self.spend_upstream_request()?;
         let upstreams = self.upstreams();
-        let server = route_resource(&upstreams, &uri)?;
+        let (server, remote) = route_resource(&upstreams, &uri)?;
         let (timeout, cap) = self.upstream_limits();
-        Ok(ReadResourceResponse::Complete(server.read(&uri, timeout, cap).await?))
+        let mut result = server.read(&remote, timeout, cap).await?;
+        // Contents name the URI the client asked for.
+        if remote != uri {
+            for c in &mut result.contents {
+                match c {
+                    rmcp::model::ResourceContents::TextResourceContents { uri: u, .. }
+                    | rmcp::model::ResourceContents::BlobResourceContents { uri: u, .. }
+                        if *u == remote =>
+                    {
+                        *u = uri.clone();
+                    }
+                    _ => {}
+                }
+            }
+        }
+        Ok(ReadResourceResponse::Complete(result))
     }
 
     async fn list_prompts(
@@ -142,11 +157,20 @@ impl ServerHandler for McpFront {
                 server
             }
             Reference::Resource(r) => {
-                let owners: Vec<&Upstream> = upstreams.iter().filter(|u| u.has_template(&r.uri)).collect();
-                if owners.is_empty() {
-                    route_resource(&upstreams, &r.uri)?
-                } else {
-                    only_one(owners, "resource template", &r.uri)?
+                // A template as offered: its own text at the first server
+                // that has it, or `<server>+<template>`.
+                let owner = upstreams.iter().find(|u| u.offered_uri(&r.uri) == r.uri && u.has_template(&r.uri));
+                let qualified = upstreams.iter().find_map(|u| {
+                    let rest = r.uri.strip_prefix(u.name())?.strip_prefix('+')?;
+                    (u.has_template(rest) && u.is_shadowed(rest)).then(|| (u, rest.to_string()))
+                });
+                match (owner, qualified) {
+                    (Some(u), _) => u,
+                    (None, Some((u, rest))) => {
+                        params.r#ref = Reference::Resource(rmcp::model::ResourceTemplateReference::new(rest));
+                        u
+                    }
+                    (None, None) => route_resource(&upstreams, &r.uri)?.0,
                 }
             }
             _ => return Err(ErrorData::invalid_params("unknown kind of completion reference", None)),
