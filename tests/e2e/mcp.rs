@@ -485,6 +485,35 @@ fn stdio_answers_every_malformed_line_and_keeps_serving() {
     assert!(m["result"]["content"].is_array(), "still serving: {m}");
 }
 
+/// A second `initialize` inside a live session is refused (as the
+/// reference servers do) and the session goes on under what was agreed;
+/// an unknown method's -32601 says which method and what is served.
+#[test]
+fn stdio_refuses_a_second_initialize_and_names_an_unknown_method() {
+    let dir = config_dir();
+    let mut io = RawStdio::start(dir.path(), &[]);
+    io.send_json(&initialize());
+    assert_eq!(io.next()["result"]["serverInfo"]["name"], "toolhost");
+    io.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    let mut again = initialize();
+    again["id"] = json!(2);
+    io.send_json(&again);
+    let m = io.next();
+    assert_eq!((m["id"].as_i64(), m["error"]["code"].as_i64()), (Some(2), Some(-32600)), "{m}");
+    assert!(m["error"]["message"].as_str().unwrap().contains("already initialized"), "{m}");
+    io.send_json(&json!({"jsonrpc": "2.0", "id": 3, "method": "tools/frobnicate", "params": {}}));
+    let m = io.next();
+    assert_eq!((m["id"].as_i64(), m["error"]["code"].as_i64()), (Some(3), Some(-32601)), "{m}");
+    let message = m["error"]["message"].as_str().unwrap();
+    assert!(message.contains("\"tools/frobnicate\"") && message.contains("serves"), "{m}");
+    io.send(
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"roll","arguments":{"expression":"1d4"}}}"#,
+    );
+    let m = io.next();
+    assert_eq!(m["id"], 4);
+    assert!(m["result"]["content"].is_array(), "still serving: {m}");
+}
+
 /// Over stdio a tool's log lines reach the client before its response,
 /// one call at a time and with several in flight (the transport coalesces
 /// queued lines into one write), and every request is answered once. On a

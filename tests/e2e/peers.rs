@@ -453,6 +453,8 @@ const REQUIRED_SCENARIOS: &[&str] = &[
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
     "resources-list",
+    "resources-subscribe",
+    "resources-unsubscribe",
     "prompts-list",
 ];
 

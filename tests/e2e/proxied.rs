@@ -217,11 +217,18 @@ struct Client {
     resources_changed: Arc<AtomicUsize>,
     prompts_changed: Arc<AtomicUsize>,
     progress: Arc<std::sync::Mutex<Vec<rmcp::model::ProgressNotificationParam>>>,
+    updated: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Client {
     fn new(version: ProtocolVersion) -> Client {
-        Client { version, resources_changed: Arc::default(), prompts_changed: Arc::default(), progress: Arc::default() }
+        Client {
+            version,
+            resources_changed: Arc::default(),
+            prompts_changed: Arc::default(),
+            progress: Arc::default(),
+            updated: Arc::default(),
+        }
     }
 
     async fn connect(self, url: &str) -> RunningService<RoleClient, Client> {
@@ -250,6 +257,50 @@ impl ClientHandler for Client {
     ) {
         self.progress.lock().unwrap().push(params);
     }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.updated.lock().unwrap().push(params.uri);
+    }
+}
+
+/// `resources/subscribe` is offered: a session subscribed to an upstream's
+/// resource hears its `notifications/resources/updated` (server-everything
+/// sends them once its updates are switched on), and a session that did
+/// not subscribe hears nothing; a URI nobody offers is accepted quietly.
+#[tokio::test(flavor = "multi_thread")]
+#[allow(deprecated)] // resources/subscribe: MCP before 2026-07-28.
+async fn a_subscribed_session_hears_its_upstreams_resource_updates_and_only_it() {
+    use rmcp::model::{
+        ClientRequest, SubscribeRequest, SubscribeRequestParams, UnsubscribeRequest, UnsubscribeRequestParams,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    config(dir.path(), &[("everything", everything())], "");
+    let (_host, url) = serve(dir.path(), &[]);
+    let listener = Client::new(ProtocolVersion::V_2025_11_25);
+    let heard = listener.updated.clone();
+    let listener = listener.connect(&format!("{url}/mcp")).await;
+    let bystander = Client::new(ProtocolVersion::V_2025_11_25);
+    let overheard = bystander.updated.clone();
+    let bystander = bystander.connect(&format!("{url}/mcp")).await;
+    let caps = listener.peer_info().unwrap().capabilities.resources.clone().unwrap();
+    assert_eq!(caps.subscribe, Some(true), "{caps:?}");
+
+    let doc = "demo://resource/static/document/features.md";
+    let subscribe =
+        |uri: &str| ClientRequest::SubscribeRequest(SubscribeRequest::new(SubscribeRequestParams::new(uri)));
+    listener.send_request(subscribe(doc)).await.expect("subscribed");
+    bystander.send_request(subscribe("nobody://offers-this")).await.expect("accepted, nothing will report on it");
+    // Its updates on: at once, then every 5 s, for what it was asked to watch.
+    call(&listener, "toggle-subscriber-updates", json!({})).await;
+    eventually("the subscriber hears the update", async || heard.lock().unwrap().iter().any(|u| u == doc)).await;
+    assert!(heard.lock().unwrap().iter().all(|u| u == doc), "{:?}", heard.lock().unwrap());
+    assert!(overheard.lock().unwrap().is_empty(), "another session hears nothing: {:?}", overheard.lock().unwrap());
+    let unsubscribe = ClientRequest::UnsubscribeRequest(UnsubscribeRequest::new(UnsubscribeRequestParams::new(doc)));
+    listener.send_request(unsubscribe).await.expect("unsubscribed");
 }
 
 /// server-everything's long-running operation declares no latency: it runs

@@ -94,6 +94,8 @@ pub struct McpFront {
     /// Until when this session's lists wait for the host to be ready: set
     /// by its first list ([`toolhost_core::readiness`]).
     first_list: Arc<std::sync::OnceLock<std::time::Instant>>,
+    /// Whether this session's `initialize` was answered: a second is refused.
+    initialized: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -153,6 +155,7 @@ impl McpFront {
             negotiated: Arc::default(),
             replies: None,
             first_list: Arc::default(),
+            initialized: Arc::default(),
         })
     }
 
@@ -189,7 +192,19 @@ impl McpFront {
             // A new session has a transport of its own.
             replies: None,
             first_list: Arc::default(),
+            initialized: Arc::default(),
         }
+    }
+
+    /// The caller's session: over HTTP the `Mcp-Session-Id`, else this
+    /// front's own id.
+    pub(crate) fn session_of(&self, context: &RequestContext<RoleServer>) -> String {
+        context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            .map_or_else(|| self.session_id.to_string(), str::to_string)
     }
 
     /// Waits, for a list request, until the host is ready (plugins

@@ -41,6 +41,7 @@ mod oauth;
 mod offer;
 mod provider;
 mod relay;
+pub(crate) mod subscribe;
 mod supervisor;
 
 use crate::Host;
@@ -219,6 +220,7 @@ impl ExternalServers {
             message_limit: message_limit(self.host.runtime().limits().output_bytes),
             exposed: Mutex::new(Vec::new()),
             offers: offer::Offers::default(),
+            subscriptions: subscribe::Subscriptions::default(),
             state_dir: self.state_dir.get().cloned(),
         });
         servers.insert(server.cfg.name.clone(), server.clone());

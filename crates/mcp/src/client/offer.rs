@@ -61,6 +61,8 @@ pub(crate) struct Offer {
     pub(crate) prompts: Vec<Prompt>,
     /// Whether it declares `completions`.
     pub(crate) completions: bool,
+    /// Whether it declares `resources.subscribe`.
+    pub(crate) subscribe: bool,
 }
 
 /// A server's offer and when it changed; shared by its supervisor, its
@@ -114,6 +116,26 @@ pub(super) async fn list_all(server: &Server) {
     refresh(server, true, true).await;
 }
 
+/// Asks the server again for every subscription sessions hold (after a
+/// reconnect: the new session knows none).
+#[allow(deprecated)] // resources/subscribe is what servers before MCP 2026-07-28 speak.
+pub(super) async fn resubscribe(server: &Server) {
+    let Some(peer) = server.peer.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
+    if !server.offers.current().subscribe {
+        return;
+    }
+    for uri in server.subscriptions.uris() {
+        let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+            rmcp::model::SubscribeRequestParams::new(uri.clone()),
+        ));
+        let options = PeerRequestOptions::with_timeout(LIST_TIMEOUT);
+        let answer = async { peer.send_request_with_option(request, options).await?.await_response().await };
+        if let Err(e) = answer.await {
+            tracing::warn!(server = %server.cfg.name, uri = %crate::tool::log_safe(&uri), "subscribing again failed: {e}");
+        }
+    }
+}
+
 /// Lists again what the server announced as changed.
 pub(super) async fn relist_changed(server: &Server) {
     let resources = server.offers.resources_stale.swap(false, Ordering::AcqRel);
@@ -128,6 +150,7 @@ async fn refresh(server: &Server, resources: bool, prompts: bool) {
     let caps = peer.peer_info().map(|info| info.capabilities.clone()).unwrap_or_default();
     let mut next = (*server.offers.current()).clone();
     next.completions = caps.completions.is_some();
+    next.subscribe = caps.resources.as_ref().and_then(|r| r.subscribe) == Some(true);
     if resources {
         if caps.resources.is_some() {
             next.resources = list_resources(server, &peer).await;
@@ -410,6 +433,49 @@ impl Upstream {
     /// Whether an earlier server offers `uri` (or a template of that text).
     pub(crate) fn is_shadowed(&self, uri: &str) -> bool {
         self.shadowed.contains(uri)
+    }
+
+    /// Subscribes `session` to the server's resource `remote`, told under
+    /// `uri` (what the session subscribed to); the server is asked for its
+    /// first subscriber, when it declares `resources.subscribe`.
+    #[allow(deprecated)] // resources/subscribe is what servers before MCP 2026-07-28 speak.
+    pub(crate) async fn subscribe(
+        &self,
+        session: Arc<str>,
+        remote: &str,
+        uri: &str,
+        notify: super::subscribe::Notify,
+        timeout: Duration,
+    ) -> Result<(), ErrorData> {
+        let first = self
+            .server
+            .subscriptions
+            .add(session.clone(), remote, uri, notify)
+            .map_err(|e| ErrorData::invalid_request(e.to_string(), Some(json!({"code": "capacity_exceeded"}))))?;
+        if first && self.offer.subscribe {
+            let request = ClientRequest::SubscribeRequest(rmcp::model::SubscribeRequest::new(
+                rmcp::model::SubscribeRequestParams::new(remote),
+            ));
+            if let Err(e) = self.send("resources/subscribe", request, timeout).await {
+                self.server.subscriptions.remove(&session, remote, uri);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends `session`'s subscription to `remote` under `uri`; the server is
+    /// told when nobody is left.
+    #[allow(deprecated)] // As `subscribe`.
+    pub(crate) async fn unsubscribe(&self, session: &str, remote: &str, uri: &str, timeout: Duration) {
+        if self.server.subscriptions.remove(session, remote, uri) && self.offer.subscribe {
+            let request = ClientRequest::UnsubscribeRequest(rmcp::model::UnsubscribeRequest::new(
+                rmcp::model::UnsubscribeRequestParams::new(remote),
+            ));
+            if let Err(e) = self.send("resources/unsubscribe", request, timeout).await {
+                tracing::debug!(server = %self.name(), "resources/unsubscribe failed: {}", e.message);
+            }
+        }
     }
 
     /// Sends `request` under the server's `timeout_ms` (else `timeout`).

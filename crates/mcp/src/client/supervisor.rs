@@ -49,6 +49,8 @@ pub(super) struct Server {
     pub(super) exposed: Mutex<Vec<String>>,
     /// Its resources, templates and prompts, as last listed.
     pub(super) offers: super::offer::Offers,
+    /// Sessions' subscriptions to its resources.
+    pub(super) subscriptions: super::subscribe::Subscriptions,
     /// Where its stored login (`toolhost auth login`) would be.
     pub(super) state_dir: Option<std::path::PathBuf>,
 }
@@ -122,6 +124,17 @@ impl ClientHandler for Handler {
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.server.offers.prompts_changed();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if !self.server.notices.admit(&self.server.cfg.name) {
+            return;
+        }
+        self.server.subscriptions.updated(&params.uri);
     }
 
     async fn on_progress(
@@ -213,6 +226,10 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
                     // only leaves them out.
                     if tokio::time::timeout(CONNECT_TIMEOUT, super::offer::list_all(&server)).await.is_err() {
                         tracing::warn!(server = %server.cfg.name, "listing its resources and prompts timed out");
+                    }
+                    // Sessions subscribed before a reconnect stay subscribed.
+                    if tokio::time::timeout(CONNECT_TIMEOUT, super::offer::resubscribe(&server)).await.is_err() {
+                        tracing::warn!(server = %server.cfg.name, "subscribing to its resources again timed out");
                     }
                     // Available before anyone waiting on the first attempt wakes.
                     server.available.store(true, Ordering::Release);

@@ -2,6 +2,13 @@
 
 use super::*;
 
+/// `notifications/resources/updated` for `uri`.
+fn resource_updated(uri: &str) -> ServerNotification {
+    ServerNotification::ResourceUpdatedNotification(rmcp::model::ResourceUpdatedNotification::new(
+        rmcp::model::ResourceUpdatedNotificationParam::new(uri),
+    ))
+}
+
 /// The most tools on one page of `tools/list`.
 pub const TOOLS_PER_PAGE: usize = 500;
 
@@ -11,6 +18,7 @@ impl ServerHandler for McpFront {
             ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
         let mut resources = ResourcesCapability::default();
         resources.list_changed = Some(true);
+        resources.subscribe = Some(true);
         capabilities.resources = Some(resources);
         let mut prompts = PromptsCapability::default();
         prompts.list_changed = Some(true);
@@ -115,6 +123,99 @@ impl ServerHandler for McpFront {
             }
         }
         Ok(ReadResourceResponse::Complete(result))
+    }
+
+    /// Keeps the session's subscription to `uri` and, when an upstream
+    /// this session may use offers it, subscribes there (under the
+    /// server's own URI) and relays its `notifications/resources/updated`.
+    /// A URI nobody offers is accepted: nothing will report on it.
+    #[allow(deprecated)] // resources/subscribe: MCP before 2026-07-28.
+    async fn subscribe(
+        &self,
+        request: rmcp::model::SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri;
+        if uri.len() > crate::client::MAX_URI_BYTES {
+            return Err(ErrorData::invalid_params(
+                format!("a resource URI of {} bytes (at most {})", uri.len(), crate::client::MAX_URI_BYTES),
+                None,
+            ));
+        }
+        let upstreams = self.upstreams();
+        let Ok((server, remote)) = route_resource(&upstreams, &uri) else { return Ok(()) };
+        let session: Arc<str> = self.session_of(&context).into();
+        let notify: crate::client::subscribe::Notify = match &self.replies {
+            Some(replies) => {
+                let replies = replies.clone();
+                Arc::new(move |uri: &str| replies.send(&[ServerJsonRpcMessage::notification(resource_updated(uri))]))
+            }
+            None => {
+                let peer = context.peer.clone();
+                let rt = tokio::runtime::Handle::current();
+                Arc::new(move |uri: &str| {
+                    if peer.is_transport_closed() {
+                        return false;
+                    }
+                    let (peer, n) = (peer.clone(), resource_updated(uri));
+                    rt.spawn(async move {
+                        let _ = peer.send_notification(n).await;
+                    });
+                    true
+                })
+            }
+        };
+        let (timeout, _) = self.upstream_limits();
+        server.subscribe(session, &remote, &uri, notify, timeout).await
+    }
+
+    /// Ends the session's subscription to `uri`.
+    #[allow(deprecated)] // resources/unsubscribe: MCP before 2026-07-28.
+    async fn unsubscribe(
+        &self,
+        request: rmcp::model::UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let upstreams = self.upstreams();
+        if let Ok((server, remote)) = route_resource(&upstreams, &request.uri) {
+            let (timeout, _) = self.upstream_limits();
+            server.unsubscribe(&self.session_of(&context), &remote, &request.uri, timeout).await;
+        }
+        Ok(())
+    }
+
+    /// A second `initialize` in a live session is refused, as the
+    /// reference servers do: the session's protocol version and
+    /// capabilities were agreed once.
+    async fn initialize(
+        &self,
+        request: rmcp::model::InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::InitializeResult, ErrorData> {
+        if self.initialized.swap(true, Ordering::AcqRel) {
+            return Err(ErrorData::invalid_request(
+                "this session is already initialized: initialize comes once, first; start a new session to initialize again",
+                None,
+            ));
+        }
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    /// A method toolhost does not serve: -32601, naming it and what is served.
+    async fn on_custom_request(
+        &self,
+        request: rmcp::model::CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CustomResult, ErrorData> {
+        let method = crate::tool::log_safe(&request.method).into_owned();
+        Err(ErrorData::new(
+            rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+            format!(
+                "method not found: {method:?} is not an MCP method toolhost serves (it serves initialize, ping, tools, resources, prompts, completion and logging)"
+            ),
+            Some(json!({"method": method})),
+        ))
     }
 
     async fn list_prompts(
@@ -229,10 +330,7 @@ impl ServerHandler for McpFront {
         // Over HTTP, rmcp hands the handler the request's parts: the
         // transport's session id and the token's audit id come from there.
         let parts = context.extensions.get::<http::request::Parts>();
-        let session = parts
-            .and_then(|p| p.headers.get("mcp-session-id"))
-            .and_then(|v| v.to_str().ok())
-            .map_or_else(|| self.session_id.to_string(), str::to_string);
+        let session = self.session_of(&context);
         let token = parts.and_then(|p| p.extensions.get::<crate::http::TokenId>()).map(|t| t.0.to_string());
         let cancel = crate::tool::Cancel::default();
         let ctx = CallContext {
