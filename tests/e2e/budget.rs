@@ -164,6 +164,81 @@ fn calibration_is_stored_and_reused_by_the_next_start() {
     assert!(other.as_array().unwrap().iter().all(|t| t["tier_source"] == "declared"));
 }
 
+/// `budget.calibrate_tools`: the operator vouches for a tool that does not
+/// say it is idempotent, and only that one is probed; without the key it
+/// is skipped.
+#[test]
+fn budget_calibrate_tools_probes_exactly_the_named_tools() {
+    let tools = |config: &str| {
+        let d = Dir::new(config);
+        d.json(&["calibrate", "--samples", "2", "--json", "--plugin", HOSTILE_PATH])["tools"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let row = |tools: &[Value], name: &str| tools.iter().find(|t| t["tool"] == name).unwrap().clone();
+    let skipped = json!(["skipped", "not idempotent: never probed"]);
+    let outcome = |t: &Value| json!([t["outcome"], t["detail"]]);
+    let plain = tools("");
+    assert_eq!(outcome(&row(&plain, "echo")), skipped, "not named: never probed");
+    let named = tools("budget:\n  calibrate_tools: [echo]\n");
+    let echo = row(&named, "echo");
+    assert_eq!(outcome(&echo), json!(["probed", 2]), "named: probed, every sample");
+    assert_eq!(echo["budget"]["tier_source"], "calibrated", "{echo}");
+    assert_eq!(outcome(&row(&named, "spin")), skipped, "only the named tool");
+    let probed = |tools: &[Value]| tools.iter().filter(|t| t["outcome"] == "probed").count();
+    assert_eq!(probed(&named), probed(&plain) + 1, "one more probed: the named one");
+}
+
+/// Calibration probes spend no agent's tool-call rate, nor the operator's,
+/// in the foreground (`calibrate`) or in the background
+/// (`calibrate_tools`): after many probes, each caller still has its whole
+/// burst, and the call after it is refused (the limit is live).
+#[test]
+fn calibration_spends_no_agents_rate() {
+    use toolhost::calibrate::{ProbeOutcome, calibrate, calibrate_tools};
+    use toolhost::rates::{CallRates, RateLimitConfig};
+    let tight = RateLimitConfig { per_minute: 1, burst: 2 };
+    let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
+    let bartok = AgentProfile {
+        name: "bartok".into(),
+        budget_tier: Tier::Fast,
+        tools: vec!["roll".into()],
+        instructions: None,
+        rate_limit: None,
+        max_calls_per_turn: None,
+        personality: None,
+        engine: None,
+    };
+    let host = Host::with_budget(rt, Budget::new(BudgetConfig::default(), vec![bartok]))
+        .with_call_rates(CallRates::new(tight, tight, Default::default()));
+    toolhost::builtin::add_builtins(&host).unwrap();
+
+    let probed = |results: &[toolhost::calibrate::ProbeResult]| match &results
+        .iter()
+        .find(|r| r.tool == "roll")
+        .unwrap_or_else(|| panic!("{results:?}"))
+        .outcome
+    {
+        ProbeOutcome::Probed(d) => d.len(),
+        other => panic!("roll: {other:?}"),
+    };
+    assert_eq!(probed(&calibrate(&host, 5)), 5);
+    let roll = host.registry().snapshot().get("roll").unwrap().clone();
+    assert_eq!(probed(&calibrate_tools(&host, &[roll], 5, &|| false)), 5);
+
+    for who in [Some("bartok"), None] {
+        for i in 0..tight.burst {
+            let r = host.call_as(who, Tier::Fast, "roll", &json!({"expression": "1d20"}), &CallContext::default());
+            assert!(r.is_ok(), "{who:?}: call {i} within the burst, after 10 probes: {r:?}");
+        }
+        match host.call_as(who, Tier::Fast, "roll", &json!({"expression": "1d20"}), &CallContext::default()) {
+            Err(CallError::CapacityExceeded(m)) => assert!(m.contains("tool-call rate"), "{who:?}: {m}"),
+            other => panic!("{who:?}: the call past the burst is refused: {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn a_wrong_config_names_the_key_and_line_before_anything_starts() {
     let d = Dir::new("npcs:\n  - name: Bartok\n    budget_tier: speedy\n");

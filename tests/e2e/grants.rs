@@ -268,20 +268,63 @@ fn sigkill_during_a_large_write_leaves_the_old_or_the_new_file_never_a_mix() {
         child
     };
     assert!(write('a').wait().unwrap().success());
+    let files = dir.path().join("files");
+    // fileio's temporary siblings of big.txt: a write in progress, or one a
+    // kill interrupted (removed by the rename otherwise).
+    let temps = || -> std::collections::BTreeSet<std::ffi::OsString> {
+        std::fs::read_dir(&files)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name())
+            .filter(|n| n.to_string_lossy().starts_with(".big.txt.tmp-"))
+            .collect()
+    };
+    assert!(temps().is_empty(), "a finished write leaves no temporary file");
+    let mut mid_write = 0;
     for i in 0..12u64 {
         let fill = if i % 2 == 0 { 'b' } else { 'a' };
+        let before = temps();
+        let stamp = || {
+            use std::os::unix::fs::MetadataExt as _;
+            let m = std::fs::metadata(&target).unwrap();
+            (m.ino(), m.len(), m.mtime_nsec(), m.mtime())
+        };
+        let old = stamp();
         let mut child = write(fill);
-        // Kill at a different moment each round: during start-up, the
-        // write, the fsync or the rename.
-        std::thread::sleep(std::time::Duration::from_millis(3 + i * 7));
+        // Kill once the write has begun (a temporary file exists, or the
+        // target itself changed), at a different moment each round: at
+        // once, or a little later (into the fsync or the rename). A run
+        // that ends before either is seen is not killed mid-write, and is
+        // not counted as such.
+        let started = std::time::Instant::now();
+        let seen = loop {
+            if temps().len() > before.len() || stamp() != old {
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            assert!(started.elapsed() < std::time::Duration::from_secs(60), "round {i}: the write never began");
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        };
+        if seen {
+            std::thread::sleep(std::time::Duration::from_millis(i % 4));
+        }
         let _ = child.kill(); // SIGKILL
         let _ = child.wait();
+        // A temporary file left behind: the kill landed after the write
+        // began and before its rename, mid-write.
+        if temps().len() > before.len() {
+            mid_write += 1;
+        }
         let bytes = std::fs::read(&target).unwrap();
         assert_eq!(bytes.len(), 1 << 20, "round {i}: torn length");
         let first = bytes[0];
         assert!(first == b'a' || first == b'b', "round {i}");
         assert!(bytes.iter().all(|&b| b == first), "round {i}: a mix of old and new content");
     }
+    eprintln!("{mid_write} of 12 kills landed mid-write");
+    assert!(mid_write >= 3, "only {mid_write} of 12 kills landed mid-write");
 }
 
 /// A one-shot HTTP server on loopback answering every request with `reply`;

@@ -7,11 +7,13 @@
 use crate::common::builtin_path;
 use crate::common::{run_strict, stderr, stdout};
 use crate::live::{admin, connect, eventually, names, place, serve};
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, ProgressNotificationParam};
+use rmcp::service::NotificationContext;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientHandler, RoleClient, ServiceExt};
 use serde_json::{Value, json};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
 
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nplugins:\n  dir: ./plugins\n";
@@ -22,6 +24,16 @@ struct StopOnDrop(Arc<AtomicBool>);
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// An MCP client that counts the progress notifications it receives.
+#[derive(Clone, Default)]
+struct Progressed(Arc<AtomicUsize>);
+
+impl ClientHandler for Progressed {
+    async fn on_progress(&self, _params: ProgressNotificationParam, _context: NotificationContext<RoleClient>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -42,13 +54,17 @@ async fn a_plugin_swap_is_one_registry_store() {
     assert!(names(&client).await.contains(&"version".to_string()));
 
     // Four callers, back to back, for the whole test (stopped however the
-    // test ends: a failed assertion must not leave them spinning).
+    // test ends: a failed assertion must not leave them spinning). Each
+    // answer is counted by the version that gave it, so the test waits on
+    // answers, not on time.
     let stop = Arc::new(AtomicBool::new(false));
     let _stop_callers = StopOnDrop(stop.clone());
+    let answered: Arc<[AtomicUsize; 3]> = Arc::default();
+    let by = |v: usize| answered[v].load(Ordering::SeqCst);
     let mut callers = Vec::new();
     for _ in 0..4 {
         let peer = client.peer().clone();
-        let stop = stop.clone();
+        let (stop, answered) = (stop.clone(), answered.clone());
         callers.push(tokio::spawn(async move {
             let mut seen = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -59,39 +75,47 @@ async fn a_plugin_swap_is_one_registry_store() {
                     }
                     Ok(r.structured_content.as_ref().and_then(|v| v["version"].as_u64()).unwrap_or(0))
                 });
+                if let Ok(v @ 1..=2) = r {
+                    answered[v as usize].fetch_add(1, Ordering::SeqCst);
+                }
                 seen.push(r);
             }
             seen
         }));
     }
-    tokio::time::sleep(Duration::from_millis(700)).await;
+    eventually("the callers' first answers, by version 1", async || by(1) >= 20).await;
 
-    // A slow call, started on version 1 and held across the swap.
-    let slow_call = |ms: u64| {
-        let peer = client.peer().clone();
-        async move {
-            let args = json!({"ms": ms}).as_object().unwrap().clone();
-            let r = peer.call_tool(CallToolRequestParams::new("slow_version").with_arguments(args)).await.unwrap();
-            assert_eq!(r.is_error, Some(false), "{r:?}");
-            r.structured_content.as_ref().and_then(|v| v["version"].as_u64()).unwrap_or_else(|| panic!("{r:?}"))
-        }
+    // A slow call, started on version 1 and held across the swap: it
+    // reports progress as it starts, on a session of its own.
+    let progressed = Progressed::default();
+    let started = progressed.0.clone();
+    let slow_client = progressed.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.unwrap();
+    let slow_call = |peer: rmcp::Peer<RoleClient>, ms: u64| async move {
+        let args = json!({"ms": ms}).as_object().unwrap().clone();
+        let r = peer.call_tool(CallToolRequestParams::new("slow_version").with_arguments(args)).await.unwrap();
+        assert_eq!(r.is_error, Some(false), "{r:?}");
+        r.structured_content.as_ref().and_then(|v| v["version"].as_u64()).unwrap_or_else(|| panic!("{r:?}"))
     };
-    let in_flight = tokio::spawn(slow_call(6_000));
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let in_flight = tokio::spawn(slow_call(slow_client.peer().clone(), 6_000));
+    eventually("the slow call's progress: it runs", async || started.load(Ordering::SeqCst) >= 1).await;
     place(SWAP_V2_PATH, &dir.path().join("staging/swap.wasm"));
     let staged = dir.path().join("staging/swap.wasm");
+    let before_swap = by(1) + by(2);
     let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
+    let during_swap = by(1) + by(2) - before_swap;
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stdout(&o).starts_with("replaced swap"), "{}", stdout(&o));
+    assert!(during_swap > 0, "calls were answered while the swap was being done");
     assert!(!in_flight.is_finished(), "the slow call was still in flight when the swap was done");
-    assert_eq!(slow_call(0).await, 2, "a call started after the swap runs the new version");
+    assert_eq!(slow_call(client.peer().clone(), 0).await, 2, "a call started after the swap runs the new version");
     assert_eq!(in_flight.await.unwrap(), 1, "the call in flight kept the version it started on");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the callers' answers by version 2", async || by(2) >= 20).await;
 
     // A corrupt new version: refused, and the running one keeps answering.
     std::fs::write(&staged, b"\0asm\x0d\x00\x01\x00garbage").unwrap();
     let corrupt = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let after_corrupt = by(2);
+    eventually("answers by version 2 after the corrupt one", async || by(2) >= after_corrupt + 20).await;
     stop.store(true, Ordering::Relaxed);
     assert!(!corrupt.status.success(), "{}", stdout(&corrupt));
     assert!(stderr(&corrupt).contains("\"swap\""), "the refusal names the plugin: {}", stderr(&corrupt));
@@ -103,10 +127,16 @@ async fn a_plugin_swap_is_one_registry_store() {
     let failures: Vec<&String> = all.iter().filter_map(|r| r.as_ref().err()).collect();
     assert!(failures.is_empty(), "{} of {} calls failed during the swap: {:?}", failures.len(), all.len(), failures);
     let versions: Vec<u64> = all.iter().map(|r| *r.as_ref().unwrap()).collect();
-    assert!(versions.contains(&1) && versions.contains(&2), "both versions answered: {} calls", versions.len());
-    assert!(versions.len() > 50, "a steady load: {} calls", versions.len());
+    assert!(versions.iter().all(|v| [1, 2].contains(v)), "every answer named its version: {versions:?}");
+    let by_v1 = versions.iter().filter(|v| **v == 1).count();
+    eprintln!(
+        "swap under load: {} calls, {by_v1} by version 1, {} by version 2, {during_swap} during the swap",
+        versions.len(),
+        by(2)
+    );
     let r = client.peer().call_tool(CallToolRequestParams::new("version")).await.unwrap();
     assert_eq!(r.structured_content.unwrap()["version"], 2, "the new version serves after the corrupt one");
+    slow_client.cancel().await.unwrap();
     eventually("list_changed after the swap", async || changes.load(Ordering::SeqCst) >= 1).await;
     assert!(names(&client).await.contains(&"new_in_v2".to_string()));
     client.cancel().await.unwrap();

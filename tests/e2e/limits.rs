@@ -220,11 +220,21 @@ fn failed_authentication_is_throttled_without_answering_guesses() {
 
     // While throttled, a correct token that never authenticated is not
     // checked either: a guess that happens to be right is answered exactly
-    // like a wrong one, Retry-After included.
+    // like a wrong one, Retry-After included. A refused guess spends
+    // nothing, so the wait only counts down: the right token's lies
+    // between a wrong guess's just before and one just after, however
+    // long the requests take.
     let a = post_as(Some(other), &mcp, &[("Authorization", &bearer("second-operator-token-0002"))], &initialize());
     assert_eq!(a.status, 429, "{}", a.body);
+    assert_eq!(a.json()["error"]["data"]["code"], "capacity_exceeded", "{}", a.body);
     let right_wait: u64 = a.header("retry-after").expect("Retry-After").parse().unwrap();
-    assert!(right_wait.abs_diff(wrong_wait) <= 1, "the same wait: {right_wait} s vs {wrong_wait} s");
+    let a = post_as(Some(other), &mcp, &[("Authorization", &bearer("guess-00000000000000000"))], &initialize());
+    assert_eq!(a.status, 429, "{}", a.body);
+    let wrong_after: u64 = a.header("retry-after").expect("Retry-After").parse().unwrap();
+    assert!(
+        wrong_after <= right_wait && right_wait <= wrong_wait,
+        "the same wait as a wrong guess: {wrong_wait} s, then {right_wait} s for the right token, then {wrong_after} s"
+    );
     // The DM, already authenticated, keeps working, from anywhere.
     assert_eq!(post_as(Some(other), &mcp, &[("Authorization", &dm)], &initialize()).status, 200);
     // The server's own Unix user is never the guesser: its fresh token passes.

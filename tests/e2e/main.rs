@@ -28,7 +28,7 @@
 //! - `probes`: docs/http-probes.md's toolhost column, probed anew by tests/peers/http_probe.py.
 //! - `trust`: the compile cache, package identity, fair sharing, private files.
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
-//! - `bridge`: the S2S bridge: recorded OpenAI Realtime and Gemini Live function-call events through `toolhost::bridge`.
+//! - `bridge`: the S2S bridge: OpenAI Realtime and Gemini Live function-call events, shaped by hand from the public API references (fixtures/bridge/README.md), not recorded, through `toolhost::bridge`.
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
 //! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.

@@ -64,12 +64,13 @@ fn a_dropped_plugin_loads_once_and_then_the_host_idles() {
     std::fs::write(dir.path().join("plugins/broken.wasm"), b"\0asm\x0d\x00\x01\x00garbage").unwrap();
     place(HOSTILE_PATH, &dir.path().join("plugins/hostile.wasm"));
     let started = std::time::Instant::now();
-    while !plugins(dir.path()).contains_key("hostile") {
-        assert!(started.elapsed() < Duration::from_secs(30), "the dropped plugin was not loaded");
+    // Both files looked at: the plugin loaded, the broken file refused
+    // (the watcher's audit records). Its own reads of them cost a stat.
+    while plugin_events(dir.path(), "hostile").is_empty() || plugin_events(dir.path(), "broken").is_empty() {
+        assert!(started.elapsed() < Duration::from_secs(30), "the dropped files were not looked at");
         std::thread::sleep(Duration::from_millis(100));
     }
-    // Let the debounce window and any trailing events pass.
-    std::thread::sleep(Duration::from_secs(1));
+    assert!(plugins(dir.path()).contains_key("hostile"));
     let size = std::fs::metadata(HOSTILE_PATH).unwrap().len();
     let (rchar0, read0) = io_of(pid);
     let cpu0 = cpu_ticks(pid);
@@ -121,11 +122,20 @@ fn plugin_remove_sticks_while_the_file_is_there_and_across_a_restart() {
         assert!(plugins(dir.path()).contains_key("hostile"));
         let o = admin(dir.path(), &["plugin", "remove", "hostile"]);
         assert!(o.status.success(), "{}", stderr(&o));
-        // Something touches the directory: the watcher must not undo the removal.
+        // Something touches the directory: the watcher must not undo the
+        // removal. Then a marker file the watcher refuses: once its refusal
+        // is in the audit, the watcher has looked at everything before it.
         std::fs::write(dir.path().join("plugins/notes.txt"), "x").unwrap();
         std::fs::read(dir.path().join("plugins/hostile.wasm")).unwrap();
-        std::thread::sleep(Duration::from_secs(2));
+        std::fs::write(dir.path().join("plugins/marker.wasm"), b"\0asm\x0d\x00\x01\x00garbage").unwrap();
+        let started = std::time::Instant::now();
+        while plugin_events(dir.path(), "marker").is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the watcher never looked at the marker");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert_eq!(plugin_events(dir.path(), "marker"), ["plugin_refused"]);
         assert!(!plugins(dir.path()).contains_key("hostile"), "the watcher put a removed plugin back");
+        assert_eq!(plugin_events(dir.path(), "hostile"), ["plugin_load", "plugin_remove"], "never loaded again");
         // So is a built-in removed at run time.
         assert!(admin(dir.path(), &["plugin", "remove", "diceroller"]).status.success());
     }

@@ -200,10 +200,15 @@ fn a_signed_package_under_another_plugins_name_gets_none_of_its_grants() {
     assert!(!stdout(&o).contains(granted_dir.to_str().unwrap()), "{}", stdout(&o));
 }
 
-/// A slow tool flooded by three agents with 100 concurrent calls each: the
-/// flood is refused past each agent's and the plugin's share with
-/// `capacity_exceeded`, never counted against the tool's health, and an NPC's
-/// `roll` stays listed and answers throughout.
+/// A slow tool flooded by three agents with 100 concurrent calls each.
+/// Their shares together (3 x `limits.agent_concurrency`, 96) are more than
+/// the plugin's own limit (`limits.plugin_concurrency`, 64), so the plugin's
+/// limit is what binds: it never has more calls running than its limit, and
+/// the flood fills it to all but the reserve kept for light callers. The
+/// rest is refused with `capacity_exceeded` (for the agent's share or the
+/// plugin's), and no refusal is measured: the tool's figures count exactly
+/// the calls that ran, none of them an error. An NPC's `roll` stays listed
+/// and answers throughout.
 #[test]
 fn a_flood_of_one_client_never_hides_another_agents_roll() {
     let agent = |name: &str, tier, tools: &[&str]| AgentProfile {
@@ -224,22 +229,43 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     ];
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let limits = rt.limits().clone();
-    let host = Arc::new(Host::with_budget(rt, Budget::new(BudgetConfig::default(), agents)));
+    // A window wider than the flood, so every recorded call is counted, and
+    // ceilings (so deadlines) above the flood's 800 ms calls.
+    let cfg = BudgetConfig { window: 1000, fast_ms: 2000, standard_ms: 3000, deep_ms: 4000, ..BudgetConfig::default() };
+    let budget = Budget::new(cfg, agents);
+    let host = Arc::new(Host::with_budget(rt, budget));
     toolhost::builtin::add_builtins(&host).unwrap();
-    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    let plugin = host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    let (_, plugin_limit) = plugin.calls_in_flight();
+    assert_eq!(plugin_limit, limits.plugin_concurrency);
+    assert!(3 * limits.agent_concurrency > plugin_limit, "the agents' shares alone would let more run");
     let sleep_def = host.registry().snapshot().get("sleep").unwrap().def.clone();
 
     let flooding = Arc::new(AtomicBool::new(true));
+    // Each flood call holds its slot for 800 ms, far past the 250 ms a
+    // refused call waits for one (`limits.queue_wait_ms`).
     let floods: Vec<_> = ["f1", "f2", "f3"]
         .into_iter()
         .flat_map(|a| (0..100).map(move |_| a))
         .map(|a| {
             let host = host.clone();
             std::thread::spawn(move || {
-                host.call_as(Some(a), Tier::Deep, "sleep", &json!({"ms": 400}), &CallContext::default())
+                host.call_as(Some(a), Tier::Deep, "sleep", &json!({"ms": 800}), &CallContext::default())
             })
         })
         .collect();
+    // The plugin's calls running, sampled throughout the flood.
+    let sampler = {
+        let (plugin, flooding) = (plugin.clone(), flooding.clone());
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while flooding.load(Ordering::Relaxed) {
+                peak = peak.max(plugin.calls_in_flight().0);
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            peak
+        })
+    };
     let watcher = {
         let (host, flooding) = (host.clone(), flooding.clone());
         std::thread::spawn(move || {
@@ -265,6 +291,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     let results: Vec<_> = floods.into_iter().map(|t| t.join().unwrap()).collect();
     flooding.store(false, Ordering::Relaxed);
     let rolls = watcher.join().unwrap();
+    let peak = sampler.join().unwrap();
     let ok = results.iter().filter(|r| r.is_ok()).count();
     let busy: Vec<&String> = results
         .iter()
@@ -279,10 +306,26 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
         "every refusal is capacity_exceeded: {:?}",
         results.iter().find(|r| matches!(r, Err(e) if !matches!(e, CallError::CapacityExceeded(_))))
     );
-    assert!(ok >= 1 && ok as u32 <= 3 * limits.agent_concurrency, "{ok} ran");
-    assert!(busy.iter().any(|m| m.contains("agent_concurrency")), "agents were held to their share");
+    let by_plugin = busy.iter().filter(|m| m.contains("limits.plugin_concurrency")).count();
+    let by_agent = busy.iter().filter(|m| m.contains("limits.agent_concurrency")).count();
+    eprintln!(
+        "flood: {ok} ran, peak {peak} running of {plugin_limit}; refused {by_plugin} by the plugin, {by_agent} by the agents"
+    );
+    // The plugin's limit, exactly: never more running than it, and the
+    // flood filled it to the flooders' part (all but the light reserve).
+    assert!(peak <= plugin_limit, "{peak} calls ran at once, over the plugin's limit of {plugin_limit}");
+    let flooders_part = plugin_limit - toolhost::runtime::FairSlots::reserve(plugin_limit);
+    assert!(peak >= flooders_part, "the flood pressed the plugin's limit: peak {peak} of {flooders_part}");
+    assert_eq!(by_plugin + by_agent, busy.len(), "{busy:?}");
+    assert!(by_plugin >= 1, "the plugin's limit refused calls the agents' shares allowed");
+    assert!(by_agent >= 1, "agents were held to their share");
     assert!(rolls >= 5, "the NPC rolled throughout ({rolls})");
-    // Refusals never ran, so they do not count against the flooded tool.
+    // No refusal was measured: the tool's figures hold exactly the calls
+    // that ran, none an error, so the flood never counts against it.
+    let status = host.budget().status(&sleep_def);
+    let real = status.real.unwrap_or_else(|| panic!("the calls that ran are measured: {status:?}"));
+    assert_eq!(real.count, ok, "measured calls: exactly those that ran, no refusal");
+    assert_eq!(real.error_permille, 0, "{real:?}");
     assert!(host.budget().tool_tier(&sleep_def, Some("f1")).is_some());
     assert!(host.budget().visible(Some("f1"), Tier::Deep, host.registry().snapshot().get("sleep").unwrap()).unwrap());
 }
