@@ -257,7 +257,7 @@ async fn a_restarted_http_upstream_is_hidden_while_down_and_reconnected_after() 
 /// and `status` counts the refused calls against the server.
 #[tokio::test(flavor = "multi_thread")]
 async fn calls_during_an_upstream_outage_never_hide_its_tools_after_the_reconnect() {
-    use crate::live::{admin, connect, eventually, names, serve};
+    use crate::live::{admin, eventually, names, serve};
     use std::sync::atomic::Ordering;
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
@@ -265,12 +265,21 @@ async fn calls_during_an_upstream_outage_never_hide_its_tools_after_the_reconnec
     std::fs::write(
         dir.path().join("toolhost.yaml"),
         format!(
-            "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: remote\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n"
+            "server:\n  rate_limit: {{ per_minute: 0 }}\nnpcs:\n  - name: scout\n    budget_tier: standard\n    tools: [add, echo, slow]\nmcp:\n  servers:\n    - name: remote\n      transport: streamable-http\n      url: http://127.0.0.1:{port}/mcp\n"
         ),
     )
     .unwrap();
     let (_host, url) = serve(dir.path());
-    let (client, changes) = connect(&url).await;
+    // An agent at STANDARD: `add` (undeclared, STANDARD until measured) is
+    // listed for it, and a demotion for its health would hide it.
+    let watcher = crate::live::Watcher::default();
+    let changes = watcher.0.clone();
+    let client = rmcp::ServiceExt::serve(
+        watcher,
+        rmcp::transport::StreamableHttpClientTransport::from_uri(format!("{url}/mcp/scout")),
+    )
+    .await
+    .expect("initialize");
     let mut before = names(&client).await;
     before.sort();
     assert!(before.contains(&"add".to_string()), "{before:?}");
@@ -283,12 +292,9 @@ async fn calls_during_an_upstream_outage_never_hide_its_tools_after_the_reconnec
 
     drop(py);
     let seen = changes.load(Ordering::SeqCst);
-    eventually("the down server's tools are hidden", async || {
-        !names(&client).await.contains(&"add".to_string()) && changes.load(Ordering::SeqCst) > seen
-    })
-    .await;
     // Well past the health rule's 5 samples at a 0.3 error rate: counted
-    // against the tool, these would demote it for ten minutes.
+    // against the tool, these would demote it for ten minutes. The first
+    // find the connection gone, the rest the server down.
     for _ in 0..8 {
         let refused = client.call_tool(add()).await;
         assert!(
@@ -297,6 +303,10 @@ async fn calls_during_an_upstream_outage_never_hide_its_tools_after_the_reconnec
         );
     }
 
+    eventually("the down server's tools are hidden", async || {
+        !names(&client).await.contains(&"add".to_string()) && changes.load(Ordering::SeqCst) > seen
+    })
+    .await;
     let server = || {
         let o = admin(dir.path(), &["status", "--json"]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
