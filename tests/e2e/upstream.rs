@@ -206,6 +206,25 @@ async fn serve_stdio_answers_initialize_before_upstreams_are_ready() {
     .await;
 }
 
+/// `serve --http` waits for its upstreams before it listens only up to
+/// `server.first_list_wait_ms`, not the 30 s connect timeout: a server that
+/// never answers does not keep the DM's host closed.
+#[tokio::test(flavor = "multi_thread")]
+async fn serve_http_listens_after_first_list_wait_ms_whatever_a_hung_upstream_does() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "server:\n  first_list_wait_ms: 1000\nmcp:\n  servers:\n    - name: hang\n      transport: stdio\n      command: sleep 300\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let (_host, url) = crate::live::serve(dir.path());
+    let waited = started.elapsed();
+    assert!(waited < Duration::from_secs(15), "listening after {waited:?}, not the 30 s connect timeout");
+    let (client, _) = crate::live::connect(&url).await;
+    assert!(crate::live::names(&client).await.contains(&"roll".to_string()), "serving its own tools");
+}
+
 /// The Python peer over streamable HTTP on `port`.
 fn py_http_on(port: u16) -> Proc {
     let mut cmd = Command::new(python());

@@ -314,13 +314,13 @@ impl HostArgs {
     /// Builds the host with its external MCP servers (waiting for their
     /// first connection), and prints warnings.
     pub fn start(&self) -> Result<Started> {
-        self.start_and_wait(true)
+        self.start_and_wait(ServerWait::Connect)
     }
 
-    /// Builds the host and starts its external servers; with `wait`, waits
-    /// (bounded) for their first connection, warning about those not up.
-    /// Without, their tools join the registry when each connects.
-    pub fn start_and_wait(&self, wait: bool) -> Result<Started> {
+    /// Builds the host and starts its external servers; waits as `wait`
+    /// says (bounded) for their first connection, warning about those not
+    /// up. Those not waited for join the registry when each connects.
+    pub fn start_and_wait(&self, wait: ServerWait) -> Result<Started> {
         let built = self.builder()?;
         let assembly = Self::build_from(built.clone())?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -335,8 +335,15 @@ impl HostArgs {
         }
         let servers =
             ExternalServers::start_in(assembly.host.clone(), &configured, rt.handle().clone(), &assembly.state_dir)?;
-        if wait && !configured.is_empty() {
-            servers.wait_ready(SERVER_CONNECT_WAIT);
+        let wait = match wait {
+            ServerWait::No => None,
+            ServerWait::FirstList => {
+                Some(Duration::from_millis(assembly.config.server.first_list_wait_ms).min(SERVER_CONNECT_WAIT))
+            }
+            ServerWait::Connect => Some(SERVER_CONNECT_WAIT),
+        };
+        if let Some(wait) = wait.filter(|_| !configured.is_empty()) {
+            servers.wait_ready(wait);
             for s in servers.status() {
                 if s.state != "up" {
                     eprintln!(
@@ -375,6 +382,19 @@ impl HostArgs {
 /// How long a command waits for the configured external MCP servers' first
 /// connection before going on without the ones that are not up.
 pub const SERVER_CONNECT_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a command waits for its external servers' first connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerWait {
+    /// Not at all: their tools join as each connects (`serve --stdio`,
+    /// whose first lists wait instead).
+    No,
+    /// Up to `server.first_list_wait_ms` (`serve --http`, before it
+    /// listens): a server slower than that joins with `list_changed`.
+    FirstList,
+    /// Up to [`SERVER_CONNECT_WAIT`]: one-shot commands (`tools`, `call`).
+    Connect,
+}
 
 /// A host with its external servers running.
 pub struct Started {

@@ -61,9 +61,11 @@ async fn start_admin(
 impl Serve {
     pub fn run(self) -> Result<ExitCode> {
         // Over stdio the client is waiting for `initialize`: answer it at
-        // once; upstream tools join when their servers connect, announced
-        // with `tools/list_changed`.
-        let started = self.host.start_and_wait(!self.stdio)?;
+        // once (its first lists wait for the upstreams, below). Over HTTP,
+        // wait for them before listening, up to server.first_list_wait_ms.
+        // Either way a slower server joins with `tools/list_changed`.
+        let wait = if self.stdio { crate::args::ServerWait::No } else { crate::args::ServerWait::FirstList };
+        let started = self.host.start_and_wait(wait)?;
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
         // `toolhost reload` and SIGHUP read the file again, with the same flags over it.
@@ -122,16 +124,18 @@ impl Serve {
                 eprintln!("warning: could not save the measurements: {e}");
             }
         };
-        if self.stdio {
-            // `initialize` is answered at once; a session's first lists wait
-            // for the upstreams (connected or failed), up to
-            // `server.first_list_wait_ms`: a client that lists once sees them.
+        // `initialize` is answered at once; a session's first lists wait
+        // for the upstreams still connecting (connected or failed), up to
+        // `server.first_list_wait_ms`: a client that lists once sees them.
+        if servers.status().iter().any(|s| s.state == "connecting") {
             host.readiness().pending(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
             let (waiting, ready) = (servers.clone(), host.clone());
             rt.spawn(async move {
                 waiting.first_attempts().await;
                 ready.readiness().set_ready();
             });
+        }
+        if self.stdio {
             // The session on a thread of its own, which also runs the calls
             // measured fast (`mcp::lane`); the rest on the main runtime.
             let front = McpFront::new(host.clone(), self.agent)?;
