@@ -122,16 +122,10 @@ pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: b
         }
     }
     for r in crate::report::grants(host) {
-        if !r.over_granted.is_empty() {
-            out.push(Finding::warning(
-                format!("plugins.grants.{}", r.plugin),
-                format!(
-                    "over-grant: {} (its imports can never use {}); remove {}",
-                    r.findings.join("; "),
-                    r.over_granted.join(", "),
-                    if r.over_granted.len() == 1 { "it" } else { "them" }
-                ),
-            ));
+        // Each finding is a whole sentence (what, why, what to do): said
+        // once, on its own line.
+        for finding in &r.findings {
+            out.push(Finding::warning(format!("plugins.grants.{}", r.plugin), finding.clone()));
         }
         if let Some(crate::package::Provenance::Unsigned { reason }) = &r.provenance {
             out.push(Finding::warning(

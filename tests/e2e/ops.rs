@@ -314,6 +314,55 @@ async fn metrics_parse_count_an_mcp_call_and_are_the_operators_only() {
     }
 }
 
+/// The banner names every endpoint a DM needs: MCP, the page, metrics.
+#[test]
+fn the_serve_banner_names_the_page_and_metrics() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("toolhost.yaml"), "").unwrap();
+    let mut child = toolhost()
+        .current_dir(d)
+        .env("TOOLHOST_STATE_DIR", d.join("state"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut banner = Vec::new();
+    for line in std::io::BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let last = line.starts_with("Ctrl-C");
+        banner.push(line);
+        if last {
+            break;
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    let base = banner[0].split_whitespace().last().unwrap().to_string();
+    for want in [format!("{base}/mcp"), format!("the DM's page: {base}/ui"), format!("metrics: {base}/metrics")] {
+        assert!(banner.iter().any(|l| l.contains(&want)), "{want:?} not in:\n{}", banner.join("\n"));
+    }
+}
+
+/// An over-grant is said once, whole: what is granted, why it is never
+/// used, what to remove (it used to read "over-grant: over-grant: ...").
+#[test]
+fn doctor_says_an_over_grant_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("toolhost.yaml"), "plugins:\n  grants:\n    diceroller:\n      network: [\"127.0.0.1:9\"]\n")
+        .unwrap();
+    let o = toolhost().current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(["doctor"]).output().unwrap();
+    let out = stdout(&o);
+    assert_eq!(out.matches("over-grant").count(), 1, "{out}");
+    let line = out.lines().find(|l| l.contains("over-grant")).unwrap();
+    assert!(line.contains("plugins.grants.diceroller"), "{line}");
+    assert!(line.contains("diceroller is granted network but does not import wasi:sockets"), "{line}");
+    assert!(line.contains("remove plugins.grants.diceroller.network"), "{line}");
+}
+
 #[test]
 fn doctor_finds_the_typos() {
     let dir = tempfile::tempdir().unwrap();

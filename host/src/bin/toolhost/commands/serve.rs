@@ -192,6 +192,11 @@ impl Serve {
             for (who, path) in endpoints(&host) {
                 banner.push_str(&format!("  {who}: http://{local}{path}\n"));
             }
+            banner.push_str(&format!("  the DM's page: http://{local}/ui\n"));
+            banner.push_str(&format!(
+                "  metrics: http://{local}/metrics ({})\n",
+                if server_cfg.metrics_beyond_loopback { "with an operator token" } else { "loopback clients only" }
+            ));
             let auth = if server_cfg.tokens.is_empty() { "" } else { " --header 'Authorization: Bearer <token>'" };
             banner.push_str(&format!(
                 "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list\n"
