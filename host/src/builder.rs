@@ -511,6 +511,22 @@ impl HostBuilder {
                 ));
             }
         }
+        // DM overrides set while an earlier run served, for what is left
+        // of each.
+        for (agent, tier, left) in installer.runtime_changes().overrides() {
+            match host.budget().set_override(&agent, tier, left) {
+                Ok(()) => tracing::info!(
+                    agent = %crate::tool::log_safe(&agent),
+                    %tier,
+                    minutes_left = left.as_secs() / 60,
+                    "DM override restored"
+                ),
+                Err(_) => warnings.push(format!(
+                    "the DM override of {:?} was not restored: no such agent in the config now",
+                    crate::tool::log_safe(&agent)
+                )),
+            }
+        }
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let calibration = CalibrationStore::new(&state, &environment);
         calibration.load_into(&host);

@@ -1,5 +1,6 @@
 //! Changes the operator made while the host served (`toolhost plugin
-//! add/remove`, `toolhost server add/remove` through the admin API),
+//! add/remove`, `toolhost server add/remove`, DM overrides (kept until
+//! they expire) through the admin API),
 //! remembered in the state directory and applied again at the next start,
 //! until the operator undoes them.
 //!
@@ -100,6 +101,28 @@ pub struct Changes {
     /// Configured servers removed at run time.
     #[serde(default)]
     pub servers_removed: Vec<String>,
+    /// DM overrides in force, each until it expires: a restart mid-game
+    /// keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<StoredOverride>,
+}
+
+/// A DM override (`toolhost override`, the DM's page) and when it ends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredOverride {
+    /// The agent.
+    pub agent: String,
+    /// The tier it works at meanwhile.
+    pub tier: crate::budget::Tier,
+    /// When it ends, in milliseconds since the Unix epoch.
+    pub until_unix_ms: u64,
+}
+
+fn now_unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// The file: the changes and their tag.
@@ -336,6 +359,39 @@ impl RuntimeChanges {
             }
         }
         (out, warnings)
+    }
+
+    /// Records a DM override of `agent` to `tier` for `ttl` (replacing
+    /// the agent's earlier one).
+    pub fn override_set(&self, agent: &str, tier: crate::budget::Tier, ttl: std::time::Duration) {
+        let mut inner = self.lock();
+        let now = now_unix_ms();
+        inner.changes.overrides.retain(|o| o.agent != agent && o.until_unix_ms > now);
+        let until_unix_ms = now.saturating_add(u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX));
+        inner.changes.overrides.push(StoredOverride { agent: agent.to_string(), tier, until_unix_ms });
+        self.save(&inner);
+    }
+
+    /// Records that `agent`'s override ended early.
+    pub fn override_cleared(&self, agent: &str) {
+        let mut inner = self.lock();
+        let before = inner.changes.overrides.len();
+        inner.changes.overrides.retain(|o| o.agent != agent);
+        if inner.changes.overrides.len() != before {
+            self.save(&inner);
+        }
+    }
+
+    /// The overrides still in force, with the time each has left.
+    pub fn overrides(&self) -> Vec<(String, crate::budget::Tier, std::time::Duration)> {
+        let now = now_unix_ms();
+        self.lock()
+            .changes
+            .overrides
+            .iter()
+            .filter(|o| o.until_unix_ms > now)
+            .map(|o| (o.agent.clone(), o.tier, std::time::Duration::from_millis(o.until_unix_ms - now)))
+            .collect()
     }
 
     fn save(&self, inner: &Inner) {

@@ -104,6 +104,34 @@ async fn stats_json_against_a_running_host_shows_the_calls_made_over_mcp() {
     c.cancel().await.unwrap();
 }
 
+/// A DM override outlives a restart mid-game, for what is left of it; a
+/// cleared one does not come back.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_dm_override_survives_a_restart_for_what_is_left_of_it() {
+    let dir = dir_with(&format!(
+        "{QUIET}budget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll]\n  - name: mira\n    budget_tier: fast\n    tools: [roll]\n"
+    ));
+    let (host, _) = serve(dir.path());
+    for args in [&["override", "bartok", "deep", "--for", "30m"][..], &["override", "mira", "standard", "--for", "30m"]]
+    {
+        let o = run(dir.path(), args);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = run(dir.path(), &["override", "mira", "--clear"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Killed, not stopped: nothing is saved at exit.
+    drop(host);
+    let (_host, _) = serve(dir.path());
+    let (agents, note) = json(dir.path(), &["agents", "--json"]);
+    assert!(note.starts_with("live: host pid"), "{note}");
+    let bartok = agents.as_array().unwrap().iter().find(|a| a["name"] == "bartok").unwrap();
+    assert_eq!(bartok["dm_override"]["tier"], "deep", "{agents}");
+    let left = bartok["dm_override"]["remaining_s"].as_f64().unwrap();
+    assert!((60.0..=1800.0).contains(&left), "what was left of its 30 minutes: {left}");
+    let mira = agents.as_array().unwrap().iter().find(|a| a["name"] == "mira").unwrap();
+    assert!(mira["dm_override"].is_null(), "a cleared override stays cleared: {agents}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dm_override_changes_an_agents_tools_in_the_running_host_and_its_session_is_told() {
     // Ceilings low enough that search_facts (declared 200 ms) is DEEP; no

@@ -277,6 +277,8 @@ async fn set_override(
         .budget()
         .set_override(&req.agent, req.tier, Duration::from_secs(req.for_secs))
         .map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    // Kept across a restart until it expires.
+    s.admin.installer.runtime_changes().override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), tier = %req.tier, secs = req.for_secs, "DM override set");
     agent_reply(&s.host, &req.agent)
 }
@@ -290,6 +292,7 @@ async fn clear_override(
     })?;
     s.host.budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
     s.host.budget().clear_override(&req.agent);
+    s.admin.installer.runtime_changes().override_cleared(&req.agent);
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");
     agent_reply(&s.host, &req.agent)
 }
