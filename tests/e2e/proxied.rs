@@ -644,3 +644,62 @@ fn the_host_never_probes_an_upstream_tool_that_could_act_on_the_world() {
         }
     }
 }
+
+/// "A URI no server the session may use offers is never sent to any
+/// server", proven from the server's side: the evil server records every
+/// request it receives (`EVIL_REQUESTS`), and no `resources/read` of a
+/// refused URI is in its record, while the allowed read is.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_uri_no_server_the_session_may_use_offers_never_reaches_a_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let requests = dir.path().join("requests.jsonl");
+    let evil = format!(
+        "/usr/bin/env EVIL_NAME=evil EVIL_REQUESTS={} {} {}",
+        requests.display(),
+        python().display(),
+        peers_dir().join("evil_server.py").display()
+    );
+    // Mute may use none of the evil server's tools, so none of its resources.
+    let npcs = "npcs:\n  - name: Mute\n    budget_tier: deep\n    tools: [roll]\n";
+    config(dir.path(), &[("evil", evil)], npcs);
+    let (_host, url) = serve(dir.path(), &[]);
+    let operator = Client::new(ProtocolVersion::V_2025_11_25).connect(&format!("{url}/mcp")).await;
+    let mute = Client::new(ProtocolVersion::V_2025_11_25).connect(&format!("{url}/mcp/mute")).await;
+
+    // Offered by no server: refused for every session.
+    let refused = ["file:///etc/passwd", "zzz://secret"];
+    for (who, client) in [("operator", &operator), ("mute", &mute)] {
+        for uri in refused {
+            let e = client.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap_err().to_string();
+            assert!(e.contains("no server this session may use offers it"), "{who} {uri}: {e}");
+        }
+    }
+    // Offered by the evil server (a listed URI and a template's expansion),
+    // which Mute may not use.
+    let forbidden = ["evil://fine", "evil://item/42"];
+    for uri in forbidden {
+        let e = mute.read_resource(ReadResourceRequestParams::new(uri)).await.unwrap_err().to_string();
+        assert!(e.contains("no server this session may use offers it"), "mute {uri}: {e}");
+    }
+    // An allowed read, last: the server answers its requests in the order
+    // they arrive and records each before answering, so once this answer is
+    // back, anything sent to it before is in the record.
+    let fine = operator.read_resource(ReadResourceRequestParams::new("evil://item/7")).await.unwrap();
+    assert!(
+        matches!(&fine.contents[0], ResourceContents::TextResourceContents { text, .. } if text == "fine from evil"),
+        "{fine:?}"
+    );
+
+    let record = std::fs::read_to_string(&requests).unwrap_or_else(|e| panic!("{}: {e}", requests.display()));
+    let reads: Vec<String> = record
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|r| r["method"] == "resources/read")
+        .map(|r| r["uri"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(record.lines().any(|l| l.contains("\"initialize\"")), "the record is the server's: {record}");
+    assert_eq!(reads, ["evil://item/7"], "only the allowed read reached the server: {record}");
+    for uri in refused.iter().chain(&forbidden) {
+        assert!(!record.contains(uri), "{uri} reached the server: {record}");
+    }
+}

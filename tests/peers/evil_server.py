@@ -16,6 +16,9 @@
       resource template {+all} (a catch-all with no scheme) beside
       evil://item/{id}.
       Also enormous: answers with 200 MB of text, written as it goes.
+      With EVIL_REQUESTS=FILE set, it appends each message it receives to
+      FILE as one JSON line, {"method": ..., "uri": ..., "name": ...}
+      (uri and name from params, null when absent), before answering.
   evil_server.py --flood FILE         the stdio server above that, once
       initialized, sends notifications (tools, resources and prompts
       list_changed, log messages, progress) as fast as it can, and writes
@@ -145,6 +148,17 @@ def answer(req: dict) -> dict | None:
     return {"jsonrpc": "2.0", "id": rid, "result": result}
 
 
+def record(req: dict) -> None:
+    """Appends what a request asked for to $EVIL_REQUESTS, if set."""
+    path = os.environ.get("EVIL_REQUESTS")
+    if not path:
+        return
+    params = req.get("params") if isinstance(req.get("params"), dict) else {}
+    entry = {"method": req.get("method"), "uri": params.get("uri"), "name": params.get("name")}
+    with open(path, "a") as f:
+        f.write(json.dumps(entry) + "\n")
+
+
 def stdio() -> None:
     secret = os.environ.get("EVIL_STDERR_SECRET", "")
     sys.stderr.write(f"starting with {secret}\n")
@@ -152,6 +166,7 @@ def stdio() -> None:
     sys.stderr.flush()
     for line in sys.stdin:
         req = json.loads(line)
+        record(req)
         if req.get("method") == "notifications/initialized" and OPTIONS["flood"]:
             threading.Thread(target=flood, daemon=True).start()
         if req.get("method") == "tools/call" and req["params"]["name"] == "enormous":

@@ -186,6 +186,7 @@ mod properties {
     use crate::budget::{Budget, BudgetConfig, LongTool, ManualClock};
     use crate::tool::{ToolDef, ToolMeta};
     use proptest::prelude::*;
+    use std::collections::{HashMap, VecDeque};
     use std::sync::Arc;
     use std::time::Duration;
 
@@ -279,8 +280,105 @@ mod properties {
         host
     }
 
-    /// Checks the property for one conversation, calling every tool once.
-    fn check(host: &Host, conversation: &Conversation) -> Result<(), TestCaseError> {
+    /// The test's own account of the measurements the host was given, and
+    /// the tier each caller should see from them: an oracle written from
+    /// the budget's rules (`budget/mod.rs`, `budget/tier.rs`) without
+    /// calling into the budget, so the property does not judge "over
+    /// budget" with the `tool_tier` it is checking.
+    ///
+    /// The generator's measurements are modelled, not restricted: each
+    /// `Op::Measure` sample (any duration, ok or failing, by any agent or
+    /// the operator) and each successful call the check makes (the fake
+    /// tool answers at once, an ok sample of well under a millisecond,
+    /// modelled as 0 ms: a tier depends only on how many samples lie at
+    /// or under each ceiling, and a real call never nears 500 ms). Refused
+    /// calls are not measured, so they are not modelled. No calibration
+    /// probes are recorded, so the oracle has no probe case.
+    #[derive(Default)]
+    struct Model {
+        /// Seconds since the test's clock started.
+        now: u64,
+        /// Per (tool, caller) window, oldest first.
+        windows: HashMap<(String, Option<&'static str>), VecDeque<Sample>>,
+    }
+
+    /// A measurement: (taken at, in the model's seconds; ms; failed).
+    type Sample = (u64, u64, bool);
+
+    /// The seed settings the oracle encodes (`BudgetConfig::default()`,
+    /// checked equal in the test): FAST/STANDARD/DEEP ceilings in ms...
+    const CEILINGS_MS: [(Tier, u64); 3] = [(Tier::Fast, 500), (Tier::Standard, 1500), (Tier::Deep, 4000)];
+    /// ...samples a window keeps, and seconds a sample stays in it...
+    const WINDOW: usize = 100;
+    const MAX_AGE_SECS: u64 = 600;
+    /// ...own samples before the measured p50 replaces the declared one...
+    const MIN_SAMPLES: usize = 10;
+    /// ...samples before health demotion applies, and the error rate
+    /// (errors per ten samples) a tool must exceed to be demoted...
+    const MIN_HEALTH_SAMPLES: usize = 5;
+    const DEMOTE_ERRORS_PER_TEN: usize = 3;
+    /// ...and the tier of a tool that declares nothing.
+    const UNMEASURED: Tier = Tier::Standard;
+
+    impl Model {
+        fn record(&mut self, tool: &str, caller: Option<&'static str>, ms: u64, failed: bool) {
+            let w = self.windows.entry((tool.to_string(), caller)).or_default();
+            if w.len() == WINDOW {
+                w.pop_front();
+            }
+            w.push_back((self.now, ms, failed));
+        }
+
+        /// The tier `caller` should see `tool` at; `None`: over budget.
+        ///
+        /// 1. Base: the operator's pin if any (`pinned` at STANDARD, as
+        ///    [`host`] configures it); else, with at least
+        ///    MIN_SAMPLES live samples of the caller's own, the tier whose
+        ///    ceiling holds their median (the upper median: index
+        ///    round((n-1)/2) of the sorted durations); else the declared
+        ///    p50's tier; else UNMEASURED. Over the DEEP ceiling: none.
+        /// 2. Health: with at least MIN_HEALTH_SAMPLES live own samples of
+        ///    which more than 30 % failed, one tier slower (DEEP: none).
+        ///
+        /// A sample is live while it is at most MAX_AGE_SECS old. Other
+        /// callers' samples never count.
+        fn tier(&self, tool: &str, declared: Option<u32>, caller: Option<&'static str>) -> Option<Tier> {
+            let by_ceiling = |ms: u64| CEILINGS_MS.iter().find(|(_, c)| ms <= *c).map(|(t, _)| *t);
+            let live: Vec<(u64, bool)> = self
+                .windows
+                .get(&(tool.to_string(), caller))
+                .into_iter()
+                .flatten()
+                .filter(|(at, ..)| self.now - at <= MAX_AGE_SECS)
+                .map(|&(_, ms, failed)| (ms, failed))
+                .collect();
+            let base = if tool == "pinned" {
+                Some(Tier::Standard)
+            } else if live.len() >= MIN_SAMPLES {
+                let mut ms: Vec<u64> = live.iter().map(|(ms, _)| *ms).collect();
+                ms.sort_unstable();
+                by_ceiling(ms[(ms.len() - 1).div_ceil(2)])
+            } else {
+                match declared {
+                    Some(p50) => by_ceiling(u64::from(p50)),
+                    None => Some(UNMEASURED),
+                }
+            };
+            let failed = live.iter().filter(|(_, f)| *f).count();
+            let demoted = live.len() >= MIN_HEALTH_SAMPLES && failed * 10 > live.len() * DEMOTE_ERRORS_PER_TEN;
+            match (base, demoted) {
+                (base, false) => base,
+                (Some(Tier::Fast), true) => Some(Tier::Standard),
+                (Some(Tier::Standard), true) => Some(Tier::Deep),
+                (_, true) => None,
+            }
+        }
+    }
+
+    /// Checks the property for one conversation, calling every tool once:
+    /// the listing is exactly the allow-listed tools the oracle puts at or
+    /// under the turn's tier (and the long tool for its agent at DEEP).
+    fn check(host: &Host, conversation: &Conversation, model: &mut Model) -> Result<(), TestCaseError> {
         let agent = conversation.agent();
         let (_, ceiling, allowed) = AGENTS.iter().find(|(n, ..)| Some(*n) == agent).unwrap();
         let now = host.turn_tier(conversation);
@@ -299,18 +397,31 @@ mod properties {
             .collect();
         for name in &listed {
             prop_assert!(allowed.contains(&name.as_str()), "{name} listed but not on the allow-list");
-            let def = &catalog.get(name).unwrap().def;
-            if name == "longpoll" {
-                prop_assert_eq!(agent, Some("bartok"), "the long tool listed for another agent");
-                prop_assert_eq!(now.tier, Tier::Deep, "the long tool listed below its tier");
+        }
+        // The long tool is not tiered: only its agent sees it, at DEEP.
+        let caller = AGENTS.iter().map(|(n, ..)| *n).find(|n| Some(*n) == agent);
+        for (name, declared) in TOOLS {
+            let oracle = model.tier(name, declared, caller);
+            let expected = if name == "longpoll" {
+                agent == Some("bartok") && now.tier == Tier::Deep
             } else {
-                let tt = host.budget().tool_tier(def, agent);
-                prop_assert!(tt.is_some_and(|t| t <= now.tier), "{name} at {tt:?} listed at {:?}", now.tier);
-            }
+                allowed.contains(&name) && oracle.is_some_and(|t| t <= now.tier)
+            };
+            prop_assert_eq!(
+                listed.iter().any(|l| l == name),
+                expected,
+                "{} (oracle: {:?}) listed at {:?}",
+                name,
+                oracle,
+                now.tier
+            );
         }
         for (name, _) in TOOLS.iter().chain([("nonexistent", None)].iter()) {
             let r = host.call_in_turn(conversation, name, &serde_json::json!({}), &CallContext::default());
             prop_assert_eq!(r.is_ok(), listed.iter().any(|l| l == name), "{} callable: {:?}", name, r.err());
+            if r.is_ok() {
+                model.record(name, caller, 0, false);
+            }
         }
         Ok(())
     }
@@ -323,6 +434,18 @@ mod properties {
         ) {
             let clock = Arc::new(ManualClock::default());
             let host = host(clock.clone());
+            let seed = BudgetConfig::default();
+            prop_assert_eq!(
+                (seed.fast_ms, seed.standard_ms, seed.deep_ms, seed.window, seed.window_max_age_secs),
+                (CEILINGS_MS[0].1, CEILINGS_MS[1].1, CEILINGS_MS[2].1, WINDOW, MAX_AGE_SECS),
+                "the oracle encodes the seed settings"
+            );
+            prop_assert_eq!(
+                (seed.min_samples, seed.min_health_samples, seed.demote_error_rate, seed.unmeasured_tier),
+                (MIN_SAMPLES, MIN_HEALTH_SAMPLES, DEMOTE_ERRORS_PER_TEN as f64 / 10.0, UNMEASURED),
+                "the oracle encodes the seed settings"
+            );
+            let mut model = Model::default();
             // Two conversations of bartok, one each of the others.
             let conversations: Vec<Conversation> = ["bartok", "bartok", "sage", "oracle", "mute"]
                 .iter()
@@ -344,12 +467,16 @@ mod properties {
                         for _ in 0..samples {
                             let outcome = if failing { Outcome::Error } else { Outcome::Ok };
                             host.budget().record(def, by, Duration::from_millis(ms), outcome);
+                            model.record(TOOLS[tool].0, by, ms, failing);
                         }
                     }
-                    Op::Advance { secs } => clock.advance(Duration::from_secs(secs)),
+                    Op::Advance { secs } => {
+                        clock.advance(Duration::from_secs(secs));
+                        model.now += secs;
+                    }
                 }
                 for c in &conversations {
-                    check(&host, c)?;
+                    check(&host, c, &mut model)?;
                 }
             }
         }
