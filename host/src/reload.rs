@@ -139,6 +139,9 @@ pub struct Reloader {
     checks: Mutex<Vec<FrontCheck>>,
     /// One reload at a time (SIGHUP and the admin API may race).
     one_at_a_time: Mutex<()>,
+    /// Every tool name registered when the host started or at a reload
+    /// since: an allow-list naming none of these is a typo, refused.
+    seen: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -157,7 +160,9 @@ impl Reloader {
         built: HostBuilder,
         load: impl Fn() -> Result<HostBuilder, String> + Send + Sync + 'static,
     ) -> Reloader {
+        let seen = installer.host().registry().snapshot().tools().map(|t| t.def.name.clone()).collect();
         Reloader {
+            seen: Mutex::new(seen),
             host: installer.host().clone(),
             installer,
             servers,
@@ -168,6 +173,28 @@ impl Reloader {
             checks: Mutex::new(Vec::new()),
             one_at_a_time: Mutex::new(()),
         }
+    }
+
+    /// `npcs[i].tools: unknown tool "x" (did you mean "y"?)` for each name
+    /// in `new`'s allow-lists that no provider offers now or has offered
+    /// since the host started; nothing while an external server is not up
+    /// (it may offer it).
+    fn unknown_allowed_tools(&self, new: &crate::config::Config) -> Vec<String> {
+        if self.servers.as_ref().is_some_and(|s| s.status().iter().any(|s| s.state != "up")) {
+            return Vec::new();
+        }
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.extend(self.host.registry().snapshot().tools().map(|t| t.def.name.clone()));
+        let mut out = Vec::new();
+        for (i, npc) in new.npcs.iter().enumerate() {
+            for t in npc.tools.iter().filter(|t| !seen.contains(*t)) {
+                let hint = crate::doctor::did_you_mean(t, seen.iter().map(String::as_str))
+                    .map(|c| format!(" (did you mean {c:?}?)"))
+                    .unwrap_or_default();
+                out.push(format!("npcs[{i}].tools: unknown tool {t:?}{hint}"));
+            }
+        }
+        out
     }
 
     /// Counts the reloads that changed something (the front resyncs when it moves).
@@ -195,6 +222,13 @@ impl Reloader {
     /// nothing changes. Blocking (it may wait for server connections and
     /// resolve grants): call it off the async workers.
     pub fn reload(&self) -> Result<ReloadReport, ReloadError> {
+        self.reload_with(false)
+    }
+
+    /// [`Reloader::reload`]; with `force`, an allow-list naming a tool no
+    /// provider has offered since the host started is applied anyway (for a
+    /// plugin not loaded yet), with a warning, rather than refused.
+    pub fn reload_with(&self, force: bool) -> Result<ReloadReport, ReloadError> {
         let _one = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
         let invalid = ReloadError::Invalid;
         let next = (self.load)().map_err(invalid)?;
@@ -212,6 +246,15 @@ impl Reloader {
         let trust = next.trust().map_err(|e| invalid(e.to_string()))?;
         for check in self.checks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
             check(new).map_err(invalid)?;
+        }
+        // An allow-list typo would take a tool from an agent mid-game:
+        // refused, unless an upstream that is not up may offer it.
+        let unknown = self.unknown_allowed_tools(new);
+        if !unknown.is_empty() && !force {
+            return Err(invalid(format!(
+                "{}; nothing changed: fix the name, or `toolhost reload --force` to apply it anyway (for a tool whose plugin is not loaded yet)",
+                unknown.join("; ")
+            )));
         }
         // Under the new limits' floor and ceiling.
         let deadlines = new.limits().deadlines();
@@ -307,6 +350,9 @@ impl Reloader {
         report.warnings =
             crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()).collect();
         report.warnings.extend(secrets_warning);
+        if !unknown.is_empty() {
+            report.warnings.push(format!("applied with --force: {}", unknown.join("; ")));
+        }
         tracing::debug!(
             applied = ?report.applied,
             plugins = report.plugins.len(),

@@ -141,6 +141,32 @@ async fn an_allow_list_edit_and_a_reload_change_what_an_open_session_lists() {
     drop(host);
 }
 
+/// A typo in an allow-list at 11pm does not take `roll` from Bartok
+/// mid-game: the reload is refused (exit 1, naming the name and the likely
+/// one), nothing changes; `--force` applies it, with a warning.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_allow_list_typo_is_refused_and_changes_nothing_unless_forced() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "npcs:\n  - name: Bartok\n    budget_tier: fast\n    tools: [roll, roll_table]\n");
+    let (_host, url) = serve(d);
+    let (bartok, _) = session(&url, "/mcp/bartok").await;
+    assert_eq!(names(&bartok).await, ["roll", "roll_table"]);
+
+    write_config(d, "npcs:\n  - name: Bartok\n    budget_tier: fast\n    tools: [rol, roll_table]\n");
+    let (ok, out) = reload(d);
+    assert!(!ok, "refused: {out}");
+    assert!(out.contains("npcs[0].tools: unknown tool \"rol\" (did you mean \"roll\"?)"), "{out}");
+    assert!(out.contains("nothing changed") && out.contains("--force"), "{out}");
+    assert_eq!(names(&bartok).await, ["roll", "roll_table"], "Bartok keeps roll");
+
+    let o = admin(d, &["reload", "--force"]);
+    let out = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(o.status.success(), "{out}");
+    assert!(out.contains("applied with --force: npcs[0].tools: unknown tool \"rol\""), "{out}");
+    eventually("Bartok's list follows the forced file", async || names(&bartok).await == ["roll_table"]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_edit_and_a_reload_change_nothing_and_say_why() {
     let dir = tempfile::tempdir().unwrap();

@@ -260,8 +260,8 @@ impl AdminClient {
     }
 
     /// Re-reads the running host's config (`toolhost reload`).
-    pub fn reload(&self) -> Result<crate::reload::ReloadReport, ClientError> {
-        self.call(reqwest::Method::POST, "/reload", None::<()>)
+    pub fn reload(&self, force: bool) -> Result<crate::reload::ReloadReport, ClientError> {
+        self.call(reqwest::Method::POST, if force { "/reload?force=true" } else { "/reload" }, None::<()>)
     }
 
     /// Ends a DM override.

@@ -213,12 +213,25 @@ async fn agents(State(s): State<AdminState>) -> Reply<AgentsReply> {
     Ok(Json(AgentsReply { pid: std::process::id(), agents: crate::report::agents(&s.host) }))
 }
 
-async fn reload(State(s): State<AdminState>) -> Reply<crate::reload::ReloadReport> {
+/// `POST /reload`, or `POST /reload?force=true`: see
+/// [`crate::reload::Reloader::reload_with`].
+async fn reload(State(s): State<AdminState>, uri: axum::http::Uri) -> Reply<crate::reload::ReloadReport> {
     let Some(reloader) = s.admin.reloader.clone() else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "this host does not reload its config"));
     };
+    let force = match uri.query() {
+        None | Some("") => false,
+        Some("force=true") => true,
+        Some(other) => {
+            return Err(ApiError::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_input",
+                format!("expected no query or ?force=true, not ?{}", crate::tool::log_safe(other)),
+            ));
+        }
+    };
     // Resolving grants and restarting servers block: off the async workers.
-    match tokio::task::spawn_blocking(move || reloader.reload()).await {
+    match tokio::task::spawn_blocking(move || reloader.reload_with(force)).await {
         Ok(Ok(report)) => Ok(Json(report)),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),

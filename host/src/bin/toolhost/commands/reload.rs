@@ -13,7 +13,9 @@ use std::process::ExitCode;
 /// policy refuses is unloaded), external servers (`mcp.servers`), tokens
 /// and tool-call rate limits. Open sessions whose tools changed are told
 /// (`notifications/tools/list_changed`). If the new file is invalid in any
-/// way, nothing changes and the error says why (exit status 1). Settings
+/// way, nothing changes and the error says why (exit status 1); so does an
+/// allow-list naming a tool nothing has offered since the host started (a
+/// typo would take a tool from an agent mid-game), unless `--force`. Settings
 /// a running host cannot change (the instance pool's size, the audit file,
 /// state and cache directories, plugin files ...) are listed as needing a
 /// restart.
@@ -26,6 +28,11 @@ pub struct Reload {
     /// Print the report as JSON.
     #[arg(long)]
     json: bool,
+    /// Apply an allow-list that names a tool no provider has offered since
+    /// the host started (for a plugin not loaded yet); without it such a
+    /// name is refused as a typo and nothing changes.
+    #[arg(long)]
+    force: bool,
     #[command(flatten)]
     state: StateArgs,
 }
@@ -39,7 +46,7 @@ impl Reload {
             Ok(a) => a,
             Err(e) => return self.fail(&format!("{e:#}")),
         };
-        match admin.reload() {
+        match admin.reload(self.force) {
             Ok(report) => {
                 if let (Some(given), Some(read)) = (&self.state.config.config, &report.file)
                     && std::fs::canonicalize(given).ok().as_ref() != Some(read)
