@@ -104,6 +104,23 @@ async fn stats_json_against_a_running_host_shows_the_calls_made_over_mcp() {
     c.cancel().await.unwrap();
 }
 
+/// With the config file broken mid-edit, the live commands still reach the
+/// running host (as `status` and `override` do), saying the file is broken.
+#[tokio::test(flavor = "multi_thread")]
+async fn agents_and_stats_reach_the_host_while_the_config_is_broken() {
+    let dir = dir_with(&format!("{QUIET}npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll]\n"));
+    let (_host, _) = serve(dir.path());
+    std::fs::write(dir.path().join("toolhost.yaml"), "npcs: [ {name: bartok, tools: [roll\n").unwrap();
+    for cmd in ["agents", "stats"] {
+        let o = run(dir.path(), &[cmd, "--json"]);
+        assert!(o.status.success(), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("live: host pid"), "{cmd}: {}", stderr(&o));
+        assert!(stderr(&o).contains("warning: "), "{cmd} says the file is broken: {}", stderr(&o));
+    }
+    let (agents, _) = json(dir.path(), &["agents", "--json"]);
+    assert_eq!(agents[0]["name"], "bartok", "{agents}");
+}
+
 /// A DM override outlives a restart mid-game, for what is left of it; a
 /// cleared one does not come back.
 #[tokio::test(flavor = "multi_thread")]

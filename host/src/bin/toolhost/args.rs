@@ -357,6 +357,28 @@ impl HostArgs {
         Ok(Started { assembly, built, servers, rt })
     }
 
+    /// The state directory a live command looks for the running host in:
+    /// the config's, or, when the config file does not load, the default
+    /// (or `--state-dir`) if a host serves there, so `agents` and `stats`
+    /// keep working while the DM fixes the file. Otherwise the config's
+    /// error.
+    pub fn live_state_dir(&self, pid: Option<u32>) -> Result<PathBuf> {
+        match self.builder() {
+            Ok(b) => Ok(b.resolved_state_dir()),
+            Err(e) => {
+                let fallback =
+                    HostBuilder::new(Config::default()).state_dir(self.state_dir.clone()).resolved_state_dir();
+                match toolhost::admin::client::AdminClient::discover(&fallback, pid) {
+                    Ok(_) => {
+                        eprintln!("warning: {e:#}; asking the host serving with state directory {}", fallback.display());
+                        Ok(fallback)
+                    }
+                    Err(_) => Err(e),
+                }
+            }
+        }
+    }
+
     /// Whether these flags describe a host other than the one the config
     /// serves (extra plugins, no built-ins, another calibration
     /// environment): then a command that could read the running host

@@ -34,7 +34,7 @@ pub fn override_cell(a: &AgentStatusReport) -> String {
 
 impl Agents {
     pub fn run(self) -> Result<ExitCode> {
-        let state = self.host.builder()?.resolved_state_dir();
+        let state = self.host.live_state_dir(self.pid.pid)?;
         let agents = match live_or_local(&state, self.pid.pid, |c| c.agents())? {
             View::Live(reply) => reply.agents,
             View::Local => {

@@ -50,7 +50,7 @@ fn ms(v: Option<f64>) -> String {
 
 impl Stats {
     pub fn run(self) -> Result<ExitCode> {
-        let state = self.host.builder()?.resolved_state_dir();
+        let state = self.host.live_state_dir(self.pid.pid)?;
         let view = if self.host.describes_another_host() {
             local_only_note();
             View::Local
