@@ -370,7 +370,10 @@ impl HostArgs {
                     HostBuilder::new(Config::default()).state_dir(self.state_dir.clone()).resolved_state_dir();
                 match toolhost::admin::client::AdminClient::discover(&fallback, pid) {
                     Ok(_) => {
-                        eprintln!("warning: {e:#}; asking the host serving with state directory {}", fallback.display());
+                        eprintln!(
+                            "warning: {e:#}; asking the host serving with state directory {}",
+                            fallback.display()
+                        );
                         Ok(fallback)
                     }
                     Err(_) => Err(e),
