@@ -194,3 +194,44 @@ fn grants_never_shows_a_capability_both_as_denied_and_granted() {
     }
     assert!(out.contains("was granted the environment variable TOOLHOST_REVIEW_NOT_SET"), "{out}");
 }
+
+/// `inspect` applies the trust policy as loading does: an unsigned file and
+/// one signed by a key the config does not trust are described but would
+/// not load (exit 3, saying why); signed by a trusted key, it names the
+/// signer and would load.
+#[test]
+fn inspect_applies_the_trust_policy_and_names_the_signer() {
+    use crate::common::run_strict;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("toolhost.yaml"), "{}\n").unwrap();
+    std::fs::copy(COUNTER_PATH, d.join("counter.wasm")).unwrap();
+    let inspect = || {
+        let o = run_strict(d, &["inspect", "counter.wasm", "--probes", "0", "--json"]);
+        (o.status.code(), serde_json::from_str::<Value>(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stderr(&o))))
+    };
+
+    let (code, v) = inspect();
+    assert_eq!(code, Some(NOT_LOADABLE_HERE), "unsigned: {v}");
+    assert_eq!((v["described"].clone(), v["loadable"].clone()), (json!(true), json!(false)), "{v}");
+    assert!(v["signed"].as_str().unwrap().starts_with("refused by the trust policy"), "{v}");
+    assert!(v["error"].as_str().unwrap().contains("not signed"), "{v}");
+
+    for who in ["alice", "mallory"] {
+        let o = run_strict(d, &["keygen", who, "--out", "keys"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let o = run_strict(d, &["sign", "counter.wasm", "--key", "keys/mallory.key", "--version", "0.1.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    std::fs::write(d.join("toolhost.yaml"), "trust:\n  key_files: [keys/alice.pub]\n").unwrap();
+    let (code, v) = inspect();
+    assert_eq!(code, Some(NOT_LOADABLE_HERE), "signed by an untrusted key: {v}");
+    assert!(v["signed"].as_str().unwrap().starts_with("refused by the trust policy"), "{v}");
+
+    let o = run_strict(d, &["sign", "counter.wasm", "--key", "keys/alice.key", "--version", "0.2.0"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (code, v) = inspect();
+    assert_eq!(code, Some(0), "signed by a trusted key: {v}");
+    assert!(v["signed"].as_str().unwrap().starts_with("signed by alice"), "{v}");
+    assert!(v["signed"].as_str().unwrap().contains("version 0.2.0"), "{v}");
+}

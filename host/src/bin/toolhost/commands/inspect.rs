@@ -30,8 +30,11 @@ pub const NOT_LOADABLE_HERE: u8 = 3;
 /// `list-tools` export in a sandbox with no grant at all, under the usual
 /// limits; no tool runs unless the plugin loads without any grant and this
 /// config would load it (then only idempotent tools, for the badge, still
-/// without grants). Exit status: 0 when this config would load it, 3 when
-/// it was described but this config would not load it, 1 when it cannot be
+/// without grants). It applies the config's trust policy as loading does:
+/// an unsigned file, or one signed by a key the config does not trust, is
+/// described but would not load. Exit status: 0 when this config would
+/// load it, 3 when it was described but this config would not load it
+/// (trust, grants), 1 when it cannot be
 /// described (not a toolhost component, an import this host does not
 /// provide, list-tools failing).
 #[derive(Debug, clap::Args)]
@@ -46,6 +49,8 @@ pub struct Inspect {
     json: bool,
     #[command(flatten)]
     runtime: RuntimeArgs,
+    #[command(flatten)]
+    trust: crate::args::TrustArgs,
 }
 
 #[derive(Serialize)]
@@ -84,6 +89,8 @@ struct Report {
     over_granted: Capabilities,
     /// In plain words, what is wrong between its imports and its grants.
     findings: Vec<String>,
+    /// Who signed it, as the trust policy sees it (or why it refuses it).
+    signed: String,
     /// What its signed manifest asks of the operator beyond capabilities
     /// (absent when it is not signed, or its signature does not verify).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -112,7 +119,7 @@ struct AskedHost {
 
 impl Inspect {
     pub fn run(self) -> Result<ExitCode> {
-        let builder = self.runtime.builder()?;
+        let builder = self.runtime.builder()?.allow_unsigned(self.trust.allow_unsigned);
         let runtime = builder.runtime()?;
         let name = toolhost::runtime::plugin_name_from_path(&self.file);
         let bytes = toolhost::runtime::read_bounded(&self.file, runtime.limits().max_component_bytes)
@@ -133,7 +140,16 @@ impl Inspect {
         };
         let review = CAPABILITIES.review(&imports, granted);
         let described = runtime.describe_compiled(&compiled).map_err(|e| e.kind.to_string());
-        let refused = CAPABILITIES.check_granted(&imports, granted).err().map(|e| e.to_string());
+        // The trust policy first, as loading does: unsigned, an unknown
+        // signer, a digest the lock file does not pin.
+        let trust = builder
+            .trust()
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.admit(&name, &bytes).map(|(_, p)| p).map_err(|e| e.to_string()));
+        let refused = match &trust {
+            Err(why) => Some(format!("the trust policy refuses it: {why}")),
+            Ok(_) => CAPABILITIES.check_granted(&imports, granted).err().map(|e| e.to_string()),
+        };
         let needs_grants = CAPABILITIES.check_imports(&imports, &Grants::default()).is_err();
         // Why no tool runs (`None`: its idempotent tools are probed).
         let not_probed = match (&described, &refused) {
@@ -226,6 +242,10 @@ impl Inspect {
                     }
                 },
             );
+        let signed = match &trust {
+            Ok(p) => p.describe(),
+            Err(why) => format!("refused by the trust policy: {why}"),
+        };
         if self.json {
             print_json(&Report {
                 file: self.file.display().to_string(),
@@ -243,6 +263,7 @@ impl Inspect {
                 denied: review.denied,
                 over_granted: review.over_granted,
                 findings,
+                signed: signed.clone(),
                 manifest_asks,
                 tools,
             })?;
@@ -251,6 +272,7 @@ impl Inspect {
         println!("file:    {}", self.file.display());
         println!("sha256:  {digest}");
         println!("size:    {size} bytes");
+        println!("signed:  {signed}");
         println!("imports ({}):", imports.len());
         for i in &imports {
             println!("  {i}");
