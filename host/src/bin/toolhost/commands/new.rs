@@ -3,7 +3,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Create a new plugin project (Rust, with the toolhost SDK) that builds
-/// with one command, anywhere, and passes `toolhost inspect`.
+/// with one command, anywhere, and passes `toolhost inspect --allow-unsigned`.
 #[derive(Debug, clap::Args)]
 pub struct New {
     /// Plugin name (lowercase letters, digits, '-', '_').
@@ -28,7 +28,7 @@ impl New {
             project.display(),
             toolhost::scaffold::TARGET
         );
-        println!("check it:   toolhost inspect {}", wasm.display());
+        println!("check it:   toolhost inspect --allow-unsigned {}   (not signed yet)", wasm.display());
         println!("load it:    toolhost plugin add {}   (into a running `toolhost serve`)", wasm.display());
         if self.http {
             println!(
