@@ -104,6 +104,29 @@ async fn stats_json_against_a_running_host_shows_the_calls_made_over_mcp() {
     c.cancel().await.unwrap();
 }
 
+/// The shipped `examples/table.yaml` is clean, and its tiers are at work:
+/// Bartok sees only the dice until the DM lets him up to STANDARD.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_table_example_is_clean_and_an_override_changes_what_bartok_sees() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/table.yaml");
+    let dir = dir_with(&std::fs::read_to_string(&example).unwrap());
+    let o = run(dir.path(), &["doctor"]);
+    assert!(o.status.success(), "doctor: {}{}", stdout(&o), stderr(&o));
+    let (_host, _) = serve(dir.path());
+    let sees = |agents: &Value, who: &str| -> Vec<String> {
+        let a = agents.as_array().unwrap().iter().find(|a| a["name"] == who).unwrap_or_else(|| panic!("{agents}"));
+        a["visible"].as_array().unwrap().iter().map(|t| t.as_str().unwrap().to_string()).collect()
+    };
+    let (agents, _) = json(dir.path(), &["agents", "--json"]);
+    assert_eq!(sees(&agents, "Bartok the Barkeep"), ["roll", "roll_table"], "{agents}");
+    assert_eq!(sees(&agents, "Mira the Sage"), ["get_rule", "roll", "search_rules"], "{agents}");
+    assert_eq!(sees(&agents, "The Oracle").len(), 4, "{agents}");
+    let o = run(dir.path(), &["override", "Bartok the Barkeep", "standard", "--for", "10m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (agents, _) = json(dir.path(), &["agents", "--json"]);
+    assert_eq!(sees(&agents, "Bartok the Barkeep"), ["get_rule", "roll", "roll_table", "search_rules"], "{agents}");
+}
+
 /// With the config file broken mid-edit, the live commands still reach the
 /// running host (as `status` and `override` do), saying the file is broken.
 #[tokio::test(flavor = "multi_thread")]
