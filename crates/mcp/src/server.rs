@@ -321,13 +321,24 @@ impl McpFront {
     /// order: every one for the operator; for an agent, those with at least
     /// one tool on its allow-list.
     fn upstreams(&self) -> Vec<Upstream> {
+        self.upstreams_with(true)
+    }
+
+    /// [`McpFront::upstreams`]; `named: false` skips working out the names
+    /// their prompts and resources are offered under.
+    fn upstreams_with(&self, named: bool) -> Vec<Upstream> {
         let catalog = self.host.registry().snapshot();
         let allowed: Option<Vec<String>> =
             self.agent.as_deref().map(|a| self.host.budget().agent(a).map(|p| p.tools.clone()).unwrap_or_default());
-        super::client::upstreams(&catalog, |tools| match &allowed {
+        let allowed = |tools: &[crate::tool::ToolDef]| match &allowed {
             None => true,
             Some(list) => tools.iter().any(|t| list.contains(&t.name)),
-        })
+        };
+        if named {
+            super::client::upstreams(&catalog, allowed)
+        } else {
+            super::client::upstreams_unnamed(&catalog, allowed)
+        }
     }
 
     /// Spends one of this session's agent's tool calls on a request that
@@ -398,7 +409,8 @@ impl McpFront {
     /// listings' counters. A server offering none comes and goes unnoticed.
     fn offer_signature(&self) -> (Signature, Signature) {
         let (mut resources, mut prompts) = (Vec::new(), Vec::new());
-        for u in self.upstreams() {
+        // Polled once a second per session: no names worked out.
+        for u in self.upstreams_with(false) {
             let (r, p) = u.generations();
             let offer = u.offer();
             if !offer.resources.is_empty() || !offer.templates.is_empty() {

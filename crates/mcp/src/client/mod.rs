@@ -50,12 +50,12 @@ use crate::tool::ProviderKind;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use supervisor::{Server, supervise};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use offer::{MAX_URI_BYTES, Upstream, upstreams};
+pub(crate) use offer::{MAX_URI_BYTES, Upstream, upstreams, upstreams_unnamed};
 
 /// How long connecting (spawn or HTTP, then `initialize` and `tools/list`) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -249,13 +249,7 @@ impl ExternalServers {
     /// Waits until every server has finished its first connection attempt
     /// (successful or not), or `timeout` passes.
     pub fn wait_ready(&self, timeout: Duration) {
-        let servers: Vec<Arc<Server>> =
-            self.servers.lock().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
-        let deadline = Instant::now() + timeout;
-        for s in servers {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let _ = block_on(&self.rt, async { tokio::time::timeout(left, s.first_attempt()).await });
-        }
+        let _ = block_on(&self.rt, async { tokio::time::timeout(timeout, self.first_attempts()).await });
     }
 
     /// Waits until every server has finished its first connection attempt

@@ -329,6 +329,17 @@ pub(crate) struct Upstream {
 /// server in `catalog`, connected or not, so a name does not change as
 /// others come and go).
 pub(crate) fn upstreams(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool) -> Vec<Upstream> {
+    collect(catalog, allowed, true)
+}
+
+/// [`upstreams`] without working out names: for what only needs the
+/// servers and their offers (each session's once-a-second look for
+/// changes), so that costs no copy of every URI and prompt name.
+pub(crate) fn upstreams_unnamed(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool) -> Vec<Upstream> {
+    collect(catalog, allowed, false)
+}
+
+fn collect(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool, named: bool) -> Vec<Upstream> {
     let mut all: Vec<(&McpTools, Arc<Offer>)> = catalog
         .providers()
         .filter(|p| p.kind() == ProviderKind::Mcp)
@@ -340,37 +351,35 @@ pub(crate) fn upstreams(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool)
         .collect();
     all.sort_by_key(|(t, _)| t.server.order);
     let mut prompts_taken = std::collections::HashSet::new();
-    let mut uris_taken = std::collections::HashSet::new();
+    let mut uris_taken: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut out = Vec::new();
-    for (tools, offer) in all {
+    for (tools, offer) in &all {
         let server = &tools.server;
-        let prompt_names: Vec<Option<String>> = offer
-            .prompts
-            .iter()
-            .map(|p| {
-                let own = match &server.cfg.prefix {
-                    Some(_) => None,
-                    None => Some(p.name.clone()).filter(|n| !prompts_taken.contains(n)),
-                };
-                let name = own.unwrap_or_else(|| {
-                    super::names::renamed_prompt(&server.cfg.name, server.cfg.prefix.as_deref(), &p.name)
-                });
-                prompts_taken.insert(name.clone()).then_some(name)
-            })
-            .collect();
-        let mut shadowed = std::collections::HashSet::new();
-        let uris = offer.resources.iter().map(|r| &r.uri).chain(offer.templates.iter().map(|t| &t.uri_template));
-        let mine: Vec<&String> = uris.collect();
-        for uri in &mine {
-            if uris_taken.contains(*uri) {
-                shadowed.insert((*uri).clone());
-            }
+        let (mut prompt_names, mut shadowed) = (Vec::new(), std::collections::HashSet::new());
+        if named {
+            prompt_names = offer
+                .prompts
+                .iter()
+                .map(|p| {
+                    let own = match &server.cfg.prefix {
+                        Some(_) => None,
+                        None => Some(p.name.clone()).filter(|n| !prompts_taken.contains(n)),
+                    };
+                    let name = own.unwrap_or_else(|| {
+                        super::names::renamed_prompt(&server.cfg.name, server.cfg.prefix.as_deref(), &p.name)
+                    });
+                    prompts_taken.insert(name.clone()).then_some(name)
+                })
+                .collect();
+            let uris = offer.resources.iter().map(|r| r.uri.as_str());
+            let mine: Vec<&str> = uris.chain(offer.templates.iter().map(|t| t.uri_template.as_str())).collect();
+            shadowed = mine.iter().filter(|u| uris_taken.contains(*u)).map(|u| u.to_string()).collect();
+            uris_taken.extend(mine);
         }
-        uris_taken.extend(mine.into_iter().cloned());
         if server.available.load(Ordering::Acquire) && allowed(&tools.tools) {
             out.push(Upstream {
                 server: server.clone(),
-                offer,
+                offer: offer.clone(),
                 prompt_names: Arc::new(prompt_names),
                 shadowed: Arc::new(shadowed),
             });
