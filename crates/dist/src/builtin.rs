@@ -12,14 +12,19 @@ pub struct Builtin {
     pub name: &'static str,
     /// The component.
     pub bytes: &'static [u8],
+    /// Its code, precompiled by the build for the runtime's default engine.
+    pub code: toolhost_runtime::Precompiled,
+    /// Capabilities without which its tools cannot work (they load, and
+    /// every call fails): the DM's page marks them.
+    pub needs: &'static [&'static str],
 }
 
 /// Every built-in plugin.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "diceroller", bytes: guests::DICEROLLER },
-    Builtin { name: "ruleslookup", bytes: guests::RULESLOOKUP },
-    Builtin { name: "fileio", bytes: guests::FILEIO },
-    Builtin { name: "memorytool", bytes: guests::MEMORYTOOL },
+    Builtin { name: "diceroller", bytes: guests::DICEROLLER, code: guests::DICEROLLER_CODE, needs: &[] },
+    Builtin { name: "ruleslookup", bytes: guests::RULESLOOKUP, code: guests::RULESLOOKUP_CODE, needs: &[] },
+    Builtin { name: "fileio", bytes: guests::FILEIO, code: guests::FILEIO_CODE, needs: &["files"] },
+    Builtin { name: "memorytool", bytes: guests::MEMORYTOOL, code: guests::MEMORYTOOL_CODE, needs: &[] },
 ];
 
 /// Loads and registers every built-in plugin into `host`. A host without a
@@ -39,8 +44,45 @@ pub fn add_builtins_except(
             .map_err(|e| toolhost_core::AddPluginError::Memory(Box::new(e)))?;
         host.set_memory(std::sync::Arc::new(demo));
     }
-    for b in BUILTINS.iter().filter(|b| !skip(b.name)) {
-        host.add_builtin(b.name, b.bytes)?;
+    let chosen: Vec<&Builtin> = BUILTINS.iter().filter(|b| !skip(b.name)).collect();
+    for b in &chosen {
+        host.runtime().offer_precompiled(b.code);
     }
-    Ok(())
+    // Each on a thread of its own: loading the code and reading the tools
+    // is most of a start-up, and the four are independent.
+    std::thread::scope(|s| {
+        let loading: Vec<_> = chosen.iter().map(|b| s.spawn(move || host.add_builtin(b.name, b.bytes))).collect();
+        loading.into_iter().try_for_each(|l| l.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BUILTINS;
+    use sha2::{Digest as _, Sha256};
+    use toolhost_runtime::{CompileSource, Limits, Runtime};
+
+    /// The code the build embedded fits the runtime's default engine (the
+    /// two share `engine_settings.rs`): a built-in loads with no compile,
+    /// under the digest of its very bytes. A copy of the bytes gets the
+    /// same code; other bytes never do.
+    #[test]
+    fn the_builtins_load_from_their_precompiled_code_and_only_for_their_bytes() {
+        let rt = Runtime::new(Limits::default(), None).unwrap();
+        for b in BUILTINS {
+            rt.offer_precompiled(b.code);
+        }
+        for b in BUILTINS {
+            let c = rt.compile(b.name, b.bytes).unwrap();
+            assert_eq!(c.source, CompileSource::Precompiled, "{}", b.name);
+            assert_eq!(c.digest, hex::encode(Sha256::digest(b.bytes)), "{}: the build's digest", b.name);
+            let copy = b.bytes.to_vec();
+            assert_eq!(rt.compile(b.name, &copy).unwrap().source, CompileSource::Precompiled, "{}", b.name);
+        }
+        // One byte changed (in a custom section's name, so it stays a
+        // valid component): compiled, not given the embedded code.
+        let mut other = BUILTINS[0].bytes.to_vec();
+        other.extend_from_slice(&[0, 4, 3, b'x', b'y', b'z']);
+        assert_eq!(rt.compile("other", &other).unwrap().source, CompileSource::Compiled);
+    }
 }

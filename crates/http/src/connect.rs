@@ -104,7 +104,7 @@ async fn open(
             HttpScheme::Https => {
                 let name = rustls_pki_types::ServerName::try_from(target.host.clone())
                     .map_err(|_| refused(format!("{:?} is not a name TLS can verify", target.host)))?;
-                let config = shared.tls.clone().map_err(refused)?;
+                let config = shared.tls().map_err(refused)?;
                 let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.map_err(tls_error)?;
                 let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls)).await?;
                 Ok::<_, WasiHttpError>((sender, Box::pin(async move { conn.await.map(drop) }) as Driver))

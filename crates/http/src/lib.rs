@@ -87,8 +87,13 @@ pub struct HttpExtension {
 
 /// What every call's hooks share.
 pub(crate) struct Shared {
-    /// The TLS configuration, or why there is none.
-    pub(crate) tls: Result<Arc<rustls::ClientConfig>, String>,
+    /// The operator's extra CA certificates (`plugins.http_ca_files`),
+    /// read at start so a bad file is an error then.
+    extra_roots: Vec<rustls_pki_types::CertificateDer<'static>>,
+    /// The TLS configuration, or why there is none: made at the first
+    /// HTTPS request, not at start (the platform's CA certificates take
+    /// milliseconds to load, and most hosts never need them).
+    tls: std::sync::OnceLock<Result<Arc<rustls::ClientConfig>, String>>,
     /// (lowercase host, port) -> pinned address.
     pub(crate) pins: HashMap<(String, u16), SocketAddr>,
     /// Each plugin's kept-alive connections.
@@ -119,27 +124,6 @@ impl HttpExtension {
             }
             extra.extend(certs);
         }
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        // A machine with no CA certificates at all (and none configured)
-        // still runs every plugin: only its HTTPS requests fail, saying why.
-        let tls = match rustls_platform_verifier::Verifier::new_with_extra_roots(extra, provider.clone()) {
-            Ok(verifier) => {
-                let mut tls = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| HttpSetupError::Tls(e.to_string()))?
-                    .dangerous()
-                    .with_custom_certificate_verifier(Arc::new(verifier))
-                    .with_no_client_auth();
-                tls.alpn_protocols = vec![b"http/1.1".to_vec()];
-                Ok(Arc::new(tls))
-            }
-            Err(e) => {
-                tracing::debug!("plugins' HTTPS requests will fail: {e}");
-                Err(format!(
-                    "no CA certificate to verify servers with ({e}): install the system's CA certificates, or list CAs in plugins.http_ca_files"
-                ))
-            }
-        };
         let mut pins = HashMap::new();
         for (entry, addr) in &settings.resolve {
             let err = |reason: &str| HttpSetupError::Resolve { entry: entry.clone(), reason: reason.into() };
@@ -150,7 +134,44 @@ impl HttpExtension {
             }
             pins.insert((host.to_ascii_lowercase(), port), *addr);
         }
-        Ok(HttpExtension { shared: Arc::new(Shared { tls, pins, pool: Default::default() }) })
+        Ok(HttpExtension {
+            shared: Arc::new(Shared { extra_roots: extra, tls: Default::default(), pins, pool: Default::default() }),
+        })
+    }
+}
+
+impl Shared {
+    /// The TLS configuration (made on first use), or why there is none.
+    pub(crate) fn tls(&self) -> Result<Arc<rustls::ClientConfig>, String> {
+        self.tls
+            .get_or_init(|| {
+                let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+                // A machine with no CA certificates at all (and none
+                // configured) still runs every plugin: only its HTTPS
+                // requests fail, saying why.
+                match rustls_platform_verifier::Verifier::new_with_extra_roots(
+                    self.extra_roots.iter().cloned(),
+                    provider.clone(),
+                ) {
+                    Ok(verifier) => {
+                        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+                            .with_safe_default_protocol_versions()
+                            .map_err(|e| e.to_string())?
+                            .dangerous()
+                            .with_custom_certificate_verifier(Arc::new(verifier))
+                            .with_no_client_auth();
+                        tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+                        Ok(Arc::new(tls))
+                    }
+                    Err(e) => {
+                        tracing::debug!("plugins' HTTPS requests will fail: {e}");
+                        Err(format!(
+                            "no CA certificate to verify servers with ({e}): install the system's CA certificates, or list CAs in plugins.http_ca_files"
+                        ))
+                    }
+                }
+            })
+            .clone()
     }
 }
 

@@ -22,6 +22,7 @@ mod bindings;
 pub mod cache;
 pub mod capabilities;
 mod clock;
+pub mod engine_settings;
 mod extension;
 pub mod limits;
 mod plugin;
@@ -160,6 +161,10 @@ struct Inner {
     /// Each plugin's `wasi:config/store` values (config and secrets).
     plugin_values: arc_swap::ArcSwap<HashMap<String, Arc<PluginValues>>>,
     cache: Option<CompileCache>,
+    /// Code precompiled by the build, by component sha256.
+    precompiled: std::sync::Mutex<HashMap<String, Precompiled>>,
+    /// The plugins being compiled now, and since when.
+    compiling: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
     ticker: Ticker,
 }
 
@@ -183,6 +188,29 @@ pub enum CompileSource {
     Compiled,
     /// Loaded from the on-disk cache.
     Cache,
+    /// Deserialized from code precompiled when the binary was built (the
+    /// built-in plugins, see [`Runtime::offer_precompiled`]).
+    Precompiled,
+}
+
+/// Code compiled ahead of time, by the build, for a component embedded in
+/// the binary.
+///
+/// Its integrity is the compile cache's guarantee: no native code runs
+/// that this host's own build did not produce, for exactly the bytes being
+/// loaded. The code and the component are both in the executable's
+/// read-only data (whoever could change them could change the code that
+/// would check them), and the code is used only for a component whose
+/// sha256 is the one the build hashed.
+#[derive(Debug, Clone, Copy)]
+pub struct Precompiled {
+    /// The component, as embedded.
+    pub component: &'static [u8],
+    /// Its sha256 (lowercase hex), computed by the build: the code is
+    /// used only for bytes with this digest.
+    pub component_sha256: &'static str,
+    /// What `Engine::precompile_component` produced for them.
+    pub artifact: &'static [u8],
 }
 
 impl Runtime {
@@ -220,11 +248,8 @@ impl Runtime {
             }
         });
         let mut config = Config::new();
-        config.wasm_component_model(true);
-        config.consume_fuel(limits.fuel.is_some());
-        config.epoch_interruption(true);
+        engine_settings::apply_code_settings(&mut config, limits.fuel.is_some());
         config.max_wasm_stack(limits.max_wasm_stack);
-        config.cranelift_opt_level(wasmtime::OptLevel::Speed);
         let mut pool = PoolingAllocationConfig::default();
         pool.total_component_instances(limits.max_instances)
             .total_core_instances(limits.max_instances * 8)
@@ -294,6 +319,8 @@ impl Runtime {
                 plugin_limits: arc_swap::ArcSwap::default(),
                 plugin_values: arc_swap::ArcSwap::default(),
                 cache,
+                precompiled: Default::default(),
+                compiling: Default::default(),
                 ticker,
             }),
         })
@@ -437,13 +464,23 @@ impl Runtime {
         if bytes[6..8] == [0, 0] {
             return Err(err(LoadErrorKind::CoreModule));
         }
-        let digest = hex::encode(Sha256::digest(bytes));
+        // The embedded built-ins' digests are known (same bytes, same
+        // binary); anything else is hashed.
+        let digest = match self.embedded_digest(bytes) {
+            Some(d) => d,
+            None => hex::encode(Sha256::digest(bytes)),
+        };
         let engine = &self.inner.engine;
-        let (component, source) = match self.inner.cache.as_ref().and_then(|c| c.load(engine, &digest)) {
-            Some(c) => (c, CompileSource::Cache),
+        let loaded = match self.precompiled(name, &digest) {
+            Some(c) => Some((c, CompileSource::Precompiled)),
+            None => self.inner.cache.as_ref().and_then(|c| c.load(engine, &digest)).map(|c| (c, CompileSource::Cache)),
+        };
+        let (component, source) = match loaded {
+            Some(loaded) => loaded,
             None => {
-                let serialized =
-                    engine.precompile_component(bytes).map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
+                let serialized = self
+                    .compiling(name, bytes.len(), || engine.precompile_component(bytes))
+                    .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
                 // SAFETY: `serialized` was produced just above by this engine.
                 #[allow(unsafe_code)]
                 let component = unsafe { Component::deserialize(engine, &serialized) }
@@ -458,6 +495,73 @@ impl Runtime {
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         Ok(Compiled { name: name.to_string(), digest, size: bytes.len(), component, source, imports, exports })
+    }
+
+    /// Runs `compile` for plugin `name` (`size` bytes), listed in
+    /// [`Runtime::compiling_now`] and logged when it starts and ends
+    /// (target `toolhost::compile`, on by default: a compile can take
+    /// seconds, and the operator should not wonder why).
+    fn compiling<T>(&self, name: &str, size: usize, compile: impl FnOnce() -> T) -> T {
+        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant);
+        impl Drop for Listed<'_> {
+            fn drop(&mut self) {
+                self.0.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).remove(self.1);
+                let ms = u64::try_from(self.2.elapsed().as_millis()).unwrap_or(u64::MAX);
+                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, "compile of plugin {} done in {ms} ms", self.1);
+            }
+        }
+        let started = std::time::Instant::now();
+        tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, "compiling plugin {name} (not in the compile cache)");
+        self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), started);
+        let _listed = Listed(self, name, started);
+        compile()
+    }
+
+    /// The plugins being compiled now, each with how long it has taken so
+    /// far, by name.
+    pub fn compiling_now(&self) -> Vec<(String, std::time::Duration)> {
+        let compiling = self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner());
+        compiling.iter().map(|(name, since)| (name.clone(), since.elapsed())).collect()
+    }
+
+    /// The build's digest of `bytes` when they are an embedded component
+    /// offered with [`Runtime::offer_precompiled`] (the very same static
+    /// bytes, not a copy).
+    fn embedded_digest(&self, bytes: &[u8]) -> Option<String> {
+        let offered = self.inner.precompiled.lock().unwrap_or_else(|p| p.into_inner());
+        offered.values().find(|p| std::ptr::eq(p.component, bytes)).map(|p| p.component_sha256.to_string())
+    }
+
+    /// Offers code the build precompiled: a later [`Runtime::compile`] of
+    /// exactly the component it was made from deserializes it instead of
+    /// compiling (when wasmtime finds it compatible with this engine).
+    pub fn offer_precompiled(&self, code: Precompiled) {
+        self.inner
+            .precompiled
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(code.component_sha256.to_string(), code);
+    }
+
+    /// The precompiled code offered for the component with sha256
+    /// `digest`, deserialized; `None` (compile as usual) when none was
+    /// offered, its bytes are not what the build hashed, or wasmtime finds
+    /// it incompatible with this engine (another CPU, other settings).
+    fn precompiled(&self, name: &str, digest: &str) -> Option<Component> {
+        let code = *self.inner.precompiled.lock().unwrap_or_else(|p| p.into_inner()).get(digest)?;
+        // SAFETY: the artifact is native code `Engine::precompile_component`
+        // produced when this binary was built (crates/dist/build.rs), for
+        // the component whose sha256 is `digest` (the bytes being loaded),
+        // and is part of the executable (see `Precompiled`). wasmtime
+        // checks its version and settings before use.
+        #[allow(unsafe_code)]
+        match unsafe { Component::deserialize(&self.inner.engine, code.artifact) } {
+            Ok(component) => Some(component),
+            Err(e) => {
+                tracing::info!(plugin = name, reason = %e, "the precompiled code does not fit this engine; compiling instead");
+                None
+            }
+        }
     }
 
     /// Loads a plugin: compiles (or loads from cache), checks the world and
