@@ -131,6 +131,7 @@ pub struct HostBuilder {
     plugins: Vec<PathBuf>,
     allow_unsigned: bool,
     environment: Option<String>,
+    defer_plugins: bool,
 }
 
 /// A built host and what was decided while building it.
@@ -159,6 +160,8 @@ pub struct Assembly {
     /// Problems that did not stop the host (a plugin in the plugins
     /// directory that did not load ...), for the operator.
     pub warnings: Vec<String>,
+    /// Plugins left to load, with [`HostBuilder::defer_plugins`].
+    pub deferred: DeferredPlugins,
 }
 
 impl HostBuilder {
@@ -172,7 +175,18 @@ impl HostBuilder {
             plugins: Vec::new(),
             allow_unsigned: false,
             environment: None,
+            defer_plugins: false,
         }
+    }
+
+    /// Leaves every plugin but the built-ins to load after the build, in
+    /// [`Assembly::deferred`]: a server answers `initialize` while a
+    /// plugin compiles (its first lists wait for them, see
+    /// `toolhost_core::readiness`).
+    #[must_use]
+    pub fn defer_plugins(mut self, on: bool) -> HostBuilder {
+        self.defer_plugins = on;
+        self
     }
 
     /// The config being built from.
@@ -451,66 +465,34 @@ impl HostBuilder {
         if cfg.plugins.builtins && self.builtins {
             installer.add_builtins().map_err(BuildError::Builtins)?;
         }
-        let removed = |p: &Path| {
-            let name = crate::runtime::plugin_name_from_path(p);
-            let held = installer.runtime_changes().is_removed(&name, Some(p));
-            if held {
-                tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change its file, to undo)");
-            }
-            held
-        };
-        // A plugin held for a secret not set is reported, not fatal: it
-        // loads when `toolhost secret set` sets it.
-        let held = |r: Result<(), crate::AddPluginError>, warnings: &mut Vec<String>| match r {
-            Err(e @ crate::AddPluginError::MissingSecrets { .. }) => {
-                warnings.push(e.to_string());
-                Ok(())
-            }
-            r => r.map_err(BuildError::Plugin),
-        };
+        // Every plugin file, `oci://` reference, plugins.dir file and
+        // plugin added at run time, in the order they load.
+        let mut plugins = Vec::new();
         for p in self.plugin_files() {
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
-                Some(text) => {
-                    let r = crate::oci::OciRef::parse(text)?;
-                    held(installer.add_plugin_ref(&r).map(drop), &mut warnings)?;
-                }
-                None if removed(&p) => {}
-                None => {
-                    held(installer.add_plugin_file(&p).map(drop), &mut warnings)?;
-                }
+                Some(text) => plugins.push(PluginSource::Configured(Ok(crate::oci::OciRef::parse(text)?))),
+                None if removed_by_operator(&installer, &p) => {}
+                None => plugins.push(PluginSource::Configured(Err(p))),
             }
         }
         if let Some(dir) = &plugins_dir {
             let err = |source| BuildError::PluginsDir { path: dir.clone(), source };
             std::fs::create_dir_all(dir).map_err(err)?;
             for p in crate::plugin_files(dir).map_err(err)? {
-                if removed(&p) {
-                    continue;
-                }
-                // Like the watcher: a bad file is reported, the rest load.
-                if let Err(e) = installer.install_plugin_file(&p) {
-                    warnings.push(format!("{} not loaded: {e}", p.display()));
+                if !removed_by_operator(&installer, &p) {
+                    plugins.push(PluginSource::Dir(p));
                 }
             }
         }
-        // Plugins the operator added while an earlier run served: through
-        // the trust policy and the grants like any other file.
-        for added in installer.runtime_changes().added_plugins() {
-            let restored = match added.path.to_str().filter(|p| crate::oci::is_reference(p)) {
-                Some(text) => crate::oci::OciRef::parse(text)
-                    .map_err(crate::AddPluginError::from)
-                    .and_then(|r| installer.install_plugin_ref(&r)),
-                None => installer.install_plugin_file(&added.path),
-            };
-            if let Err(e) = restored {
-                warnings.push(format!(
-                    "plugin {:?}, added at run time from {}, not restored: {e} (`toolhost plugin remove {}` forgets it)",
-                    added.name,
-                    added.path.display(),
-                    added.name
-                ));
+        plugins.extend(installer.runtime_changes().added_plugins().into_iter().map(PluginSource::Added));
+        let deferred = if self.defer_plugins {
+            DeferredPlugins(plugins)
+        } else {
+            for source in plugins {
+                source.load(&installer, &mut warnings)?;
             }
-        }
+            DeferredPlugins::default()
+        };
         // DM overrides set while an earlier run served, for what is left
         // of each.
         for (agent, tier, left) in installer.runtime_changes().overrides() {
@@ -558,7 +540,115 @@ impl HostBuilder {
             measurements,
             pending_measurements,
             warnings,
+            deferred,
         })
+    }
+}
+
+/// Whether the operator's `plugin remove` holds back the file `p`.
+fn removed_by_operator(installer: &Installer, p: &Path) -> bool {
+    let name = crate::runtime::plugin_name_from_path(p);
+    let held = installer.runtime_changes().is_removed(&name, Some(p));
+    if held {
+        tracing::info!(plugin = %crate::tool::log_safe(&name), "not loaded: removed by `toolhost plugin remove` (add it again, or change its file, to undo)");
+    }
+    held
+}
+
+/// Where a plugin the host starts with comes from.
+#[derive(Debug)]
+enum PluginSource {
+    /// `plugins.files` or `--plugin`: a reference or a file.
+    Configured(Result<crate::oci::OciRef, PathBuf>),
+    /// A file in `plugins.dir`.
+    Dir(PathBuf),
+    /// Added with `toolhost plugin add` while an earlier run served.
+    Added(crate::changes::AddedPlugin),
+}
+
+impl PluginSource {
+    /// Loads it. A configured plugin that fails stops the build, except one
+    /// held for a secret not set (it loads when `toolhost secret set` sets
+    /// it); the others are reported in `warnings` and the rest load.
+    fn load(self, installer: &Installer, warnings: &mut Vec<String>) -> Result<(), BuildError> {
+        match self {
+            PluginSource::Configured(source) => {
+                let r = match source {
+                    Ok(r) => installer.add_plugin_ref(&r).map(drop),
+                    Err(p) => installer.add_plugin_file(&p).map(drop),
+                };
+                match r {
+                    Err(e @ crate::AddPluginError::MissingSecrets { .. }) => warnings.push(e.to_string()),
+                    r => r.map_err(BuildError::Plugin)?,
+                }
+            }
+            // Like the watcher: a bad file is reported, the rest load.
+            PluginSource::Dir(p) => {
+                if let Err(e) = installer.install_plugin_file(&p) {
+                    warnings.push(format!("{} not loaded: {e}", p.display()));
+                }
+            }
+            // Through the trust policy and the grants like any other file.
+            PluginSource::Added(added) => {
+                let restored = match added.path.to_str().filter(|p| crate::oci::is_reference(p)) {
+                    Some(text) => crate::oci::OciRef::parse(text)
+                        .map_err(crate::AddPluginError::from)
+                        .and_then(|r| installer.install_plugin_ref(&r)),
+                    None => installer.install_plugin_file(&added.path),
+                };
+                if let Err(e) = restored {
+                    warnings.push(format!(
+                        "plugin {:?}, added at run time from {}, not restored: {e} (`toolhost plugin remove {}` forgets it)",
+                        added.name,
+                        added.path.display(),
+                        added.name
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Plugins a host built with [`HostBuilder::defer_plugins`] has yet to
+/// load (compile, instantiate, register): see [`DeferredPlugins::spawn`].
+#[derive(Debug, Default)]
+pub struct DeferredPlugins(Vec<PluginSource>);
+
+impl DeferredPlugins {
+    /// How many plugins are left to load.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether none is left to load.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Loads them one after another on a thread of their own, while the
+    /// host serves: each joins the registry (and every session's list, with
+    /// `list_changed`) as it is ready. The host's first-list readiness is
+    /// held until the last is loaded or has failed. A plugin that fails is
+    /// logged, as the watcher would, and the rest load.
+    pub fn spawn(self, installer: Arc<Installer>) -> std::io::Result<()> {
+        if self.0.is_empty() {
+            return Ok(());
+        }
+        let hold = installer.host().readiness().hold();
+        std::thread::Builder::new().name("toolhost-load".into()).spawn(move || {
+            let _hold = hold;
+            for source in self.0 {
+                let mut warnings = Vec::new();
+                if let Err(e) = source.load(&installer, &mut warnings) {
+                    tracing::error!("{e}");
+                }
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+            }
+        })?;
+        Ok(())
     }
 }
 

@@ -92,3 +92,19 @@ pub fn stdout(o: &Output) -> String {
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
+
+/// The Python plugin `plugins-py/npcnames`, built once per test run with
+/// `plugins-py/build.sh` (idempotent; serialized here so two tests never
+/// share its venv half-made). An 18 MB component: Cranelift takes many
+/// seconds over it, which is what the first-list tests need.
+pub fn python_plugin() -> std::path::PathBuf {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if !*built {
+        let o = Command::new("bash").arg(repo.join("plugins-py/build.sh")).arg("npcnames").output().unwrap();
+        assert!(o.status.success(), "plugins-py/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
+        *built = true;
+    }
+    repo.join("target/py-plugins/npcnames.wasm")
+}

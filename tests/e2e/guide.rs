@@ -73,9 +73,7 @@ fn the_author_guide_runs_as_written() {
 
 #[test]
 fn the_python_plugin_builds_and_answers() {
-    let o = Command::new("bash").arg(repo().join("plugins-py/build.sh")).arg("npcnames").output().unwrap();
-    assert!(o.status.success(), "plugins-py/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
-    let wasm = repo().join("target/py-plugins/npcnames.wasm");
+    let wasm = crate::common::python_plugin();
     let call = |args: &str| {
         crate::common::toolhost()
             .args(["call", "npc_name", args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])

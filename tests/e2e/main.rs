@@ -44,6 +44,7 @@ mod client_conformance;
 mod common;
 mod external;
 mod fairness;
+mod first_call;
 mod fsguard;
 mod grants;
 mod guide;

@@ -18,14 +18,15 @@ use toolhost_test_artifacts::SWAP_V1_PATH;
 /// `search_facts` (declared 200 ms) is DEEP here, `roll` FAST.
 const CONFIG: &str = "server:\n  rate_limit: { per_minute: 0 }\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts]\n";
 
-/// `serve --http` in `dir` under the default trust policy (unsigned plugins refused).
+/// `serve --http` in `dir` under the default trust policy (unsigned
+/// plugins refused), with an empty compile cache of its own.
 fn serve_strict(dir: &Path) -> (Proc, String) {
     let mut cmd = toolhost();
-    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
-        "serve",
-        "--http",
-        "127.0.0.1:0",
-    ]);
+    cmd.current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env("TOOLHOST_CACHE_DIR", dir.join("cache"))
+        .env_remove("TOOLHOST_ALLOW_UNSIGNED")
+        .args(["serve", "--http", "127.0.0.1:0"]);
     spawn_serving(cmd)
 }
 
@@ -68,23 +69,67 @@ fn strings(v: &Value) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsigned_uploads() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
-    let (_host, url) = serve_strict(dir.path());
+    let d = dir.path();
+    // A signed plugin slow to compile (the 18 MB Python one), so the page
+    // has a compile to show; calibration on, so the audit has probes (the
+    // pins keep the tiers the test relies on); Bartok allowed 2 calls.
+    assert!(crate::common::run_strict(d, &["keygen", "alice", "--out", "keys"]).status.success());
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(d.join("keys/alice.pub")).unwrap()).unwrap();
+    std::fs::copy(crate::common::python_plugin(), d.join("npcnames.wasm")).unwrap();
+    let o = crate::common::run_strict(d, &["sign", "npcnames.wasm", "--key", "keys/alice.key"]);
+    assert!(o.status.success(), "{}", crate::common::stderr(&o));
+    let config = format!(
+        "server:\n  rate_limit: {{ per_minute: 0 }}\n  first_list_wait_ms: 0\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  pin: {{ roll: fast, search_facts: deep }}\n\
+         trust:\n  keys:\n    - name: alice\n      public_key: {}\nplugins:\n  files: [npcnames.wasm]\n\
+         npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts]\n    rate_limit: {{ per_minute: 2, burst: 2 }}\n",
+        public["public_key"].as_str().unwrap()
+    );
+    std::fs::write(d.join("toolhost.yaml"), config).unwrap();
+    let (_host, url) = serve_strict(d);
 
     // A call over MCP, before the page opens.
     let op = ().serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.expect("initialize");
     let params =
         CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d6"}).as_object().unwrap().clone());
-    assert_ne!(op.call_tool(params).await.unwrap().is_error, Some(true));
-    // The agent's session: FAST, so no search_facts.
+    assert_ne!(op.call_tool(params.clone()).await.unwrap().is_error, Some(true));
+    // The agent's session: FAST, so no search_facts. Three calls: the
+    // third is over its rate.
     let w = Watcher::default();
     let changed = w.0.clone();
     let agent =
         w.serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp/bartok"))).await.expect("initialize");
     assert_eq!(names(&agent).await, vec!["roll".to_string()]);
+    for _ in 0..2 {
+        assert_ne!(agent.call_tool(params.clone()).await.unwrap().is_error, Some(true));
+    }
+    let over = agent.call_tool(params.clone()).await;
+    assert!(format!("{over:?}").contains("rate"), "the third call is over the rate: {over:?}");
 
     let shot = dir.path().join("ui.png");
     let page = drive(&url, &shot, Path::new(SWAP_V1_PATH), "bartok");
+
+    // The plugin compiling was shown while it compiled.
+    assert!(strings(&page["compiling"]).contains(&"npcnames".to_string()), "{page}");
+    // Bartok's row: his session, his last calls, the call over his rate,
+    // and the tier picker starting at the tier he works at now.
+    let activity = strings(&page["agent_activity"]);
+    assert_eq!(activity[0], "1", "one live session: {activity:?}");
+    assert!(activity[1].contains("roll ok"), "{activity:?}");
+    assert!(activity[1].contains("capacity_exceeded") && activity[1].contains("rate"), "{activity:?}");
+    assert_eq!(activity[2], "rate 1 · capacity 0", "{activity:?}");
+    assert_eq!(page["picker_before"], "fast", "{page}");
+    // fileio has no directory granted: its tools are marked, not FAST.
+    let unusable = page["unusable"].as_object().unwrap();
+    for t in ["read_file", "write_file"] {
+        assert!(unusable[t].as_str().unwrap().contains("needs a `files` grant"), "{t}: {page}");
+    }
+    assert!(!unusable.contains_key("roll"), "{page}");
+    // roll's latency picture: its p50 against the FAST ceiling.
+    assert_eq!(page["roll_picture"]["ceiling"], "10", "{page}");
+    assert!(page["roll_picture"]["p50"].as_str().unwrap().parse::<f64>().is_ok(), "{page}");
+    // Probes: there, and hidden until the DM asks for them.
+    assert_eq!(page["probe_rows_default"], 0, "{page}");
+    assert!(page["probe_rows_shown"].as_u64().unwrap() > 0, "{page}");
 
     // The page loads, under its CSP, with no script errors.
     assert_eq!(page["status"], 200, "{page}");
@@ -107,7 +152,7 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     // The call made over MCP: counted on the tool's row, and in the audit.
     let roll = strings(&page["roll_row"]);
     assert_eq!(roll[0], "roll");
-    assert_eq!(roll[5], "1", "calls: {roll:?}");
+    assert!(roll[5].parse::<u32>().unwrap() >= 1, "calls: {roll:?}");
     assert!(roll[6].ends_with("ms"), "measured p50: {roll:?}");
     let audit = page["audit"].as_array().unwrap();
     assert!(

@@ -38,6 +38,9 @@ const WAIT = 20000;
     out.csp = resp.headers()['content-security-policy'] || null;
     await page.waitForSelector('body[data-loaded="1"]');
     out.title = await page.title();
+    // The slow plugin's compile, shown while it runs.
+    await page.waitForSelector('#compiling div[data-plugin="npcnames"]');
+    out.compiling = await page.$$eval('#compiling div[data-plugin]', (ds) => ds.map((d) => d.dataset.plugin));
     out.tools = await page.$$eval('#tools tbody tr', (rows) => rows.map((r) => r.dataset.tool));
     out.plugins = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => ({
       name: r.dataset.plugin, origin: r.cells[1].textContent, version: r.cells[2].textContent })));
@@ -50,6 +53,18 @@ const WAIT = 20000;
     out.audit = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
     const row = `#agents tr[data-agent="${agent}"]`;
     out.agent_before = await page.$eval(row, (r) => [...r.cells].slice(0, 5).map((c) => c.textContent));
+    await page.waitForFunction((sel) => /rate [1-9]/.test(document.querySelector(sel).cells[7].textContent), row);
+    out.agent_activity = await page.$eval(row, (r) => [...r.cells].slice(5, 8).map((c) => c.textContent));
+    out.picker_before = await page.$eval(`${row} select[name="tier"]`, (s) => s.value);
+    out.unusable = await page.$$eval('#tools tbody tr.unusable', (rows) =>
+      Object.fromEntries(rows.map((r) => [r.dataset.tool, r.dataset.unusable])));
+    out.roll_picture = await page.$eval('#tools tr[data-tool="roll"] svg.latency', (s) => ({ p50: s.dataset.p50, ceiling: s.dataset.ceiling }));
+    // Probes are filtered out by default, and shown when asked for.
+    out.probe_rows_default = await page.$$eval('#audit tbody tr[data-kind="probes"]', (rows) => rows.length);
+    await page.check('#audit-filters input[value="probes"]');
+    await page.waitForFunction(() => document.querySelectorAll('#audit tbody tr[data-kind="probes"]').length > 0);
+    out.probe_rows_shown = await page.$$eval('#audit tbody tr[data-kind="probes"]', (rows) => rows.length);
+    await page.uncheck('#audit-filters input[value="probes"]');
     // Set an override on the page.
     await page.selectOption(`${row} select[name="tier"]`, 'deep');
     await page.fill(`${row} input[name="minutes"]`, '5');

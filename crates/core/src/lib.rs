@@ -27,6 +27,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod activity;
 pub mod audit;
 pub mod budget;
 pub mod calibrate;

@@ -7,51 +7,58 @@
 //! answered at once, and a session's first `tools/list`, `resources/list`
 //! and `prompts/list` wait until the host is ready (plugins compiled,
 //! upstream servers connected or failed), for at most the wait set with
-//! [`Readiness::pending`] (`server.first_list_wait_ms`), counted from the
-//! session's first list. Whatever is
-//! ready later joins with `list_changed`.
+//! [`Readiness::set_first_list_wait`] (`server.first_list_wait_ms`),
+//! counted from the session's first list. Whatever is ready later joins
+//! with `list_changed`. A call of a tool not registered yet waits the same
+//! way, but only until that tool is registered.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
-/// A latch: ready unless [`Readiness::pending`] was called and
-/// [`Readiness::set_ready`] not yet.
-#[derive(Debug)]
+/// Ready while nothing holds it: each thing still getting ready (the
+/// plugins loading in the background, the upstreams' first connections)
+/// takes a [`ReadyHold`] and drops it when it is ready or has failed.
+#[derive(Debug, Default)]
 pub struct Readiness {
-    ready: AtomicBool,
+    holds: AtomicUsize,
     notify: Notify,
     wait: Mutex<Duration>,
 }
 
-impl Default for Readiness {
-    fn default() -> Self {
-        Readiness { ready: AtomicBool::new(true), notify: Notify::new(), wait: Mutex::new(Duration::ZERO) }
+/// Holds a [`Readiness`] not ready until dropped.
+#[derive(Debug)]
+#[must_use = "the host is ready again as soon as the hold is dropped"]
+pub struct ReadyHold(Arc<Readiness>);
+
+impl Drop for ReadyHold {
+    fn drop(&mut self) {
+        if self.0.holds.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.0.notify.notify_waiters();
+        }
     }
 }
 
 impl Readiness {
-    /// Not ready until [`Readiness::set_ready`]; a first list waits up to
-    /// `wait` for it.
-    pub fn pending(&self, wait: Duration) {
+    /// Sets how long a session's first list waits at most for the host
+    /// to be ready (`server.first_list_wait_ms`; zero by default).
+    pub fn set_first_list_wait(&self, wait: Duration) {
         *self.wait.lock().unwrap_or_else(|p| p.into_inner()) = wait;
-        self.ready.store(false, Ordering::Release);
     }
 
-    /// Everything configured is ready (or has failed): first lists go on.
-    pub fn set_ready(&self) {
-        self.ready.store(true, Ordering::Release);
-        self.notify.notify_waiters();
+    /// Not ready until the returned hold (and every other) is dropped.
+    pub fn hold(self: &Arc<Self>) -> ReadyHold {
+        self.holds.fetch_add(1, Ordering::AcqRel);
+        ReadyHold(self.clone())
     }
 
-    /// Whether everything configured is ready.
+    /// Whether everything configured is ready (nothing holds it).
     pub fn is_ready(&self) -> bool {
-        self.ready.load(Ordering::Acquire)
+        self.holds.load(Ordering::Acquire) == 0
     }
 
-    /// How long a session's first list waits at most (set by
-    /// [`Readiness::pending`]).
+    /// How long a session's first list waits at most.
     pub fn first_list_wait(&self) -> Duration {
         *self.wait.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -77,18 +84,22 @@ mod tests {
 
     #[tokio::test]
     async fn a_first_list_waits_for_ready_and_no_longer_than_the_wait() {
-        let r = std::sync::Arc::new(Readiness::default());
+        let r = Arc::new(Readiness::default());
         let by = |d| Instant::now() + d;
         assert!(r.ready_by(Instant::now()).await, "ready unless told otherwise");
-        r.pending(Duration::from_millis(50));
+        r.set_first_list_wait(Duration::from_millis(50));
         assert_eq!(r.first_list_wait(), Duration::from_millis(50));
+        let (plugins, upstreams) = (r.hold(), r.hold());
         assert!(!r.ready_by(by(r.first_list_wait())).await, "gives up at the deadline");
-        r.pending(Duration::from_secs(30));
-        let setter = r.clone();
+        drop(plugins);
+        assert!(!r.is_ready(), "not ready while anything holds it");
         tokio::spawn(async move {
             tokio::time::sleep(Duration::from_millis(20)).await;
-            setter.set_ready();
+            drop(upstreams);
         });
-        assert!(r.ready_by(by(Duration::from_secs(30))).await, "woken when ready, well before the deadline");
+        assert!(
+            r.ready_by(by(Duration::from_secs(30))).await,
+            "woken when the last hold goes, well before the deadline"
+        );
     }
 }

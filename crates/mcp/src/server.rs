@@ -94,6 +94,9 @@ pub struct McpFront {
     /// Until when this session's lists wait for the host to be ready: set
     /// by its first list ([`toolhost_core::readiness`]).
     first_list: Arc<std::sync::OnceLock<std::time::Instant>>,
+    /// This session, counted among its agent's open sessions from
+    /// `initialize` until every clone of this front is dropped.
+    live: Arc<std::sync::OnceLock<toolhost_core::activity::SessionMark>>,
     /// Whether this session's `initialize` was answered: a second is refused.
     initialized: Arc<std::sync::atomic::AtomicBool>,
 }
@@ -155,6 +158,7 @@ impl McpFront {
             negotiated: Arc::default(),
             replies: None,
             first_list: Arc::default(),
+            live: Arc::default(),
             initialized: Arc::default(),
         })
     }
@@ -192,6 +196,7 @@ impl McpFront {
             // A new session has a transport of its own.
             replies: None,
             first_list: Arc::default(),
+            live: Arc::default(),
             initialized: Arc::default(),
         }
     }
@@ -220,6 +225,28 @@ impl McpFront {
         let deadline = *self.first_list.get_or_init(|| std::time::Instant::now() + readiness.first_list_wait());
         if !readiness.ready_by(deadline).await {
             tracing::debug!("a first list answered before every upstream was ready (server.first_list_wait_ms)");
+        }
+    }
+
+    /// Waits, for a call of `name`, until a tool of that name is
+    /// registered or the host is ready (nothing left loading or
+    /// connecting), at most `server.first_list_wait_ms` from now: a call
+    /// to a plugin still compiling waits for that compile, not for the
+    /// others.
+    pub(crate) async fn await_tool(&self, name: &str) {
+        let readiness = self.host.readiness();
+        let mut changes = self.host.registry().subscribe();
+        let deadline = std::time::Instant::now() + readiness.first_list_wait();
+        let registered = async {
+            while !readiness.is_ready() && self.host.registry().snapshot().get(name).is_none() {
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    _ = readiness.ready_by(deadline) => {}
+                }
+            }
+        };
+        if tokio::time::timeout_at(deadline.into(), registered).await.is_err() {
+            tracing::debug!("a call answered before its tool was registered (server.first_list_wait_ms)");
         }
     }
 

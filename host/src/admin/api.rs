@@ -50,6 +50,26 @@ pub struct StatusReply {
     pub providers: Vec<ProviderEntry>,
     /// Every external server, sorted by name.
     pub servers: Vec<ServerStatus>,
+    /// Plugins being compiled now, by name, and for how long so far.
+    #[serde(default)]
+    pub compiling: Vec<CompilingEntry>,
+    /// Whether everything configured has loaded (plugins compiled,
+    /// external servers connected or failed).
+    #[serde(default = "ready_by_default")]
+    pub ready: bool,
+}
+
+fn ready_by_default() -> bool {
+    true
+}
+
+/// A plugin being compiled.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompilingEntry {
+    /// The plugin.
+    pub plugin: String,
+    /// For how long so far, milliseconds.
+    pub ms: u64,
 }
 
 /// One loaded wasm plugin.

@@ -3,9 +3,9 @@
 //! structs of [`super::api`].
 
 use super::api::{
-    AddPluginRequest, AddServerReply, AgentStatusReport, AgentsReply, ClearOverrideRequest, ErrorReply, GrantsReply,
-    InstalledReply, MAX_OVERRIDE_SECS, PluginsReply, ProviderEntry, RemovedReply, SetOverrideRequest, StatsReply,
-    StatusReply,
+    AddPluginRequest, AddServerReply, AgentStatusReport, AgentsReply, ClearOverrideRequest, CompilingEntry, ErrorReply,
+    GrantsReply, InstalledReply, MAX_OVERRIDE_SECS, PluginsReply, ProviderEntry, RemovedReply, SetOverrideRequest,
+    StatsReply, StatusReply,
 };
 use crate::Host;
 use crate::config::McpServerConfig;
@@ -135,7 +135,15 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
         })
         .collect();
     let servers = s.admin.server_status();
-    Ok(Json(StatusReply { pid: std::process::id(), providers, servers }))
+    let compiling = s
+        .host
+        .runtime()
+        .compiling_now()
+        .into_iter()
+        .map(|(plugin, so_far)| CompilingEntry { plugin, ms: u64::try_from(so_far.as_millis()).unwrap_or(u64::MAX) })
+        .collect();
+    let ready = s.host.readiness().is_ready();
+    Ok(Json(StatusReply { pid: std::process::id(), providers, servers, compiling, ready }))
 }
 
 async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {

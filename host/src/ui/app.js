@@ -50,13 +50,49 @@ function fill(tbody, rows) {
   tbody.replaceChildren(...rows);
 }
 
-function renderTools(tools) {
+const SVG = 'http://www.w3.org/2000/svg';
+
+// A bar of the tool's recent p50 against its tier's ceiling (the line),
+// on a scale of one and a half ceilings: drawn here, nothing fetched.
+function latencyPicture(p50, ceiling) {
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('width', '120'); svg.setAttribute('height', '14');
+  svg.setAttribute('viewBox', '0 0 120 14');
+  svg.setAttribute('class', 'latency');
+  const label = p50 === null || p50 === undefined ? 'no calls yet' : ms(p50) + ' of ' + ceiling + ' ms';
+  const title = document.createElementNS(SVG, 'title'); title.textContent = 'p50 ' + label; svg.append(title);
+  const track = document.createElementNS(SVG, 'rect');
+  track.setAttribute('x', '0'); track.setAttribute('y', '3'); track.setAttribute('width', '120'); track.setAttribute('height', '8');
+  track.setAttribute('class', 'track'); svg.append(track);
+  if (p50 !== null && p50 !== undefined && ceiling) {
+    const w = Math.max(1, Math.min(120, (p50 / (ceiling * 1.5)) * 120));
+    const bar = document.createElementNS(SVG, 'rect');
+    bar.setAttribute('x', '0'); bar.setAttribute('y', '3'); bar.setAttribute('width', w.toFixed(1)); bar.setAttribute('height', '8');
+    bar.setAttribute('class', p50 > ceiling ? 'bar over' : 'bar'); svg.append(bar);
+  }
+  const line = document.createElementNS(SVG, 'line');
+  line.setAttribute('x1', '80'); line.setAttribute('x2', '80'); line.setAttribute('y1', '0'); line.setAttribute('y2', '14');
+  line.setAttribute('class', 'ceiling'); svg.append(line);
+  svg.dataset.p50 = p50 === null || p50 === undefined ? '' : String(p50);
+  svg.dataset.ceiling = String(ceiling || '');
+  return svg;
+}
+
+function renderTools(tools, unusable, ceilings) {
   fill($('tools').tBodies[0], tools.map((t) => {
     const b = t.budget;
     const tr = el('tr'); tr.dataset.tool = t.name;
     const name = el('td'); name.append(el('span', t.name, 'mono')); name.title = t.description || '';
     tr.append(name, el('td', t.provider + ' (' + t.kind + ')'));
-    const tier = el('td'); tier.append(tierBadge(b.tier)); tr.append(tier);
+    const why = unusable[t.name];
+    const tier = el('td');
+    if (why) {
+      tr.classList.add('unusable'); tr.dataset.unusable = why;
+      tier.append(el('span', 'cannot work', 'tier none')); tier.title = why;
+    } else {
+      tier.append(tierBadge(b.tier));
+    }
+    tr.append(tier);
     tr.append(el('td', b.badge || '–'));
     const declared = (t.estimated_duration_ms != null ? t.estimated_duration_ms + ' ms' : '–') + ' · ' +
       (t.max_duration_ms != null ? t.max_duration_ms + ' ms' : '–');
@@ -68,6 +104,11 @@ function renderTools(tools) {
     tr.append(b.demoted ? el('td', 'demoted from ' + (b.base_tier || '?'), 'demoted')
       : b.demoted_for ? el('td', 'demoted for ' + b.demoted_for + (b.demoted_for === 1 ? ' caller' : ' callers'), 'demoted')
       : el('td', '–', 'muted'));
+    const pic = el('td');
+    const p50 = b.real_p50_ms !== null ? b.real_p50_ms : b.probe_p50_ms;
+    pic.append(latencyPicture(p50, ceilings[b.tier] || ceilings.deep));
+    if (why) pic.append(el('div', why, 'error'));
+    tr.append(pic);
     return tr;
   }));
 }
@@ -80,7 +121,8 @@ function agentRow(name) {
   if (row) return row;
   const tr = el('tr'); tr.dataset.agent = name;
   const cells = {};
-  for (const k of ['name', 'ceiling', 'tier', 'override', 'sees']) { cells[k] = el('td'); tr.append(cells[k]); }
+  for (const k of ['name', 'ceiling', 'tier', 'override', 'sees', 'sessions', 'calls', 'hits']) { cells[k] = el('td'); tr.append(cells[k]); }
+  cells.calls.className = 'calls';
   cells.sees.className = 'seen mono';
   const controls = el('td', null, 'controls');
   const sel = el('select'); sel.name = 'tier';
@@ -92,15 +134,35 @@ function agentRow(name) {
   tr.append(controls);
   set.addEventListener('click', () => override('overrides', { agent: name, tier: sel.value, for_secs: Math.round(Number(mins.value) * 60) }));
   clear.addEventListener('click', () => override('overrides/clear', { agent: name }));
-  row = { tr, cells };
+  row = { tr, cells, sel, fresh: true };
   agentRows.set(name, row);
   return row;
 }
 
-function renderAgents(agents) {
+function renderCalls(cell, calls) {
+  cell.replaceChildren(...calls.slice(0, 5).map((c) => {
+    const line = el('div', null, c.outcome === 'ok' ? 'call' : 'call error');
+    line.append(el('span', c.tool, 'mono'), ' ' + c.outcome + ' · ' + ms(c.duration_ms));
+    if (c.error) line.append(el('div', c.error, 'error-text'));
+    line.title = c.time;
+    return line;
+  }));
+  if (!calls.length) cell.replaceChildren(el('span', 'no calls yet', 'muted'));
+}
+
+function renderAgents(agents, activity) {
   $('agents-none').hidden = agents.length > 0;
   const rows = agents.map((a) => {
     const r = agentRow(a.name);
+    // The picker starts at the tier the agent works at now; the DM's
+    // choice is left alone after that.
+    if (r.fresh) { r.sel.value = a.tier; r.fresh = false; }
+    const act = activity[a.name] || { sessions: 0, last_calls: [], rate_limited: 0, capacity_exceeded: 0 };
+    r.cells.sessions.textContent = String(act.sessions);
+    r.cells.sessions.className = 'num';
+    renderCalls(r.cells.calls, act.last_calls);
+    r.cells.hits.textContent = 'rate ' + act.rate_limited + ' · capacity ' + act.capacity_exceeded;
+    r.cells.hits.className = act.rate_limited || act.capacity_exceeded ? 'num error' : 'num';
     r.cells.name.textContent = a.name;
     r.cells.ceiling.replaceChildren(tierBadge(a.budget_tier));
     r.cells.tier.replaceChildren(tierBadge(a.tier));
@@ -165,12 +227,25 @@ function renderServers(servers) {
   }));
 }
 
+// Which audit records show: calls, refusals, probes, plugin events.
+function auditKind(r) {
+  const ev = r.event || '';
+  if (ev === 'probe') return 'probes';
+  if (ev.startsWith('plugin')) return 'plugins';
+  if (ev === 'refused' || r.outcome === 'refused' || r.outcome === 'capacity_exceeded' || r.outcome === 'unknown_tool') return 'refusals';
+  return 'calls';
+}
+
+let lastAudit = null;
+
 function renderAudit(audit) {
+  lastAudit = audit;
   $('audit-path').textContent = audit.path ? 'From ' + audit.path + (audit.error ? ' (unreadable: ' + audit.error + ')' : '')
     : 'This host writes no audit file.';
-  const recs = audit.records.slice().reverse();
+  const shown = new Set(Array.from(document.querySelectorAll('#audit-filters input:checked')).map((i) => i.value));
+  const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)));
   fill($('audit').tBodies[0], recs.map((r) => {
-    const tr = el('tr'); tr.dataset.event = r.event || '';
+    const tr = el('tr'); tr.dataset.event = r.event || ''; tr.dataset.kind = auditKind(r);
     tr.append(el('td', (r.time || '').replace('T', ' ').replace('Z', ''), 'mono'));
     tr.append(el('td', r.event || ''));
     tr.append(el('td', r.event === 'call' ? (r.agent || '(operator)') : ''));
@@ -179,6 +254,17 @@ function renderAudit(audit) {
     tr.append(el('td', r.duration_ms !== undefined ? r.duration_ms.toFixed(1) : '', 'num'));
     return tr;
   }));
+}
+
+function renderCompiling(compiling, ready) {
+  const box = $('compiling');
+  box.hidden = compiling.length === 0 && ready;
+  box.replaceChildren(...compiling.map((c) => {
+    const d = el('div', null, 'compiling'); d.dataset.plugin = c.plugin;
+    d.append('Compiling ', el('span', c.plugin, 'mono'), ' · ' + Math.floor(c.seconds) + ' s so far');
+    return d;
+  }));
+  if (!compiling.length && !ready) box.append(el('div', 'Loading plugins and connecting servers…', 'compiling'));
 }
 
 let timer = null;
@@ -191,8 +277,9 @@ async function refresh() {
     const s = await api('GET', 'state');
     $('login').hidden = true;
     $('main').hidden = false;
-    renderTools(s.tools);
-    renderAgents(s.agents);
+    renderTools(s.tools, s.unusable || {}, s.ceilings_ms || {});
+    renderAgents(s.agents, s.activity || {});
+    renderCompiling(s.compiling || [], s.ready);
     renderPlugins(s.plugins);
     renderServers(s.servers);
     renderAudit(s.audit);
@@ -253,6 +340,9 @@ function start() {
     if (ev.target.files.length) upload(ev.target.files[0]);
     ev.target.value = '';
   });
+  for (const box of document.querySelectorAll('#audit-filters input')) {
+    box.addEventListener('change', () => { if (lastAudit) renderAudit(lastAudit); });
+  }
   refresh();
   timer = setInterval(() => { if (!document.hidden) refresh(); }, POLL_MS);
 }

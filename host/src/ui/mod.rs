@@ -49,7 +49,7 @@ pub const FILE_NAME_HEADER: &str = "x-toolhost-file-name";
 /// The page's Content-Security-Policy: nothing from elsewhere, no inline code.
 pub const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 /// How many audit records the page gets, at most.
-pub const AUDIT_LINES: usize = 50;
+pub const AUDIT_LINES: usize = 200;
 /// How much of the audit file's end is read, at most, looking for whole
 /// records (one longer than this is skipped, never shown in part).
 pub const AUDIT_BYTES: u64 = 4 << 20;
@@ -85,10 +85,69 @@ pub struct UiState {
     pub servers: Vec<ServerStatus>,
     /// The last audit records, oldest first.
     pub audit: AuditTail,
+    /// Plugins being compiled now.
+    pub compiling: Vec<Compiling>,
+    /// Whether everything configured has loaded (plugins compiled,
+    /// upstream servers connected or failed).
+    pub ready: bool,
+    /// Each agent's live sessions, last calls, and rate and capacity hits.
+    pub activity: std::collections::BTreeMap<String, crate::activity::AgentActivity>,
+    /// Tools that cannot work as configured, and why (a file tool with no
+    /// directory granted).
+    pub unusable: std::collections::BTreeMap<String, String>,
+    /// The tier ceilings, milliseconds, for the latency pictures.
+    pub ceilings_ms: Ceilings,
     /// Whether the page can upload plugins.
     pub uploads: bool,
     /// The largest plugin file an upload may be, bytes.
     pub max_upload_bytes: usize,
+}
+
+/// A plugin being compiled.
+#[derive(Debug, Clone, Serialize)]
+pub struct Compiling {
+    /// The plugin.
+    pub plugin: String,
+    /// For how long so far, seconds.
+    pub seconds: f64,
+}
+
+/// The tier ceilings, milliseconds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Ceilings {
+    /// FAST.
+    pub fast: u64,
+    /// STANDARD.
+    pub standard: u64,
+    /// DEEP.
+    pub deep: u64,
+}
+
+/// Tools that cannot work as configured: those of a built-in plugin that
+/// needs a capability it is not granted (fileio without a directory).
+fn unusable(plugins: &[GrantsReport]) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for p in plugins {
+        let Some(builtin) = crate::builtin::BUILTINS.iter().find(|b| b.name == p.plugin) else { continue };
+        if !matches!(p.provenance, Some(crate::package::Provenance::Builtin)) {
+            continue;
+        }
+        for need in builtin.needs {
+            let held = match p.granted.get(*need) {
+                Some(serde_json::Value::Array(a)) => !a.is_empty(),
+                Some(serde_json::Value::Object(o)) => !o.is_empty(),
+                Some(serde_json::Value::Bool(b)) => *b,
+                _ => false,
+            };
+            if !held {
+                let why = format!("cannot work: {} needs a `{need}` grant (plugins.grants.{})", p.plugin, p.plugin);
+                for t in &p.tools {
+                    out.insert(t.clone(), why.clone());
+                }
+            }
+        }
+    }
+    out
 }
 
 /// The end of the audit file.
@@ -228,12 +287,27 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
                 Err(e) => AuditTail { path: path.clone(), records: Vec::new(), error: Some(e.to_string()) },
             },
         };
+        let agents = crate::report::agents(&host);
+        let plugins = crate::report::grants(&host);
+        let compiling = host
+            .runtime()
+            .compiling_now()
+            .into_iter()
+            .map(|(plugin, so_far)| Compiling { plugin, seconds: so_far.as_secs_f64() })
+            .collect();
+        let ceilings = host.budget().config().ceilings();
+        let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         UiState {
             pid: std::process::id(),
             tools,
-            agents: crate::report::agents(&host),
-            plugins: crate::report::grants(&host),
+            activity: agents.iter().map(|a| (a.name.clone(), host.activity().of(&a.name))).collect(),
+            unusable: unusable(&plugins),
+            agents,
+            plugins,
             servers,
+            compiling,
+            ready: host.readiness().is_ready(),
+            ceilings_ms: Ceilings { fast: ms(ceilings.fast), standard: ms(ceilings.standard), deep: ms(ceilings.deep) },
             audit,
             uploads,
             max_upload_bytes: max_upload(&host),

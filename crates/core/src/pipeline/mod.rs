@@ -64,7 +64,9 @@ pub struct Host {
     /// `plugins.config`: each plugin's plain values.
     plugin_config: arc_swap::ArcSwap<PluginConfigValues>,
     /// Whether everything configured is ready for a session's first list.
-    readiness: crate::readiness::Readiness,
+    readiness: Arc<crate::readiness::Readiness>,
+    /// Each agent's recent calls and sessions, for the DM's page.
+    activity: Arc<crate::activity::Activity>,
     /// Where secrets are kept (none: no plugin has secrets).
     secret_store: std::sync::Mutex<Option<crate::secrets::SecretStore>>,
     /// The secrets as last read.
@@ -113,6 +115,7 @@ impl Host {
             withheld: Default::default(),
             plugin_config: Default::default(),
             readiness: Default::default(),
+            activity: Default::default(),
             secret_store: Default::default(),
             secrets: Default::default(),
             awaiting: Default::default(),
@@ -264,8 +267,13 @@ impl Host {
 
     /// Whether everything configured is ready for a session's first list
     /// (see [`crate::readiness`]).
-    pub fn readiness(&self) -> &crate::readiness::Readiness {
+    pub fn readiness(&self) -> &Arc<crate::readiness::Readiness> {
         &self.readiness
+    }
+
+    /// Each agent's recent calls and open sessions (the DM's page).
+    pub fn activity(&self) -> &Arc<crate::activity::Activity> {
+        &self.activity
     }
 
     /// The result cache.
@@ -332,6 +340,7 @@ impl Host {
         // Every call spends its agent's rate, unknown names included: a
         // flood of misses costs the audit trail as much as hits.
         let rate = self.spend_call(agent);
+        let rate_limited = rate.is_err();
         let result = match (rate, entry) {
             (Err(e), _) => Err(e),
             // A name no provider has may be anything: cut when it breaks the
@@ -356,6 +365,19 @@ impl Host {
             Err(_) => cost.get().unwrap_or_default(),
         };
         self.count_call(entry.is_some(), agent, tool, &result, refused, start.elapsed());
+        if let Some(a) = agent.filter(|a| self.budget.agent(a).is_ok()) {
+            let error = result.as_ref().err().map(ToString::to_string);
+            let outcome = crate::activity::Outcome {
+                kind: match (&result, refused) {
+                    (_, true) => "refused",
+                    (Ok(_), _) => "ok",
+                    (Err(e), _) => e.kind(),
+                },
+                error: error.as_deref(),
+                rate_limited,
+            };
+            self.activity.record(a, tool, outcome, start.elapsed());
+        }
         let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
         let audited = Audited { stats, contacts: cost.contacts(), refused, duration: start.elapsed() };
         self.audit_call(&call, entry.map(|e| &**e), &result, audited);

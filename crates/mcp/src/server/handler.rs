@@ -199,6 +199,11 @@ impl ServerHandler for McpFront {
             ));
         }
         context.peer.set_peer_info(request.clone());
+        // Counted as the agent's open session while any clone of this
+        // session's front lives.
+        if let Some(agent) = &self.agent {
+            let _ = self.live.set(self.host.activity().session_opened(agent));
+        }
         self.negotiate_initialize(&request)
     }
 
@@ -286,10 +291,11 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let name = request.name.to_string();
-        // A one-shot client may call before it lists: a tool its upstream
-        // has not registered yet is waited for as a first list would be.
+        // A one-shot client may call before it lists: a tool not
+        // registered yet (its plugin compiling, its upstream connecting) is
+        // waited for, until it is registered or everything is ready.
         if !self.host.readiness().is_ready() && self.host.registry().snapshot().get(&name).is_none() {
-            self.await_first_list().await;
+            self.await_tool(&name).await;
         }
         let front = self.clone();
         let args = Value::Object(request.arguments.unwrap_or_default());

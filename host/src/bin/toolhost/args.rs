@@ -322,7 +322,8 @@ impl HostArgs {
     /// up. Those not waited for join the registry when each connects.
     pub fn start_and_wait(&self, wait: ServerWait) -> Result<Started> {
         let built = self.builder()?;
-        let assembly = Self::build_from(built.clone())?;
+        // A server answers while plugins compile; a command waits for them.
+        let assembly = Self::build_from(built.clone().defer_plugins(wait != ServerWait::Connect))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
             .thread_name("toolhost-io")

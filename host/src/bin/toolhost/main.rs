@@ -28,15 +28,17 @@ struct Cli {
     command: commands::Command,
 }
 
-/// The log filter: `TOOLHOST_LOG` (`tracing` directives), or warnings and
-/// what a config reload did (SIGHUP has no other voice).
+/// The log filter: `TOOLHOST_LOG` (`tracing` directives), or warnings,
+/// what a config reload did (SIGHUP has no other voice) and each plugin
+/// compile, started and done (one can take many seconds).
 ///
 /// rmcp logs every message an MCP peer sends at `info` and `debug`, verbatim:
 /// a peer sending notifications as fast as it can would fill the disk at
 /// `TOOLHOST_LOG=info`. Its lines stay at `warn` unless the filter names
 /// `rmcp` itself.
 fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
-    let setting = setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("warn,toolhost::reload=info");
+    let setting =
+        setting.map(str::trim).filter(|s| !s.is_empty()).unwrap_or("warn,toolhost::reload=info,toolhost::compile=info");
     let directives = if setting.contains("rmcp") { setting.to_string() } else { format!("{setting},rmcp=warn") };
     tracing_subscriber::EnvFilter::try_new(&directives).unwrap_or_else(|e| {
         eprintln!("toolhost: TOOLHOST_LOG={setting:?} is not a valid filter ({e}); logging warnings");

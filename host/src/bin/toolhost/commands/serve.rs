@@ -65,7 +65,8 @@ impl Serve {
         // wait for them before listening, up to server.first_list_wait_ms.
         // Either way a slower server joins with `tools/list_changed`.
         let wait = if self.stdio { crate::args::ServerWait::No } else { crate::args::ServerWait::FirstList };
-        let started = self.host.start_and_wait(wait)?;
+        let mut started = self.host.start_and_wait(wait)?;
+        let deferred = std::mem::take(&mut started.assembly.deferred);
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
         let host = a.host.clone();
         // `toolhost reload` and SIGHUP read the file again, with the same flags over it.
@@ -89,10 +90,6 @@ impl Serve {
             reloader: Some(reloader),
         };
         let state = a.state_dir.clone();
-        // What `toolhost doctor` would say about the config, as warnings.
-        for f in toolhost::doctor::check_host(&a.config, &host, &servers.status(), !self.stdio) {
-            tracing::warn!("{f} (see `toolhost doctor`)");
-        }
         let server_cfg = a.config.server.clone();
         let _watch = match &a.plugins_dir {
             Some(dir) => Some(
@@ -125,16 +122,29 @@ impl Serve {
             }
         };
         // `initialize` is answered at once; a session's first lists wait
-        // for the upstreams still connecting (connected or failed), up to
-        // `server.first_list_wait_ms`: a client that lists once sees them.
+        // for the plugins still loading and the upstreams still connecting
+        // (connected or failed), up to `server.first_list_wait_ms`: a
+        // client that lists once sees them.
+        host.readiness().set_first_list_wait(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
+        deferred.spawn(a.installer.clone()).context("starting the plugin loader")?;
         if servers.status().iter().any(|s| s.state == "connecting") {
-            host.readiness().pending(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
-            let (waiting, ready) = (servers.clone(), host.clone());
+            let (waiting, hold) = (servers.clone(), host.readiness().hold());
             rt.spawn(async move {
                 waiting.first_attempts().await;
-                ready.readiness().set_ready();
+                drop(hold);
             });
         }
+        // What `toolhost doctor` would say about the config, as warnings,
+        // once every plugin has loaded and every upstream has connected or
+        // failed (before, a tool still compiling would read as unknown).
+        let (checked, config, status, http) = (host.clone(), a.config.clone(), servers.clone(), !self.stdio);
+        rt.spawn(async move {
+            let loaded = checked.readiness().ready_by(std::time::Instant::now() + std::time::Duration::from_secs(3600));
+            loaded.await;
+            for f in toolhost::doctor::check_host(&config, &checked, &status.status(), http) {
+                tracing::warn!("{f} (see `toolhost doctor`)");
+            }
+        });
         if self.stdio {
             // The session on a thread of its own, which also runs the calls
             // measured fast (`mcp::lane`); the rest on the main runtime.
@@ -173,6 +183,12 @@ impl Serve {
             });
             return ended;
         }
+        // Over HTTP nobody is waiting for `initialize` yet: the plugins
+        // loading get up to server.first_list_wait_ms before the port
+        // opens (as the upstreams did, in `start_and_wait`); one slower
+        // joins with `list_changed`.
+        let wait = std::time::Duration::from_millis(server_cfg.first_list_wait_ms);
+        rt.block_on(host.readiness().ready_by(std::time::Instant::now() + wait));
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
         rt.block_on(async move {

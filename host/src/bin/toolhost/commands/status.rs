@@ -33,6 +33,12 @@ impl Status {
             .collect();
         println!("toolhost pid {}", status.pid);
         print_table(&["PROVIDER", "KIND", "STATE", "TOOLS"], &rows);
+        for c in &status.compiling {
+            println!("compiling plugin {} ({:.1} s so far)", c.plugin, c.ms as f64 / 1000.0);
+        }
+        if !status.ready && status.compiling.is_empty() {
+            println!("still loading plugins or connecting servers");
+        }
         if !status.servers.is_empty() {
             // An upstream's outages are its own: calls refused while it was
             // down count here, never against its tools' health.
