@@ -52,18 +52,23 @@ fn a_substituted_cache_entry_is_recompiled_not_run() {
     );
 
     // Through the binary: a forged entry (bytes written by someone without
-    // the key) is discarded with a warning and the tool still works.
-    let entry = c.entry_path(&dice.digest);
+    // the key) is discarded with a warning and the tool still works. (A
+    // plugin file: the built-ins load from the code in the binary, never
+    // from the cache.)
+    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
+    let v1 = rt.compile("swap_v1", &std::fs::read(SWAP_V1_PATH).unwrap()).unwrap();
+    let entry = c.entry_path(&v1.digest);
     let mut bytes = std::fs::read(&entry).unwrap();
     let n = bytes.len();
     bytes[n - 1] ^= 1;
     std::fs::write(&entry, &bytes).unwrap();
     let o = toolhost()
         .env("TOOLHOST_CACHE_DIR", cache.path())
-        .args(["call", "roll", r#"{"expression":"1d1"}"#])
+        .args(["call", "version", "{}", "--no-builtins", "--plugin", SWAP_V1_PATH])
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains(r#""version":1"#), "{}", stdout(&o));
     assert!(stderr(&o).contains("discarding compile cache entry"), "{}", stderr(&o));
 }
 

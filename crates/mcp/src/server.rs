@@ -75,8 +75,9 @@ pub struct McpFront {
     /// This session's turns: its tier selector and the current turn.
     conversation: Arc<Conversation>,
     /// The tool names this session was last shown (listed or announced):
-    /// a change from these is announced with `list_changed`.
-    shown: Arc<std::sync::Mutex<Vec<String>>>,
+    /// a change from these is announced with `list_changed`. `None` until
+    /// its first list or the host is ready, whichever is first.
+    shown: Arc<std::sync::Mutex<Option<Vec<String>>>>,
     /// Where fast calls run without a thread hop (`serve --stdio`);
     /// `None`: every call on the blocking pool.
     lane: Option<Arc<super::lane::CallLane>>,

@@ -60,7 +60,8 @@ impl ServerHandler for McpFront {
             _ => self.turn_tier(),
         };
         let mut tools = self.visible_tools();
-        *self.shown.lock().unwrap_or_else(|p| p.into_inner()) = tools.iter().map(|t| t.name.to_string()).collect();
+        *self.shown.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(tools.iter().map(|t| t.name.to_string()).collect());
         // The cursor is an offset: a list that changed between pages was
         // announced with list_changed, and the client lists again.
         let end = start.saturating_add(TOOLS_PER_PAGE).min(tools.len());
@@ -417,7 +418,13 @@ impl ServerHandler for McpFront {
         let peer = context.peer;
         let mut changes = self.host.registry().subscribe();
         tokio::spawn(async move {
-            *front.shown.lock().unwrap_or_else(|p| p.into_inner()) = front.visible_names();
+            // What joins while the host gets ready (plugins compiling,
+            // upstreams connecting, up to server.first_list_wait_ms) is in
+            // the session's first list, and announced only to a session
+            // that listed before it joined.
+            let readiness = front.host.readiness();
+            readiness.ready_by(std::time::Instant::now() + readiness.first_list_wait()).await;
+            front.shown.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| front.visible_names());
             let (mut last_resources, mut last_prompts) = front.offer_signature();
             let mut poll = tokio::time::interval(VISIBILITY_POLL);
             poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -432,8 +439,8 @@ impl ServerHandler for McpFront {
                 let now = front.visible_names();
                 let changed = {
                     let mut shown = front.shown.lock().unwrap_or_else(|p| p.into_inner());
-                    let changed = *shown != now;
-                    *shown = now;
+                    let changed = shown.as_ref() != Some(&now);
+                    *shown = Some(now);
                     changed
                 };
                 if changed {
