@@ -4,17 +4,20 @@
 //!
 //! [`check_host`] reads a host built from the config (its registry, its
 //! grants, the status of its external servers): `toolhost serve` runs it at
-//! start and logs each finding as a warning; `toolhost doctor` runs it on a
-//! host it builds without serving. [`check_files`] reads what the config
-//! points at without loading anything: trusted key files, plugin files and
-//! their signatures, the cache and state directories.
+//! start and logs each finding as a warning; `toolhost doctor` runs it
+//! ([`check_host_knowing`]) on a host it builds without serving, after
+//! [`check_plugin`] has loaded each plugin a start would load (files,
+//! `oci://` references, plugins added at run time) and judged it by the
+//! trust policy. [`check_files`] reads what the config points at without
+//! loading anything: trusted key files, the cache and state directories.
 
-use crate::Host;
 use crate::config::Config;
 use crate::mcp::ServerStatus;
+use crate::package::{Provenance, TrustPolicy};
+use crate::{AddPluginError, Host, Installer};
 use serde::Serialize;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -70,21 +73,55 @@ fn suggestion<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> 
     did_you_mean(name, candidates).map(|c| format!(" (did you mean {c:?}?)")).unwrap_or_default()
 }
 
+/// What a caller of [`check_host_knowing`] has already said about the
+/// plugins, so that no finding is said twice.
+#[derive(Debug, Clone, Default)]
+pub struct Already {
+    /// Plugins a start would load that did not load here, each already
+    /// flagged: `(where it is configured, the plugin name it would have)`.
+    /// Their grants are not called unused, and a tool no loaded provider
+    /// offers is a warning (one of them may offer it), not an error.
+    pub not_loaded: Vec<(String, String)>,
+    /// Every plugin's signature was judged by the trust policy from its
+    /// bytes (see [`check_plugin`]): no finding from the provenance the
+    /// checking host recorded.
+    pub trust_judged: bool,
+}
+
 /// Checks `cfg` against `host`, built from it, and its external servers'
 /// status. A server still `connecting` counts as unreachable only when
 /// `waited` (its first connection attempt had its time).
 pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: bool) -> Vec<Finding> {
+    check_host_knowing(cfg, host, servers, waited, &Already::default())
+}
+
+/// [`check_host`], leaving out what `already` says was said.
+pub fn check_host_knowing(
+    cfg: &Config,
+    host: &Host,
+    servers: &[ServerStatus],
+    waited: bool,
+    already: &Already,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     let catalog = host.registry().snapshot();
     let tools: Vec<&str> = catalog.tools().map(|t| t.def.name.as_str()).collect();
     let down: Vec<&str> = servers.iter().filter(|s| s.state != "up").map(|s| s.name.as_str()).collect();
+    let unloaded: Vec<&str> = already.not_loaded.iter().map(|(at, _)| at.as_str()).collect();
     let unknown_tool = |at: String, name: &str| -> Finding {
         let message = format!("unknown tool {name:?}{}", suggestion(name, tools.iter().copied()));
-        if down.is_empty() {
+        let mut unchecked = Vec::new();
+        // A server that did not connect, or a plugin that did not load, may offer it.
+        if !down.is_empty() {
+            unchecked.push(format!("not connected, so not checked: {}", down.join(", ")));
+        }
+        if !unloaded.is_empty() {
+            unchecked.push(format!("not loaded, so not checked: {}", unloaded.join(", ")));
+        }
+        if unchecked.is_empty() {
             Finding::error(at, message)
         } else {
-            // A server that did not connect may offer it.
-            Finding::warning(at, format!("{message}; not connected, so not checked: {}", down.join(", ")))
+            Finding::warning(at, format!("{message}; {}", unchecked.join("; ")))
         }
     };
     for (i, npc) in cfg.npcs.iter().enumerate() {
@@ -108,7 +145,8 @@ pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: b
         catalog.providers().filter(|p| p.kind() == crate::tool::ProviderKind::Wasm).map(|p| p.name()).collect();
     for (name, _) in cfg.plugins.grants.iter() {
         let at = format!("plugins.grants.{name}");
-        if !plugins.contains(&name.as_str()) {
+        let flagged = already.not_loaded.iter().any(|(_, n)| n == name);
+        if !plugins.contains(&name.as_str()) && !flagged {
             out.push(Finding::error(
                 at.clone(),
                 format!(
@@ -127,7 +165,7 @@ pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: b
         for finding in &r.findings {
             out.push(Finding::warning(format!("plugins.grants.{}", r.plugin), finding.clone()));
         }
-        if let Some(crate::package::Provenance::Unsigned { reason }) = &r.provenance {
+        if let Some(Provenance::Unsigned { reason }) = r.provenance.as_ref().filter(|_| !already.trust_judged) {
             out.push(Finding::warning(
                 format!("plugin {}", r.plugin),
                 format!("NOT VERIFIED ({reason}): loaded only because unsigned plugins are allowed"),
@@ -157,16 +195,9 @@ pub fn check_host(cfg: &Config, host: &Host, servers: &[ServerStatus], waited: b
 }
 
 /// Checks the files the config names, loading nothing: trusted key files,
-/// plugin files (readable, signed by a trusted key), and the cache and
-/// state directories' permissions. `trusted` are the public keys (base64)
-/// the policy trusts; `allow_unsigned` makes unsigned files warnings.
-pub fn check_files(
-    cfg: &Config,
-    plugin_files: &[std::path::PathBuf],
-    trusted: &[String],
-    allow_unsigned: bool,
-    dirs: &[(&str, Option<&Path>)],
-) -> Vec<Finding> {
+/// and the cache and state directories' permissions. (Plugin files are
+/// judged by [`check_plugin`].)
+pub fn check_files(cfg: &Config, dirs: &[(&str, Option<&Path>)]) -> Vec<Finding> {
     let mut out = Vec::new();
     let me = crate::runtime::private::effective_uid();
     for (i, f) in cfg.trust.key_files.iter().enumerate() {
@@ -194,40 +225,6 @@ pub fn check_files(
             ));
         }
     }
-    for p in plugin_files {
-        let at = format!("plugin file {}", p.display());
-        let bytes = match std::fs::read(p) {
-            Ok(b) => b,
-            Err(e) => {
-                out.push(Finding::error(at, e.to_string()));
-                continue;
-            }
-        };
-        let name = crate::runtime::plugin_name_from_path(p);
-        let package = match crate::package::parse(&bytes) {
-            Ok(pk) => pk,
-            Err(e) => {
-                out.push(Finding::error(at, e.to_string()));
-                continue;
-            }
-        };
-        let unsigned = |why: String| {
-            if allow_unsigned {
-                Finding::warning(at.clone(), format!("{why}; loaded only because unsigned plugins are allowed"))
-            } else {
-                Finding::error(at.clone(), format!("{why}; the host refuses it (sign it with `toolhost sign`)"))
-            }
-        };
-        match package.verify(&name) {
-            Err(e) => out.push(Finding::error(at.clone(), e.to_string())),
-            Ok(None) => out.push(unsigned("not signed".into())),
-            Ok(Some(v)) if !trusted.contains(&v.public_key) => out.push(unsigned(format!(
-                "signed by {:?} with a key not in trust.keys or trust.key_files",
-                v.manifest.author
-            ))),
-            Ok(Some(_)) => {}
-        }
-    }
     for (what, dir) in dirs {
         let Some(dir) = dir else { continue };
         let Ok(md) = std::fs::symlink_metadata(dir) else { continue };
@@ -249,6 +246,122 @@ pub fn check_files(
         }
     }
     out
+}
+
+/// A plugin a start would load: where it is configured and where it comes
+/// from.
+#[derive(Debug, Clone)]
+pub struct PluginEntry {
+    /// Where the operator put it, as findings name it: `plugins.files[0]`,
+    /// `--plugin X`, `plugin file X` (the plugins directory), or `plugin N
+    /// (added at run time from X)`.
+    pub at: String,
+    /// The file, or the `oci://` reference.
+    pub source: PathBuf,
+    /// Whether it replaces a plugin of the same name, as the plugins
+    /// directory and the run-time additions do at start; otherwise a name
+    /// already taken is refused, as for `plugins.files`.
+    pub replace: bool,
+}
+
+/// What [`check_plugin`] found.
+#[derive(Debug)]
+pub struct PluginCheck {
+    /// The plugin's name: its signed name, else its file's (or the
+    /// reference's last segment).
+    pub name: String,
+    /// Whether it loaded into the checking host (its tools are known).
+    pub loaded: bool,
+    /// At most one finding: the first thing wrong with it.
+    pub finding: Option<Finding>,
+}
+
+/// Loads `entry` into `installer`'s host as a start would, then judges it
+/// by `policy` (the host's trust policy) from its bytes. An `oci://`
+/// reference is pulled as the host pulls it at start, through the same
+/// store and rule: the digest `toolhost.lock` pins (or the reference
+/// names) from the cache without the network; a tag from the registry, or,
+/// when the registry cannot be reached, the digest it last resolved to.
+///
+/// The installer's host should admit what `policy` would refuse (so the
+/// tools of a plugin refused for its signature are still known and not
+/// reported again as unknown), with the same keys and lock file: the
+/// refusal is this function's one finding. A plugin trusted by a key of
+/// `policy` has none; one admitted only because unsigned plugins are
+/// allowed, a warning.
+pub fn check_plugin(installer: &Installer, policy: &TrustPolicy, entry: &PluginEntry) -> PluginCheck {
+    let at = &entry.at;
+    let fetched = match entry.source.to_str().filter(|s| crate::oci::is_reference(s)) {
+        Some(text) => fetch(installer, text),
+        None => {
+            let name = crate::runtime::plugin_name_from_path(&entry.source);
+            let limit = installer.host().runtime().limits().max_component_bytes + (1 << 16);
+            crate::runtime::read_bounded(&entry.source, limit)
+                .map(|bytes| Offered { name: name.clone(), bytes, path: Some(entry.source.clone()) })
+                .map_err(|kind| Unread { name, why: format!("{}: {kind}", entry.source.display()) })
+        }
+    };
+    let Offered { name, bytes, path } = match fetched {
+        Ok(f) => f,
+        Err(Unread { name, why }) => {
+            return PluginCheck { name, loaded: false, finding: Some(Finding::error(at, why)) };
+        }
+    };
+    let verdict = match policy.admit(&name, &bytes) {
+        Ok((_, Provenance::Unsigned { reason })) => Some(Finding::warning(
+            at,
+            format!("NOT VERIFIED ({reason}): loaded only because unsigned plugins are allowed"),
+        )),
+        Ok(_) => None,
+        Err(e) => Some(Finding::error(at, format!("the host refuses it: {e}"))),
+    };
+    let host = installer.host();
+    let loaded = if entry.replace {
+        host.install_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
+    } else {
+        host.add_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
+    };
+    match loaded {
+        // Held for a secret: loads once it is set (the host reports it as held back).
+        Ok(()) | Err(AddPluginError::MissingSecrets { .. }) => PluginCheck { name, loaded: true, finding: verdict },
+        // Refused for its signature or digest: said once, by the verdict.
+        Err(_) if verdict.as_ref().is_some_and(|f| f.level == Level::Error) => {
+            PluginCheck { name, loaded: false, finding: verdict }
+        }
+        Err(e) => PluginCheck { name, loaded: false, finding: Some(Finding::error(at, format!("does not load: {e}"))) },
+    }
+}
+
+/// A plugin's bytes as a start reads them.
+struct Offered {
+    /// The name it is offered as.
+    name: String,
+    bytes: Vec<u8>,
+    /// Its file (for a registry plugin, the cached layer).
+    path: Option<PathBuf>,
+}
+
+/// Why a plugin's bytes could not be read.
+struct Unread {
+    /// The name it would have had.
+    name: String,
+    why: String,
+}
+
+/// Pulls `reference` as [`Installer::install_plugin_ref`] does: named by
+/// its signed manifest, else by the reference's last segment.
+fn fetch(installer: &Installer, reference: &str) -> Result<Offered, Unread> {
+    let r =
+        crate::oci::OciRef::parse(reference).map_err(|e| Unread { name: reference.to_string(), why: e.to_string() })?;
+    let short = r.short_name().to_string();
+    let unread = |why: String| Unread { name: short.clone(), why };
+    let store = installer.oci().ok_or_else(|| unread(format!("{r}: this host has no registry client")))?;
+    let fetched = store.fetch(&r, installer.locked_digest(&r).as_deref()).map_err(|e| unread(e.to_string()))?;
+    let name = match crate::package::parse(&fetched.bytes).map(|p| p.verify(&short)) {
+        Ok(Ok(Some(v))) => v.manifest.name,
+        _ => short,
+    };
+    Ok(Offered { name, bytes: fetched.bytes, path: fetched.path })
 }
 
 #[cfg(test)]

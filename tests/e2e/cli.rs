@@ -120,7 +120,10 @@ fn inspect_shows_digest_imports_and_tools() {
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let bytes = std::fs::read(builtin_path("diceroller")).unwrap();
     use sha2::Digest;
-    assert_eq!(v["sha256"], hex::encode(sha2::Sha256::digest(&bytes)));
+    // Two digests, labelled: the file's, and the component's without a
+    // signature section (the same for an unsigned file).
+    assert_eq!(v["file_sha256"], hex::encode(sha2::Sha256::digest(&bytes)));
+    assert_eq!(v["component_sha256"], v["file_sha256"]);
     assert_eq!(v["size"], bytes.len());
     let imports: Vec<&str> = v["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
     assert!(imports.iter().any(|i| i.starts_with("wasi:random/random")), "{imports:?}");
@@ -131,7 +134,121 @@ fn inspect_shows_digest_imports_and_tools() {
 
     let text = run(&["inspect", builtin_path("diceroller")]);
     let out = stdout(&text);
-    assert!(out.contains("sha256:") && out.contains("imports (") && out.contains("roll_table"), "{out}");
+    assert!(out.contains("file sha256: ") && out.contains("component sha256: "), "{out}");
+    assert!(out.contains("imports (") && out.contains("roll_table"), "{out}");
+}
+
+/// What a plugin asks for is its own: granting it something never changes
+/// `inspect`'s "asks for" (it used to read asks from the grant-applied
+/// view, so a granted inert import turned into an ask).
+#[test]
+fn inspect_shows_the_same_asks_before_and_after_a_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir(d.join("data")).unwrap();
+    let inspect = |json: bool| {
+        let mut args = vec!["inspect", builtin_path("fileio"), "--probes", "0"];
+        if json {
+            args.push("--json");
+        }
+        let o = toolhost().current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(&args).output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    let asks = |out: &str| {
+        let v: Value = serde_json::from_str(out).unwrap_or_else(|e| panic!("{e}: {out}"));
+        (v["asks_for"].clone(), v["inert"].clone(), v["granted_by_config"].clone())
+    };
+    let asks_line =
+        |out: &str| out.lines().find(|l| l.starts_with("asks for:")).unwrap_or_else(|| panic!("{out}")).to_string();
+    let (before, before_text) = (asks(&inspect(true)), inspect(false));
+    std::fs::write(d.join("toolhost.yaml"), "plugins:\n  grants:\n    fileio:\n      files:\n        - dir: ./data\n")
+        .unwrap();
+    let (after, after_text) = (asks(&inspect(true)), inspect(false));
+    assert_eq!(
+        (&before.0, &before.1),
+        (&after.0, &after.1),
+        "asks and inert changed with a grant: {before:?} -> {after:?}"
+    );
+    assert_eq!(asks_line(&before_text), asks_line(&after_text));
+    // The grant itself shows, beside the asks.
+    assert_eq!(before.2, serde_json::json!([]));
+    assert_eq!(after.2, serde_json::json!(["files"]));
+    assert!(after_text.contains("granted:  files"), "{after_text}");
+}
+
+/// One key, one fingerprint: `keygen` prints it, and `verify`, `inspect`,
+/// `grants` and `show` name the signer by the same `ed25519:<hex>` string
+/// (with the trusted key's name beside it), never by the base64 key.
+#[test]
+fn every_command_shows_a_key_by_the_same_fingerprint() {
+    use crate::oci::{Registry, ok, run, trust};
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let reg = Registry::start(dir, None);
+    trust(dir, "alice", "plugins:\n  builtins: false\n  files: [signed/counter.wasm]\n");
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("keys/alice.pub")).unwrap()).unwrap();
+    let base64 = public["public_key"].as_str().unwrap().to_string();
+    // keygen again, elsewhere, to read what it prints: the same format.
+    let out = ok(&run(dir, &["keygen", "bob", "--out", "other"]));
+    let bob = out.lines().find_map(|l| l.strip_prefix("key ")).unwrap_or_else(|| panic!("keygen: {out}"));
+    assert!(
+        bob.starts_with("ed25519:") && bob.ends_with(" (bob)") && bob.len() == "ed25519: (bob)".len() + 16,
+        "{bob}"
+    );
+    // alice's fingerprint, as `keygen` prints it for her key.
+    let alice = {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let raw = base64::engine::general_purpose::STANDARD.decode(&base64).unwrap();
+        format!("ed25519:{}", &hex::encode(sha2::Sha256::digest(raw))[..16])
+    };
+    let named = format!("{alice} (alice)");
+    crate::oci::signed(dir, toolhost_test_artifacts::COUNTER_PATH, "alice", "counter", "1.0.0", "signed");
+
+    let verify = ok(&run(dir, &["verify", "signed/counter.wasm"]));
+    assert!(verify.contains(&format!("by alice (key {named})")), "verify:\n{verify}");
+    assert!(verify.contains(&format!("with trusted key {named}, version 1.0.0")), "verify:\n{verify}");
+    let v: Value = serde_json::from_str(&ok(&run(dir, &["verify", "signed/counter.wasm", "--json"]))).unwrap();
+    assert_eq!(v["signature"]["key_id"], alice.as_str());
+
+    let inspect = ok(&run(dir, &["inspect", "signed/counter.wasm", "--probes", "0"]));
+    assert!(inspect.contains(&format!("signer:  alice, key {named}")), "inspect:\n{inspect}");
+    assert!(inspect.contains("version: 1.0.0"), "inspect:\n{inspect}");
+    let v: Value =
+        serde_json::from_str(&ok(&run(dir, &["inspect", "signed/counter.wasm", "--probes", "0", "--json"]))).unwrap();
+    assert_eq!(
+        (v["signer"]["key_id"].as_str(), v["signer"]["key_name"].as_str()),
+        (Some(alice.as_str()), Some("alice"))
+    );
+
+    let grants = ok(&run(dir, &["grants"]));
+    assert!(
+        grants.contains(&format!("origin:   signed by alice with trusted key {named}, version 1.0.0")),
+        "grants:\n{grants}"
+    );
+
+    let r = reg.reference("tools/counter:1.0.0");
+    ok(&run(dir, &["push", "signed/counter.wasm", &r]));
+    let show = ok(&run(dir, &["show", &r]));
+    assert!(show.contains(&format!("signed by:    alice (key {alice})")), "show:\n{show}");
+    assert!(show.contains(&format!("trusted here: yes: signed by alice with trusted key {named}")), "show:\n{show}");
+    let v: Value = serde_json::from_str(&ok(&run(dir, &["show", &r, "--json"]))).unwrap();
+    assert_eq!(v["signature"]["key_id"], alice.as_str());
+
+    for (command, out) in [("verify", &verify), ("inspect", &inspect), ("grants", &grants), ("show", &show)] {
+        assert!(!out.contains(&base64), "{command} shows the key in base64:\n{out}");
+    }
+    // An untrusted signer is named by the same fingerprint in the refusal.
+    std::fs::write(dir.join("toolhost.yaml"), "trust:\n  key_files: [other/bob.pub]\n").unwrap();
+    let o = run(dir, &["inspect", "signed/counter.wasm", "--probes", "0"]);
+    assert_eq!(o.status.code(), Some(3), "{}", stderr(&o));
+    assert!(stdout(&o).contains(&format!("signed by an untrusted key {alice}")), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains(&format!("signer:  alice, key {alice} (not a key this config trusts)")),
+        "{}",
+        stdout(&o)
+    );
 }
 
 #[test]

@@ -34,6 +34,7 @@ fn the_author_guide_runs_as_written() {
     let script = sh_blocks(&guide);
     assert!(script.contains("toolhost new demo") && script.contains("toolhost plugin add"), "{script}");
     assert!(script.contains("toolhost new forecast --http") && script.contains("toolhost secret set"), "{script}");
+    assert!(script.contains("toolhost call read_file") && script.contains("mode: read-only"), "{script}");
     let dir = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_toolhost")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
@@ -69,6 +70,10 @@ fn the_author_guide_runs_as_written() {
     );
     assert!(out.contains("set secret api_key of plugin forecast"), "secret set:\n{out}");
     assert!(out.contains(r#""name":"lantern""#), "the API's answer through the plugin:\n{out}");
+    // 8: a file tool reads the directory granted to it, read-only.
+    assert!(out.contains(r#""content":"The party owes Bartok 40 gold.\n""#), "read_file:\n{out}");
+    assert!(out.contains(r#""entries":[{"name":"session-3.md","kind":"file""#), "list_dir:\n{out}");
+    assert!(out.contains("campaign (seen as /), not change them"), "grants:\n{out}");
 }
 
 #[test]

@@ -30,6 +30,7 @@
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
 //! - `bridge`: the S2S bridge: OpenAI Realtime and Gemini Live function-call events, shaped by hand from the public API references (fixtures/bridge/README.md), not recorded, through `toolhost::bridge`.
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
+//! - `doctor`: `toolhost doctor` on what a start loads: `oci://` entries from the cache, plugins added at run time, trusted signatures; clean when correct, the one broken entry when not.
 //! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
 //! - `review`: the reviewer's view: `inspect` of plugins not granted what they ask, inert imports, over-grants.
 //! - `weather`: the example marketplace plugin signed with its asks, held for its secret, loaded by `toolhost secret set`, answering through its grant only; secrets redacted and private to their plugin.
@@ -42,6 +43,7 @@ mod budget;
 mod cli;
 mod client_conformance;
 mod common;
+mod doctor;
 mod external;
 mod fairness;
 mod first_call;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use toolhost_test_artifacts::{SWAP_V1_PATH, SWAP_V2_PATH};
 
 /// A `docker-registry` on a free loopback port, killed on drop.
-struct Registry {
+pub(crate) struct Registry {
     _proc: Proc,
     /// `127.0.0.1:PORT`.
     addr: String,
@@ -26,7 +26,7 @@ struct Registry {
 impl Registry {
     /// Starts a registry storing under `dir/registry`, with basic auth when
     /// `htpasswd` is given (`user`, `password`).
-    fn start(dir: &Path, htpasswd: Option<(&str, &str)>) -> Registry {
+    pub(crate) fn start(dir: &Path, htpasswd: Option<(&str, &str)>) -> Registry {
         let storage = dir.join("registry");
         std::fs::create_dir_all(&storage).unwrap();
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
@@ -62,7 +62,7 @@ impl Registry {
         Registry { _proc: proc, addr, storage }
     }
 
-    fn reference(&self, repo_tag: &str) -> String {
+    pub(crate) fn reference(&self, repo_tag: &str) -> String {
         format!("oci://{}/{repo_tag}", self.addr)
     }
 
@@ -75,7 +75,7 @@ impl Registry {
 
 /// The `toolhost` binary in `dir`: its own state and cache (the registry
 /// cache lives in the cache dir), no credentials from the machine.
-fn th(dir: &Path) -> Command {
+pub(crate) fn th(dir: &Path) -> Command {
     let mut cmd = crate::common::toolhost();
     cmd.current_dir(dir)
         .env("TOOLHOST_STATE_DIR", dir.join("state"))
@@ -119,25 +119,25 @@ fn bounded(mut cmd: Command) -> Output {
     Output { status, stdout: o.join().unwrap(), stderr: e.join().unwrap() }
 }
 
-fn run(dir: &Path, args: &[&str]) -> Output {
+pub(crate) fn run(dir: &Path, args: &[&str]) -> Output {
     let mut cmd = th(dir);
     cmd.args(args);
     bounded(cmd)
 }
 
-fn ok(o: &Output) -> String {
+pub(crate) fn ok(o: &Output) -> String {
     assert!(o.status.success(), "failed:\n--- stdout ---\n{}\n--- stderr ---\n{}", stdout(o), stderr(o));
     stdout(o)
 }
 
 /// A key for `author` in `dir/keys`, trusted by `dir/toolhost.yaml` (with `extra` config after it).
-fn trust(dir: &Path, author: &str, extra: &str) {
+pub(crate) fn trust(dir: &Path, author: &str, extra: &str) {
     ok(&run(dir, &["keygen", author, "--out", "keys"]));
     std::fs::write(dir.join("toolhost.yaml"), format!("trust:\n  key_files: [keys/{author}.pub]\n{extra}")).unwrap();
 }
 
 /// `src` signed by `dir/keys/<key>.key` as plugin `name` `version`, at `dir/<sub>/<name>.wasm`.
-fn signed(dir: &Path, src: &str, key: &str, name: &str, version: &str, sub: &str) -> PathBuf {
+pub(crate) fn signed(dir: &Path, src: &str, key: &str, name: &str, version: &str, sub: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join(sub)).unwrap();
     let out = dir.join(sub).join(format!("{name}.wasm"));
     std::fs::copy(src, &out).unwrap();

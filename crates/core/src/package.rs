@@ -50,7 +50,8 @@ pub enum PackageError {
     },
     /// Signed by a key the policy does not trust.
     #[error(
-        "plugin {plugin:?} is signed by an untrusted key {key} (author {author:?}); add the key to trust.keys to accept it"
+        "plugin {plugin:?} is signed by an untrusted key {} (author {author:?}); add the key to trust.keys to accept it",
+        fingerprint(key)
     )]
     Untrusted {
         /// Plugin name.
@@ -213,9 +214,13 @@ impl Provenance {
     pub fn describe(&self) -> String {
         match self {
             Provenance::Builtin => "built in (part of the toolhost binary)".into(),
-            Provenance::Signed { manifest, key_name, .. } => {
-                format!("signed by {} (trusted key {key_name}), version {}", manifest.author, manifest.version)
-            }
+            Provenance::Signed { manifest, key_name, public_key } => format!(
+                "signed by {} with trusted key {}, version {}",
+                manifest.author,
+                // A record from before keys were kept has only the name.
+                if public_key.is_empty() { key_name.clone() } else { named_fingerprint(public_key, Some(key_name)) },
+                manifest.version
+            ),
             Provenance::Unsigned { reason } => {
                 format!("NOT VERIFIED: loaded only because the operator allows unsigned plugins ({reason})")
             }
@@ -225,6 +230,27 @@ impl Provenance {
 
 fn sha256_hex(b: &[u8]) -> String {
     hex::encode(Sha256::digest(b))
+}
+
+/// How a key is shown everywhere (`verify`, `show`, `inspect`, `grants`,
+/// `keygen`, errors, the registry's key-id annotation): `ed25519:` and the
+/// first 16 hex digits of the sha256 of the raw 32-byte public key, from
+/// its base64 form as `.pub` files and `trust.keys` hold it. Text that is
+/// not a valid key is shown as `ed25519:?` rather than as a made-up id.
+pub fn fingerprint(public_key_b64: &str) -> String {
+    match B64.decode(public_key_b64.trim()).ok().filter(|raw| raw.len() == 32) {
+        Some(raw) => format!("ed25519:{}", &sha256_hex(&raw)[..16]),
+        None => "ed25519:?".to_string(),
+    }
+}
+
+/// [`fingerprint`] with the key's name beside it when it has one:
+/// `ed25519:680805dfc1691c84 (alice)`.
+pub fn named_fingerprint(public_key_b64: &str, name: Option<&str>) -> String {
+    match name {
+        Some(n) => format!("{} ({n})", fingerprint(public_key_b64)),
+        None => fingerprint(public_key_b64),
+    }
 }
 
 fn leb128(mut n: usize, out: &mut Vec<u8>) {
@@ -307,6 +333,13 @@ pub struct PublicKey {
     pub name: String,
     /// ed25519 public key, base64.
     pub public_key: String,
+}
+
+impl PublicKey {
+    /// Its [`fingerprint`], with its name beside it.
+    pub fn fingerprint(&self) -> String {
+        named_fingerprint(&self.public_key, Some(&self.name))
+    }
 }
 
 impl KeyPair {
@@ -420,6 +453,21 @@ pub struct Verified {
     pub manifest: Manifest,
     /// The signer's public key, base64.
     pub public_key: String,
+}
+
+impl Verified {
+    /// The signer's [`fingerprint`].
+    pub fn fingerprint(&self) -> String {
+        fingerprint(&self.public_key)
+    }
+}
+
+impl TrustPolicy {
+    /// The name this policy gives the key `public_key_b64` (base64), when
+    /// it trusts it.
+    pub fn key_name(&self, public_key_b64: &str) -> Option<&str> {
+        self.keys.iter().find(|k| k.public_key == public_key_b64).map(|k| k.name.as_str())
+    }
 }
 
 impl Package<'_> {
@@ -583,7 +631,9 @@ impl TrustPolicy {
         };
         if self.allow_unsigned {
             let reason = match &refusal {
-                PackageError::Untrusted { author, .. } => format!("signed by untrusted author {author:?}"),
+                PackageError::Untrusted { author, key, .. } => {
+                    format!("signed by untrusted author {author:?} with key {}", fingerprint(key))
+                }
                 _ => "unsigned".into(),
             };
             Ok((package.component, Provenance::Unsigned { reason }))
@@ -721,6 +771,26 @@ mod tests {
             .insert("demo".into(), LockEntry { sha256: "00".repeat(32), version: None, source: None, digest: None });
         p.lock = Some(lock);
         assert!(matches!(p.admit("demo", &pkg).unwrap_err(), PackageError::LockMismatch { .. }));
+    }
+
+    #[test]
+    fn a_key_is_shown_as_one_fingerprint() {
+        let k = KeyPair::generate("alice").unwrap();
+        let public = k.public();
+        let raw = B64.decode(&public.public_key).unwrap();
+        let want = format!("ed25519:{}", &sha256_hex(&raw)[..16]);
+        assert_eq!(fingerprint(&public.public_key), want);
+        assert_eq!(public.fingerprint(), format!("{want} (alice)"));
+        assert_eq!(fingerprint("not base64!"), "ed25519:?");
+        // Errors and reports show the fingerprint, never the base64 key.
+        let mallory = KeyPair::generate("mallory").unwrap();
+        let (pkg, _) = mallory.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+        let e = policy(&k).admit("demo", &pkg).unwrap_err().to_string();
+        assert!(e.contains(&fingerprint(&mallory.public().public_key)), "{e}");
+        assert!(!e.contains(&mallory.public().public_key), "{e}");
+        let (pkg, _) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+        let (_, prov) = policy(&k).admit("demo", &pkg).unwrap();
+        assert!(prov.describe().contains(&format!("trusted key {want} (alice)")), "{}", prov.describe());
     }
 
     #[test]

@@ -61,7 +61,8 @@ pub mod annotations {
     pub const LATENCIES: &str = "dev.toolhost.latencies";
     /// Measured speed badges by tool, JSON `{"tool": "badge"}`, when measured.
     pub const BADGE: &str = "dev.toolhost.badge";
-    /// The signing key's id (`ed25519:` and the first 16 hex digits of its sha256).
+    /// The signing key's fingerprint ([`toolhost_core::package::fingerprint`]:
+    /// `ed25519:` and the first 16 hex digits of its sha256).
     pub const KEY_ID: &str = "dev.toolhost.signature.key-id";
     /// The signing key, base64.
     pub const PUBLIC_KEY: &str = "dev.toolhost.signature.public-key";
@@ -638,13 +639,6 @@ impl OciStore {
         crate::runtime::private::ensure_private_dir(dir).map_err(|e| err(dir, e.to_string()))?;
         crate::runtime::private::write_private(&path, digest.as_bytes()).map_err(|e| err(&path, e.to_string()))
     }
-}
-
-/// The key id `toolhost push` annotates: `ed25519:` and the first 16 hex
-/// digits of the sha256 of the raw public key.
-pub fn key_id(public_key_b64: &str) -> String {
-    let raw = base64::engine::general_purpose::STANDARD.decode(public_key_b64).unwrap_or_default();
-    format!("ed25519:{}", &hex::encode(Sha256::digest(&raw))[..16])
 }
 
 mod bounded;

@@ -3,10 +3,11 @@ use anyhow::{Context, Result};
 use std::process::ExitCode;
 use std::time::Duration;
 use toolhost::budget::Budget;
-use toolhost::doctor::{Finding, Level, check_files, check_host};
+use toolhost::changes::RuntimeChanges;
+use toolhost::doctor::{Already, Finding, Level, PluginEntry, check_files, check_host_knowing, check_plugin};
 use toolhost::mcp::ExternalServers;
-use toolhost::package::TrustPolicy;
-use toolhost::{Host, plugin_files};
+use toolhost::package::{LockFile, PublicKey, TrustPolicy};
+use toolhost::{Host, Installer, plugin_files};
 
 /// Check a config before the game: typos and mistakes that still let a
 /// host start.
@@ -16,14 +17,23 @@ use toolhost::{Host, plugin_files};
 /// `plugins.grants` for plugins that are not loaded or that cannot be
 /// honoured, over-grants, external servers that do not answer within
 /// --connect-timeout, trusted key files that are missing, malformed or
-/// replaceable by others, plugin files that are not signed by a trusted key,
-/// and cache or state directories with unsafe permissions.
+/// replaceable by others, plugins the host would refuse (not signed by a
+/// trusted key, a digest the lock file does not pin, a registry reference
+/// that cannot be pulled), and cache or state directories with unsafe
+/// permissions. Each finding is said once.
 ///
-/// Nothing is served and nothing is written to the state directory; plugins
-/// are compiled (through the compile cache) to learn their tools, and
-/// stdio servers are started briefly to learn theirs. Run-time changes
-/// (`toolhost plugin add` ...) are not considered: this is the config as a
-/// fresh start reads it.
+/// It checks what a start would load: the built-ins, `plugins.files` and
+/// `--plugin` (files and `oci://` references), the plugins directory, and
+/// the plugins added at run time (`toolhost plugin add`, recorded in the
+/// state directory), less those `toolhost plugin remove` removed. An
+/// `oci://` reference is pulled as the host pulls it at start: the digest
+/// `toolhost.lock` pins comes from the cache without the network.
+///
+/// Nothing is served, and the state directory is read, not written (as at
+/// start, a `plugin remove` whose file has changed since is forgotten);
+/// plugins are compiled (through the compile cache) to learn their tools,
+/// registry pulls are cached as the host caches them, and stdio servers
+/// are started briefly to learn their tools.
 ///
 /// Exit status: 0 when there are no errors (warnings alone: 0), 1 when
 /// there are.
@@ -45,10 +55,6 @@ impl Doctor {
         let cfg = builder.config_mut().clone();
         let state = builder.resolved_state_dir();
         let cache = builder.resolved_cache_dir();
-        let mut files = builder.plugin_files();
-        if let Some(dir) = builder.plugins_dir().filter(|d| d.is_dir()) {
-            files.extend(plugin_files(&dir).with_context(|| format!("reading plugins.dir {}", dir.display()))?);
-        }
         let mut findings = Vec::new();
         let policy = match builder.trust() {
             Ok(p) => p,
@@ -57,39 +63,91 @@ impl Doctor {
                 if !matches!(e, toolhost::BuildError::KeyFile { .. }) {
                     findings.push(Finding { level: Level::Error, at: "trust".into(), message: e.to_string() });
                 }
-                TrustPolicy { keys: cfg.trust.keys.clone(), allow_unsigned: cfg.trust.allow_unsigned, lock: None }
+                fallback_policy(&cfg, &builder.lock_path(), cfg.trust.allow_unsigned || self.host.trust.allow_unsigned)
             }
         };
-        let trusted: Vec<String> = policy.keys.iter().map(|k| k.public_key.clone()).collect();
-        findings.extend(check_files(
-            &cfg,
-            &files,
-            &trusted,
-            policy.allow_unsigned || self.host.trust.allow_unsigned,
-            &[("cache directory", cache.as_deref()), ("state directory", Some(&state))],
-        ));
+        findings.extend(check_files(&cfg, &[("cache directory", cache.as_deref()), ("state directory", Some(&state))]));
 
-        // A host that is never served, to learn the tools: every file is
-        // loaded whatever its signature (check_files reported those).
+        // The run-time changes a start would apply, only when there are
+        // some (opening the record creates its key).
+        let changes = if state.join(toolhost::changes::FILE).exists() {
+            let (changes, refused) = RuntimeChanges::open(&state).context("reading the run-time changes")?;
+            if let Some(e) = refused {
+                findings.push(Finding {
+                    level: Level::Warning,
+                    at: format!("state directory {}", state.display()),
+                    message: e.to_string(),
+                });
+            }
+            changes
+        } else {
+            RuntimeChanges::in_memory()
+        };
+        changes.set_plugins_dir(builder.plugins_dir());
+
+        // A host that is never served, to learn the tools: it admits every
+        // plugin whatever its signature (check_plugin judges each by the
+        // trust policy, once), with the trusted keys and the lock file's
+        // digests (registry plugins are pulled at the pinned digest).
+        let learning = TrustPolicy { keys: policy.keys.clone(), allow_unsigned: true, lock: policy.lock.clone() };
         let host = Host::with_budget(builder.runtime()?, Budget::new(cfg.budget.clone(), cfg.npcs.clone()))
-            .with_trust(TrustPolicy::permissive())
+            .with_trust(learning)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
+        let installer = Installer::new(std::sync::Arc::new(host), Some(builder.oci_store()?), changes);
         if cfg.plugins.builtins
             && !self.host.no_builtins
-            && let Err(e) = toolhost::builtin::add_builtins(&host)
+            && let Err(e) = installer.add_builtins()
         {
             findings.push(Finding { level: Level::Error, at: "plugins.builtins".into(), message: e.to_string() });
         }
-        for f in &files {
-            if let Err(e) = host.install_plugin_file(f) {
-                findings.push(Finding {
-                    level: Level::Error,
-                    at: format!("plugin file {}", f.display()),
-                    message: format!("does not load: {e}"),
-                });
+        let removed = |p: &std::path::Path| {
+            installer.runtime_changes().is_removed(&toolhost::runtime::plugin_name_from_path(p), Some(p))
+        };
+        let mut entries = Vec::new();
+        let configured = cfg.plugins.files.len();
+        for (i, source) in builder.plugin_files().into_iter().enumerate() {
+            if !toolhost::oci::path_is_reference(&source) && removed(&source) {
+                continue;
+            }
+            let at = if i < configured {
+                format!("plugins.files[{i}] ({})", source.display())
+            } else {
+                format!("--plugin {}", source.display())
+            };
+            entries.push(PluginEntry { at, source, replace: false });
+        }
+        if let Some(dir) = builder.plugins_dir().filter(|d| d.is_dir()) {
+            for source in plugin_files(&dir).with_context(|| format!("reading plugins.dir {}", dir.display()))? {
+                if !removed(&source) {
+                    entries.push(PluginEntry {
+                        at: format!("plugin file {}", source.display()),
+                        source,
+                        replace: true,
+                    });
+                }
             }
         }
-        let host = std::sync::Arc::new(host);
+        for added in installer.runtime_changes().added_plugins() {
+            entries.push(PluginEntry {
+                at: format!(
+                    "plugin {} (added at run time from {}; `toolhost plugin remove {}` forgets it)",
+                    added.name,
+                    added.path.display(),
+                    added.name
+                ),
+                source: added.path,
+                replace: true,
+            });
+        }
+        let mut already = Already { not_loaded: Vec::new(), trust_judged: true };
+        for entry in &entries {
+            let check = check_plugin(&installer, &policy, entry);
+            if !check.loaded {
+                already.not_loaded.push((entry.at.clone(), check.name));
+            }
+            findings.extend(check.finding);
+        }
+        let host = installer.host().clone();
         let status = if cfg.mcp.servers.is_empty() {
             Vec::new()
         } else {
@@ -104,7 +162,7 @@ impl Doctor {
             servers.shutdown();
             status
         };
-        findings.extend(check_host(&cfg, &host, &status, true));
+        findings.extend(check_host_knowing(&cfg, &host, &status, true, &already));
 
         let errors = findings.iter().filter(|f| f.level == Level::Error).count();
         let warnings = findings.len() - errors;
@@ -123,6 +181,20 @@ impl Doctor {
         }
         Ok(if errors > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
     }
+}
+
+/// The trust policy as far as it can be read when part of it cannot: the
+/// keys in `trust.keys` and the key files that read (those that do not are
+/// findings of their own), the lock file when it reads.
+fn fallback_policy(cfg: &toolhost::config::Config, lock: &std::path::Path, allow_unsigned: bool) -> TrustPolicy {
+    let mut keys = cfg.trust.keys.clone();
+    for f in &cfg.trust.key_files {
+        let key = toolhost::runtime::private::read_obeyed(&cfg.resolve(f), 64 << 10)
+            .ok()
+            .and_then(|text| serde_json::from_str::<PublicKey>(&text).ok());
+        keys.extend(key);
+    }
+    TrustPolicy { keys, allow_unsigned, lock: LockFile::read(lock).ok() }
 }
 
 fn plural(n: usize) -> &'static str {

@@ -12,19 +12,24 @@ use toolhost::capabilities::CAPABILITIES;
 use toolhost::capabilities::http::HttpGrant;
 use toolhost::report::{BudgetReport, ToolDeclaration};
 use toolhost::runtime::Grants;
-use toolhost::tool::Capabilities;
+use toolhost::tool::{Capabilities, log_safe};
 
 /// Exit status of `inspect` when the component was described in full but
 /// this config would not load it (a capability it asks for is not granted).
 /// 1 means it could not be described at all; 2 is clap's usage error.
 pub const NOT_LOADABLE_HERE: u8 = 3;
 
-/// Describe a component before granting it anything: digest, imports, the
-/// capabilities they ask for, its tools, a speed badge.
+/// Describe a component before granting it anything: its digests, who
+/// signed it, imports, the capabilities they ask for, its tools, a speed
+/// badge.
 ///
-/// Whatever the config grants: the capabilities it asks for are marked
-/// granted or not by this config's `plugins.grants.<name>`, those it imports
-/// but that expose nothing without a grant are shown as inert, and the
+/// Two digests, labelled: `file sha256` (of the file as it is, what
+/// `sha256sum` prints) and `component sha256` (without the signature
+/// section: what the signed manifest, the lock file and `grants` name).
+/// What it asks for is the component's own (read from its imports) and
+/// does not change with the config: each capability is then marked granted
+/// or not by this config's `plugins.grants.<name>`; those it imports but
+/// that expose nothing without a grant are shown as inert, and the
 /// badge is measured by probing its idempotent tools. It describes; it does
 /// not load. Its tools are read from the component's
 /// `list-tools` export in a sandbox with no grant at all, under the usual
@@ -65,7 +70,11 @@ struct InspectedTool {
 struct Report {
     file: String,
     name: String,
-    sha256: String,
+    /// sha256 of the file as it is (signature section included).
+    file_sha256: String,
+    /// sha256 of the component without its signature section: what the
+    /// signed manifest, the lock file and `grants` name.
+    component_sha256: String,
     size: usize,
     imports: Vec<String>,
     exports: Vec<String>,
@@ -75,11 +84,11 @@ struct Report {
     error: Option<String>,
     /// Whether its tools could be read.
     described: bool,
-    /// Capabilities it asks for: those that need a grant to load, and
-    /// inert ones this config grants it.
+    /// Capabilities it asks for: those its imports need a grant for to
+    /// load. The component's own; the config does not change them.
     asks_for: Capabilities,
-    /// Capabilities it imports that expose nothing without a grant, and
-    /// that this config does not grant it.
+    /// Capabilities it imports that expose nothing without a grant (the
+    /// component's own, whatever the config grants).
     inert: Capabilities,
     /// What `plugins.grants.<name>` grants (or the host's default for the name).
     granted_by_config: Capabilities,
@@ -91,11 +100,28 @@ struct Report {
     findings: Vec<String>,
     /// Who signed it, as the trust policy sees it (or why it refuses it).
     signed: String,
+    /// The signature's signer and version, whatever the trust policy says
+    /// (absent when it is not signed, or its signature does not verify).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signer: Option<Signer>,
     /// What its signed manifest asks of the operator beyond capabilities
     /// (absent when it is not signed, or its signature does not verify).
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest_asks: Option<ManifestAsks>,
     tools: Vec<InspectedTool>,
+}
+
+/// Who signed a package, from its verified signature.
+#[derive(Serialize)]
+struct Signer {
+    /// The manifest's author.
+    author: String,
+    /// The signing key's fingerprint (`ed25519:<16 hex digits>`).
+    key_id: String,
+    /// The key's name in this config's trust.keys, when it trusts it.
+    key_name: Option<String>,
+    /// The signed version.
+    version: String,
 }
 
 /// A signed manifest's asks, against this config.
@@ -139,6 +165,10 @@ impl Inspect {
             None => host.grants_for(&name).map(|g| CAPABILITIES.held(&g)).unwrap_or_default(),
         };
         let review = CAPABILITIES.review(&imports, granted);
+        // What it asks for is the component's own: read with nothing
+        // granted, so a grant never turns an inert import into an ask.
+        let own = CAPABILITIES.review(&imports, Capabilities::default());
+        let component_sha256 = toolhost::package::component_digest(&bytes)?;
         let described = runtime.describe_compiled(&compiled).map_err(|e| e.kind.to_string());
         // The trust policy first, as loading does: unsigned, an unknown
         // signer, a digest the lock file does not pin.
@@ -212,36 +242,36 @@ impl Inspect {
             (Ok(_), true) => ExitCode::SUCCESS,
         };
         let findings = review.findings(&name);
-        let manifest_asks =
-            toolhost::package::parse(&bytes).ok().and_then(|p| p.verify(&name).ok().flatten()).map(|v| v.manifest).map(
-                |m| {
-                    let grants: Vec<_> = cfg
-                        .plugins
-                        .grants
-                        .get(&name)
-                        .map(|g| g.http.iter().filter_map(|e| HttpGrant::parse(e).ok()).collect())
-                        .unwrap_or_default();
-                    let memory_in_force = cfg
-                        .plugins
-                        .limits
-                        .get(&name)
-                        .and_then(|l| l.memory_mib)
-                        .unwrap_or(runtime.limits().memory_bytes >> 20);
-                    ManifestAsks {
-                        http_hosts: m
-                            .http_hosts
-                            .iter()
-                            .map(|h| AskedHost {
-                                origin: h.clone(),
-                                granted: HttpGrant::parse(h).is_ok_and(|ask| grants.iter().any(|g| g.covers(&ask))),
-                            })
-                            .collect(),
-                        secrets: m.secrets.clone(),
-                        memory_mib: m.memory_mib,
-                        memory_mib_in_force: memory_in_force,
-                    }
-                },
-            );
+        let verified = toolhost::package::parse(&bytes).ok().and_then(|p| p.verify(&name).ok().flatten());
+        let signer = verified.as_ref().map(|v| Signer {
+            author: v.manifest.author.clone(),
+            key_id: v.fingerprint(),
+            key_name: builder.trust().ok().and_then(|t| t.key_name(&v.public_key).map(str::to_string)),
+            version: v.manifest.version.clone(),
+        });
+        let manifest_asks = verified.map(|v| v.manifest).map(|m| {
+            let grants: Vec<_> = cfg
+                .plugins
+                .grants
+                .get(&name)
+                .map(|g| g.http.iter().filter_map(|e| HttpGrant::parse(e).ok()).collect())
+                .unwrap_or_default();
+            let memory_in_force =
+                cfg.plugins.limits.get(&name).and_then(|l| l.memory_mib).unwrap_or(runtime.limits().memory_bytes >> 20);
+            ManifestAsks {
+                http_hosts: m
+                    .http_hosts
+                    .iter()
+                    .map(|h| AskedHost {
+                        origin: h.clone(),
+                        granted: HttpGrant::parse(h).is_ok_and(|ask| grants.iter().any(|g| g.covers(&ask))),
+                    })
+                    .collect(),
+                secrets: m.secrets.clone(),
+                memory_mib: m.memory_mib,
+                memory_mib_in_force: memory_in_force,
+            }
+        });
         let signed = match &trust {
             Ok(p) => p.describe(),
             Err(why) => format!("refused by the trust policy: {why}"),
@@ -250,29 +280,43 @@ impl Inspect {
             print_json(&Report {
                 file: self.file.display().to_string(),
                 name: name.clone(),
-                sha256: digest,
+                file_sha256: digest,
+                component_sha256,
                 size,
                 imports,
                 exports,
                 loadable,
                 error: error.clone(),
                 described: described.is_ok(),
-                asks_for: review.asks,
-                inert: review.inert,
+                asks_for: own.asks,
+                inert: own.inert,
                 granted_by_config: review.granted,
                 denied: review.denied,
                 over_granted: review.over_granted,
                 findings,
                 signed: signed.clone(),
+                signer,
                 manifest_asks,
                 tools,
             })?;
             return Ok(status);
         }
         println!("file:    {}", self.file.display());
-        println!("sha256:  {digest}");
+        println!("file sha256:      {digest}");
+        println!("component sha256: {component_sha256} (without the signature section)");
         println!("size:    {size} bytes");
         println!("signed:  {signed}");
+        match &signer {
+            Some(s) => {
+                let key = match &s.key_name {
+                    Some(n) => format!("{} ({n})", s.key_id),
+                    None => format!("{} (not a key this config trusts)", s.key_id),
+                };
+                println!("signer:  {}, key {key}", log_safe(&s.author));
+                println!("version: {}", log_safe(&s.version));
+            }
+            None => println!("signer:  none (no valid signature)"),
+        }
         println!("imports ({}):", imports.len());
         for i in &imports {
             println!("  {i}");
@@ -281,17 +325,20 @@ impl Inspect {
         for e in &exports {
             println!("  {e}");
         }
-        let asks: Vec<String> = review
-            .asks
-            .iter()
-            .map(|c| format!("{c} ({})", if review.granted.contains(c) { "granted" } else { "NOT granted" }))
-            .collect();
+        let marked = |c: toolhost::tool::Capability| {
+            format!("{c} ({})", if review.granted.contains(c) { "granted" } else { "NOT granted" })
+        };
+        let asks: Vec<String> = own.asks.iter().map(marked).collect();
         println!("asks for: {}", if asks.is_empty() { "nothing".to_string() } else { asks.join(", ") });
-        if !review.inert.is_empty() {
-            println!(
-                "inert:    {} (imported, but nothing is exposed without a grant)",
-                review.inert.names().join(", ")
-            );
+        // Inert unless granted: a grant exposes what it names.
+        let (exposed, inert): (Vec<_>, Vec<_>) = own.inert.iter().partition(|c| review.granted.contains(*c));
+        if !inert.is_empty() {
+            let names: Vec<&str> = inert.iter().map(|c| c.as_str()).collect();
+            println!("inert:    {} (imported, but nothing is exposed without a grant)", names.join(", "));
+        }
+        if !exposed.is_empty() {
+            let names: Vec<&str> = exposed.iter().map(|c| c.as_str()).collect();
+            println!("granted:  {} (imported; plugins.grants.{name} exposes what it names)", names.join(", "));
         }
         if let Some(a) = &manifest_asks {
             if !a.http_hosts.is_empty() {

@@ -3,7 +3,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Create a signing key pair for publishing plugins: NAME.key (secret,
-/// mode 0600) and NAME.pub (goes into a host's trust.keys).
+/// mode 0600) and NAME.pub (goes into a host's trust.keys). Prints the
+/// key's fingerprint (`ed25519:<16 hex digits> (NAME)`), as `verify`,
+/// `show`, `inspect` and `grants` show it.
 #[derive(Debug, clap::Args)]
 pub struct Keygen {
     /// The author name written into every package signed with the key.
@@ -24,6 +26,7 @@ impl Keygen {
             stem.with_extension("key").display(),
             stem.with_extension("pub").display()
         );
+        println!("key {}", key.public().fingerprint());
         println!(
             "Hosts that trust you add this to toolhost.yaml:\ntrust:\n  keys:\n    - name: {}\n      public_key: {}",
             self.name,

@@ -50,7 +50,7 @@ impl Pull {
                 v.manifest.name,
                 v.manifest.version,
                 toolhost::tool::log_safe(&v.manifest.author),
-                toolhost::oci::key_id(&v.public_key)
+                toolhost::package::fingerprint(&v.public_key)
             ),
             None => println!("  not signed"),
         }

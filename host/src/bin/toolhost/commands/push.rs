@@ -105,7 +105,7 @@ impl Push {
                 a.insert(ann::AUTHORS.to_string(), m.author.clone());
                 a.insert(ann::DESCRIPTION.to_string(), m.description.clone());
                 a.insert(ann::CAPABILITIES.to_string(), m.capabilities.join(","));
-                a.insert(ann::KEY_ID.to_string(), toolhost::oci::key_id(&v.public_key));
+                a.insert(ann::KEY_ID.to_string(), toolhost::package::fingerprint(&v.public_key));
                 a.insert(ann::PUBLIC_KEY.to_string(), v.public_key.clone());
             }
             None => {

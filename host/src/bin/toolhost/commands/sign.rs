@@ -129,7 +129,7 @@ impl Sign {
             .and_then(|()| std::fs::rename(&tmp, &out))
             .with_context(|| format!("writing {}", out.display()))?;
         println!("signed {} as {} {} by {}", out.display(), manifest.name, manifest.version, manifest.author);
-        println!("  sha256 {}", manifest.sha256);
+        println!("  component sha256 {}", manifest.sha256);
         println!(
             "  asks for: {}",
             if manifest.capabilities.is_empty() { "nothing".into() } else { manifest.capabilities.join(", ") }

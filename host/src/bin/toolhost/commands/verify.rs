@@ -35,7 +35,13 @@ impl Verify {
                 "file": file.display().to_string(),
                 "sha256": toolhost::package::component_digest(&bytes)?,
                 "signature": match &signature {
-                    Ok(Some(v)) => json!({"valid": true, "public_key": v.public_key, "manifest": v.manifest}),
+                    Ok(Some(v)) => json!({
+                        "valid": true,
+                        "public_key": v.public_key,
+                        "key_id": v.fingerprint(),
+                        "key_name": policy.key_name(&v.public_key),
+                        "manifest": v.manifest,
+                    }),
                     Ok(None) => json!({"valid": false, "reason": "not signed"}),
                     Err(e) => json!({"valid": false, "reason": e.to_string()}),
                 },
@@ -55,9 +61,9 @@ impl Verify {
                         m.name,
                         m.version,
                         m.author,
-                        v.public_key
+                        toolhost::package::named_fingerprint(&v.public_key, policy.key_name(&v.public_key))
                     );
-                    println!("  sha256 {}", m.sha256);
+                    println!("  component sha256 {}", m.sha256);
                     println!(
                         "  asks for: {}",
                         if m.capabilities.is_empty() { "nothing".into() } else { m.capabilities.join(", ") }
