@@ -59,6 +59,7 @@ fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
     for (tool, kind) in [
         ("spin", &["timeout", "out_of_fuel"][..]),
         ("grow", &["memory_limit"][..]),
+        ("grow_table", &["table_limit"][..]),
         ("recurse", &["stack_overflow"][..]),
         ("big_output", &["output_too_large"][..]),
         ("panic", &["guest_panic"][..]),
@@ -243,6 +244,42 @@ fn the_wasi_context_holds_exactly_the_plugins_grants() {
         .map(|p| p.held())
         .unwrap();
     assert!(e.is_empty(), "nothing held without a grant");
+}
+
+/// Deny-by-default for files, seen by a hostile guest that the `toolhost`
+/// binary runs with no grant (not by a well-behaved plugin's own checks):
+/// every list, stat and read of `/`, `.`, `..`, system files, the plugin's
+/// own directory and a file this test wrote fails, and nothing they hold
+/// reaches the output.
+#[test]
+fn no_file_is_reachable_without_a_files_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = "toolhost-e2e-deny-by-default-7c1f";
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, marker).unwrap();
+    let plugin = dir.path().join("hostile.wasm");
+    std::fs::copy(HOSTILE_PATH, &plugin).unwrap();
+    let args = json!({"path": secret.display().to_string(), "dir": dir.path().display().to_string()}).to_string();
+    let o = crate::common::toolhost()
+        .current_dir(dir.path())
+        .args(["call", "probe_files", &args, "--plugin", plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    // Nine paths, each listed, stat'ed and read.
+    let attempts: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("list ") || l.starts_with("stat ") || l.starts_with("read ")).collect();
+    assert_eq!(attempts.len(), 27, "{out}");
+    for attempt in &attempts {
+        assert!(attempt.contains(": refused "), "reached without a grant: {attempt}");
+    }
+    // The paths themselves are in the output (the guest names what it
+    // tried); what they hold is not: the file's text, a listing of the
+    // plugin's directory, the password file.
+    for leak in [marker, "hostile.wasm", "root:"] {
+        assert!(!out.contains(leak) && !err.contains(leak), "{leak} leaked:\n{out}\n{err}");
+    }
 }
 
 /// With the most verbose logging, stdout holds the result and nothing else.
