@@ -64,6 +64,37 @@ fn a_smaller_memory_limit_is_enforced_too() {
     assert_still_serving(&host);
 }
 
+/// A real `table.grow` (hand-assembled into the guest) past the table
+/// limit ends in `table_limit`, at the limit the engine was built with and
+/// at a lower one put in force at run time, where the store's limiter alone
+/// stands in the way; below the limit the table grows.
+#[test]
+fn a_table_bomb_hits_the_table_limit() {
+    let host = host_with(Limits::default());
+    let limit = Limits::default().table_elements;
+    // The guest's function table holds its own functions to begin with.
+    let grown = match &call(&host, "grow_table", json!({"elements": 1000})).unwrap().content[..] {
+        [Content::Text(size)] => size.parse::<usize>().unwrap(),
+        other => panic!("{other:?}"),
+    };
+    assert!((1000..limit).contains(&grown), "the table grows under the limit, to {grown}");
+    match call(&host, "grow_table", json!({"elements": limit + 1})) {
+        Err(CallError::TableLimit { tool, limit_elements }) => {
+            assert_eq!(tool, "grow_table");
+            assert_eq!(limit_elements, limit);
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+    let kept = host.runtime().set_limits(Limits { table_elements: 500, ..Limits::default() });
+    assert!(kept.is_empty(), "{kept:?}");
+    match call(&host, "grow_table", json!({"elements": 1000})) {
+        Err(e @ CallError::TableLimit { limit_elements: 500, .. }) => assert_eq!(e.kind(), "table_limit"),
+        other => panic!("{other:?}"),
+    }
+    assert_still_serving(&host);
+}
+
 #[test]
 fn deep_recursion_overflows_the_wasm_stack_cleanly() {
     match call(&HOST, "recurse", json!({})) {

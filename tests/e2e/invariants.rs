@@ -52,20 +52,29 @@ fn every_call_runs_in_a_fresh_instance() {
 }
 
 /// Each limit stops its attack with its own typed error, and the host
-/// serves the next call.
+/// serves the next call. The deadline is set far off (a 20 s floor), so
+/// fuel alone stops the loop; with fuel off, the epoch deadline does.
 #[test]
 fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
-    let host = host_with(Limits { fuel: Some(200_000_000), memory_bytes: 16 << 20, ..Limits::default() });
-    for (tool, kind) in [
-        ("spin", &["timeout", "out_of_fuel"][..]),
-        ("grow", &["memory_limit"][..]),
-        ("recurse", &["stack_overflow"][..]),
-        ("big_output", &["output_too_large"][..]),
-        ("panic", &["guest_panic"][..]),
+    let host = host_with(Limits {
+        fuel: Some(200_000_000),
+        memory_bytes: 16 << 20,
+        timeout_floor: Duration::from_secs(20),
+        ..Limits::default()
+    });
+    let unmetered = host_with(Limits { fuel: None, ..Limits::default() });
+    for (host, tool, kind) in [
+        (&host, "spin", "out_of_fuel"),
+        (&unmetered, "spin", "timeout"),
+        (&host, "grow", "memory_limit"),
+        (&host, "grow_table", "table_limit"),
+        (&host, "recurse", "stack_overflow"),
+        (&host, "big_output", "output_too_large"),
+        (&host, "panic", "guest_panic"),
     ] {
-        let e = call(&host, tool, json!({})).unwrap_err();
-        assert!(kind.contains(&e.kind()), "{tool}: {e}");
-        let out = call(&host, "roll", json!({"expression": "1d6"})).unwrap();
+        let e = call(host, tool, json!({})).unwrap_err();
+        assert_eq!(e.kind(), kind, "{tool}: {e}");
+        let out = call(host, "roll", json!({"expression": "1d6"})).unwrap();
         assert!(json_of(out)["total"].as_i64().is_some(), "the host serves after {tool}");
     }
 }
@@ -131,8 +140,15 @@ fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
 /// bounded clock wakes the sleeper at the deadline.
 #[test]
 fn a_guest_cannot_block_past_its_deadline() {
-    let host = host_with(Limits { fuel: None, ..Limits::default() });
-    let e = call(&host, "spin", json!({})).unwrap_err();
+    let host = std::sync::Arc::new(host_with(Limits { fuel: None, ..Limits::default() }));
+    // On a thread of its own: a loop nothing stops fails the test (after a
+    // minute, 600 times its 100 ms deadline) rather than hanging it.
+    let (done, spun) = std::sync::mpsc::channel();
+    let spinning = host.clone();
+    std::thread::spawn(move || {
+        let _ = done.send(call(&spinning, "spin", json!({})));
+    });
+    let e = spun.recv_timeout(Duration::from_secs(60)).expect("the loop was stopped").unwrap_err();
     assert_eq!(e.kind(), "timeout", "{e}");
     let started = Instant::now();
     let e = call(&host, "sleep", json!({"ms": 60_000})).unwrap_err();
@@ -245,6 +261,42 @@ fn the_wasi_context_holds_exactly_the_plugins_grants() {
     assert!(e.is_empty(), "nothing held without a grant");
 }
 
+/// Deny-by-default for files, seen by a hostile guest that the `toolhost`
+/// binary runs with no grant (not by a well-behaved plugin's own checks):
+/// every list, stat and read of `/`, `.`, `..`, system files, the plugin's
+/// own directory and a file this test wrote fails, and nothing they hold
+/// reaches the output.
+#[test]
+fn no_file_is_reachable_without_a_files_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = "toolhost-e2e-deny-by-default-7c1f";
+    let secret = dir.path().join("secret.txt");
+    std::fs::write(&secret, marker).unwrap();
+    let plugin = dir.path().join("hostile.wasm");
+    std::fs::copy(HOSTILE_PATH, &plugin).unwrap();
+    let args = json!({"path": secret.display().to_string(), "dir": dir.path().display().to_string()}).to_string();
+    let o = crate::common::toolhost()
+        .current_dir(dir.path())
+        .args(["call", "probe_files", &args, "--plugin", plugin.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (out, err) = (stdout(&o), stderr(&o));
+    // Nine paths, each listed, stat'ed and read.
+    let attempts: Vec<&str> =
+        out.lines().filter(|l| l.starts_with("list ") || l.starts_with("stat ") || l.starts_with("read ")).collect();
+    assert_eq!(attempts.len(), 27, "{out}");
+    for attempt in &attempts {
+        assert!(attempt.contains(": refused "), "reached without a grant: {attempt}");
+    }
+    // The paths themselves are in the output (the guest names what it
+    // tried); what they hold is not: the file's text, a listing of the
+    // plugin's directory, the password file.
+    for leak in [marker, "hostile.wasm", "root:"] {
+        assert!(!out.contains(leak) && !err.contains(leak), "{leak} leaked:\n{out}\n{err}");
+    }
+}
+
 /// With the most verbose logging, stdout holds the result and nothing else.
 #[test]
 fn logs_go_to_stderr_never_stdout() {
@@ -260,14 +312,36 @@ fn logs_go_to_stderr_never_stdout() {
     assert!(!stderr(&o).is_empty(), "the logs went to stderr");
 }
 
+/// The host-side libraries (the `toolhost` crate and the crates it is built
+/// from), each of which denies `unsafe`.
+const HOST_SIDE_LIBS: [&str; 10] = [
+    "crates/types/src/lib.rs",
+    "crates/base/src/lib.rs",
+    "crates/runtime/src/lib.rs",
+    "crates/core/src/lib.rs",
+    "crates/mcp/src/lib.rs",
+    "crates/http/src/lib.rs",
+    "crates/bridge/src/lib.rs",
+    "crates/memory/src/lib.rs",
+    "crates/dist/src/lib.rs",
+    "host/src/lib.rs",
+];
+
 /// `unsafe` only where wasmtime requires it (deserializing compiled code),
-/// each with a SAFETY note; every crate else denies it.
+/// each with a SAFETY note, in every crate's sources (the SDK's included);
+/// every host-side library denies it.
 #[test]
 fn unsafe_appears_only_where_wasmtime_requires_it() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let allowed = ["crates/runtime/src/lib.rs", "crates/runtime/src/cache.rs"];
     let mut seen = Vec::new();
-    for dir in ["crates/types/src", "crates/runtime/src", "host/src", "sdk/src"] {
+    let mut dirs: Vec<String> = std::fs::read_dir(root.join("crates"))
+        .unwrap()
+        .map(|e| format!("crates/{}/src", e.unwrap().file_name().to_string_lossy()))
+        .collect();
+    dirs.extend(["host/src".to_string(), "sdk/src".to_string()]);
+    assert!(dirs.len() >= 13, "the walk found the crates: {dirs:?}");
+    for dir in &dirs {
         for file in walk(&root.join(dir)) {
             let text = std::fs::read_to_string(&file).unwrap();
             let rel = file.strip_prefix(&root).unwrap().display().to_string();
@@ -284,7 +358,7 @@ fn unsafe_appears_only_where_wasmtime_requires_it() {
         }
     }
     assert!(!seen.is_empty(), "the scan found the known unsafe blocks");
-    for lib in ["crates/types/src/lib.rs", "crates/runtime/src/lib.rs", "host/src/lib.rs"] {
+    for lib in HOST_SIDE_LIBS {
         assert!(std::fs::read_to_string(root.join(lib)).unwrap().contains("#![deny(unsafe_code)]"), "{lib}");
     }
 }

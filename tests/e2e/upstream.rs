@@ -388,14 +388,57 @@ async fn an_upstream_that_forgets_its_sessions_is_re_listed_not_silently_resumed
     assert_eq!(r.content[0].as_text().map(|t| t.text.as_str()), Some("life 1"), "{r:?}");
 }
 
+/// Runs `toolhost` with `args` in `dir` (as [`run`] does) and samples its
+/// peak resident size (`VmHWM` in `/proc/<pid>/status`, which only grows)
+/// until it exits: its output and the largest peak seen, in KiB.
+fn run_measured(dir: &Path, args: &[&str]) -> (std::process::Output, u64) {
+    use std::io::Read as _;
+    use std::process::Stdio;
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_LOG", "warn")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |mut r: Box<dyn std::io::Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let (out, err) = (drain(Box::new(child.stdout.take().unwrap())), drain(Box::new(child.stderr.take().unwrap())));
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak_kib = 0;
+    let exit = loop {
+        if let Some(exit) = child.try_wait().unwrap() {
+            break exit;
+        }
+        let hwm = std::fs::read_to_string(&status).unwrap_or_default();
+        if let Some(kib) = hwm.lines().find_map(|l| l.strip_prefix("VmHWM:")) {
+            peak_kib = peak_kib.max(kib.trim().trim_end_matches(" kB").parse().unwrap_or(0));
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    let output = std::process::Output { status: exit, stdout: out.join().unwrap(), stderr: err.join().unwrap() };
+    (output, peak_kib)
+}
+
 #[test]
 fn an_upstreams_enormous_result_is_cut_as_it_arrives_and_answered_output_too_large() {
     // 200 MB in one line: rmcp alone drops a line over 16 MiB without a
     // word, and the call waited for its whole deadline.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("toolhost.yaml"), evil_config(dir.path())).unwrap();
-    let o = run(dir.path(), "warn", &["call", "enormous", "{}"]);
+    let (o, peak_kib) = run_measured(dir.path(), &["call", "enormous", "{}"]);
     assert!(!o.status.success());
+    // Cut as it arrives: the host never holds the answer (about 80 MiB
+    // at its peak here; a host reading the whole line first peaks past
+    // 600 MiB).
+    assert!(peak_kib > 0, "the peak was sampled");
+    assert!(peak_kib < 200 << 10, "the host held {peak_kib} KiB at its peak: more than the 200 MB answer");
     let err = stderr(&o);
     assert!(err.contains("output limit"), "output_too_large, not a timeout: {err}");
     assert!(!err.contains("timed out") && !err.contains("deadline"), "{err}");

@@ -67,6 +67,8 @@
 //! before the pipeline leaves none; everything else, unparsable arguments
 //! included, leaves exactly one.
 
+#![deny(unsafe_code)]
+
 mod declare;
 mod run;
 #[cfg(test)]

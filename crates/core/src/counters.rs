@@ -26,7 +26,7 @@ pub const OPERATOR: &str = "(operator)";
 
 /// Every outcome label: `ok`, `refused` (not visible to the caller) and
 /// each [`crate::tool::CallError::kind`].
-pub const OUTCOMES: [&str; 17] = [
+pub const OUTCOMES: [&str; 18] = [
     "ok",
     "refused",
     "unknown_tool",
@@ -37,6 +37,7 @@ pub const OUTCOMES: [&str; 17] = [
     "timeout",
     "out_of_fuel",
     "memory_limit",
+    "table_limit",
     "stack_overflow",
     "guest_panic",
     "output_too_large",

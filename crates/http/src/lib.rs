@@ -23,6 +23,8 @@
 //!    `limits.http_response_bytes` while it is read, the request body at
 //!    `limits.http_request_bytes`.
 
+#![deny(unsafe_code)]
+
 mod body;
 mod connect;
 mod pool;

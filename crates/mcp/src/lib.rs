@@ -7,6 +7,8 @@
 //! - `jsonrpc`: message checks in front of rmcp, on both transports.
 //! - `stdio`: the stdio transport (checks in `receive`, coalesced writes).
 
+#![deny(unsafe_code)]
+
 pub mod client;
 pub mod content;
 pub mod http;

@@ -3,6 +3,8 @@
 //! knowledge graph. One file, safe for concurrent calls and for a killed
 //! host (SQLite's write-ahead log).
 
+#![deny(unsafe_code)]
+
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::Deserialize;
 use std::path::Path;

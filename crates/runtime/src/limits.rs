@@ -149,6 +149,8 @@ pub(crate) struct Limiter {
     table_limit: usize,
     /// Set when the guest asked for more memory than allowed.
     pub(crate) memory_denied: bool,
+    /// Set when the guest asked for a table larger than allowed.
+    pub(crate) table_denied: bool,
     /// Largest memory size granted, in bytes.
     pub(crate) peak_memory: usize,
 }
@@ -159,6 +161,7 @@ impl Limiter {
             memory_limit: limits.memory_bytes,
             table_limit: limits.table_elements,
             memory_denied: false,
+            table_denied: false,
             peak_memory: 0,
         }
     }
@@ -175,7 +178,11 @@ impl ResourceLimiter for Limiter {
     }
 
     fn table_growing(&mut self, _current: usize, desired: usize, maximum: Option<usize>) -> wasmtime::Result<bool> {
-        Ok(desired <= self.table_limit && maximum.is_none_or(|m| desired <= m))
+        if desired > self.table_limit || maximum.is_some_and(|m| desired > m) {
+            self.table_denied = true;
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     fn instances(&self) -> usize {
@@ -205,5 +212,14 @@ mod tests {
         assert!(!lim.memory_growing(1 << 19, 2 << 20, None).unwrap());
         assert!(lim.memory_denied);
         assert_eq!(lim.peak_memory, 1 << 19);
+    }
+
+    #[test]
+    fn limiter_denies_table_growth_past_the_limit_and_remembers_it() {
+        let mut lim = Limiter::new(&Limits { table_elements: 1000, ..Limits::default() });
+        assert!(lim.table_growing(0, 1000, None).unwrap());
+        assert!(!lim.table_denied);
+        assert!(!lim.table_growing(1000, 1001, None).unwrap());
+        assert!(lim.table_denied);
     }
 }

@@ -349,6 +349,10 @@ fn classify(
     if limiter.memory_denied {
         return CallError::MemoryLimit { tool, limit_bytes: limits.memory_bytes };
     }
+    // The same for a denied table growth (`table.grow` answered -1).
+    if limiter.table_denied {
+        return CallError::TableLimit { tool, limit_elements: limits.table_elements };
+    }
     // The copy budget set from the output cap (`Runtime::store`) ran out
     // while lifting the result or an import's arguments out of the guest:
     // the copy stopped there.

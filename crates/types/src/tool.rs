@@ -373,6 +373,14 @@ pub enum CallError {
         /// The limit.
         limit_bytes: usize,
     },
+    /// The guest tried to grow a table past the limit.
+    #[error("{tool} exceeded its table limit of {limit_elements} elements")]
+    TableLimit {
+        /// Tool name.
+        tool: String,
+        /// The limit.
+        limit_elements: usize,
+    },
     /// The guest overflowed its wasm stack.
     #[error("{tool} overflowed its stack (deep recursion)")]
     StackOverflow {
@@ -441,6 +449,7 @@ impl CallError {
             CallError::Failed { .. }
             | CallError::OutOfFuel { .. }
             | CallError::MemoryLimit { .. }
+            | CallError::TableLimit { .. }
             | CallError::StackOverflow { .. }
             | CallError::GuestPanic { .. }
             | CallError::OutputTooLarge { .. }
@@ -477,6 +486,7 @@ impl CallError {
             CallError::Timeout { .. } => "timeout",
             CallError::OutOfFuel { .. } => "out_of_fuel",
             CallError::MemoryLimit { .. } => "memory_limit",
+            CallError::TableLimit { .. } => "table_limit",
             CallError::StackOverflow { .. } => "stack_overflow",
             CallError::GuestPanic { .. } => "guest_panic",
             CallError::OutputTooLarge { .. } => "output_too_large",

@@ -61,6 +61,29 @@ fn number_arg(arguments: &str, key: &str) -> Option<u64> {
     rest.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
 }
 
+#[cfg(target_arch = "wasm32")]
+unsafe extern "C" {
+    /// `table.grow` by `delta` null references on the module's function
+    /// table (hand-assembled, see `build.rs`): the table's old size, or -1
+    /// when the host refuses the growth.
+    fn hostile_table_grow(delta: u32) -> i32;
+}
+
+/// Grows the guest's function table by `delta` elements: the table's old size,
+/// or `None` when the host refuses the growth.
+fn grow_table(delta: u32) -> Option<u32> {
+    #[cfg(target_arch = "wasm32")]
+    // SAFETY: the function only appends null entries to the function
+    // table; it touches no memory and no existing entry.
+    let old = unsafe { hostile_table_grow(delta) };
+    #[cfg(not(target_arch = "wasm32"))]
+    let old = {
+        let _ = delta;
+        -1
+    };
+    u32::try_from(old).ok()
+}
+
 /// An I/O error as JSON members: `"kind": "...", "error": "..."`.
 fn io_error(e: &std::io::Error) -> String {
     let text = e.to_string().replace(['"', '\\'], "'");
@@ -74,6 +97,11 @@ impl Guest for Plugin {
             tool("grow", "Allocates memory until something stops it.", 1000),
             tool("alloc", "Allocates and touches {\"mib\": N} MiB, then returns N.", 5000),
             tool("recurse", "Recurses without end.", 1000),
+            tool(
+                "grow_table",
+                "Grows its function table by {\"elements\": N} (default 1,000,000) with table.grow, then returns the new size; aborts when the growth is refused, as a Rust guest does when memory is.",
+                1000,
+            ),
             tool("panic", "Panics.", 100),
             tool("big_output", "Returns 10 MB of text.", 1000),
             tool("sleep", "Sleeps {\"ms\": N} milliseconds (std::thread::sleep, a WASI timer).", 1000),
@@ -103,6 +131,11 @@ impl Guest for Plugin {
             ),
             tool("plant_symlink", "Tries to link {\"link\"} to {\"target\"} (a symlink, then a hard link).", 1000),
             tool("read_path", "Reads {\"path\"} and returns its length.", 1000),
+            tool(
+                "probe_files",
+                "Tries to list, stat and read /, ., .., /etc, /etc/passwd, /tmp, /proc/self/environ, {\"path\"} and {\"dir\"}: one line per attempt, with what it got.",
+                1000,
+            ),
             tool(
                 "alias_output",
                 "Returns one 1 MiB buffer {\"copies\"} times (default 120) through aliased pointers.",
@@ -139,6 +172,13 @@ impl Guest for Plugin {
                 Ok(vec![Content::Text(
                     black_box(&block).iter().map(|&b| b as usize).sum::<usize>().div_euclid(1 << 20).to_string(),
                 )])
+            }
+            "grow_table" => {
+                let delta = number_arg(&arguments, "elements").unwrap_or(1_000_000) as u32;
+                match grow_table(delta) {
+                    Some(old) => Ok(vec![Content::Text((old + delta).to_string())]),
+                    None => std::process::abort(),
+                }
             }
             "recurse" => Ok(vec![Content::Text(recurse(0, u64::MAX - arguments.len() as u64).to_string())]),
             "panic" => panic!("the hostile plugin panicked on purpose"),
@@ -245,6 +285,28 @@ impl Guest for Plugin {
                     Ok(bytes) => format!(r#"{{"ok": true, "len": {}}}"#, bytes.len()),
                     Err(e) => format!(r#"{{"ok": false, {}}}"#, io_error(&e)),
                 })])
+            }
+            "probe_files" => {
+                let mut paths: Vec<String> =
+                    ["/", ".", "..", "/etc", "/etc/passwd", "/tmp", "/proc/self/environ"].map(String::from).into();
+                paths.extend(string_arg(&arguments, "path"));
+                paths.extend(string_arg(&arguments, "dir"));
+                let mut out = String::new();
+                let mut line = |op: &str, path: &str, got: std::io::Result<String>| {
+                    out.push_str(&match got {
+                        Ok(what) => format!("{op} {path}: ok {what}\n"),
+                        Err(e) => format!("{op} {path}: refused {:?} {e}\n", e.kind()),
+                    })
+                };
+                for path in &paths {
+                    let listed = std::fs::read_dir(path).and_then(|entries| {
+                        entries.map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned())).collect()
+                    });
+                    line("list", path, listed.map(|names: Vec<String>| names.join(",")));
+                    line("stat", path, std::fs::metadata(path).map(|m| format!("{} bytes", m.len())));
+                    line("read", path, std::fs::read(path).map(|b| String::from_utf8_lossy(&b).into_owned()));
+                }
+                Ok(vec![Content::Text(out)])
             }
             "alias_output" => {
                 // The guest pays for one 1 MiB buffer; a host that copies
