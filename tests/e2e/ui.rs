@@ -30,8 +30,8 @@ fn serve_strict(dir: &Path) -> (Proc, String) {
     spawn_serving(cmd)
 }
 
-/// Runs the page's driver in Chromium; its JSON report. Bounded: killed after 120 s.
-fn drive(url: &str, shot: &Path, upload: &Path, agent: &str) -> Value {
+/// Runs the page's driver in Chromium; its JSON report. Bounded: killed after 600 s.
+fn drive(url: &str, shot: &Path, upload: &Path, agent: &str, slow: &Path) -> Value {
     let peers = crate::peers::peers_dir();
     let script = peers.join("ui_driver.js");
     assert!(
@@ -41,15 +41,15 @@ fn drive(url: &str, shot: &Path, upload: &Path, agent: &str) -> Value {
     let child = std::process::Command::new(crate::peers::node22())
         .current_dir(&peers)
         .arg(script)
-        .args([url, shot.to_str().unwrap(), upload.to_str().unwrap(), agent])
+        .args([url, shot.to_str().unwrap(), upload.to_str().unwrap(), agent, slow.to_str().unwrap()])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut proc = Proc(child);
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(600);
     while proc.0.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the browser driver did not finish in 120 s");
+        assert!(Instant::now() < deadline, "the browser driver did not finish in 600 s");
         std::thread::sleep(Duration::from_millis(100));
     }
     let mut out = String::new();
@@ -80,7 +80,7 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     assert!(o.status.success(), "{}", crate::common::stderr(&o));
     let config = format!(
         "server:\n  rate_limit: {{ per_minute: 0 }}\n  first_list_wait_ms: 0\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  pin: {{ roll: fast, search_facts: deep }}\n\
-         trust:\n  keys:\n    - name: alice\n      public_key: {}\nplugins:\n  files: [npcnames.wasm]\n\
+         trust:\n  keys:\n    - name: alice\n      public_key: {}\n\
          npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts]\n    rate_limit: {{ per_minute: 2, burst: 2 }}\n",
         public["public_key"].as_str().unwrap()
     );
@@ -106,10 +106,12 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     assert!(format!("{over:?}").contains("rate"), "the third call is over the rate: {over:?}");
 
     let shot = dir.path().join("ui.png");
-    let page = drive(&url, &shot, Path::new(SWAP_V1_PATH), "bartok");
+    let page = drive(&url, &shot, Path::new(SWAP_V1_PATH), "bartok", &d.join("npcnames.wasm"));
 
-    // The plugin compiling was shown while it compiled.
+    // The signed plugin uploaded on the page: its compile was shown while
+    // it ran, then it was installed.
     assert!(strings(&page["compiling"]).contains(&"npcnames".to_string()), "{page}");
+    assert!(page["slow_upload"].as_str().unwrap().starts_with("Installed npcnames"), "{page}");
     // Bartok's row: his session, his last calls, the call over his rate,
     // and the tier picker starting at the tier he works at now.
     let activity = strings(&page["agent_activity"]);

@@ -1,10 +1,11 @@
 // Drives toolhost's DM's page in Debian's headless Chromium with
 // playwright-core (tests/e2e/ui.rs runs it; installed by scripts/install-peers).
 //
-//   node ui_driver.js URL SCREENSHOT UNSIGNED_WASM AGENT
+//   node ui_driver.js URL SCREENSHOT UNSIGNED_WASM AGENT SLOW_SIGNED_WASM
 //
 // Opens URL/ui, reads what the page shows, sets a DEEP override for AGENT
-// by clicking, uploads UNSIGNED_WASM through the file input, takes a
+// by clicking, uploads UNSIGNED_WASM through the file input, then
+// SLOW_SIGNED_WASM (its compile shown while it runs), takes a
 // screenshot, and prints one JSON object with what it read. Every wait is
 // bounded; exits 1 (with the error) when one runs out.
 'use strict';
@@ -13,7 +14,7 @@ const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
-const [url, shot, unsigned, agent] = process.argv.slice(2);
+const [url, shot, unsigned, agent, slow] = process.argv.slice(2);
 const WAIT = 20000;
 
 (async () => {
@@ -38,9 +39,6 @@ const WAIT = 20000;
     out.csp = resp.headers()['content-security-policy'] || null;
     await page.waitForSelector('body[data-loaded="1"]');
     out.title = await page.title();
-    // The slow plugin's compile, shown while it runs.
-    await page.waitForSelector('#compiling div[data-plugin="npcnames"]');
-    out.compiling = await page.$$eval('#compiling div[data-plugin]', (ds) => ds.map((d) => d.dataset.plugin));
     out.tools = await page.$$eval('#tools tbody tr', (rows) => rows.map((r) => r.dataset.tool));
     out.plugins = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => ({
       name: r.dataset.plugin, origin: r.cells[1].textContent, version: r.cells[2].textContent })));
@@ -81,6 +79,14 @@ const WAIT = 20000;
     await page.waitForFunction(() => [...document.querySelectorAll('#audit tbody tr')].some((r) => r.dataset.event === 'plugin_refused'));
     out.audit_after = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
     out.plugins_after = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => r.dataset.plugin));
+    // A signed plugin slow to compile, uploaded on the page: the page shows
+    // its compile while the upload waits for it, then the install.
+    await page.setInputFiles('#file', slow);
+    await page.waitForSelector('#compiling div[data-plugin="npcnames"]', { timeout: 120000 });
+    out.compiling = await page.$$eval('#compiling div[data-plugin]', (ds) => ds.map((d) => d.dataset.plugin));
+    await page.waitForFunction(() => /^(Installed|Refused)/.test(document.getElementById('upload-result').textContent),
+      null, { timeout: 300000 });
+    out.slow_upload = await page.textContent('#upload-result');
     await page.screenshot({ path: shot, fullPage: true });
     console.log(JSON.stringify(out));
   } finally {
