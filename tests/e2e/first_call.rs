@@ -98,11 +98,19 @@ fn tool_names(list: &Value) -> Vec<String> {
     list["result"]["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap().to_string()).collect()
 }
 
-/// `toolhost status --json` against the host serving from `dir`.
+/// `toolhost status --json` against the host serving from `dir` (its
+/// admin API opens beside the session, a moment after `initialize` may
+/// have been answered: asked again until it answers, for at most 30 s).
 fn status(dir: &Path) -> Value {
-    let o = crate::live::admin(dir, &["status", "--json"]);
-    assert!(o.status.success(), "status: {}", stderr(&o));
-    serde_json::from_str(&stdout(&o)).unwrap()
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = crate::live::admin(dir, &["status", "--json"]);
+        if o.status.success() {
+            return serde_json::from_str(&stdout(&o)).unwrap();
+        }
+        assert!(Instant::now() < deadline, "status: {}", stderr(&o));
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 fn providers(status: &Value) -> Vec<String> {
