@@ -34,7 +34,9 @@ pub mod ui;
 pub mod watch;
 
 /// The call pipeline and what it stands on (the `toolhost-core` crate).
-pub use toolhost_core::{activity, audit, budget, calibrate, config, counters, package, paths, rates, registry, secrets};
+pub use toolhost_core::{
+    activity, audit, budget, calibrate, config, counters, package, paths, rates, registry, secrets,
+};
 
 /// The speech-to-speech bridge (the `toolhost-bridge` crate).
 pub use toolhost_bridge as bridge;
