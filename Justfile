@@ -25,6 +25,11 @@ bench-mcp:
     cargo build --release
     cargo bench -p toolhost-bench --bench mcp
 
+# MCP round trips as each client sees them: rmcp, the Python and TypeScript SDKs, a plain client (stdio).
+bench-clients:
+    cargo build --release
+    cargo bench -p toolhost-bench --bench clients
+
 # Lints, as CI-clean as the code must be.
 lint:
     cargo fmt --all -- --check

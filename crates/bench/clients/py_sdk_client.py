@@ -81,16 +81,20 @@ async def run(spec: dict[str, Any]) -> dict[str, Any]:
                 return out
 
 
+def leaves(err: BaseException) -> list[str]:
+    """The exceptions an (anyio) exception group wraps, however deep, as text."""
+    if isinstance(err, BaseExceptionGroup):
+        return [m for e in err.exceptions for m in leaves(e)]
+    return [f"{type(err).__name__}: {err}"]
+
+
 def main() -> int:
     try:
         asyncio.run(run(json.loads(sys.argv[1])))
     except BaseException as err:  # noqa: BLE001 - report anything, including ExceptionGroups
         if isinstance(err, KeyboardInterrupt):
             raise
-        message = f"{type(err).__name__}: {err}"
-        if isinstance(err, BaseExceptionGroup):
-            message += " [" + "; ".join(f"{type(e).__name__}: {e}" for e in err.exceptions) + "]"
-        print(f"py_sdk_client: {message}", file=sys.stderr)
+        print(f"py_sdk_client: {'; '.join(leaves(err))}", file=sys.stderr)
         return 1
     return 0
 
