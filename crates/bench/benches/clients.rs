@@ -29,7 +29,7 @@
 //! toolhost-bench --bench clients` (or `just bench-clients`; add `-- --quick`
 //! for a smoke run). Prints a Markdown report. Environment:
 //! - `CLIENTS_BENCH_CALLS` (calls per row, default 2000), `CLIENTS_BENCH_ROUNDS`
-//!   (default 2), `CLIENTS_BENCH_WARMUP` (warm-up calls per session, default
+//!   (default 3), `CLIENTS_BENCH_WARMUP` (warm-up calls per session, default
 //!   200), `CLIENTS_BENCH_TIMEOUT` (seconds one session may take, default 120);
 //! - `CLIENTS_BENCH_CLIENTS` (`rmcp-mt,rmcp-ct,python,ts,plain,plain-rs`) and
 //!   `CLIENTS_BENCH_SERVERS` (`toolhost,native,node`, plus `baseline` and
@@ -821,7 +821,7 @@ fn client_label(env: &Env, c: ClientKind) -> String {
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     let calls = env_usize("CLIENTS_BENCH_CALLS", if quick { 200 } else { 2000 }).max(INFLIGHT);
-    let rounds = env_usize("CLIENTS_BENCH_ROUNDS", if quick { 1 } else { 2 }).max(1);
+    let rounds = env_usize("CLIENTS_BENCH_ROUNDS", if quick { 1 } else { 3 }).max(1);
     let warmup = env_usize("CLIENTS_BENCH_WARMUP", if quick { 40 } else { 200 });
     let per_round = calls.div_ceil(rounds);
     let clients: Vec<ClientKind> =
