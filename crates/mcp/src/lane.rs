@@ -307,6 +307,9 @@ impl LaneDriver {
     /// tasks then run (answering them) before the next calls.
     pub fn run<F: Future>(mut self, rt: &tokio::runtime::Runtime, until: F) -> F::Output {
         let mut until = std::pin::pin!(until);
+        // Lane calls' instances are torn down after their answers go out
+        // (`toolhost_runtime::defer_teardowns`).
+        let _teardowns = toolhost_runtime::defer_teardowns();
         let mut done: Vec<Delivery> = Vec::new();
         loop {
             let next = rt.block_on(async {
@@ -318,6 +321,8 @@ impl LaneDriver {
                     // before the next lane call: the client reads these
                     // responses on another core while it runs.
                     tokio::task::yield_now().await;
+                    // Their instances are torn down once answered.
+                    toolhost_runtime::teardown_deferred();
                 }
                 tokio::select! {
                     biased;

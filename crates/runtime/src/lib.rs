@@ -30,6 +30,7 @@ mod plugin;
 pub use toolhost_base::private;
 pub mod slots;
 mod state;
+mod teardown;
 mod ticker;
 mod values;
 
@@ -49,6 +50,7 @@ use state::Used;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+pub use teardown::{DeferTeardowns, defer_teardowns, teardown_deferred};
 use ticker::Ticker;
 use toolhost_types::{CallContext, CallError, ToolDef};
 pub use values::{PluginValues, REDACT_MIN_LEN};
@@ -251,10 +253,12 @@ impl Runtime {
         engine_settings::apply_code_settings(&mut config, limits.fuel.is_some());
         config.max_wasm_stack(limits.max_wasm_stack);
         let mut pool = PoolingAllocationConfig::default();
-        pool.total_component_instances(limits.max_instances)
-            .total_core_instances(limits.max_instances * 8)
-            .total_memories(limits.max_instances * 2)
-            .total_tables(limits.max_instances * 8)
+        // Room for the stores kept for a later teardown (`teardown`).
+        let slots = limits.max_instances + teardown::DEPTH;
+        pool.total_component_instances(slots)
+            .total_core_instances(slots * 8)
+            .total_memories(slots * 2)
+            .total_tables(slots * 8)
             .max_memories_per_component(8)
             .max_tables_per_component(16)
             .max_core_instances_per_component(64)

@@ -229,7 +229,7 @@ impl WasmPlugin {
             capabilities_used: data.used.get(),
             cached: false,
         };
-        let mut state = store.into_data();
+        let state = store.data_mut();
         state.flush_progress();
         if let (Some(cost), Some(ext)) = (ctx.and_then(|c| c.cost.as_ref()), state.ext.as_deref())
             && let Some(e) = rt.extensions.iter().find(|e| self.held.contains(e.capability()))
@@ -261,6 +261,9 @@ impl WasmPlugin {
             Err(e) if state.values.has_secrets() => Err(redact_error(e, &state.values)),
             r => r,
         };
+        // Torn down (its slots reset) now, or after the answer on a thread
+        // that defers teardowns.
+        crate::teardown::retire(store);
         (result, stats)
     }
 }
