@@ -56,7 +56,14 @@ async fn stdio_serves_an_agent_its_tools_and_results() {
     let v = r.structured_content.unwrap();
     let rolls: i64 = v["rolls"].as_array().unwrap().iter().map(|d| d.as_i64().unwrap()).sum();
     assert_eq!(v["total"].as_i64().unwrap(), rolls + 3);
-    assert_eq!(r.meta.unwrap().0["toolhost"]["tier"], "fast");
+    // What a caller needs, and no cost unless asked for.
+    assert_eq!(r.meta.unwrap().0["toolhost"], json!({"cached": false}));
+    let mut cost = CallToolRequestParams::new("roll").with_arguments(obj(json!({"expression": "2d6+3"})));
+    cost.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(obj(json!({"toolhost/cost": true})))));
+    let r = client.call_tool(cost).await.unwrap();
+    let m = &r.meta.unwrap().0["toolhost"];
+    assert_eq!((&m["tier"], &m["cached"]), (&json!("fast"), &json!(false)), "{m}");
+    assert!(m["fuel_used"].as_u64().unwrap() > 0 && m["duration_ms"].as_f64().unwrap() > 0.0, "{m}");
 
     // Invalid input is a tool result the model can read, with a code.
     let r = client

@@ -1,9 +1,11 @@
 //! MCP clients over stdio (issue #32): `tools/call` round trips of a trivial
 //! tool, sequential (1 in flight) and 8 in flight on one session, as each of
-//! several clients sees them, side by side in one run for three servers:
+//! several clients sees them, side by side in one run for four servers:
 //! toolhost (`roll`, a wasm component), a native rmcp server (`echo`,
-//! `src/bin/rmcp_echo.rs`, built from the workspace's rmcp) and
-//! `@modelcontextprotocol/server-everything` (`echo`, Node).
+//! `src/bin/rmcp_echo.rs`, built from the workspace's rmcp), the same native
+//! server's `roll` (`native-roll`: toolhost's answer shape, about three
+//! times `echo`'s, so a client's cost of decoding it shows apart from the
+//! server's) and `@modelcontextprotocol/server-everything` (`echo`, Node).
 //!
 //! The clients (`CLIENTS_BENCH_CLIENTS`, comma-separated slugs):
 //! - `rmcp-mt`, `rmcp-ct`: the workspace's rmcp client in this process, on a
@@ -32,7 +34,7 @@
 //!   (default 3), `CLIENTS_BENCH_WARMUP` (warm-up calls per session, default
 //!   200), `CLIENTS_BENCH_TIMEOUT` (seconds one session may take, default 120);
 //! - `CLIENTS_BENCH_CLIENTS` (`rmcp-mt,rmcp-ct,python,ts,plain,plain-rs`) and
-//!   `CLIENTS_BENCH_SERVERS` (`toolhost,native,node`, plus `baseline` and
+//!   `CLIENTS_BENCH_SERVERS` (`toolhost,native,native-roll,node`, plus `baseline` and
 //!   `toolhost-cost` when those exist) narrow the run;
 //! - `TOOLHOST_BIN`: the toolhost binary (default `target/release/toolhost`);
 //!   `TOOLHOST_BASELINE_BIN`: a second toolhost binary, measured as the
@@ -75,6 +77,8 @@ fn fail(msg: String) -> ! {
 enum Kind {
     Toolhost,
     Native,
+    /// The native rmcp server's `roll`: toolhost's answer shape, natively.
+    NativeRoll,
     Node,
 }
 
@@ -95,7 +99,7 @@ struct Server {
 impl Server {
     fn tool(&self) -> (&'static str, Value) {
         match self.kind {
-            Kind::Toolhost => ("roll", json!({"expression": "2d6+3"})),
+            Kind::Toolhost | Kind::NativeRoll => ("roll", json!({"expression": "2d6+3"})),
             Kind::Native | Kind::Node => ("echo", json!({"message": "hello"})),
         }
     }
@@ -339,6 +343,7 @@ impl Env {
         let other =
             |slug, label, kind| Server { slug, label, kind, bin: None, dirs: ("", ""), cost: cost == CostMeta::All };
         v.push(other("native", "native rmcp `echo`", Kind::Native));
+        v.push(other("native-roll", "native rmcp `roll` (toolhost's answer shape)", Kind::NativeRoll));
         v.push(other("node", "server-everything `echo` (Node)", Kind::Node));
         v
     }
@@ -370,7 +375,7 @@ impl Env {
                 env.push(("TOOLHOST_STATE_DIR".into(), s(&self.dir.path().join(server.dirs.1))));
                 (server.bin.clone().unwrap_or_else(|| self.toolhost.clone()), vec!["serve".into(), "--stdio".into()])
             }
-            Kind::Native => (self.native.clone(), vec![]),
+            Kind::Native | Kind::NativeRoll => (self.native.clone(), vec![]),
             Kind::Node => (self.node.clone(), vec![s(&self.everything), "stdio".into()]),
         };
         Spawn {

@@ -308,6 +308,12 @@ pub struct ServerConfig {
     /// failed), stdio and HTTP alike; what is ready later joins with
     /// `list_changed` [default: 5000].
     pub first_list_wait_ms: u64,
+    /// How long (microseconds) a `serve --stdio` session keeps polling its
+    /// input for the next message before its thread sleeps on it. A client
+    /// that sends its next request within this window gets its answer
+    /// sooner; one that pauses costs at most this much CPU per message
+    /// [default: 1000; 0: never poll; at most 10000].
+    pub stdio_input_poll_us: u64,
 }
 
 impl Default for ServerConfig {
@@ -326,6 +332,7 @@ impl Default for ServerConfig {
             metrics_beyond_loopback: false,
             shutdown_grace_secs: 10,
             first_list_wait_ms: 5000,
+            stdio_input_poll_us: 1000,
         }
     }
 }
@@ -796,6 +803,12 @@ impl Config {
             return Err(format!(
                 "server.first_list_wait_ms: at most 60000 (a client waits this long for its first list){}",
                 at("first_list_wait_ms")
+            ));
+        }
+        if self.server.stdio_input_poll_us > 10_000 {
+            return Err(format!(
+                "server.stdio_input_poll_us: at most 10000 (a stdio session spends up to this much CPU per message){}",
+                at("stdio_input_poll_us")
             ));
         }
         let mut seen = HashSet::new();

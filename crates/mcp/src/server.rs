@@ -467,21 +467,23 @@ impl McpFront {
         events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
     ) -> Result<CallToolResult, ErrorData> {
         let ctx = CallContext { events, session: Some(self.session_id.to_string()), ..CallContext::default() };
-        self.call_in(name, arguments, ctx)
+        self.call_in(name, arguments, ctx, Cost::Omitted)
     }
 
     /// Runs a call in `ctx` (its events, session and token), as this
-    /// session's agent at its tier.
-    fn call_in(&self, name: &str, arguments: Value, ctx: CallContext) -> Result<CallToolResult, ErrorData> {
-        let tier = self.tier();
+    /// session's agent at its tier; `cost` says whether the result's
+    /// `_meta.toolhost` reports what the call cost.
+    fn call_in(&self, name: &str, arguments: Value, ctx: CallContext, cost: Cost) -> Result<CallToolResult, ErrorData> {
+        // The tier the call runs at (a turn may change it meanwhile).
+        let tier = (cost == Cost::Reported).then(|| self.tier());
         let started = std::time::Instant::now();
         let ctx = CallContext { agent: self.agent.clone(), ..ctx };
         let result = self.host.call_in_turn(&self.conversation, name, &arguments, &ctx);
-        let duration_ms = started.elapsed().as_secs_f64() * 1e3;
+        let cost = tier.map(|tier| (tier, started.elapsed().as_secs_f64() * 1e3));
         if let Err(e @ CallError::UnknownTool(_)) = &result {
             return Err(ErrorData::invalid_params(e.to_string(), Some(json!({"code": e.code()}))));
         }
-        Ok(to_result(result, tier, duration_ms))
+        Ok(to_result(result, cost))
     }
 }
 
@@ -629,8 +631,35 @@ fn meta(v: Value) -> MetaObject {
     MetaObject(m)
 }
 
-fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64) -> CallToolResult {
-    match result {
+/// The `params._meta` key by which a `tools/call` asks for its cost in the
+/// result's `_meta.toolhost` (`duration_ms`, `tier`, and `fuel_used` for a
+/// call that ran): `"toolhost/cost": true`.
+pub const COST_META_KEY: &str = "toolhost/cost";
+
+/// Whether a call's result reports what the call cost (see
+/// [`COST_META_KEY`]). Every result says whether it was `cached`, and every
+/// error its `code` and `kind`; the rest is decoded by every client on
+/// every call, so it is sent only to callers that ask.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cost {
+    Omitted,
+    Reported,
+}
+
+impl Cost {
+    /// What a request's `params._meta` asks for.
+    pub(crate) fn asked(meta: Option<&JsonObject>) -> Cost {
+        match meta.and_then(|m| m.get(COST_META_KEY)) {
+            Some(Value::Bool(true)) => Cost::Reported,
+            _ => Cost::Omitted,
+        }
+    }
+}
+
+/// The call's result as MCP shapes it; `cost`: its tier and duration, when
+/// the caller asked for them.
+fn to_result(result: Result<ToolOutput, CallError>, cost: Option<(Tier, f64)>) -> CallToolResult {
+    let (mut r, mut m) = match result {
         Ok(out) => {
             let structured = match out.structured {
                 Some(s) => Some(s),
@@ -639,25 +668,27 @@ fn to_result(result: Result<ToolOutput, CallError>, tier: Tier, duration_ms: f64
             let content = super::content::to_mcp(&out.content);
             let mut r = CallToolResult::success(content);
             r.structured_content = structured;
-            r.meta = Some(meta(json!({
-                "duration_ms": duration_ms,
-                "tier": tier.as_str(),
-                "fuel_used": out.stats.fuel_used,
-                "cached": out.stats.cached,
-            })));
-            r
+            let mut m = JsonObject::new();
+            m.insert("cached".into(), out.stats.cached.into());
+            if cost.is_some() {
+                m.insert("fuel_used".into(), out.stats.fuel_used.into());
+            }
+            (r, m)
         }
         Err(e) => {
-            let mut r = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
-            r.meta = Some(meta(json!({
-                "code": e.code(),
-                "kind": e.kind(),
-                "duration_ms": duration_ms,
-                "tier": tier.as_str(),
-            })));
-            r
+            let r = CallToolResult::error(vec![ContentBlock::text(e.to_string())]);
+            let mut m = JsonObject::new();
+            m.insert("code".into(), e.code().into());
+            m.insert("kind".into(), e.kind().into());
+            (r, m)
         }
+    };
+    if let Some((tier, duration_ms)) = cost {
+        m.insert("duration_ms".into(), duration_ms.into());
+        m.insert("tier".into(), tier.as_str().into());
     }
+    r.meta = Some(meta(Value::Object(m)));
+    r
 }
 
 mod direct;

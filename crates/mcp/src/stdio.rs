@@ -65,6 +65,18 @@ pub const END_OF_INPUT_DRAIN: std::time::Duration = std::time::Duration::from_se
 /// reading, or left its end of our output open without reading it).
 pub const OUTPUT_STALL: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// How long a stdio session polls its input for the next message, once
+/// nothing is left to read, before its thread sleeps on it
+/// (`server.stdio_input_poll_us`). A client that sends its next request
+/// within this window finds the session awake: on a virtual machine,
+/// waking a thread whose CPU has gone idle costs tens of microseconds,
+/// more than a fast tool's whole call (BENCHMARKS.md, "The stdio hot path
+/// as every client sees it"). The window covers the turnaround of the
+/// SDK clients measured (Node's is about 250 us). A client that pauses
+/// longer costs the session at most this much CPU per message, and the
+/// polling thread yields its core to anything else runnable on it.
+pub const INPUT_POLL: std::time::Duration = std::time::Duration::from_micros(1000);
+
 /// How many ids of cancelled requests stay refused (see
 /// `LineTransport::cancelled`), and how many bytes of ids at most.
 const CANCELLED_IDS_KEPT: usize = 1024;
@@ -105,6 +117,8 @@ pub struct LineTransport<R> {
     /// request's answer when its handler ends, which this transport does not
     /// see, and a request reusing the id before then is cancelled with it.
     cancelled: CancelledIds,
+    /// How long to poll for input before sleeping on it ([`INPUT_POLL`]).
+    input_poll: std::time::Duration,
 }
 
 /// The ids of the requests cancelled last, oldest first: at most
@@ -448,7 +462,15 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
             drain_deadline: None,
             in_flight: Default::default(),
             cancelled: Default::default(),
+            input_poll: INPUT_POLL,
         }
+    }
+
+    /// How long the session polls its input for the next message before
+    /// its thread sleeps on it ([`INPUT_POLL`] unless set; zero: never).
+    pub fn with_input_poll(mut self, window: std::time::Duration) -> LineTransport<R> {
+        self.input_poll = window;
+        self
     }
 
     /// Why a request under `id` is refused, if it is: the id is in use by a
@@ -486,12 +508,38 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
         self
     }
 
+    /// Returns once input is buffered, or after polling for it for
+    /// [`LineTransport::with_input_poll`]'s window (the caller then waits
+    /// as usual). Each poll yields to the session's other tasks (the
+    /// writer), and lets the runtime check its IO without parking. Cancel-safe.
+    async fn poll_input(&mut self) {
+        if self.input_poll.is_zero() {
+            return;
+        }
+        let until = std::time::Instant::now() + self.input_poll;
+        loop {
+            let input = &mut self.input;
+            let ready = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(std::pin::Pin::new(&mut *input).poll_fill_buf(cx).is_ready())
+            })
+            .await;
+            if ready || std::time::Instant::now() >= until {
+                return;
+            }
+            // The core goes to anything else runnable on it (a client
+            // sharing it), and the session's other tasks run.
+            std::thread::yield_now();
+            tokio::task::yield_now().await;
+        }
+    }
+
     /// Reads until the end of a line, into `self.line` (at most
     /// [`MAX_STDIO_MESSAGE`] bytes of it). Cancel-safe: a dropped call
     /// leaves the partial line in place for the next. `None` at the end of
     /// the input (a last line without its newline is read as a line first).
     async fn read_line(&mut self) -> Option<()> {
         loop {
+            self.poll_input().await;
             let buf = self.input.fill_buf().await.ok()?;
             if buf.is_empty() {
                 // A last line without its newline (`printf '%s' …`, `echo

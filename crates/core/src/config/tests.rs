@@ -139,3 +139,11 @@ fn env_expansion() {
     assert_eq!(expand("no vars", &look).unwrap(), "no vars");
     assert_eq!(expand("${B}", &look).unwrap_err(), "B");
 }
+
+#[test]
+fn the_stdio_input_poll_is_bounded() {
+    assert_eq!(Config::parse("").unwrap().server.stdio_input_poll_us, 1000);
+    assert_eq!(Config::parse("server:\n  stdio_input_poll_us: 0\n").unwrap().server.stdio_input_poll_us, 0);
+    let e = Config::parse("server:\n  stdio_input_poll_us: 20000\n").unwrap_err().0;
+    assert!(e.contains("server.stdio_input_poll_us: at most 10000"), "{e}");
+}

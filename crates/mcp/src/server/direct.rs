@@ -214,8 +214,9 @@ impl DirectFront {
     ) {
         let front = &self.front;
         let JsonRpcRequest { id, request, .. } = request;
-        let progress_token =
-            request.extensions.get::<RequestMetaObject>().and_then(RequestMetaObject::get_progress_token);
+        let request_meta = request.extensions.get::<RequestMetaObject>();
+        let progress_token = request_meta.and_then(RequestMetaObject::get_progress_token);
+        let cost = Cost::asked(request_meta.map(|m| &m.0.0));
         let params = request.params;
         let tool = params.name.to_string();
         tracing::debug!(%id, tool, "a direct call");
@@ -243,7 +244,7 @@ impl DirectFront {
             current: negotiated.as_str() >= ProtocolVersion::V_2026_07_28.as_str(),
         };
         let front = front.clone();
-        ticket.queue(move || front.call_in(&tool, args, ctx), answer);
+        ticket.queue(move || front.call_in(&tool, args, ctx, cost), answer);
         self.taken.fetch_add(1, Ordering::Relaxed);
     }
 }

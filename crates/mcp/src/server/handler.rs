@@ -350,7 +350,8 @@ impl ServerHandler for McpFront {
         // Measured fast on the stdio session: on the thread driving it, no
         // hop ([`super::lane`]). Otherwise on the blocking pool.
         let tool = name.clone();
-        let run = move || front.call_in(&tool, args, ctx);
+        let cost = Cost::asked(Some(&context.meta.0.0));
+        let run = move || front.call_in(&tool, args, ctx, cost);
         let run = match &self.lane {
             Some(lane) => lane.try_run(&self.host, self.agent.as_deref(), &name, run),
             None => Err(run),

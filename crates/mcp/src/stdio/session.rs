@@ -49,11 +49,14 @@ pub struct SessionOptions {
     /// Fast calls go from the transport straight to the lane, around
     /// rmcp's service (true for `serve --stdio`).
     pub direct_calls: bool,
+    /// How long the session polls its input for the next message before
+    /// sleeping on it ([`super::INPUT_POLL`] by default; zero: never).
+    pub input_poll: std::time::Duration,
 }
 
 impl Default for SessionOptions {
     fn default() -> SessionOptions {
-        SessionOptions { direct_calls: true }
+        SessionOptions { direct_calls: true, input_poll: super::INPUT_POLL }
     }
 }
 
@@ -95,7 +98,7 @@ impl StdioSession {
             .name("toolhost-stdio".into())
             .spawn(move || {
                 let served = driver.run(&session_rt, async move {
-                    let transport = transport();
+                    let transport = transport().with_input_poll(options.input_poll);
                     let output = transport.replies();
                     let front = front.with_replies(transport.replies());
                     let transport = if options.direct_calls { transport.with_direct(taking) } else { transport };

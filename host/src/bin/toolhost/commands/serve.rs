@@ -153,7 +153,10 @@ impl Serve {
                 front,
                 rt.handle().clone(),
                 toolhost::mcp::stdio::stdio,
-                SessionOptions::default(),
+                SessionOptions {
+                    input_poll: std::time::Duration::from_micros(server_cfg.stdio_input_poll_us),
+                    ..SessionOptions::default()
+                },
             )?;
             let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
             let ended = rt.block_on(async move {
