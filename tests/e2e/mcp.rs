@@ -748,7 +748,7 @@ impl LaneSession {
                 let (r, w) = tokio::io::split(server);
                 toolhost::mcp::stdio::over(r, w)
             },
-            toolhost::serve::SessionOptions { direct_calls: direct },
+            toolhost::serve::SessionOptions { direct_calls: direct, ..Default::default() },
         )
         .unwrap();
         keep_fast(session.lane(), fast_tool);
@@ -983,4 +983,74 @@ fn direct_calls_report_progress_in_the_lane_and_on_the_pool() {
     });
     assert_eq!(direct.calls_taken(), 2, "both went around rmcp's service");
     assert_eq!(lane.calls_run(), 1, "the second left the lane for the pool at its turn");
+}
+
+/// A client that gives its server Unix socket pairs for stdin and stdout
+/// (as Node's `child_process`, and so the TypeScript SDK, does) is served on
+/// the reactor, as a client with pipes is (the debug log says which path
+/// was taken), and gets every answer, sequential and pipelined; with stderr
+/// on stdout's socket (`2>&1`) the host keeps the sockets blocking (a
+/// non-blocking stderr could lose log lines) and answers all the same.
+#[test]
+fn stdio_over_unix_sockets_is_served_on_the_reactor() {
+    use std::os::unix::net::UnixStream;
+    for stderr_on_stdout in [false, true] {
+        let dir = config_dir();
+        let (ours_in, theirs_in) = UnixStream::pair().unwrap();
+        let (ours_out, theirs_out) = UnixStream::pair().unwrap();
+        let log = dir.path().join("stderr.log");
+        let mut cmd = stdio_host(dir.path());
+        cmd.env("TOOLHOST_LOG", "toolhost_mcp::stdio=debug")
+            .stdin(std::os::fd::OwnedFd::from(theirs_in))
+            .stdout(std::os::fd::OwnedFd::from(theirs_out.try_clone().unwrap()));
+        if stderr_on_stdout {
+            cmd.stderr(std::os::fd::OwnedFd::from(theirs_out));
+        } else {
+            drop(theirs_out);
+            cmd.stderr(std::fs::File::create(&log).unwrap());
+        }
+        let mut child = cmd.spawn().unwrap();
+        drop(cmd);
+        let mut input = &ours_in;
+        let mut answers = BufReader::new(&ours_out);
+        // The answers read so far, by id (calls run on the pool when the
+        // lane is full may answer out of order).
+        let mut seen = std::collections::HashMap::<i64, Value>::new();
+        let mut answer = |id: i64| -> Value {
+            while !seen.contains_key(&id) {
+                let mut line = String::new();
+                assert!(answers.read_line(&mut line).unwrap() > 0, "the session ended before answering {id}");
+                // With stderr on the same socket, log lines come in between.
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && let Some(n) = v["id"].as_i64()
+                {
+                    seen.insert(n, v);
+                }
+            }
+            seen.remove(&id).unwrap()
+        };
+        writeln!(input, "{}", initialize()).unwrap();
+        assert_eq!(answer(1)["result"]["serverInfo"]["name"], "toolhost");
+        writeln!(input, "{}", json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).unwrap();
+        let call = |id: i64| {
+            json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                   "params": {"name": "roll", "arguments": {"expression": "1d20"}}})
+        };
+        for id in 10..60 {
+            writeln!(input, "{}", call(id)).unwrap();
+            assert_eq!(answer(id)["result"]["isError"], false);
+        }
+        // Pipelined: 200 requests in one write, every answer comes.
+        let batch: String = (100..300).map(|id| format!("{}\n", call(id))).collect();
+        input.write_all(batch.as_bytes()).unwrap();
+        for id in 100..300 {
+            assert_eq!(answer(id)["result"]["isError"], false, "call {id}");
+        }
+        ours_in.shutdown(std::net::Shutdown::Write).unwrap();
+        assert!(child.wait().unwrap().success());
+        if !stderr_on_stdout {
+            let log = std::fs::read_to_string(&log).unwrap();
+            assert!(log.contains("both standard streams are Unix sockets"), "{log}");
+        }
+    }
 }

@@ -104,7 +104,13 @@ async fn an_utterance_picks_the_turns_tier_over_stdio_and_calls_are_held_to_it()
     // Calls are held to the turn's tier: a STANDARD tool is unknown now.
     let refused = call(&c, "get_rule", json!({"id": "spell-fireball"})).await.unwrap_err();
     assert!(refused.contains("unknown tool \"get_rule\""), "{refused}");
-    let ok = call(&c, "roll", json!({"expression": "1d20"})).await.unwrap();
+    // The tier a call ran at comes with its cost, when asked for.
+    let mut costed =
+        CallToolRequestParams::new("roll").with_arguments(json!({"expression": "1d20"}).as_object().unwrap().clone());
+    costed.meta = Some(rmcp::model::RequestMetaObject(rmcp::model::MetaObject(
+        json!({"toolhost/cost": true}).as_object().unwrap().clone(),
+    )));
+    let ok = c.call_tool(costed).await.unwrap();
     assert_eq!(ok.is_error, Some(false));
     assert_eq!(toolhost_meta(&ok)["tier"], "fast");
 

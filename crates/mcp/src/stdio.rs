@@ -43,7 +43,6 @@ use rmcp::model::{
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::{JsonRpcMessageCodec, JsonRpcMessageCodecError};
-use rmcp::transport::{StdioReader, stdio_pipes};
 use serde_json::{Value, json};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt as _, AsyncRead, AsyncWrite, AsyncWriteExt as _, BufReader};
@@ -84,7 +83,7 @@ const CANCELLED_ID_BYTES_KEPT: usize = 64 * 1024;
 
 /// The stdio transport of `toolhost serve --stdio`: stdin and stdout
 /// (non-blocking pipes when they are pipes, else tokio's blocking handles).
-pub type Stdio = LineTransport<BufReader<StdioReader>>;
+pub type Stdio = LineTransport<BufReader<StdinReader>>;
 
 /// A failed or closed output.
 #[derive(Debug, thiserror::Error)]
@@ -441,7 +440,7 @@ async fn write_out<W: AsyncWrite + Unpin>(out: Arc<Outbox>, mut output: W) {
 /// The transport over this process's stdin and stdout. Must be called
 /// inside a tokio runtime (the writer is a task of it).
 pub fn stdio() -> Stdio {
-    let (input, output) = stdio_pipes();
+    let (input, output) = streams::stdio();
     LineTransport::new(BufReader::new(input), output)
 }
 
@@ -755,7 +754,9 @@ where
 }
 
 mod session;
+mod streams;
 pub use session::{SessionError, SessionOptions, StdioSession};
+pub use streams::{SocketStream, StdinReader, StdoutWriter};
 
 #[cfg(test)]
 mod tests;
