@@ -393,6 +393,11 @@ async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
         .unwrap();
     assert_eq!(fresh.status(), 503, "a new session while stopping");
     assert_eq!(fresh.headers()["retry-after"], "5");
+    // A load balancer stops sending new sessions here at once; the process
+    // is still alive.
+    let ready = reqwest::get(format!("{url}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503, "not ready while stopping");
+    assert_eq!(reqwest::get(format!("{url}/healthz")).await.unwrap().status(), 200, "alive while stopping");
     assert_eq!(call.await.unwrap(), None, "the call under way is answered");
     assert!(names(&sessions[1]).await.contains(&"sleep".to_string()), "open sessions are served on");
     let (status, took) = tokio::task::spawn_blocking(move || {

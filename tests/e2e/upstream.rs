@@ -232,6 +232,42 @@ async fn serve_http_listens_after_first_list_wait_ms_whatever_a_hung_upstream_do
     assert!(crate::live::names(&client).await.contains(&"roll".to_string()), "serving its own tools");
 }
 
+/// `/healthz` says the process is alive and `/readyz` whether everything
+/// configured has loaded (here: an upstream that never answers keeps it
+/// 503 for its 30 s connect timeout), both without a token where `/mcp`
+/// needs one, and neither says more than that.
+#[tokio::test(flavor = "multi_thread")]
+async fn the_probes_answer_without_a_token_and_say_ready_only_once_loaded() {
+    let tokens = "server:\n  first_list_wait_ms: 0\n  tokens:\n    - token: probes-test-operator-token\n";
+    let hung = tempfile::tempdir().unwrap();
+    std::fs::write(
+        hung.path().join("toolhost.yaml"),
+        format!("{tokens}mcp:\n  servers:\n    - name: hang\n      transport: stdio\n      command: sleep 300\n"),
+    )
+    .unwrap();
+    let (_hung_host, hung_url) = crate::live::serve(hung.path());
+    let plain = tempfile::tempdir().unwrap();
+    std::fs::write(plain.path().join("toolhost.yaml"), tokens).unwrap();
+    let (_plain_host, plain_url) = crate::live::serve(plain.path());
+
+    let get = async |url: String| {
+        let r = reqwest::get(url).await.unwrap();
+        (r.status().as_u16(), r.text().await.unwrap())
+    };
+    assert_eq!(get(format!("{hung_url}/mcp")).await.0, 401, "/mcp needs the token");
+    assert_eq!(get(format!("{hung_url}/healthz")).await, (200, "ok\n".to_string()));
+    assert_eq!(
+        get(format!("{hung_url}/readyz")).await,
+        (503, "not ready\n".to_string()),
+        "an upstream still connecting"
+    );
+    crate::live::eventually("the host without upstreams is ready", async || {
+        get(format!("{plain_url}/readyz")).await == (200, "ready\n".to_string())
+    })
+    .await;
+    assert_eq!(get(format!("{hung_url}/readyz")).await.0, 503, "still connecting");
+}
+
 /// The Python peer over streamable HTTP on `port`.
 fn py_http_on(port: u16) -> Proc {
     let mut cmd = Command::new(python());

@@ -318,6 +318,22 @@ pub fn router(
             }),
         );
     }
+    // Probes for a load balancer or a supervisor: no token, and nothing
+    // said beyond the status (`toolhost status` has the details).
+    let ready = front.clone();
+    app = app.route("/healthz", axum::routing::get(|| async { "ok\n" })).route(
+        "/readyz",
+        axum::routing::get(move || {
+            let front = ready.clone();
+            async move {
+                if front.host.readiness().is_ready() && !front.drain.is_draining() {
+                    (StatusCode::OK, "ready\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
+                }
+            }
+        }),
+    );
     let mcp = front.clone();
     Ok(app
         .fallback(move |ConnectInfo(peer): ConnectInfo<Peer>, request: Request| {
