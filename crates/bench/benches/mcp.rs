@@ -43,6 +43,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use toolhost_bench::{PidGuard, Proc, env_usize, loadavg, wanted};
 
 type Client = RunningService<RoleClient, ()>;
 
@@ -217,36 +218,6 @@ impl Env {
                 c.arg(&self.py_server);
                 c
             }
-        }
-    }
-}
-
-/// A child process, killed (and reaped) on drop.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// The stdio servers are owned by rmcp's transport, which kills them from a
-/// spawned task; this makes sure they are gone even if that task never runs:
-/// SIGKILL on drop, only while the pid is still our own child.
-struct PidGuard(Option<u32>);
-
-impl Drop for PidGuard {
-    fn drop(&mut self) {
-        let Some(pid) = self.0 else { return };
-        let ours = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().is_some_and(|s| {
-            // pid (comm) state ppid ...; comm may hold spaces, so split after ')'.
-            s.rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
-                .is_some_and(|ppid| ppid == std::process::id())
-        });
-        if ours {
-            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
         }
     }
 }
@@ -603,24 +574,6 @@ fn summarize(mut lat: Vec<Duration>, wall: Duration) -> Row {
 fn us(d: Duration) -> String {
     let us = d.as_secs_f64() * 1e6;
     if us < 10_000.0 { format!("{us:.0} us") } else { format!("{:.1} ms", us / 1e3) }
-}
-
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
-}
-
-/// True when the comma-separated list in `$var` names `slug`, or `$var` is unset.
-fn wanted(var: &str, slug: &str) -> bool {
-    std::env::var(var).map_or(true, |v| v.split(',').any(|w| w.trim() == slug))
-}
-
-fn env_usize(name: &str, default: usize) -> usize {
-    match std::env::var(name) {
-        Ok(v) => v.parse().unwrap_or_else(|_| fail(format!("{name}={v:?} is not a number"))),
-        Err(_) => default,
-    }
 }
 
 fn main() {
