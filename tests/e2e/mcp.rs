@@ -1040,11 +1040,15 @@ fn stdio_over_unix_sockets_is_served_on_the_reactor() {
             writeln!(input, "{}", call(id)).unwrap();
             assert_eq!(answer(id)["result"]["isError"], false);
         }
-        // Pipelined: 200 requests in one write, every answer comes.
+        // Pipelined: 200 requests in one write, every answer comes (those
+        // past the lane's depth run on the pool, where the concurrency cap
+        // may refuse some: a refusal is an answer too).
         let batch: String = (100..300).map(|id| format!("{}\n", call(id))).collect();
         input.write_all(batch.as_bytes()).unwrap();
         for id in 100..300 {
-            assert_eq!(answer(id)["result"]["isError"], false, "call {id}");
+            let r = answer(id);
+            let refused = r["result"]["_meta"]["toolhost"]["code"] == "capacity_exceeded";
+            assert!(r["result"]["isError"] == false || refused, "call {id}: {r}");
         }
         ours_in.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(child.wait().unwrap().success());
