@@ -23,7 +23,9 @@ const WAIT = 20000;
   const browser = await chromium.launchPersistentContext(profile, {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
     headless: true,
-    timeout: WAIT,
+    // Starting Chromium is the slowest step on a loaded 2-core CI machine
+    // (it once took over 20 s there): a bound on a hang, not a measure.
+    timeout: 90000,
     viewport: { width: 1280, height: 1000 },
     args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
       '--disable-component-update', '--disable-sync'],
