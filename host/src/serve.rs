@@ -12,14 +12,16 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 /// The HTTP front's router for `local` (the address actually bound): the
-/// MCP endpoints, `/metrics`, and with `admin` the admin API at `/admin`
-/// and the DM's page at `/ui`, following `admin`'s reloader.
+/// MCP endpoints, `/metrics`, with `admin` the admin API at `/admin` and
+/// the DM's page at `/ui`, following `admin`'s reloader, and with `voice`
+/// the voice relay at `/voice/...`.
 pub fn http_app(
     host: Arc<Host>,
     cfg: &ServerConfig,
     local: SocketAddr,
     admin: Option<Admin>,
     drain: Option<Arc<Drain>>,
+    voice: Option<Arc<crate::bridge::relay::Relay>>,
 ) -> Result<axum::Router, HttpError> {
     let servers = admin.as_ref().and_then(|a| a.servers.clone());
     let scraped = host.clone();
@@ -28,6 +30,12 @@ pub fn http_app(
         content_type: crate::metrics::CONTENT_TYPE,
         admin_token: admin.as_ref().map(|a| a.token.clone()),
     };
+    let voice = voice.map(|relay| {
+        Arc::new(move |r: crate::mcp::http::VoiceRequest| {
+            let relay = relay.clone();
+            Box::pin(relay.serve(r.agent, r.path, r.request)) as futures::future::BoxFuture<'static, _>
+        }) as crate::mcp::http::VoiceHandler
+    });
     let beside = match admin {
         Some(admin) => Beside {
             reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),
@@ -35,8 +43,9 @@ pub fn http_app(
             admin: Some(crate::admin::router(host.clone(), admin)),
             metrics: Some(metrics),
             drain,
+            voice,
         },
-        None => Beside { metrics: Some(metrics), drain, ..Beside::default() },
+        None => Beside { metrics: Some(metrics), drain, voice, ..Beside::default() },
     };
     crate::mcp::http::router(host, cfg, local, beside)
 }

@@ -75,4 +75,5 @@ mod trust;
 mod turns;
 mod ui;
 mod upstream;
+mod voice;
 mod weather;

@@ -69,12 +69,12 @@
 
 #![deny(unsafe_code)]
 
-mod declare;
+pub mod relay;
 mod run;
 #[cfg(test)]
 mod tests;
 
-pub use declare::gemini_schema;
+pub use toolhost_mcp::declare::gemini_schema;
 
 use budget::{BudgetError, Tier};
 use registry::RegisteredTool;
@@ -279,6 +279,8 @@ struct State {
     answered: Ids,
     /// Gemini calls the engine cancelled.
     cancelled: Ids,
+    /// Gemini: the functions last declared `NON_BLOCKING`.
+    non_blocking: HashSet<String>,
 }
 
 /// One voice-engine session's bridge to the host, on behalf of one agent.

@@ -1,7 +1,7 @@
 //! Running a bridge: declarations, turns, and the engine's function calls.
 
 use super::*;
-use crate::declare::{gemini_function, openai_tool};
+use crate::mcp::declare::{gemini_tools, openai_tools};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -108,6 +108,12 @@ impl Bridge {
         self.host.budget().available_tools(&catalog, Some(&self.agent), self.tier().tier).unwrap_or_default()
     }
 
+    /// Gemini: the functions last declared `NON_BLOCKING` (their tier is
+    /// above FAST), whose responses carry a `scheduling`.
+    pub fn non_blocking(&self) -> HashSet<String> {
+        self.state().non_blocking.clone()
+    }
+
     /// The names of the tools the agent may see now, sorted.
     pub fn visible_names(&self) -> Vec<String> {
         self.visible().iter().map(|t| t.def.name.clone()).collect()
@@ -175,10 +181,20 @@ impl Bridge {
 
     fn payload(&self, tools: &[Arc<RegisteredTool>]) -> Value {
         match self.format {
-            Format::OpenAiRealtime => Value::Array(tools.iter().map(|t| openai_tool(t)).collect()),
+            Format::OpenAiRealtime => openai_tools(tools),
             Format::GeminiLive => {
-                let functions: Vec<Value> = tools.iter().filter_map(|t| gemini_function(t)).collect();
-                if functions.is_empty() { json!([]) } else { json!([{"functionDeclarations": functions}]) }
+                let payload = gemini_tools(&self.host, Some(&self.agent), tools);
+                let slow = payload
+                    .get(0)
+                    .and_then(|t| t.get("functionDeclarations"))
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter(|f| f.get("behavior").and_then(Value::as_str) == Some("NON_BLOCKING"))
+                    .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_string))
+                    .collect();
+                self.state().non_blocking = slow;
+                payload
             }
         }
     }

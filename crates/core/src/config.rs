@@ -74,6 +74,8 @@ pub struct Config {
     pub audit: crate::audit::AuditConfig,
     /// The campaign memory store.
     pub memory: MemoryConfig,
+    /// The voice relay (`/voice/...` on `toolhost serve --http`).
+    pub voice: VoiceConfig,
     /// The MCP server front (`toolhost serve`).
     pub server: ServerConfig,
     /// Which plugin packages are trusted (signatures, lock file).
@@ -371,6 +373,52 @@ pub struct MemoryConfig {
     /// The SQLite file (default: `<state dir>/memory.sqlite3`). A new store
     /// starts with the demo campaign.
     pub path: Option<PathBuf>,
+}
+
+/// `voice:` section: the relay of speech-to-speech sessions (OpenAI
+/// Realtime, Gemini Live) to the upstream voice APIs, with the agent's
+/// tools declared and run by the host.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct VoiceConfig {
+    /// The OpenAI Realtime API (`/voice/realtime`).
+    pub openai: Option<VoiceUpstream>,
+    /// Gemini Live (`/voice/ws/google.ai.generativelanguage.<version>.GenerativeService.BidiGenerateContent`).
+    pub gemini: Option<VoiceUpstream>,
+    /// A certificate and key: `serve --http` then also speaks TLS on its
+    /// port (the Gemini SDK connects with `wss://` only).
+    pub tls: Option<TlsFiles>,
+    /// The largest WebSocket message either side may send, in bytes
+    /// (default 4 MiB: a few seconds of audio per message is far less).
+    pub max_message_bytes: Option<usize>,
+    /// The most bytes a session holds for a side that does not read them
+    /// (default 8 MiB); past it the session is closed.
+    pub max_buffered_bytes: Option<usize>,
+    /// The most relayed sessions at once (default 200).
+    pub max_sessions: Option<usize>,
+}
+
+/// One upstream voice API.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VoiceUpstream {
+    /// Its WebSocket base URL (`wss://api.openai.com/v1`,
+    /// `wss://generativelanguage.googleapis.com`); the relay appends the
+    /// path the SDK asked for.
+    pub url: String,
+    /// The environment variable holding the operator's API key (default
+    /// `OPENAI_API_KEY`, `GEMINI_API_KEY`). Clients never see it.
+    pub api_key_env: Option<String>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsFiles {
+    /// The certificate chain (PEM).
+    pub cert: PathBuf,
+    /// The private key (PEM).
+    pub key: PathBuf,
 }
 
 /// `plugins:` section.

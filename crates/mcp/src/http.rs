@@ -74,6 +74,76 @@ pub struct Beside {
     pub reloads: Option<Arc<dyn Reloads>>,
     /// Told when the host stops taking sessions; counts the open ones.
     pub drain: Option<Arc<Drain>>,
+    /// The voice relay at `/voice/...`, given each authenticated session
+    /// request. `None`: `/voice/...` answers 404.
+    pub voice: Option<VoiceHandler>,
+}
+
+/// A voice session's request, authenticated as the front authenticates
+/// `/mcp/<agent>` (the token may come in `Authorization: Bearer` or, as the
+/// Gemini SDK sends its key, `x-goog-api-key`).
+pub struct VoiceRequest {
+    /// The agent the session is for: the token's, or the one the path named.
+    pub agent: String,
+    /// The path after `/voice` and the agent's slug when it named one
+    /// (`/realtime`, `/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent`).
+    pub path: String,
+    /// The request itself (a WebSocket upgrade, with its query).
+    pub request: Request,
+}
+
+/// Serves a voice session's request (the `toolhost` crate's relay).
+pub type VoiceHandler = Arc<dyn Fn(VoiceRequest) -> futures::future::BoxFuture<'static, Response> + Send + Sync>;
+
+/// Whether `tail` (after `/voice/<slug>`) is a path the relay serves, so
+/// that the first segment names an agent.
+fn voice_path(tail: &str) -> bool {
+    tail == "/realtime" || tail.starts_with("/ws/")
+}
+
+/// `/voice/...`: who is calling and for which agent, then the relay.
+async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, request: Request) -> Response {
+    let Some(relay) = relay else {
+        return error(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no voice relay here: configure voice.openai.url or voice.gemini.url",
+        );
+    };
+    let endpoints = front.current();
+    let headers = request.headers();
+    let token = bearer(headers).or_else(|| headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()));
+    let identity = match front.authenticate(&endpoints, &peer, token) {
+        Ok(who) => who.map(|(who, _)| who),
+        Err(r) => return r,
+    };
+    let rest = request.uri().path().strip_prefix("/voice").unwrap_or_default().to_string();
+    let named = rest
+        .strip_prefix('/')
+        .and_then(|r| r.split_once('/'))
+        .filter(|(_, tail)| voice_path(&format!("/{tail}")))
+        .and_then(|(slug, tail)| endpoints.slugs.get(slug).map(|a| (a.clone(), format!("/{tail}"))));
+    let (agent, path) = match (identity, named) {
+        (Some(Identity::Agent(a)), None) => (a, rest),
+        (Some(Identity::Agent(a)), Some((n, tail))) if a == n => (a, tail),
+        (Some(Identity::Agent(_)), Some(_)) => {
+            return error(StatusCode::FORBIDDEN, "forbidden", "this token is not allowed on this endpoint");
+        }
+        (Some(Identity::Operator) | None, Some((n, tail))) => (n, tail),
+        (Some(Identity::Operator) | None, None) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "invalid_input",
+                "a voice session is one agent's: use an agent's token, or name the agent in the path (/voice/<agent>/...)",
+            );
+        }
+    };
+    if front.drain.is_draining() {
+        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
+        r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+        return r;
+    }
+    relay(VoiceRequest { agent, path, request }).await
 }
 
 /// A front's shutdown: once [`Drain::start`]ed, a request that would open a
@@ -159,9 +229,13 @@ enum Identity {
     Agent(String),
 }
 
-type Services = HashMap<Identity, (Service, Arc<LocalSessionManager>)>;
+type Services = HashMap<Identity, (Service, Arc<LocalSessionManager>, Arc<crate::server::room::Room>)>;
 type Tokens = Vec<(Vec<u8>, Identity, TokenId)>;
-type MakeService = Box<dyn Fn(Option<String>) -> Result<(Service, Arc<LocalSessionManager>), HttpError> + Send + Sync>;
+type MakeService = Box<
+    dyn Fn(Option<String>) -> Result<(Service, Arc<LocalSessionManager>, Arc<crate::server::room::Room>), HttpError>
+        + Send
+        + Sync,
+>;
 
 /// The endpoints and tokens of one config generation: swapped whole when a
 /// config reload adds or removes agents or changes `server.tokens`.
@@ -244,7 +318,8 @@ pub fn router(
         // removes the session from the manager's map.
         manager.session_config.keep_alive = Some(idle);
         let manager = Arc::new(manager);
-        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager))
+        let room = front.room().clone();
+        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager, room))
     });
     let mut services = HashMap::new();
     let mut slugs = HashMap::new();
@@ -253,7 +328,7 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let Beside { admin, page, metrics: scrape, reloads: reloader, drain } = beside;
+    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay } = beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {
@@ -332,6 +407,14 @@ pub fn router(
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
                 }
             }
+        }),
+    );
+    let voice_front = front.clone();
+    app = app.route(
+        "/voice/{*rest}",
+        axum::routing::any(move |ConnectInfo(peer): ConnectInfo<Peer>, request: Request| {
+            let (front, relay) = (voice_front.clone(), relay.clone());
+            async move { voice(front, relay, peer, request).await }
         }),
     );
     let mcp = front.clone();
@@ -582,7 +665,7 @@ impl Front {
             ids.into_iter()
                 .filter_map(|(id, who)| {
                     live.remove(&id);
-                    now.services.get(&who).map(|(_, m)| (id, m.clone()))
+                    now.services.get(&who).map(|(_, m, _)| (id, m.clone()))
                 })
                 .collect()
         };
@@ -677,8 +760,14 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         Ok(None) => (None, None),
         Err(r) => return r,
     };
-    let target = match path.trim_end_matches('/') {
+    // `POST /mcp/<slug>/turn`: a turn started from outside a session.
+    let turn_slug = path.trim_end_matches('/').strip_prefix("/mcp/").and_then(|p| p.strip_suffix("/turn"));
+    let target = match turn_slug.unwrap_or(path.trim_end_matches('/')) {
         "/mcp" => identity.clone().unwrap_or(Identity::Operator),
+        slug if turn_slug.is_some() => match endpoints.slugs.get(slug) {
+            Some(agent) => Identity::Agent(agent.clone()),
+            None => return error(StatusCode::NOT_FOUND, "not_found", &format!("no endpoint {path}")),
+        },
         p => match p.strip_prefix("/mcp/").and_then(|slug| endpoints.slugs.get(slug)) {
             Some(agent) => Identity::Agent(agent.clone()),
             None => return error(StatusCode::NOT_FOUND, "not_found", &format!("no endpoint {path}")),
@@ -690,7 +779,10 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     {
         return error(StatusCode::FORBIDDEN, "forbidden", "this token is not allowed on this endpoint");
     }
-    let Some((service, manager)) = endpoints.services.get(&target) else {
+    if let Some(slug) = turn_slug {
+        return turn::post(&front, &endpoints, slug, request).await;
+    }
+    let Some((service, manager, _)) = endpoints.services.get(&target) else {
         return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
     };
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -891,3 +983,4 @@ fn refuse_malformed(body: &[u8]) -> Option<Response> {
 mod sessions;
 #[cfg(test)]
 mod tests;
+mod turn;

@@ -11,6 +11,7 @@
 
 pub mod client;
 pub mod content;
+pub mod declare;
 pub mod http;
 pub mod jsonrpc;
 pub mod lane;

@@ -100,6 +100,12 @@ pub struct McpFront {
     live: Arc<std::sync::OnceLock<toolhost_core::activity::SessionMark>>,
     /// Whether this session's `initialize` was answered: a second is refused.
     initialized: Arc<std::sync::atomic::AtomicBool>,
+    /// Every live session of this endpoint, for turns started from outside
+    /// a session (shared by the endpoint's sessions).
+    room: Arc<room::Room>,
+    /// Wakes this session's watcher when a turn started from outside it
+    /// may have changed what it sees.
+    nudge: Arc<tokio::sync::Notify>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -148,6 +154,7 @@ impl McpFront {
     /// A front for `agent`; fails if the agent is not in the config.
     pub fn new(host: Arc<Host>, agent: Option<String>) -> Result<McpFront, crate::budget::BudgetError> {
         let conversation = Arc::new(host.conversation(agent.as_deref())?);
+        let room = Arc::new(room::Room::new(&host, agent.as_deref()));
         Ok(McpFront {
             host,
             agent,
@@ -161,6 +168,8 @@ impl McpFront {
             first_list: Arc::default(),
             live: Arc::default(),
             initialized: Arc::default(),
+            room,
+            nudge: Arc::default(),
         })
     }
 
@@ -199,7 +208,14 @@ impl McpFront {
             first_list: Arc::default(),
             live: Arc::default(),
             initialized: Arc::default(),
+            room: self.room.clone(),
+            nudge: Arc::default(),
         }
+    }
+
+    /// Every live session of this front's endpoint.
+    pub fn room(&self) -> &Arc<room::Room> {
+        &self.room
     }
 
     /// The caller's session: over HTTP the `Mcp-Session-Id`, else this
@@ -296,52 +312,7 @@ impl McpFront {
 
     /// The tools this session may see, as MCP tool definitions.
     pub fn visible_tools(&self) -> Vec<Tool> {
-        let catalog = self.host.registry().snapshot();
-        let tools =
-            self.host.budget().available_tools(&catalog, self.agent.as_deref(), self.tier()).unwrap_or_default();
-        tools
-            .iter()
-            .map(|t| {
-                let schema = match &t.def.input_schema {
-                    Value::Object(o) => o.clone(),
-                    _ => serde_json::Map::new(),
-                };
-                let mut tool = Tool::new(t.def.name.clone(), t.def.description.clone(), Arc::new(schema));
-                tool.title = t.def.title.clone();
-                tool.output_schema = match &t.def.output_schema {
-                    Some(Value::Object(o)) => Some(Arc::new(o.clone())),
-                    _ => None,
-                };
-                tool.annotations = t.def.annotations.as_ref().map(|a| {
-                    let mut m = rmcp::model::ToolAnnotations::new();
-                    m.title = a.title.clone();
-                    m.read_only_hint = a.read_only_hint;
-                    m.destructive_hint = a.destructive_hint;
-                    m.idempotent_hint = a.idempotent_hint;
-                    m.open_world_hint = a.open_world_hint;
-                    m
-                });
-                // This agent's view: its own calls' figures, not everyone's.
-                let status = self.host.budget().status_for(&t.def, self.agent.as_deref());
-                let measured = status.real.or(status.probes);
-                let mut m = json!({"toolhost": {
-                    "estimated_duration_ms": t.def.meta.estimated_duration_ms,
-                    "max_duration_ms": t.def.meta.max_duration_ms,
-                    "idempotent": t.def.meta.idempotent,
-                    "cacheable_seconds": t.def.meta.cacheable_seconds,
-                    "tier": status.tier.map(Tier::as_str),
-                    "provider": t.provider.name(),
-                    // Real calls' figures, else calibration probes' (ms, to 0.01); null until measured.
-                    "measured_p50_ms": measured.map(|m| (m.p50.as_secs_f64() * 1e5).round() / 100.0),
-                    "measured_p99_ms": measured.map(|m| (m.p99.as_secs_f64() * 1e5).round() / 100.0),
-                }});
-                if let Some(d) = self.host.budget().long_deadline(&t.def.name, self.agent.as_deref()) {
-                    m["toolhost"]["long_timeout_ms"] = json!(d.as_millis() as u64);
-                }
-                tool.meta = Some(MetaObject(m.as_object().cloned().unwrap_or_default()));
-                tool
-            })
-            .collect()
+        tools_at(&self.host, self.agent.as_deref(), self.tier())
     }
 
     /// The connected external servers this session may use beyond their
@@ -512,6 +483,56 @@ fn report(
             })
         }
     }
+}
+
+/// The tools `agent` (`None`: the operator) may see at `tier`, as MCP tool
+/// definitions with their `_meta.toolhost` figures (this agent's own).
+pub fn tools_at(host: &Host, agent: Option<&str>, tier: Tier) -> Vec<Tool> {
+    let catalog = host.registry().snapshot();
+    let tools = host.budget().available_tools(&catalog, agent, tier).unwrap_or_default();
+    tools
+        .iter()
+        .map(|t| {
+            let schema = match &t.def.input_schema {
+                Value::Object(o) => o.clone(),
+                _ => serde_json::Map::new(),
+            };
+            let mut tool = Tool::new(t.def.name.clone(), t.def.description.clone(), Arc::new(schema));
+            tool.title = t.def.title.clone();
+            tool.output_schema = match &t.def.output_schema {
+                Some(Value::Object(o)) => Some(Arc::new(o.clone())),
+                _ => None,
+            };
+            tool.annotations = t.def.annotations.as_ref().map(|a| {
+                let mut m = rmcp::model::ToolAnnotations::new();
+                m.title = a.title.clone();
+                m.read_only_hint = a.read_only_hint;
+                m.destructive_hint = a.destructive_hint;
+                m.idempotent_hint = a.idempotent_hint;
+                m.open_world_hint = a.open_world_hint;
+                m
+            });
+            // This agent's view: its own calls' figures, not everyone's.
+            let status = host.budget().status_for(&t.def, agent);
+            let measured = status.real.or(status.probes);
+            let mut m = json!({"toolhost": {
+                "estimated_duration_ms": t.def.meta.estimated_duration_ms,
+                "max_duration_ms": t.def.meta.max_duration_ms,
+                "idempotent": t.def.meta.idempotent,
+                "cacheable_seconds": t.def.meta.cacheable_seconds,
+                "tier": status.tier.map(Tier::as_str),
+                "provider": t.provider.name(),
+                // Real calls' figures, else calibration probes' (ms, to 0.01); null until measured.
+                "measured_p50_ms": measured.map(|m| (m.p50.as_secs_f64() * 1e5).round() / 100.0),
+                "measured_p99_ms": measured.map(|m| (m.p99.as_secs_f64() * 1e5).round() / 100.0),
+            }});
+            if let Some(d) = host.budget().long_deadline(&t.def.name, agent) {
+                m["toolhost"]["long_timeout_ms"] = json!(d.as_millis() as u64);
+            }
+            tool.meta = Some(MetaObject(m.as_object().cloned().unwrap_or_default()));
+            tool
+        })
+        .collect()
 }
 
 /// The turn a `tools/list` starts, from its `params._meta`: the utterance
@@ -693,5 +714,6 @@ fn to_result(result: Result<ToolOutput, CallError>, cost: Option<(Tier, f64)>) -
 
 mod direct;
 mod handler;
+pub mod room;
 
 pub use direct::DirectFront;

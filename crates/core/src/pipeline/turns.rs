@@ -121,6 +121,22 @@ impl Host {
         now
     }
 
+    /// Starts a turn of `conversation` with the selection `leader`'s latest
+    /// turn made (for one turn started in every session of an agent at
+    /// once: the selector runs once, on the leader's anti-spam clock, and
+    /// each session gets the same tier). Resets the turn's call count; a DM
+    /// override in force still wins. Both must be the same agent's.
+    pub fn follow_turn(&self, conversation: &Conversation, leader: &Conversation) -> TurnTier {
+        debug_assert_eq!(conversation.agent(), leader.agent());
+        let selected = leader.state().selected.clone();
+        let mut state = conversation.state();
+        state.turn += 1;
+        state.calls = 0;
+        state.selected = selected;
+        drop(state);
+        self.turn_tier(conversation)
+    }
+
     /// The tier `conversation` works at now: a DM override in force, else
     /// its turn's selection, else (no turn yet) its agent's ceiling (DEEP
     /// for the operator).

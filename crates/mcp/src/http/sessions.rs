@@ -77,7 +77,7 @@ impl Sessions {
         };
         tracing::info!(session = %id, "closing the least recently used idle session to make room (server.max_sessions)");
         self.closed(&id);
-        if let Some((_, manager)) = services.get(&owner) {
+        if let Some((_, manager, _)) = services.get(&owner) {
             let _ = manager.close_session(&id.into()).await;
         }
         Ok(())
@@ -119,7 +119,7 @@ pub(super) async fn sweep_sessions(front: Weak<Front>) {
         for (id, who) in expired {
             tracing::debug!(session = %id, "closing an idle session (server.session_idle_secs)");
             front.sessions.closed(&id);
-            if let Some((_, manager)) = front.current().services.get(&who) {
+            if let Some((_, manager, _)) = front.current().services.get(&who) {
                 let _ = manager.close_session(&id.into()).await;
             }
         }

@@ -415,6 +415,16 @@ impl ServerHandler for McpFront {
         if let Some(info) = context.peer.peer_info() {
             let _ = self.negotiated.set(info.protocol_version.clone());
         }
+        // Over HTTP, the session joins its endpoint's room under its
+        // `Mcp-Session-Id`, for turns posted to `/mcp/<agent>/turn`.
+        if let Some(id) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+        {
+            self.room.join(id, &self.conversation, &self.nudge);
+        }
         let front = self.clone();
         let peer = context.peer;
         let mut changes = self.host.registry().subscribe();
@@ -433,6 +443,7 @@ impl ServerHandler for McpFront {
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { break },
                     _ = poll.tick() => {}
+                    _ = front.nudge.notified() => {}
                 }
                 if peer.is_transport_closed() {
                     break;

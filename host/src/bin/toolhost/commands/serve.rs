@@ -53,7 +53,7 @@ async fn start_admin(
     let record = EndpointRecord::write(state, local, &admin.token, "stdio")
         .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
     // Its MCP endpoints admit exactly whom the HTTP front would.
-    let app = http_app(host, cfg, local, Some(admin), None)?;
+    let app = http_app(host, cfg, local, Some(admin), None, None)?;
     tokio::spawn(serve_http(listener, app, std::future::pending()));
     Ok(record)
 }
@@ -91,6 +91,7 @@ impl Serve {
         };
         let state = a.state_dir.clone();
         let server_cfg = a.config.server.clone();
+        let voice_cfg = a.config.voice.clone();
         let _watch = match &a.plugins_dir {
             Some(dir) => Some(
                 toolhost::watch::watch_dir(a.installer.clone(), dir, false)
@@ -194,12 +195,14 @@ impl Serve {
         rt.block_on(host.readiness().ready_by(std::time::Instant::now() + wait));
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
+        let relay = toolhost::bridge::relay::Relay::new(host.clone(), &voice_cfg)?.map(Arc::new);
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
             let drain = Arc::new(Drain::default());
-            let app = http_app(host.clone(), &server_cfg, local, Some(admin), Some(drain.clone()))?;
+            let voice_banner = relay.as_ref().map(|_| ());
+            let app = http_app(host.clone(), &server_cfg, local, Some(admin), Some(drain.clone()), relay)?;
             let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
             let record_at_signal = record.clone();
@@ -212,6 +215,9 @@ impl Serve {
                 banner.push_str(&format!("  {who}: http://{local}{path}\n"));
             }
             banner.push_str(&format!("  the DM's page: http://{local}/ui\n"));
+            if voice_banner.is_some() {
+                banner.push_str(&format!("  voice relay: ws://{local}/voice (OpenAI Realtime: /voice/realtime; Gemini Live: /voice/ws/...)\n"));
+            }
             banner.push_str(&format!(
                 "  metrics: http://{local}/metrics ({})\n",
                 if server_cfg.metrics_beyond_loopback { "with an operator token" } else { "loopback clients only" }

@@ -1,10 +1,20 @@
-//! Tools as the engines declare them: OpenAI Realtime functions, Gemini Live
-//! function declarations with their schemas cut to Gemini's OpenAPI subset.
+//! Tools as voice engines declare them: OpenAI Realtime functions, Gemini
+//! Live function declarations with their schemas cut to Gemini's OpenAPI
+//! subset (the S2S bridge's declarations, the voice relay's, and the
+//! `openai` and `gemini` formats of `POST /mcp/<agent>/turn`).
+//!
+//! Gemini Live runs a function declared `NON_BLOCKING` while the model
+//! keeps talking: a tool whose tier is above FAST (its p50, measured,
+//! declared or pinned, is over the FAST ceiling) is declared so.
 
-use super::*;
+use crate::Host;
+use crate::budget::Tier;
+use crate::registry::RegisteredTool;
+use serde_json::{Map, Value, json};
+use std::sync::Arc;
 
 /// A tool as an OpenAI Realtime function tool.
-pub(crate) fn openai_tool(t: &RegisteredTool) -> Value {
+pub fn openai_tool(t: &RegisteredTool) -> Value {
     let mut parameters = match &t.def.input_schema {
         Value::Object(o) => o.clone(),
         _ => Map::new(),
@@ -16,9 +26,36 @@ pub(crate) fn openai_tool(t: &RegisteredTool) -> Value {
     json!({"type": "function", "name": t.def.name, "description": t.def.description, "parameters": parameters})
 }
 
+/// OpenAI Realtime's `session.tools` for `tools`.
+pub fn openai_tools(tools: &[Arc<RegisteredTool>]) -> Value {
+    Value::Array(tools.iter().map(|t| openai_tool(t)).collect())
+}
+
+/// Gemini Live's `setup.tools` for `tools` as `agent` sees them (`[]`
+/// when none can be declared).
+pub fn gemini_tools(host: &Host, agent: Option<&str>, tools: &[Arc<RegisteredTool>]) -> Value {
+    let functions: Vec<Value> = tools
+        .iter()
+        .filter_map(|t| {
+            let mut f = gemini_function(t)?;
+            if is_slow(host, agent, t) {
+                f["behavior"] = json!("NON_BLOCKING");
+            }
+            Some(f)
+        })
+        .collect();
+    if functions.is_empty() { json!([]) } else { json!([{"functionDeclarations": functions}]) }
+}
+
+/// Whether `tool`'s tier, as `agent` sees it, is above FAST: Gemini runs
+/// it without blocking the conversation.
+pub fn is_slow(host: &Host, agent: Option<&str>, tool: &RegisteredTool) -> bool {
+    host.budget().status_for(&tool.def, agent).tier.is_some_and(|t| t > Tier::Fast)
+}
+
 /// A tool as a Gemini function declaration; `None` when Gemini would
 /// refuse its name.
-pub(crate) fn gemini_function(t: &RegisteredTool) -> Option<Value> {
+pub fn gemini_function(t: &RegisteredTool) -> Option<Value> {
     let name = &t.def.name;
     if !name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
         tracing::warn!(tool = %name, "left out of Gemini declarations: its name must start with a letter or '_'");
