@@ -101,8 +101,30 @@ pub async fn serve_http(
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    use crate::mcp::peer::{Peer, PeerListener};
-    axum::serve(PeerListener::new(listener), app.into_make_service_with_connect_info::<Peer>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_http_tls(listener, app, shutdown, None).await
+}
+
+/// [`serve_http`], and with `tls` TLS too on the same port: a connection
+/// opening with a TLS handshake is served over TLS (see
+/// [`crate::mcp::peer::TlsPeerListener`]).
+pub async fn serve_http_tls(
+    listener: tokio::net::TcpListener,
+    app: axum::Router,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> std::io::Result<()> {
+    use crate::mcp::peer::{Peer, PeerListener, TlsPeerListener};
+    let listener = PeerListener::new(listener);
+    match tls {
+        None => {
+            axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        Some(config) => {
+            axum::serve(TlsPeerListener::new(listener, config)?, app.into_make_service_with_connect_info::<Peer>())
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+    }
 }

@@ -16,6 +16,12 @@ use toolhost_test_artifacts::WEBCLIENT_PATH;
 /// A CA and a certificate for api.example.test and other.example.test,
 /// made with openssl in `dir`; returns (ca, cert, key).
 fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    certificates_for(dir, "DNS:api.example.test,DNS:other.example.test")
+}
+
+/// A CA and a certificate for `names` (a subjectAltName value), made with
+/// openssl in `dir`; returns (ca, cert, key).
+pub(crate) fn certificates_for(dir: &Path, names: &str) -> (PathBuf, PathBuf, PathBuf) {
     let run = |args: &[&str]| {
         let o = Command::new("openssl").current_dir(dir).args(args).output().unwrap();
         assert!(o.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&o.stderr));
@@ -31,7 +37,9 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
     run(&[&["req"][..], &ec, &["-keyout", "leaf.key", "-out", "leaf.csr", "-subj", "/CN=api.example.test"]].concat());
     std::fs::write(
         dir.join("leaf.ext"),
-        "subjectAltName=DNS:api.example.test,DNS:other.example.test\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n",
+        format!(
+            "subjectAltName={names}\nbasicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n"
+        ),
     )
     .unwrap();
     run(&[

@@ -279,3 +279,97 @@ fn the_openai_sdk_through_the_relay_gets_per_utterance_tiers_and_its_calls_run_i
     assert!(!std::fs::read_to_string(&up.log).unwrap().contains(SAGE_TOKEN));
     assert_eq!(up.errors(), Vec::<String>::new());
 }
+
+/// The `setup` messages the relay sent upstream, in order: each one's
+/// function declarations by name, and its resumption handle.
+fn setups(up: &Upstream) -> Vec<(Vec<Value>, Option<String>)> {
+    up.received()
+        .iter()
+        .filter_map(|e| e.get("setup"))
+        .map(|s| {
+            let functions = s["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|t| t["functionDeclarations"].as_array().cloned().unwrap_or_default())
+                .collect();
+            (functions, s["sessionResumption"]["handle"].as_str().map(str::to_string))
+        })
+        .collect()
+}
+
+fn names_of(functions: &[Value]) -> Vec<String> {
+    let mut n: Vec<String> = functions.iter().map(|f| f["name"].as_str().unwrap().to_string()).collect();
+    n.sort();
+    n
+}
+
+#[test]
+fn the_gemini_sdk_over_tls_gets_non_blocking_slow_tools_scheduled_results_and_resumed_declarations() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = crate::http::certificates_for(dir.path(), "DNS:localhost,IP:127.0.0.1");
+    let scenario = json!({"calls": {
+        "think carefully about the rules": {"name": "search_rules", "arguments": {"query": "grapple"}},
+        "hello": {"name": "roll", "arguments": {"expression": "1d20"}},
+    }});
+    let up = upstream(dir.path(), "gemini", scenario, None);
+    let config = format!(
+        "{CONFIG}voice:\n  gemini: {{url: \"ws://127.0.0.1:{}\"}}\n  tls: {{cert: {}, key: {}}}\n",
+        up.port,
+        cert.display(),
+        key.display()
+    );
+    let (_host, url) = serve(dir.path(), &config);
+    let https = url.replacen("http://", "https://", 1) + "/voice";
+    let mut client = Example::start(
+        "examples/voice/gemini_live.py",
+        &["--url", &https, "--token", SAGE_TOKEN, "--modality", "TEXT"],
+        &[("SSL_CERT_FILE", &ca)],
+    );
+    client.until("setupComplete", |e| e["type"] == "setupComplete");
+
+    // The first setup: the agent's tools at its ceiling, the DEEP one
+    // NON_BLOCKING, roll (FAST) blocking; never a tool off the allow-list.
+    let first = setups(&up);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(names_of(&first[0].0), ["roll", "search_rules"]);
+    let behavior = |fs: &[Value], name: &str| {
+        fs.iter().find(|f| f["name"] == name).and_then(|f| f["behavior"].as_str().map(str::to_string))
+    };
+    assert_eq!(behavior(&first[0].0, "search_rules").as_deref(), Some("NON_BLOCKING"));
+    assert_eq!(behavior(&first[0].0, "roll"), None);
+
+    // A DEEP turn: the slow tool runs in the host; its result is sent
+    // WHEN_IDLE (the model keeps talking meanwhile).
+    client.say("think carefully about the rules");
+    let deep = client.until("the rules answer", |e| e["turn_complete"] == true);
+    assert!(deep.iter().any(|e| e["function_calls"][0]["name"] == "search_rules"), "{deep:#?}");
+    assert!(deep.iter().any(|e| e["text"].as_str().is_some_and(|t| t.contains("results"))), "{deep:#?}");
+
+    // A FAST turn: the relay resumes the session upstream with a setup
+    // declaring roll only, unseen by the client, and roll's call runs.
+    client.say("hello");
+    let fast = client.until("hello's answer", |e| e["turn_complete"] == true);
+    assert!(fast.iter().any(|e| e["text"].as_str().is_some_and(|t| t.contains("total"))), "{fast:#?}");
+    assert!(fast.iter().all(|e| e["type"] != "setupComplete"), "the client saw the resumption: {fast:#?}");
+    let all = setups(&up);
+    let resumed = all.last().unwrap();
+    assert_eq!(names_of(&resumed.0), ["roll"], "{all:?}");
+    assert!(resumed.1.is_some(), "the re-declaration resumes the session: {all:?}");
+
+    client.finish();
+    let responses: Vec<Value> = up.entries().iter().filter_map(|e| e.get("tool_response").cloned()).collect();
+    let of = |name: &str| responses.iter().find(|r| r["name"] == name).unwrap_or_else(|| panic!("{responses:?}"));
+    assert_eq!(of("search_rules")["scheduling"], "WHEN_IDLE", "{responses:?}");
+    assert!(of("roll")["scheduling"].is_null(), "a blocking function's response has no scheduling: {responses:?}");
+    let connect = up.entries().into_iter().find_map(|e| e.get("connect").cloned()).unwrap();
+    assert_eq!(connect["headers"]["x-goog-api-key"], OPERATOR_KEY, "{connect}");
+    assert!(
+        connect["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"),
+        "{connect}"
+    );
+    assert_eq!(up.errors(), Vec::<String>::new());
+}

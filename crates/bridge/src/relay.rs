@@ -342,6 +342,10 @@ struct Session {
     redeclare: bool,
     /// Gemini: the client asked for resumption updates itself.
     client_resumes: bool,
+    /// Gemini: the connection a resumption replaced, read until it ends (a
+    /// call the model made there, before it heard of the new one, is still
+    /// answered).
+    retired: Option<futures::stream::SplitStream<UpStream>>,
 }
 
 impl Session {
@@ -359,6 +363,7 @@ impl Session {
             heard: String::new(),
             redeclare: false,
             client_resumes: false,
+            retired: None,
         }
     }
 
@@ -445,6 +450,19 @@ impl Session {
                     Some(Ok(_)) => {}
                     Some(Err(e)) => break upstream_error(&e),
                     None => break Close::new(1014, "the upstream voice API dropped the connection"),
+                },
+                m = next_of(&mut self.retired) => match m {
+                    Some(Ok(tungstenite::Message::Text(t))) => {
+                        if let Err(c) = self.from_retired(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                    }
+                    Some(Ok(tungstenite::Message::Binary(b))) => {
+                        if let Ok(t) = std::str::from_utf8(&b) {
+                            let t = t.to_string();
+                            if let Err(c) = self.from_retired(&t, &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => self.retired = None,
                 },
                 Some(events) = calls_rx.recv() => {
                     for e in events {
@@ -617,6 +635,22 @@ impl Session {
         Ok(())
     }
 
+    /// A message of the connection a resumption replaced: its calls and
+    /// model output still count; its resumption handles are stale.
+    async fn from_retired(
+        &mut self,
+        text: &str,
+        to_client: &Outbox<Message>,
+        to_up: &Outbox<ToUpstream>,
+        calls: &mpsc::UnboundedSender<Vec<Value>>,
+        up_rx: &mut futures::stream::SplitStream<UpStream>,
+    ) -> Result<(), Close> {
+        if text.contains("sessionResumptionUpdate") || text.contains("goAway") {
+            return Ok(());
+        }
+        self.from_upstream(text, to_client, to_up, calls, up_rx).await
+    }
+
     /// A function call event: run by the relay unless it is the client's.
     fn call(&mut self, event: &Value, calls: &mpsc::UnboundedSender<Vec<Value>>) {
         let mine = |name: &str| !self.client_names.contains(name);
@@ -760,7 +794,7 @@ impl Session {
                 if !to_up.push(ToUpstream::Swap(tx), 0) {
                     return Err(Close::new(1008, "the upstream voice API is not reading; session closed"));
                 }
-                *up_rx = rx;
+                self.retired = Some(std::mem::replace(up_rx, rx));
                 Ok(())
             }
         }
@@ -867,6 +901,16 @@ fn schedule(bridge: &Bridge, events: &mut [Value]) {
                 r["scheduling"] = json!(if fast { "INTERRUPT" } else { "WHEN_IDLE" });
             }
         }
+    }
+}
+
+/// The next message of `stream`, or never when there is none.
+async fn next_of(
+    stream: &mut Option<futures::stream::SplitStream<UpStream>>,
+) -> Option<Result<tungstenite::Message, tungstenite::Error>> {
+    match stream {
+        Some(s) => s.next().await,
+        None => std::future::pending().await,
     }
 }
 

@@ -4,8 +4,8 @@
 //! `openai` and `gemini` formats of `POST /mcp/<agent>/turn`).
 //!
 //! Gemini Live runs a function declared `NON_BLOCKING` while the model
-//! keeps talking: a tool whose tier is above FAST (its p50, measured,
-//! declared or pinned, is over the FAST ceiling) is declared so.
+//! keeps talking: a tool whose p50 (measured, else declared) is over the
+//! FAST ceiling, or that the operator pinned above FAST, is declared so.
 
 use crate::Host;
 use crate::budget::Tier;
@@ -47,10 +47,13 @@ pub fn gemini_tools(host: &Host, agent: Option<&str>, tools: &[Arc<RegisteredToo
     if functions.is_empty() { json!([]) } else { json!([{"functionDeclarations": functions}]) }
 }
 
-/// Whether `tool`'s tier, as `agent` sees it, is above FAST: Gemini runs
-/// it without blocking the conversation.
+/// Whether `tool`, as `agent` sees it, is slower than FAST: its p50 over
+/// the FAST ceiling, or its tier above FAST. Gemini runs it without
+/// blocking the conversation.
 pub fn is_slow(host: &Host, agent: Option<&str>, tool: &RegisteredTool) -> bool {
-    host.budget().status_for(&tool.def, agent).tier.is_some_and(|t| t > Tier::Fast)
+    let status = host.budget().status_for(&tool.def, agent);
+    let fast = host.budget().config().ceilings().fast;
+    status.tier.is_some_and(|t| t > Tier::Fast) || status.p50.is_some_and(|p| p > fast)
 }
 
 /// A tool as a Gemini function declaration; `None` when Gemini would

@@ -15,6 +15,7 @@
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::Arc;
 use tokio::net::{TcpListener, TcpStream};
 
 /// The client of one connection.
@@ -79,6 +80,111 @@ impl axum::serve::Listener for PeerListener {
 
 impl Connected<IncomingStream<'_, PeerListener>> for Peer {
     fn connect_info(stream: IncomingStream<'_, PeerListener>) -> Peer {
+        *stream.remote_addr()
+    }
+}
+
+/// The TLS settings of the front's port, from a PEM certificate chain and
+/// its private key (HTTP/1.1 only, as the front serves).
+pub fn tls_config(cert: &std::path::Path, key: &std::path::Path) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls_pki_types::pem::PemObject as _;
+    use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(cert)
+        .and_then(|certs| certs.collect::<Result<_, _>>())
+        .map_err(|e| format!("reading the certificate {}: {e}", cert.display()))?;
+    if chain.is_empty() {
+        return Err(format!("no certificate in {}", cert.display()));
+    }
+    let key =
+        PrivateKeyDer::from_pem_file(key).map_err(|e| format!("reading the private key {}: {e}", key.display()))?;
+    let mut config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .map_err(|e| e.to_string())?
+            .with_no_client_auth()
+            .with_single_cert(chain, key)
+            .map_err(|e| format!("the certificate and key do not go together: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A [`PeerListener`] that also speaks TLS: a connection whose first byte
+/// opens a TLS handshake is served over TLS, any other as plain HTTP, on
+/// the same port. Handshakes run beside the accept loop, each bounded by
+/// [`HANDSHAKE_TIMEOUT`], so a client that stalls holds up no other.
+#[derive(Debug)]
+pub struct TlsPeerListener {
+    ready: tokio::sync::mpsc::Receiver<(TlsOrPlain, Peer)>,
+    local: Peer,
+}
+
+/// A connection of a [`TlsPeerListener`].
+pub type TlsOrPlain = tokio_util::either::Either<Box<tokio_rustls::server::TlsStream<TcpStream>>, TcpStream>;
+
+/// How long a client has to send its first byte and finish a handshake.
+pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl TlsPeerListener {
+    /// Serves `inner`'s connections, TLS ones with `config`. Needs a tokio
+    /// runtime.
+    pub fn new(mut inner: PeerListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<TlsPeerListener> {
+        use axum::serve::Listener as _;
+        let local = inner.local_addr()?;
+        let acceptor = tokio_rustls::TlsAcceptor::from(config);
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = inner.accept().await;
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                if tx.is_closed() {
+                    break;
+                }
+                tokio::spawn(async move {
+                    let sorted = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
+                        let mut first = [0u8; 1];
+                        match stream.peek(&mut first).await {
+                            // A TLS record of type handshake.
+                            Ok(1) if first[0] == 0x16 => match acceptor.accept(stream).await {
+                                Ok(tls) => Some(tokio_util::either::Either::Left(Box::new(tls))),
+                                Err(e) => {
+                                    tracing::debug!("a TLS handshake from {} failed: {e}", peer.addr);
+                                    None
+                                }
+                            },
+                            Ok(_) => Some(tokio_util::either::Either::Right(stream)),
+                            Err(_) => None,
+                        }
+                    })
+                    .await;
+                    if let Ok(Some(io)) = sorted {
+                        let _ = tx.send((io, peer)).await;
+                    }
+                });
+            }
+        });
+        Ok(TlsPeerListener { ready, local })
+    }
+}
+
+impl axum::serve::Listener for TlsPeerListener {
+    type Io = TlsOrPlain;
+    type Addr = Peer;
+
+    async fn accept(&mut self) -> (TlsOrPlain, Peer) {
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accept loop never ends while this listener lives.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<Peer> {
+        Ok(self.local)
+    }
+}
+
+impl Connected<IncomingStream<'_, TlsPeerListener>> for Peer {
+    fn connect_info(stream: IncomingStream<'_, TlsPeerListener>) -> Peer {
         *stream.remote_addr()
     }
 }

@@ -10,7 +10,7 @@ use toolhost::admin::client::EndpointRecord;
 use toolhost::mcp::McpFront;
 use toolhost::mcp::http::endpoints;
 use toolhost::mcp::stdio::{SessionOptions, StdioSession};
-use toolhost::serve::{Drain, Stop, drain_for, http_app, serve_http};
+use toolhost::serve::{Drain, Stop, drain_for, http_app, serve_http, serve_http_tls};
 
 /// Serve the tools to MCP clients (the main job).
 ///
@@ -196,6 +196,14 @@ impl Serve {
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
         let relay = toolhost::bridge::relay::Relay::new(host.clone(), &voice_cfg)?.map(Arc::new);
+        let tls = match &voice_cfg.tls {
+            Some(files) => Some(
+                toolhost::mcp::peer::tls_config(&files.cert, &files.key)
+                    .map_err(|e| anyhow::anyhow!("voice.tls: {e}"))?,
+            ),
+            None => None,
+        };
+        let scheme = if tls.is_some() { "https" } else { "http" };
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
@@ -216,7 +224,13 @@ impl Serve {
             }
             banner.push_str(&format!("  the DM's page: http://{local}/ui\n"));
             if voice_banner.is_some() {
-                banner.push_str(&format!("  voice relay: ws://{local}/voice (OpenAI Realtime: /voice/realtime; Gemini Live: /voice/ws/...)\n"));
+                let ws = if scheme == "https" { "ws:// and wss://" } else { "ws://" };
+                banner.push_str(&format!(
+                    "  voice relay: {ws}{local}/voice (OpenAI Realtime: /voice/realtime; Gemini Live: /voice/ws/...)\n"
+                ));
+                if scheme == "https" {
+                    banner.push_str("  TLS (voice.tls): every endpoint also answers https:// on this port\n");
+                }
             }
             banner.push_str(&format!(
                 "  metrics: http://{local}/metrics ({})\n",
@@ -233,7 +247,7 @@ impl Serve {
             let mut out = std::io::stdout().lock();
             let _ = out.write_all(banner.as_bytes()).and_then(|()| out.flush());
             drop(out);
-            let mut server = tokio::spawn(serve_http(listener, app, std::future::pending()));
+            let mut server = tokio::spawn(serve_http_tls(listener, app, std::future::pending(), tls));
             tokio::select! {
                 r = &mut server => {
                     r.context("the HTTP server's task")?.context("HTTP server")?;
