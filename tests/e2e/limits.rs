@@ -26,14 +26,14 @@ fn start(dir: &Path, config: &str) -> (Proc, String) {
 }
 
 /// One HTTP answer: status, headers (lowercase names), body.
-struct Answer {
-    status: u16,
-    head: String,
-    body: String,
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) head: String,
+    pub(crate) body: String,
 }
 
 impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.head.lines().find_map(|l| {
             let (k, v) = l.split_once(':')?;
             k.eq_ignore_ascii_case(name).then(|| v.trim())
@@ -87,7 +87,7 @@ fn post_as(user: Option<&str>, url: &str, headers: &[(&str, &str)], body: &Value
     Answer { status, head: head.to_string(), body: body.to_string() }
 }
 
-fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
+pub(crate) fn post(url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
     post_as(None, url, headers, body)
 }
 
@@ -102,7 +102,7 @@ fn ping() -> Value {
 }
 
 /// A new session's id.
-fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
+pub(crate) fn open_session(url: &str, headers: &[(&str, &str)]) -> String {
     let a = post(url, headers, &initialize());
     assert_eq!(a.status, 200, "{}{}", a.head, a.body);
     a.header("mcp-session-id").expect("a session id").to_string()

@@ -373,3 +373,77 @@ fn the_gemini_sdk_over_tls_gets_non_blocking_slow_tools_scheduled_results_and_re
     );
     assert_eq!(up.errors(), Vec::<String>::new());
 }
+
+#[test]
+fn a_stock_mcp_client_pipeline_posting_turns_sees_list_changed_and_the_turns_tier() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_host, url) = serve(dir.path(), CONFIG);
+    let mut pipeline = Example::start(
+        "examples/voice/mcp_pipeline.py",
+        &["--url", &url, "--agent", "sage", "--token", SAGE_TOKEN],
+        &[],
+    );
+    let first = pipeline.until("the first listing", |e| is_type(e, "tools"));
+    assert_eq!(first.last().unwrap()["names"], json!(["roll", "search_rules"]));
+
+    pipeline.say("hello");
+    let hello = pipeline.until("the FAST listing", |e| is_type(e, "tools"));
+    let turn = hello.iter().find(|e| is_type(e, "turn")).unwrap();
+    assert_eq!(turn["tier"], "fast", "{turn}");
+    assert_eq!(turn["sessions"], 1, "{turn}");
+    assert!(hello.iter().any(|e| is_type(e, "list_changed")), "{hello:#?}");
+    assert_eq!(hello.last().unwrap()["names"], json!(["roll"]));
+
+    pipeline.say("think carefully about the rules");
+    let deep = pipeline.until("the DEEP listing", |e| is_type(e, "tools"));
+    assert_eq!(deep.iter().find(|e| is_type(e, "turn")).unwrap()["tier"], "deep");
+    assert!(deep.iter().any(|e| is_type(e, "list_changed")), "{deep:#?}");
+    assert_eq!(deep.last().unwrap()["names"], json!(["roll", "search_rules"]));
+
+    // A turn for another agent's session is refused; so is another
+    // agent's endpoint, and a body with a key the endpoint does not know.
+    let bartok = format!("{url}/mcp/bartok");
+    let bartok_auth = format!("Bearer {BARTOK_TOKEN}");
+    let session = crate::limits::open_session(&bartok, &[("Authorization", &bartok_auth)]);
+    let sage_auth = format!("Bearer {SAGE_TOKEN}");
+    let utterance = json!({"utterance": "hello"});
+    let a = crate::limits::post(
+        &format!("{url}/mcp/sage/turn"),
+        &[("Authorization", &sage_auth), ("Mcp-Session-Id", &session)],
+        &utterance,
+    );
+    assert_eq!(a.status, 403, "{}{}", a.head, a.body);
+    let a = crate::limits::post(&format!("{bartok}/turn"), &[("Authorization", &sage_auth)], &utterance);
+    assert_eq!(a.status, 403, "{}{}", a.head, a.body);
+    let a = crate::limits::post(
+        &format!("{url}/mcp/sage/turn"),
+        &[("Authorization", &sage_auth)],
+        &json!({"utterance": "hi", "loudness": 3}),
+    );
+    assert_eq!(a.status, 400, "{}{}", a.head, a.body);
+    assert!(a.body.contains("loudness"), "{}", a.body);
+
+    // Without a session id: every live session of the agent takes the
+    // turn, and the tools come in the shape asked for.
+    let a = crate::limits::post(
+        &format!("{url}/mcp/sage/turn?format=openai"),
+        &[("Authorization", &sage_auth)],
+        &json!({"utterance": "hello"}),
+    );
+    assert_eq!(a.status, 200, "{}{}", a.head, a.body);
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    assert_eq!(v["tier"], "fast", "{v}");
+    assert!(v["sessions"].as_u64().unwrap() >= 1, "{v}");
+    assert_eq!(v["tools"], json!([v["tools"][0].clone()]), "{v}");
+    assert_eq!(v["tools"][0]["type"], "function", "{v}");
+    assert_eq!(v["tools"][0]["name"], "roll", "{v}");
+    let a = crate::limits::post(
+        &format!("{url}/mcp/sage/turn?format=gemini"),
+        &[("Authorization", &sage_auth)],
+        &json!({"utterance": "think carefully about the rules"}),
+    );
+    let v: Value = serde_json::from_str(&a.body).unwrap();
+    let functions = v["tools"][0]["functionDeclarations"].as_array().unwrap();
+    assert_eq!(names_of(functions), ["roll", "search_rules"], "{v}");
+    pipeline.finish();
+}

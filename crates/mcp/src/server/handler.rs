@@ -55,6 +55,17 @@ impl ServerHandler for McpFront {
             })?,
         };
         self.await_first_list().await;
+        // A client may list before its `initialized` is handled: the
+        // session joins its room here too (idempotent).
+        if let Some(id) = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get("mcp-session-id"))
+            .and_then(|v| v.to_str().ok())
+            && !self.room.has(id)
+        {
+            self.room.join(id, &self.conversation, &self.nudge);
+        }
         let turn = match turn_request(&context.meta.0.0)? {
             Some((utterance, cues)) if start == 0 => self.begin_turn(&utterance, cues),
             _ => self.turn_tier(),
