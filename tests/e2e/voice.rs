@@ -447,3 +447,114 @@ fn a_stock_mcp_client_pipeline_posting_turns_sees_list_changed_and_the_turns_tie
     assert_eq!(names_of(functions), ["roll", "search_rules"], "{v}");
     pipeline.finish();
 }
+
+/// `voice_raw_client.py` against the relay: its summary.
+fn raw(url: &str, args: &[&str]) -> Value {
+    let o = Command::new(python())
+        .arg(repo("tests/peers/voice_raw_client.py"))
+        .args(["--url", url, "--token", SAGE_TOKEN])
+        .args(args)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "voice_raw_client {args:?}");
+    serde_json::from_slice(&o.stdout).unwrap()
+}
+
+/// The host answers `/healthz`, and a new session is relayed as before.
+fn still_serving(url: &str, ws: &str) {
+    let a = crate::limits::post(
+        &format!("{url}/mcp/sage/turn"),
+        &[("Authorization", &format!("Bearer {SAGE_TOKEN}"))],
+        &json!({"utterance": "hi"}),
+    );
+    assert_eq!(a.status, 200, "{}{}", a.head, a.body);
+    let ok = raw(ws, &["--mode", "hold", "--seconds", "1"]);
+    assert_eq!(ok["opened"], 1, "{ok}");
+    assert!(ok["received"].as_u64().unwrap() >= 1, "{ok}");
+}
+
+/// Polls `f` every 50 ms until it holds; fails after 30 s.
+fn wait_until(what: &str, f: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The resident memory of process `pid`, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+fn hostile_host(dir: &Path, hostile: &str, extra: &str) -> (Upstream, Proc, String, String) {
+    let up = upstream(dir, "openai", json!({"calls": {}}), Some(hostile));
+    let config = format!("{CONFIG}voice:\n  openai: {{url: \"ws://127.0.0.1:{}/v1\"}}\n{extra}", up.port);
+    let (host, url) = serve(dir, &config);
+    let ws = url.replacen("http://", "ws://", 1) + "/voice/realtime?model=m";
+    (up, host, url, ws)
+}
+
+#[test]
+fn an_upstream_sending_a_100_mb_message_closes_that_session_with_a_reason_and_the_host_serves_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, host, url, ws) = hostile_host(dir.path(), "huge", "");
+    let got = raw(&ws, &["--mode", "read", "--seconds", "30"]);
+    let closed = &got["closed"][0];
+    assert_eq!(closed["code"], 1014, "{got}");
+    assert!(closed["reason"].as_str().unwrap().contains("max_message_bytes"), "{got}");
+    assert!(got["bytes"].as_u64().unwrap() < 8 << 20, "the huge message reached the client: {got}");
+    assert!(rss_kib(host.0.id()) < 200 * 1024, "the host holds {} KiB", rss_kib(host.0.id()));
+    still_serving(&url, &ws.replace("?model=m", "?model=n"));
+}
+
+#[test]
+fn a_client_that_never_reads_a_flooding_upstream_is_closed_at_the_buffer_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, host, url, ws) = hostile_host(dir.path(), "flood", "  max_buffered_bytes: 1048576\n");
+    // Reading: the flood passes, the session lives.
+    let read = raw(&ws, &["--mode", "read", "--seconds", "8"]);
+    assert!(read["received"].as_u64().unwrap() > 1000, "{read}");
+    // Sending audio and never reading: closed with 1008 at the bound, and
+    // the host's memory stays bounded.
+    let noread = raw(&ws, &["--mode", "noread", "--seconds", "5"]);
+    // The session is closed, and what the client missed was dropped, not
+    // held: it gets what its socket buffers held, never the whole flood.
+    // (Its close frame, 1008 with the reason, is written after those
+    // buffers; the client may see the connection end first, as 1006.)
+    let closed = &noread["closed"][0];
+    assert!(closed["code"] == 1008 || closed["code"] == 1006, "{noread}");
+    assert!(noread["received"].as_u64().unwrap() < 200_000, "{noread}");
+    assert!(rss_kib(host.0.id()) < 200 * 1024, "the host holds {} KiB", rss_kib(host.0.id()));
+    still_serving(&url, &ws);
+}
+
+#[test]
+fn a_hundred_relayed_sessions_at_once_fit_in_bounded_memory_and_the_next_past_the_cap_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_up, host, url, ws) = hostile_host(dir.path(), "stall", "  max_sessions: 100\n");
+    let before = rss_kib(host.0.id());
+    let (tx, rx) = mpsc::channel();
+    let hold = ws.clone();
+    std::thread::spawn(move || tx.send(raw(&hold, &["--sessions", "100", "--mode", "hold", "--seconds", "6"])));
+    // While the hundred are open: the 101st is refused with 503.
+    wait_until("100 relayed sessions", || {
+        std::fs::read_to_string(dir.path().join("upstream-openai.jsonl"))
+            .map(|l| l.lines().filter(|l| l.contains("\"connect\"")).count() >= 100)
+            .unwrap_or(false)
+    });
+    let during = rss_kib(host.0.id());
+    let extra = raw(&ws, &["--mode", "hold", "--seconds", "1"]);
+    assert_eq!(extra["refused"], json!([503]), "{extra}");
+    let held = rx.recv_timeout(Duration::from_secs(60)).unwrap();
+    assert_eq!(held["opened"], 100, "{held}");
+    assert!(
+        during.saturating_sub(before) < 100 * 1024,
+        "100 idle relayed sessions grew the host by {} KiB",
+        during.saturating_sub(before)
+    );
+    let _ = url;
+}

@@ -76,6 +76,9 @@ pub const DEFAULT_MAX_SESSIONS: usize = 200;
 /// turn (an override set or expired, a plugin added or removed).
 const REFRESH: Duration = Duration::from_secs(1);
 
+/// How long a closing session waits for its close frame to be written.
+const CLOSE_WAIT: Duration = Duration::from_secs(10);
+
 /// How long the relay waits for an upstream to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -374,14 +377,30 @@ impl Session {
         let (to_client, mut client_queue, client_bytes) = Outbox::<Message>::new(max_buffered);
         let (to_up, mut up_queue, up_bytes) = Outbox::<ToUpstream>::new(max_buffered);
         // The writers: each drains its queue into its side.
+        // On `close_now` the writer drops what is queued and sends only the
+        // close frame: a client that stopped reading gets it (and its
+        // reason) once it reads again, within CLOSE_WAIT.
+        let (close_now, mut closing) = tokio::sync::oneshot::channel::<CloseFrame>();
         let client_writer = tokio::spawn(async move {
-            while let Some(m) = client_queue.recv().await {
-                let len = message_len(&m);
-                let closing = matches!(m, Message::Close(_));
-                if client_tx.send(m).await.is_err() || closing {
-                    break;
+            loop {
+                tokio::select! {
+                    biased;
+                    frame = &mut closing => {
+                        drop(client_queue);
+                        if let Ok(frame) = frame {
+                            let _ = tokio::time::timeout(CLOSE_WAIT, client_tx.send(Message::Close(Some(frame)))).await;
+                        }
+                        break;
+                    }
+                    m = client_queue.recv() => {
+                        let Some(m) = m else { break };
+                        let len = message_len(&m);
+                        if client_tx.send(m).await.is_err() {
+                            break;
+                        }
+                        client_bytes.fetch_sub(len, Ordering::AcqRel);
+                    }
                 }
-                client_bytes.fetch_sub(len, Ordering::AcqRel);
             }
         });
         let upstream_writer = tokio::spawn(async move {
@@ -487,9 +506,9 @@ impl Session {
             "voice session ended"
         );
         let _ = to_up.tx.send(ToUpstream::Close);
-        let frame = CloseFrame { code: close.code, reason: close.reason.into() };
-        let _ = to_client.tx.send(Message::Close(Some(frame)));
-        let _ = tokio::time::timeout(Duration::from_secs(2), async {
+        let _ = close_now.send(CloseFrame { code: close.code, reason: close.reason.into() });
+        drop(to_client);
+        let _ = tokio::time::timeout(CLOSE_WAIT + Duration::from_secs(1), async {
             let _ = upstream_writer.await;
             let _ = client_writer.await;
         })
