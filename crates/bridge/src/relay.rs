@@ -433,7 +433,7 @@ impl Session {
             tokio::select! {
                 m = client_rx.next() => match m {
                     Some(Ok(Message::Text(t))) => {
-                        if let Err(c) = self.from_client(t.as_str(), &to_up) { break c }
+                        if let Err(c) = self.on_client(t.as_str(), &to_up) { break c }
                     }
                     Some(Ok(Message::Binary(b))) => {
                         let len = b.len();
@@ -447,14 +447,14 @@ impl Session {
                 },
                 m = up_rx.next() => match m {
                     Some(Ok(tungstenite::Message::Text(t))) => {
-                        if let Err(c) = self.from_upstream(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                        if let Err(c) = self.on_upstream(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                     }
                     Some(Ok(tungstenite::Message::Binary(b))) => {
                         // Gemini Live sends its JSON messages as binary frames.
                         let text = match std::str::from_utf8(&b) { Ok(t) => Some(t.to_string()), Err(_) => None };
                         match text {
                             Some(t) if self.bridge.format() == Format::GeminiLive => {
-                                if let Err(c) = self.from_upstream(&t, &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                                if let Err(c) = self.on_upstream(&t, &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                             }
                             _ => {
                                 let len = b.len();
@@ -472,12 +472,12 @@ impl Session {
                 },
                 m = next_of(&mut self.retired) => match m {
                     Some(Ok(tungstenite::Message::Text(t))) => {
-                        if let Err(c) = self.from_retired(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                        if let Err(c) = self.on_retired(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                     }
                     Some(Ok(tungstenite::Message::Binary(b))) => {
                         if let Ok(t) = std::str::from_utf8(&b) {
                             let t = t.to_string();
-                            if let Err(c) = self.from_retired(&t, &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
+                            if let Err(c) = self.on_retired(&t, &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                         }
                     }
                     Some(Ok(_)) => {}
@@ -518,7 +518,7 @@ impl Session {
     /// A client's text message: Gemini's first is its setup; OpenAI
     /// `session.update` gets the agent's tools; answers to the relay's
     /// calls are dropped; the rest passes.
-    fn from_client(&mut self, text: &str, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
+    fn on_client(&mut self, text: &str, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
         let forward = |t: String| {
             let len = t.len();
             if to_up.push(ToUpstream::Send(tungstenite::Message::text(t)), len) {
@@ -585,7 +585,7 @@ impl Session {
 
     /// An upstream's text message: turns, calls, resumption handles; then
     /// to the client.
-    async fn from_upstream(
+    async fn on_upstream(
         &mut self,
         text: &str,
         to_client: &Outbox<Message>,
@@ -656,7 +656,7 @@ impl Session {
 
     /// A message of the connection a resumption replaced: its calls and
     /// model output still count; its resumption handles are stale.
-    async fn from_retired(
+    async fn on_retired(
         &mut self,
         text: &str,
         to_client: &Outbox<Message>,
@@ -667,7 +667,7 @@ impl Session {
         if text.contains("sessionResumptionUpdate") || text.contains("goAway") {
             return Ok(());
         }
-        self.from_upstream(text, to_client, to_up, calls, up_rx).await
+        self.on_upstream(text, to_client, to_up, calls, up_rx).await
     }
 
     /// A function call event: run by the relay unless it is the client's.

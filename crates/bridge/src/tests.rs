@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::budget::{AgentProfile, Budget, BudgetConfig};
-use crate::mcp::declare::*;
 use crate::run::*;
 use crate::tool::{CallStats, Provider, ProviderKind, ToolDef, ToolMeta};
 use serde_json::json;

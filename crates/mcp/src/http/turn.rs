@@ -38,6 +38,7 @@ enum Shape {
     Gemini,
 }
 
+#[allow(clippy::result_large_err)]
 fn shape(query: Option<&str>) -> Result<Shape, Response> {
     let mut shape = Shape::Mcp;
     for (k, v) in url::form_urlencoded::parse(query.unwrap_or("").as_bytes()) {
