@@ -43,7 +43,8 @@
 //!
 //! Bounds: each message is at most `voice.max_message_bytes`, each side's
 //! unsent messages at most `voice.max_buffered_bytes` (a side that does not
-//! read is closed), and `voice.max_sessions` sessions at once. When the
+//! read is closed), `voice.max_sessions` sessions at once, and 8 calls
+//! running at once per session (an upstream's further calls wait). When the
 //! upstream fails or closes, the client's session is closed with a close
 //! code and a reason saying so: 1014 (bad gateway) when the upstream fails
 //! or closes, 1009 for a message over the cap, 1008 for a side that does
@@ -75,6 +76,14 @@ pub const DEFAULT_MAX_SESSIONS: usize = 200;
 /// How often the relay checks whether the visible tools changed without a
 /// turn (an override set or expired, a plugin added or removed).
 const REFRESH: Duration = Duration::from_secs(1);
+
+/// The calls one session runs at once; later ones wait their turn.
+const CALLS_AT_ONCE: usize = 8;
+
+/// The most call ids a session remembers as the relay's (older ones are
+/// forgotten: a client's late answer to one then reaches the upstream,
+/// which refuses it as answered).
+const REMEMBERED_CALLS: usize = 4096;
 
 /// How long a closing session waits for its close frame to be written.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
@@ -330,6 +339,9 @@ enum ToUpstream {
 struct Session {
     relay: Arc<Relay>,
     bridge: Arc<Bridge>,
+    /// Bounds the calls this session runs at once: an upstream sending call
+    /// after call queues them here, not on the host's blocking threads.
+    running: Arc<tokio::sync::Semaphore>,
     url: String,
     key: String,
     /// The client's own function tools (declarations) and their names.
@@ -345,6 +357,8 @@ struct Session {
     redeclare: bool,
     /// Gemini: the client asked for resumption updates itself.
     client_resumes: bool,
+    /// The tools were declared upstream once.
+    declared: bool,
     /// Gemini: the connection a resumption replaced, read until it ends (a
     /// call the model made there, before it heard of the new one, is still
     /// answered).
@@ -356,6 +370,7 @@ impl Session {
         Session {
             relay,
             bridge,
+            running: Arc::new(tokio::sync::Semaphore::new(CALLS_AT_ONCE)),
             url,
             key,
             client_tools: Vec::new(),
@@ -366,6 +381,7 @@ impl Session {
             heard: String::new(),
             redeclare: false,
             client_resumes: false,
+            declared: false,
             retired: None,
         }
     }
@@ -508,9 +524,19 @@ impl Session {
         let _ = to_up.tx.send(ToUpstream::Close);
         let _ = close_now.send(CloseFrame { code: close.code, reason: close.reason.into() });
         drop(to_client);
+        // The client's messages are read (and dropped) until it answers the
+        // close: a socket closed with unread input is reset, and a reset
+        // makes the client discard the close frame and its reason.
+        let drain_client = async {
+            while let Some(Ok(m)) = client_rx.next().await {
+                if matches!(m, Message::Close(_)) {
+                    break;
+                }
+            }
+        };
         let _ = tokio::time::timeout(CLOSE_WAIT + Duration::from_secs(1), async {
             let _ = upstream_writer.await;
-            let _ = client_writer.await;
+            let _ = tokio::join!(client_writer, drain_client);
         })
         .await;
     }
@@ -598,6 +624,7 @@ impl Session {
         match self.bridge.format() {
             Format::OpenAiRealtime => match event.get("type").and_then(Value::as_str) {
                 Some("session.created") => {
+                    self.declared = true;
                     let update = json!({
                         "type": "session.update",
                         "session": {"type": "realtime", "tools": self.openai_tools(self.bridge.declarations()), "tool_choice": "auto"},
@@ -687,7 +714,7 @@ impl Session {
                     return;
                 }
                 if let Some(id) = call.get("call_id").and_then(Value::as_str) {
-                    self.ours.insert(id.to_string());
+                    self.remember(id);
                 }
             }
             Format::GeminiLive => {
@@ -704,7 +731,7 @@ impl Session {
                     return;
                 }
                 for id in ours.iter().filter_map(|c| c.get("id").and_then(Value::as_str)) {
-                    self.ours.insert(id.to_string());
+                    self.remember(id);
                 }
                 let event = json!({"toolCall": {"functionCalls": ours}});
                 return self.run_call(event, calls);
@@ -713,9 +740,18 @@ impl Session {
         self.run_call(event.clone(), calls);
     }
 
+    /// Remembers `id` as a call the relay answers.
+    fn remember(&mut self, id: &str) {
+        if self.ours.len() >= REMEMBERED_CALLS {
+            self.ours.clear();
+        }
+        self.ours.insert(id.to_string());
+    }
+
     fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Vec<Value>>) {
-        let (bridge, calls) = (self.bridge.clone(), calls.clone());
+        let (bridge, calls, running) = (self.bridge.clone(), calls.clone(), self.running.clone());
         tokio::spawn(async move {
+            let Ok(_permit) = running.acquire_owned().await else { return };
             let answered = tokio::task::spawn_blocking(move || {
                 let out = bridge.handle_event(&event);
                 (out, bridge)
@@ -762,6 +798,11 @@ impl Session {
         to_up: &Outbox<ToUpstream>,
         up_rx: &mut futures::stream::SplitStream<UpStream>,
     ) -> Result<(), Close> {
+        // Before its first declaration (OpenAI's answer to session.created,
+        // Gemini's setup) the upstream has nothing to be told again.
+        if !self.declared {
+            return Ok(());
+        }
         if self.redeclare || self.bridge.refresh().is_some() {
             return self.declare(to_up, up_rx).await;
         }
@@ -899,6 +940,7 @@ impl Session {
             setup.insert("sessionResumption".into(), json!({}));
         }
         setup.insert("tools".into(), self.gemini_tools(self.bridge.declarations()));
+        self.declared = true;
         Value::Object(setup)
     }
 }
