@@ -30,6 +30,12 @@ bench-clients:
     cargo build --release
     cargo bench -p toolhost-bench --bench clients
 
+# What the voice relay adds per event and per tool call, against a direct
+# connection to the scripted upstream (needs scripts/install-peers).
+bench-voice:
+    cargo build --release
+    tests/peers/.venv/bin/python crates/bench/voice/relay_bench.py
+
 # Lints, as CI-clean as the code must be.
 lint:
     cargo fmt --all -- --check
