@@ -138,3 +138,37 @@ fn a_malformed_campaign_file_is_refused_with_a_reason() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("not a valid campaign file") && stderr(&o).contains("name"), "{}", stderr(&o));
 }
+
+#[test]
+fn an_exported_campaign_moves_to_another_store_in_two_commands() {
+    let dir = tempfile::tempdir().unwrap();
+    let campaign = dir.path().join("mine.json");
+    std::fs::write(
+        &campaign,
+        json!({"facts": [{"id": "f-move", "text": "The lighthouse keeper owes Lyra a favour.", "session_id": null}]})
+            .to_string(),
+    )
+    .unwrap();
+    let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+    let run = |state: &Path, args: &[&str]| toolhost().env("TOOLHOST_STATE_DIR", state).args(args).output().unwrap();
+    // No store yet: said so, and none is made.
+    let o = run(&a, &["memory", "export"]);
+    assert!(!o.status.success() && stderr(&o).contains("no memory store"), "{}", stderr(&o));
+    assert!(!a.join("memory.sqlite3").exists());
+    assert!(run(&a, &["memory", "import", campaign.to_str().unwrap()]).status.success());
+    let moved = dir.path().join("moved.json");
+    let o = run(&a, &["memory", "export", "--output", moved.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("1 facts") || stderr(&o).contains("facts to"), "{}", stderr(&o));
+    let o = run(&b, &["memory", "import", moved.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&b, &["call", "search_facts", r#"{"query":"lighthouse"}"#]);
+    assert!(stdout(&o).contains("f-move"), "{}", stdout(&o));
+    // Both stores now export the same campaign (stdout).
+    let (ea, eb) = (run(&a, &["memory", "export"]), run(&b, &["memory", "export"]));
+    assert!(ea.status.success() && eb.status.success());
+    let (va, vb): (Value, Value) =
+        (serde_json::from_slice(&ea.stdout).unwrap(), serde_json::from_slice(&eb.stdout).unwrap());
+    assert_eq!(va, vb);
+    assert!(va["sessions"].as_array().is_some_and(|s| !s.is_empty()), "the demo campaign's sessions too");
+}

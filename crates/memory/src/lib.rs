@@ -6,7 +6,7 @@
 #![deny(unsafe_code)]
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Mutex;
 use toolhost_runtime::capabilities::memory as wit;
@@ -14,8 +14,9 @@ use toolhost_runtime::capabilities::memory as wit;
 /// The demo campaign, loaded into an empty store.
 pub const DEMO_CAMPAIGN: &str = include_str!("../data/demo-campaign.json");
 
-/// A campaign to import (`toolhost memory import FILE.json`).
-#[derive(Debug, Deserialize)]
+/// A campaign: what `toolhost memory import FILE.json` reads and
+/// `toolhost memory export` writes.
+#[derive(Debug, Default, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Campaign {
     /// Sessions with their transcripts.
@@ -33,7 +34,7 @@ pub struct Campaign {
 }
 
 /// A session of play.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Session {
     /// Id, e.g. `session-1`.
@@ -46,7 +47,7 @@ pub struct Session {
 }
 
 /// An entity.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entity {
     /// Id, e.g. `npc-bartok`.
@@ -61,7 +62,7 @@ pub struct Entity {
 }
 
 /// An edge.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Relationship {
     /// From entity id.
@@ -73,7 +74,7 @@ pub struct Relationship {
 }
 
 /// A fact.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Fact {
     /// Id.
@@ -214,6 +215,38 @@ impl MemoryStore {
         import_into(&tx, c)?;
         tx.commit()?;
         Ok(())
+    }
+
+    /// The whole store as a campaign, in one read transaction: what
+    /// [`MemoryStore::import`] takes back (sessions, entities and facts by
+    /// id, relationships and transcript lines in order).
+    pub fn export(&self) -> Result<Campaign, MemoryError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction()?;
+        let mut sessions: Vec<Session> = tx
+            .prepare("SELECT id, title FROM sessions ORDER BY id")?
+            .query_map([], |r| Ok(Session { id: r.get(0)?, title: r.get(1)?, transcript: Vec::new() }))?
+            .collect::<Result<_, _>>()?;
+        {
+            let mut lines = tx.prepare("SELECT speaker, text FROM transcript WHERE session_id = ?1 ORDER BY line")?;
+            for s in &mut sessions {
+                s.transcript =
+                    lines.query_map(params![s.id], |r| Ok((r.get(0)?, r.get(1)?)))?.collect::<Result<_, _>>()?;
+            }
+        }
+        let entities = tx
+            .prepare("SELECT id, name, kind, attributes FROM entities ORDER BY id")?
+            .query_map([], entity_row)?
+            .collect::<Result<_, _>>()?;
+        let relationships = tx
+            .prepare("SELECT source, target, kind FROM relationships ORDER BY rowid")?
+            .query_map([], |r| Ok(Relationship { source: r.get(0)?, target: r.get(1)?, kind: r.get(2)? }))?
+            .collect::<Result<_, _>>()?;
+        let facts = tx
+            .prepare("SELECT id, text, session_id FROM facts ORDER BY id")?
+            .query_map([], |r| Ok(Fact { id: r.get(0)?, text: r.get(1)?, session_id: r.get(2)? }))?
+            .collect::<Result<_, _>>()?;
+        Ok(Campaign { sessions, entities, relationships, facts })
     }
 
     /// Full-text search over transcripts.
@@ -419,6 +452,22 @@ mod tests {
         assert!(s.search_facts("\" OR * NEAR(", 5).is_ok());
         assert!(s.search_sessions("AND OR NOT", None, 5).is_ok());
         assert_eq!(fts_query("a"), None);
+    }
+
+    #[test]
+    fn an_export_imports_into_an_empty_store_as_the_same_campaign() {
+        let (_d, store) = store();
+        let mut extra: Campaign = serde_json::from_str(DEMO_CAMPAIGN).unwrap();
+        extra.facts.push(Fact { id: "fact-zz".into(), text: "The well is poisoned.".into(), session_id: None });
+        store.import(&extra).unwrap();
+        let exported = store.export().unwrap();
+        assert!(exported.facts.iter().any(|f| f.id == "fact-zz"));
+        let text = serde_json::to_string(&exported).unwrap();
+        let again: Campaign = serde_json::from_str(&text).unwrap();
+        let other = MemoryStore::in_memory().unwrap();
+        other.import(&again).unwrap();
+        assert_eq!(other.export().unwrap(), exported);
+        assert_eq!(other.search_facts("poisoned", 5).unwrap()[0].id, "fact-zz");
     }
 
     #[test]

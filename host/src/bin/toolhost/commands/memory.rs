@@ -23,14 +23,21 @@ enum Action {
         /// The campaign file.
         file: PathBuf,
     },
+    /// Write the whole store as a campaign file, in the shape `import`
+    /// reads: `toolhost memory export -o campaign.json` then `toolhost
+    /// memory import campaign.json` against another store moves a
+    /// campaign. Safe while a host serves from the store (one read
+    /// transaction).
+    Export {
+        /// The file to write (replaced whole, atomically); without it, stdout.
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+    },
 }
 
 impl Memory {
     pub fn run(self) -> Result<ExitCode> {
-        let (Action::Import { file }, state) = (self.action, self.state);
-        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
-        let campaign: Campaign =
-            serde_json::from_str(&text).with_context(|| format!("{} is not a valid campaign file", file.display()))?;
+        let state = self.state;
         let cfg = state.config.load()?;
         let path = cfg
             .memory
@@ -38,6 +45,13 @@ impl Memory {
             .as_ref()
             .map(|p| cfg.resolve(p))
             .map_or_else(|| state.state_dir().map(|d| d.join("memory.sqlite3")), Ok)?;
+        let file = match self.action {
+            Action::Import { file } => file,
+            Action::Export { output } => return export(&path, output),
+        };
+        let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
+        let campaign: Campaign =
+            serde_json::from_str(&text).with_context(|| format!("{} is not a valid campaign file", file.display()))?;
         let store = MemoryStore::open(&path).with_context(|| format!("opening the memory store {}", path.display()))?;
         store.import(&campaign)?;
         println!(
@@ -49,4 +63,38 @@ impl Memory {
         );
         Ok(ExitCode::SUCCESS)
     }
+}
+
+/// `toolhost memory export`.
+fn export(path: &std::path::Path, output: Option<PathBuf>) -> Result<ExitCode> {
+    if !path.exists() {
+        anyhow::bail!("no memory store at {} (a host creates it on its first start)", path.display());
+    }
+    let store = MemoryStore::open(path).with_context(|| format!("opening the memory store {}", path.display()))?;
+    let campaign = store.export().with_context(|| format!("reading the memory store {}", path.display()))?;
+    let mut text = serde_json::to_string_pretty(&campaign)?;
+    text.push('\n');
+    match output {
+        None => {
+            use std::io::Write as _;
+            std::io::stdout().lock().write_all(text.as_bytes()).context("writing to stdout")?;
+        }
+        Some(out) => {
+            let dir = out.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+            let mut tmp =
+                tempfile::NamedTempFile::new_in(dir).with_context(|| format!("writing in {}", dir.display()))?;
+            std::io::Write::write_all(&mut tmp, text.as_bytes())?;
+            tmp.as_file().sync_all()?;
+            tmp.persist(&out).with_context(|| format!("writing {}", out.display()))?;
+            eprintln!(
+                "exported {} sessions, {} entities, {} relationships, {} facts to {}",
+                campaign.sessions.len(),
+                campaign.entities.len(),
+                campaign.relationships.len(),
+                campaign.facts.len(),
+                out.display()
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
