@@ -55,6 +55,7 @@ mod imp {
     pub(super) use crate::bindings::toolhost::plugin::memory::{
         get_entity, query_entities, relationships, search_facts, search_sessions,
     };
+    pub(super) use crate::bindings::toolhost::plugin::memory_write::remember;
 }
 
 /// Natively there is no host, hence no store.
@@ -81,6 +82,10 @@ mod imp {
     }
 
     pub(super) fn search_facts(_: &str, _: u32) -> Result<Vec<Fact>, String> {
+        Err(UNAVAILABLE.into())
+    }
+
+    pub(super) fn remember(_: &str, _: Option<&str>) -> Result<String, String> {
         Err(UNAVAILABLE.into())
     }
 }
@@ -114,6 +119,15 @@ pub fn relationships(id: &str) -> Result<Vec<Relationship>, MemoryError> {
 /// Full-text search over recorded facts, best first, at most `limit`.
 pub fn search_facts(query: &str, limit: u32) -> Result<Vec<Fact>, MemoryError> {
     store(imp::search_facts(query, limit))
+}
+
+/// Records a fact in the campaign memory (tied to `session_id` when
+/// given) and returns its new id. Needs the `memory_write` grant: without
+/// it the component still loads (it imports `toolhost:plugin/memory-write`
+/// only when it calls this) and each call fails with the reason. Not
+/// idempotent: declare the tool that calls it `IDEMPOTENT = false`.
+pub fn remember(text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
+    store(imp::remember(text, session_id))
 }
 
 #[cfg(test)]

@@ -98,7 +98,8 @@ fn records_say_which_capabilities_a_call_held_and_used() {
         .collect();
     assert_eq!(used[0], ("write_file".into(), json!(["files"]), json!(["files"])));
     assert_eq!(used[1], ("list_dir".into(), json!(["files"]), json!(["files"])));
-    assert_eq!(used[2], ("search_facts".into(), json!(["memory"]), json!(["memory"])));
+    // memorytool holds both memory grants by default; a search uses the read one only.
+    assert_eq!(used[2], ("search_facts".into(), json!(["memory", "memory_write"]), json!(["memory"])));
     assert_eq!(used[3], ("roll".into(), json!([]), json!([])));
     assert_eq!(used[4], ("env".into(), json!(["env"]), json!(["env"])));
     assert_eq!(used[5], ("echo".into(), json!(["env"]), json!([])), "held but not used");

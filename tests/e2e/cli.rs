@@ -105,7 +105,7 @@ fn tools_json_is_machine_readable() {
     let o = run(&["tools", "--json"]);
     let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
     let tools = v.as_array().unwrap();
-    assert_eq!(tools.len(), 11);
+    assert_eq!(tools.len(), 12);
     let search = tools.iter().find(|t| t["name"] == "search_rules").unwrap();
     assert_eq!(search["provider"], "ruleslookup");
     assert_eq!(search["estimated_duration_ms"], 30);

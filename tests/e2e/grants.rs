@@ -212,7 +212,10 @@ fn grants_report_lists_every_plugin_with_what_it_may_touch() {
     assert!(fileio["allows"][0].as_str().unwrap().starts_with("may read files under"), "{}", fileio["allows"]);
     assert_eq!(fileio["sha256"].as_str().unwrap().len(), 64);
     let dice = &v[0];
-    assert_eq!(dice["granted"], json!({"files": [], "env": [], "memory": false, "network": [], "http": []}));
+    assert_eq!(
+        dice["granted"],
+        json!({"files": [], "env": [], "memory": false, "network": [], "http": [], "memory_write": false})
+    );
     assert!(dice["allows"][0].as_str().unwrap().starts_with("nothing granted"));
 }
 

@@ -172,3 +172,39 @@ fn an_exported_campaign_moves_to_another_store_in_two_commands() {
     assert_eq!(va, vb);
     assert!(va["sessions"].as_array().is_some_and(|s| !s.is_empty()), "the demo campaign's sessions too");
 }
+
+#[test]
+fn remember_records_a_fact_that_search_finds_after_a_restart_and_only_with_the_write_grant() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let run = |args: &[&str]| {
+        toolhost().current_dir(dir.path()).env("TOOLHOST_STATE_DIR", &state).args(args).output().unwrap()
+    };
+    let o =
+        run(&["call", "remember", r#"{"text":"Mirela hid the silver key under the bell.","session_id":"session-3"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    let id = v["id"].as_str().unwrap().to_string();
+    assert!(id.starts_with("fact-"), "{v}");
+    // Another process (a restart): the fact is found.
+    let o = run(&["call", "search_facts", r#"{"query":"silver key"}"#]);
+    let found: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(found["facts"][0]["id"], id.as_str(), "{found}");
+    assert_eq!(found["facts"][0]["session_id"], "session-3", "{found}");
+    // Not idempotent: the same words again are another fact.
+    let o = run(&["call", "remember", r#"{"text":"Mirela hid the silver key under the bell."}"#]);
+    let again: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_ne!(again["id"], id.as_str());
+
+    // Granted `memory` only: the plugin loads and reads, and each write is
+    // refused with the grant it needs.
+    std::fs::write(dir.path().join("toolhost.yaml"), "plugins:\n  grants:\n    memorytool: {memory: true}\n").unwrap();
+    let o = run(&["call", "search_facts", r#"{"query":"silver key"}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&["call", "remember", r#"{"text":"A write without the grant."}"#]);
+    assert!(!o.status.success());
+    let said = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(said.contains("memory_write"), "{said}");
+    let o = run(&["call", "search_facts", r#"{"query":"without the grant"}"#]);
+    assert!(!stdout(&o).contains("A write without the grant"), "{}", stdout(&o));
+}

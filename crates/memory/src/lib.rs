@@ -249,6 +249,19 @@ impl MemoryStore {
         Ok(Campaign { sessions, entities, relationships, facts })
     }
 
+    /// Records a fact (in one transaction, durable once it returns) and
+    /// returns its new id (`fact-` and 16 random hex digits). A
+    /// `session_id` ties it to a session of play.
+    pub fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let id: String = tx.query_row("SELECT 'fact-' || lower(hex(randomblob(8)))", [], |r| r.get(0))?;
+        tx.execute("INSERT INTO facts (id, text, session_id) VALUES (?1, ?2, ?3)", params![id, text, session_id])?;
+        tx.execute("INSERT INTO facts_fts (text, id) VALUES (?1, ?2)", params![text, id])?;
+        tx.commit()?;
+        Ok(id)
+    }
+
     /// Full-text search over transcripts.
     pub fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
         let Some(fts) = fts_query(q) else { return Ok(Vec::new()) };
@@ -408,6 +421,10 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
             .map(|f| wit::Fact { id: f.id, text: f.text, session_id: f.session_id, score: f.score })
             .collect())
     }
+
+    fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, String> {
+        MemoryStore::remember(self, text, session_id).map_err(|e| e.to_string())
+    }
 }
 
 fn wit_entity(e: Entity) -> wit::Entity {
@@ -468,6 +485,19 @@ mod tests {
         other.import(&again).unwrap();
         assert_eq!(other.export().unwrap(), exported);
         assert_eq!(other.search_facts("poisoned", 5).unwrap()[0].id, "fact-zz");
+    }
+
+    #[test]
+    fn a_remembered_fact_is_found_and_survives_reopening() {
+        let d = tempfile::tempdir().unwrap();
+        let path = d.path().join("m.sqlite3");
+        let id = MemoryStore::open(&path).unwrap().remember("The ferryman fears the moon.", Some("session-2")).unwrap();
+        assert!(id.starts_with("fact-") && id.len() == 21, "{id}");
+        let store = MemoryStore::open(&path).unwrap();
+        let hits = store.search_facts("ferryman", 5).unwrap();
+        assert_eq!((hits[0].id.as_str(), hits[0].session_id.as_deref()), (id.as_str(), Some("session-2")));
+        // Not idempotent: the same words are another fact.
+        assert_ne!(store.remember("The ferryman fears the moon.", None).unwrap(), id);
     }
 
     #[test]

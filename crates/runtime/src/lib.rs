@@ -697,11 +697,11 @@ impl Runtime {
         let stderr = MemoryOutputPipe::new(limits.guest_output_bytes);
         let mut wasi = WasiCtxBuilder::new();
         wasi.stdout(stdout.clone()).stderr(stderr.clone());
-        let mut setup = InstanceSetup { wasi, memory: None, used: Arc::new(Used::default()) };
+        let mut setup = InstanceSetup { wasi, memory: None, memory_write: None, used: Arc::new(Used::default()) };
         CAPABILITIES
             .configure(&plugin.grants, &mut setup)
             .map_err(|message| CallError::Unavailable { tool: tool.to_string(), message })?;
-        let InstanceSetup { mut wasi, memory, used } = setup;
+        let InstanceSetup { mut wasi, memory, memory_write, used } = setup;
         used.files.set_max_open(limits.max_open_files);
         let state = State {
             wasi: wasi.build(),
@@ -716,6 +716,7 @@ impl Runtime {
             deadline: Instant::now() + deadline,
             timer_cut: false,
             memory,
+            memory_write,
             held: plugin.held,
             used,
             progress_left: state::PROGRESS_REPORTS,

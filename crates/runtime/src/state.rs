@@ -54,6 +54,8 @@ pub struct State {
     pub(crate) timer_cut: bool,
     /// The memory store, when granted.
     pub(crate) memory: Option<Arc<dyn MemoryBackend>>,
+    /// The memory store for writes, when granted.
+    pub(crate) memory_write: Option<Arc<dyn MemoryBackend>>,
     /// What the plugin holds.
     pub(crate) held: Capabilities,
     /// What this call used.

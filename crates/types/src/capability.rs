@@ -18,12 +18,20 @@ pub enum Capability {
     Memory,
     /// Outgoing HTTP(S) to granted origins (`wasi:http`).
     Http,
+    /// Writes to the campaign memory store (`toolhost:plugin/memory-write`).
+    MemoryWrite,
 }
 
 impl Capability {
     /// Every capability, in report order.
-    pub const ALL: [Capability; 5] =
-        [Capability::Files, Capability::Env, Capability::Network, Capability::Memory, Capability::Http];
+    pub const ALL: [Capability; 6] = [
+        Capability::Files,
+        Capability::Env,
+        Capability::Network,
+        Capability::Memory,
+        Capability::Http,
+        Capability::MemoryWrite,
+    ];
 
     /// Lowercase name, as in config keys and reports.
     pub const fn as_str(self) -> &'static str {
@@ -33,6 +41,7 @@ impl Capability {
             Capability::Network => "network",
             Capability::Memory => "memory",
             Capability::Http => "http",
+            Capability::MemoryWrite => "memory_write",
         }
     }
 

@@ -1,5 +1,6 @@
 //! The `memorytool` plugin: the seed's four memory tools over the host's
-//! `memory` capability (session transcripts, facts, the knowledge graph).
+//! `memory` capability (session transcripts, facts, the knowledge graph),
+//! and `remember`, which records a fact (the `memory_write` capability).
 //! The data lives in the host's SQLite store; this plugin shapes queries and
 //! answers for the model.
 
@@ -183,7 +184,41 @@ impl Tool for SearchFacts {
     }
 }
 
-toolhost_sdk::plugin!(SearchSessions, QueryEntities, GetSummary, SearchFacts);
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct RememberArgs {
+    /// The fact, in one or two sentences, e.g. "Bartok owes the party 20 gold."
+    #[schemars(length(min = 1, max = 2000))]
+    text: String,
+    /// The session of play it came from, e.g. session-3.
+    #[schemars(transform = not_null, length(min = 1, max = 200))]
+    session_id: Option<String>,
+}
+
+/// `remember`.
+struct Remember;
+
+impl Tool for Remember {
+    type Args = RememberArgs;
+    const NAME: &'static str = "remember";
+    const DESCRIPTION: &'static str = "Record a fact in the campaign memory, so that later searches (search_facts) find it. Each call records a new fact.";
+    const ESTIMATED_MS: u32 = 50;
+    const MAX_MS: u32 = 800;
+    // A write: never retried, cached or probed.
+    const IDEMPOTENT: bool = false;
+    const PROBE_ARGUMENTS: Option<&'static str> = None;
+
+    fn call(a: RememberArgs) -> Result<Output, ToolError> {
+        let text = a.text.trim();
+        if text.is_empty() {
+            return Err(ToolError::InvalidInput("text is blank".into()));
+        }
+        let id = memory::remember(text, a.session_id.as_deref())?;
+        Output::json(&json!({"id": id, "text": text, "session_id": a.session_id}))
+    }
+}
+
+toolhost_sdk::plugin!(SearchSessions, QueryEntities, GetSummary, SearchFacts, Remember);
 
 #[cfg(test)]
 mod tests {

@@ -236,7 +236,9 @@ impl Host {
     pub(crate) fn grant_config_in(grants: &GrantsByPlugin, plugin: &str) -> crate::capabilities::GrantConfig {
         match grants.get(plugin) {
             Some(g) => g.clone(),
-            None if plugin == "memorytool" => crate::capabilities::GrantConfig { memory: true, ..Default::default() },
+            None if plugin == "memorytool" => {
+                crate::capabilities::GrantConfig { memory: true, memory_write: true, ..Default::default() }
+            }
             None => crate::capabilities::GrantConfig::default(),
         }
     }

@@ -25,6 +25,59 @@ pub trait MemoryBackend: Send + Sync + std::fmt::Debug {
     fn relationships(&self, id: &str) -> Result<Vec<Relationship>, String>;
     /// Full-text search over facts.
     fn search_facts(&self, query: &str, limit: u32) -> Result<Vec<Fact>, String>;
+    /// Records a fact, durably before it returns, and returns its new id.
+    fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, String>;
+}
+
+/// The `memory_write` capability: `remember`, through the
+/// `toolhost:plugin/memory-write` interface. Inert without the grant: a
+/// plugin importing it loads, and every write is refused.
+pub struct MemoryWrite;
+
+static ABOUT_WRITE: About = About {
+    capability: Capability::MemoryWrite,
+    interfaces: &["toolhost:plugin/memory-write"],
+    inert_without_grant: true,
+};
+
+impl CapabilityFactor for MemoryWrite {
+    fn about(&self) -> &'static About {
+        &ABOUT_WRITE
+    }
+
+    fn held(&self, grants: &Grants) -> bool {
+        grants.memory_write.is_some()
+    }
+
+    fn configure(&self, grants: &Grants, setup: &mut InstanceSetup) -> Result<(), String> {
+        setup.memory_write = grants.memory_write.clone();
+        Ok(())
+    }
+
+    fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
+        crate::bindings::toolhost::plugin::memory_write::add_to_linker::<State, HasSelf<State>>(linker, |s| s)
+    }
+
+    fn report(&self, grants: &Grants) -> serde_json::Value {
+        serde_json::Value::Bool(grants.memory_write.is_some())
+    }
+
+    fn allows(&self, grants: &Grants) -> Vec<String> {
+        match grants.memory_write {
+            Some(_) => vec!["may record facts in the campaign memory (remember): writes, not idempotent".into()],
+            None => Vec::new(),
+        }
+    }
+}
+
+impl crate::bindings::toolhost::plugin::memory_write::Host for State {
+    fn remember(&mut self, text: String, session_id: Option<String>) -> Result<String, String> {
+        let Some(store) = self.memory_write.as_deref() else {
+            return Err("writing to the campaign memory was not granted (plugins.grants.<plugin>.memory_write)".into());
+        };
+        self.used.mark(Capability::MemoryWrite);
+        store.remember(&text, session_id.as_deref())
+    }
 }
 
 /// The `memory` capability.

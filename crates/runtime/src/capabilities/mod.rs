@@ -92,6 +92,7 @@ impl<'a, V> Noting<'a, V> {
 pub struct InstanceSetup {
     pub(crate) wasi: WasiCtxBuilder,
     pub(crate) memory: Option<Arc<dyn MemoryBackend>>,
+    pub(crate) memory_write: Option<Arc<dyn MemoryBackend>>,
     pub(crate) used: Arc<Used>,
 }
 
@@ -135,12 +136,13 @@ const INERT: &[&str] = &[
 
 /// Every capability, in report order.
 pub struct CapabilitySet {
-    factors: [&'static dyn CapabilityFactor; 5],
+    factors: [&'static dyn CapabilityFactor; 6],
 }
 
 /// The capabilities this runtime offers.
-pub static CAPABILITIES: CapabilitySet =
-    CapabilitySet { factors: [&files::Files, &env::Env, &network::Network, &memory::Memory, &http::Http] };
+pub static CAPABILITIES: CapabilitySet = CapabilitySet {
+    factors: [&files::Files, &env::Env, &network::Network, &memory::Memory, &http::Http, &memory::MemoryWrite],
+};
 
 /// An import name without its version: `wasi:cli/environment@0.2.3` ->
 /// `wasi:cli/environment`.
@@ -323,8 +325,10 @@ pub struct GrantConfig {
     /// `[::1]:port`). Only outgoing TCP connections to exactly these
     /// addresses are allowed; no name lookups, no listening, no UDP.
     pub network: Vec<String>,
-    /// Access to the campaign memory store.
+    /// Access to the campaign memory store (read).
     pub memory: bool,
+    /// Writes to the campaign memory store (`remember`).
+    pub memory_write: bool,
     /// Origins the plugin may send HTTP requests to (`wasi:http`):
     /// `scheme://host[:port]`, or `scheme://*.domain[:port]`.
     pub http: Vec<String>,
@@ -347,6 +351,8 @@ pub struct Grants {
     pub network: Vec<std::net::SocketAddr>,
     /// The campaign memory store, when granted.
     pub memory: Option<Arc<dyn MemoryBackend>>,
+    /// The campaign memory store for writes, when granted.
+    pub memory_write: Option<Arc<dyn MemoryBackend>>,
     /// The only origins the plugin may send HTTP requests to.
     pub http: Vec<http::HttpGrant>,
 }
@@ -402,6 +408,7 @@ impl GrantConfig {
             (!self.network.is_empty(), Capability::Network),
             (self.memory, Capability::Memory),
             (!self.http.is_empty(), Capability::Http),
+            (self.memory_write, Capability::MemoryWrite),
         ]
         .into_iter()
         .filter_map(|(granted, c)| granted.then_some(c))
@@ -426,6 +433,10 @@ impl GrantConfig {
             network: network::resolve(plugin, &self.network)?,
             http: http::resolve(plugin, &self.http)?,
             memory: match self.memory {
+                true => Some(memory().map_err(|reason| GrantError::Memory { plugin: plugin.into(), reason })?),
+                false => None,
+            },
+            memory_write: match self.memory_write {
                 true => Some(memory().map_err(|reason| GrantError::Memory { plugin: plugin.into(), reason })?),
                 false => None,
             },
@@ -470,6 +481,7 @@ mod tests {
         wasi:sockets/ip-name-lookup network;
         wasi:http/outgoing-handler http; wasi:http/types http; wasi:http/incoming-handler unsupported;
         toolhost:plugin/host inert; toolhost:plugin/types inert; toolhost:plugin/memory memory;
+        toolhost:plugin/memory-write memory_write;
         example:unknown/thing unsupported";
 
     fn table() -> Vec<(String, ImportClass)> {
