@@ -46,9 +46,11 @@
 //! read is closed), `voice.max_sessions` sessions at once, and 8 calls
 //! running at once per session (an upstream's further calls wait). When the
 //! upstream fails or closes, the client's session is closed with a close
-//! code and a reason saying so: 1014 (bad gateway) when the upstream fails
-//! or closes, 1009 for a message over the cap, 1008 for a side that does
-//! not read, 1013 while the host is at its session limit.
+//! code and a reason saying so: 1014 (bad gateway) when the upstream fails,
+//! closes or says nothing for 15 s after connecting, 1009 for a message
+//! over the cap, 1008 for a side that does not read. Before the upgrade,
+//! HTTP answers: 503 with `Retry-After` at the session limit, 502 when
+//! the upstream cannot be reached, 404 for a path or format not served.
 
 use crate::{Bridge, Format};
 use axum::extract::FromRequestParts as _;
@@ -84,6 +86,10 @@ const CALLS_AT_ONCE: usize = 8;
 /// forgotten: a client's late answer to one then reaches the upstream,
 /// which refuses it as answered).
 const REMEMBERED_CALLS: usize = 4096;
+
+/// How long the upstream has to send its first event (OpenAI
+/// `session.created`; Gemini `setupComplete`, once the client's setup went).
+const FIRST_EVENT_WAIT: Duration = Duration::from_secs(15);
 
 /// How long a closing session waits for its close frame to be written.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
@@ -445,13 +451,28 @@ impl Session {
         let mut changes = self.relay.host.registry().subscribe();
         let mut refresh = tokio::time::interval(REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // An upstream that accepts and then says nothing is given up on.
+        let silence = tokio::time::sleep(FIRST_EVENT_WAIT);
+        tokio::pin!(silence);
+        let mut heard_upstream = false;
         let close = loop {
             tokio::select! {
+                // (Gemini's upstream speaks once the client's setup is in.)
+                () = &mut silence, if !heard_upstream && (self.setup.is_some() || self.bridge.format() == Format::OpenAiRealtime) => {
+                    break Close::new(1014, format!("the upstream voice API sent nothing within {} s", FIRST_EVENT_WAIT.as_secs()))
+                }
                 m = client_rx.next() => match m {
                     Some(Ok(Message::Text(t))) => {
                         if let Err(c) = self.on_client(t.as_str(), &to_up) { break c }
                     }
                     Some(Ok(Message::Binary(b))) => {
+                        // Text in a binary frame is read as text: a client
+                        // must not slip an event past the relay's checks.
+                        if let Ok(t) = std::str::from_utf8(&b) {
+                            let t = t.to_string();
+                            if let Err(c) = self.on_client(&t, &to_up) { break c }
+                            continue;
+                        }
                         let len = b.len();
                         if !to_up.push(ToUpstream::Send(tungstenite::Message::Binary(b)), len) {
                             break Close::new(1008, "the upstream voice API is not reading; session closed")
@@ -463,9 +484,11 @@ impl Session {
                 },
                 m = up_rx.next() => match m {
                     Some(Ok(tungstenite::Message::Text(t))) => {
+                        heard_upstream = true;
                         if let Err(c) = self.on_upstream(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                     }
                     Some(Ok(tungstenite::Message::Binary(b))) => {
+                        heard_upstream = true;
                         // Gemini Live sends its JSON messages as binary frames.
                         let text = match std::str::from_utf8(&b) { Ok(t) => Some(t.to_string()), Err(_) => None };
                         match text {
@@ -588,21 +611,25 @@ impl Session {
                     self.setup = Some(setup.clone());
                     return forward(json!({"setup": setup}).to_string());
                 }
-                let response = event.get_mut("toolResponse").or(None);
-                let response = match response {
-                    Some(r) => Some(r),
-                    None => event.get_mut("tool_response"),
-                };
-                if let Some(Value::Object(r)) = response {
-                    let key =
-                        if r.contains_key("functionResponses") { "functionResponses" } else { "function_responses" };
-                    if let Some(Value::Array(list)) = r.get_mut(key) {
-                        list.retain(|f| !f.get("id").and_then(Value::as_str).is_some_and(|id| self.ours.contains(id)));
-                        if list.is_empty() {
-                            tracing::debug!("a client's answer to a call the relay runs, dropped");
-                            return Ok(());
+                // Answers to the relay's calls are dropped, under either
+                // spelling of either key.
+                let mut answered_any = false;
+                let mut left = 0;
+                for outer in ["toolResponse", "tool_response"] {
+                    let Some(Value::Object(r)) = event.get_mut(outer) else { continue };
+                    answered_any = true;
+                    for inner in ["functionResponses", "function_responses"] {
+                        if let Some(Value::Array(list)) = r.get_mut(inner) {
+                            list.retain(|f| {
+                                !f.get("id").and_then(Value::as_str).is_some_and(|id| self.ours.contains(id))
+                            });
+                            left += list.len();
                         }
                     }
+                }
+                if answered_any && left == 0 {
+                    tracing::debug!("a client's answer to a call the relay runs, dropped");
+                    return Ok(());
                 }
             }
         }
@@ -633,12 +660,25 @@ impl Session {
                 }
                 Some("conversation.item.input_audio_transcription.completed") => {
                     let words = event.get("transcript").and_then(Value::as_str).unwrap_or_default().to_string();
-                    self.turn(&words, to_up, up_rx).await?;
+                    self.turn(&words, false, to_up, up_rx).await?;
                 }
-                Some(
-                    "response.function_call_arguments.done" | "response.output_item.done" | "conversation.item.done",
-                ) => {
+                // Calls the model makes, not items a client created (which
+                // the upstream echoes as conversation.item.*).
+                Some("response.function_call_arguments.done" | "response.output_item.done") => {
                     self.call(&event, calls);
+                }
+                // Known as the relay's from the moment the call starts: a
+                // client cannot answer it first.
+                Some("response.output_item.added") => {
+                    let item = event.get("item");
+                    let name = item.and_then(|i| i.get("name")).and_then(Value::as_str).unwrap_or_default();
+                    if item.and_then(|i| i.get("type")).and_then(Value::as_str) == Some("function_call")
+                        && !self.client_names.contains(name)
+                        && let Some(id) = item.and_then(|i| i.get("call_id")).and_then(Value::as_str)
+                    {
+                        let id = id.to_string();
+                        self.remember(&id);
+                    }
                 }
                 _ => {}
             },
@@ -656,9 +696,10 @@ impl Session {
                     if let Some(words) =
                         content.get("inputTranscription").and_then(|t| t.get("text")).and_then(Value::as_str)
                     {
+                        let first = self.heard.is_empty();
                         self.heard.push_str(words);
                         let heard = self.heard.clone();
-                        self.turn(heard.trim(), to_up, up_rx).await?;
+                        self.turn(heard.trim(), !first, to_up, up_rx).await?;
                     }
                     if content.get("turnComplete").and_then(Value::as_bool) == Some(true) {
                         self.heard.clear();
@@ -771,10 +812,13 @@ impl Session {
         });
     }
 
-    /// Starts a turn for `words`; re-declares when the visible set changed.
+    /// Starts a turn for `words` (with `more`, refines the current one: more
+    /// words of the same utterance); re-declares when the visible set
+    /// changed.
     async fn turn(
         &mut self,
         words: &str,
+        more: bool,
         to_up: &Outbox<ToUpstream>,
         up_rx: &mut futures::stream::SplitStream<UpStream>,
     ) -> Result<(), Close> {
@@ -782,7 +826,12 @@ impl Session {
             return Ok(());
         }
         let words = crate::run::truncate(words, crate::MAX_UTTERANCE_BYTES).0;
-        match self.bridge.update_tier(&words, TurnCues::default()) {
+        let update = if more {
+            self.bridge.refine_tier(&words, TurnCues::default())
+        } else {
+            self.bridge.update_tier(&words, TurnCues::default())
+        };
+        match update {
             Ok(update) if update.declare.is_some() => self.declare(to_up, up_rx).await,
             Ok(_) => Ok(()),
             Err(e) => {
@@ -910,34 +959,40 @@ impl Session {
         let all = self.relay.host.registry().snapshot();
         if let Some(Value::Array(tools)) = setup.remove("tools") {
             for mut tool in tools {
-                let key = if tool.get("functionDeclarations").is_some() {
-                    "functionDeclarations"
-                } else {
-                    "function_declarations"
-                };
-                if let Some(Value::Array(fs)) = tool.get_mut(key) {
-                    fs.retain(|f| {
-                        let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
-                        let clash = all.get(name).is_some();
-                        if clash {
-                            tracing::warn!(tool = name, "a client tool named like a host tool, dropped");
-                        } else {
-                            names.insert(name.to_string());
-                        }
-                        !clash
-                    });
-                    if fs.is_empty() {
-                        continue;
+                // Both spellings the API accepts are read, so neither slips by.
+                let mut empty = true;
+                for key in ["functionDeclarations", "function_declarations"] {
+                    if let Some(Value::Array(fs)) = tool.get_mut(key) {
+                        fs.retain(|f| {
+                            let name = f.get("name").and_then(Value::as_str).unwrap_or_default();
+                            let clash = all.get(name).is_some();
+                            if clash {
+                                tracing::warn!(tool = name, "a client tool named like a host tool, dropped");
+                            } else {
+                                names.insert(name.to_string());
+                            }
+                            !clash
+                        });
+                        empty &= fs.is_empty();
                     }
+                }
+                let declares =
+                    tool.get("functionDeclarations").is_some() || tool.get("function_declarations").is_some();
+                if declares && empty {
+                    continue;
                 }
                 client.push(tool);
             }
         }
         self.client_tools = client;
         self.client_names = names;
-        self.client_resumes = setup.contains_key("sessionResumption") || setup.contains_key("session_resumption");
-        if !self.client_resumes {
-            setup.insert("sessionResumption".into(), json!({}));
+        // One spelling: the relay's re-declarations set `sessionResumption`.
+        let resumption = setup.remove("sessionResumption").or_else(|| setup.remove("session_resumption"));
+        self.client_resumes = resumption.is_some();
+        setup.insert("sessionResumption".into(), resumption.unwrap_or_else(|| json!({})));
+        // Turns come from the user's transcript: ask for it.
+        if !setup.contains_key("inputAudioTranscription") && !setup.contains_key("input_audio_transcription") {
+            setup.insert("inputAudioTranscription".into(), json!({}));
         }
         setup.insert("tools".into(), self.gemini_tools(self.bridge.declarations()));
         self.declared = true;

@@ -158,6 +158,20 @@ impl Bridge {
         Ok(TierUpdate { tier, declare })
     }
 
+    /// [`Bridge::update_tier`] for more words of the same utterance (a
+    /// transcript that arrives in pieces): the turn is refined, not begun
+    /// again ([`Host::refine_turn`]): its calls stay counted.
+    pub fn refine_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
+        if self.is_closed() {
+            return Err(BridgeError::Closed);
+        }
+        if utterance.len() > MAX_UTTERANCE_BYTES {
+            return Err(BridgeError::UtteranceTooLong { bytes: utterance.len(), limit: MAX_UTTERANCE_BYTES });
+        }
+        let tier = self.host.refine_turn(&self.conversation, utterance, cues);
+        Ok(TierUpdate { tier, declare: self.refresh() })
+    }
+
     /// The event that re-declares the tools when the visible set changed
     /// since the engine was last told (a DM override set or expired, a
     /// plugin added or removed, a tool measured into another tier), else

@@ -121,6 +121,42 @@ impl Host {
         now
     }
 
+    /// Refines the current turn of `conversation` with more of the same
+    /// utterance (a transcript arriving in pieces): the selector runs again
+    /// on `utterance`, all the words so far, and the turn takes the tier it
+    /// gives when that is higher (capped at the ceiling). The turn is not a
+    /// new one: its number and its calls stay. Nothing runs once the turn
+    /// is at DEEP (so the anti-spam clock is not spent twice) or a DM
+    /// override decides; before any turn, this begins one.
+    pub fn refine_turn(&self, conversation: &Conversation, utterance: &str, cues: TurnCues) -> TurnTier {
+        let agent = conversation.agent();
+        let current = {
+            let state = conversation.state();
+            if state.turn == 0 {
+                drop(state);
+                return self.begin_turn(conversation, utterance, cues);
+            }
+            state.selected.as_ref().map(|(t, _)| *t)
+        };
+        let overridden = agent.and_then(|a| self.budget().override_for(a)).is_some();
+        if overridden || current.is_none_or(|t| t == Tier::Deep) {
+            return self.turn_tier(conversation);
+        }
+        let turn = Turn { dm_override: None, queue_depth: cues.queue_depth, first_turn: cues.first_turn };
+        let selection = conversation.selector.select(utterance, turn);
+        let ceiling = agent.and_then(|a| self.budget().agent(a).ok()).map(|p| p.budget_tier);
+        let (tier, why) = match ceiling {
+            Some(c) if c < selection.tier => (c, format!("{}, capped at the agent's ceiling ({c})", selection.reason)),
+            _ => (selection.tier, selection.reason.to_string()),
+        };
+        let mut state = conversation.state();
+        if current.is_some_and(|t| tier > t) {
+            state.selected = Some((tier, why));
+        }
+        drop(state);
+        self.turn_tier(conversation)
+    }
+
     /// Starts a turn of `conversation` with the selection `leader`'s latest
     /// turn made (for one turn started in every session of an agent at
     /// once: the selector runs once, on the leader's anti-spam clock, and
