@@ -585,3 +585,21 @@ fn a_voice_session_is_one_agents_by_its_token_and_may_name_its_agent_in_the_path
     );
     assert_eq!(gemini["refused"], json!([404]), "{gemini}");
 }
+
+#[test]
+fn a_client_cannot_answer_a_call_the_relay_runs_in_a_text_or_a_binary_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = json!({"calls": {"hello": {"name": "roll", "arguments": {"expression": "1d20"}}}});
+    let up = upstream(dir.path(), "openai", scenario, None);
+    let config = format!("{CONFIG}voice:\n  openai: {{url: \"ws://127.0.0.1:{}/v1\"}}\n", up.port);
+    let (_host, url) = serve(dir.path(), &config);
+    let ws = url.replacen("http://", "ws://", 1) + "/voice/realtime?model=m";
+    let got = raw(&ws, &["--mode", "forge", "--seconds", "20"]);
+    assert!(got["forged"].is_string(), "the client never saw the call start: {got}");
+    let answer = got["answer"].as_str().unwrap();
+    assert!(answer.contains("\"rolls\"") && !answer.contains("forged"), "{got}");
+    let sent = outputs(&up.received());
+    assert_eq!(sent.len(), 1, "only the host's output reaches the upstream: {sent:?}");
+    assert!(sent[0].1["rolls"].is_array(), "{sent:?}");
+    assert_eq!(up.errors(), Vec::<String>::new());
+}
