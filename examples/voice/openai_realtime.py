@@ -99,7 +99,10 @@ async def until_final(conn, own_tools: set[str], timeout: float) -> None:
 async def run(args: argparse.Namespace) -> None:
     client = AsyncOpenAI(api_key=args.token, websocket_base_url=args.url)
     async with client.realtime.connect(model=args.model) as conn:
-        session = {"type": "realtime", "instructions": args.instructions, "output_modalities": ["text"]}
+        # Input transcription on: toolhost starts each turn (and picks its tools'
+        # latency tier) from the transcript of what the player said.
+        session = {"type": "realtime", "instructions": args.instructions, "output_modalities": ["text"],
+                   "audio": {"input": {"transcription": {"model": "gpt-4o-mini-transcribe"}}}}
         if args.tool:
             session["tools"] = [client_tool(name) for name in args.tool]
         await conn.session.update(session=session)
