@@ -587,7 +587,7 @@ impl Session {
                         if let Some(Value::Array(tools)) = session.get("tools") {
                             self.take_client_tools(tools.clone());
                         }
-                        session.insert("tools".into(), self.openai_tools(self.bridge.declarations()));
+                        session.insert("tools".into(), self.with_client_tools(self.bridge.declarations()));
                     }
                 }
                 Some("conversation.item.create") => {
@@ -654,7 +654,7 @@ impl Session {
                     self.declared = true;
                     let update = json!({
                         "type": "session.update",
-                        "session": {"type": "realtime", "tools": self.openai_tools(self.bridge.declarations()), "tool_choice": "auto"},
+                        "session": {"type": "realtime", "tools": self.with_client_tools(self.bridge.declarations()), "tool_choice": "auto"},
                     });
                     push_up(to_up, &update)?;
                 }
@@ -868,7 +868,7 @@ impl Session {
             Format::OpenAiRealtime => {
                 let update = json!({
                     "type": "session.update",
-                    "session": {"type": "realtime", "tools": self.openai_tools(self.bridge.declarations())},
+                    "session": {"type": "realtime", "tools": self.with_client_tools(self.bridge.declarations())},
                 });
                 push_up(to_up, &update)
             }
@@ -883,7 +883,7 @@ impl Session {
                     Value::Object(s) => s,
                     _ => return Ok(()),
                 };
-                let tools = self.gemini_tools(self.bridge.declarations());
+                let tools = self.with_client_tools(self.bridge.declarations());
                 setup.insert("tools".into(), tools);
                 setup.insert("sessionResumption".into(), json!({"handle": handle}));
                 let up = connect(&self.url, Format::GeminiLive, &self.key, self.relay.max_message)
@@ -932,16 +932,9 @@ impl Session {
             .collect();
     }
 
-    fn openai_tools(&self, ours: Value) -> Value {
-        let mut tools = match ours {
-            Value::Array(t) => t,
-            _ => Vec::new(),
-        };
-        tools.extend(self.client_tools.iter().cloned());
-        Value::Array(tools)
-    }
-
-    fn gemini_tools(&self, ours: Value) -> Value {
+    /// The agent's tools (`ours`, the bridge's declarations) and the
+    /// client's own, as one `tools` array (OpenAI's or Gemini's).
+    fn with_client_tools(&self, ours: Value) -> Value {
         let mut tools = match ours {
             Value::Array(t) => t,
             _ => Vec::new(),
@@ -994,7 +987,7 @@ impl Session {
         if !setup.contains_key("inputAudioTranscription") && !setup.contains_key("input_audio_transcription") {
             setup.insert("inputAudioTranscription".into(), json!({}));
         }
-        setup.insert("tools".into(), self.gemini_tools(self.bridge.declarations()));
+        setup.insert("tools".into(), self.with_client_tools(self.bridge.declarations()));
         self.declared = true;
         Value::Object(setup)
     }
