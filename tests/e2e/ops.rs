@@ -427,7 +427,10 @@ fn doctor_finds_the_typos() {
         .unwrap();
     let mut first = String::new();
     std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut first).unwrap();
-    child.kill().unwrap();
+    // SIGTERM, not SIGKILL: logs are written by a thread of their own, and
+    // a stopping host flushes them (a kill could beat the writer).
+    let term = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    assert!(term.success());
     let o = child.wait_with_output().unwrap();
     assert!(
         stderr(&o).contains("unknown tool \\\"rol\\\"") || stderr(&o).contains("unknown tool \"rol\""),
