@@ -475,7 +475,7 @@ impl Session {
                         }
                         let len = b.len();
                         if !to_up.push(ToUpstream::Send(tungstenite::Message::Binary(b)), len) {
-                            break Close::new(1008, "the upstream voice API is not reading; session closed")
+                            break up_not_reading()
                         }
                     }
                     Some(Ok(Message::Close(_))) | None => break Close::new(1000, ""),
@@ -568,14 +568,7 @@ impl Session {
     /// `session.update` gets the agent's tools; answers to the relay's
     /// calls are dropped; the rest passes.
     fn on_client(&mut self, text: &str, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
-        let forward = |t: String| {
-            let len = t.len();
-            if to_up.push(ToUpstream::Send(tungstenite::Message::text(t)), len) {
-                Ok(())
-            } else {
-                Err(Close::new(1008, "the upstream voice API is not reading; session closed"))
-            }
-        };
+        let forward = |t: String| push_text(to_up, t);
         let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(text) else {
             // Not ours to judge: the upstream answers what it cannot parse.
             return forward(text.to_string());
@@ -901,7 +894,7 @@ impl Session {
                 }
                 tracing::debug!(session = self.bridge.session_id(), "gemini session resumed with new tools");
                 if !to_up.push(ToUpstream::Swap(tx), 0) {
-                    return Err(Close::new(1008, "the upstream voice API is not reading; session closed"));
+                    return Err(up_not_reading());
                 }
                 self.retired = Some(std::mem::replace(up_rx, rx));
                 Ok(())
@@ -1024,13 +1017,17 @@ async fn next_of(
 }
 
 fn push_up(to_up: &Outbox<ToUpstream>, event: &Value) -> Result<(), Close> {
-    let text = event.to_string();
+    push_text(to_up, event.to_string())
+}
+
+/// Queues `text` for the upstream, or the close for one that does not read.
+fn push_text(to_up: &Outbox<ToUpstream>, text: String) -> Result<(), Close> {
     let len = text.len();
-    if to_up.push(ToUpstream::Send(tungstenite::Message::text(text)), len) {
-        Ok(())
-    } else {
-        Err(Close::new(1008, "the upstream voice API is not reading; session closed"))
-    }
+    if to_up.push(ToUpstream::Send(tungstenite::Message::text(text)), len) { Ok(()) } else { Err(up_not_reading()) }
+}
+
+fn up_not_reading() -> Close {
+    Close::new(1008, "the upstream voice API is not reading; session closed")
 }
 
 fn not_reading() -> Close {

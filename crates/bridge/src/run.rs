@@ -143,12 +143,7 @@ impl Bridge {
     /// visible tools changed from what the engine was last told, the event
     /// that re-declares them.
     pub fn update_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
-        if self.is_closed() {
-            return Err(BridgeError::Closed);
-        }
-        if utterance.len() > MAX_UTTERANCE_BYTES {
-            return Err(BridgeError::UtteranceTooLong { bytes: utterance.len(), limit: MAX_UTTERANCE_BYTES });
-        }
+        self.admit_utterance(utterance)?;
         let tier = self.host.begin_turn(&self.conversation, utterance, cues);
         let declare = self.refresh();
         tracing::debug!(
@@ -158,16 +153,22 @@ impl Bridge {
         Ok(TierUpdate { tier, declare })
     }
 
-    /// [`Bridge::update_tier`] for more words of the same utterance (a
-    /// transcript that arrives in pieces): the turn is refined, not begun
-    /// again ([`Host::refine_turn`]): its calls stay counted.
-    pub fn refine_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
+    /// Refuses an utterance on a closed bridge, or one over the limit.
+    fn admit_utterance(&self, utterance: &str) -> Result<(), BridgeError> {
         if self.is_closed() {
             return Err(BridgeError::Closed);
         }
         if utterance.len() > MAX_UTTERANCE_BYTES {
             return Err(BridgeError::UtteranceTooLong { bytes: utterance.len(), limit: MAX_UTTERANCE_BYTES });
         }
+        Ok(())
+    }
+
+    /// [`Bridge::update_tier`] for more words of the same utterance (a
+    /// transcript that arrives in pieces): the turn is refined, not begun
+    /// again ([`Host::refine_turn`]): its calls stay counted.
+    pub fn refine_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
+        self.admit_utterance(utterance)?;
         let tier = self.host.refine_turn(&self.conversation, utterance, cues);
         Ok(TierUpdate { tier, declare: self.refresh() })
     }

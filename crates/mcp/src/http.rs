@@ -139,9 +139,7 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
         }
     };
     if front.drain.is_draining() {
-        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
-        r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
-        return r;
+        return shutting_down();
     }
     relay(VoiceRequest { agent, path, request }).await
 }
@@ -590,6 +588,14 @@ async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: 
     }
 }
 
+/// 503 with `Retry-After` and `shutting_down`: a new session while the
+/// host stops.
+fn shutting_down() -> Response {
+    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
+    r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    r
+}
+
 /// 429 with `Retry-After` and `capacity_exceeded`.
 fn too_many(what: &str, wait: Duration) -> Response {
     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
@@ -797,9 +803,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     }
     let opens_session = session.is_none() && request.method() == axum::http::Method::POST;
     if opens_session && front.drain.is_draining() {
-        let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
-        r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
-        return r;
+        return shutting_down();
     }
     match &session {
         Some(id) => front.sessions.touch(id),
