@@ -523,13 +523,9 @@ impl Session {
                     Some(Err(_)) | None => self.retired = None,
                 },
                 Some(events) = calls_rx.recv() => {
-                    for e in events {
-                        let text = e.to_string();
-                        let len = text.len();
-                        if !to_up.push(ToUpstream::Send(tungstenite::Message::text(text)), len) {
-                            break;
-                        }
-                    }
+                    // An output that cannot be queued ends the session: the
+                    // model would otherwise wait on it for ever.
+                    if let Err(c) = events.iter().try_for_each(|e| push_up(&to_up, e)) { break c }
                 }
                 changed = changes.changed() => {
                     if changed.is_ok() && let Err(c) = self.redeclare(&to_up, &mut up_rx).await { break c }
@@ -725,7 +721,9 @@ impl Session {
         calls: &mpsc::UnboundedSender<Vec<Value>>,
         up_rx: &mut futures::stream::SplitStream<UpStream>,
     ) -> Result<(), Close> {
-        if text.contains("sessionResumptionUpdate") || text.contains("goAway") {
+        let stale = serde_json::from_str::<serde_json::Map<String, Value>>(text)
+            .is_ok_and(|m| m.contains_key("sessionResumptionUpdate") || m.contains_key("goAway"));
+        if stale {
             return Ok(());
         }
         self.on_upstream(text, to_client, to_up, calls, up_rx).await
