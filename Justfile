@@ -36,6 +36,12 @@ bench-voice:
     cargo build --release
     tests/peers/.venv/bin/python crates/bench/voice/relay_bench.py
 
+# The memory tools on PostgreSQL against SQLite, beside a throwaway
+# PostgreSQL cluster (needs scripts/install-peers).
+bench-memory:
+    cargo bench -p toolhost-bench --bench memory --no-run
+    crates/bench/memory/with-postgres cargo bench -p toolhost-bench --bench memory
+
 # Lints, as CI-clean as the code must be.
 lint:
     cargo fmt --all -- --check

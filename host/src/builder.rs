@@ -10,6 +10,50 @@ use crate::budget::persist::{MeasurementStore, MeasurementsFile};
 use crate::calibrate::CalibrationStore;
 use crate::config::Config;
 use crate::memory::{MemoryError, MemoryStore};
+
+/// Where the configured memory store is: `memory.url` (PostgreSQL), or the
+/// SQLite file at `memory.path` (default `<state dir>/memory.sqlite3`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum MemoryLocation {
+    /// A SQLite file.
+    File(PathBuf),
+    /// A PostgreSQL URL.
+    Postgres(String),
+}
+
+impl MemoryLocation {
+    /// The store `cfg` names, with `state` as the state directory.
+    pub fn of(cfg: &Config, state: &Path) -> MemoryLocation {
+        match &cfg.memory.url {
+            Some(url) => MemoryLocation::Postgres(url.clone()),
+            None => MemoryLocation::File(
+                cfg.memory.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("memory.sqlite3")),
+            ),
+        }
+    }
+
+    /// Opens (or creates) the store.
+    pub fn open(&self) -> Result<MemoryStore, MemoryError> {
+        match self {
+            MemoryLocation::File(path) => MemoryStore::open(path),
+            MemoryLocation::Postgres(url) => MemoryStore::connect(url),
+        }
+    }
+}
+
+impl std::fmt::Display for MemoryLocation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MemoryLocation::File(path) => write!(f, "{}", path.display()),
+            MemoryLocation::Postgres(url) => f.write_str(&crate::memory::redact(url)),
+        }
+    }
+}
+
+fn open_memory(cfg: &Config, state: &Path) -> Result<MemoryStore, BuildError> {
+    let at = MemoryLocation::of(cfg, state);
+    at.open().map_err(|source| BuildError::Memory { at: at.to_string(), source })
+}
 use crate::package::{LockFile, PackageError, TrustPolicy};
 use crate::runtime::Runtime;
 use crate::{Host, Installer};
@@ -54,10 +98,10 @@ pub enum BuildError {
         source: std::io::Error,
     },
     /// The memory store cannot be opened.
-    #[error("opening the memory store {path}: {source}")]
+    #[error("opening the memory store {at}: {source}")]
     Memory {
-        /// The file.
-        path: PathBuf,
+        /// The file, or the PostgreSQL URL without its password.
+        at: String,
         /// Why.
         source: MemoryError,
     },
@@ -439,10 +483,7 @@ impl HostBuilder {
                     cfg.audit.keep.unwrap_or(crate::audit::DEFAULT_KEEP),
                 )
         };
-        let memory_path =
-            cfg.memory.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("memory.sqlite3"));
-        let memory =
-            MemoryStore::open(&memory_path).map_err(|source| BuildError::Memory { path: memory_path, source })?;
+        let memory = open_memory(cfg, &state)?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
         let host = Host::with_budget(self.runtime()?, budget)
             .with_trust(self.trust()?)

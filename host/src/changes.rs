@@ -119,7 +119,8 @@ pub struct StoredOverride {
     pub until_unix_ms: u64,
 }
 
-fn now_unix_ms() -> u64 {
+/// Now, in milliseconds since the Unix epoch.
+pub(crate) fn now_unix_ms() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
@@ -191,6 +192,8 @@ pub struct RuntimeChanges {
     /// The record and its key; `None`: not persisted.
     store: Option<(PathBuf, [u8; 32])>,
     inner: Mutex<Inner>,
+    /// The fleet's control plane, when this host is in one.
+    cluster: std::sync::OnceLock<std::sync::Arc<crate::cluster::Cluster>>,
 }
 
 impl RuntimeChanges {
@@ -212,7 +215,34 @@ impl RuntimeChanges {
             Err(e) => (Changes::default(), Some(e)),
         };
         let inner = Inner { changes, ..Inner::default() };
-        Ok((RuntimeChanges { store: Some((path, key)), inner: Mutex::new(inner) }, refused))
+        Ok((
+            RuntimeChanges { store: Some((path, key)), inner: Mutex::new(inner), cluster: Default::default() },
+            refused,
+        ))
+    }
+
+    /// Puts this host in a fleet: each change made here from now on is
+    /// also announced to the others ([`RuntimeChanges::announce`]).
+    pub fn join(&self, cluster: std::sync::Arc<crate::cluster::Cluster>) {
+        let _ = self.cluster.set(cluster);
+    }
+
+    /// The fleet's control plane, when this host is in one.
+    pub fn cluster(&self) -> Option<&std::sync::Arc<crate::cluster::Cluster>> {
+        self.cluster.get()
+    }
+
+    /// Tells the fleet of a change made on this host (nothing outside a
+    /// fleet, or while a change from the fleet is applied). Blocking. An
+    /// error says that this host has the change and the others do not.
+    pub fn announce(&self, change: crate::cluster::Change) -> Result<(), String> {
+        let Some(cluster) = self.cluster.get() else { return Ok(()) };
+        if crate::cluster::applying_from_log() {
+            return Ok(());
+        }
+        cluster.publish(&change).map(|seq| tracing::info!(seq, ?change, "control plane: change announced")).map_err(
+            |e| format!("the change holds on this host, but the fleet was not told of it ({e}); make it again when the control plane answers"),
+        )
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

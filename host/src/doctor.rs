@@ -124,6 +124,14 @@ pub fn check_host_knowing(
             Finding::warning(at, format!("{message}; {}", unchecked.join("; ")))
         }
     };
+    // Behind a load balancer every client arrives as the balancer's Unix
+    // user (or over TCP from it): only tokens tell callers apart.
+    if cfg.cluster.url.is_some() && cfg.server.tokens.is_empty() {
+        out.push(Finding::error(
+            "cluster.url",
+            "a fleet needs server.tokens: behind a load balancer the peer is the balancer, so the local-user check cannot tell callers apart; give each agent (and the operator) a token",
+        ));
+    }
     for (i, npc) in cfg.npcs.iter().enumerate() {
         for t in &npc.tools {
             if !tools.contains(&t.as_str()) {

@@ -159,12 +159,28 @@ impl Installer {
     /// the registry cache, and pulled again at the next start), then
     /// remembered in the run-time changes (restored at the next start,
     /// undoing an earlier `plugin remove` of that name).
+    ///
+    /// In a fleet only a registry reference is taken, and the change is
+    /// announced with the digest pulled, so that every host runs the same
+    /// code.
     pub fn add_plugin_at_run_time(&self, path: &Path) -> Result<Installed, AddPluginError> {
-        let installed = match path.to_str().filter(|p| crate::oci::is_reference(p)) {
+        let reference = path.to_str().filter(|p| crate::oci::is_reference(p));
+        if self.changes.cluster().is_some() && reference.is_none() {
+            return Err(AddPluginError::Fleet(format!(
+                "{}: in a fleet (cluster.url) plugins come from a registry, so that every host pulls the same code: push it (toolhost push {} oci://REGISTRY/REPO:TAG) and add the oci:// reference",
+                path.display(),
+                path.display()
+            )));
+        }
+        let installed = match reference {
             Some(text) => self.install_plugin_ref(&OciRef::parse(text)?)?,
             None => self.install_plugin_file(path)?,
         };
         self.changes.plugin_added(&installed.name, path);
+        let pinned = installed.source.clone().unwrap_or_else(|| path.display().to_string());
+        self.changes
+            .announce(crate::cluster::Change::PluginAdded { name: installed.name.clone(), reference: pinned })
+            .map_err(AddPluginError::Fleet)?;
         Ok(installed)
     }
 
@@ -175,6 +191,8 @@ impl Installer {
     pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
         self.host.uninstall_plugin(name)?;
         self.changes.plugin_removed(name);
-        Ok(())
+        self.changes
+            .announce(crate::cluster::Change::PluginRemoved { name: name.to_string() })
+            .map_err(AddPluginError::Fleet)
     }
 }

@@ -23,6 +23,7 @@
 pub mod admin;
 mod builder;
 pub mod changes;
+pub mod cluster;
 pub mod doctor;
 pub mod install;
 pub mod metrics;
@@ -57,7 +58,7 @@ pub use toolhost_types as tool;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 
-pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder};
+pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder, MemoryLocation};
 pub use install::Installer;
 pub use toolhost_core::{
     AddPluginError, BackgroundCalibration, Batch, CacheStats, Conversation, GrantPlan, HeldPlugin, Host, Installed,

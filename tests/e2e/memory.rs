@@ -1,48 +1,80 @@
-//! The memorytool plugin over the SQLite memory store: the demo campaign,
-//! persistence across restarts, the memory grant.
+//! The memorytool plugin over both memory stores (SQLite, and PostgreSQL in
+//! a throwaway cluster): the demo campaign, persistence across restarts,
+//! moving a campaign between stores, the memory grants.
 
 use crate::common::builtin_path;
-use crate::common::{HOST, call, json_of, stderr, stdout, toolhost};
+use crate::common::{call, json_of, stderr, stdout, toolhost};
 use serde_json::{Value, json};
 use std::path::Path;
+use std::sync::{Arc, LazyLock};
 use toolhost::Host;
+use toolhost::memory::MemoryStore;
 use toolhost::runtime::{Limits, LoadErrorKind, Runtime};
 
-fn q(tool: &str, args: Value) -> Value {
-    json_of(call(&HOST, tool, args).unwrap())
+/// The memory tools' tests, each run against both stores: the SQLite file
+/// (the default) and a PostgreSQL database in a throwaway cluster
+/// (`crate::pg`).
+macro_rules! on_both_stores {
+    ($($name:ident),* $(,)?) => {
+        mod sqlite {
+            $(#[test] fn $name() { super::$name(&crate::common::HOST) })*
+        }
+        mod postgres {
+            $(#[test] fn $name() { super::$name(&super::PG_HOST) })*
+        }
+    };
 }
 
-#[test]
-fn search_sessions_finds_transcript_lines() {
-    let v = q("search_sessions", json!({"query": "Ember Crown"}));
+on_both_stores!(
+    search_sessions_finds_transcript_lines,
+    query_entities_filters_by_name_and_type,
+    get_summary_returns_attributes_relationships_and_connected_entities,
+    search_facts_ranks_facts_and_falls_back_to_transcripts,
+    concurrent_queries_are_safe,
+    remember_then_search_finds_the_fact,
+);
+
+/// The built-ins over a PostgreSQL store holding the demo campaign.
+static PG_HOST: LazyLock<Host> = LazyLock::new(|| {
+    let host = Host::new(Runtime::new(Limits::default(), Some(crate::common::CACHE.path())).unwrap());
+    let (_, url) = crate::pg::database();
+    host.set_memory(Arc::new(MemoryStore::connect(&url).unwrap()));
+    toolhost::builtin::add_builtins(&host).unwrap();
+    host
+});
+
+fn q(host: &Host, tool: &str, args: Value) -> Value {
+    json_of(call(host, tool, args).unwrap())
+}
+
+fn search_sessions_finds_transcript_lines(host: &Host) {
+    let v = q(host, "search_sessions", json!({"query": "Ember Crown"}));
     let results = v["results"].as_array().unwrap();
     assert!(!results.is_empty());
     assert!(results.iter().all(|r| r["text"].as_str().unwrap().contains("rown")), "{results:?}");
-    let only3 = q("search_sessions", json!({"query": "crown", "session_id": "session-3"}));
+    let only3 = q(host, "search_sessions", json!({"query": "crown", "session_id": "session-3"}));
     assert!(only3["results"].as_array().unwrap().iter().all(|r| r["session_id"] == "session-3"));
 }
 
-#[test]
-fn query_entities_filters_by_name_and_type() {
-    let npcs = q("query_entities", json!({"type": "npc"}));
+fn query_entities_filters_by_name_and_type(host: &Host) {
+    let npcs = q(host, "query_entities", json!({"type": "npc"}));
     let names: Vec<&str> = npcs["entities"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert!(names.contains(&"Bartok the Barkeep") && names.contains(&"Sister Cinder"), "{names:?}");
-    let v = q("query_entities", json!({"name": "bartok"}));
+    let v = q(host, "query_entities", json!({"name": "bartok"}));
     assert_eq!(v["entities"][0]["id"], "npc-bartok");
     assert_eq!(v["entities"][0]["attributes"]["race"], "halfling");
     // LIKE wildcards in the input are literal.
-    assert!(q("query_entities", json!({"name": "%"}))["entities"].as_array().unwrap().is_empty());
+    assert!(q(host, "query_entities", json!({"name": "%"}))["entities"].as_array().unwrap().is_empty());
 }
 
-#[test]
-fn get_summary_returns_attributes_relationships_and_connected_entities() {
-    let v = q("get_summary", json!({"entity_id": "npc-sister-cinder"}));
+fn get_summary_returns_attributes_relationships_and_connected_entities(host: &Host) {
+    let v = q(host, "get_summary", json!({"entity_id": "npc-sister-cinder"}));
     assert_eq!(v["entity"]["attributes"]["former_name"], "Elspeth Marrow");
     let kinds: Vec<&str> = v["relationships"].as_array().unwrap().iter().map(|r| r["kind"].as_str().unwrap()).collect();
     assert!(kinds.contains(&"leads") && kinds.contains(&"holds"), "{kinds:?}");
     let connected: Vec<&str> = v["connected"].as_array().unwrap().iter().map(|e| e["id"].as_str().unwrap()).collect();
     assert!(connected.contains(&"fac-ashen-circle") && connected.contains(&"item-ember-crown"), "{connected:?}");
-    match call(&HOST, "get_summary", json!({"entity_id": "bartok"})) {
+    match call(host, "get_summary", json!({"entity_id": "bartok"})) {
         Err(toolhost::tool::CallError::NotFound { message, .. }) => {
             assert!(message.contains("npc-bartok"), "{message}")
         }
@@ -50,29 +82,37 @@ fn get_summary_returns_attributes_relationships_and_connected_entities() {
     }
 }
 
-#[test]
-fn search_facts_ranks_facts_and_falls_back_to_transcripts() {
-    let v = q("search_facts", json!({"query": "who leads the Ashen Circle", "top_k": 3}));
+fn search_facts_ranks_facts_and_falls_back_to_transcripts(host: &Host) {
+    let v = q(host, "search_facts", json!({"query": "who leads the Ashen Circle", "top_k": 3}));
     assert_eq!(v["source"], "facts");
     let facts = v["facts"].as_array().unwrap();
     assert!(facts.len() <= 3);
     assert!(facts.iter().any(|f| f["id"] == "fact-13"), "{facts:?}");
-    let v = q("search_facts", json!({"query": "storm"}));
+    let v = q(host, "search_facts", json!({"query": "storm"}));
     assert_eq!(v["source"], "transcripts", "no fact mentions the storm");
     assert_eq!(v["facts"][0]["session_id"], "session-1");
 }
 
-#[test]
-fn concurrent_queries_are_safe() {
+fn concurrent_queries_are_safe(host: &Host) {
     std::thread::scope(|s| {
         for _ in 0..8 {
-            s.spawn(|| {
+            s.spawn(move || {
                 for _ in 0..10 {
-                    assert_eq!(q("search_facts", json!({"query": "dragon"}))["source"], "facts");
+                    assert_eq!(q(host, "search_facts", json!({"query": "dragon"}))["source"], "facts");
                 }
             });
         }
     });
+}
+
+fn remember_then_search_finds_the_fact(host: &Host) {
+    let words = format!("The ferryman owes {} silver moons.", std::process::id());
+    let v = q(host, "remember", json!({"text": words, "session_id": "session-2"}));
+    let id = v["id"].as_str().unwrap().to_string();
+    let found = q(host, "search_facts", json!({"query": "ferryman silver moons", "top_k": 3}));
+    assert_eq!(found["source"], "facts", "{found}");
+    assert_eq!(found["facts"][0]["id"], id.as_str(), "the most relevant first: {found}");
+    assert_eq!(found["facts"][0]["session_id"], "session-2", "{found}");
 }
 
 #[test]
@@ -207,4 +247,76 @@ fn remember_records_a_fact_that_search_finds_after_a_restart_and_only_with_the_w
     assert!(said.contains("memory_write"), "{said}");
     let o = run(&["call", "search_facts", r#"{"query":"without the grant"}"#]);
     assert!(!stdout(&o).contains("A write without the grant"), "{}", stdout(&o));
+}
+
+#[test]
+fn a_campaign_moves_from_sqlite_to_postgres_in_two_commands_and_its_writes_outlive_the_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, url) = crate::pg::database();
+    let (sqlite, pg) = (dir.path().join("sqlite"), dir.path().join("pg"));
+    std::fs::create_dir_all(&pg).unwrap();
+    std::fs::write(pg.join("toolhost.yaml"), format!("memory:\n  url: {url}\n")).unwrap();
+    let run = |at: &Path, args: &[&str]| {
+        toolhost().current_dir(at).env("TOOLHOST_STATE_DIR", at.join("state")).args(args).output().unwrap()
+    };
+    std::fs::create_dir_all(&sqlite).unwrap();
+    let o = run(&sqlite, &["call", "remember", r#"{"text":"The lighthouse keeper owes Lyra a favour."}"#]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let moved = dir.path().join("moved.json");
+    let o = run(&sqlite, &["memory", "export", "-o", moved.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&pg, &["memory", "import", moved.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The same campaign, record for record, in either store.
+    let (es, ep) = (run(&sqlite, &["memory", "export"]), run(&pg, &["memory", "export"]));
+    assert!(ep.status.success(), "{}", stderr(&ep));
+    let (vs, vp): (Value, Value) =
+        (serde_json::from_slice(&es.stdout).unwrap(), serde_json::from_slice(&ep.stdout).unwrap());
+    assert_eq!(vs, vp);
+    let o = run(&pg, &["call", "search_facts", r#"{"query":"lighthouse keeper"}"#]);
+    assert!(stdout(&o).contains("owes Lyra a favour"), "{}{}", stdout(&o), stderr(&o));
+    // A write acknowledged by one process is there for the next.
+    let o = run(
+        &pg,
+        &["call", "remember", r#"{"text":"The harbourmaster counts the drowned bells.","session_id":"session-1"}"#],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let id = serde_json::from_str::<Value>(&stdout(&o)).unwrap()["id"].as_str().unwrap().to_string();
+    let o = run(&pg, &["call", "search_facts", r#"{"query":"drowned bells"}"#]);
+    let found: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(found["facts"][0]["id"], id.as_str(), "{found}");
+    // Nothing went to a SQLite file.
+    assert!(!pg.join("state").join("memory.sqlite3").exists());
+}
+
+#[test]
+fn a_memory_store_set_twice_or_unreachable_is_refused_with_a_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let run = |cfg: &str, args: &[&str]| {
+        std::fs::write(dir.path().join("toolhost.yaml"), cfg).unwrap();
+        toolhost()
+            .current_dir(dir.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let o = run("memory:\n  path: ./m.sqlite3\n  url: postgres://localhost/x\n", &["tools"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("set either path (a SQLite file) or url (PostgreSQL), not both"), "{}", stderr(&o));
+    let o = run("memory:\n  url: mysql://root:hunter2@db/x\n", &["tools"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("is not a PostgreSQL URL") && !stderr(&o).contains("hunter2"), "{}", stderr(&o));
+    let o = run("memory:\n  url: postgres://toolhost:${NO_SUCH_PG_PASSWORD}@localhost/x\n", &["tools"]);
+    assert!(stderr(&o).contains("memory.url: environment variable NO_SUCH_PG_PASSWORD is not set"), "{}", stderr(&o));
+    // A socket nobody listens on: the host does not start, says where it
+    // tried, and does not print the password.
+    let nowhere = dir.path().join("no-server");
+    std::fs::create_dir_all(&nowhere).unwrap();
+    let cfg = format!("memory:\n  url: postgresql://toolhost:hunter2@/x?host={}\n", nowhere.display());
+    let o = run(&cfg, &["call", "search_facts", r#"{"query":"dragon"}"#]);
+    assert!(!o.status.success());
+    let said = stderr(&o);
+    assert!(said.contains("opening the memory store postgresql://toolhost:***@/x"), "{said}");
+    assert!(!said.contains("hunter2"), "{said}");
 }

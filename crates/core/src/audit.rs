@@ -201,6 +201,8 @@ pub struct AuditLog {
     keep: u32,
     /// Refusals of the current second, per agent and reason.
     refused: Mutex<Refusals>,
+    /// `{"host":"<id>",`: what each record starts with in a fleet.
+    host: std::sync::OnceLock<Vec<u8>>,
 }
 
 #[derive(Debug)]
@@ -227,6 +229,7 @@ impl AuditLog {
             max_bytes: DEFAULT_MAX_MB << 20,
             keep: DEFAULT_KEEP,
             refused: Mutex::default(),
+            host: std::sync::OnceLock::new(),
         }
     }
 
@@ -246,7 +249,17 @@ impl AuditLog {
             max_bytes: DEFAULT_MAX_MB << 20,
             keep: DEFAULT_KEEP,
             refused: Mutex::default(),
+            host: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Names this host in every record from now on, as `"host"` (a fleet's
+    /// `cluster.host_id`). The first id given stays.
+    pub fn set_host_id(&self, id: &str) {
+        let mut prefix = b"{\"host\":".to_vec();
+        prefix.extend(serde_json::to_vec(id).unwrap_or_else(|_| b"\"\"".to_vec()));
+        prefix.push(b',');
+        let _ = self.host.set(prefix);
     }
 
     /// Rotates the file when a record would take it past `max_mb` MiB,
@@ -349,6 +362,16 @@ impl AuditLog {
                 tracing::error!(error = %e, "cannot encode audit record");
                 return;
             }
+        };
+        // In a fleet each record names its host first.
+        let line = match self.host.get() {
+            Some(prefix) if line.first() == Some(&b'{') => {
+                let mut with = Vec::with_capacity(prefix.len() + line.len());
+                with.extend_from_slice(prefix);
+                with.extend_from_slice(&line[1..]);
+                with
+            }
+            _ => line,
         };
         // JSON allows U+2028, U+2029 and U+0085 raw inside strings, but
         // line-splitting readers (Python's splitlines, some log shippers)

@@ -76,6 +76,8 @@ pub struct Config {
     pub memory: MemoryConfig,
     /// The voice relay (`/voice/...` on `toolhost serve --http`).
     pub voice: VoiceConfig,
+    /// A fleet: hosts sharing their run-time changes through PostgreSQL.
+    pub cluster: ClusterConfig,
     /// The MCP server front (`toolhost serve`).
     pub server: ServerConfig,
     /// Which plugin packages are trusted (signatures, lock file).
@@ -373,6 +375,28 @@ pub struct MemoryConfig {
     /// The SQLite file (default: `<state dir>/memory.sqlite3`). A new store
     /// starts with the demo campaign.
     pub path: Option<PathBuf>,
+    /// A PostgreSQL database instead of the SQLite file
+    /// (`postgres://user:password@host/db`, or
+    /// `postgresql:///db?host=/run/postgresql` for a Unix socket), shared
+    /// by every host given it. `${VAR}` is replaced from the environment.
+    /// A new store starts with the demo campaign. Setting both this and
+    /// `path` is an error.
+    pub url: Option<String>,
+}
+
+/// `cluster:` section: several hosts that behave as one. Run-time changes
+/// (plugins added by OCI reference and removed, servers added and
+/// removed, DM overrides) go to the control plane's tables and are
+/// announced with PostgreSQL's `LISTEN/NOTIFY`; every host applies them.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// The control plane's database (`postgres://...`; it can be the one
+    /// of `memory.url`). `${VAR}` is replaced from the environment.
+    pub url: Option<String>,
+    /// This host's name in the fleet and in its audit records (default:
+    /// the machine's host name and the serving port, `name:port`).
+    pub host_id: Option<String>,
 }
 
 /// `voice:` section: the relay of speech-to-speech sessions (OpenAI
@@ -725,6 +749,35 @@ impl Config {
                 ));
             }
         }
+        if let Some(url) = &self.memory.url {
+            if self.memory.path.is_some() {
+                return Err(format!(
+                    "memory: set either path (a SQLite file) or url (PostgreSQL), not both{}",
+                    at("memory")
+                ));
+            }
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                return Err(format!(
+                    "memory.url: {:?} is not a PostgreSQL URL (postgres://user@host/db, or postgresql:///db?host=/socket/dir){}",
+                    url.split_once('@').map_or(url.as_str(), |(_, h)| h),
+                    at("url")
+                ));
+            }
+        }
+        if let Some(url) = &self.cluster.url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            return Err(format!(
+                "cluster.url: {:?} is not a PostgreSQL URL (postgres://user@host/db, or postgresql:///db?host=/socket/dir){}",
+                url.split_once('@').map_or(url.as_str(), |(_, h)| h),
+                at("url")
+            ));
+        }
+        if let Some(id) = &self.cluster.host_id
+            && (id.is_empty() || id.len() > 128 || id.chars().any(|c| c.is_control() || c.is_whitespace()))
+        {
+            return Err(format!("cluster.host_id: {id:?} must be 1 to 128 characters, no spaces{}", at("host_id")));
+        }
         if self.budget.max_calls_per_turn == Some(0) {
             return Err(format!(
                 "budget.max_calls_per_turn: must be at least 1 (leave it out for no cap){}",
@@ -924,6 +977,18 @@ impl Config {
                     format!("{key}: environment variable {var} is not set{line}")
                 })?;
             }
+        }
+        if let Some(url) = self.cluster.url.as_mut() {
+            *url = expand(url, &lookup).map_err(|var| {
+                let line = line_of(text, &format!("${{{var}}}")).map(|l| format!(" at line {l}")).unwrap_or_default();
+                format!("cluster.url: environment variable {var} is not set{line}")
+            })?;
+        }
+        if let Some(url) = self.memory.url.as_mut() {
+            *url = expand(url, &lookup).map_err(|var| {
+                let line = line_of(text, &format!("${{{var}}}")).map(|l| format!(" at line {l}")).unwrap_or_default();
+                format!("memory.url: environment variable {var} is not set{line}")
+            })?;
         }
         for (i, t) in self.server.tokens.iter_mut().enumerate() {
             t.token = expand(&t.token, &lookup).map_err(|var| {

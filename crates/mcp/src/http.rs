@@ -399,7 +399,8 @@ pub fn router(
         axum::routing::get(move || {
             let front = ready.clone();
             async move {
-                if front.host.readiness().is_ready() && !front.drain.is_draining() {
+                let memory = front.host.memory().is_none_or(|m| m.reachable());
+                if front.host.readiness().is_ready() && memory && !front.drain.is_draining() {
                     (StatusCode::OK, "ready\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")

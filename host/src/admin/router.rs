@@ -197,6 +197,7 @@ async fn add_server(
     let name = cfg.name.clone();
     servers.add(cfg.clone()).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
     s.admin.installer.runtime_changes().server_added(&cfg);
+    announce(&s, crate::cluster::Change::ServerAdded { server: Box::new(cfg.clone()) }).await?;
     let waiting = servers.clone();
     let _ = tokio::task::spawn_blocking(move || waiting.wait_ready(Duration::from_secs(20))).await;
     let status = s.admin.server_status().into_iter().find(|s| s.name == name);
@@ -206,6 +207,7 @@ async fn add_server(
 async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
     s.admin.installer.runtime_changes().server_removed(&name);
+    announce(&s, crate::cluster::Change::ServerRemoved { name: name.clone() }).await?;
     Ok(Json(RemovedReply { removed: name }))
 }
 
@@ -258,6 +260,20 @@ async fn refresh_secrets(State(s): State<AdminState>) -> Reply<super::api::Secre
     }
 }
 
+/// Tells the fleet of a change made here (off the async workers): `502`
+/// when the control plane did not take it.
+async fn announce(s: &AdminState, change: crate::cluster::Change) -> Result<(), ApiError> {
+    if s.admin.installer.runtime_changes().cluster().is_none() {
+        return Ok(());
+    }
+    let installer = s.admin.installer.clone();
+    match tokio::task::spawn_blocking(move || installer.runtime_changes().announce(change)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::BAD_GATEWAY, "fleet_not_told", e)),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
+    }
+}
+
 /// `not_found` naming the agents there are.
 fn unknown_agent(host: &crate::Host, name: &str) -> ApiError {
     let known: Vec<String> = host.budget().agents().iter().map(|a| format!("{:?}", a.name)).collect();
@@ -299,7 +315,13 @@ async fn set_override(
         .set_override(&req.agent, req.tier, Duration::from_secs(req.for_secs))
         .map_err(|_| unknown_agent(&s.host, &req.agent))?;
     // Kept across a restart until it expires.
-    s.admin.installer.runtime_changes().override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
+    let changes = s.admin.installer.runtime_changes();
+    changes.override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
+    let until_unix_ms = changes.overrides().iter().find(|o| o.0 == req.agent).map_or(0, |o| {
+        crate::changes::now_unix_ms().saturating_add(u64::try_from(o.2.as_millis()).unwrap_or(u64::MAX))
+    });
+    announce(&s, crate::cluster::Change::OverrideSet { agent: req.agent.clone(), tier: req.tier, until_unix_ms })
+        .await?;
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), tier = %req.tier, secs = req.for_secs, "DM override set");
     agent_reply(&s.host, &req.agent)
 }
@@ -314,6 +336,7 @@ async fn clear_override(
     s.host.budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
     s.host.budget().clear_override(&req.agent);
     s.admin.installer.runtime_changes().override_cleared(&req.agent);
+    announce(&s, crate::cluster::Change::OverrideCleared { agent: req.agent.clone() }).await?;
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");
     agent_reply(&s.host, &req.agent)
 }

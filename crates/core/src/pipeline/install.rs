@@ -52,6 +52,11 @@ pub enum AddPluginError {
     /// refused.
     #[error(transparent)]
     Fetch(Box<dyn std::error::Error + Send + Sync>),
+    /// Refused or only half done in a fleet (`cluster.url`): a plugin
+    /// file where a registry reference is needed, or a change made here
+    /// that the control plane did not take.
+    #[error("{0}")]
+    Fleet(String),
     /// The campaign memory the plugin's host functions use could not be
     /// opened.
     #[error("opening the campaign memory: {0}")]

@@ -27,6 +27,11 @@ pub trait MemoryBackend: Send + Sync + std::fmt::Debug {
     fn search_facts(&self, query: &str, limit: u32) -> Result<Vec<Fact>, String>;
     /// Records a fact, durably before it returns, and returns its new id.
     fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, String>;
+    /// Whether the store answered its last health check (for `/readyz`).
+    /// Never blocks: a store over the network checks in the background.
+    fn reachable(&self) -> bool {
+        true
+    }
 }
 
 /// The `memory_write` capability: `remember`, through the

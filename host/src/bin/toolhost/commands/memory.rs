@@ -3,9 +3,12 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use toolhost::memory::{Campaign, MemoryStore};
+use toolhost::MemoryLocation;
+use toolhost::memory::Campaign;
 
-/// The campaign memory store (session transcripts, facts, knowledge graph).
+/// The campaign memory store (session transcripts, facts, knowledge graph):
+/// the SQLite file `memory.path` (default `<state dir>/memory.sqlite3`), or
+/// the PostgreSQL database `memory.url`.
 #[derive(Debug, clap::Args)]
 pub struct Memory {
     #[command(subcommand)]
@@ -25,9 +28,9 @@ enum Action {
     },
     /// Write the whole store as a campaign file, in the shape `import`
     /// reads: `toolhost memory export -o campaign.json` then `toolhost
-    /// memory import campaign.json` against another store moves a
-    /// campaign. Safe while a host serves from the store (one read
-    /// transaction).
+    /// memory import campaign.json` against another store (say, with
+    /// `memory.url` set) moves a campaign, SQLite to PostgreSQL or back.
+    /// Safe while hosts serve from the store (one read transaction).
     Export {
         /// The file to write (replaced whole, atomically); without it, stdout.
         #[arg(short, long)]
@@ -39,21 +42,19 @@ impl Memory {
     pub fn run(self) -> Result<ExitCode> {
         let state = self.state;
         let cfg = state.config.load()?;
-        let path = cfg
-            .memory
-            .path
-            .as_ref()
-            .map(|p| cfg.resolve(p))
-            .map_or_else(|| state.state_dir().map(|d| d.join("memory.sqlite3")), Ok)?;
+        let at = match cfg.memory.url {
+            Some(_) => MemoryLocation::of(&cfg, std::path::Path::new("")),
+            None => MemoryLocation::of(&cfg, &state.state_dir()?),
+        };
         let file = match self.action {
             Action::Import { file } => file,
-            Action::Export { output } => return export(&path, output),
+            Action::Export { output } => return export(&at, output),
         };
         let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
         let campaign: Campaign =
             serde_json::from_str(&text).with_context(|| format!("{} is not a valid campaign file", file.display()))?;
-        let store = MemoryStore::open(&path).with_context(|| format!("opening the memory store {}", path.display()))?;
-        store.import(&campaign)?;
+        let store = at.open().with_context(|| format!("opening the memory store {at}"))?;
+        store.import(&campaign).with_context(|| format!("importing into the memory store {at}"))?;
         println!(
             "imported {} sessions, {} entities, {} relationships, {} facts",
             campaign.sessions.len(),
@@ -66,12 +67,14 @@ impl Memory {
 }
 
 /// `toolhost memory export`.
-fn export(path: &std::path::Path, output: Option<PathBuf>) -> Result<ExitCode> {
-    if !path.exists() {
+fn export(at: &MemoryLocation, output: Option<PathBuf>) -> Result<ExitCode> {
+    if let MemoryLocation::File(path) = at
+        && !path.exists()
+    {
         anyhow::bail!("no memory store at {} (a host creates it on its first start)", path.display());
     }
-    let store = MemoryStore::open(path).with_context(|| format!("opening the memory store {}", path.display()))?;
-    let campaign = store.export().with_context(|| format!("reading the memory store {}", path.display()))?;
+    let store = at.open().with_context(|| format!("opening the memory store {at}"))?;
+    let campaign = store.export().with_context(|| format!("reading the memory store {at}"))?;
     let mut text = serde_json::to_string_pretty(&campaign)?;
     text.push('\n');
     match output {

@@ -4,6 +4,7 @@ pub mod agents;
 mod auth;
 mod calibrate;
 mod call;
+mod cluster;
 mod doctor;
 mod grants;
 mod inspect;
@@ -44,6 +45,7 @@ pub enum Command {
     Stats(stats::Stats),
     Grants(grants::Grants),
     Memory(memory::Memory),
+    Cluster(cluster::Cluster),
     Agents(agents::Agents),
     Override(override_tier::Override),
     Reload(reload::Reload),
@@ -76,6 +78,7 @@ impl Command {
             Command::Stats(c) => c.run(),
             Command::Grants(c) => c.run(),
             Command::Memory(c) => c.run(),
+            Command::Cluster(c) => c.run(),
             Command::Agents(c) => c.run(),
             Command::Override(c) => c.run(),
             Command::Reload(c) => c.run(),

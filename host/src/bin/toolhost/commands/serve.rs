@@ -82,6 +82,25 @@ impl Serve {
             move || args.builder().map_err(|e| format!("{e:#}")),
         ));
         rt.spawn(reload_on_hangup(reloader.clone()));
+        // A fleet (cluster.url): this host's changes go to the control
+        // plane, and the others' come from it.
+        let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
+        let host_id = a.config.cluster.host_id.clone().unwrap_or_else(|| default_host_id(addr.port()));
+        if a.config.cluster.url.is_some() || a.config.cluster.host_id.is_some() {
+            host.audit().set_host_id(&host_id);
+        }
+        let cluster = match &a.config.cluster.url {
+            Some(_) if self.stdio => {
+                anyhow::bail!("cluster.url: a fleet serves over HTTP (serve --http ADDR), not stdio")
+            }
+            Some(url) => {
+                let cluster = toolhost::cluster::Cluster::connect(url, &host_id)
+                    .with_context(|| format!("joining the fleet as {host_id:?}"))?;
+                a.installer.runtime_changes().join(cluster.clone());
+                Some(cluster)
+            }
+            None => None,
+        };
         let admin = Admin {
             token: random_token()?,
             installer: a.installer.clone(),
@@ -191,9 +210,15 @@ impl Serve {
         // loading get up to server.first_list_wait_ms before the port
         // opens (as the upstreams did, in `start_and_wait`); one slower
         // joins with `list_changed`.
+        // In a fleet, the changes the others made are applied first:
+        // /readyz stays unready until they are.
+        if let Some(cluster) = &cluster {
+            let applier =
+                toolhost::cluster::HostApplier { installer: a.installer.clone(), servers: Some(servers.clone()) };
+            cluster.follow(Arc::new(applier), Some(host.readiness().hold()));
+        }
         let wait = std::time::Duration::from_millis(server_cfg.first_list_wait_ms);
         rt.block_on(host.readiness().ready_by(std::time::Instant::now() + wait));
-        let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
         let relay = toolhost::bridge::relay::Relay::new(host.clone(), &voice_cfg)?.map(Arc::new);
         let tls = match &voice_cfg.tls {
@@ -311,4 +336,12 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         () = term => {}
     }
+}
+
+/// A fleet host's id when `cluster.host_id` is not set: the machine's host
+/// name and the serving port.
+fn default_host_id(port: u16) -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|n| n.trim().to_string()).unwrap_or_default();
+    let name = if name.is_empty() { "localhost".to_string() } else { name };
+    format!("{name}:{port}")
 }

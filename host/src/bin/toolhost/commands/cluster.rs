@@ -1,0 +1,78 @@
+use crate::args::StateArgs;
+use crate::output::{print_json, print_table};
+use anyhow::{Context, Result};
+use clap::Subcommand;
+use std::process::ExitCode;
+
+/// A fleet of hosts sharing one control plane (`cluster.url` in the config).
+#[derive(Debug, clap::Args)]
+pub struct Cluster {
+    #[command(subcommand)]
+    action: Action,
+    #[command(flatten)]
+    state: StateArgs,
+}
+
+#[derive(Debug, Subcommand)]
+enum Action {
+    /// List the fleet's hosts as the control plane sees them: id, version,
+    /// last heartbeat, the last change applied and how far behind the log
+    /// that is, and each host's plugins with their digests. Hosts that
+    /// disagree (versions, plugins), lag, or are gone are flagged, and the
+    /// command then exits 1.
+    Status {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+impl Cluster {
+    pub fn run(self) -> Result<ExitCode> {
+        let cfg = self.state.config.load()?;
+        let Some(url) = cfg.cluster.url.as_deref() else {
+            anyhow::bail!("this config has no cluster.url: the host is not in a fleet (see docs/deploy.md)");
+        };
+        let Action::Status { json } = self.action;
+        let (latest, hosts) = toolhost::cluster::status(url).context("reading the control plane")?;
+        let mut flags = toolhost::cluster::mismatches(&hosts);
+        for h in &hosts {
+            if h.gone {
+                flags.push(format!("{} is gone (last seen {:.0} s ago)", h.host_id, h.last_seen_secs));
+            } else if h.lag > 0 && h.last_seen_secs > toolhost::cluster::HEARTBEAT.as_secs_f64() * 2.0 {
+                flags.push(format!("{} is {} changes behind", h.host_id, h.lag));
+            }
+        }
+        if json {
+            print_json(&serde_json::json!({"latest_change": latest, "hosts": hosts, "problems": flags}))?;
+        } else {
+            let rows: Vec<[String; 6]> = hosts
+                .iter()
+                .map(|h| {
+                    [
+                        h.host_id.clone(),
+                        h.version.clone(),
+                        if h.gone {
+                            format!("{:.0} s ago (gone)", h.last_seen_secs)
+                        } else {
+                            format!("{:.1} s ago", h.last_seen_secs)
+                        },
+                        h.applied_seq.to_string(),
+                        h.lag.to_string(),
+                        h.plugins
+                            .iter()
+                            .map(|(n, d)| format!("{n}@{}", toolhost::cluster::short(d)))
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ]
+                })
+                .collect();
+            println!("latest change: {latest}");
+            print_table(&["HOST", "VERSION", "LAST SEEN", "APPLIED", "LAG", "PLUGINS"], &rows);
+            for f in &flags {
+                println!("mismatch: {f}");
+            }
+        }
+        Ok(if flags.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    }
+}

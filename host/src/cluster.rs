@@ -1,0 +1,573 @@
+//! The fleet's control plane (`cluster.url`): several hosts that behave as
+//! one, through PostgreSQL rather than a protocol of our own.
+//!
+//! - Every run-time change made on a host (a plugin added by OCI reference,
+//!   pinned to its digest; a plugin removed; a server added or removed; a
+//!   DM override set or cleared) is appended to `cluster_changes` and
+//!   announced on the channel [`CHANNEL`] with `NOTIFY`, in one
+//!   transaction.
+//! - Every host `LISTEN`s, and on each notice (and every few seconds, and
+//!   after a reconnect) applies the changes after the last one it applied,
+//!   in order, through the same paths as a local change: a plugin is pulled
+//!   by digest through the trust policy and the capability checks.
+//! - A host that starts, or comes back after a partition, catches up from
+//!   the table, not from notices it missed; `/readyz` is unready until it
+//!   has.
+//! - Each host writes a heartbeat row in `cluster_hosts` (version, last
+//!   seen, last change applied, plugins and their digests):
+//!   `toolhost cluster status` reads them.
+//!
+//! Changes are applied in the order the database gave them, but a host
+//! applies its own change at once and skips it in the log: two operators
+//! changing the same thing on two hosts within the same second can leave
+//! those two hosts disagreeing until the next change to it. `cluster
+//! status` flags hosts whose plugins differ.
+
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::Duration;
+use tokio_postgres::NoTls;
+
+/// The `LISTEN/NOTIFY` channel of the control plane.
+pub const CHANNEL: &str = "toolhost_changes";
+
+/// How often a host writes its heartbeat, and reads the log even without
+/// a notice.
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// A host not seen for this long is listed as gone.
+pub const GONE_AFTER: Duration = Duration::from_secs(10);
+
+const SCHEMA: &str = r#"
+SELECT pg_advisory_xact_lock(hashtext('toolhost cluster schema'));
+CREATE TABLE IF NOT EXISTS cluster_changes (
+    seq BIGSERIAL PRIMARY KEY, at TIMESTAMPTZ NOT NULL DEFAULT now(),
+    host_id TEXT NOT NULL, change TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cluster_hosts (
+    host_id TEXT PRIMARY KEY, version TEXT NOT NULL, started TIMESTAMPTZ NOT NULL,
+    last_seen TIMESTAMPTZ NOT NULL, applied_seq BIGINT NOT NULL, plugins TEXT NOT NULL);
+"#;
+
+/// One run-time change, as the log holds it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Change {
+    /// A plugin added from a registry, pinned (`oci://...@sha256:...`).
+    PluginAdded {
+        /// The plugin's name.
+        name: String,
+        /// The pinned reference.
+        reference: String,
+    },
+    /// A plugin removed.
+    PluginRemoved {
+        /// The plugin's name.
+        name: String,
+    },
+    /// An external MCP server added.
+    ServerAdded {
+        /// Its configuration.
+        server: Box<crate::config::McpServerConfig>,
+    },
+    /// An external MCP server removed.
+    ServerRemoved {
+        /// Its name.
+        name: String,
+    },
+    /// A DM override: `agent` works at `tier` until the time given.
+    OverrideSet {
+        /// The agent.
+        agent: String,
+        /// The tier.
+        tier: crate::budget::Tier,
+        /// When it ends, in milliseconds since the Unix epoch.
+        until_unix_ms: u64,
+    },
+    /// A DM override ended early.
+    OverrideCleared {
+        /// The agent.
+        agent: String,
+    },
+}
+
+/// Why the control plane could not be reached or used.
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    /// PostgreSQL failed.
+    #[error("control plane {at}: {source}")]
+    Postgres {
+        /// The URL, without its password.
+        at: String,
+        /// Why.
+        source: tokio_postgres::Error,
+    },
+    /// `cluster.url` could not be used.
+    #[error("control plane {at}: {reason}")]
+    Unusable {
+        /// The URL, without its password.
+        at: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A host's row in `cluster_hosts`, as `toolhost cluster status` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct HostRow {
+    /// `cluster.host_id`.
+    pub host_id: String,
+    /// The toolhost version it runs.
+    pub version: String,
+    /// Seconds since its last heartbeat.
+    pub last_seen_secs: f64,
+    /// The last change it applied.
+    pub applied_seq: i64,
+    /// Changes in the log after it.
+    pub lag: i64,
+    /// Its plugins, name to digest (or fingerprint).
+    pub plugins: std::collections::BTreeMap<String, String>,
+    /// Whether it is gone (no heartbeat for [`GONE_AFTER`]).
+    pub gone: bool,
+}
+
+/// How a host applies a change from another host, and reports its plugins.
+pub trait Apply: Send + Sync {
+    /// Applies one change (on a blocking thread). A failure is logged; the
+    /// host moves on to the next change.
+    fn apply(&self, change: &Change) -> Result<(), String>;
+    /// The plugins this host runs, name to digest, for its heartbeat.
+    fn plugins(&self) -> std::collections::BTreeMap<String, String>;
+}
+
+thread_local! {
+    /// Set while a change from the log is applied on this thread: the
+    /// run-time record must not publish it again.
+    static APPLYING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether this thread is applying a change from the log.
+pub fn applying_from_log() -> bool {
+    APPLYING.with(std::cell::Cell::get)
+}
+
+/// A host's link to the control plane.
+#[derive(Debug)]
+pub struct Cluster {
+    host_id: String,
+    config: tokio_postgres::Config,
+    target: String,
+    /// The last change applied (or skipped as this host's own).
+    applied: AtomicI64,
+    caught_up: AtomicBool,
+    /// When this host joined.
+    started: std::time::SystemTime,
+    rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+async fn connect(
+    config: &tokio_postgres::Config,
+) -> Result<
+    (tokio_postgres::Client, tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>),
+    tokio_postgres::Error,
+> {
+    let mut config = config.clone();
+    config.connect_timeout(Duration::from_secs(5));
+    config.connect(NoTls).await
+}
+
+impl Cluster {
+    /// Connects to the control plane at `url` as `host_id`, creating its
+    /// tables where missing.
+    pub fn connect(url: &str, host_id: &str) -> Result<Arc<Cluster>, ClusterError> {
+        let target = crate::memory::redact(url);
+        let config: tokio_postgres::Config =
+            url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("toolhost-cluster")
+            .enable_all()
+            .build()
+            .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
+        let pg = |source| ClusterError::Postgres { at: target.clone(), source };
+        rt.block_on(async {
+            let (mut client, conn) = connect(&config).await?;
+            let driver = tokio::spawn(conn);
+            let tx = client.transaction().await?;
+            tx.batch_execute(SCHEMA).await?;
+            tx.commit().await?;
+            drop(client);
+            let _ = driver.await;
+            Ok::<_, tokio_postgres::Error>(())
+        })
+        .map_err(pg)?;
+        Ok(Arc::new(Cluster {
+            host_id: host_id.to_string(),
+            config,
+            target,
+            applied: AtomicI64::new(0),
+            caught_up: AtomicBool::new(false),
+            started: std::time::SystemTime::now(),
+            rt: Some(rt),
+        }))
+    }
+
+    /// This host's id.
+    pub fn host_id(&self) -> &str {
+        &self.host_id
+    }
+
+    /// Whether this host has applied every change the log held when it
+    /// last read it (false until the first catch-up).
+    pub fn caught_up(&self) -> bool {
+        self.caught_up.load(Ordering::Acquire)
+    }
+
+    fn rt(&self) -> &tokio::runtime::Runtime {
+        self.rt.as_ref().expect("the runtime lives until drop")
+    }
+
+    /// Appends `change` to the log and announces it, in one transaction.
+    /// Returns its sequence number. Blocking.
+    pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
+        let text = serde_json::to_string(change).expect("a change serializes");
+        let (config, host_id) = (self.config.clone(), self.host_id.clone());
+        let work = async move {
+            let (mut client, conn) = connect(&config).await?;
+            let driver = tokio::spawn(conn);
+            let tx = client.transaction().await?;
+            let seq: i64 = tx
+                .query_one(
+                    "INSERT INTO cluster_changes (host_id, change) VALUES ($1, $2) RETURNING seq",
+                    &[&host_id, &text],
+                )
+                .await?
+                .get(0);
+            tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()]).await?;
+            tx.commit().await?;
+            drop(client);
+            let _ = driver.await;
+            Ok::<_, tokio_postgres::Error>(seq)
+        };
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        self.rt().spawn(async move {
+            let _ = tx.send(tokio::time::timeout(Duration::from_secs(10), work).await);
+        });
+        match rx.recv() {
+            Ok(Ok(Ok(seq))) => Ok(seq),
+            Ok(Ok(Err(source))) => Err(ClusterError::Postgres { at: self.target.clone(), source }),
+            _ => Err(ClusterError::Unusable { at: self.target.clone(), reason: "no answer within 10 s".into() }),
+        }
+    }
+
+    /// Starts following the log: catches up, then applies each change as
+    /// it is announced, reconnecting after a failure; and writes this
+    /// host's heartbeat. `ready` is dropped after the first catch-up.
+    pub fn follow(self: &Arc<Self>, apply: Arc<dyn Apply>, ready: Option<toolhost_core::readiness::ReadyHold>) {
+        let (me, applier) = (self.clone(), apply.clone());
+        self.rt().spawn(async move {
+            let mut ready = ready;
+            loop {
+                if let Err(e) = me.follow_once(&applier, &mut ready).await {
+                    tracing::warn!(error = %e, "control plane: connection lost; catching up when it is back");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+        let me = self.clone();
+        self.rt().spawn(async move {
+            loop {
+                if let Err(e) = me.heartbeat(&apply).await {
+                    tracing::debug!(error = %e, "control plane: heartbeat failed");
+                }
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+        });
+    }
+
+    async fn follow_once(
+        &self,
+        apply: &Arc<dyn Apply>,
+        ready: &mut Option<toolhost_core::readiness::ReadyHold>,
+    ) -> Result<(), tokio_postgres::Error> {
+        use futures::StreamExt as _;
+        let (client, mut conn) = connect(&self.config).await?;
+        let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
+        let driver = tokio::spawn(async move {
+            let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
+            while let Some(m) = messages.next().await {
+                match m {
+                    Ok(tokio_postgres::AsyncMessage::Notification(_)) => {
+                        let _ = notices_tx.send(());
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        });
+        client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        loop {
+            let before = self.applied.load(Ordering::Acquire);
+            self.catch_up(&client, apply).await?;
+            if self.applied.load(Ordering::Acquire) != before {
+                // `cluster status` sees the change applied at once.
+                let _ = self.heartbeat(apply).await;
+            }
+            if ready.take().is_some() {
+                tracing::info!(applied = self.applied.load(Ordering::Acquire), "control plane: caught up");
+            }
+            self.caught_up.store(true, Ordering::Release);
+            tokio::select! {
+                n = notices.recv() => {
+                    if n.is_none() {
+                        break;
+                    }
+                    // A burst of notices is one read of the log.
+                    while notices.try_recv().is_ok() {}
+                }
+                () = tokio::time::sleep(HEARTBEAT) => {}
+            }
+        }
+        match driver.await {
+            Ok(Err(e)) => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    async fn catch_up(
+        &self,
+        client: &tokio_postgres::Client,
+        apply: &Arc<dyn Apply>,
+    ) -> Result<(), tokio_postgres::Error> {
+        let from = self.applied.load(Ordering::Acquire);
+        let rows = client
+            .query("SELECT seq, host_id, change FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
+            .await?;
+        for row in rows {
+            let (seq, origin, text): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+            // At start every change is applied, this host's own included
+            // (they may predate its local record); after, its own were
+            // applied when they were made.
+            let own = origin == self.host_id && from > 0;
+            if !own {
+                match serde_json::from_str::<Change>(&text) {
+                    Ok(change) => {
+                        let applier = apply.clone();
+                        let outcome = tokio::task::spawn_blocking(move || {
+                            APPLYING.with(|a| a.set(true));
+                            let r = applier.apply(&change);
+                            APPLYING.with(|a| a.set(false));
+                            r.map(|()| change)
+                        })
+                        .await;
+                        match outcome {
+                            Ok(Ok(change)) => {
+                                tracing::info!(seq, from = %origin, ?change, "control plane: change applied")
+                            }
+                            Ok(Err(e)) => {
+                                tracing::warn!(seq, from = %origin, error = %e, "control plane: change not applied")
+                            }
+                            Err(e) => tracing::warn!(seq, error = %e, "control plane: applying a change failed"),
+                        }
+                    }
+                    Err(e) => tracing::warn!(seq, error = %e, "control plane: a change this version does not read"),
+                }
+            }
+            self.applied.store(seq, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    async fn heartbeat(&self, apply: &Arc<dyn Apply>) -> Result<(), tokio_postgres::Error> {
+        let started = self.started;
+        let (client, conn) = connect(&self.config).await?;
+        let driver = tokio::spawn(conn);
+        let plugins = serde_json::to_string(&apply.plugins()).unwrap_or_else(|_| "{}".into());
+        let started_secs = started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
+        client
+            .execute(
+                "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins)
+                 VALUES ($1, $2, to_timestamp($3), now(), $4, $5)
+                 ON CONFLICT (host_id) DO UPDATE SET version = EXCLUDED.version, started = EXCLUDED.started,
+                   last_seen = now(), applied_seq = EXCLUDED.applied_seq, plugins = EXCLUDED.plugins",
+                &[
+                    &self.host_id,
+                    &env!("CARGO_PKG_VERSION"),
+                    &started_secs,
+                    &self.applied.load(Ordering::Acquire),
+                    &plugins,
+                ],
+            )
+            .await?;
+        drop(client);
+        let _ = driver.await;
+        Ok(())
+    }
+}
+
+/// The fleet as the control plane sees it: every host that has written a
+/// heartbeat, and the latest change. Blocking; for `toolhost cluster status`.
+pub fn status(url: &str) -> Result<(i64, Vec<HostRow>), ClusterError> {
+    let target = crate::memory::redact(url);
+    let pg = |source| ClusterError::Postgres { at: target.clone(), source };
+    let config: tokio_postgres::Config =
+        url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
+    rt.block_on(async {
+        let (client, conn) = connect(&config).await?;
+        let driver = tokio::spawn(conn);
+        let latest: i64 = client.query_one("SELECT coalesce(max(seq), 0) FROM cluster_changes", &[]).await?.get(0);
+        let rows = client
+            .query(
+                "SELECT host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins
+                 FROM cluster_hosts ORDER BY host_id",
+                &[],
+            )
+            .await?;
+        drop(client);
+        let _ = driver.await;
+        let hosts = rows
+            .iter()
+            .map(|r| {
+                let last_seen_secs: f64 = r.get(2);
+                let applied_seq: i64 = r.get(3);
+                HostRow {
+                    host_id: r.get(0),
+                    version: r.get(1),
+                    last_seen_secs,
+                    applied_seq,
+                    lag: latest - applied_seq,
+                    plugins: serde_json::from_str(r.get::<_, &str>(4)).unwrap_or_default(),
+                    gone: last_seen_secs > GONE_AFTER.as_secs_f64(),
+                }
+            })
+            .collect();
+        Ok((latest, hosts))
+    })
+    .map_err(pg)
+}
+
+/// What differs across the live hosts: versions, and plugins missing or at
+/// another digest. Empty when they agree.
+pub fn mismatches(hosts: &[HostRow]) -> Vec<String> {
+    let live: Vec<&HostRow> = hosts.iter().filter(|h| !h.gone).collect();
+    let mut out = Vec::new();
+    let versions: std::collections::BTreeSet<&str> = live.iter().map(|h| h.version.as_str()).collect();
+    if versions.len() > 1 {
+        out.push(format!("versions differ: {}", versions.into_iter().collect::<Vec<_>>().join(", ")));
+    }
+    let names: std::collections::BTreeSet<&String> = live.iter().flat_map(|h| h.plugins.keys()).collect();
+    for name in names {
+        let digests: std::collections::BTreeSet<Option<&String>> = live.iter().map(|h| h.plugins.get(name)).collect();
+        if digests.len() > 1 {
+            let each: Vec<String> = live
+                .iter()
+                .map(|h| format!("{}={}", h.host_id, h.plugins.get(name).map_or("missing", |d| short(d))))
+                .collect();
+            out.push(format!("plugin {name}: {}", each.join(", ")));
+        }
+    }
+    out
+}
+
+/// A digest's first 12 hex digits, for listings.
+pub fn short(digest: &str) -> &str {
+    let d = digest.strip_prefix("sha256:").unwrap_or(digest);
+    d.get(..12).unwrap_or(d)
+}
+
+/// Applies the fleet's changes to this host through its own paths: the
+/// installer (trust policy, capability checks, the registry cache), the
+/// external servers, the budget; each also goes to the host's run-time
+/// record, so that a restart without the control plane keeps it.
+pub struct HostApplier {
+    /// The host's installer.
+    pub installer: Arc<crate::Installer>,
+    /// Its external servers, when it runs any.
+    pub servers: Option<Arc<crate::mcp::ExternalServers>>,
+}
+
+impl Apply for HostApplier {
+    fn apply(&self, change: &Change) -> Result<(), String> {
+        let host = self.installer.host();
+        let changes = self.installer.runtime_changes();
+        match change {
+            Change::PluginAdded { name, reference } => {
+                // Already added from this very reference (a restart
+                // replaying the log): nothing to pull.
+                let loaded = host.registry().snapshot().providers().any(|p| p.name() == name);
+                if loaded
+                    && changes
+                        .added_plugins()
+                        .iter()
+                        .any(|p| p.name == *name && p.path.as_os_str() == reference.as_str())
+                {
+                    return Ok(());
+                }
+                self.installer
+                    .add_plugin_at_run_time(std::path::Path::new(reference))
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            Change::PluginRemoved { name } => {
+                if host.registry().snapshot().providers().any(|p| p.name() == name) {
+                    self.installer.remove_plugin_at_run_time(name).map_err(|e| e.to_string())
+                } else {
+                    changes.plugin_removed(name);
+                    Ok(())
+                }
+            }
+            Change::ServerAdded { server } => {
+                let servers = self.servers.as_ref().ok_or("this host runs no external servers")?;
+                let _ = servers.remove(&server.name);
+                servers.add((**server).clone()).map_err(|e| e.to_string())?;
+                changes.server_added(server);
+                Ok(())
+            }
+            Change::ServerRemoved { name } => {
+                if let Some(servers) = &self.servers {
+                    let _ = servers.remove(name);
+                }
+                changes.server_removed(name);
+                Ok(())
+            }
+            Change::OverrideSet { agent, tier, until_unix_ms } => {
+                let left = until_unix_ms.saturating_sub(crate::changes::now_unix_ms());
+                if left == 0 {
+                    return Ok(());
+                }
+                let ttl = Duration::from_millis(left);
+                host.budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
+                changes.override_set(agent, *tier, ttl);
+                Ok(())
+            }
+            Change::OverrideCleared { agent } => {
+                host.budget().clear_override(agent);
+                changes.override_cleared(agent);
+                Ok(())
+            }
+        }
+    }
+
+    fn plugins(&self) -> std::collections::BTreeMap<String, String> {
+        self.installer
+            .host()
+            .registry()
+            .snapshot()
+            .providers()
+            .filter_map(|p| Some((p.name().to_string(), p.fingerprint()?.to_string())))
+            .collect()
+    }
+}

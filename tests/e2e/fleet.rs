@@ -1,0 +1,203 @@
+//! A fleet on loopback: a throwaway PostgreSQL (`crate::pg`) holding the
+//! control plane and the campaign memory, three `toolhost serve --http`
+//! hosts, and HAProxy with `deploy/haproxy.cfg` in front. Changes made
+//! through one host reach the others' sessions; a host started later comes
+//! up with them.
+
+use crate::common::{stderr, stdout};
+use crate::live::{Proc, eventually, names};
+use crate::oci::{Registry, ok, run, signed, th, trust};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+use toolhost_test_artifacts::SWAP_V1_PATH;
+
+/// One host of the fleet: its directory (config, state, cache) and URL.
+struct Member {
+    dir: PathBuf,
+    url: String,
+    proc: Option<Proc>,
+}
+
+const AGENTS: &str = "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts, remember, version]\n  - name: mirela\n    budget_tier: fast\n    tools: [roll]\n  - name: lyra\n    budget_tier: fast\n    tools: [roll]\n";
+
+/// Writes `dir/toolhost.yaml` for host `id` of the fleet on `url`, trusting
+/// the key in `keys`.
+fn configure(dir: &Path, keys: &Path, id: &str, url: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("toolhost.yaml"),
+        format!(
+            "trust:\n  key_files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\n{AGENTS}",
+            keys.join("alice.pub").display()
+        ),
+    )
+    .unwrap();
+}
+
+fn start(dir: &Path) -> (Proc, String) {
+    let mut cmd = th(dir);
+    cmd.args(["serve", "--http", "127.0.0.1:0"]);
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    crate::live::spawn_serving_logged(cmd, log)
+}
+
+/// HAProxy with the shipped config, listening on a free loopback port, in
+/// front of `hosts`.
+fn haproxy(dir: &Path, hosts: &[&Member]) -> (Proc, String) {
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/haproxy.cfg")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (head, _) = shipped.split_once("    # FLEET-SERVERS").expect("the servers marker in deploy/haproxy.cfg");
+    let mut cfg = head.replace("    bind :8700\n", &format!("    bind 127.0.0.1:{port}\n"));
+    for (i, m) in hosts.iter().enumerate() {
+        let addr = m.url.trim_start_matches("http://");
+        cfg.push_str(&format!("    server host{i} {addr} check\n"));
+    }
+    let path = dir.join("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let check =
+        Command::new("haproxy").arg("-c").arg("-f").arg(&path).output().expect("haproxy (scripts/install-peers)");
+    assert!(check.status.success(), "haproxy -c: {}{}", stdout(&check), stderr(&check));
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("haproxy.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "haproxy did not listen on {port}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (Proc(child), url)
+}
+
+/// A session at `url` (an agent's endpoint), counting `list_changed`.
+async fn session(url: &str) -> (crate::live::Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use rmcp::ServiceExt as _;
+    let w = crate::live::Watcher::default();
+    let count = w.0.clone();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(url.to_string());
+    (w.serve(transport).await.expect("initialize"), count)
+}
+
+/// The names a session sees, sorted.
+async fn sorted(c: &crate::live::Client) -> Vec<String> {
+    let mut n = names(c).await;
+    n.sort();
+    n
+}
+
+/// Whether `m`'s audit trail holds a call of `agent`'s, naming the host.
+fn served(m: &Member, id: &str, agent: &str) -> bool {
+    let trail = std::fs::read_to_string(m.dir.join("state/audit.jsonl")).unwrap_or_default();
+    trail
+        .lines()
+        .any(|l| l.starts_with(&format!("{{\"host\":\"{id}\",")) && l.contains(&format!("\"agent\":\"{agent}\"")))
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_with_it() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (_, url) = crate::pg::database();
+    // A signed plugin in a registry, for `plugin add oci://`.
+    let reg = Registry::start(root, None);
+    trust(root, "alice", "");
+    let tool = signed(root, SWAP_V1_PATH, "alice", "version", "1.0.0", "v1");
+    let reference = reg.reference("tools/version:1.0.0");
+    ok(&run(root, &["push", tool.to_str().unwrap(), &reference]));
+
+    let mut fleet: Vec<Member> = ["a", "b", "c"]
+        .iter()
+        .map(|id| {
+            let dir = root.join(id);
+            configure(&dir, &root.join("keys"), id, &url);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let (_lb, front) = haproxy(root, &fleet.iter().collect::<Vec<_>>());
+
+    // Three agents' sessions through the balancer, each with a call.
+    let mut clients = Vec::new();
+    for agent in ["bartok", "mirela", "lyra"] {
+        let (c, changed) = session(&format!("{front}/mcp/{agent}")).await;
+        let args = serde_json::json!({"expression": "1d20"}).as_object().cloned();
+        c.call_tool(rmcp::model::CallToolRequestParams::new("roll").with_arguments(args.unwrap())).await.unwrap();
+        clients.push((agent, c, changed));
+    }
+    let (_, bartok, changed) = &clients[0];
+    assert_eq!(sorted(bartok).await, ["roll"], "FAST: roll only");
+    // The host that served bartok (its audit trail names it); the
+    // override goes through another.
+    let ids = ["a", "b", "c"];
+    let holder = (0..3).find(|&i| served(&fleet[i], ids[i], "bartok")).expect("a host's audit names bartok's call");
+    let other = (holder + 1) % 3;
+    let before = changed.load(Ordering::SeqCst);
+    let o = run(&fleet[other].dir, &["override", "bartok", "deep", "--for", "10m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    eventually("list_changed on another host's session after the override", async || {
+        changed.load(Ordering::SeqCst) > before
+    })
+    .await;
+    assert_eq!(sorted(bartok).await, ["remember", "roll", "search_facts"], "DEEP now, on host {holder}");
+
+    // A plugin added through one host is callable through every host.
+    let o = run(&fleet[1].dir, &["plugin", "add", &reference]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    for m in &fleet {
+        let dir = m.dir.clone();
+        eventually("the plugin on every host", async || {
+            let o = run(&dir, &["status", "--json"]);
+            let v: Value = serde_json::from_str(&stdout(&o)).unwrap_or_default();
+            v["providers"].as_array().is_some_and(|p| p.iter().any(|p| p["name"] == "version"))
+        })
+        .await;
+    }
+    // In a fleet a file is refused, saying why.
+    let o = run(&fleet[0].dir, &["plugin", "add", tool.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("in a fleet (cluster.url) plugins come from a registry"), "{}", stderr(&o));
+
+    // The fleet as the control plane sees it: three hosts, none behind,
+    // the same plugins at the same digests.
+    let cluster_status = || {
+        let o = run(&fleet[0].dir, &["cluster", "status", "--json"]);
+        let v: Value =
+            serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&o), stderr(&o)));
+        (o.status.success(), v)
+    };
+    eventually("every host caught up, by cluster status", async || {
+        let (ok, v) = cluster_status();
+        ok && v["hosts"]
+            .as_array()
+            .is_some_and(|h| h.len() == 3 && h.iter().all(|h| h["lag"] == 0 && h["plugins"]["version"].is_string()))
+    })
+    .await;
+    let (_, status) = cluster_status();
+    assert_eq!(status["problems"], serde_json::json!([]), "{status}");
+
+    // A host started after all this comes up with it.
+    let late = root.join("d");
+    configure(&late, &root.join("keys"), "d", &url);
+    let (proc, late_url) = start(&late);
+    fleet.push(Member { dir: late, url: late_url.clone(), proc: Some(proc) });
+    let (c, _) = session(&format!("{late_url}/mcp/bartok")).await;
+    assert_eq!(sorted(&c).await, ["remember", "roll", "search_facts", "version"], "the override and the plugin");
+    let o = run(&fleet[3].dir, &["agents", "--json"]);
+    assert!(stdout(&o).contains("\"deep\""), "{}", stdout(&o));
+    for (_, c, _) in clients {
+        let _ = c.cancel().await;
+    }
+    let _ = c.cancel().await;
+    for m in &mut fleet {
+        drop(m.proc.take());
+    }
+}
