@@ -201,3 +201,149 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
         drop(m.proc.take());
     }
 }
+
+/// `dir/toolhost.yaml` for a host of the fleet on `url` with the hostile
+/// test plugin (its `sleep` tool keeps calls in flight).
+fn configure_plain(dir: &Path, id: &str, url: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(
+        dir.join("toolhost.yaml"),
+        format!(
+            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 20\nbudget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: mirela\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: lyra\n    budget_tier: deep\n    tools: [remember, sleep]\n",
+            toolhost_test_artifacts::HOSTILE_PATH
+        ),
+    )
+    .unwrap();
+}
+
+async fn call(c: &crate::live::Client, tool: &str, args: Value) -> Result<Value, String> {
+    let params =
+        rmcp::model::CallToolRequestParams::new(tool.to_string()).with_arguments(args.as_object().unwrap().clone());
+    match c.call_tool(params).await {
+        Ok(r) if r.is_error != Some(true) => Ok(serde_json::to_value(&r).unwrap()),
+        Ok(r) => Err(format!("tool error: {r:?}")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_killed_host_loses_no_acknowledged_write_and_a_stopped_host_finishes_its_calls() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (db, url) = crate::pg::database();
+    let mut fleet: Vec<Member> = ["a", "b", "c"]
+        .iter()
+        .map(|id| {
+            let dir = root.join(id);
+            configure_plain(&dir, id, &url);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    // HAProxy 2.6 counts a new server up until its first checks fail:
+    // the fleet starts serving once every host is ready.
+    let probe = reqwest::Client::new();
+    for m in &fleet {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    let (_lb, front) = haproxy(root, &fleet.iter().collect::<Vec<_>>());
+    let agents = ["bartok", "mirela", "lyra"];
+    let mut sessions = Vec::new();
+    for agent in agents {
+        sessions.push(session(&format!("{front}/mcp/{agent}")).await.0);
+    }
+
+    // 200 writes through the balancer, one agent after the other; the host
+    // that served bartok's first write is killed after the 60th.
+    let mut acknowledged: Vec<String> = Vec::new();
+    let mut reinitialized = [0u32; 3];
+    let mut victim = None;
+    for i in 0..200 {
+        let k = i % 3;
+        if i == 60 {
+            let ids = ["a", "b", "c"];
+            let v = (0..3).find(|&h| served(&fleet[h], ids[h], "bartok")).expect("a host served bartok");
+            drop(fleet[v].proc.take()); // SIGKILL
+            victim = Some(v);
+        }
+        let text = format!("Write {i} of the fleet test.");
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match call(&sessions[k], "remember", serde_json::json!({"text": text})).await {
+                Ok(v) => {
+                    let said = v["structuredContent"]["id"].as_str().map(str::to_string).or_else(|| {
+                        let text = v["content"][0]["text"].as_str()?;
+                        serde_json::from_str::<Value>(text).ok()?["id"].as_str().map(str::to_string)
+                    });
+                    acknowledged.push(said.unwrap_or_else(|| panic!("no id in {v}")));
+                    break;
+                }
+                Err(e) => {
+                    // The session's host is gone: as MCP specifies, a new
+                    // session (the balancer sends it to a live host).
+                    assert!(victim.is_some(), "write {i} failed before any host was killed: {e}");
+                    assert!(attempts < 20, "write {i}: still failing after {attempts} attempts: {e}");
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    if let Ok(c) = tokio::time::timeout(Duration::from_secs(10), async {
+                        session(&format!("{front}/mcp/{}", agents[k])).await.0
+                    })
+                    .await
+                    {
+                        sessions[k] = c;
+                        reinitialized[k] += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(acknowledged.len(), 200);
+    // bartok's session died with its host: the client initialized again on
+    // the 404 (rmcp does it by itself; `reinitialized` counts the times
+    // this loop had to) and its writes went on through another host.
+    let v = victim.unwrap();
+    let ids = ["a", "b", "c"];
+    assert!(
+        (0..3).any(|h| h != v && served(&fleet[h], ids[h], "bartok")),
+        "bartok's writes after the kill were served by a live host (re-initialized {reinitialized:?})"
+    );
+    // Every acknowledged write is in the database.
+    let list = acknowledged.iter().map(|id| format!("'{id}'")).collect::<Vec<_>>().join(",");
+    let (ok_, found) =
+        crate::pg::cluster().psql(&db, &format!("SELECT count(*) FROM memory_facts WHERE id IN ({list})"));
+    assert!(ok_, "{found}");
+    assert_eq!(found.trim(), "200", "acknowledged writes missing after kill -9");
+
+    // SIGTERM: the calls in flight on a host finish; the host turns
+    // unready at once, and a new session goes to another host.
+    let survivor = (v + 1) % 3;
+    let direct = fleet[survivor].url.clone();
+    let mut inflight = Vec::new();
+    for agent in agents {
+        let c = session(&format!("{direct}/mcp/{agent}")).await.0;
+        inflight.push(tokio::spawn(async move {
+            let r = call(&c, "sleep", serde_json::json!({"ms": 400})).await;
+            let _ = c.cancel().await;
+            r
+        }));
+    }
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let pid = fleet[survivor].proc.as_ref().unwrap().0.id();
+    assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
+    let readyz = format!("{direct}/readyz");
+    eventually("the stopping host unready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 503))
+        .await;
+    for t in inflight {
+        let r = t.await.unwrap();
+        assert!(r.as_ref().is_ok_and(|v| v.to_string().contains("slept 400 ms")), "a call in flight at SIGTERM: {r:?}");
+    }
+    // A client starting now lands on a host still serving.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let c = session(&format!("{front}/mcp/mirela")).await.0;
+    call(&c, "remember", serde_json::json!({"text": "After the drain."})).await.unwrap();
+    let _ = c.cancel().await;
+    for m in &mut fleet {
+        drop(m.proc.take());
+    }
+}
