@@ -43,7 +43,7 @@ const SCHEMA: &str = r#"
 SELECT pg_advisory_xact_lock(hashtext('toolhost cluster schema'));
 CREATE TABLE IF NOT EXISTS cluster_changes (
     seq BIGSERIAL PRIMARY KEY, at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    host_id TEXT NOT NULL, change TEXT NOT NULL);
+    host_id TEXT NOT NULL, change TEXT NOT NULL, tag TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cluster_hosts (
     host_id TEXT PRIMARY KEY, version TEXT NOT NULL, started TIMESTAMPTZ NOT NULL,
     last_seen TIMESTAMPTZ NOT NULL, applied_seq BIGINT NOT NULL, plugins TEXT NOT NULL);
@@ -155,6 +155,8 @@ pub fn applying_from_log() -> bool {
 #[derive(Debug)]
 pub struct Cluster {
     host_id: String,
+    /// SHA-256 of `cluster.secret_key_file`: tags each change.
+    key: Key,
     config: tokio_postgres::Config,
     target: String,
     /// The last change applied (or skipped as this host's own).
@@ -163,6 +165,34 @@ pub struct Cluster {
     /// When this host joined.
     started: std::time::SystemTime,
     rt: Option<tokio::runtime::Runtime>,
+}
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+/// The fleet's key, from `cluster.secret_key_file`.
+pub struct Key([u8; 32]);
+
+impl Key {
+    /// Reads the key file: a private file (this user's, not open to
+    /// others) of at least 32 bytes.
+    pub fn read(path: &std::path::Path) -> Result<Key, String> {
+        use sha2::Digest as _;
+        let at = path.display();
+        match toolhost_base::private::read_state(path, 4096) {
+            Ok(Some(bytes)) if bytes.len() >= 32 => Ok(Key(sha2::Sha256::digest(&bytes).into())),
+            Ok(Some(bytes)) => Err(format!("{at}: {} bytes; a fleet key has at least 32 random bytes", bytes.len())),
+            Ok(None) => Err(format!("{at}: no such file (make one: openssl rand -out {at} 32 && chmod 600 {at})")),
+            Err(e) => Err(format!("{at}: {e}")),
+        }
+    }
+}
+
+fn tag(key: &[u8; 32], host_id: &str, text: &str) -> String {
+    hex::encode(toolhost_base::seal::tag(key, &[host_id.as_bytes(), b"\n", text.as_bytes()]))
 }
 
 impl Drop for Cluster {
@@ -187,7 +217,7 @@ async fn connect(
 impl Cluster {
     /// Connects to the control plane at `url` as `host_id`, creating its
     /// tables where missing.
-    pub fn connect(url: &str, host_id: &str) -> Result<Arc<Cluster>, ClusterError> {
+    pub fn connect(url: &str, host_id: &str, key: Key) -> Result<Arc<Cluster>, ClusterError> {
         let target = crate::memory::redact(url);
         let config: tokio_postgres::Config =
             url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
@@ -211,6 +241,7 @@ impl Cluster {
         .map_err(pg)?;
         Ok(Arc::new(Cluster {
             host_id: host_id.to_string(),
+            key,
             config,
             target,
             applied: AtomicI64::new(0),
@@ -240,14 +271,15 @@ impl Cluster {
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
         let text = serde_json::to_string(change).expect("a change serializes");
         let (config, host_id) = (self.config.clone(), self.host_id.clone());
+        let tag = tag(&self.key.0, &host_id, &text);
         let work = async move {
             let (mut client, conn) = connect(&config).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
             let seq: i64 = tx
                 .query_one(
-                    "INSERT INTO cluster_changes (host_id, change) VALUES ($1, $2) RETURNING seq",
-                    &[&host_id, &text],
+                    "INSERT INTO cluster_changes (host_id, change, tag) VALUES ($1, $2, $3) RETURNING seq",
+                    &[&host_id, &text, &tag],
                 )
                 .await?
                 .get(0);
@@ -350,10 +382,20 @@ impl Cluster {
     ) -> Result<(), tokio_postgres::Error> {
         let from = self.applied.load(Ordering::Acquire);
         let rows = client
-            .query("SELECT seq, host_id, change FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
+            .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
             .await?;
         for row in rows {
-            let (seq, origin, text): (i64, String, String) = (row.get(0), row.get(1), row.get(2));
+            let (seq, origin, text, tagged): (i64, String, String, String) =
+                (row.get(0), row.get(1), row.get(2), row.get(3));
+            if !toolhost_base::seal::same_secret(tag(&self.key.0, &origin, &text).as_bytes(), tagged.as_bytes()) {
+                tracing::warn!(
+                    seq,
+                    from = %crate::tool::log_safe(&origin),
+                    "control plane: a change not made with this fleet's key (cluster.secret_key_file) is ignored"
+                );
+                self.applied.store(seq, Ordering::Release);
+                continue;
+            }
             // At start every change is applied, this host's own included
             // (they may predate its local record); after, its own were
             // applied when they were made.

@@ -23,6 +23,20 @@ struct Member {
 
 const AGENTS: &str = "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts, remember, version]\n  - name: mirela\n    budget_tier: fast\n    tools: [roll]\n  - name: lyra\n    budget_tier: fast\n    tools: [roll]\n";
 
+/// The fleet's key (`cluster.secret_key_file`), one for the whole fleet:
+/// beside the hosts' directories.
+fn fleet_key(dir: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt as _;
+    let path = dir.parent().unwrap().join("cluster.key");
+    if !path.exists() {
+        let mut bytes = [0u8; 32];
+        getrandom::fill(&mut bytes).unwrap();
+        std::fs::write(&path, bytes).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    path
+}
+
 /// Writes `dir/toolhost.yaml` for host `id` of the fleet on `url`, trusting
 /// the key in `keys`.
 fn configure(dir: &Path, keys: &Path, id: &str, url: &str) {
@@ -30,8 +44,9 @@ fn configure(dir: &Path, keys: &Path, id: &str, url: &str) {
     std::fs::write(
         dir.join("toolhost.yaml"),
         format!(
-            "trust:\n  key_files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\n{AGENTS}",
-            keys.join("alice.pub").display()
+            "trust:\n  key_files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\n{AGENTS}",
+            keys.join("alice.pub").display(),
+            key = fleet_key(dir).display()
         ),
     )
     .unwrap();
@@ -106,7 +121,7 @@ fn served(m: &Member, id: &str, agent: &str) -> bool {
 async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_with_it() {
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
-    let (_, url) = crate::pg::database();
+    let (db, url) = crate::pg::database();
     // A signed plugin in a registry, for `plugin add oci://`.
     let reg = Registry::start(root, None);
     trust(root, "alice", "");
@@ -184,6 +199,26 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
     let (_, status) = cluster_status();
     assert_eq!(status["problems"], serde_json::json!([]), "{status}");
 
+    // Whoever can write the database but lacks the fleet's key cannot
+    // change the hosts: a forged change is read, and ignored.
+    let forged = r#"{"op":"override_set","agent":"mirela","tier":"deep","until_unix_ms":99999999999999}"#;
+    let (ok_, said) = crate::pg::cluster().psql(
+        &db,
+        &format!("INSERT INTO cluster_changes (host_id, change, tag) VALUES ('a', '{forged}', 'forged'); NOTIFY toolhost_changes"),
+    );
+    assert!(ok_, "{said}");
+    eventually("the forged change read by every host", async || {
+        let (ok, v) = cluster_status();
+        ok && v["hosts"].as_array().is_some_and(|h| h.iter().all(|h| h["lag"] == 0))
+    })
+    .await;
+    for m in &fleet {
+        let o = run(&m.dir, &["agents", "--json"]);
+        let agents: Value = serde_json::from_str(&ok(&o)).unwrap();
+        let mirela = agents.as_array().unwrap().iter().find(|a| a["name"] == "mirela").unwrap();
+        assert!(mirela["dm_override"].is_null(), "a forged override was applied: {mirela}");
+    }
+
     // A host started after all this comes up with it.
     let late = root.join("d");
     configure(&late, &root.join("keys"), "d", &url);
@@ -209,8 +244,9 @@ fn configure_plain(dir: &Path, id: &str, url: &str) {
     std::fs::write(
         dir.join("toolhost.yaml"),
         format!(
-            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 20\nbudget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: mirela\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: lyra\n    budget_tier: deep\n    tools: [remember, sleep]\n",
-            toolhost_test_artifacts::HOSTILE_PATH
+            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 20\nbudget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: mirela\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: lyra\n    budget_tier: deep\n    tools: [remember, sleep]\n",
+            toolhost_test_artifacts::HOSTILE_PATH,
+            key = fleet_key(dir).display()
         ),
     )
     .unwrap();

@@ -397,6 +397,13 @@ pub struct ClusterConfig {
     /// This host's name in the fleet and in its audit records (default:
     /// the machine's host name and the serving port, `name:port`).
     pub host_id: Option<String>,
+    /// A key file every host of the fleet holds (at least 32 random bytes,
+    /// 0600, e.g. `openssl rand -out cluster.key 32`). Each change in the
+    /// control plane's log carries a tag made with it, and a host applies
+    /// only changes whose tag it can check: whoever can write the
+    /// database but does not hold the key cannot change the hosts.
+    /// Required with `url`.
+    pub secret_key_file: Option<PathBuf>,
 }
 
 /// `voice:` section: the relay of speech-to-speech sessions (OpenAI
@@ -771,6 +778,12 @@ impl Config {
                 "cluster.url: {:?} is not a PostgreSQL URL (postgres://user@host/db, or postgresql:///db?host=/socket/dir){}",
                 url.split_once('@').map_or(url.as_str(), |(_, h)| h),
                 at("url")
+            ));
+        }
+        if self.cluster.url.is_some() && self.cluster.secret_key_file.is_none() {
+            return Err(format!(
+                "cluster.secret_key_file: a fleet needs a key file every host holds (e.g. `openssl rand -out cluster.key 32 && chmod 600 cluster.key`): it signs each change, so that only the hosts can change the hosts{}",
+                at("cluster")
             ));
         }
         if let Some(id) = &self.cluster.host_id

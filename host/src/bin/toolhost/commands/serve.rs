@@ -94,7 +94,11 @@ impl Serve {
                 anyhow::bail!("cluster.url: a fleet serves over HTTP (serve --http ADDR), not stdio")
             }
             Some(url) => {
-                let cluster = toolhost::cluster::Cluster::connect(url, &host_id)
+                let key_file =
+                    a.config.cluster.secret_key_file.as_ref().map(|p| a.config.resolve(p)).unwrap_or_default();
+                let key = toolhost::cluster::Key::read(&key_file)
+                    .map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
+                let cluster = toolhost::cluster::Cluster::connect(url, &host_id, key)
                     .with_context(|| format!("joining the fleet as {host_id:?}"))?;
                 a.installer.runtime_changes().join(cluster.clone());
                 Some(cluster)
