@@ -13,7 +13,9 @@
 //! - `loading`: bad files are refused with a message naming the problem; the compile cache.
 //! - `audit`: one record per call.
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
-//! - `memory`: the memory tools over the SQLite store.
+//! - `memory`: the memory tools over both stores (SQLite, and PostgreSQL in a throwaway cluster), moving a campaign between them, the memory grants.
+//! - `pg`: the throwaway PostgreSQL cluster (initdb as `toolhost-peer`, a Unix socket), a database per test.
+//! - `fleet`: three hosts on one PostgreSQL behind HAProxy with `deploy/haproxy.cfg`: changes through any host reach every host, a late host starts with them, forged changes are ignored, kill -9 loses no acknowledged write, SIGTERM finishes calls in flight.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
 //! - `body_limit`: `server.max_body_bytes` over HTTP: a body over it gets 413 once read, and the client keeps its session; over 64 MiB, the connection is closed.
 //! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
