@@ -42,6 +42,13 @@ bench-memory:
     cargo bench -p toolhost-bench --bench memory --no-run
     crates/bench/memory/with-postgres cargo bench -p toolhost-bench --bench memory
 
+# A fleet of three hosts on a throwaway PostgreSQL, behind HAProxy: change
+# propagation, and roll calls/s through HAProxy against direct.
+bench-fleet:
+    cargo build --release
+    cargo bench -p toolhost-bench --bench fleet --no-run
+    crates/bench/memory/with-postgres cargo bench -p toolhost-bench --bench fleet
+
 # Lints, as CI-clean as the code must be.
 lint:
     cargo fmt --all -- --check

@@ -592,11 +592,13 @@ impl Apply for HostApplier {
                 }
                 let ttl = Duration::from_millis(left);
                 host.budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
+                host.registry().touch();
                 changes.override_set(agent, *tier, ttl);
                 Ok(())
             }
             Change::OverrideCleared { agent } => {
                 host.budget().clear_override(agent);
+                host.registry().touch();
                 changes.override_cleared(agent);
                 Ok(())
             }

@@ -270,22 +270,33 @@ fn sigkill_during_a_large_write_leaves_the_old_or_the_new_file_never_a_mix() {
         });
         child
     };
-    // The old file, written whole. Under a loaded CI machine a 1 MiB write
-    // can meet write_file's deadline; this is setup, so it may try again
-    // (the rounds below do not need their writes to finish).
-    let written = (0..3).any(|_| write('a').wait().unwrap().success());
-    assert!(written, "the first write of big.txt failed three times");
     let files = dir.path().join("files");
     // fileio's temporary siblings of big.txt: a write in progress, or one a
     // kill interrupted (removed by the rename otherwise).
     let temps = || -> std::collections::BTreeSet<std::ffi::OsString> {
         std::fs::read_dir(&files)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .filter(|n| n.to_string_lossy().starts_with(".big.txt.tmp-"))
-            .collect()
+            .map(|d| {
+                d.flatten()
+                    .map(|e| e.file_name())
+                    .filter(|n| n.to_string_lossy().starts_with(".big.txt.tmp-"))
+                    .collect()
+            })
+            .unwrap_or_default()
     };
+    // The old file, written whole. Under a loaded CI machine a 1 MiB write
+    // can meet write_file's deadline, which stops it mid-write and leaves
+    // its temporary file (as a kill does); this is setup, so it may try
+    // again, after clearing what the stopped attempt left.
+    let written = (0..3).any(|_| {
+        let finished = write('a').wait().unwrap().success();
+        if !finished {
+            for t in temps() {
+                let _ = std::fs::remove_file(files.join(t));
+            }
+        }
+        finished
+    });
+    assert!(written, "the first write of big.txt failed three times");
     assert!(temps().is_empty(), "a finished write leaves no temporary file");
     let mut mid_write = 0;
     for i in 0..12u64 {

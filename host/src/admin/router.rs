@@ -314,6 +314,8 @@ async fn set_override(
         .budget()
         .set_override(&req.agent, req.tier, Duration::from_secs(req.for_secs))
         .map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    // The agent's sessions look at what they show now, not at their next poll.
+    s.host.registry().touch();
     // Kept across a restart until it expires.
     let changes = s.admin.installer.runtime_changes();
     changes.override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
@@ -335,6 +337,7 @@ async fn clear_override(
     })?;
     s.host.budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
     s.host.budget().clear_override(&req.agent);
+    s.host.registry().touch();
     s.admin.installer.runtime_changes().override_cleared(&req.agent);
     announce(&s, crate::cluster::Change::OverrideCleared { agent: req.agent.clone() }).await?;
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");

@@ -1,0 +1,250 @@
+//! A fleet on this machine (issue #34), in one run, beside a throwaway
+//! PostgreSQL (`crates/bench/memory/with-postgres` sets
+//! `TOOLHOST_BENCH_PG_URL`; `just bench-fleet` does it all):
+//!
+//! - change propagation: a DM override set through host A's admin API, to
+//!   the `tools/list_changed` a session on host C receives; against the same
+//!   override set on C itself (no control plane on the path);
+//! - `roll` calls per second over streamable HTTP from 12 agents' sessions,
+//!   straight to one host, through HAProxy (`deploy/haproxy.cfg`) to one
+//!   host, and through HAProxy to three.
+//!
+//! `TOOLHOST_BIN` (default `target/release/toolhost`), `FLEET_BENCH_N`
+//! (default 100 overrides each way), `FLEET_BENCH_SECS` (default 5 per
+//! throughput run).
+
+use rmcp::ServiceExt as _;
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::{ClientHandler, RoleClient};
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use toolhost::admin::api::SetOverrideRequest;
+use toolhost::admin::client::AdminClient;
+use toolhost_bench::Proc;
+
+const AGENTS: usize = 12;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// Sends the instant each `tools/list_changed` arrives.
+#[derive(Clone)]
+struct Stamps(tokio::sync::mpsc::UnboundedSender<Instant>);
+
+impl ClientHandler for Stamps {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        let _ = self.0.send(Instant::now());
+    }
+}
+
+struct Host {
+    dir: PathBuf,
+    url: String,
+    _proc: Proc,
+}
+
+fn start(bin: &Path, root: &Path, id: &str, pg: &str) -> Host {
+    let dir = root.join(id);
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut npcs = String::new();
+    for i in 0..AGENTS {
+        npcs.push_str(&format!("  - name: agent{i}\n    budget_tier: fast\n    tools: [roll, search_facts]\n"));
+    }
+    std::fs::write(
+        dir.join("toolhost.yaml"),
+        format!(
+            "cluster:\n  url: {pg}\n  host_id: {id}\n  secret_key_file: {}\nmemory:\n  url: {pg}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  connection_rate_limit: {{ per_minute: 0 }}\n  max_sessions: 10000\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\nnpcs:\n{npcs}",
+            root.join("cluster.key").display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new(bin)
+        .current_dir(&dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env("TOOLHOST_CACHE_DIR", root.join("cache"))
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    out.read_line(&mut banner).unwrap();
+    std::thread::spawn(move || for _ in out.lines() {});
+    let url = banner.split_whitespace().last().unwrap_or_else(|| panic!("banner: {banner}")).to_string();
+    Host { dir, url, _proc: Proc(child) }
+}
+
+/// HAProxy with `deploy/haproxy.cfg` in front of `hosts`.
+fn haproxy(root: &Path, hosts: &[&Host]) -> (Proc, String) {
+    let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/haproxy.cfg")).unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let (head, _) = shipped.split_once("    # FLEET-SERVERS").unwrap();
+    let mut cfg = head.replace("    bind :8700\n", &format!("    bind 127.0.0.1:{port}\n"));
+    for (i, h) in hosts.iter().enumerate() {
+        cfg.push_str(&format!("    server host{i} {} check\n", h.url.trim_start_matches("http://")));
+    }
+    let path = root.join(format!("haproxy-{port}.cfg"));
+    std::fs::write(&path, cfg).unwrap();
+    let child = Command::new("haproxy")
+        .arg("-db")
+        .arg("-f")
+        .arg(&path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy (scripts/install-peers)");
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    (Proc(child), format!("http://127.0.0.1:{port}"))
+}
+
+fn wait_ready(hosts: &[&Host]) {
+    for h in hosts {
+        let addr = h.url.trim_start_matches("http://").to_string();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let ok = std::net::TcpStream::connect(&addr).is_ok_and(|mut s| {
+                use std::io::{Read as _, Write as _};
+                let _ = s.write_all(b"GET /readyz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+                let mut answer = String::new();
+                let _ = s.read_to_string(&mut answer);
+                answer.starts_with("HTTP/1.1 200")
+            });
+            if ok {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{} never ready", h.url);
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+fn pct(v: &mut [Duration], p: f64) -> Duration {
+    v.sort_unstable();
+    v[((v.len() as f64 * p) as usize).min(v.len() - 1)]
+}
+
+/// Overrides of agent0 through `admin`, each waited for as `list_changed`
+/// on `session_url`: the delays.
+fn propagation(rt: &tokio::runtime::Runtime, admin: &AdminClient, session_url: &str, n: u64) -> Vec<Duration> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let _in_rt = rt.enter();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(session_url.to_string());
+    let session: RunningService<RoleClient, Stamps> = rt.block_on(Stamps(tx).serve(transport)).unwrap();
+    rt.block_on(session.list_all_tools()).unwrap();
+    let mut out = Vec::new();
+    for i in 0..n * 2 {
+        while rx.try_recv().is_ok() {}
+        let t0 = Instant::now();
+        if i % 2 == 0 {
+            let req = SetOverrideRequest { agent: "agent0".into(), tier: toolhost::budget::Tier::Deep, for_secs: 600 };
+            admin.set_override(&req).unwrap();
+        } else {
+            admin.clear_override("agent0").unwrap();
+        }
+        let arrived = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), rx.recv()).await });
+        let t1 = arrived.expect("list_changed within 5 s").expect("the session is open");
+        out.push(t1.saturating_duration_since(t0));
+    }
+    let _ = rt.block_on(session.cancel());
+    out
+}
+
+/// `roll` calls per second from one session per agent at `front`, each
+/// one call at a time, for `secs`.
+fn throughput(rt: &tokio::runtime::Runtime, front: &str, secs: u64) -> f64 {
+    rt.block_on(async {
+        let mut sessions = Vec::new();
+        for i in 0..AGENTS {
+            let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(format!("{front}/mcp/agent{i}"));
+            sessions.push(().serve(transport).await.unwrap());
+        }
+        let end = Instant::now() + Duration::from_secs(secs);
+        let args = serde_json::json!({"expression": "1d20"}).as_object().unwrap().clone();
+        let tasks: Vec<_> = sessions
+            .into_iter()
+            .map(|s| {
+                let args = args.clone();
+                tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < end {
+                        let p = rmcp::model::CallToolRequestParams::new("roll").with_arguments(args.clone());
+                        s.call_tool(p).await.unwrap();
+                        n += 1;
+                    }
+                    let _ = s.cancel().await;
+                    n
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        total as f64 / secs as f64
+    })
+}
+
+fn main() {
+    let Ok(pg) = std::env::var("TOOLHOST_BENCH_PG_URL") else {
+        eprintln!("TOOLHOST_BENCH_PG_URL is not set: run `just bench-fleet`");
+        std::process::exit(2);
+    };
+    let bin = PathBuf::from(
+        std::env::var("TOOLHOST_BIN")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../../target/release/toolhost").to_string()),
+    );
+    let n = env_or("FLEET_BENCH_N", 100);
+    let secs = env_or("FLEET_BENCH_SECS", 5);
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mut key = [0u8; 32];
+        std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut key)).unwrap();
+        std::fs::write(root.join("cluster.key"), key).unwrap();
+        std::fs::set_permissions(root.join("cluster.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let hosts: Vec<Host> = ["a", "b", "c"].iter().map(|id| start(&bin, root, id, &pg)).collect();
+    wait_ready(&hosts.iter().collect::<Vec<_>>());
+
+    println!("## Fleet: change propagation and calls through HAProxy\n");
+    println!("{}; 3 hosts, PostgreSQL and HAProxy on this machine.\n", toolhost_bench::machine());
+    let admin_a = AdminClient::discover(&hosts[0].dir.join("state"), None).unwrap();
+    let admin_c = AdminClient::discover(&hosts[2].dir.join("state"), None).unwrap();
+    let on_c = format!("{}/mcp/agent0", hosts[2].url);
+    let mut local = propagation(&rt, &admin_c, &on_c, n);
+    let mut remote = propagation(&rt, &admin_a, &on_c, n);
+    println!("| override → `list_changed` (n={}) | p50 | p99 |", n * 2);
+    println!("|---|---|---|");
+    let ms = |d: Duration| format!("{:.2} ms", d.as_secs_f64() * 1e3);
+    println!(
+        "| set on C, session on C (no control plane on the path) | {} | {} |",
+        ms(pct(&mut local, 0.5)),
+        ms(pct(&mut local, 0.99))
+    );
+    println!(
+        "| set on A, session on C (through PostgreSQL NOTIFY) | {} | {} |",
+        ms(pct(&mut remote, 0.5)),
+        ms(pct(&mut remote, 0.99))
+    );
+
+    let direct = throughput(&rt, &hosts[0].url, secs);
+    let (lb1, front1) = haproxy(root, &[&hosts[0]]);
+    let via1 = throughput(&rt, &front1, secs);
+    drop(lb1);
+    let (_lb3, front3) = haproxy(root, &hosts.iter().collect::<Vec<_>>());
+    let via3 = throughput(&rt, &front3, secs);
+    println!("\n`roll` over streamable HTTP, {AGENTS} agents' sessions, one call at a time each, {secs} s per row:\n");
+    println!("| path | calls/s | against direct |");
+    println!("|---|---|---|");
+    println!("| straight to one host | {direct:.0} | 1.00x |");
+    println!("| HAProxy → one host | {via1:.0} | {:.2}x |", via1 / direct);
+    println!("| HAProxy → three hosts | {via3:.0} | {:.2}x |", via3 / direct);
+}
