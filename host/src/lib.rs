@@ -25,6 +25,7 @@ mod builder;
 pub mod changes;
 pub mod cluster;
 pub mod doctor;
+pub mod fleet;
 pub mod install;
 pub mod metrics;
 pub mod reload;

@@ -468,8 +468,8 @@ fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
 /// reload, the watcher, serving and scaffolding.
 fn host_layer(module: &str) -> Option<usize> {
     Some(match module {
-        "changes" | "report" => 0,
-        "install" | "builder" | "doctor" | "metrics" => 1,
+        "changes" | "cluster" | "report" => 0,
+        "install" | "builder" | "doctor" | "fleet" | "metrics" => 1,
         "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" => 2,
         _ => return None,
     })

@@ -235,6 +235,41 @@ fn main() {
         ms(pct(&mut remote, 0.99))
     );
 
+    // What a session costs a host: RSS after opening 500 sessions (each
+    // listing its tools once) against before.
+    let rss = |pid: u32| -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap()
+    };
+    let pid = hosts[1]._proc.0.id();
+    let before = rss(pid);
+    let opened: Vec<_> = rt.block_on(async {
+        let mut v = Vec::new();
+        for i in 0..500 {
+            let url = format!("{}/mcp/agent{}", hosts[1].url, i % AGENTS);
+            let s = ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+            s.list_all_tools().await.unwrap();
+            v.push(s);
+        }
+        v
+    });
+    let after = rss(pid);
+    println!(
+        "\nMemory per open MCP session (500 sessions on one host, each listed its tools once): {:.1} KiB (RSS {} MiB → {} MiB)",
+        (after.saturating_sub(before)) as f64 / 500.0,
+        before / 1024,
+        after / 1024
+    );
+    rt.block_on(async {
+        for s in opened {
+            let _ = s.cancel().await;
+        }
+    });
+
     let direct = throughput(&rt, &hosts[0].url, secs);
     let (lb1, front1) = haproxy(root, &[&hosts[0]]);
     let via1 = throughput(&rt, &front1, secs);

@@ -218,7 +218,7 @@ impl Serve {
         // /readyz stays unready until they are.
         if let Some(cluster) = &cluster {
             let applier =
-                toolhost::cluster::HostApplier { installer: a.installer.clone(), servers: Some(servers.clone()) };
+                toolhost::fleet::HostApplier { installer: a.installer.clone(), servers: Some(servers.clone()) };
             cluster.follow(Arc::new(applier), Some(host.readiness().hold()));
         }
         let wait = std::time::Duration::from_millis(server_cfg.first_list_wait_ms);

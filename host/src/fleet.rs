@@ -1,0 +1,93 @@
+//! A host in a fleet: the changes other hosts made, applied here through
+//! this host's own paths ([`HostApplier`]). The control plane itself is
+//! `crate::cluster`.
+
+use crate::cluster::Change;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Applies the fleet's changes to this host through its own paths: the
+/// installer (trust policy, capability checks, the registry cache), the
+/// external servers, the budget; each also goes to the host's run-time
+/// record, so that a restart without the control plane keeps it.
+pub struct HostApplier {
+    /// The host's installer.
+    pub installer: Arc<crate::Installer>,
+    /// Its external servers, when it runs any.
+    pub servers: Option<Arc<crate::mcp::ExternalServers>>,
+}
+
+impl crate::cluster::Apply for HostApplier {
+    fn apply(&self, change: &crate::cluster::Change) -> Result<(), String> {
+        let host = self.installer.host();
+        let changes = self.installer.runtime_changes();
+        match change {
+            Change::PluginAdded { name, reference } => {
+                // Already added from this very reference (a restart
+                // replaying the log): nothing to pull.
+                let loaded = host.registry().snapshot().providers().any(|p| p.name() == name);
+                if loaded
+                    && changes
+                        .added_plugins()
+                        .iter()
+                        .any(|p| p.name == *name && p.path.as_os_str() == reference.as_str())
+                {
+                    return Ok(());
+                }
+                self.installer
+                    .add_plugin_at_run_time(std::path::Path::new(reference))
+                    .map(drop)
+                    .map_err(|e| e.to_string())
+            }
+            Change::PluginRemoved { name } => {
+                if host.registry().snapshot().providers().any(|p| p.name() == name) {
+                    self.installer.remove_plugin_at_run_time(name).map_err(|e| e.to_string())
+                } else {
+                    changes.plugin_removed(name);
+                    Ok(())
+                }
+            }
+            Change::ServerAdded { server } => {
+                let servers = self.servers.as_ref().ok_or("this host runs no external servers")?;
+                let _ = servers.remove(&server.name);
+                servers.add((**server).clone()).map_err(|e| e.to_string())?;
+                changes.server_added(server);
+                Ok(())
+            }
+            Change::ServerRemoved { name } => {
+                if let Some(servers) = &self.servers {
+                    let _ = servers.remove(name);
+                }
+                changes.server_removed(name);
+                Ok(())
+            }
+            Change::OverrideSet { agent, tier, until_unix_ms } => {
+                let left = until_unix_ms.saturating_sub(crate::changes::now_unix_ms());
+                if left == 0 {
+                    return Ok(());
+                }
+                let ttl = Duration::from_millis(left);
+                host.budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
+                host.registry().touch();
+                changes.override_set(agent, *tier, ttl);
+                Ok(())
+            }
+            Change::OverrideCleared { agent } => {
+                host.budget().clear_override(agent);
+                host.registry().touch();
+                changes.override_cleared(agent);
+                Ok(())
+            }
+        }
+    }
+
+    fn plugins(&self) -> std::collections::BTreeMap<String, String> {
+        self.installer
+            .host()
+            .registry()
+            .snapshot()
+            .providers()
+            .filter_map(|p| Some((p.name().to_string(), p.fingerprint()?.to_string())))
+            .collect()
+    }
+}
