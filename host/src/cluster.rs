@@ -501,6 +501,27 @@ pub fn status(url: &str) -> Result<(i64, Vec<HostRow>), ClusterError> {
     .map_err(pg)
 }
 
+/// Deletes `host_id`'s heartbeat row: whether there was one. Blocking;
+/// for `toolhost cluster forget`.
+pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
+    let target = crate::memory::redact(url);
+    let config: tokio_postgres::Config =
+        url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
+    rt.block_on(async {
+        let (client, conn) = connect(&config).await?;
+        let driver = tokio::spawn(conn);
+        let n = client.execute("DELETE FROM cluster_hosts WHERE host_id = $1", &[&host_id]).await?;
+        drop(client);
+        let _ = driver.await;
+        Ok(n > 0)
+    })
+    .map_err(|source| ClusterError::Postgres { at: target.clone(), source })
+}
+
 /// What differs across the live hosts: versions, and plugins missing or at
 /// another digest. Empty when they agree.
 pub fn mismatches(hosts: &[HostRow]) -> Vec<String> {

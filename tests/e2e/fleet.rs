@@ -232,6 +232,14 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
         let _ = c.cancel().await;
     }
     let _ = c.cancel().await;
+    // A host that left the fleet is forgotten on request.
+    drop(fleet[3].proc.take());
+    assert!(ok(&run(&fleet[0].dir, &["cluster", "forget", "d"])).contains("forgot d"));
+    let o = run(&fleet[0].dir, &["cluster", "status", "--json"]);
+    let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(v["hosts"].as_array().unwrap().iter().all(|h| h["host_id"] != "d"), "{v}");
+    let o = run(&fleet[0].dir, &["cluster", "forget", "nobody"]);
+    assert!(!o.status.success() && stderr(&o).contains("no host \"nobody\""), "{}", stderr(&o));
     for m in &mut fleet {
         drop(m.proc.take());
     }

@@ -25,6 +25,12 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+    /// Remove a host that left the fleet from the list (its heartbeat
+    /// row). A host still running writes it again within 2 s.
+    Forget {
+        /// The host's id, as `status` lists it.
+        host_id: String,
+    },
 }
 
 impl Cluster {
@@ -33,7 +39,16 @@ impl Cluster {
         let Some(url) = cfg.cluster.url.as_deref() else {
             anyhow::bail!("this config has no cluster.url: the host is not in a fleet (see docs/deploy.md)");
         };
-        let Action::Status { json } = self.action;
+        let json = match self.action {
+            Action::Status { json } => json,
+            Action::Forget { host_id } => {
+                if !toolhost::cluster::forget(url, &host_id).context("writing the control plane")? {
+                    anyhow::bail!("no host {host_id:?} in the control plane (`toolhost cluster status` lists them)");
+                }
+                println!("forgot {host_id}");
+                return Ok(ExitCode::SUCCESS);
+            }
+        };
         let (latest, hosts) = toolhost::cluster::status(url).context("reading the control plane")?;
         let mut flags = toolhost::cluster::mismatches(&hosts);
         for h in &hosts {
@@ -70,7 +85,7 @@ impl Cluster {
             println!("latest change: {latest}");
             print_table(&["HOST", "VERSION", "LAST SEEN", "APPLIED", "LAG", "PLUGINS"], &rows);
             for f in &flags {
-                println!("mismatch: {f}");
+                println!("problem: {f}");
             }
         }
         Ok(if flags.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
