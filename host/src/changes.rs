@@ -240,7 +240,7 @@ impl RuntimeChanges {
         if crate::cluster::applying_from_log() {
             return Ok(());
         }
-        cluster.publish(&change).map(|seq| tracing::info!(seq, ?change, "control plane: change announced")).map_err(
+        cluster.publish(&change).map(|seq| tracing::info!(seq, change = %change.describe(), "control plane: change announced")).map_err(
             |e| format!("the change holds on this host, but the fleet was not told of it ({e}); make it again when the control plane answers"),
         )
     }

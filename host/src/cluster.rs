@@ -162,6 +162,8 @@ pub struct Cluster {
     /// The last change applied (or skipped as this host's own).
     applied: AtomicI64,
     caught_up: AtomicBool,
+    /// Rows refused (their tags did not check), each logged once.
+    refused: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// When this host joined.
     started: std::time::SystemTime,
     rt: Option<tokio::runtime::Runtime>,
@@ -191,8 +193,29 @@ impl Key {
     }
 }
 
-fn tag(key: &[u8; 32], host_id: &str, text: &str) -> String {
-    hex::encode(toolhost_base::seal::tag(key, &[host_id.as_bytes(), b"\n", text.as_bytes()]))
+/// A change's tag: over its place in the log, its origin and its text, so
+/// that a valid row copied to another place (a replay of an old change, a
+/// reordering) fails the check.
+fn tag(key: &[u8; 32], seq: i64, host_id: &str, text: &str) -> String {
+    let seq = seq.to_string();
+    hex::encode(toolhost_base::seal::tag(key, &[seq.as_bytes(), b"\n", host_id.as_bytes(), b"\n", text.as_bytes()]))
+}
+
+impl Change {
+    /// What the change does, for logs: its operation and what it names,
+    /// never a server's settings (they may hold tokens and environment).
+    pub fn describe(&self) -> String {
+        match self {
+            Change::PluginAdded { name, reference } => format!("plugin_added {name} from {reference}"),
+            Change::PluginRemoved { name } => format!("plugin_removed {name}"),
+            Change::ServerAdded { server } => format!("server_added {}", server.name),
+            Change::ServerRemoved { name } => format!("server_removed {name}"),
+            Change::OverrideSet { agent, tier, until_unix_ms } => {
+                format!("override_set {agent} {tier} until {until_unix_ms}")
+            }
+            Change::OverrideCleared { agent } => format!("override_cleared {agent}"),
+        }
+    }
 }
 
 impl Drop for Cluster {
@@ -246,6 +269,7 @@ impl Cluster {
             target,
             applied: AtomicI64::new(0),
             caught_up: AtomicBool::new(false),
+            refused: Default::default(),
             started: std::time::SystemTime::now(),
             rt: Some(rt),
         }))
@@ -270,19 +294,23 @@ impl Cluster {
     /// Returns its sequence number. Blocking.
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
         let text = serde_json::to_string(change).expect("a change serializes");
-        let (config, host_id) = (self.config.clone(), self.host_id.clone());
-        let tag = tag(&self.key.0, &host_id, &text);
+        let (config, host_id, key) = (self.config.clone(), self.host_id.clone(), self.key.0);
         let work = async move {
             let (mut client, conn) = connect(&config).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
-            let seq: i64 = tx
-                .query_one(
-                    "INSERT INTO cluster_changes (host_id, change, tag) VALUES ($1, $2, $3) RETURNING seq",
-                    &[&host_id, &text, &tag],
-                )
-                .await?
-                .get(0);
+            // One publisher at a time: rows commit in the order of their
+            // numbers, so a host reading the log never sees a later change
+            // before an earlier one still committing (and skips it).
+            tx.batch_execute("SELECT pg_advisory_xact_lock(hashtext('toolhost cluster publish'))").await?;
+            let seq: i64 =
+                tx.query_one("SELECT nextval(pg_get_serial_sequence('cluster_changes', 'seq'))", &[]).await?.get(0);
+            let tag = tag(&key, seq, &host_id, &text);
+            tx.execute(
+                "INSERT INTO cluster_changes (seq, host_id, change, tag) VALUES ($1, $2, $3, $4)",
+                &[&seq, &host_id, &text, &tag],
+            )
+            .await?;
             tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()]).await?;
             tx.commit().await?;
             drop(client);
@@ -385,21 +413,30 @@ impl Cluster {
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
             .await?;
         for row in rows {
-            let (seq, origin, text, tagged): (i64, String, String, String) =
-                (row.get(0), row.get(1), row.get(2), row.get(3));
-            if !toolhost_base::seal::same_secret(tag(&self.key.0, &origin, &text).as_bytes(), tagged.as_bytes()) {
-                tracing::warn!(
-                    seq,
-                    from = %crate::tool::log_safe(&origin),
-                    "control plane: a change not made with this fleet's key (cluster.secret_key_file) is ignored"
-                );
-                self.applied.store(seq, Ordering::Release);
+            let read = (|| -> Result<(i64, String, String, String), tokio_postgres::Error> {
+                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?))
+            })();
+            let Ok((seq, origin, text, tagged)) = read else {
+                tracing::warn!("control plane: a row of cluster_changes of another shape is ignored");
+                continue;
+            };
+            if !toolhost_base::seal::same_secret(tag(&self.key.0, seq, &origin, &text).as_bytes(), tagged.as_bytes()) {
+                // Not applied, and not counted as read either: a forged
+                // row far ahead must not make this host skip the real
+                // changes before it.
+                if self.refused.lock().unwrap_or_else(|p| p.into_inner()).insert(seq) {
+                    tracing::warn!(
+                        seq,
+                        from = %crate::tool::log_safe(&origin),
+                        "control plane: a change not made with this fleet's key (cluster.secret_key_file), or moved from its place in the log, is ignored"
+                    );
+                }
                 continue;
             }
             // At start every change is applied, this host's own included
             // (they may predate its local record); after, its own were
             // applied when they were made.
-            let own = origin == self.host_id && from > 0;
+            let own = origin == self.host_id && self.caught_up.load(Ordering::Acquire);
             if !own {
                 match serde_json::from_str::<Change>(&text) {
                     Ok(change) => {
@@ -413,7 +450,7 @@ impl Cluster {
                         .await;
                         match outcome {
                             Ok(Ok(change)) => {
-                                tracing::info!(seq, from = %origin, ?change, "control plane: change applied")
+                                tracing::info!(seq, from = %crate::tool::log_safe(&origin), change = %change.describe(), "control plane: change applied")
                             }
                             Ok(Err(e)) => {
                                 tracing::warn!(seq, from = %origin, error = %e, "control plane: change not applied")
@@ -457,8 +494,10 @@ impl Cluster {
 }
 
 /// The fleet as the control plane sees it: every host that has written a
-/// heartbeat, and the latest change. Blocking; for `toolhost cluster status`.
-pub fn status(url: &str) -> Result<(i64, Vec<HostRow>), ClusterError> {
+/// heartbeat, and the latest change made with the fleet's `key` (a row
+/// that does not check is no change, and no host is behind for it).
+/// Blocking; for `toolhost cluster status`.
+pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError> {
     let target = crate::memory::redact(url);
     let pg = |source| ClusterError::Postgres { at: target.clone(), source };
     let config: tokio_postgres::Config =
@@ -470,7 +509,23 @@ pub fn status(url: &str) -> Result<(i64, Vec<HostRow>), ClusterError> {
     rt.block_on(async {
         let (client, conn) = connect(&config).await?;
         let driver = tokio::spawn(conn);
-        let latest: i64 = client.query_one("SELECT coalesce(max(seq), 0) FROM cluster_changes", &[]).await?.get(0);
+        let recent = client
+            .query("SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 1000", &[])
+            .await?;
+        let latest = recent
+            .iter()
+            .filter_map(|r| {
+                Some((
+                    r.try_get::<_, i64>(0).ok()?,
+                    r.try_get::<_, String>(1).ok()?,
+                    r.try_get::<_, String>(2).ok()?,
+                    r.try_get::<_, String>(3).ok()?,
+                ))
+            })
+            .find(|(seq, origin, text, tagged)| {
+                toolhost_base::seal::same_secret(tag(&key.0, *seq, origin, text).as_bytes(), tagged.as_bytes())
+            })
+            .map_or(0, |(seq, ..)| seq);
         let rows = client
             .query(
                 "SELECT host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins

@@ -207,6 +207,9 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
         &format!("INSERT INTO cluster_changes (host_id, change, tag) VALUES ('a', '{forged}', 'forged'); NOTIFY toolhost_changes"),
     );
     assert!(ok_, "{said}");
+    // A real change after it: a host that applied this one has read past
+    // the forged row.
+    ok(&run(&fleet[0].dir, &["override", "lyra", "--clear"]));
     eventually("the forged change read by every host", async || {
         let (ok, v) = cluster_status();
         ok && v["hosts"].as_array().is_some_and(|h| h.iter().all(|h| h["lag"] == 0))
@@ -218,6 +221,28 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
         let mirela = agents.as_array().unwrap().iter().find(|a| a["name"] == "mirela").unwrap();
         assert!(mirela["dm_override"].is_null(), "a forged override was applied: {mirela}");
     }
+    // Nor can they replay a real change: the DM clears bartok's override,
+    // and a copy of the row that set it, appended again, is ignored.
+    ok(&run(&fleet[other].dir, &["override", "bartok", "--clear"]));
+    let (ok_, said) = crate::pg::cluster().psql(
+        &db,
+        "INSERT INTO cluster_changes (host_id, change, tag) SELECT host_id, change, tag FROM cluster_changes \
+         WHERE change LIKE '%override_set%bartok%' ORDER BY seq LIMIT 1; NOTIFY toolhost_changes",
+    );
+    assert!(ok_, "{said}");
+    ok(&run(&fleet[0].dir, &["override", "lyra", "--clear"]));
+    eventually("the replayed change read by every host", async || {
+        let (ok, v) = cluster_status();
+        ok && v["hosts"].as_array().is_some_and(|h| h.iter().all(|h| h["lag"] == 0))
+    })
+    .await;
+    for m in &fleet {
+        let o = run(&m.dir, &["agents", "--json"]);
+        let agents: Value = serde_json::from_str(&ok(&o)).unwrap();
+        let bartok = agents.as_array().unwrap().iter().find(|a| a["name"] == "bartok").unwrap();
+        assert!(bartok["dm_override"].is_null(), "a replayed override was applied: {bartok}");
+    }
+    ok(&run(&fleet[other].dir, &["override", "bartok", "deep", "--for", "10m"]));
 
     // A host started after all this comes up with it.
     let late = root.join("d");

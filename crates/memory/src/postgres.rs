@@ -97,15 +97,32 @@ impl Drop for PgStore {
 /// `postgres://user:secret@host/db` becomes `postgres://user:***@host/db`.
 pub fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => match userinfo.split_once(':') {
-            Some((user, _password)) => format!("{scheme}://{user}:***@{host}{tail}"),
-            None => url.to_string(),
-        },
-        None => url.to_string(),
+    // With a host part, everything up to the last `@` is the userinfo (a
+    // password may hold `/`, `?` or `#` unencoded; an `@` in the query
+    // then hides too much, never too little).
+    let (userinfo, after) = match rest.rsplit_once('@') {
+        Some((u, a)) if !rest.starts_with('/') => (Some(u), a),
+        _ => (None, rest),
+    };
+    let mut out = format!("{scheme}://");
+    if let Some(u) = userinfo {
+        match u.split_once(':') {
+            Some((user, _)) => out.push_str(&format!("{user}:***@")),
+            None => out.push_str(&format!("{u}@")),
+        }
     }
+    // `password=` in the query string (the socket form) too.
+    match after.split_once('?') {
+        Some((path, query)) => {
+            let kept: Vec<String> = query
+                .split('&')
+                .map(|kv| if kv.starts_with("password=") { "password=***".to_string() } else { kv.to_string() })
+                .collect();
+            out.push_str(&format!("{path}?{}", kept.join("&")));
+        }
+        None => out.push_str(after),
+    }
+    out
 }
 
 impl PgStore {
@@ -460,6 +477,8 @@ mod tests {
         assert_eq!(redact("postgresql://u:p@ss@/c?host=/run"), "postgresql://u:***@/c?host=/run");
         assert_eq!(redact("postgresql:///c?host=/run&user=u"), "postgresql:///c?host=/run&user=u");
         assert_eq!(redact("postgres://u@db/c"), "postgres://u@db/c");
+        assert_eq!(redact("postgres://u:a/b?c#d@db/c"), "postgres://u:***@db/c");
+        assert_eq!(redact("postgresql:///c?host=/run&password=hunter2"), "postgresql:///c?host=/run&password=***");
     }
 
     #[test]

@@ -49,7 +49,10 @@ impl Cluster {
                 return Ok(ExitCode::SUCCESS);
             }
         };
-        let (latest, hosts) = toolhost::cluster::status(url).context("reading the control plane")?;
+        let key_file = cfg.cluster.secret_key_file.as_ref().map(|p| cfg.resolve(p)).unwrap_or_default();
+        let key =
+            toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
+        let (latest, hosts) = toolhost::cluster::status(url, &key).context("reading the control plane")?;
         let mut flags = toolhost::cluster::mismatches(&hosts);
         for h in &hosts {
             if h.gone {
