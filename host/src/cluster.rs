@@ -201,6 +201,20 @@ fn tag(key: &[u8; 32], seq: i64, host_id: &str, text: &str) -> String {
     hex::encode(toolhost_base::seal::tag(key, &[seq.as_bytes(), b"\n", host_id.as_bytes(), b"\n", text.as_bytes()]))
 }
 
+impl Key {
+    /// Whether `tagged` is the tag of the change `text` from `origin` at
+    /// `seq` of the log.
+    fn checks(&self, seq: i64, origin: &str, text: &str, tagged: &str) -> bool {
+        toolhost_base::seal::same_secret(tag(&self.0, seq, origin, text).as_bytes(), tagged.as_bytes())
+    }
+}
+
+/// A row of `cluster_changes` read as `seq, host_id, change, tag`; `None`
+/// for a row of another shape (a NULL, another type).
+fn log_row(row: &tokio_postgres::Row) -> Option<(i64, String, String, String)> {
+    Some((row.try_get(0).ok()?, row.try_get(1).ok()?, row.try_get(2).ok()?, row.try_get(3).ok()?))
+}
+
 impl Change {
     /// What the change does, for logs: its operation and what it names,
     /// never a server's settings (they may hold tokens and environment).
@@ -280,12 +294,6 @@ impl Cluster {
         &self.host_id
     }
 
-    /// Whether this host has applied every change the log held when it
-    /// last read it (false until the first catch-up).
-    pub fn caught_up(&self) -> bool {
-        self.caught_up.load(Ordering::Acquire)
-    }
-
     fn rt(&self) -> &tokio::runtime::Runtime {
         self.rt.as_ref().expect("the runtime lives until drop")
     }
@@ -330,25 +338,18 @@ impl Cluster {
 
     /// Starts following the log: catches up, then applies each change as
     /// it is announced, reconnecting after a failure; and writes this
-    /// host's heartbeat. `ready` is dropped after the first catch-up.
+    /// host's heartbeat on the same connection, every [`HEARTBEAT`] and
+    /// after each change applied. `ready` is dropped after the first
+    /// catch-up.
     pub fn follow(self: &Arc<Self>, apply: Arc<dyn Apply>, ready: Option<toolhost_core::readiness::ReadyHold>) {
-        let (me, applier) = (self.clone(), apply.clone());
+        let me = self.clone();
         self.rt().spawn(async move {
             let mut ready = ready;
             loop {
-                if let Err(e) = me.follow_once(&applier, &mut ready).await {
+                if let Err(e) = me.follow_once(&apply, &mut ready).await {
                     tracing::warn!(error = %e, "control plane: connection lost; catching up when it is back");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-        });
-        let me = self.clone();
-        self.rt().spawn(async move {
-            loop {
-                if let Err(e) = me.heartbeat(&apply).await {
-                    tracing::debug!(error = %e, "control plane: heartbeat failed");
-                }
-                tokio::time::sleep(HEARTBEAT).await;
             }
         });
     }
@@ -375,12 +376,15 @@ impl Cluster {
             Ok(())
         });
         client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+        let mut last_beat: Option<std::time::Instant> = None;
         loop {
             let before = self.applied.load(Ordering::Acquire);
             self.catch_up(&client, apply).await?;
-            if self.applied.load(Ordering::Acquire) != before {
-                // `cluster status` sees the change applied at once.
-                let _ = self.heartbeat(apply).await;
+            // After a change applied at once, so that `cluster status`
+            // sees it; otherwise every HEARTBEAT.
+            if self.applied.load(Ordering::Acquire) != before || last_beat.is_none_or(|t| t.elapsed() >= HEARTBEAT) {
+                self.heartbeat(&client, apply).await?;
+                last_beat = Some(std::time::Instant::now());
             }
             if ready.take().is_some() {
                 tracing::info!(applied = self.applied.load(Ordering::Acquire), "control plane: caught up");
@@ -413,14 +417,11 @@ impl Cluster {
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
             .await?;
         for row in rows {
-            let read = (|| -> Result<(i64, String, String, String), tokio_postgres::Error> {
-                Ok((row.try_get(0)?, row.try_get(1)?, row.try_get(2)?, row.try_get(3)?))
-            })();
-            let Ok((seq, origin, text, tagged)) = read else {
+            let Some((seq, origin, text, tagged)) = log_row(&row) else {
                 tracing::warn!("control plane: a row of cluster_changes of another shape is ignored");
                 continue;
             };
-            if !toolhost_base::seal::same_secret(tag(&self.key.0, seq, &origin, &text).as_bytes(), tagged.as_bytes()) {
+            if !self.key.checks(seq, &origin, &text, &tagged) {
                 // Not applied, and not counted as read either: a forged
                 // row far ahead must not make this host skip the real
                 // changes before it.
@@ -466,10 +467,12 @@ impl Cluster {
         Ok(())
     }
 
-    async fn heartbeat(&self, apply: &Arc<dyn Apply>) -> Result<(), tokio_postgres::Error> {
+    async fn heartbeat(
+        &self,
+        client: &tokio_postgres::Client,
+        apply: &Arc<dyn Apply>,
+    ) -> Result<(), tokio_postgres::Error> {
         let started = self.started;
-        let (client, conn) = connect(&self.config).await?;
-        let driver = tokio::spawn(conn);
         let plugins = serde_json::to_string(&apply.plugins()).unwrap_or_else(|_| "{}".into());
         let started_secs = started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
         client
@@ -487,8 +490,6 @@ impl Cluster {
                 ],
             )
             .await?;
-        drop(client);
-        let _ = driver.await;
         Ok(())
     }
 }
@@ -498,33 +499,14 @@ impl Cluster {
 /// that does not check is no change, and no host is behind for it).
 /// Blocking; for `toolhost cluster status`.
 pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError> {
-    let target = crate::memory::redact(url);
-    let pg = |source| ClusterError::Postgres { at: target.clone(), source };
-    let config: tokio_postgres::Config =
-        url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
-    rt.block_on(async {
-        let (client, conn) = connect(&config).await?;
-        let driver = tokio::spawn(conn);
+    once(url, async |client| {
         let recent = client
             .query("SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 1000", &[])
             .await?;
         let latest = recent
             .iter()
-            .filter_map(|r| {
-                Some((
-                    r.try_get::<_, i64>(0).ok()?,
-                    r.try_get::<_, String>(1).ok()?,
-                    r.try_get::<_, String>(2).ok()?,
-                    r.try_get::<_, String>(3).ok()?,
-                ))
-            })
-            .find(|(seq, origin, text, tagged)| {
-                toolhost_base::seal::same_secret(tag(&key.0, *seq, origin, text).as_bytes(), tagged.as_bytes())
-            })
+            .filter_map(log_row)
+            .find(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged))
             .map_or(0, |(seq, ..)| seq);
         let rows = client
             .query(
@@ -533,8 +515,6 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
                 &[],
             )
             .await?;
-        drop(client);
-        let _ = driver.await;
         let hosts = rows
             .iter()
             .map(|r| {
@@ -553,12 +533,20 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
             .collect();
         Ok((latest, hosts))
     })
-    .map_err(pg)
 }
 
 /// Deletes `host_id`'s heartbeat row: whether there was one. Blocking;
 /// for `toolhost cluster forget`.
 pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
+    once(url, async |client| Ok(client.execute("DELETE FROM cluster_hosts WHERE host_id = $1", &[&host_id]).await? > 0))
+}
+
+/// Runs `work` on one connection to the control plane at `url`, on a
+/// runtime of its own (for the CLI, which has none).
+fn once<T>(
+    url: &str,
+    work: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
+) -> Result<T, ClusterError> {
     let target = crate::memory::redact(url);
     let config: tokio_postgres::Config =
         url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
@@ -569,12 +557,12 @@ pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
     rt.block_on(async {
         let (client, conn) = connect(&config).await?;
         let driver = tokio::spawn(conn);
-        let n = client.execute("DELETE FROM cluster_hosts WHERE host_id = $1", &[&host_id]).await?;
+        let out = work(&client).await;
         drop(client);
         let _ = driver.await;
-        Ok(n > 0)
+        out
     })
-    .map_err(|source| ClusterError::Postgres { at: target.clone(), source })
+    .map_err(|source| ClusterError::Postgres { at: target, source })
 }
 
 /// What differs across the live hosts: versions, and plugins missing or at

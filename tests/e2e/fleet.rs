@@ -93,6 +93,16 @@ fn haproxy(dir: &Path, hosts: &[&Member]) -> (Proc, String) {
     (Proc(child), url)
 }
 
+/// Asserts that no host of `fleet` holds a DM override for `agent` (`what`
+/// would have set one).
+fn no_override_on(fleet: &[Member], agent: &str, what: &str) {
+    for m in fleet {
+        let agents: Value = serde_json::from_str(&ok(&run(&m.dir, &["agents", "--json"]))).unwrap();
+        let a = agents.as_array().unwrap().iter().find(|a| a["name"] == agent).unwrap();
+        assert!(a["dm_override"].is_null(), "{what} was applied on {}: {a}", m.dir.display());
+    }
+}
+
 /// A session at `url` (an agent's endpoint), counting `list_changed`.
 async fn session(url: &str) -> (crate::live::Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use rmcp::ServiceExt as _;
@@ -210,17 +220,12 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
     // A real change after it: a host that applied this one has read past
     // the forged row.
     ok(&run(&fleet[0].dir, &["override", "lyra", "--clear"]));
-    eventually("the forged change read by every host", async || {
+    let caught_up = async || {
         let (ok, v) = cluster_status();
         ok && v["hosts"].as_array().is_some_and(|h| h.iter().all(|h| h["lag"] == 0))
-    })
-    .await;
-    for m in &fleet {
-        let o = run(&m.dir, &["agents", "--json"]);
-        let agents: Value = serde_json::from_str(&ok(&o)).unwrap();
-        let mirela = agents.as_array().unwrap().iter().find(|a| a["name"] == "mirela").unwrap();
-        assert!(mirela["dm_override"].is_null(), "a forged override was applied: {mirela}");
-    }
+    };
+    eventually("the forged change read by every host", caught_up).await;
+    no_override_on(&fleet, "mirela", "a forged override");
     // Nor can they replay a real change: the DM clears bartok's override,
     // and a copy of the row that set it, appended again, is ignored.
     ok(&run(&fleet[other].dir, &["override", "bartok", "--clear"]));
@@ -231,17 +236,8 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
     );
     assert!(ok_, "{said}");
     ok(&run(&fleet[0].dir, &["override", "lyra", "--clear"]));
-    eventually("the replayed change read by every host", async || {
-        let (ok, v) = cluster_status();
-        ok && v["hosts"].as_array().is_some_and(|h| h.iter().all(|h| h["lag"] == 0))
-    })
-    .await;
-    for m in &fleet {
-        let o = run(&m.dir, &["agents", "--json"]);
-        let agents: Value = serde_json::from_str(&ok(&o)).unwrap();
-        let bartok = agents.as_array().unwrap().iter().find(|a| a["name"] == "bartok").unwrap();
-        assert!(bartok["dm_override"].is_null(), "a replayed override was applied: {bartok}");
-    }
+    eventually("the replayed change read by every host", caught_up).await;
+    no_override_on(&fleet, "bartok", "a replayed override");
     ok(&run(&fleet[other].dir, &["override", "bartok", "deep", "--for", "10m"]));
 
     // A host started after all this comes up with it.

@@ -162,6 +162,12 @@ pub(crate) fn fts_words(q: &str) -> Vec<&str> {
     q.split(|c: char| !c.is_alphanumeric() && c != '\'').filter(|w| w.len() > 1).collect()
 }
 
+/// A name fragment as a `LIKE` pattern's literal middle: `\`, `%` and `_`
+/// escaped (with `ESCAPE '\'`), so input never acts as a wildcard.
+pub(crate) fn like_literal(name: &str) -> String {
+    name.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
+}
+
 /// The campaign memory: SQLite or PostgreSQL.
 #[derive(Debug)]
 pub enum MemoryStore {

@@ -320,7 +320,7 @@ impl PgStore {
         kind: Option<&str>,
         limit: u32,
     ) -> Result<Vec<Entity>, MemoryError> {
-        let name = name.map(|n| n.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let name = name.map(crate::like_literal);
         let kind = kind.map(str::to_string);
         self.run(|pool| async move {
             let client = pool.get().await?;

@@ -180,7 +180,7 @@ impl SqliteStore {
              WHERE (?1 IS NULL OR name LIKE '%' || ?1 || '%' ESCAPE '\\') AND (?2 IS NULL OR kind = ?2)
              ORDER BY name LIMIT ?3",
         )?;
-        let name = name.map(|n| n.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_"));
+        let name = name.map(crate::like_literal);
         let rows = st.query_map(params![name, kind, limit], entity_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
