@@ -144,6 +144,9 @@ pub enum BuildError {
     /// secret of the same plugin.
     #[error("secrets: {0}")]
     Secrets(crate::secrets::SecretError),
+    /// A fleet's secrets (`cluster.url`) could not be read.
+    #[error("the fleet's secrets: {0}")]
+    FleetSecrets(String),
     /// The plugins directory cannot be created or read.
     #[error("plugins.dir: {path}: {source}")]
     PluginsDir {
@@ -152,6 +155,28 @@ pub enum BuildError {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// The fleet's secrets from the control plane at `url`, opened with
+/// `cluster.secret_key_file`.
+fn fleet_secrets(cfg: &Config, url: &str) -> Result<crate::secrets::Secrets, BuildError> {
+    let key_file = cfg.cluster.secret_key_file.as_ref().map(|p| cfg.resolve(p)).unwrap_or_default();
+    let key = crate::cluster::Key::read(&key_file)
+        .map_err(|e| BuildError::FleetSecrets(format!("cluster.secret_key_file: {e}")))?;
+    crate::cluster::read_secrets(url, &key).map_err(|e| {
+        // With its causes (tokio-postgres says "error connecting to
+        // server" and keeps why in its source).
+        let mut text = e.to_string();
+        let mut cause = std::error::Error::source(&e);
+        while let Some(c) = cause {
+            let said = c.to_string();
+            if !text.contains(&said) {
+                text = format!("{text}: {said}");
+            }
+            cause = c.source();
+        }
+        BuildError::FleetSecrets(text)
+    })
 }
 
 /// Where compiled components are cached.
@@ -497,9 +522,28 @@ impl HostBuilder {
             ));
         host.set_prefixes(cfg.plugins.prefix.clone());
         host.set_plugin_config(cfg.plugins.config_values());
-        host.set_secret_store(crate::secrets::SecretStore::in_state_dir(&state)).map_err(BuildError::Secrets)?;
-        if let Some(clash) = crate::secrets::clash(&cfg.plugins.config_values(), &host.secrets_snapshot()) {
-            return Err(BuildError::Secrets(crate::secrets::SecretError::Name(clash)));
+        let local = crate::secrets::SecretStore::in_state_dir(&state);
+        match &cfg.cluster.url {
+            // A fleet's secrets are the control plane's, alike on every
+            // host; its follower keeps them current.
+            Some(url) => {
+                host.put_secrets(fleet_secrets(cfg, url)?).map_err(BuildError::Secrets)?;
+                if let Ok(unused) = local.list(None)
+                    && !unused.is_empty()
+                {
+                    tracing::warn!(
+                        "{} holds {} secret(s) that a host in a fleet does not use: set them again with `toolhost secret set`, which writes the control plane",
+                        local.path().display(),
+                        unused.len()
+                    );
+                }
+            }
+            None => {
+                host.set_secret_store(local).map_err(BuildError::Secrets)?;
+                if let Some(clash) = crate::secrets::clash(&cfg.plugins.config_values(), &host.secrets_snapshot()) {
+                    return Err(BuildError::Secrets(crate::secrets::SecretError::Name(clash)));
+                }
+            }
         }
         let host = Arc::new(host);
         let installer = Installer::new(host.clone(), Some(self.oci_store()?), changes);

@@ -78,7 +78,18 @@ impl crate::cluster::Apply for HostApplier {
                 changes.override_cleared(agent);
                 Ok(())
             }
+            // The control plane reads the secrets whole and hands them to
+            // `secrets` below.
+            Change::SecretSet { .. } | Change::SecretRemoved { .. } => Ok(()),
         }
+    }
+
+    fn secrets(&self, secrets: crate::secrets::Secrets) -> Result<(), String> {
+        let loaded = self.installer.host().put_secrets(secrets).map_err(|e| e.to_string())?;
+        for change in loaded {
+            tracing::info!(plugin = %change.plugin, "{}", change.detail);
+        }
+        Ok(())
     }
 
     fn plugins(&self) -> std::collections::BTreeMap<String, String> {

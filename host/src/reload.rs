@@ -270,7 +270,8 @@ impl Reloader {
         };
         let secrets = match self.host.secret_store() {
             Some(store) => store.read().map_err(|e| invalid(format!("secrets: {e}")))?,
-            None => Default::default(),
+            // A fleet's, from the control plane: as held.
+            None => (*self.host.secrets_snapshot()).clone(),
         };
         if let Some(clash) = crate::secrets::clash(&new.plugins.config_values(), &secrets) {
             return Err(invalid(clash));

@@ -412,3 +412,147 @@ async fn a_killed_host_loses_no_acknowledged_write_and_a_stopped_host_finishes_i
         drop(m.proc.take());
     }
 }
+
+/// `{"value": ...}` of the hostile plugin's `read_config` (`tool`) for
+/// `key`, through session `c`.
+async fn config_value(c: &crate::live::Client, tool: &str, key: &str) -> Value {
+    let v = call(c, tool, serde_json::json!({"key": key})).await.unwrap_or_else(|e| panic!("{tool} {key}: {e}"));
+    let text = v["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {v}"));
+    serde_json::from_str::<Value>(text).unwrap()["value"].clone()
+}
+
+/// `toolhost secret set PLUGIN NAME` in `dir`, `value` on standard input.
+fn set_secret(dir: &Path, plugin: &str, name: &str, value: &str) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = th(dir)
+        .args(["secret", "set", plugin, name])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(value.as_bytes()).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// A secret set with `toolhost secret set` against one host's config is
+/// written to the control plane sealed (the database never holds the
+/// value), every host uses it from its next call, and a host started later
+/// starts with it. Someone who can write the database but lacks the key
+/// cannot give one plugin's secret to another.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() {
+    const VALUE: &str = "sk-fleet-5f0c1e9d";
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (db, url) = crate::pg::database();
+    for name in ["hostile", "other"] {
+        std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, root.join(format!("{name}.wasm"))).unwrap();
+    }
+    let configure = |id: &str| {
+        let dir = root.join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("toolhost.yaml"),
+            format!(
+                "trust:\n  allow_unsigned: true\nplugins:\n  builtins: false\n  files: [{root}/hostile.wasm, {root}/other.wasm]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nbudget:\n  background_calibration: false\n",
+                root = root.display(),
+                key = fleet_key(&dir).display()
+            ),
+        )
+        .unwrap();
+        dir
+    };
+    let mut hosts: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let dir = configure(id);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let probe = reqwest::Client::new();
+    for m in &hosts {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    let mut sessions = Vec::new();
+    for m in &hosts {
+        let c = session(&format!("{}/mcp", m.url)).await.0;
+        assert_eq!(config_value(&c, "read_config", "api_key").await, Value::Null, "not set yet");
+        sessions.push(c);
+    }
+
+    // Set through host a's config: every live host has it when the
+    // command says so.
+    let set = set_secret(&hosts[0].dir, "hostile", "api_key", VALUE);
+    let said = ok(&set);
+    assert!(said.contains("set secret api_key of plugin hostile in the fleet's control plane"), "{said}");
+    assert!(said.contains("2 of 2 live hosts use it from their next call: a, b"), "{said}");
+    for c in &sessions {
+        assert_eq!(config_value(c, "read_config", "api_key").await, VALUE);
+        assert_eq!(config_value(c, "other_read_config", "api_key").await, Value::Null, "another plugin's");
+    }
+    // The database holds it sealed, the log names it only, and no host
+    // wrote it to its own state.
+    let pg = crate::pg::cluster();
+    let (read, sealed) = pg.psql(&db, "SELECT sealed FROM cluster_secrets WHERE plugin = 'hostile'");
+    assert!(read && sealed.trim().starts_with("v1:") && !sealed.contains(VALUE), "{sealed}");
+    let (read, log) = pg.psql(&db, "SELECT change FROM cluster_changes");
+    assert!(read && log.contains("secret_set") && !log.contains(VALUE), "{log}");
+    for m in &hosts {
+        assert!(!m.dir.join("state/secrets.json").exists(), "{} wrote secrets.json", m.dir.display());
+        let logged = std::fs::read_to_string(m.dir.join("serve.log")).unwrap();
+        assert!(!logged.contains(VALUE), "{logged}");
+    }
+
+    // Someone with the database but not the key copies hostile's sealed
+    // secret to the plugin "other". The next real change makes every host
+    // read the secrets again: the copy does not open there.
+    let (moved, said) = pg.psql(
+        &db,
+        "INSERT INTO cluster_secrets (plugin, name, sealed, set_by) SELECT 'other', name, sealed, 'mallory' FROM cluster_secrets WHERE plugin = 'hostile'",
+    );
+    assert!(moved, "{said}");
+    ok(&set_secret(&hosts[1].dir, "hostile", "token", "t-2"));
+    for c in &sessions {
+        assert_eq!(config_value(c, "read_config", "token").await, "t-2");
+        assert_eq!(config_value(c, "other_read_config", "api_key").await, Value::Null, "a moved secret does not open");
+    }
+    let list = run(&hosts[0].dir, &["secret", "list"]);
+    assert!(!list.status.success(), "a secret that does not open is a problem: {}", stdout(&list));
+    let listed = stdout(&list);
+    assert!(listed.contains("does not open with this fleet's key") && !listed.contains(VALUE), "{listed}");
+    assert!(listed.contains("cli@"), "where each was set from: {listed}");
+    let logged = std::fs::read_to_string(hosts[0].dir.join("serve.log")).unwrap();
+    assert!(logged.contains("a secret that does not open with this fleet's key"), "{logged}");
+    let (gone, said) = pg.psql(&db, "DELETE FROM cluster_secrets WHERE set_by = 'mallory'");
+    assert!(gone, "{said}");
+
+    // A host started now starts with the fleet's secrets.
+    let dir = configure("c");
+    let (proc, url) = start(&dir);
+    hosts.push(Member { dir, url, proc: Some(proc) });
+    let late = session(&format!("{}/mcp", hosts[2].url)).await.0;
+    assert_eq!(config_value(&late, "read_config", "api_key").await, VALUE);
+    sessions.push(late);
+
+    // Removed: gone from every host's next call.
+    let rm = run(&hosts[2].dir, &["secret", "rm", "hostile", "api_key"]);
+    assert!(ok(&rm).contains("3 of 3 live hosts"), "{}", stdout(&rm));
+    for c in &sessions {
+        assert_eq!(config_value(c, "read_config", "api_key").await, Value::Null);
+    }
+    let again = run(&hosts[2].dir, &["secret", "rm", "hostile", "api_key"]);
+    assert!(
+        !again.status.success() && stderr(&again).contains("has no secret api_key in the fleet"),
+        "{}",
+        stderr(&again)
+    );
+    for c in sessions {
+        let _ = c.cancel().await;
+    }
+    for m in &mut hosts {
+        drop(m.proc.take());
+    }
+}

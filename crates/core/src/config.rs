@@ -401,8 +401,9 @@ pub struct ClusterConfig {
     /// 0600, e.g. `openssl rand -out cluster.key 32`). Each change in the
     /// control plane's log carries a tag made with it, and a host applies
     /// only changes whose tag it can check: whoever can write the
-    /// database but does not hold the key cannot change the hosts.
-    /// Required with `url`.
+    /// database but does not hold the key cannot change the hosts. The
+    /// fleet's secrets (`toolhost secret set`) are sealed with a key
+    /// derived from it. Required with `url`.
     pub secret_key_file: Option<PathBuf>,
 }
 

@@ -83,6 +83,16 @@ impl std::fmt::Debug for Secrets {
 }
 
 impl Secrets {
+    /// Secrets from `(plugin, name, value)` triples (the fleet's control
+    /// plane reads them this way).
+    pub fn from_entries(entries: impl IntoIterator<Item = (String, String, String)>) -> Secrets {
+        let mut by_plugin: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for (plugin, name, value) in entries {
+            by_plugin.entry(plugin).or_default().insert(name, value);
+        }
+        Secrets { by_plugin }
+    }
+
     /// `plugin`'s secrets, name -> value.
     pub fn of(&self, plugin: &str) -> BTreeMap<String, String> {
         self.by_plugin.get(plugin).cloned().unwrap_or_default()

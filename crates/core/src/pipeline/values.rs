@@ -65,7 +65,15 @@ impl Host {
     /// refused (they share one namespace), changing nothing.
     pub fn refresh_secrets(&self) -> Result<Vec<PluginChange>, SecretError> {
         let Some(store) = self.secret_store() else { return Ok(Vec::new()) };
-        let secrets = store.read()?;
+        self.put_secrets(store.read()?)
+    }
+
+    /// Puts `secrets` in force from each plugin's next call on, in place of
+    /// those held (a host whose secrets come from elsewhere than a file:
+    /// a fleet's control plane); registers the plugins that were waiting
+    /// for one of them. A config value named like a secret of the same
+    /// plugin is refused, changing nothing.
+    pub fn put_secrets(&self, secrets: crate::secrets::Secrets) -> Result<Vec<PluginChange>, SecretError> {
         if let Some(clash) = crate::secrets::clash(&self.plugin_config.load(), &secrets) {
             return Err(SecretError::Name(clash));
         }

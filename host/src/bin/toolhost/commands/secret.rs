@@ -21,6 +21,13 @@ use toolhost::secrets::{MAX_VALUE_BYTES, SecretStore};
 /// redacts a secret's exact value from the plugin's log lines and error
 /// text. A plugin can still send its own secret wherever its grants let it
 /// reach: the grant is the boundary.
+///
+/// In a fleet (`cluster.url` in the config) the secrets are the control
+/// plane's instead: each value is sealed with a key derived from
+/// `cluster.secret_key_file` before it leaves this command, bound to its
+/// plugin and name, and every host opens it and uses it from the next call
+/// (the command waits up to 5 s and says which hosts have). The database
+/// never holds a value; each host's `secrets.json` is not used.
 #[derive(Debug, clap::Args)]
 pub struct Secret {
     #[command(subcommand)]
@@ -61,13 +68,18 @@ enum SecretCommand {
 
 impl Secret {
     pub fn run(self) -> Result<ExitCode> {
+        // The config says where secrets go (this host's state directory or
+        // a fleet's control plane): one that does not read is an error,
+        // not a guess.
+        let config = self.state.config.load().context("reading the config")?;
+        if let Some(url) = config.cluster.url.as_deref() {
+            return self.run_in_fleet(&config, url);
+        }
         let store = SecretStore::in_state_dir(&self.state.state_dir()?);
         match &self.command {
             SecretCommand::Set { plugin, name } => {
                 // Its config must not name the same key: one namespace.
-                if let Ok(config) = self.state.config.load()
-                    && config.plugins.config.get(plugin).is_some_and(|m| m.contains_key(name))
-                {
+                if config.plugins.config.get(plugin).is_some_and(|m| m.contains_key(name)) {
                     bail!(
                         "plugins.config.{plugin}.{name} is set in the config file; config values and secrets share one namespace: remove it from the config, or give the secret another name"
                     );
@@ -114,6 +126,76 @@ impl Secret {
         }
     }
 
+    /// The same, against the fleet's control plane at `url`.
+    fn run_in_fleet(&self, cfg: &toolhost::config::Config, url: &str) -> Result<ExitCode> {
+        let key_file = cfg.cluster.secret_key_file.as_ref().map(|p| cfg.resolve(p)).unwrap_or_default();
+        let key =
+            toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
+        let origin = format!("cli@{}", toolhost::cluster::host_name());
+        let at = toolhost::memory::redact(url);
+        match &self.command {
+            SecretCommand::Set { plugin, name } => {
+                if cfg.plugins.config.get(plugin).is_some_and(|m| m.contains_key(name)) {
+                    bail!(
+                        "plugins.config.{plugin}.{name} is set in the config file; config values and secrets share one namespace: remove it from the config, or give the secret another name"
+                    );
+                }
+                toolhost::secrets::check_name("plugin", plugin)?;
+                toolhost::secrets::check_name("secret", name)?;
+                let value = read_value(plugin, name)?;
+                if value.len() > MAX_VALUE_BYTES {
+                    bail!("the value is {} bytes, over the {MAX_VALUE_BYTES}-byte limit", value.len());
+                }
+                let (replaced, seq) = toolhost::cluster::set_secret(url, &key, &origin, plugin, name, &value)
+                    .context("writing the fleet's control plane")?;
+                println!(
+                    "{} secret {name} of plugin {plugin} in the fleet's control plane ({at}), sealed with cluster.secret_key_file",
+                    if replaced { "replaced" } else { "set" }
+                );
+                report_hosts(url, seq)
+            }
+            SecretCommand::List { plugin, json } => {
+                let list = toolhost::cluster::list_secrets(url, &key, plugin.as_deref())
+                    .context("reading the fleet's control plane")?;
+                if *json {
+                    return print_json(&list);
+                }
+                if list.is_empty() {
+                    match plugin {
+                        Some(p) => println!("plugin {p} has no secrets in the fleet"),
+                        None => println!("no secrets are set in the fleet ({at})"),
+                    }
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let rows: Vec<[String; 4]> = list
+                    .iter()
+                    .map(|s| {
+                        let by = if s.opens {
+                            s.set_by.clone()
+                        } else {
+                            "? (does not open with this fleet's key: no host uses it)".to_string()
+                        };
+                        [s.plugin.clone(), s.name.clone(), s.set_at.clone(), by]
+                    })
+                    .collect();
+                print_table(&["PLUGIN", "SECRET", "SET AT", "SET BY"], &rows);
+                Ok(if list.iter().all(|s| s.opens) { ExitCode::SUCCESS } else { ExitCode::FAILURE })
+            }
+            SecretCommand::Rm { plugin, name } => {
+                let Some(seq) = toolhost::cluster::remove_secret(url, &key, &origin, plugin, name)
+                    .context("writing the fleet's control plane")?
+                else {
+                    eprintln!(
+                        "error: plugin {plugin} has no secret {name} in the fleet (`toolhost secret list {plugin}` lists its secrets)"
+                    );
+                    return Ok(ExitCode::FAILURE);
+                };
+                println!("removed secret {name} of plugin {plugin} from the fleet's control plane");
+                report_hosts(url, seq)
+            }
+        }
+    }
+
     /// Tells a running host to read the secrets again; says what happened.
     fn tell_host(&self) {
         let admin = match self.state.admin_or(|_, _| {}) {
@@ -136,6 +218,33 @@ impl Secret {
             ),
         }
     }
+}
+
+/// Waits up to 5 s for the fleet's live hosts to apply change `seq`, and
+/// says which have. The secret is stored either way: a host that has not
+/// applied it yet does when it catches up.
+fn report_hosts(url: &str, seq: i64) -> Result<ExitCode> {
+    match toolhost::cluster::wait_applied(url, seq, std::time::Duration::from_secs(5)) {
+        Ok((done, behind)) if done.is_empty() && behind.is_empty() => {
+            println!("no host of the fleet is running: each reads the secrets when it starts")
+        }
+        Ok((done, behind)) => {
+            println!(
+                "{} of {} live hosts use it from their next call{}",
+                done.len(),
+                done.len() + behind.len(),
+                if done.is_empty() { String::new() } else { format!(": {}", done.join(", ")) }
+            );
+            if !behind.is_empty() {
+                eprintln!(
+                    "warning: not yet applied by {} (they apply it when they catch up; `toolhost cluster status` shows each host's lag)",
+                    behind.join(", ")
+                );
+            }
+        }
+        Err(e) => eprintln!("warning: could not read which hosts applied it ({e})"),
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The value from standard input: asked for without echo at a terminal,

@@ -345,7 +345,5 @@ async fn shutdown_signal() {
 /// A fleet host's id when `cluster.host_id` is not set: the machine's host
 /// name and the serving port.
 fn default_host_id(port: u16) -> String {
-    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|n| n.trim().to_string()).unwrap_or_default();
-    let name = if name.is_empty() { "localhost".to_string() } else { name };
-    format!("{name}:{port}")
+    format!("{}:{port}", toolhost::cluster::host_name())
 }

@@ -23,6 +23,10 @@
 //! those two hosts disagreeing until the next change to it. `cluster
 //! status` flags hosts whose plugins differ.
 
+mod secrets;
+
+pub use secrets::{FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
+
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -47,6 +51,9 @@ CREATE TABLE IF NOT EXISTS cluster_changes (
 CREATE TABLE IF NOT EXISTS cluster_hosts (
     host_id TEXT PRIMARY KEY, version TEXT NOT NULL, started TIMESTAMPTZ NOT NULL,
     last_seen TIMESTAMPTZ NOT NULL, applied_seq BIGINT NOT NULL, plugins TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cluster_secrets (
+    plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL,
+    set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));
 "#;
 
 /// One run-time change, as the log holds it.
@@ -88,6 +95,21 @@ pub enum Change {
     OverrideCleared {
         /// The agent.
         agent: String,
+    },
+    /// A plugin's secret set in `cluster_secrets` (the value is there,
+    /// sealed, never in the log): every host reads the secrets again.
+    SecretSet {
+        /// The plugin.
+        plugin: String,
+        /// The secret's name.
+        name: String,
+    },
+    /// A plugin's secret removed from `cluster_secrets`.
+    SecretRemoved {
+        /// The plugin.
+        plugin: String,
+        /// The secret's name.
+        name: String,
     },
 }
 
@@ -136,6 +158,9 @@ pub trait Apply: Send + Sync {
     /// Applies one change (on a blocking thread). A failure is logged; the
     /// host moves on to the next change.
     fn apply(&self, change: &Change) -> Result<(), String>;
+    /// Puts the fleet's secrets in force (on a blocking thread), in place
+    /// of those held; a failure is logged.
+    fn secrets(&self, secrets: crate::secrets::Secrets) -> Result<(), String>;
     /// The plugins this host runs, name to digest, for its heartbeat.
     fn plugins(&self) -> std::collections::BTreeMap<String, String>;
 }
@@ -228,6 +253,8 @@ impl Change {
                 format!("override_set {agent} {tier} until {until_unix_ms}")
             }
             Change::OverrideCleared { agent } => format!("override_cleared {agent}"),
+            Change::SecretSet { plugin, name } => format!("secret_set {plugin} {name}"),
+            Change::SecretRemoved { plugin, name } => format!("secret_removed {plugin} {name}"),
         }
     }
 }
@@ -238,6 +265,29 @@ impl Drop for Cluster {
             rt.shutdown_background();
         }
     }
+}
+
+/// Appends the change `text` from `host_id` to the log in `tx` and
+/// announces it at commit; its sequence number.
+async fn append(
+    tx: &tokio_postgres::Transaction<'_>,
+    key: &[u8; 32],
+    host_id: &str,
+    text: &str,
+) -> Result<i64, tokio_postgres::Error> {
+    // One publisher at a time: rows commit in the order of their numbers,
+    // so a host reading the log never sees a later change before an
+    // earlier one still committing (and skips it).
+    tx.batch_execute("SELECT pg_advisory_xact_lock(hashtext('toolhost cluster publish'))").await?;
+    let seq: i64 = tx.query_one("SELECT nextval(pg_get_serial_sequence('cluster_changes', 'seq'))", &[]).await?.get(0);
+    let tag = tag(key, seq, host_id, text);
+    tx.execute(
+        "INSERT INTO cluster_changes (seq, host_id, change, tag) VALUES ($1, $2, $3, $4)",
+        &[&seq, &host_id, &text, &tag],
+    )
+    .await?;
+    tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()]).await?;
+    Ok(seq)
 }
 
 async fn connect(
@@ -307,19 +357,7 @@ impl Cluster {
             let (mut client, conn) = connect(&config).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
-            // One publisher at a time: rows commit in the order of their
-            // numbers, so a host reading the log never sees a later change
-            // before an earlier one still committing (and skips it).
-            tx.batch_execute("SELECT pg_advisory_xact_lock(hashtext('toolhost cluster publish'))").await?;
-            let seq: i64 =
-                tx.query_one("SELECT nextval(pg_get_serial_sequence('cluster_changes', 'seq'))", &[]).await?.get(0);
-            let tag = tag(&key, seq, &host_id, &text);
-            tx.execute(
-                "INSERT INTO cluster_changes (seq, host_id, change, tag) VALUES ($1, $2, $3, $4)",
-                &[&seq, &host_id, &text, &tag],
-            )
-            .await?;
-            tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()]).await?;
+            let seq = append(&tx, &key, &host_id, &text).await?;
             tx.commit().await?;
             drop(client);
             let _ = driver.await;
@@ -412,6 +450,12 @@ impl Cluster {
         client: &tokio_postgres::Client,
         apply: &Arc<dyn Apply>,
     ) -> Result<(), tokio_postgres::Error> {
+        let first = !self.caught_up.load(Ordering::Acquire);
+        if first {
+            // Before any plugin of the log loads: the secrets as they are
+            // now (a change to them in the log below is then no news).
+            self.load_secrets(client, apply).await?;
+        }
         let from = self.applied.load(Ordering::Acquire);
         let rows = client
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
@@ -440,6 +484,12 @@ impl Cluster {
             let own = origin == self.host_id && self.caught_up.load(Ordering::Acquire);
             if !own {
                 match serde_json::from_str::<Change>(&text) {
+                    Ok(change @ (Change::SecretSet { .. } | Change::SecretRemoved { .. })) => {
+                        if !first {
+                            self.load_secrets(client, apply).await?;
+                        }
+                        tracing::info!(seq, from = %crate::tool::log_safe(&origin), change = %change.describe(), "control plane: change applied");
+                    }
                     Ok(change) => {
                         let applier = apply.clone();
                         let outcome = tokio::task::spawn_blocking(move || {
@@ -463,6 +513,22 @@ impl Cluster {
                 }
             }
             self.applied.store(seq, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Reads the fleet's secrets and puts them in force on this host.
+    async fn load_secrets(
+        &self,
+        client: &tokio_postgres::Client,
+        apply: &Arc<dyn Apply>,
+    ) -> Result<(), tokio_postgres::Error> {
+        let secrets = secrets::load(client, &self.key).await?;
+        let applier = apply.clone();
+        match tokio::task::spawn_blocking(move || applier.secrets(secrets)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "control plane: the fleet's secrets were not put in force"),
+            Err(e) => tracing::warn!(error = %e, "control plane: putting the fleet's secrets in force failed"),
         }
         Ok(())
     }
@@ -545,7 +611,7 @@ pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
 /// runtime of its own (for the CLI, which has none).
 fn once<T>(
     url: &str,
-    work: impl AsyncFnOnce(&tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
+    work: impl AsyncFnOnce(&mut tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
 ) -> Result<T, ClusterError> {
     let target = crate::memory::redact(url);
     let config: tokio_postgres::Config =
@@ -555,9 +621,9 @@ fn once<T>(
         .build()
         .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
     rt.block_on(async {
-        let (client, conn) = connect(&config).await?;
+        let (mut client, conn) = connect(&config).await?;
         let driver = tokio::spawn(conn);
-        let out = work(&client).await;
+        let out = work(&mut client).await;
         drop(client);
         let _ = driver.await;
         out
@@ -586,6 +652,13 @@ pub fn mismatches(hosts: &[HostRow]) -> Vec<String> {
         }
     }
     out
+}
+
+/// This machine's name (`localhost` when it has none): in a host's default
+/// id and in the origin of a change the CLI makes.
+pub fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname").map(|n| n.trim().to_string()).unwrap_or_default();
+    if name.is_empty() { "localhost".to_string() } else { name }
 }
 
 /// A digest's first 12 hex digits, for listings.
