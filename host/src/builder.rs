@@ -163,20 +163,7 @@ fn fleet_secrets(cfg: &Config, url: &str) -> Result<crate::secrets::Secrets, Bui
     let key_file = cfg.cluster.secret_key_file.as_ref().map(|p| cfg.resolve(p)).unwrap_or_default();
     let key = crate::cluster::Key::read(&key_file)
         .map_err(|e| BuildError::FleetSecrets(format!("cluster.secret_key_file: {e}")))?;
-    crate::cluster::read_secrets(url, &key).map_err(|e| {
-        // With its causes (tokio-postgres says "error connecting to
-        // server" and keeps why in its source).
-        let mut text = e.to_string();
-        let mut cause = std::error::Error::source(&e);
-        while let Some(c) = cause {
-            let said = c.to_string();
-            if !text.contains(&said) {
-                text = format!("{text}: {said}");
-            }
-            cause = c.source();
-        }
-        BuildError::FleetSecrets(text)
-    })
+    crate::cluster::read_secrets(url, &key).map_err(|e| BuildError::FleetSecrets(e.to_string()))
 }
 
 /// Where compiled components are cached.

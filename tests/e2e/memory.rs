@@ -320,3 +320,53 @@ fn a_memory_store_set_twice_or_unreachable_is_refused_with_a_reason() {
     assert!(said.contains("opening the memory store postgresql://toolhost:***@/x"), "{said}");
     assert!(!said.contains("hunter2"), "{said}");
 }
+
+/// `sslmode` in `memory.url` and `cluster.url`, as libpq names it: with
+/// `verify-full` and the CA in `sslrootcert` the connection is TLS and the
+/// server's certificate checks; a certificate that does not check (no
+/// `sslrootcert`: the system's roots do not know this CA) is refused, and
+/// so is a plain connection to a server that takes TLS only.
+#[test]
+fn postgres_over_tls_verifies_the_server_and_a_server_it_cannot_verify_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, _) = crate::pg::database();
+    let pg = crate::pg::cluster();
+    let run = |url: &str, args: &[&str]| {
+        std::fs::write(dir.path().join("cluster.key"), [7u8; 32]).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(dir.path().join("cluster.key"), std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(
+            dir.path().join("toolhost.yaml"),
+            format!("memory:\n  url: {url}\ncluster:\n  url: {url}\n  secret_key_file: cluster.key\n"),
+        )
+        .unwrap();
+        toolhost()
+            .current_dir(dir.path())
+            .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let verified = pg.tls_url(&db, &format!("sslmode=verify-full&sslrootcert={}", pg.ca.display()));
+    let o = run(&verified, &["memory", "export"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let exported: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(!exported["entities"].as_array().unwrap().is_empty(), "the demo campaign, over TLS: {exported}");
+    // The control plane takes the same URL.
+    let o = run(&verified, &["cluster", "status", "--json"]);
+    assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
+    assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap()["hosts"], serde_json::json!([]));
+
+    // Not a CA it was told of: refused, the reason named, no password shown.
+    let o = run(&pg.tls_url(&db, "sslmode=require"), &["memory", "export"]);
+    let said = stderr(&o);
+    assert!(!o.status.success());
+    assert!(said.contains("invalid peer certificate") && said.contains("sslrootcert=/path/to/ca.pem"), "{said}");
+    assert!(!said.contains(&pg.password), "{said}");
+    // No TLS: this server refuses it.
+    let o = run(&pg.tls_url(&db, ""), &["memory", "export"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("no encryption"), "{}", stderr(&o));
+    let o = run(&pg.tls_url(&db, "sslmode=verify-ca&sslrootcert=/nonexistent/ca.pem"), &["memory", "export"]);
+    assert!(!o.status.success() && stderr(&o).contains("sslrootcert=/nonexistent/ca.pem"), "{}", stderr(&o));
+}

@@ -379,6 +379,8 @@ pub struct MemoryConfig {
     /// (`postgres://user:password@host/db`, or
     /// `postgresql:///db?host=/run/postgresql` for a Unix socket), shared
     /// by every host given it. `${VAR}` is replaced from the environment.
+    /// `?sslmode=verify-full` (and `&sslrootcert=/path/ca.pem`) for TLS,
+    /// as libpq names them; the server's certificate is always verified.
     /// A new store starts with the demo campaign. Setting both this and
     /// `path` is an error.
     pub url: Option<String>,
@@ -392,7 +394,8 @@ pub struct MemoryConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {
     /// The control plane's database (`postgres://...`; it can be the one
-    /// of `memory.url`). `${VAR}` is replaced from the environment.
+    /// of `memory.url`, and reads `sslmode` and `sslrootcert` the same
+    /// way). `${VAR}` is replaced from the environment.
     pub url: Option<String>,
     /// This host's name in the fleet and in its audit records (default:
     /// the machine's host name and the serving port, `name:port`).

@@ -14,9 +14,23 @@
 
 #![deny(unsafe_code)]
 
+mod pgconn;
 mod postgres;
 mod sqlite;
 
+pub use pgconn::{PgConnection, PgTarget, explain};
+
+impl From<tokio_postgres::Error> for MemoryError {
+    fn from(e: tokio_postgres::Error) -> MemoryError {
+        MemoryError::Postgres(explain(&e))
+    }
+}
+
+impl From<deadpool_postgres::PoolError> for MemoryError {
+    fn from(e: deadpool_postgres::PoolError) -> MemoryError {
+        MemoryError::Postgres(explain(&e))
+    }
+}
 pub use postgres::{OPERATION_TIMEOUT, POOL_SIZE, PgStore, redact};
 pub use sqlite::SqliteStore;
 
@@ -133,12 +147,10 @@ pub enum MemoryError {
     /// SQLite failed.
     #[error("memory store: {0}")]
     Sql(#[from] rusqlite::Error),
-    /// PostgreSQL failed.
+    /// PostgreSQL failed, or no connection to it could be had in time:
+    /// why, with the causes the driver keeps ([`explain`]).
     #[error("memory store (PostgreSQL): {0}")]
-    Postgres(#[from] tokio_postgres::Error),
-    /// No connection to PostgreSQL could be had in time.
-    #[error("memory store (PostgreSQL): {0}")]
-    Pool(#[from] deadpool_postgres::PoolError),
+    Postgres(String),
     /// The store did not answer, or could not be started.
     #[error("memory store: {0}")]
     Unavailable(String),

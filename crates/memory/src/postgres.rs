@@ -20,7 +20,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
-use tokio_postgres::NoTls;
 
 /// The longest one operation (a query, an import, a write) may take,
 /// waiting for a connection included.
@@ -132,15 +131,15 @@ impl PgStore {
     /// an empty store.
     pub fn connect(url: &str) -> Result<PgStore, MemoryError> {
         let target = redact(url);
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|e| MemoryError::Url { url: target.clone(), reason: format!("{e}") })?;
+        let pg = crate::PgTarget::parse(url).map_err(|reason| MemoryError::Url { url: target.clone(), reason })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolhost-pg")
             .enable_all()
             .build()
             .map_err(|e| MemoryError::Unavailable(format!("starting the PostgreSQL client: {e}")))?;
-        let manager = Manager::from_config(config, NoTls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
+        let manager =
+            Manager::from_config(pg.config, pg.tls, ManagerConfig { recycling_method: RecyclingMethod::Fast });
         let pool = Pool::builder(manager)
             .max_size(POOL_SIZE)
             .runtime(Runtime::Tokio1)

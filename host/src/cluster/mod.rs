@@ -27,11 +27,11 @@ mod secrets;
 
 pub use secrets::{FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
 
+use crate::memory::PgTarget;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::Duration;
-use tokio_postgres::NoTls;
 
 /// The `LISTEN/NOTIFY` channel of the control plane.
 pub const CHANNEL: &str = "toolhost_changes";
@@ -117,12 +117,13 @@ pub enum Change {
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
     /// PostgreSQL failed.
-    #[error("control plane {at}: {source}")]
+    #[error("control plane {at}: {}", crate::memory::explain(.error))]
     Postgres {
         /// The URL, without its password.
         at: String,
-        /// Why.
-        source: tokio_postgres::Error,
+        /// Why (its causes are in the message: tokio-postgres says "db
+        /// error" or "error connecting to server" and keeps why in them).
+        error: tokio_postgres::Error,
     },
     /// `cluster.url` could not be used.
     #[error("control plane {at}: {reason}")]
@@ -182,7 +183,8 @@ pub struct Cluster {
     host_id: String,
     /// SHA-256 of `cluster.secret_key_file`: tags each change.
     key: Key,
-    config: tokio_postgres::Config,
+    /// Where the control plane is, and how to reach it (`sslmode`).
+    pg: PgTarget,
     target: String,
     /// The last change applied (or skipped as this host's own).
     applied: AtomicI64,
@@ -291,14 +293,9 @@ async fn append(
 }
 
 async fn connect(
-    config: &tokio_postgres::Config,
-) -> Result<
-    (tokio_postgres::Client, tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>),
-    tokio_postgres::Error,
-> {
-    let mut config = config.clone();
-    config.connect_timeout(Duration::from_secs(5));
-    config.connect(NoTls).await
+    pg: &PgTarget,
+) -> Result<(tokio_postgres::Client, crate::memory::PgConnection), tokio_postgres::Error> {
+    pg.connect(Duration::from_secs(5)).await
 }
 
 impl Cluster {
@@ -306,17 +303,16 @@ impl Cluster {
     /// tables where missing.
     pub fn connect(url: &str, host_id: &str, key: Key) -> Result<Arc<Cluster>, ClusterError> {
         let target = crate::memory::redact(url);
-        let config: tokio_postgres::Config =
-            url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
+        let pg = PgTarget::parse(url).map_err(|reason| ClusterError::Unusable { at: target.clone(), reason })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolhost-cluster")
             .enable_all()
             .build()
             .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
-        let pg = |source| ClusterError::Postgres { at: target.clone(), source };
+        let failed = |error| ClusterError::Postgres { at: target.clone(), error };
         rt.block_on(async {
-            let (mut client, conn) = connect(&config).await?;
+            let (mut client, conn) = connect(&pg).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
             tx.batch_execute(SCHEMA).await?;
@@ -325,11 +321,11 @@ impl Cluster {
             let _ = driver.await;
             Ok::<_, tokio_postgres::Error>(())
         })
-        .map_err(pg)?;
+        .map_err(failed)?;
         Ok(Arc::new(Cluster {
             host_id: host_id.to_string(),
             key,
-            config,
+            pg,
             target,
             applied: AtomicI64::new(0),
             caught_up: AtomicBool::new(false),
@@ -352,9 +348,9 @@ impl Cluster {
     /// Returns its sequence number. Blocking.
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
         let text = serde_json::to_string(change).expect("a change serializes");
-        let (config, host_id, key) = (self.config.clone(), self.host_id.clone(), self.key.0);
+        let (pg, host_id, key) = (self.pg.clone(), self.host_id.clone(), self.key.0);
         let work = async move {
-            let (mut client, conn) = connect(&config).await?;
+            let (mut client, conn) = connect(&pg).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
             let seq = append(&tx, &key, &host_id, &text).await?;
@@ -369,7 +365,7 @@ impl Cluster {
         });
         match rx.recv() {
             Ok(Ok(Ok(seq))) => Ok(seq),
-            Ok(Ok(Err(source))) => Err(ClusterError::Postgres { at: self.target.clone(), source }),
+            Ok(Ok(Err(error))) => Err(ClusterError::Postgres { at: self.target.clone(), error }),
             _ => Err(ClusterError::Unusable { at: self.target.clone(), reason: "no answer within 10 s".into() }),
         }
     }
@@ -385,7 +381,7 @@ impl Cluster {
             let mut ready = ready;
             loop {
                 if let Err(e) = me.follow_once(&apply, &mut ready).await {
-                    tracing::warn!(error = %e, "control plane: connection lost; catching up when it is back");
+                    tracing::warn!(error = %crate::memory::explain(&e), "control plane: connection lost; catching up when it is back");
                 }
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
@@ -398,7 +394,7 @@ impl Cluster {
         ready: &mut Option<toolhost_core::readiness::ReadyHold>,
     ) -> Result<(), tokio_postgres::Error> {
         use futures::StreamExt as _;
-        let (client, mut conn) = connect(&self.config).await?;
+        let (client, mut conn) = connect(&self.pg).await?;
         let (notices_tx, mut notices) = tokio::sync::mpsc::unbounded_channel();
         let driver = tokio::spawn(async move {
             let mut messages = futures::stream::poll_fn(move |cx| conn.poll_message(cx));
@@ -614,21 +610,24 @@ fn once<T>(
     work: impl AsyncFnOnce(&mut tokio_postgres::Client) -> Result<T, tokio_postgres::Error>,
 ) -> Result<T, ClusterError> {
     let target = crate::memory::redact(url);
-    let config: tokio_postgres::Config =
-        url.parse().map_err(|e| ClusterError::Unusable { at: target.clone(), reason: format!("{e}") })?;
+    let pg = PgTarget::parse(url).map_err(|reason| ClusterError::Unusable { at: target.clone(), reason })?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
     rt.block_on(async {
-        let (mut client, conn) = connect(&config).await?;
+        let (mut client, conn) = connect(&pg).await?;
         let driver = tokio::spawn(conn);
-        let out = work(&mut client).await;
+        // Before any host has made the tables, they are empty, not missing.
+        let out = match client.batch_execute(SCHEMA).await {
+            Ok(()) => work(&mut client).await,
+            Err(e) => Err(e),
+        };
         drop(client);
         let _ = driver.await;
         out
     })
-    .map_err(|source| ClusterError::Postgres { at: target, source })
+    .map_err(|error| ClusterError::Postgres { at: target, error })
 }
 
 /// What differs across the live hosts: versions, and plugins missing or at

@@ -13,7 +13,7 @@
 //! What they cannot: read a value, make one, or move one to another plugin
 //! or name (it does not open there; hosts skip it and say so).
 
-use super::{Change, ClusterError, Key, SCHEMA, append, once};
+use super::{Change, ClusterError, Key, append, once};
 use aws_lc_rs::aead::{AES_256_GCM_SIV, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
@@ -92,7 +92,6 @@ pub fn set_secret(
     let change = serde_json::to_string(&Change::SecretSet { plugin: plugin.into(), name: name.into() })
         .expect("a change serializes");
     once(url, async |client| {
-        client.batch_execute(SCHEMA).await?;
         let tx = client.transaction().await?;
         let replaced = tx
             .query_opt("SELECT 1 FROM cluster_secrets WHERE plugin = $1 AND name = $2 FOR UPDATE", &[&plugin, &name])
@@ -124,7 +123,6 @@ pub fn remove_secret(
     let change = serde_json::to_string(&Change::SecretRemoved { plugin: plugin.into(), name: name.into() })
         .expect("a change serializes");
     once(url, async |client| {
-        client.batch_execute(SCHEMA).await?;
         let tx = client.transaction().await?;
         if tx.execute("DELETE FROM cluster_secrets WHERE plugin = $1 AND name = $2", &[&plugin, &name]).await? == 0 {
             return Ok(None);
@@ -140,7 +138,6 @@ pub fn remove_secret(
 /// Blocking; for `toolhost secret list`.
 pub fn list_secrets(url: &str, key: &Key, plugin: Option<&str>) -> Result<Vec<FleetSecret>, ClusterError> {
     once(url, async |client| {
-        client.batch_execute(SCHEMA).await?;
         let rows = client
             .query(
                 "SELECT plugin, name, sealed, to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), set_by
@@ -162,11 +159,7 @@ pub fn list_secrets(url: &str, key: &Key, plugin: Option<&str>) -> Result<Vec<Fl
 /// The fleet's secrets that open with `key`, for a host to use. Blocking;
 /// for a host's start.
 pub fn read_secrets(url: &str, key: &Key) -> Result<crate::secrets::Secrets, ClusterError> {
-    once(url, async |client| {
-        // Before any host has made the tables.
-        client.batch_execute(SCHEMA).await?;
-        load(client, key).await
-    })
+    once(url, async |client| load(client, key).await)
 }
 
 /// The fleet's secrets that open with `key`; each row that does not is

@@ -1,0 +1,182 @@
+//! How toolhost reaches PostgreSQL (the memory store's `memory.url`, a
+//! fleet's `cluster.url`): the URL as libpq reads it, encrypted by rustls
+//! when `sslmode` asks for it.
+//!
+//! `sslmode`, as libpq names it:
+//! - absent or `disable`: no TLS (a Unix socket, or loopback);
+//! - `prefer`: TLS when the server offers it;
+//! - `require`, `verify-ca`, `verify-full`: TLS, or no connection.
+//!
+//! Whenever TLS is used, the server's certificate is verified, chain and
+//! host name, against `sslrootcert` (a PEM file: the CA that a managed
+//! PostgreSQL hands out, or the operator's own) or else the system's
+//! roots. Unlike libpq, `require` does not accept a certificate that
+//! cannot be verified: encryption to an unknown party protects nothing.
+
+use std::sync::Arc;
+use tokio_postgres::config::SslMode;
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+/// A parsed URL: what to connect to, and how.
+#[derive(Clone)]
+pub struct PgTarget {
+    /// The connection settings (`sslmode` in force, `sslrootcert` taken
+    /// out: tokio-postgres does not read it).
+    pub config: tokio_postgres::Config,
+    /// The TLS connector (used only when `sslmode` asks for TLS).
+    pub tls: MakeRustlsConnect,
+    /// The URL without its password, for messages.
+    pub shown: String,
+}
+
+impl std::fmt::Debug for PgTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgTarget").field("shown", &self.shown).finish_non_exhaustive()
+    }
+}
+
+/// A connection's driver, as [`PgTarget::connect`] returns it.
+pub type PgConnection = tokio_postgres::Connection<
+    tokio_postgres::Socket,
+    <MakeRustlsConnect as tokio_postgres::tls::MakeTlsConnect<tokio_postgres::Socket>>::Stream,
+>;
+
+impl PgTarget {
+    /// Reads `url` (`postgres://` or `postgresql://`, libpq's form):
+    /// `sslmode` and `sslrootcert` as the module says; everything else as
+    /// tokio-postgres reads it. The error names what is wrong, never the
+    /// password.
+    pub fn parse(url: &str) -> Result<PgTarget, String> {
+        let shown = crate::redact(url);
+        // The query starts at the first `?` after the userinfo (a password
+        // may hold a `?`).
+        let from = url.rfind('@').unwrap_or(0);
+        let (head, query) = match url[from..].find('?') {
+            Some(q) => (&url[..from + q], &url[from + q + 1..]),
+            None => (url, ""),
+        };
+        let (mut mode, mut rootcert, mut kept) = (None, None, Vec::new());
+        for kv in query.split('&').filter(|kv| !kv.is_empty()) {
+            match kv.split_once('=') {
+                Some(("sslmode", v)) => mode = Some(v.to_string()),
+                Some(("sslrootcert", v)) => rootcert = Some(v.to_string()),
+                _ => kept.push(kv),
+            }
+        }
+        let ssl = match mode.as_deref() {
+            None | Some("disable") => SslMode::Disable,
+            Some("prefer") => SslMode::Prefer,
+            Some("require" | "verify-ca" | "verify-full") => SslMode::Require,
+            Some(other) => {
+                return Err(format!(
+                    "{shown}: sslmode={other} is not supported: use disable, prefer, require or verify-full (each verifies the server's certificate when TLS is used)"
+                ));
+            }
+        };
+        let rest = if kept.is_empty() { head.to_string() } else { format!("{head}?{}", kept.join("&")) };
+        let mut config: tokio_postgres::Config = rest.parse().map_err(|e| format!("{shown}: {e}"))?;
+        config.ssl_mode(ssl);
+        let roots = match (ssl, rootcert) {
+            (SslMode::Disable, _) => rustls::RootCertStore::empty(),
+            (_, Some(path)) => roots_from(&path).map_err(|e| format!("{shown}: sslrootcert={path}: {e}"))?,
+            (_, None) => system_roots(),
+        };
+        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| format!("{shown}: TLS: {e}"))?
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        Ok(PgTarget { config, tls: MakeRustlsConnect::new(tls), shown })
+    }
+
+    /// Whether connections use TLS (`sslmode` other than `disable`).
+    pub fn encrypted(&self) -> bool {
+        self.config.get_ssl_mode() != SslMode::Disable
+    }
+
+    /// Opens one connection, giving up after `timeout`.
+    pub async fn connect(
+        &self,
+        timeout: std::time::Duration,
+    ) -> Result<(tokio_postgres::Client, PgConnection), tokio_postgres::Error> {
+        let mut config = self.config.clone();
+        config.connect_timeout(timeout);
+        config.connect(self.tls.clone()).await
+    }
+}
+
+/// `e` and each of its causes that says something new, joined by `: `
+/// (tokio-postgres and deadpool say "db error", "error connecting to
+/// server" or "error performing TLS handshake" and keep why in the
+/// causes), and what to do about a server certificate that does not check.
+pub fn explain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let said = c.to_string();
+        if !text.contains(&said) {
+            text = if said.contains(&text) { said } else { format!("{text}: {said}") };
+        }
+        cause = c.source();
+    }
+    if text.contains("invalid peer certificate") {
+        text.push_str(
+            " (the server's certificate does not check against the roots this host trusts: name the CA that signed it with sslrootcert=/path/to/ca.pem in the URL)",
+        );
+    }
+    text
+}
+
+/// The certificates of the PEM file at `path`.
+fn roots_from(path: &str) -> Result<rustls::RootCertStore, String> {
+    use rustls_pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs = rustls_pki_types::CertificateDer::pem_file_iter(path).map_err(|e| e.to_string())?;
+    for cert in certs {
+        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    if roots.is_empty() {
+        return Err("no certificate in it (a PEM file of the CA that signed the server's certificate)".into());
+    }
+    Ok(roots)
+}
+
+/// The system's trusted roots (those that do not parse are skipped).
+fn system_roots() -> rustls::RootCertStore {
+    let mut roots = rustls::RootCertStore::empty();
+    let found = rustls_native_certs::load_native_certs();
+    for e in &found.errors {
+        tracing::debug!(error = %e, "a system root certificate was not read");
+    }
+    let (added, skipped) = roots.add_parsable_certificates(found.certs);
+    tracing::debug!(added, skipped, "system root certificates for PostgreSQL");
+    roots
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sslmode_and_sslrootcert_are_read_as_libpq_names_them() {
+        let plain = PgTarget::parse("postgres://u:p?w@db/x").unwrap();
+        assert!(!plain.encrypted(), "no sslmode: no TLS, as before");
+        assert_eq!(plain.config.get_password(), Some(&b"p?w"[..]), "a ? in the password is not the query");
+        let t = PgTarget::parse("postgres://u@db/x?sslmode=verify-full&connect_timeout=3").unwrap();
+        assert!(t.encrypted());
+        assert_eq!(t.config.get_connect_timeout(), Some(&std::time::Duration::from_secs(3)), "other keys kept");
+        assert_eq!(PgTarget::parse("postgres://u@db/x?sslmode=prefer").unwrap().config.get_ssl_mode(), SslMode::Prefer);
+        let e = PgTarget::parse("postgres://u:secret@db/x?sslmode=allow").unwrap_err();
+        assert!(e.contains("sslmode=allow is not supported") && !e.contains("secret"), "{e}");
+        let e =
+            PgTarget::parse("postgres://u:secret@db/x?sslmode=require&sslrootcert=/nonexistent/ca.pem").unwrap_err();
+        assert!(e.contains("sslrootcert=/nonexistent/ca.pem") && !e.contains("secret"), "{e}");
+        let d = tempfile::tempdir().unwrap();
+        let empty = d.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let e =
+            PgTarget::parse(&format!("postgres://u@db/x?sslmode=require&sslrootcert={}", empty.display())).unwrap_err();
+        assert!(e.contains("no certificate in it"), "{e}");
+    }
+}
