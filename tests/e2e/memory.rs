@@ -363,6 +363,16 @@ fn postgres_over_tls_verifies_the_server_and_a_server_it_cannot_verify_is_refuse
     assert!(!o.status.success());
     assert!(said.contains("invalid peer certificate") && said.contains("sslrootcert=/path/to/ca.pem"), "{said}");
     assert!(!said.contains(&pg.password), "{said}");
+    // The right CA, the wrong name: the host name is verified too.
+    let wrong_name = format!(
+        "postgresql://toolhost:{}@wrong.test:{}/{db}?hostaddr=127.0.0.1&sslmode=verify-full&sslrootcert={}",
+        pg.password,
+        pg.port,
+        pg.ca.display()
+    );
+    let o = run(&wrong_name, &["memory", "export"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("invalid peer certificate"), "{}", stderr(&o));
     // No TLS: this server refuses it.
     let o = run(&pg.tls_url(&db, ""), &["memory", "export"]);
     assert!(!o.status.success());

@@ -48,24 +48,44 @@ impl PgTarget {
     /// password.
     pub fn parse(url: &str) -> Result<PgTarget, String> {
         let shown = crate::redact(url);
-        // The query starts at the first `?` after the userinfo (a password
-        // may hold a `?`).
-        let from = url.rfind('@').unwrap_or(0);
-        let (head, query) = match url[from..].find('?') {
-            Some(q) => (&url[..from + q], &url[from + q + 1..]),
+        // Split as tokio-postgres does: the userinfo ends at the first
+        // `@`, the host at the next `/` or `?`, and the query starts at
+        // the first `?` after the userinfo.
+        let body = ["postgres://", "postgresql://"]
+            .iter()
+            .find_map(|p| url.strip_prefix(p))
+            .ok_or_else(|| format!("{shown}: not a postgres:// or postgresql:// URL"))?;
+        let after_user = body.find('@').map_or(0, |at| at + 1);
+        let host = &body[after_user..body[after_user..].find(['/', '?']).map_or(body.len(), |e| after_user + e)];
+        if host.contains('@') {
+            return Err(format!(
+                "{shown}: more than one '@' before the host: percent-encode an '@' in the user name or password as %40"
+            ));
+        }
+        let query_at = body[after_user..].find('?').map(|q| url.len() - body.len() + after_user + q);
+        let (head, query) = match query_at {
+            Some(q) => (&url[..q], &url[q + 1..]),
             None => (url, ""),
         };
+        let decode = |s: &str| percent_encoding::percent_decode_str(s).decode_utf8_lossy().into_owned();
         let (mut mode, mut rootcert, mut kept) = (None, None, Vec::new());
         for kv in query.split('&').filter(|kv| !kv.is_empty()) {
-            match kv.split_once('=') {
-                Some(("sslmode", v)) => mode = Some(v.to_string()),
-                Some(("sslrootcert", v)) => rootcert = Some(v.to_string()),
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            match decode(k).as_str() {
+                "sslmode" => mode = Some(decode(v)),
+                "sslrootcert" => rootcert = Some(decode(v)),
                 _ => kept.push(kv),
             }
         }
         let ssl = match mode.as_deref() {
             None | Some("disable") => SslMode::Disable,
-            Some("prefer") => SslMode::Prefer,
+            Some("prefer") => {
+                tracing::warn!(
+                    url = %shown,
+                    "sslmode=prefer: a man in the middle can answer that the server has no TLS, and the connection goes on in the clear; use require or verify-full"
+                );
+                SslMode::Prefer
+            }
             Some("require" | "verify-ca" | "verify-full") => SslMode::Require,
             Some(other) => {
                 return Err(format!(
@@ -78,6 +98,11 @@ impl PgTarget {
         config.ssl_mode(ssl);
         let roots = match (ssl, rootcert) {
             (SslMode::Disable, _) => rustls::RootCertStore::empty(),
+            (_, Some(path)) if !path.starts_with('/') => {
+                return Err(format!(
+                    "{shown}: sslrootcert={path}: give an absolute path (the URL is read from any directory)"
+                ));
+            }
             (_, Some(path)) => roots_from(&path).map_err(|e| format!("{shown}: sslrootcert={path}: {e}"))?,
             (_, None) => system_roots(),
         };
@@ -160,6 +185,16 @@ mod tests {
 
     #[test]
     fn sslmode_and_sslrootcert_are_read_as_libpq_names_them() {
+        // An `@` in the query is not the userinfo's: sslmode is still read.
+        let t = PgTarget::parse("postgres://u:pw@db/app?application_name=toolhost@web1&sslmode=require").unwrap();
+        assert!(t.encrypted(), "sslmode after an @ in the query");
+        assert_eq!(t.config.get_application_name(), Some("toolhost@web1"));
+        let t = PgTarget::parse("postgres://u@db/x?ssl%6dode=require").unwrap();
+        assert!(t.encrypted(), "a percent-encoded key is the key tokio-postgres reads");
+        let e = PgTarget::parse("postgres://u:p@ss@db/x").unwrap_err();
+        assert!(e.contains("percent-encode an '@'") && !e.contains("p@ss"), "{e}");
+        let e = PgTarget::parse("postgres://u@db/x?sslmode=require&sslrootcert=ca.pem").unwrap_err();
+        assert!(e.contains("give an absolute path"), "{e}");
         let plain = PgTarget::parse("postgres://u:p?w@db/x").unwrap();
         assert!(!plain.encrypted(), "no sslmode: no TLS, as before");
         assert_eq!(plain.config.get_password(), Some(&b"p?w"[..]), "a ? in the password is not the query");

@@ -110,18 +110,23 @@ pub fn redact(url: &str) -> String {
             None => out.push_str(&format!("{u}@")),
         }
     }
-    // `password=` in the query string (the socket form) too.
-    match after.split_once('?') {
-        Some((path, query)) => {
-            let kept: Vec<String> = query
-                .split('&')
-                .map(|kv| if kv.starts_with("password=") { "password=***".to_string() } else { kv.to_string() })
-                .collect();
-            out.push_str(&format!("{path}?{}", kept.join("&")));
+    out.push_str(after);
+    // `password=` anywhere after the userinfo (the socket form's query,
+    // or a query holding an `@` of its own), however its key is written.
+    let mut masked = String::with_capacity(out.len());
+    let mut rest = out.as_str();
+    while let Some(i) = rest.find(['?', '&']) {
+        masked.push_str(&rest[..=i]);
+        rest = &rest[i + 1..];
+        let end = rest.find('&').unwrap_or(rest.len());
+        let (key, _) = rest[..end].split_once('=').unwrap_or((&rest[..end], ""));
+        if percent_encoding::percent_decode_str(key).decode_utf8_lossy() == "password" {
+            masked.push_str(&format!("{key}=***"));
+            rest = &rest[end..];
         }
-        None => out.push_str(after),
     }
-    out
+    masked.push_str(rest);
+    masked
 }
 
 impl PgStore {
@@ -478,6 +483,12 @@ mod tests {
         assert_eq!(redact("postgres://u@db/c"), "postgres://u@db/c");
         assert_eq!(redact("postgres://u:a/b?c#d@db/c"), "postgres://u:***@db/c");
         assert_eq!(redact("postgresql:///c?host=/run&password=hunter2"), "postgresql:///c?host=/run&password=***");
+        assert_eq!(
+            redact("postgres://db/app?user=svc@corp&password=hunter2"),
+            "postgres://db/app?user=svc@corp&password=***",
+            "an @ in the query"
+        );
+        assert_eq!(redact("postgres://db/app?pass%77ord=hunter2&x=1"), "postgres://db/app?pass%77ord=***&x=1");
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //!   `toolhost cluster status` reads them.
 //!
 //! Changes are applied in the order the database gave them, but a host
-//! applies its own change at once and skips it in the log: two operators
+//! applies its own change at once and skips it in the log (by its number,
+//! not its origin's id): two operators
 //! changing the same thing on two hosts within the same second can leave
 //! those two hosts disagreeing until the next change to it. `cluster
 //! status` flags hosts whose plugins differ.
@@ -43,6 +44,10 @@ pub const HEARTBEAT: Duration = Duration::from_secs(2);
 /// A host not seen for this long is listed as gone.
 pub const GONE_AFTER: Duration = Duration::from_secs(10);
 
+/// `cluster status` flags two hosts with one id for this long after a
+/// heartbeat last found the other's in its place.
+pub const CLASH_SHOWN: Duration = Duration::from_secs(30);
+
 const SCHEMA: &str = r#"
 SELECT pg_advisory_xact_lock(hashtext('toolhost cluster schema'));
 CREATE TABLE IF NOT EXISTS cluster_changes (
@@ -51,6 +56,8 @@ CREATE TABLE IF NOT EXISTS cluster_changes (
 CREATE TABLE IF NOT EXISTS cluster_hosts (
     host_id TEXT PRIMARY KEY, version TEXT NOT NULL, started TIMESTAMPTZ NOT NULL,
     last_seen TIMESTAMPTZ NOT NULL, applied_seq BIGINT NOT NULL, plugins TEXT NOT NULL);
+ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
+ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS clash_at TIMESTAMPTZ;
 CREATE TABLE IF NOT EXISTS cluster_secrets (
     plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL,
     set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));
@@ -152,6 +159,9 @@ pub struct HostRow {
     pub plugins: std::collections::BTreeMap<String, String>,
     /// Whether it is gone (no heartbeat for [`GONE_AFTER`]).
     pub gone: bool,
+    /// Seconds since a heartbeat under this id found another running
+    /// process's in its place (two hosts given one `cluster.host_id`).
+    pub clash_secs: Option<f64>,
 }
 
 /// How a host applies a change from another host, and reports its plugins.
@@ -189,10 +199,21 @@ pub struct Cluster {
     /// The last change applied (or skipped as this host's own).
     applied: AtomicI64,
     caught_up: AtomicBool,
+    /// The changes this process published (each applied here when it was
+    /// made): the follower skips exactly these, so two hosts given the
+    /// same `host_id` by mistake still apply each other's changes.
+    published: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     /// Rows refused (their tags did not check), each logged once.
     refused: std::sync::Mutex<std::collections::HashSet<i64>>,
     /// When this host joined.
     started: std::time::SystemTime,
+    /// This process, in its heartbeat row: another process writing the
+    /// same row is another host with the same id.
+    instance: String,
+    /// Whether this process has written its heartbeat yet, and when it
+    /// last said that another host has its id.
+    beaten: AtomicBool,
+    clash_said: std::sync::Mutex<Option<std::time::Instant>>,
     rt: Option<tokio::runtime::Runtime>,
 }
 
@@ -322,6 +343,10 @@ impl Cluster {
             Ok::<_, tokio_postgres::Error>(())
         })
         .map_err(failed)?;
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes)
+            .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
+        let instance = hex::encode(bytes);
         Ok(Arc::new(Cluster {
             host_id: host_id.to_string(),
             key,
@@ -329,8 +354,12 @@ impl Cluster {
             target,
             applied: AtomicI64::new(0),
             caught_up: AtomicBool::new(false),
+            published: Default::default(),
             refused: Default::default(),
             started: std::time::SystemTime::now(),
+            instance,
+            beaten: AtomicBool::new(false),
+            clash_said: Default::default(),
             rt: Some(rt),
         }))
     }
@@ -348,12 +377,15 @@ impl Cluster {
     /// Returns its sequence number. Blocking.
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
         let text = serde_json::to_string(change).expect("a change serializes");
-        let (pg, host_id, key) = (self.pg.clone(), self.host_id.clone(), self.key.0);
+        let (pg, host_id, key, published) = (self.pg.clone(), self.host_id.clone(), self.key.0, self.published.clone());
         let work = async move {
             let (mut client, conn) = connect(&pg).await?;
             let driver = tokio::spawn(conn);
             let tx = client.transaction().await?;
             let seq = append(&tx, &key, &host_id, &text).await?;
+            // Before the commit: the follower may read the row before this
+            // returns. A number left by a failed commit is never reused.
+            published.lock().unwrap_or_else(|p| p.into_inner()).insert(seq);
             tx.commit().await?;
             drop(client);
             let _ = driver.await;
@@ -474,10 +506,10 @@ impl Cluster {
                 }
                 continue;
             }
-            // At start every change is applied, this host's own included
-            // (they may predate its local record); after, its own were
-            // applied when they were made.
-            let own = origin == self.host_id && self.caught_up.load(Ordering::Acquire);
+            // This process's own changes were applied when they were made;
+            // every other change is applied, those an earlier run of this
+            // host made included (they may predate its local record).
+            let own = self.published.lock().unwrap_or_else(|p| p.into_inner()).remove(&seq);
             if !own {
                 match serde_json::from_str::<Change>(&text) {
                     Ok(change @ (Change::SecretSet { .. } | Change::SecretRemoved { .. })) => {
@@ -537,21 +569,41 @@ impl Cluster {
         let started = self.started;
         let plugins = serde_json::to_string(&apply.plugins()).unwrap_or_else(|_| "{}".into());
         let started_secs = started.duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64());
-        client
-            .execute(
-                "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins)
-                 VALUES ($1, $2, to_timestamp($3), now(), $4, $5)
+        // A row last written by another process, after this one's first
+        // heartbeat, is another host running with this id.
+        let beaten = self.beaten.load(Ordering::Acquire);
+        let row = client
+            .query_one(
+                "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins, instance)
+                 VALUES ($1, $2, to_timestamp($3), now(), $4, $5, $6)
                  ON CONFLICT (host_id) DO UPDATE SET version = EXCLUDED.version, started = EXCLUDED.started,
-                   last_seen = now(), applied_seq = EXCLUDED.applied_seq, plugins = EXCLUDED.plugins",
+                   last_seen = now(), applied_seq = EXCLUDED.applied_seq, plugins = EXCLUDED.plugins,
+                   instance = EXCLUDED.instance,
+                   clash_at = CASE WHEN $7 AND cluster_hosts.instance <> EXCLUDED.instance
+                                   THEN now() ELSE cluster_hosts.clash_at END
+                 RETURNING clash_at IS NOT NULL AND clash_at = now()",
                 &[
                     &self.host_id,
                     &env!("CARGO_PKG_VERSION"),
                     &started_secs,
                     &self.applied.load(Ordering::Acquire),
                     &plugins,
+                    &self.instance,
+                    &beaten,
                 ],
             )
             .await?;
+        self.beaten.store(true, Ordering::Release);
+        if row.try_get::<_, bool>(0).unwrap_or(false) {
+            let mut said = self.clash_said.lock().unwrap_or_else(|p| p.into_inner());
+            if said.is_none_or(|t| t.elapsed() >= Duration::from_secs(60)) {
+                *said = Some(std::time::Instant::now());
+                tracing::error!(
+                    host_id = %crate::tool::log_safe(&self.host_id),
+                    "control plane: another running host has this cluster.host_id; give each host its own (its audit records and its row in `cluster status` are mixed with this host's)"
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -572,7 +624,8 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
             .map_or(0, |(seq, ..)| seq);
         let rows = client
             .query(
-                "SELECT host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins
+                "SELECT host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins,
+                   extract(epoch FROM now() - clash_at)::float8
                  FROM cluster_hosts ORDER BY host_id",
                 &[],
             )
@@ -590,6 +643,7 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
                     lag: latest - applied_seq,
                     plugins: serde_json::from_str(r.get::<_, &str>(4)).unwrap_or_default(),
                     gone: last_seen_secs > GONE_AFTER.as_secs_f64(),
+                    clash_secs: r.get(5),
                 }
             })
             .collect();

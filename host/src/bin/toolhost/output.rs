@@ -15,6 +15,11 @@ pub fn print_json(value: &impl Serialize) -> Result<ExitCode> {
 
 /// Prints rows under a header, columns aligned, the last one unpadded.
 pub fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    // Cells can come from a plugin, a config or a database: a control
+    // character is shown escaped, never sent to the terminal.
+    let rows: Vec<[String; N]> =
+        rows.iter().map(|r| r.clone().map(|c| toolhost::tool::log_safe(&c).into_owned())).collect();
+    let rows = &rows[..];
     let mut widths = header.map(str::len);
     for row in rows {
         for (w, cell) in widths.iter_mut().zip(row) {

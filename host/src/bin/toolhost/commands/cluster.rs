@@ -55,6 +55,12 @@ impl Cluster {
         let (latest, hosts) = toolhost::cluster::status(url, &key).context("reading the control plane")?;
         let mut flags = toolhost::cluster::mismatches(&hosts);
         for h in &hosts {
+            if let Some(secs) = h.clash_secs.filter(|s| *s < toolhost::cluster::CLASH_SHOWN.as_secs_f64()) {
+                flags.push(format!(
+                    "two running hosts use the id {} (seen {secs:.0} s ago): give each its own cluster.host_id",
+                    h.host_id
+                ));
+            }
             if h.gone {
                 flags.push(format!("{} is gone (last seen {:.0} s ago)", h.host_id, h.last_seen_secs));
             } else if h.lag > 0 && h.last_seen_secs > toolhost::cluster::HEARTBEAT.as_secs_f64() * 2.0 {
@@ -88,7 +94,7 @@ impl Cluster {
             println!("latest change: {latest}");
             print_table(&["HOST", "VERSION", "LAST SEEN", "APPLIED", "LAG", "PLUGINS"], &rows);
             for f in &flags {
-                println!("problem: {f}");
+                println!("problem: {}", toolhost::tool::log_safe(f));
             }
         }
         Ok(if flags.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(1) })
