@@ -514,7 +514,10 @@ impl HostBuilder {
             // A fleet's secrets are the control plane's, alike on every
             // host; its follower keeps them current.
             Some(url) => {
-                host.put_secrets(fleet_secrets(cfg, url)?).map_err(BuildError::Secrets)?;
+                let (_, left_out) = host.put_secrets_but_clashes(fleet_secrets(cfg, url)?);
+                for why in left_out {
+                    tracing::error!("the fleet's secret is not used on this host: {why}");
+                }
                 if let Ok(unused) = local.list(None)
                     && !unused.is_empty()
                 {

@@ -85,9 +85,14 @@ impl crate::cluster::Apply for HostApplier {
     }
 
     fn secrets(&self, secrets: crate::secrets::Secrets) -> Result<(), String> {
-        let loaded = self.installer.host().put_secrets(secrets).map_err(|e| e.to_string())?;
+        // One secret clashing with this host's config must not stop the
+        // others (a removal above all) from taking effect here.
+        let (loaded, left_out) = self.installer.host().put_secrets_but_clashes(secrets);
         for change in loaded {
             tracing::info!(plugin = %change.plugin, "{}", change.detail);
+        }
+        for why in left_out {
+            tracing::error!("the fleet's secret is not used on this host: {why}");
         }
         Ok(())
     }

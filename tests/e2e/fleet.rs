@@ -498,6 +498,14 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
     let pg = crate::pg::cluster();
     let (read, sealed) = pg.psql(&db, "SELECT sealed FROM cluster_secrets WHERE plugin = 'hostile'");
     assert!(read && sealed.trim().starts_with("v1:") && !sealed.contains(VALUE), "{sealed}");
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD.decode(sealed.trim().trim_start_matches("v1:")).unwrap();
+    assert!(!bytes.windows(VALUE.len()).any(|w| w == VALUE.as_bytes()), "sealed, not encoded: {sealed}");
+    // What a database writer keeps, to put back once it is removed.
+    let (read, kept) = pg.psql(&db, "SELECT sealed || ' ' || seq FROM cluster_secrets WHERE plugin = 'hostile'");
+    assert!(read, "{kept}");
+    let (kept_sealed, kept_seq) = kept.trim().split_once(' ').unwrap();
+    let (kept_sealed, kept_seq) = (kept_sealed.to_string(), kept_seq.to_string());
     let (read, log) = pg.psql(&db, "SELECT change FROM cluster_changes");
     assert!(read && log.contains("secret_set") && !log.contains(VALUE), "{log}");
     for m in &hosts {
@@ -511,7 +519,7 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
     // read the secrets again: the copy does not open there.
     let (moved, said) = pg.psql(
         &db,
-        "INSERT INTO cluster_secrets (plugin, name, sealed, set_by) SELECT 'other', name, sealed, 'mallory' FROM cluster_secrets WHERE plugin = 'hostile'",
+        "INSERT INTO cluster_secrets (plugin, name, sealed, seq, set_by) SELECT 'other', name, sealed, seq, 'mallory' FROM cluster_secrets WHERE plugin = 'hostile'",
     );
     assert!(moved, "{said}");
     ok(&set_secret(&hosts[1].dir, "hostile", "token", "t-2"));
@@ -522,17 +530,17 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
     let list = run(&hosts[0].dir, &["secret", "list"]);
     assert!(!list.status.success(), "a secret that does not open is a problem: {}", stdout(&list));
     let listed = stdout(&list);
-    assert!(listed.contains("does not open with this fleet's key") && !listed.contains(VALUE), "{listed}");
+    assert!(listed.contains("not the fleet's") && !listed.contains(VALUE), "{listed}");
     assert!(listed.contains("cli@"), "where each was set from: {listed}");
     let logged = std::fs::read_to_string(hosts[0].dir.join("serve.log")).unwrap();
-    assert!(logged.contains("a secret that does not open with this fleet's key"), "{logged}");
+    assert!(logged.contains("a secret that is not the fleet's is ignored"), "{logged}");
     let (gone, said) = pg.psql(&db, "DELETE FROM cluster_secrets WHERE set_by = 'mallory'");
     assert!(gone, "{said}");
 
     // A host started now starts with the fleet's secrets.
     let dir = configure("c");
-    let (proc, url) = start(&dir);
-    hosts.push(Member { dir, url, proc: Some(proc) });
+    let (proc, late_url) = start(&dir);
+    hosts.push(Member { dir, url: late_url, proc: Some(proc) });
     let late = session(&format!("{}/mcp", hosts[2].url)).await.0;
     assert_eq!(config_value(&late, "read_config", "api_key").await, VALUE);
     sessions.push(late);
@@ -549,10 +557,83 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
         "{}",
         stderr(&again)
     );
+    // The writer puts the removed value back: the log says it was removed,
+    // and no host takes it, even after the next real change.
+    let (back, said) = pg.psql(
+        &db,
+        &format!(
+            "INSERT INTO cluster_secrets (plugin, name, sealed, seq, set_by) VALUES ('hostile', 'api_key', '{kept_sealed}', {kept_seq}, 'cli@x')"
+        ),
+    );
+    assert!(back, "{said}");
+    ok(&set_secret(&hosts[0].dir, "hostile", "token", "t-3"));
+    for c in &sessions {
+        assert_eq!(config_value(c, "read_config", "token").await, "t-3");
+        assert_eq!(config_value(c, "read_config", "api_key").await, Value::Null, "a removed value put back");
+    }
+    // A CLI holding another key changes nothing.
+    let stranger = root.join("stranger");
+    std::fs::create_dir_all(&stranger).unwrap();
+    let other_key = stranger.join("other.key");
+    std::fs::write(&other_key, [9u8; 32]).unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&other_key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::write(
+        stranger.join("toolhost.yaml"),
+        format!("cluster:\n  url: {url}\n  secret_key_file: {}\n", other_key.display()),
+    )
+    .unwrap();
+    let refused = set_secret(&stranger, "hostile", "token", "t-evil");
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    assert!(stderr(&refused).contains("is not this fleet's key"), "{}", stderr(&refused));
+    for c in &sessions {
+        assert_eq!(config_value(c, "read_config", "token").await, "t-3");
+    }
     for c in sessions {
         let _ = c.cancel().await;
     }
     for m in &mut hosts {
+        drop(m.proc.take());
+    }
+}
+
+/// Two hosts given the same `cluster.host_id` by mistake still apply each
+/// other's changes (a host skips only the changes it made itself), and
+/// `cluster status` says that two running hosts share the id.
+#[tokio::test(flavor = "multi_thread")]
+async fn two_hosts_with_one_id_still_apply_each_others_changes_and_status_says_so() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (_db, url) = crate::pg::database();
+    let mut twins: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|name| {
+            let dir = root.join(name);
+            configure_plain(&dir, "twin", &url);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let probe = reqwest::Client::new();
+    for m in &twins {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("both ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    ok(&run(&twins[0].dir, &["override", "bartok", "standard", "--for", "10m"]));
+    let on_b = || {
+        let agents: Value = serde_json::from_str(&ok(&run(&twins[1].dir, &["agents", "--json"]))).unwrap();
+        agents.as_array().unwrap().iter().find(|a| a["name"] == "bartok").unwrap()["dm_override"].clone()
+    };
+    eventually("the override made on a reaches b", async || !on_b().is_null()).await;
+    let flagged = || {
+        let o = run(&twins[0].dir, &["cluster", "status"]);
+        !o.status.success() && stdout(&o).contains("two running hosts use the id twin")
+    };
+    eventually("cluster status flags the shared id", async || flagged()).await;
+    let logged = std::fs::read_to_string(twins[0].dir.join("serve.log")).unwrap()
+        + &std::fs::read_to_string(twins[1].dir.join("serve.log")).unwrap();
+    assert!(logged.contains("another running host has this cluster.host_id"), "{logged}");
+    for m in &mut twins {
         drop(m.proc.take());
     }
 }

@@ -103,6 +103,28 @@ impl Secrets {
         self.by_plugin.get(plugin).is_some_and(|m| m.contains_key(name))
     }
 
+    /// Drops each secret named like a config value of the same plugin;
+    /// the error of each, as [`clash`] words it.
+    pub fn drop_clashes(&mut self, config: &PluginConfigValues) -> Vec<String> {
+        let mut said = Vec::new();
+        while let Some(why) = clash(config, self) {
+            let clashing: Vec<(String, String)> = config
+                .iter()
+                .flat_map(|(p, values)| values.keys().filter(|k| self.has(p, k)).map(|k| (p.clone(), k.clone())))
+                .collect();
+            for (p, k) in clashing {
+                if let Some(m) = self.by_plugin.get_mut(&p) {
+                    m.remove(&k);
+                    if m.is_empty() {
+                        self.by_plugin.remove(&p);
+                    }
+                }
+            }
+            said.push(why);
+        }
+        said
+    }
+
     /// The plugins that have secrets.
     pub fn plugins(&self) -> impl Iterator<Item = &str> {
         self.by_plugin.keys().map(String::as_str)
@@ -266,6 +288,23 @@ mod tests {
         assert!(store.remove("weather", "api_key").unwrap());
         assert!(!store.remove("weather", "api_key").unwrap());
         assert_eq!(store.list(None).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn a_clashing_secret_is_dropped_and_the_others_kept() {
+        let mut secrets = Secrets::from_entries([
+            ("weather".to_string(), "units".to_string(), "v1".to_string()),
+            ("weather".to_string(), "api_key".to_string(), "v2".to_string()),
+            ("wiki".to_string(), "units".to_string(), "v3".to_string()),
+        ]);
+        let config: PluginConfigValues =
+            [("weather".to_string(), [("units".to_string(), "metric".to_string())].into())].into();
+        let said = secrets.drop_clashes(&config);
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(said[0].contains("plugins.config.weather.units"), "{said:?}");
+        assert!(!secrets.has("weather", "units"));
+        assert!(secrets.has("weather", "api_key") && secrets.has("wiki", "units"), "the others stay");
+        assert!(secrets.drop_clashes(&config).is_empty());
     }
 
     #[test]

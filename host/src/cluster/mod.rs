@@ -26,7 +26,7 @@
 
 mod secrets;
 
-pub use secrets::{FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
+pub use secrets::{Applied, FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
 
 use crate::memory::PgTarget;
 use serde::{Deserialize, Serialize};
@@ -59,7 +59,7 @@ CREATE TABLE IF NOT EXISTS cluster_hosts (
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS clash_at TIMESTAMPTZ;
 CREATE TABLE IF NOT EXISTS cluster_secrets (
-    plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL,
+    plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL, seq BIGINT NOT NULL,
     set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));
 "#;
 
@@ -338,11 +338,15 @@ impl Cluster {
             let tx = client.transaction().await?;
             tx.batch_execute(SCHEMA).await?;
             tx.commit().await?;
+            let fits = key_fits(&client, &key).await?;
             drop(client);
             let _ = driver.await;
-            Ok::<_, tokio_postgres::Error>(())
+            Ok::<_, tokio_postgres::Error>(fits)
         })
-        .map_err(failed)?;
+        .map_err(failed)
+        .and_then(|fits| {
+            if fits { Ok(()) } else { Err(ClusterError::Unusable { at: target.clone(), reason: NOT_THE_KEY.into() }) }
+        })?;
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes)
             .map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
@@ -484,6 +488,7 @@ impl Cluster {
             // now (a change to them in the log below is then no news).
             self.load_secrets(client, apply).await?;
         }
+        let mut secrets_changed = false;
         let from = self.applied.load(Ordering::Acquire);
         let rows = client
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
@@ -513,7 +518,11 @@ impl Cluster {
             if !own {
                 match serde_json::from_str::<Change>(&text) {
                     Ok(change @ (Change::SecretSet { .. } | Change::SecretRemoved { .. })) => {
-                        if !first {
+                        // At start, once after the log (a change made
+                        // between the first read and this one is read).
+                        if first {
+                            secrets_changed = true;
+                        } else {
                             self.load_secrets(client, apply).await?;
                         }
                         tracing::info!(seq, from = %crate::tool::log_safe(&origin), change = %change.describe(), "control plane: change applied");
@@ -541,6 +550,9 @@ impl Cluster {
                 }
             }
             self.applied.store(seq, Ordering::Release);
+        }
+        if secrets_changed {
+            self.load_secrets(client, apply).await?;
         }
         Ok(())
     }
@@ -655,6 +667,28 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
 /// for `toolhost cluster forget`.
 pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
     once(url, async |client| Ok(client.execute("DELETE FROM cluster_hosts WHERE host_id = $1", &[&host_id]).await? > 0))
+}
+
+/// Whether `key` is the fleet's: some change among the latest in the log
+/// checks with it (or the log holds none yet).
+async fn key_fits(client: &tokio_postgres::Client, key: &Key) -> Result<bool, tokio_postgres::Error> {
+    let rows =
+        client.query("SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 200", &[]).await?;
+    let rows: Vec<_> = rows.iter().filter_map(log_row).collect();
+    Ok(rows.is_empty() || rows.iter().any(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged)))
+}
+
+/// What a key that is not the fleet's is told.
+const NOT_THE_KEY: &str = "cluster.secret_key_file is not this fleet's key: none of the latest changes in the control plane's log checks with it (every host must hold the same file); nothing was changed";
+
+/// Refuses `key` when it is not the fleet's ([`key_fits`]). Blocking; for
+/// the CLI before it writes.
+pub fn check_key(url: &str, key: &Key) -> Result<(), ClusterError> {
+    if once(url, async |client| key_fits(client, key).await)? {
+        Ok(())
+    } else {
+        Err(ClusterError::Unusable { at: crate::memory::redact(url), reason: NOT_THE_KEY.into() })
+    }
 }
 
 /// Runs `work` on one connection to the control plane at `url`, on a

@@ -4,14 +4,18 @@
 //!
 //! Each value is sealed before it leaves the CLI, with AES-256-GCM-SIV
 //! under a key derived from `cluster.secret_key_file`, and bound to its
-//! plugin and name: the database, its backups and its logs hold no value.
-//! Setting or removing one appends a change to the log in the same
-//! transaction, so every host reads the secrets again within a second.
+//! plugin, its name and the number of the change that set it: the
+//! database, its backups and its logs hold no value. Setting or removing
+//! one appends that change to the log (tagged, as every change) in the
+//! same transaction, and every host reads the secrets again.
 //!
-//! What someone who can write the database but lacks the key file can do:
-//! delete a secret, or put back an older sealed value of the same secret.
-//! What they cannot: read a value, make one, or move one to another plugin
-//! or name (it does not open there; hosts skip it and say so).
+//! The log says which value is current: a host uses a row only when the
+//! latest change of that secret in the log (whose tags check) is the
+//! `secret_set` the row was sealed with. So whoever can write the database
+//! but lacks the key file cannot read a value, make one, move one to
+//! another plugin or name, put back an older value, or bring back a
+//! removed one; hosts skip such a row and say so. They can still delete a
+//! row (the secret is then missing on the hosts, as if removed).
 
 use super::{Change, ClusterError, Key, append, once};
 use aws_lc_rs::aead::{AES_256_GCM_SIV, Aad, NONCE_LEN, Nonce, RandomizedNonceKey};
@@ -22,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// The sealed form's prefix: the scheme, so that a later one can differ.
 const SCHEME: &str = "v1:";
+
+/// The longest sealed value a host reads (a value is at most 64 KiB).
+const MAX_SEALED: i32 = 128 << 10;
 
 /// A secret as `toolhost secret list` shows it in a fleet: never its value.
 #[derive(Debug, Clone, Serialize)]
@@ -34,9 +41,10 @@ pub struct FleetSecret {
     pub set_at: String,
     /// Where it was set from (`cli@<host name>`).
     pub set_by: String,
-    /// Whether it opens with this fleet's key: a row that does not was not
-    /// made with it (or was moved from another plugin or name), and every
-    /// host ignores it.
+    /// Whether the hosts use it: it opens with this fleet's key and is the
+    /// value the log says is current. One that is not was not made with
+    /// the key, or was moved from another secret, or is an older or a
+    /// removed value put back; every host ignores it.
     pub opens: bool,
 }
 
@@ -46,34 +54,61 @@ impl Key {
         RandomizedNonceKey::new(&AES_256_GCM_SIV, &derived).expect("a 32-byte key suits AES-256-GCM-SIV")
     }
 
-    /// `value` sealed for `plugin`'s secret `name`: `v1:` and the base64 of
-    /// nonce, ciphertext and tag.
-    pub(crate) fn seal(&self, plugin: &str, name: &str, value: &str) -> String {
+    /// `value` sealed for `plugin`'s secret `name`, set by change `seq`:
+    /// `v1:` and the base64 of nonce, ciphertext and tag.
+    pub(crate) fn seal(&self, plugin: &str, name: &str, seq: i64, value: &str) -> String {
         let mut out = value.as_bytes().to_vec();
         let nonce = self
             .sealing_key()
-            .seal_in_place_append_tag(Aad::from(bound_to(plugin, name)), &mut out)
+            .seal_in_place_append_tag(Aad::from(bound_to(plugin, name, seq)), &mut out)
             .expect("sealing a bounded value");
         let mut whole = nonce.as_ref().to_vec();
         whole.extend_from_slice(&out);
         format!("{SCHEME}{}", B64.encode(whole))
     }
 
-    /// The value of `sealed`, if it opens as `plugin`'s secret `name` with
-    /// this key.
-    pub(crate) fn open(&self, plugin: &str, name: &str, sealed: &str) -> Option<String> {
+    /// The value of `sealed`, if it opens as `plugin`'s secret `name` set
+    /// by change `seq`, with this key.
+    pub(crate) fn open(&self, plugin: &str, name: &str, seq: i64, sealed: &str) -> Option<String> {
         let whole = B64.decode(sealed.strip_prefix(SCHEME)?).ok()?;
         let (nonce, rest) = whole.split_at_checked(NONCE_LEN)?;
         let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
         let mut rest = rest.to_vec();
-        let plain = self.sealing_key().open_in_place(nonce, Aad::from(bound_to(plugin, name)), &mut rest).ok()?;
+        let plain = self.sealing_key().open_in_place(nonce, Aad::from(bound_to(plugin, name, seq)), &mut rest).ok()?;
         String::from_utf8(plain.to_vec()).ok()
     }
 }
 
 /// What a sealed value is bound to (names hold no newline).
-fn bound_to(plugin: &str, name: &str) -> Vec<u8> {
-    format!("toolhost secret\n{plugin}\n{name}").into_bytes()
+fn bound_to(plugin: &str, name: &str, seq: i64) -> Vec<u8> {
+    format!("toolhost secret\n{plugin}\n{name}\n{seq}").into_bytes()
+}
+
+/// Each secret's latest change in the log, among those whose tags check:
+/// (plugin, name) to the change's number and whether it set the secret
+/// (rather than removed it).
+async fn current(
+    client: &tokio_postgres::Client,
+    key: &Key,
+) -> Result<std::collections::HashMap<(String, String), (i64, bool)>, tokio_postgres::Error> {
+    let rows = client
+        .query(
+            "SELECT seq, host_id, change, tag FROM cluster_changes WHERE change LIKE '{\"op\":\"secret\\_%' ORDER BY seq",
+            &[],
+        )
+        .await?;
+    let mut latest = std::collections::HashMap::new();
+    for (seq, origin, text, tagged) in rows.iter().filter_map(super::log_row) {
+        if !key.checks(seq, &origin, &text, &tagged) {
+            continue;
+        }
+        match serde_json::from_str::<Change>(&text) {
+            Ok(Change::SecretSet { plugin, name }) => latest.insert((plugin, name), (seq, true)),
+            Ok(Change::SecretRemoved { plugin, name }) => latest.insert((plugin, name), (seq, false)),
+            _ => None,
+        };
+    }
+    Ok(latest)
 }
 
 /// Sets `plugin`'s secret `name` to `value` in the control plane at `url`,
@@ -88,7 +123,6 @@ pub fn set_secret(
     name: &str,
     value: &str,
 ) -> Result<(bool, i64), ClusterError> {
-    let sealed = key.seal(plugin, name, value);
     let change = serde_json::to_string(&Change::SecretSet { plugin: plugin.into(), name: name.into() })
         .expect("a change serializes");
     once(url, async |client| {
@@ -97,13 +131,15 @@ pub fn set_secret(
             .query_opt("SELECT 1 FROM cluster_secrets WHERE plugin = $1 AND name = $2 FOR UPDATE", &[&plugin, &name])
             .await?
             .is_some();
+        let seq = append(&tx, &key.0, origin, &change).await?;
+        let sealed = key.seal(plugin, name, seq, value);
         tx.execute(
-            "INSERT INTO cluster_secrets (plugin, name, sealed, set_at, set_by) VALUES ($1, $2, $3, now(), $4)
-             ON CONFLICT (plugin, name) DO UPDATE SET sealed = EXCLUDED.sealed, set_at = now(), set_by = EXCLUDED.set_by",
-            &[&plugin, &name, &sealed, &origin],
+            "INSERT INTO cluster_secrets (plugin, name, sealed, seq, set_at, set_by) VALUES ($1, $2, $3, $4, now(), $5)
+             ON CONFLICT (plugin, name) DO UPDATE
+               SET sealed = EXCLUDED.sealed, seq = EXCLUDED.seq, set_at = now(), set_by = EXCLUDED.set_by",
+            &[&plugin, &name, &sealed, &seq, &origin],
         )
         .await?;
-        let seq = append(&tx, &key.0, origin, &change).await?;
         tx.commit().await?;
         Ok((replaced, seq))
     })
@@ -138,19 +174,28 @@ pub fn remove_secret(
 /// Blocking; for `toolhost secret list`.
 pub fn list_secrets(url: &str, key: &Key, plugin: Option<&str>) -> Result<Vec<FleetSecret>, ClusterError> {
     once(url, async |client| {
+        let latest = current(client, key).await?;
         let rows = client
             .query(
-                "SELECT plugin, name, sealed, to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), set_by
+                "SELECT plugin, name, sealed, seq, to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), set_by
                  FROM cluster_secrets WHERE $1::text IS NULL OR plugin = $1 ORDER BY plugin, name",
                 &[&plugin],
             )
             .await?;
         Ok(rows
             .iter()
-            .map(|r| {
-                let (plugin, name, sealed): (String, String, String) = (r.get(0), r.get(1), r.get(2));
-                let opens = key.open(&plugin, &name, &sealed).is_some();
-                FleetSecret { plugin, name, set_at: r.get(3), set_by: r.get(4), opens }
+            .filter_map(|r| {
+                let (plugin, name, sealed, seq): (String, String, String, i64) =
+                    (r.try_get(0).ok()?, r.try_get(1).ok()?, r.try_get(2).ok()?, r.try_get(3).ok()?);
+                let opens = latest.get(&(plugin.clone(), name.clone())) == Some(&(seq, true))
+                    && key.open(&plugin, &name, seq, &sealed).is_some();
+                Some(FleetSecret {
+                    plugin,
+                    name,
+                    set_at: r.try_get(4).unwrap_or_default(),
+                    set_by: r.try_get(5).unwrap_or_default(),
+                    opens,
+                })
             })
             .collect())
     })
@@ -168,45 +213,69 @@ pub(super) async fn load(
     client: &tokio_postgres::Client,
     key: &Key,
 ) -> Result<crate::secrets::Secrets, tokio_postgres::Error> {
-    let rows = client.query("SELECT plugin, name, sealed FROM cluster_secrets", &[]).await?;
+    let latest = current(client, key).await?;
+    let rows = client
+        .query("SELECT plugin, name, sealed, seq FROM cluster_secrets WHERE octet_length(sealed) <= $1", &[&MAX_SEALED])
+        .await?;
     let mut entries = Vec::with_capacity(rows.len());
     for row in &rows {
-        let (Ok(plugin), Ok(name), Ok(sealed)) =
-            (row.try_get::<_, String>(0), row.try_get::<_, String>(1), row.try_get::<_, String>(2))
-        else {
+        let (Ok(plugin), Ok(name), Ok(sealed), Ok(seq)) = (
+            row.try_get::<_, String>(0),
+            row.try_get::<_, String>(1),
+            row.try_get::<_, String>(2),
+            row.try_get::<_, i64>(3),
+        ) else {
             tracing::warn!("control plane: a row of cluster_secrets of another shape is ignored");
             continue;
         };
-        match key.open(&plugin, &name, &sealed) {
+        let value = (latest.get(&(plugin.clone(), name.clone())) == Some(&(seq, true)))
+            .then(|| key.open(&plugin, &name, seq, &sealed))
+            .flatten();
+        match value {
             Some(value) => entries.push((plugin, name, value)),
             None => tracing::warn!(
                 plugin = %crate::tool::log_safe(&plugin),
                 name = %crate::tool::log_safe(&name),
-                "control plane: a secret that does not open with this fleet's key (cluster.secret_key_file), or moved from another plugin or name, is ignored"
+                "control plane: a secret that is not the fleet's is ignored: it does not open with this fleet's key (cluster.secret_key_file), or was moved from another secret, or is an older or a removed value put back"
             ),
         }
     }
     Ok(crate::secrets::Secrets::from_entries(entries))
 }
 
+/// Which hosts have applied a change ([`wait_applied`]).
+#[derive(Debug, Clone)]
+pub struct Applied {
+    /// The live hosts that have.
+    pub done: Vec<String>,
+    /// The live hosts that have not (yet).
+    pub behind: Vec<String>,
+    /// Hosts the control plane has ever heard of, live or not.
+    pub known: i64,
+}
+
 /// Waits up to `within` for every live host (one seen in the last
 /// [`super::GONE_AFTER`]) to have applied change `seq`: the ids of those
 /// that have, and of those that have not. Blocking; for the CLI.
-pub fn wait_applied(url: &str, seq: i64, within: Duration) -> Result<(Vec<String>, Vec<String>), ClusterError> {
+pub fn wait_applied(url: &str, seq: i64, within: Duration) -> Result<Applied, ClusterError> {
     once(url, async |client| {
         let deadline = Instant::now() + within;
+        let known: i64 = client.query_one("SELECT count(*) FROM cluster_hosts", &[]).await?.try_get(0).unwrap_or(0);
         loop {
             let rows = client
                 .query(
                     "SELECT host_id, applied_seq >= $1 FROM cluster_hosts
-                     WHERE now() - last_seen < make_interval(secs => $2) ORDER BY host_id",
+                     WHERE now() - last_seen < make_interval(secs => $2) AND last_seen <= now() + interval '5 seconds'
+                     ORDER BY host_id",
                     &[&seq, &super::GONE_AFTER.as_secs_f64()],
                 )
                 .await?;
-            let (done, behind): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.get::<_, bool>(1));
-            let ids = |rows: Vec<&tokio_postgres::Row>| rows.iter().map(|r| r.get::<_, String>(0)).collect::<Vec<_>>();
+            let (done, behind): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.try_get::<_, bool>(1).unwrap_or(false));
+            let ids = |rows: Vec<&tokio_postgres::Row>| {
+                rows.iter().filter_map(|r| r.try_get::<_, String>(0).ok()).collect::<Vec<_>>()
+            };
             if behind.is_empty() || Instant::now() >= deadline {
-                return Ok((ids(done), ids(behind)));
+                return Ok(Applied { done: ids(done), behind: ids(behind), known });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -222,22 +291,23 @@ mod tests {
     }
 
     #[test]
-    fn a_sealed_secret_opens_only_with_its_key_as_its_plugin_and_name() {
+    fn a_sealed_secret_opens_only_with_its_key_as_its_plugin_name_and_change() {
         let k = key(7);
-        let sealed = k.seal("weather", "api_key", "sk-1234");
+        let sealed = k.seal("weather", "api_key", 41, "sk-1234");
         assert!(sealed.starts_with("v1:") && !sealed.contains("sk-1234"), "{sealed}");
-        assert_ne!(sealed, k.seal("weather", "api_key", "sk-1234"), "a fresh nonce each time");
-        assert_eq!(k.open("weather", "api_key", &sealed).as_deref(), Some("sk-1234"));
-        assert_eq!(key(8).open("weather", "api_key", &sealed), None, "another fleet's key");
-        assert_eq!(k.open("hostile", "api_key", &sealed), None, "moved to another plugin");
-        assert_eq!(k.open("weather", "token", &sealed), None, "moved to another name");
+        assert_ne!(sealed, k.seal("weather", "api_key", 41, "sk-1234"), "a fresh nonce each time");
+        assert_eq!(k.open("weather", "api_key", 41, &sealed).as_deref(), Some("sk-1234"));
+        assert_eq!(key(8).open("weather", "api_key", 41, &sealed), None, "another fleet's key");
+        assert_eq!(k.open("hostile", "api_key", 41, &sealed), None, "moved to another plugin");
+        assert_eq!(k.open("weather", "token", 41, &sealed), None, "moved to another name");
+        assert_eq!(k.open("weather", "api_key", 57, &sealed), None, "presented as set by another change");
         // One bit changed anywhere: it does not open.
         let mut bytes = B64.decode(&sealed[3..]).unwrap();
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
-        assert_eq!(k.open("weather", "api_key", &format!("v1:{}", B64.encode(&bytes))), None);
+        assert_eq!(k.open("weather", "api_key", 41, &format!("v1:{}", B64.encode(&bytes))), None);
         for junk in ["", "v1:", "v1:!!", "v2:AAAA", "sk-1234"] {
-            assert_eq!(k.open("weather", "api_key", junk), None, "{junk:?}");
+            assert_eq!(k.open("weather", "api_key", 41, junk), None, "{junk:?}");
         }
     }
 }

@@ -82,6 +82,16 @@ impl Host {
         Ok(self.register_awaiting())
     }
 
+    /// [`Host::put_secrets`] for secrets this host does not choose (a
+    /// fleet's): a secret named like a config value of the same plugin is
+    /// left out, the others put in force; what was left out, in words.
+    pub fn put_secrets_but_clashes(&self, mut secrets: crate::secrets::Secrets) -> (Vec<PluginChange>, Vec<String>) {
+        let left_out = secrets.drop_clashes(&self.plugin_config.load());
+        self.secrets.store(Arc::new(secrets));
+        self.rebuild_values();
+        (self.register_awaiting(), left_out)
+    }
+
     fn rebuild_values(&self) {
         let config = self.plugin_config.load();
         let secrets = self.secrets.load();

@@ -133,6 +133,9 @@ impl Secret {
             toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
         let origin = format!("cli@{}", toolhost::cluster::host_name());
         let at = toolhost::memory::redact(url);
+        if !matches!(self.command, SecretCommand::List { .. }) {
+            toolhost::cluster::check_key(url, &key).context("checking the fleet's key")?;
+        }
         match &self.command {
             SecretCommand::Set { plugin, name } => {
                 if cfg.plugins.config.get(plugin).is_some_and(|m| m.contains_key(name)) {
@@ -173,7 +176,7 @@ impl Secret {
                         let by = if s.opens {
                             s.set_by.clone()
                         } else {
-                            "? (does not open with this fleet's key: no host uses it)".to_string()
+                            "? (not the fleet's: it does not open with this fleet's key, or is an older, moved or removed value put back; no host uses it)".to_string()
                         };
                         [s.plugin.clone(), s.name.clone(), s.set_at.clone(), by]
                     })
@@ -225,10 +228,17 @@ impl Secret {
 /// applied it yet does when it catches up.
 fn report_hosts(url: &str, seq: i64) -> Result<ExitCode> {
     match toolhost::cluster::wait_applied(url, seq, std::time::Duration::from_secs(5)) {
-        Ok((done, behind)) if done.is_empty() && behind.is_empty() => {
+        Ok(hosts) if hosts.known == 0 => eprintln!(
+            "warning: no host has ever joined this control plane ({}): is cluster.url the fleet's? Hosts read the secrets when they start",
+            toolhost::memory::redact(url)
+        ),
+        Ok(hosts) if hosts.done.is_empty() && hosts.behind.is_empty() => {
             println!("no host of the fleet is running: each reads the secrets when it starts")
         }
-        Ok((done, behind)) => {
+        Ok(toolhost::cluster::Applied { done, behind, .. }) => {
+            let safe =
+                |ids: &[String]| ids.iter().map(|i| toolhost::tool::log_safe(i).into_owned()).collect::<Vec<_>>();
+            let (done, behind) = (safe(&done), safe(&behind));
             println!(
                 "{} of {} live hosts use it from their next call{}",
                 done.len(),
