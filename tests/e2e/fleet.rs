@@ -586,6 +586,9 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
     let refused = set_secret(&stranger, "hostile", "token", "t-evil");
     assert!(!refused.status.success(), "{}", stdout(&refused));
     assert!(stderr(&refused).contains("is not this fleet's key"), "{}", stderr(&refused));
+    let host = run(&stranger, &["serve", "--http", "127.0.0.1:0"]);
+    assert!(!host.status.success(), "a host with another key joined: {}", stdout(&host));
+    assert!(stderr(&host).contains("is not this fleet's key"), "{}", stderr(&host));
     for c in &sessions {
         assert_eq!(config_value(c, "read_config", "token").await, "t-3");
     }
