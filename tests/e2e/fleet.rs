@@ -53,8 +53,13 @@ fn configure(dir: &Path, keys: &Path, id: &str, url: &str) {
 }
 
 fn start(dir: &Path) -> (Proc, String) {
+    start_logging(dir, "warn")
+}
+
+/// [`start`] with `TOOLHOST_LOG=filter`.
+fn start_logging(dir: &Path, filter: &str) -> (Proc, String) {
     let mut cmd = th(dir);
-    cmd.args(["serve", "--http", "127.0.0.1:0"]);
+    cmd.env("TOOLHOST_LOG", filter).args(["serve", "--http", "127.0.0.1:0"]);
     let log = std::fs::File::create(dir.join("serve.log")).unwrap();
     crate::live::spawn_serving_logged(cmd, log)
 }
@@ -243,12 +248,21 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
     // A host started after all this comes up with it.
     let late = root.join("d");
     configure(&late, &root.join("keys"), "d", &url);
-    let (proc, late_url) = start(&late);
+    let (proc, late_url) = start_logging(&late, "warn,toolhost::cluster=info");
     fleet.push(Member { dir: late, url: late_url.clone(), proc: Some(proc) });
     let (c, _) = session(&format!("{late_url}/mcp/bartok")).await;
     assert_eq!(sorted(&c).await, ["remember", "roll", "search_facts", "version"], "the override and the plugin");
     let o = run(&fleet[3].dir, &["agents", "--json"]);
     assert!(stdout(&o).contains("\"deep\""), "{}", stdout(&o));
+    // It applied each thing's latest change, not the history: bartok's
+    // override was set, cleared and set again before it started.
+    let late_log = fleet[3].dir.join("serve.log");
+    let caught_up = || std::fs::read_to_string(&late_log).unwrap().contains("control plane: caught up");
+    eventually("the late host's first catch-up logged", async || caught_up()).await;
+    let log = std::fs::read_to_string(&late_log).unwrap();
+    let applied: Vec<&str> = log.lines().filter(|l| l.contains("control plane: change applied")).collect();
+    assert_eq!(applied.iter().filter(|l| l.contains("override_set bartok")).count(), 1, "{applied:#?}");
+    assert!(!applied.iter().any(|l| l.contains("override_cleared bartok")), "{applied:#?}");
     for (_, c, _) in clients {
         let _ = c.cancel().await;
     }

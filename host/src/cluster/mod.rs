@@ -11,8 +11,9 @@
 //!   in order, through the same paths as a local change: a plugin is pulled
 //!   by digest through the trust policy and the capability checks.
 //! - A host that starts, or comes back after a partition, catches up from
-//!   the table, not from notices it missed; `/readyz` is unready until it
-//!   has.
+//!   the table, not from notices it missed, applying only the latest
+//!   change to each plugin, server, agent and secret; `/readyz` is unready
+//!   until it has.
 //! - Each host writes a heartbeat row in `cluster_hosts` (version, last
 //!   seen, last change applied, plugins and their digests):
 //!   `toolhost cluster status` reads them.
@@ -264,6 +265,20 @@ fn log_row(row: &tokio_postgres::Row) -> Option<(i64, String, String, String)> {
 }
 
 impl Change {
+    /// What the change is about: a later change to the same thing
+    /// supersedes it.
+    fn subject(&self) -> (&'static str, String) {
+        match self {
+            Change::PluginAdded { name, .. } | Change::PluginRemoved { name } => ("plugin", name.clone()),
+            Change::ServerAdded { server } => ("server", server.name.clone()),
+            Change::ServerRemoved { name } => ("server", name.clone()),
+            Change::OverrideSet { agent, .. } | Change::OverrideCleared { agent } => ("override", agent.clone()),
+            Change::SecretSet { plugin, name } | Change::SecretRemoved { plugin, name } => {
+                ("secret", format!("{plugin}\n{name}"))
+            }
+        }
+    }
+
     /// What the change does, for logs: its operation and what it names,
     /// never a server's settings (they may hold tokens and environment).
     pub fn describe(&self) -> String {
@@ -493,6 +508,17 @@ impl Cluster {
         let rows = client
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
             .await?;
+        // Only the last change to each thing counts: a starting host (or
+        // one back after a partition) applies each plugin's, server's,
+        // agent's latest change, not the whole history.
+        let mut latest = std::collections::HashMap::new();
+        for (seq, origin, text, tagged) in rows.iter().filter_map(log_row) {
+            if self.key.checks(seq, &origin, &text, &tagged)
+                && let Ok(change) = serde_json::from_str::<Change>(&text)
+            {
+                latest.insert(change.subject(), seq);
+            }
+        }
         for row in rows {
             let Some((seq, origin, text, tagged)) = log_row(&row) else {
                 tracing::warn!("control plane: a row of cluster_changes of another shape is ignored");
@@ -517,6 +543,9 @@ impl Cluster {
             let own = self.published.lock().unwrap_or_else(|p| p.into_inner()).remove(&seq);
             if !own {
                 match serde_json::from_str::<Change>(&text) {
+                    Ok(change) if latest.get(&change.subject()) != Some(&seq) => {
+                        tracing::debug!(seq, change = %change.describe(), "control plane: a change superseded later in the log");
+                    }
                     Ok(change @ (Change::SecretSet { .. } | Change::SecretRemoved { .. })) => {
                         // At start, once after the log (a change made
                         // between the first read and this one is read).
