@@ -536,7 +536,19 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
         "INSERT INTO cluster_secrets (plugin, name, sealed, seq, set_by) SELECT 'other', name, sealed, seq, 'mallory' FROM cluster_secrets WHERE plugin = 'hostile'",
     );
     assert!(moved, "{said}");
-    ok(&set_secret(&hosts[1].dir, "hostile", "token", "t-2"));
+    // And a host that is not one: a row in the future, an escape in its id.
+    let (ghost, said) = pg.psql(
+        &db,
+        "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins) VALUES (E'ghost\\x1b[2J', '0.1.0', now(), now() + interval '1 hour', 0, '{}')",
+    );
+    assert!(ghost, "{said}");
+    let said = ok(&set_secret(&hosts[1].dir, "hostile", "token", "t-2"));
+    assert!(said.contains("2 of 2 live hosts use it from their next call: a, b"), "the ghost is no host: {said}");
+    let status = run(&hosts[0].dir, &["cluster", "status"]);
+    let shown = stdout(&status);
+    assert!(!status.status.success(), "{shown}");
+    assert!(shown.contains("the row of host ghost\\u{1b}[2J does not check with this fleet's key"), "{shown}");
+    assert!(!shown.contains('\u{1b}'), "an escape reached the terminal: {shown:?}");
     for c in &sessions {
         assert_eq!(config_value(c, "read_config", "token").await, "t-2");
         assert_eq!(config_value(c, "other_read_config", "api_key").await, Value::Null, "a moved secret does not open");

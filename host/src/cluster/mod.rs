@@ -59,6 +59,7 @@ CREATE TABLE IF NOT EXISTS cluster_hosts (
     last_seen TIMESTAMPTZ NOT NULL, applied_seq BIGINT NOT NULL, plugins TEXT NOT NULL);
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS clash_at TIMESTAMPTZ;
+ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS tag TEXT NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS cluster_secrets (
     plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL, seq BIGINT NOT NULL,
     set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));
@@ -163,7 +164,76 @@ pub struct HostRow {
     /// Seconds since a heartbeat under this id found another running
     /// process's in its place (two hosts given one `cluster.host_id`).
     pub clash_secs: Option<f64>,
+    /// Whether the row's tag checks with the fleet's key: one that does not
+    /// was written by someone other than a host of this fleet.
+    pub checks: bool,
 }
+
+/// A heartbeat's tag: over what `cluster status` and the CLI's "N of M
+/// hosts" read of it (not its time, which the database writes).
+fn beat_tag(key: &[u8; 32], host_id: &str, instance: &str, version: &str, applied: i64, plugins: &str) -> String {
+    let applied = applied.to_string();
+    hex::encode(toolhost_base::seal::tag(
+        key,
+        &[
+            b"heartbeat\n",
+            host_id.as_bytes(),
+            b"\n",
+            instance.as_bytes(),
+            b"\n",
+            version.as_bytes(),
+            b"\n",
+            applied.as_bytes(),
+            b"\n",
+            plugins.as_bytes(),
+        ],
+    ))
+}
+
+impl Key {
+    /// Whether a heartbeat row's `tag` checks.
+    fn checks_beat(
+        &self,
+        host_id: &str,
+        instance: &str,
+        version: &str,
+        applied: i64,
+        plugins: &str,
+        tag: &str,
+    ) -> bool {
+        toolhost_base::seal::same_secret(
+            beat_tag(&self.0, host_id, instance, version, applied, plugins).as_bytes(),
+            tag.as_bytes(),
+        )
+    }
+}
+
+/// A `cluster_hosts` row read as `status` reads it; `None` for a row of
+/// another shape.
+fn host_row(key: &Key, latest: i64, r: &tokio_postgres::Row) -> Option<HostRow> {
+    let host_id: String = r.try_get(0).ok()?;
+    let version: String = r.try_get(1).ok()?;
+    let last_seen_secs: f64 = r.try_get(2).ok()?;
+    let applied_seq: i64 = r.try_get(3).ok()?;
+    let plugins: String = r.try_get(4).ok()?;
+    let instance: String = r.try_get(6).ok()?;
+    let tag: String = r.try_get(7).ok()?;
+    Some(HostRow {
+        checks: key.checks_beat(&host_id, &instance, &version, applied_seq, &plugins, &tag),
+        plugins: serde_json::from_str(&plugins).unwrap_or_default(),
+        host_id,
+        version,
+        last_seen_secs,
+        applied_seq,
+        lag: latest - applied_seq,
+        gone: last_seen_secs > GONE_AFTER.as_secs_f64(),
+        clash_secs: r.try_get(5).ok()?,
+    })
+}
+
+/// The columns [`host_row`] reads, in its order.
+const HOST_COLUMNS: &str = "host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins,
+    extract(epoch FROM now() - clash_at)::float8, instance, tag";
 
 /// How a host applies a change from another host, and reports its plugins.
 pub trait Apply: Send + Sync {
@@ -613,25 +683,20 @@ impl Cluster {
         // A row last written by another process, after this one's first
         // heartbeat, is another host running with this id.
         let beaten = self.beaten.load(Ordering::Acquire);
+        let applied = self.applied.load(Ordering::Acquire);
+        let version = env!("CARGO_PKG_VERSION");
+        let tag = beat_tag(&self.key.0, &self.host_id, &self.instance, version, applied, &plugins);
         let row = client
             .query_one(
-                "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins, instance)
-                 VALUES ($1, $2, to_timestamp($3), now(), $4, $5, $6)
+                "INSERT INTO cluster_hosts (host_id, version, started, last_seen, applied_seq, plugins, instance, tag)
+                 VALUES ($1, $2, to_timestamp($3), now(), $4, $5, $6, $8)
                  ON CONFLICT (host_id) DO UPDATE SET version = EXCLUDED.version, started = EXCLUDED.started,
                    last_seen = now(), applied_seq = EXCLUDED.applied_seq, plugins = EXCLUDED.plugins,
-                   instance = EXCLUDED.instance,
+                   instance = EXCLUDED.instance, tag = EXCLUDED.tag,
                    clash_at = CASE WHEN $7 AND cluster_hosts.instance <> EXCLUDED.instance
                                    THEN now() ELSE cluster_hosts.clash_at END
                  RETURNING clash_at IS NOT NULL AND clash_at = now()",
-                &[
-                    &self.host_id,
-                    &env!("CARGO_PKG_VERSION"),
-                    &started_secs,
-                    &self.applied.load(Ordering::Acquire),
-                    &plugins,
-                    &self.instance,
-                    &beaten,
-                ],
+                &[&self.host_id, &version, &started_secs, &applied, &plugins, &self.instance, &beaten, &tag],
             )
             .await?;
         self.beaten.store(true, Ordering::Release);
@@ -663,32 +728,8 @@ pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError>
             .filter_map(log_row)
             .find(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged))
             .map_or(0, |(seq, ..)| seq);
-        let rows = client
-            .query(
-                "SELECT host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins,
-                   extract(epoch FROM now() - clash_at)::float8
-                 FROM cluster_hosts ORDER BY host_id",
-                &[],
-            )
-            .await?;
-        let hosts = rows
-            .iter()
-            .map(|r| {
-                let last_seen_secs: f64 = r.get(2);
-                let applied_seq: i64 = r.get(3);
-                HostRow {
-                    host_id: r.get(0),
-                    version: r.get(1),
-                    last_seen_secs,
-                    applied_seq,
-                    lag: latest - applied_seq,
-                    plugins: serde_json::from_str(r.get::<_, &str>(4)).unwrap_or_default(),
-                    gone: last_seen_secs > GONE_AFTER.as_secs_f64(),
-                    clash_secs: r.get(5),
-                }
-            })
-            .collect();
-        Ok((latest, hosts))
+        let rows = client.query(&format!("SELECT {HOST_COLUMNS} FROM cluster_hosts ORDER BY host_id"), &[]).await?;
+        Ok((latest, rows.iter().filter_map(|r| host_row(key, latest, r)).collect()))
     })
 }
 
@@ -750,7 +791,7 @@ fn once<T>(
 /// What differs across the live hosts: versions, and plugins missing or at
 /// another digest. Empty when they agree.
 pub fn mismatches(hosts: &[HostRow]) -> Vec<String> {
-    let live: Vec<&HostRow> = hosts.iter().filter(|h| !h.gone).collect();
+    let live: Vec<&HostRow> = hosts.iter().filter(|h| !h.gone && h.checks).collect();
     let mut out = Vec::new();
     let versions: std::collections::BTreeSet<&str> = live.iter().map(|h| h.version.as_str()).collect();
     if versions.len() > 1 {

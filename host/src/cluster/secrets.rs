@@ -250,32 +250,30 @@ pub struct Applied {
     pub done: Vec<String>,
     /// The live hosts that have not (yet).
     pub behind: Vec<String>,
-    /// Hosts the control plane has ever heard of, live or not.
+    /// Hosts of this fleet the control plane has heard of, live or not.
     pub known: i64,
 }
 
 /// Waits up to `within` for every live host (one seen in the last
 /// [`super::GONE_AFTER`]) to have applied change `seq`: the ids of those
 /// that have, and of those that have not. Blocking; for the CLI.
-pub fn wait_applied(url: &str, seq: i64, within: Duration) -> Result<Applied, ClusterError> {
+pub fn wait_applied(url: &str, key: &Key, seq: i64, within: Duration) -> Result<Applied, ClusterError> {
     once(url, async |client| {
         let deadline = Instant::now() + within;
-        let known: i64 = client.query_one("SELECT count(*) FROM cluster_hosts", &[]).await?.try_get(0).unwrap_or(0);
+        let query = format!("SELECT {} FROM cluster_hosts ORDER BY host_id", super::HOST_COLUMNS);
+        let mut known = 0;
         loop {
-            let rows = client
-                .query(
-                    "SELECT host_id, applied_seq >= $1 FROM cluster_hosts
-                     WHERE now() - last_seen < make_interval(secs => $2) AND last_seen <= now() + interval '5 seconds'
-                     ORDER BY host_id",
-                    &[&seq, &super::GONE_AFTER.as_secs_f64()],
-                )
-                .await?;
-            let (done, behind): (Vec<_>, Vec<_>) = rows.iter().partition(|r| r.try_get::<_, bool>(1).unwrap_or(false));
-            let ids = |rows: Vec<&tokio_postgres::Row>| {
-                rows.iter().filter_map(|r| r.try_get::<_, String>(0).ok()).collect::<Vec<_>>()
-            };
+            // Rows a host of this fleet wrote (their tags check), seen
+            // lately and not in the future.
+            let rows = client.query(&query, &[]).await?;
+            let hosts: Vec<super::HostRow> =
+                rows.iter().filter_map(|r| super::host_row(key, 0, r)).filter(|h| h.checks).collect();
+            known = known.max(hosts.len());
+            let live = hosts.iter().filter(|h| !h.gone && h.last_seen_secs > -5.0);
+            let (done, behind): (Vec<_>, Vec<_>) = live.partition(|h| h.applied_seq >= seq);
+            let ids = |hs: Vec<&super::HostRow>| hs.iter().map(|h| h.host_id.clone()).collect::<Vec<_>>();
             if behind.is_empty() || Instant::now() >= deadline {
-                return Ok(Applied { done: ids(done), behind: ids(behind), known });
+                return Ok(Applied { done: ids(done), behind: ids(behind), known: known as i64 });
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }

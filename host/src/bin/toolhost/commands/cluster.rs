@@ -61,6 +61,13 @@ impl Cluster {
                     h.host_id
                 ));
             }
+            if !h.checks {
+                flags.push(format!(
+                    "the row of host {} does not check with this fleet's key: it was not written by a host of this fleet",
+                    h.host_id
+                ));
+                continue;
+            }
             if h.gone {
                 flags.push(format!("{} is gone (last seen {:.0} s ago)", h.host_id, h.last_seen_secs));
             } else if h.lag > 0 && h.last_seen_secs > toolhost::cluster::HEARTBEAT.as_secs_f64() * 2.0 {

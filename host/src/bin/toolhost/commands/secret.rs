@@ -155,7 +155,7 @@ impl Secret {
                     "{} secret {name} of plugin {plugin} in the fleet's control plane ({at}), sealed with cluster.secret_key_file",
                     if replaced { "replaced" } else { "set" }
                 );
-                report_hosts(url, seq)
+                report_hosts(url, &key, seq)
             }
             SecretCommand::List { plugin, json } => {
                 let list = toolhost::cluster::list_secrets(url, &key, plugin.as_deref())
@@ -194,7 +194,7 @@ impl Secret {
                     return Ok(ExitCode::FAILURE);
                 };
                 println!("removed secret {name} of plugin {plugin} from the fleet's control plane");
-                report_hosts(url, seq)
+                report_hosts(url, &key, seq)
             }
         }
     }
@@ -226,8 +226,8 @@ impl Secret {
 /// Waits up to 5 s for the fleet's live hosts to apply change `seq`, and
 /// says which have. The secret is stored either way: a host that has not
 /// applied it yet does when it catches up.
-fn report_hosts(url: &str, seq: i64) -> Result<ExitCode> {
-    match toolhost::cluster::wait_applied(url, seq, std::time::Duration::from_secs(5)) {
+fn report_hosts(url: &str, key: &toolhost::cluster::Key, seq: i64) -> Result<ExitCode> {
+    match toolhost::cluster::wait_applied(url, key, seq, std::time::Duration::from_secs(5)) {
         Ok(hosts) if hosts.known == 0 => eprintln!(
             "warning: no host has ever joined this control plane ({}): is cluster.url the fleet's? Hosts read the secrets when they start",
             toolhost::memory::redact(url)
