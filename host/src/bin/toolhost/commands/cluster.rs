@@ -18,8 +18,9 @@ enum Action {
     /// List the fleet's hosts as the control plane sees them: id, version,
     /// last heartbeat, the last change applied and how far behind the log
     /// that is, and each host's plugins with their digests. Hosts that
-    /// disagree (versions, plugins), lag, or are gone are flagged, and the
-    /// command then exits 1.
+    /// disagree (versions, plugins), lag, or are gone, two running hosts
+    /// sharing one id, and rows no host of this fleet wrote (their tag does
+    /// not check with the key) are flagged, and the command then exits 1.
     Status {
         /// Print JSON.
         #[arg(long)]
