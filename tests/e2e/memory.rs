@@ -356,6 +356,11 @@ fn postgres_over_tls_verifies_the_server_and_a_server_it_cannot_verify_is_refuse
     let o = run(&verified, &["cluster", "status", "--json"]);
     assert!(o.status.success(), "{}{}", stdout(&o), stderr(&o));
     assert_eq!(serde_json::from_slice::<Value>(&o.stdout).unwrap()["hosts"], serde_json::json!([]));
+    // No host has joined it: a secret is not written (the first host's key
+    // is to be the fleet's).
+    let o = run(&verified, &["secret", "set", "weather", "api_key"]);
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains("no host has joined this control plane yet"), "{}", stderr(&o));
 
     // Not a CA it was told of: refused, the reason named, no password shown.
     let o = run(&pg.tls_url(&db, "sslmode=require"), &["memory", "export"]);
@@ -372,7 +377,7 @@ fn postgres_over_tls_verifies_the_server_and_a_server_it_cannot_verify_is_refuse
     );
     let o = run(&wrong_name, &["memory", "export"]);
     assert!(!o.status.success());
-    assert!(stderr(&o).contains("invalid peer certificate"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("does not name the host in the URL"), "{}", stderr(&o));
     // No TLS: this server refuses it.
     let o = run(&pg.tls_url(&db, ""), &["memory", "export"]);
     assert!(!o.status.success());

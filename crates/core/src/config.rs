@@ -388,8 +388,9 @@ pub struct MemoryConfig {
 
 /// `cluster:` section: several hosts that behave as one. Run-time changes
 /// (plugins added by OCI reference and removed, servers added and
-/// removed, DM overrides) go to the control plane's tables and are
-/// announced with PostgreSQL's `LISTEN/NOTIFY`; every host applies them.
+/// removed, DM overrides, plugins' secrets) go to the control plane's
+/// tables and are announced with PostgreSQL's `LISTEN/NOTIFY`; every host
+/// applies them.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ClusterConfig {

@@ -89,7 +89,7 @@ impl PgTarget {
             Some("require" | "verify-ca" | "verify-full") => SslMode::Require,
             Some(other) => {
                 return Err(format!(
-                    "{shown}: sslmode={other} is not supported: use disable, prefer, require or verify-full (each verifies the server's certificate when TLS is used)"
+                    "{shown}: sslmode={other} is not supported: use disable, prefer, require, verify-ca or verify-full (each verifies the server's certificate, chain and host name, when TLS is used)"
                 ));
             }
         };
@@ -145,7 +145,9 @@ pub fn explain(e: &(dyn std::error::Error + 'static)) -> String {
         }
         cause = c.source();
     }
-    if text.contains("invalid peer certificate") {
+    if text.contains("NotValidForName") || text.contains("not valid for name") {
+        text.push_str(" (the server's certificate does not name the host in the URL: connect by a name it lists)");
+    } else if text.contains("invalid peer certificate") {
         text.push_str(
             " (the server's certificate does not check against the roots this host trusts: name the CA that signed it with sslrootcert=/path/to/ca.pem in the URL)",
         );

@@ -742,23 +742,42 @@ pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
 /// Whether `key` is the fleet's: some change among the latest in the log
 /// checks with it (or the log holds none yet).
 async fn key_fits(client: &tokio_postgres::Client, key: &Key) -> Result<bool, tokio_postgres::Error> {
-    let rows =
-        client.query("SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 200", &[]).await?;
+    // The oldest changes and the latest: rows forged after the fleet's own
+    // cannot hide them all.
+    let rows = client
+        .query(
+            "(SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq LIMIT 500)
+             UNION (SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 500)",
+            &[],
+        )
+        .await?;
     let rows: Vec<_> = rows.iter().filter_map(log_row).collect();
     Ok(rows.is_empty() || rows.iter().any(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged)))
 }
 
 /// What a key that is not the fleet's is told.
-const NOT_THE_KEY: &str = "cluster.secret_key_file is not this fleet's key: none of the latest changes in the control plane's log checks with it (every host must hold the same file); nothing was changed";
+const NOT_THE_KEY: &str = "cluster.secret_key_file is not this fleet's key: no change in the control plane's log checks with it (every host and every operator must hold the same file); nothing was changed";
 
-/// Refuses `key` when it is not the fleet's ([`key_fits`]). Blocking; for
-/// the CLI before it writes.
-pub fn check_key(url: &str, key: &Key) -> Result<(), ClusterError> {
-    if once(url, async |client| key_fits(client, key).await)? {
-        Ok(())
-    } else {
-        Err(ClusterError::Unusable { at: crate::memory::redact(url), reason: NOT_THE_KEY.into() })
+/// Refuses `key` when it is not the fleet's ([`key_fits`]), and, when
+/// `to_write`, a control plane no host has joined yet (its first host's
+/// key becomes the fleet's: a change written before with another file
+/// would keep every host out). Blocking; for the CLI.
+pub fn check_key(url: &str, key: &Key, to_write: bool) -> Result<(), ClusterError> {
+    let (fits, hosts) = once(url, async |client| {
+        let hosts: i64 = client.query_one("SELECT count(*) FROM cluster_hosts", &[]).await?.try_get(0).unwrap_or(0);
+        Ok((key_fits(client, key).await?, hosts))
+    })?;
+    let at = crate::memory::redact(url);
+    if !fits {
+        return Err(ClusterError::Unusable { at, reason: NOT_THE_KEY.into() });
     }
+    if to_write && hosts == 0 {
+        return Err(ClusterError::Unusable {
+            at,
+            reason: "no host has joined this control plane yet: start the fleet's first host (toolhost serve --http with this cluster.url), then run this again; is cluster.url the fleet's?".into(),
+        });
+    }
+    Ok(())
 }
 
 /// Runs `work` on one connection to the control plane at `url`, on a

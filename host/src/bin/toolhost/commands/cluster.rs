@@ -21,6 +21,7 @@ enum Action {
     /// disagree (versions, plugins), lag, or are gone, two running hosts
     /// sharing one id, and rows no host of this fleet wrote (their tag does
     /// not check with the key) are flagged, and the command then exits 1.
+    /// A key file that is not the fleet's is refused first.
     Status {
         /// Print JSON.
         #[arg(long)]
@@ -53,6 +54,7 @@ impl Cluster {
         let key_file = cfg.cluster.secret_key_file.as_ref().map(|p| cfg.resolve(p)).unwrap_or_default();
         let key =
             toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
+        toolhost::cluster::check_key(url, &key, false).context("checking the fleet's key")?;
         let (latest, hosts) = toolhost::cluster::status(url, &key).context("reading the control plane")?;
         let mut flags = toolhost::cluster::mismatches(&hosts);
         for h in &hosts {

@@ -22,12 +22,15 @@ use toolhost::secrets::{MAX_VALUE_BYTES, SecretStore};
 /// text. A plugin can still send its own secret wherever its grants let it
 /// reach: the grant is the boundary.
 ///
-/// In a fleet (`cluster.url` in the config) the secrets are the control
-/// plane's instead: each value is sealed with a key derived from
-/// `cluster.secret_key_file` before it leaves this command, bound to its
-/// plugin and name, and every host opens it and uses it from the next call
-/// (the command waits up to 5 s and says which hosts have). The database
-/// never holds a value; each host's `secrets.json` is not used.
+/// The config decides where secrets go. In a fleet (`cluster.url` in the
+/// config: pass `--config` with the fleet's file, run as the owner of its
+/// key file) they are the control plane's instead: each value is sealed
+/// with a key derived from `cluster.secret_key_file` before it leaves this
+/// command, bound to its plugin, its name and the logged change that set
+/// it, and every host opens it and uses it from the next call (the command
+/// waits up to 5 s and says which hosts have). The database never holds a
+/// value; each host's `secrets.json` is not used. The first line printed
+/// says where the secret went.
 #[derive(Debug, clap::Args)]
 pub struct Secret {
     #[command(subcommand)]
@@ -133,9 +136,8 @@ impl Secret {
             toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
         let origin = format!("cli@{}", toolhost::cluster::host_name());
         let at = toolhost::memory::redact(url);
-        if !matches!(self.command, SecretCommand::List { .. }) {
-            toolhost::cluster::check_key(url, &key).context("checking the fleet's key")?;
-        }
+        let to_write = !matches!(self.command, SecretCommand::List { .. });
+        toolhost::cluster::check_key(url, &key, to_write).context("checking the fleet's key")?;
         match &self.command {
             SecretCommand::Set { plugin, name } => {
                 if cfg.plugins.config.get(plugin).is_some_and(|m| m.contains_key(name)) {
