@@ -106,23 +106,17 @@ impl Secrets {
     /// Drops each secret named like a config value of the same plugin;
     /// the error of each, as [`clash`] words it.
     pub fn drop_clashes(&mut self, config: &PluginConfigValues) -> Vec<String> {
-        let mut said = Vec::new();
-        while let Some(why) = clash(config, self) {
-            let clashing: Vec<(String, String)> = config
-                .iter()
-                .flat_map(|(p, values)| values.keys().filter(|k| self.has(p, k)).map(|k| (p.clone(), k.clone())))
-                .collect();
-            for (p, k) in clashing {
-                if let Some(m) = self.by_plugin.get_mut(&p) {
-                    m.remove(&k);
-                    if m.is_empty() {
-                        self.by_plugin.remove(&p);
-                    }
+        let clashing: Vec<(String, String)> =
+            clashes(config, self).map(|(p, k)| (p.to_string(), k.to_string())).collect();
+        for (p, k) in &clashing {
+            if let Some(m) = self.by_plugin.get_mut(p) {
+                m.remove(k);
+                if m.is_empty() {
+                    self.by_plugin.remove(p);
                 }
             }
-            said.push(why);
         }
-        said
+        clashing.iter().map(|(p, k)| clash_message(p, k)).collect()
     }
 
     /// The plugins that have secrets.
@@ -137,13 +131,20 @@ pub type PluginConfigValues = BTreeMap<String, BTreeMap<String, String>>;
 /// A config value named like a secret of the same plugin, as the error to
 /// report: they share one namespace in `wasi:config/store`.
 pub fn clash(config: &PluginConfigValues, secrets: &Secrets) -> Option<String> {
-    config.iter().find_map(|(plugin, values)| {
-        values.keys().find(|k| secrets.has(plugin, k)).map(|k| {
-            format!(
-                "plugins.config.{plugin}.{k}: {plugin} also has a secret named {k:?}; config values and secrets share one namespace: rename the value or remove the secret (toolhost secret rm {plugin} {k})"
-            )
-        })
+    clashes(config, secrets).next().map(|(plugin, k)| clash_message(plugin, k))
+}
+
+/// Each (plugin, name) that is both a config value and a secret.
+fn clashes<'a>(config: &'a PluginConfigValues, secrets: &'a Secrets) -> impl Iterator<Item = (&'a str, &'a str)> {
+    config.iter().flat_map(move |(plugin, values)| {
+        values.keys().filter(|k| secrets.has(plugin, k)).map(|k| (plugin.as_str(), k.as_str()))
     })
+}
+
+fn clash_message(plugin: &str, k: &str) -> String {
+    format!(
+        "plugins.config.{plugin}.{k}: {plugin} also has a secret named {k:?}; config values and secrets share one namespace: rename the value or remove the secret (toolhost secret rm {plugin} {k})"
+    )
 }
 
 /// The secrets file of one state directory.
@@ -297,13 +298,17 @@ mod tests {
             ("weather".to_string(), "api_key".to_string(), "v2".to_string()),
             ("wiki".to_string(), "units".to_string(), "v3".to_string()),
         ]);
-        let config: PluginConfigValues =
-            [("weather".to_string(), [("units".to_string(), "metric".to_string())].into())].into();
+        let config: PluginConfigValues = [
+            ("weather".to_string(), [("units".to_string(), "metric".to_string())].into()),
+            ("wiki".to_string(), [("units".to_string(), "en".to_string())].into()),
+        ]
+        .into();
         let said = secrets.drop_clashes(&config);
-        assert_eq!(said.len(), 1, "{said:?}");
+        assert_eq!(said.len(), 2, "each one left out is said: {said:?}");
         assert!(said[0].contains("plugins.config.weather.units"), "{said:?}");
-        assert!(!secrets.has("weather", "units"));
-        assert!(secrets.has("weather", "api_key") && secrets.has("wiki", "units"), "the others stay");
+        assert!(said[1].contains("plugins.config.wiki.units"), "{said:?}");
+        assert!(!secrets.has("weather", "units") && !secrets.has("wiki", "units"));
+        assert!(secrets.has("weather", "api_key"), "the others stay");
         assert!(secrets.drop_clashes(&config).is_empty());
     }
 

@@ -568,12 +568,6 @@ impl Cluster {
         apply: &Arc<dyn Apply>,
     ) -> Result<(), tokio_postgres::Error> {
         let first = !self.caught_up.load(Ordering::Acquire);
-        if first {
-            // Before any plugin of the log loads: the secrets as they are
-            // now (a change to them in the log below is then no news).
-            self.load_secrets(client, apply).await?;
-        }
-        let mut secrets_changed = false;
         let from = self.applied.load(Ordering::Acquire);
         let rows = client
             .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
@@ -617,11 +611,8 @@ impl Cluster {
                         tracing::debug!(seq, change = %change.describe(), "control plane: a change superseded later in the log");
                     }
                     Ok(change @ (Change::SecretSet { .. } | Change::SecretRemoved { .. })) => {
-                        // At start, once after the log (a change made
-                        // between the first read and this one is read).
-                        if first {
-                            secrets_changed = true;
-                        } else {
+                        // At start, once after the log (below).
+                        if !first {
                             self.load_secrets(client, apply).await?;
                         }
                         tracing::info!(seq, from = %crate::tool::log_safe(&origin), change = %change.describe(), "control plane: change applied");
@@ -650,7 +641,10 @@ impl Cluster {
             }
             self.applied.store(seq, Ordering::Release);
         }
-        if secrets_changed {
+        // At start the builder read the secrets before any plugin loaded;
+        // they are read once more here, after the log (a change made since
+        // is in it), not once per secret change the log holds.
+        if first {
             self.load_secrets(client, apply).await?;
         }
         Ok(())
