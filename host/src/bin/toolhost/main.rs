@@ -4,6 +4,8 @@
 
 mod args;
 mod commands;
+#[cfg(test)]
+mod consistency;
 mod output;
 
 use clap::Parser;
@@ -91,11 +93,57 @@ const LOG_LINES_QUEUED: usize = 65_536;
 
 #[cfg(test)]
 mod tests {
+    fn cli() -> clap::Command {
+        <super::Cli as clap::CommandFactory>::command()
+    }
+
+    /// Unique names, flags and subcommands, and relations (`requires`,
+    /// `conflicts_with`, ...) that name arguments the command has: `sign
+    /// --version` once clashed with the built-in flag. clap checks these
+    /// only where it is built with debug assertions (`debug_assert`, last);
+    /// the suite builds with `--release`, so `consistency` checks them too.
     #[test]
     fn the_command_line_is_consistent() {
-        // clap's own checks (unique names, valid defaults), which a release
-        // build skips: `sign --version` once clashed with the built-in flag.
-        <super::Cli as clap::CommandFactory>::command().debug_assert();
+        let found = crate::consistency::problems(cli());
+        assert!(found.is_empty(), "{}", found.join("\n"));
+        // The relations were read, of each kind the command line uses.
+        let serve = cli().find_subcommand("serve").unwrap().clone();
+        let relations = crate::consistency::relations(&serve);
+        for (arg, relation, name) in [("agent", "requires", "stdio"), ("stdio", "conflicts with", "http")] {
+            assert!(relations.contains(&(arg.into(), relation, name.into())), "serve: {relations:?}");
+        }
+        let add = cli().find_subcommand("server").unwrap().find_subcommand("add").unwrap().clone();
+        let relations = crate::consistency::relations(&add);
+        assert!(relations.contains(&("command".into(), "is required unless", "url".into())), "{relations:?}");
+        cli().debug_assert();
+    }
+
+    /// The checks find each kind of mistake, planted in the real command line.
+    #[test]
+    fn the_consistency_checks_find_a_planted_mistake() {
+        use clap::{Arg, ArgAction, Command};
+        let planted: [(&str, Command); 5] = [
+            ("--version is both", cli().mut_subcommand("sign", |c| c.arg(Arg::new("v").long("version")))),
+            (
+                "--json is both",
+                cli().mut_subcommand("tools", |c| {
+                    c.arg(Arg::new("j").long("j").alias("json").action(ArgAction::SetTrue))
+                }),
+            ),
+            ("requires \"nothing\"", cli().mut_subcommand("serve", |c| c.mut_arg("agent", |a| a.requires("nothing")))),
+            (
+                "is required unless \"nothing\"",
+                cli().mut_subcommand("serve", |c| c.mut_arg("agent", |a| a.required_unless_present("nothing"))),
+            ),
+            ("name \"ls\" is both", cli().mut_subcommand("secret", |c| c.subcommand(Command::new("ls")))),
+        ];
+        for (want, cmd) in planted {
+            // Where clap has its debug assertions, it panics first.
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::consistency::problems(cmd))) {
+                Ok(found) => assert!(found.iter().any(|p| p.contains(want)), "{want}: {found:?}"),
+                Err(_) => assert!(cfg!(debug_assertions), "{want}: the checks panicked"),
+            }
+        }
     }
 
     /// Each line, with its options before the subcommand, parses to what
