@@ -191,13 +191,15 @@ impl Serve {
                     r = &mut session_end => r.map_err(anyhow::Error::from),
                     () = shutdown_signal() => {
                         // Calls under way are answered while the client
-                        // stays, up to the grace period.
+                        // stays, up to the grace period. A second signal
+                        // is heard from before the line that says so.
+                        let second = shutdown_signal();
                         tracing::warn!(
                             "stopping: the session's calls are served for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
                             grace.as_secs()
                         );
                         let done = async { let _ = (&mut session_end).await; };
-                        if drain_for(grace, None, done, shutdown_signal()).await == Stop::Now {
+                        if drain_for(grace, None, done, second).await == Stop::Now {
                             EndpointRecord::remove(&record);
                             std::process::exit(130);
                         }
@@ -285,6 +287,8 @@ impl Serve {
             }
             // New sessions get 503; the open ones are served until they
             // end or the grace period is over, then closed with the process.
+            // A second signal is heard from before the line that says so.
+            let second = shutdown_signal();
             drain.start();
             EndpointRecord::remove(&record_at_signal);
             let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
@@ -296,7 +300,7 @@ impl Serve {
             // Saved at once, in case the wait is cut short.
             let saving = live.clone();
             let _ = tokio::task::spawn_blocking(move || saving.save_now()).await;
-            if drain_for(grace, Some(&drain), std::future::pending(), shutdown_signal()).await == Stop::Now {
+            if drain_for(grace, Some(&drain), std::future::pending(), second).await == Stop::Now {
                 std::process::exit(130);
             }
             EndpointRecord::remove(&record);
@@ -327,18 +331,24 @@ async fn reload_on_hangup(reloader: Arc<toolhost::reload::Reloader>) {
 }
 
 /// Ctrl-C (SIGINT) or SIGTERM: the clean ways to stop a server.
-async fn shutdown_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
+fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    use tokio::signal::unix::{Signal, SignalKind, signal};
+    // Listening from now, not from the first poll: a signal sent after this
+    // returns is heard even while the future waits to be polled.
+    let (interrupt, terminate) = (signal(SignalKind::interrupt()).ok(), signal(SignalKind::terminate()).ok());
+    async fn heard(signal: Option<Signal>) {
+        match signal {
+            Some(mut s) => {
                 s.recv().await;
             }
-            Err(_) => std::future::pending::<()>().await,
+            None => std::future::pending().await,
         }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        () = term => {}
+    }
+    async move {
+        tokio::select! {
+            () = heard(interrupt) => {}
+            () = heard(terminate) => {}
+        }
     }
 }
 
