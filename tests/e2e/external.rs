@@ -34,6 +34,11 @@ fn code(r: &CallToolResult) -> Value {
     r.meta.as_ref().map(|m| m.0["toolhost"]["code"].clone()).unwrap_or(Value::Null)
 }
 
+/// How many `slow` calls the server has begun (its events file).
+fn started_slow(events: &Path) -> usize {
+    std::fs::read_to_string(events).map_or(0, |e| e.lines().filter(|l| *l == "started slow").count())
+}
+
 fn py_config(dir: &Path, extra_env: &str) -> String {
     format!(
         "server:\n  rate_limit: {{ per_minute: 0 }}\nmcp:\n  servers:\n    - name: py\n      transport: stdio\n      command: {}\n      env:\n        PY_PEER_PIDFILE: {}\n        PY_PEER_EVENTS: {}\n{extra_env}",
@@ -66,8 +71,9 @@ async fn an_external_servers_failure_touches_only_its_own_tools() {
     assert!(listed.contains(&"add".to_string()) && listed.contains(&"slow".to_string()), "{listed:?}");
     let first_pid = std::fs::read_to_string(dir.path().join("py.pid")).unwrap();
 
-    // A long call in flight; kill the server under it (and keep it from
-    // coming back until the gate opens).
+    // A long call in flight (the server says it began); kill the server
+    // under it (and keep it from coming back until the gate opens).
+    let events = dir.path().join("events.log");
     let slow = {
         let peer = client.peer().clone();
         tokio::spawn(async move {
@@ -77,7 +83,7 @@ async fn an_external_servers_failure_touches_only_its_own_tools() {
             .await
         })
     };
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    eventually("the call reached the server", async || started_slow(&events) == 1).await;
     std::fs::write(&gate, "").unwrap();
     Command::new("kill").args(["-9", first_pid.trim()]).status().unwrap();
     let r = tokio::time::timeout(Duration::from_secs(10), slow).await.expect("the call ends").unwrap().unwrap();
@@ -170,9 +176,9 @@ async fn a_clients_cancel_reaches_the_upstream_and_is_audited_cancelled() {
     ));
     let started = Instant::now();
     let handle = client.peer().send_request_with_option(request, Default::default()).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    handle.cancel(Some("the player moved on".into())).await.unwrap();
     let events = dir.path().join("events.log");
+    eventually("the call reached the server", async || started_slow(&events) == 1).await;
+    handle.cancel(Some("the player moved on".into())).await.unwrap();
     eventually("notifications/cancelled reached the server", async || {
         std::fs::read_to_string(&events).is_ok_and(|e| e.contains("cancelled slow"))
     })

@@ -14,9 +14,9 @@ Tools:
 
 Test hooks (environment):
   PY_PEER_PIDFILE  write the process id there at start (tests kill it)
-  PY_PEER_EVENTS   append one line per event there: "cancelled slow" when a
-                   `slow` call is cancelled (notifications/cancelled), "token"
-                   per OAuth token issued
+  PY_PEER_EVENTS   append one line per event there: "started slow" when a
+                   `slow` call begins, "cancelled slow" when one is cancelled
+                   (notifications/cancelled), "token" per OAuth token issued
 
 HTTP auth (with --http): `--token T` requires `Authorization: Bearer T`;
 `--oauth CLIENT_ID:SECRET` adds an OAuth 2.1 client-credentials token
@@ -62,6 +62,7 @@ def add(a: int | float, b: int | float) -> int | float:
 
 @server.tool(description="Sleeps `ms` milliseconds, then answers. For timeout and cancellation tests.")
 async def slow(ms: int) -> str:
+    event("started slow")
     try:
         await asyncio.sleep(ms / 1000)
     except asyncio.CancelledError:
