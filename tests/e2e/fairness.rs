@@ -3,7 +3,7 @@
 //! sees or can call.
 
 use crate::common::{stderr, stdout, toolhost};
-use crate::live::{Client, Watcher, names, serve};
+use crate::live::{Client, Watcher, eventually, logged, names, running, serve};
 use rmcp::ServiceExt as _;
 use rmcp::model::CallToolRequestParams;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -133,8 +133,10 @@ async fn two_flooding_agents_leave_a_third_its_calls() {
             }));
         }
     }
-    // Let the flood fill the slots, then Carol calls, one at a time.
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // The flood fills every slot it may: all but the reserve (an eighth,
+    // kept for light callers). Then Carol calls, one at a time.
+    let reserve = 16 / 8;
+    eventually("the flood holds all but the reserve", async || running(&url, "hostile").await == 16 - reserve).await;
     let (mut ok, mut total) = (0, 0);
     let started = std::time::Instant::now();
     while started.elapsed() < std::time::Duration::from_secs(4) {
@@ -338,10 +340,13 @@ async fn huge_name_calls_barely_grow_the_audit_and_the_page_shows_records() {
     assert!(!log.contains("agent=\"dm\" tool=roll outcome=ok\""), "a forged field in the log");
 }
 
-/// `serve` spawned in `dir` with `config`: the process and its URL.
+/// `serve` spawned in `dir` with `config`, its log in `dir/serve.log`: the
+/// process and its URL.
 fn serve_with(dir: &std::path::Path, config: &str) -> (crate::live::Proc, String) {
     std::fs::write(dir.join("toolhost.yaml"), config).unwrap();
-    serve(dir)
+    let mut cmd = toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(["serve", "--http", "127.0.0.1:0"]);
+    crate::live::spawn_serving_logged(cmd, std::fs::File::create(dir.join("serve.log")).unwrap())
 }
 
 fn signal(proc: &crate::live::Proc, sig: &str) {
@@ -374,15 +379,15 @@ async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
     let (mut host, url) = serve_with(
         t.path(),
         &format!(
-            "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 3\nplugins:\n  files: [{HOSTILE_PATH:?}]\nbudget:\n  pin: {{ sleep: fast }}\n"
+            "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 3\nplugins:\n  files: [{HOSTILE_PATH:?}]\nbudget:\n  pin: {{ sleep: deep }}\n"
         ),
     );
     let sessions = [connect(&url, "/mcp").await, connect(&url, "/mcp").await, connect(&url, "/mcp").await];
-    // A call under way when the signal comes.
-    let call = tokio::spawn(sleep_on(sessions[0].peer().clone(), 400));
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    // A call under way when the signal comes (under its 1 s deadline).
+    let call = tokio::spawn(sleep_on(sessions[0].peer().clone(), 700));
+    eventually("the call is running", async || running(&url, "hostile").await == 1).await;
     signal(&host, "-TERM");
-    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    logged(&t.path().join("serve.log"), "stopping: new sessions refused").await;
     let fresh = reqwest::Client::new()
         .post(format!("{url}/mcp"))
         .header("accept", "application/json, text/event-stream")
@@ -427,7 +432,8 @@ fn a_second_signal_stops_at_once_and_an_idle_host_stops_right_away() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let session = rt.block_on(connect(&url, "/mcp"));
     signal(&busy, "-INT");
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // It says it waits for the session, and that a second signal stops it.
+    rt.block_on(logged(&t.path().join("serve.log"), "the 1 open served for up to 30 s"));
     assert!(busy.0.try_wait().unwrap().is_none(), "waiting for the open session");
     signal(&busy, "-INT");
     let (status, _) = exit_within(&mut busy, std::time::Duration::from_secs(5)).expect("the second signal stops it");

@@ -82,6 +82,25 @@ pub async fn eventually<F: AsyncFn() -> bool>(what: &str, f: F) {
     }
 }
 
+/// Calls of `plugin` running now on the host at `url`
+/// (`toolhost_plugin_instances_in_use` of its `/metrics`, read as the
+/// operator: the same Unix user on loopback).
+pub async fn running(url: &str, plugin: &str) -> u64 {
+    let text = reqwest::get(format!("{url}/metrics")).await.unwrap().text().await.unwrap();
+    let series = format!("toolhost_plugin_instances_in_use{{plugin=\"{plugin}\"}} ");
+    let line = text.lines().find_map(|l| l.strip_prefix(series.as_str()));
+    line.unwrap_or_else(|| panic!("no {series}in:\n{text}")).trim().parse().unwrap()
+}
+
+/// Waits until the log at `path` has a line containing `what` (bounded as
+/// [`eventually`]).
+pub async fn logged(path: &Path, what: &str) {
+    eventually(&format!("{what:?} in the log"), async || {
+        std::fs::read_to_string(path).is_ok_and(|log| log.contains(what))
+    })
+    .await;
+}
+
 /// An operator command against the host serving from `dir`.
 pub fn admin(dir: &Path, args: &[&str]) -> std::process::Output {
     toolhost().current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(args).output().unwrap()
