@@ -5,7 +5,7 @@
 //! up with them.
 
 use crate::common::{stderr, stdout};
-use crate::live::{Proc, eventually, names};
+use crate::live::{Proc, eventually, logged, names, running};
 use crate::oci::{Registry, ok, run, signed, th, trust};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
@@ -281,13 +281,14 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
 }
 
 /// `dir/toolhost.yaml` for a host of the fleet on `url` with the hostile
-/// test plugin (its `sleep` tool keeps calls in flight).
+/// test plugin (its `sleep` tool keeps calls in flight, up to its declared
+/// 1 s: pinned DEEP, whose ceiling does not cut it shorter).
 fn configure_plain(dir: &Path, id: &str, url: &str) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(
         dir.join("toolhost.yaml"),
         format!(
-            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 20\nbudget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: mirela\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: lyra\n    budget_tier: deep\n    tools: [remember, sleep]\n",
+            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{}]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nmemory:\n  url: {url}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 20\nbudget:\n  background_calibration: false\n  pin: {{ sleep: deep }}\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: mirela\n    budget_tier: deep\n    tools: [remember, sleep]\n  - name: lyra\n    budget_tier: deep\n    tools: [remember, sleep]\n",
             toolhost_test_artifacts::HOSTILE_PATH,
             key = fleet_key(dir).display()
         ),
@@ -399,15 +400,18 @@ async fn a_killed_host_loses_no_acknowledged_write_and_a_stopped_host_finishes_i
     let survivor = (v + 1) % 3;
     let direct = fleet[survivor].url.clone();
     let mut inflight = Vec::new();
+    let mut clients = Vec::new();
     for agent in agents {
-        let c = session(&format!("{direct}/mcp/{agent}")).await.0;
+        clients.push(session(&format!("{direct}/mcp/{agent}")).await.0);
+    }
+    for c in clients {
         inflight.push(tokio::spawn(async move {
-            let r = call(&c, "sleep", serde_json::json!({"ms": 400})).await;
+            let r = call(&c, "sleep", serde_json::json!({"ms": 700})).await;
             let _ = c.cancel().await;
             r
         }));
     }
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    eventually("the three calls running", async || running(&direct, "hostile").await == 3).await;
     let pid = fleet[survivor].proc.as_ref().unwrap().0.id();
     assert!(Command::new("kill").args(["-TERM", &pid.to_string()]).status().unwrap().success());
     let readyz = format!("{direct}/readyz");
@@ -415,10 +419,11 @@ async fn a_killed_host_loses_no_acknowledged_write_and_a_stopped_host_finishes_i
         .await;
     for t in inflight {
         let r = t.await.unwrap();
-        assert!(r.as_ref().is_ok_and(|v| v.to_string().contains("slept 400 ms")), "a call in flight at SIGTERM: {r:?}");
+        assert!(r.as_ref().is_ok_and(|v| v.to_string().contains("slept 700 ms")), "a call in flight at SIGTERM: {r:?}");
     }
-    // A client starting now lands on a host still serving.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    // Once the balancer takes the stopping host out, a client starting now
+    // lands on a host still serving.
+    logged(&root.join("haproxy.log"), &format!("hosts/host{survivor} is DOWN")).await;
     let c = session(&format!("{front}/mcp/mirela")).await.0;
     call(&c, "remember", serde_json::json!({"text": "After the drain."})).await.unwrap();
     let _ = c.cancel().await;
