@@ -145,7 +145,14 @@ fn plugin_remove_sticks_while_the_file_is_there_and_across_a_restart() {
         assert!(!list.contains_key("hostile"), "a removed plugin came back after a restart");
         assert!(!list.contains_key("diceroller"), "a removed built-in came back after a restart");
         // A new version of the file loads: the removal was of the old one.
-        std::thread::sleep(Duration::from_millis(300));
+        // The new version lands once the watcher is looking: a file it
+        // refuses is in the audit.
+        std::fs::write(dir.path().join("plugins/marker2.wasm"), b"\0asm\x0d\x00\x01\x00garbage").unwrap();
+        let started = std::time::Instant::now();
+        while plugin_events(dir.path(), "marker2").is_empty() {
+            assert!(started.elapsed() < Duration::from_secs(30), "the watcher never looked at the marker");
+            std::thread::sleep(Duration::from_millis(100));
+        }
         place(HOSTILE_PATH, &dir.path().join("plugins/hostile.wasm"));
         let started = std::time::Instant::now();
         while !plugins(dir.path()).contains_key("hostile") {
