@@ -77,6 +77,30 @@ fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
         let out = call(host, "roll", json!({"expression": "1d6"})).unwrap();
         assert!(json_of(out)["total"].as_i64().is_some(), "the host serves after {tool}");
     }
+    // The deadline is the tool's wanted one (its declared maximum) raised
+    // to the operator's floor and cut to the ceilings (its tier's, the
+    // operator's): as the timeout says, and as the clock shows. `spin`
+    // declares 100 ms and loops; `sleep` declares 1 s and sleeps a minute;
+    // both are FAST by their declared estimate.
+    let fast = toolhost::budget::BudgetConfig::default().fast_ms;
+    let ms = Duration::from_millis;
+    let sleep = json!({"ms": 60_000});
+    for (floor, ceiling, tool, args, want, why) in [
+        (ms(10), ms(30_000), "spin", json!({}), 100, "the declared maximum, between floor and ceilings"),
+        (ms(400), ms(30_000), "spin", json!({}), 400, "raised to the floor"),
+        (ms(10), ms(30_000), "sleep", sleep.clone(), fast, "cut to its tier's ceiling"),
+        (ms(10), ms(200), "sleep", sleep, 200, "cut to the operator's ceiling"),
+    ] {
+        let host =
+            host_with(Limits { fuel: None, timeout_floor: floor, timeout_ceiling: ceiling, ..Limits::default() });
+        let started = Instant::now();
+        let e = call(&host, tool, args).unwrap_err();
+        let took = started.elapsed();
+        assert!(matches!(e, CallError::Timeout { limit_ms, .. } if limit_ms == want), "{why}: {tool}: {e}");
+        // Near it (the epoch ticker catching up after a late wake-up can
+        // end a call a few ticks early), not at the tool's own minute.
+        assert!(took >= ms(want * 9 / 10) && took < ms(want + 5_000), "{why}: {tool} stopped after {took:?}");
+    }
 }
 
 /// The host's validator answers (naming the field by its JSON pointer)
