@@ -200,6 +200,40 @@ fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool(
     call(&host, "roll", json!({"expression": "1d4"})).unwrap();
     let s = host.budget().status(&roll);
     assert_eq!((s.real.map(|r| r.count), s.probes.map(|p| p.count)), (Some(1), Some(3)));
+
+    // Nor a tool of a plugin holding `http` or `network`, however
+    // idempotent: here the dice roller holds `network` and the rules
+    // lookup `http`; the other built-ins' idempotent tools are probed.
+    let mut grants = toolhost::capabilities::GrantsByPlugin::new();
+    let grant = toolhost::capabilities::GrantConfig::default;
+    grants.insert(
+        "diceroller".into(),
+        toolhost::capabilities::GrantConfig { network: vec!["127.0.0.1:9".into()], ..grant() },
+    );
+    grants.insert(
+        "ruleslookup".into(),
+        toolhost::capabilities::GrantConfig { http: vec!["https://example.com".into()], ..grant() },
+    );
+    let outward =
+        Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap()).with_grants(grants, Path::new("/"));
+    toolhost::builtin::add_builtins(&outward).unwrap();
+    let mut probed = 0;
+    for r in toolhost::calibrate::calibrate(&outward, 1) {
+        let holds = match r.provider.as_str() {
+            "diceroller" => Some("network"),
+            "ruleslookup" => Some("http"),
+            _ => None,
+        };
+        match (&r.outcome, holds) {
+            (toolhost::calibrate::ProbeOutcome::Skipped(why), Some(held)) => {
+                assert!(why.contains(&format!("holds {held}")), "{}: {why}", r.tool);
+            }
+            (outcome, Some(held)) => panic!("{} holds {held} and was probed: {outcome:?}", r.tool),
+            (toolhost::calibrate::ProbeOutcome::Probed(_), None) => probed += 1,
+            _ => {}
+        }
+    }
+    assert!(probed > 0, "the other built-ins' idempotent tools were probed");
 }
 
 /// A call keeps the catalogue it started with. `slow_version` (in both
