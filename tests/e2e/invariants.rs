@@ -465,15 +465,40 @@ fn lock_closure(root: &str) -> std::collections::HashSet<String> {
     seen
 }
 
+/// Asserts that `root` pulls in none of `banned`, each a package
+/// Cargo.lock holds (a name misspelt would ban nothing).
+fn walled(root: &str, banned: &[&str]) {
+    let lock = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.lock")).unwrap();
+    let seen = lock_closure(root);
+    for b in banned {
+        assert!(lock.contains(&format!("name = \"{b}\"\n")), "no package {b} in Cargo.lock");
+        assert!(!seen.contains(*b), "{root} pulls in {b}");
+    }
+}
+
 /// The runtime crate depends on no MCP, HTTP or database crate, whatever
-/// its dependencies pull in.
+/// its dependencies pull in: `wasi:http` (`toolhost-http`, with its name
+/// resolver) lives beside it, never under it.
 #[test]
 fn the_runtime_depends_on_no_mcp_http_or_database_crate() {
     let seen = lock_closure("toolhost-runtime");
     assert!(seen.contains("wasmtime"), "the walk works");
-    for banned in ["rmcp", "axum", "reqwest", "hyper", "rusqlite", "toolhost", "toolhost-core"] {
-        assert!(!seen.contains(banned), "toolhost-runtime pulls in {banned}");
-    }
+    walled(
+        "toolhost-runtime",
+        &[
+            "rmcp",
+            "axum",
+            "reqwest",
+            "hyper",
+            "toolhost-http",
+            "hickory-resolver",
+            "rusqlite",
+            "tokio-postgres",
+            "deadpool-postgres",
+            "toolhost",
+            "toolhost-core",
+        ],
+    );
 }
 
 /// The call pipeline's crate depends on no MCP, HTTP, OCI or database
@@ -484,41 +509,50 @@ fn the_runtime_depends_on_no_mcp_http_or_database_crate() {
 fn the_core_depends_on_no_mcp_http_oci_or_database_crate() {
     let seen = lock_closure("toolhost-core");
     assert!(seen.contains("toolhost-runtime") && seen.contains("wasmtime"), "the walk works");
-    for banned in [
-        "rmcp",
-        "axum",
-        "reqwest",
-        "hyper",
-        "oci-client",
-        "rusqlite",
-        "notify",
-        "prometheus-client",
-        "toolhost",
-        "toolhost-guest-build",
-    ] {
-        assert!(!seen.contains(banned), "toolhost-core pulls in {banned}");
-    }
+    walled(
+        "toolhost-core",
+        &[
+            "rmcp",
+            "axum",
+            "reqwest",
+            "hyper",
+            "toolhost-http",
+            "hickory-resolver",
+            "oci-client",
+            "rusqlite",
+            "tokio-postgres",
+            "deadpool-postgres",
+            "notify",
+            "prometheus-client",
+            "toolhost",
+            "toolhost-guest-build",
+        ],
+    );
 }
 
 /// The MCP edge's crate knows nothing of distribution or operations: no
 /// OCI client, database, file watcher, metrics encoder or wasm guest
-/// build, and not the `toolhost` crate (operations reach its HTTP front
-/// through `mcp::http::Beside`).
+/// build, not the plugins' `wasi:http`, and not the `toolhost` crate
+/// (operations reach its HTTP front through `mcp::http::Beside`).
 #[test]
 fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
     let seen = lock_closure("toolhost-mcp");
     assert!(seen.contains("rmcp") && seen.contains("toolhost-core"), "the walk works");
-    for banned in [
-        "oci-client",
-        "rusqlite",
-        "notify",
-        "prometheus-client",
-        "toolhost",
-        "toolhost-guest-build",
-        "wasmtime-wasi-http",
-    ] {
-        assert!(!seen.contains(banned), "toolhost-mcp pulls in {banned}");
-    }
+    walled(
+        "toolhost-mcp",
+        &[
+            "oci-client",
+            "rusqlite",
+            "tokio-postgres",
+            "deadpool-postgres",
+            "notify",
+            "prometheus-client",
+            "toolhost",
+            "toolhost-guest-build",
+            "toolhost-http",
+            "wasmtime-wasi-http",
+        ],
+    );
 }
 
 /// The layer of each module of the `toolhost` crate: records and reports <
