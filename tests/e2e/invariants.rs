@@ -690,20 +690,79 @@ fn dependencies_point_one_way() {
     assert!(found.is_empty(), "uses that point up:\n{}", found.join("\n"));
 }
 
-/// One tool-name rule: the vocabulary's and the WIT comment agree (the SDK's
-/// side of the rule is checked against the vocabulary in
-/// `sdk/tests/name_rule.rs`, which keeps the guest crates out of the host's
-/// test build).
+/// One tool-name rule. The vocabulary's check is its pattern, character
+/// for character and length for length; the WIT states the pattern on the
+/// field it rules; the SDK's constant is the same pattern (its check is
+/// compared with the vocabulary's in `sdk/tests/name_rule.rs`, which keeps
+/// the guest crates out of the host's test build); and a component naming
+/// a tool otherwise does not load.
 #[test]
 fn one_tool_name_rule_in_host_sdk_and_wit() {
-    let wit = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../wit/tool.wit")).unwrap();
-    assert!(wit.contains(toolhost::tool::TOOL_NAME_PATTERN), "wit/tool.wit states the rule");
-    let sdk = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../sdk/tests/name_rule.rs")).unwrap();
-    assert!(sdk.contains("toolhost_types::TOOL_NAME_PATTERN"), "the SDK's test compares against the vocabulary");
-    for (name, ok) in [("roll", true), ("a-b_c", true), ("dotted.name", false), ("", false), (&*"x".repeat(65), false)]
-    {
-        assert_eq!(toolhost::tool::valid_tool_name(name), ok, "{name:?}");
+    use toolhost::tool::{TOOL_NAME_PATTERN, valid_tool_name};
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The pattern, read in the one shape it has: ^[class]{min,max}$.
+    let (class, counts) = TOOL_NAME_PATTERN
+        .strip_prefix("^[")
+        .and_then(|p| p.strip_suffix("}$"))
+        .and_then(|p| p.split_once("]{"))
+        .expect("the pattern is ^[class]{min,max}$");
+    let (min, max) =
+        counts.split_once(',').map(|(a, b)| (a.parse::<usize>().unwrap(), b.parse::<usize>().unwrap())).unwrap();
+    let class: Vec<char> = class.chars().collect();
+    let mut allowed = std::collections::HashSet::new();
+    let mut i = 0;
+    while i < class.len() {
+        if i + 2 < class.len() && class[i + 1] == '-' {
+            allowed.extend(class[i]..=class[i + 2]);
+            i += 3;
+        } else {
+            allowed.insert(class[i]);
+            i += 1;
+        }
     }
+    assert_eq!(allowed.len(), 64, "the class read: {allowed:?}");
+    for c in (0u8..=127).map(char::from).chain(['é', 'ü', '\u{a0}', '名', '💥']) {
+        let want = allowed.contains(&c);
+        assert_eq!(valid_tool_name(&c.to_string()), want, "{c:?}");
+        assert_eq!(valid_tool_name(&format!("a{c}b")), want, "a{c:?}b");
+    }
+    for n in [0, min, min + 1, max - 1, max, max + 1] {
+        assert_eq!(valid_tool_name(&"x".repeat(n)), (min..=max).contains(&n), "{n} characters");
+    }
+    assert!(!valid_tool_name(&"é".repeat(max / 2)), "{max} bytes, none of them allowed");
+
+    // The WIT: the doc comment on `tool-info`'s `name`.
+    let wit = std::fs::read_to_string(root.join("wit/tool.wit")).unwrap();
+    let record = &wit[wit.find("record tool-info {").expect("wit/tool.wit declares tool-info")..];
+    let field = record.find("name: string,").expect("tool-info has a name");
+    let doc: Vec<&str> =
+        record[..field].lines().rev().skip(1).map(str::trim).take_while(|l| l.starts_with("///")).collect();
+    assert!(doc.concat().contains(TOOL_NAME_PATTERN), "tool-info's name states the rule: {doc:?}");
+
+    // The SDK: the same pattern, and a test comparing its check with this one.
+    let sdk = std::fs::read_to_string(root.join("sdk/src/lib.rs")).unwrap();
+    assert!(sdk.contains(&format!("pub const TOOL_NAME_PATTERN: &str = {TOOL_NAME_PATTERN:?};")), "the SDK's pattern");
+    let sdk_test = std::fs::read_to_string(root.join("sdk/tests/name_rule.rs")).unwrap();
+    assert!(
+        sdk_test.contains("assert_eq!(toolhost_sdk::valid_tool_name(name), toolhost_types::valid_tool_name(name)"),
+        "sdk/tests/name_rule.rs compares the SDK's check with the vocabulary's"
+    );
+
+    // The loader: the hostile plugin with one tool renamed against the rule
+    // (the same number of bytes, in its data) is refused, naming the rule.
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let (name, bad) = (b"leak_in_error", b"leak.in.error");
+    let spots: Vec<usize> = bytes.windows(name.len()).enumerate().filter(|(_, w)| w == name).map(|(i, _)| i).collect();
+    assert!(!spots.is_empty(), "the hostile plugin names leak_in_error");
+    let mut renamed = bytes.clone();
+    for i in spots {
+        renamed[i..i + bad.len()].copy_from_slice(bad);
+    }
+    let file = dir.path().join("renamed.wasm");
+    std::fs::write(&file, renamed).unwrap();
+    let e = Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(&file).unwrap_err().to_string();
+    assert!(e.contains("leak.in.error") && e.contains(TOOL_NAME_PATTERN), "{e}");
 }
 
 /// The host-side crates of `scripts/test`'s first cargo invocation, which must
