@@ -647,11 +647,27 @@ fn stdio_answers_are_written_when_initialization_fails() {
     assert_eq!((lines[1]["id"].clone(), lines[1]["result"].clone()), (json!(5), json!({})), "{out}");
 }
 
+/// Whether `pid`'s thread named `thread` is blocked in a `write` to its
+/// standard error (`/proc/<pid>/task/<tid>/syscall`: the call a thread is
+/// blocked in, its number and first argument). A write to a pipe blocks
+/// only when the pipe is full.
+fn blocked_writing_stderr(pid: u32, thread: &str) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    const WRITE: &str = "1";
+    #[cfg(target_arch = "aarch64")]
+    const WRITE: &str = "64";
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
+    tasks.flatten().any(|t| {
+        let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+        read("comm").trim() == thread && read("syscall").split_whitespace().take(2).eq([WRITE, "0x2"])
+    })
+}
+
 /// An MCP client that pipes our stderr and never reads it: a thousand
-/// cancelled calls each log a warning, far past the pipe's 64 KiB, and the
-/// host still answers the next call and exits when its input ends. Before,
-/// the session's thread blocked in its first `write` to the full pipe, for
-/// good. The waits below only bound a hang.
+/// cancelled calls each log a warning, far past the pipe's 64 KiB; with
+/// the pipe full the host still answers the next call and exits when its
+/// input ends. Before, the session's thread blocked in its first
+/// `write` to the full pipe, for good. The waits below only bound a hang.
 #[test]
 fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
     let dir = hostile_dir();
@@ -667,7 +683,7 @@ fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
         stdio_host(dir.path()).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap(),
     );
     let child = &mut host.0;
-    let _unread_stderr = child.stderr.take().unwrap();
+    let unread_stderr = child.stderr.take().unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
     let out = BufReader::new(child.stdout.take().unwrap());
@@ -694,6 +710,13 @@ fn stdio_keeps_serving_when_nobody_reads_its_stderr() {
         );
     }
     stdin.write_all(burst.as_bytes()).unwrap();
+    // The pipe fills: the host's log thread waits in its write.
+    let started = std::time::Instant::now();
+    while !blocked_writing_stderr(child.id(), "toolhost-log") {
+        let queued = rustix::io::ioctl_fionread(&unread_stderr).unwrap();
+        assert!(started.elapsed() < std::time::Duration::from_secs(60), "the pipe never filled: {queued} bytes in it");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
     writeln!(
         stdin,
         "{}",
