@@ -1063,15 +1063,37 @@ fn stdio_over_unix_sockets_is_served_on_the_reactor() {
             writeln!(input, "{}", call(id)).unwrap();
             assert_eq!(answer(id)["result"]["isError"], false);
         }
-        // Pipelined: 200 requests in one write, every answer comes (those
-        // past the lane's depth run on the pool, where the concurrency cap
-        // may refuse some: a refusal is an answer too).
-        let batch: String = (100..300).map(|id| format!("{}\n", call(id))).collect();
-        input.write_all(batch.as_bytes()).unwrap();
-        for id in 100..300 {
-            let r = answer(id);
-            let refused = r["result"]["_meta"]["toolhost"]["code"] == "capacity_exceeded";
-            assert!(r["result"]["isError"] == false || refused, "call {id}: {r}");
+        // Pipelined: requests in one write, every answer comes. Past the
+        // lane's depth calls run on the pool, where more than the caller's
+        // `limits.agent_concurrency` may be under way at once: the next is
+        // refused (`capacity_exceeded`) rather than queued. A refusal needs
+        // that many of the session's calls running, each then answered: of
+        // n pipelined at most n less the limit are refused (none of a batch
+        // within it), and for that limit only (the plugin's own slots, 56 of
+        // its 64 for one caller, are never the first to run out).
+        let limit = toolhost::runtime::Limits::default().agent_concurrency as i64; // the config sets none
+        let mut first = 100;
+        for n in [limit, 200] {
+            let ids = first..first + n;
+            first += n;
+            let batch: String = ids.clone().map(|id| format!("{}\n", call(id))).collect();
+            input.write_all(batch.as_bytes()).unwrap();
+            let mut refused = 0;
+            for id in ids {
+                let r = answer(id);
+                if r["result"]["isError"] == false {
+                    continue;
+                }
+                let why = r["result"]["content"][0]["text"].as_str().unwrap_or_default();
+                assert_eq!(r["result"]["_meta"]["toolhost"]["code"], "capacity_exceeded", "call {id}: {r}");
+                assert!(
+                    why.contains(&format!("already has {limit} calls running (limits.agent_concurrency)")),
+                    "call {id}: {r}"
+                );
+                refused += 1;
+            }
+            eprintln!("{refused} of {n} pipelined calls refused");
+            assert!(refused <= (n - limit).max(0), "{refused} of {n} refused, though {limit} may run at once");
         }
         ours_in.shutdown(std::net::Shutdown::Write).unwrap();
         assert!(child.wait().unwrap().success());
