@@ -1,11 +1,16 @@
 //! One rule for tool-name clashes (issue #29, item 9), through the binary:
 //! `plugins.prefix.<plugin>` puts a plugin's tools behind a prefix;
 //! without one, a tool another provider already serves is exposed as
-//! `<plugin>_<tool>`, with a warning naming both and the key.
+//! `<plugin>_<tool>`, with a warning naming both and the key. A
+//! configured prefix owns the names under it, whichever plugin loads
+//! first (issue #47, finding 8).
 
-use crate::common::{stderr, stdout, toolhost};
+use crate::common::{CACHE, call, json_of, stderr, stdout, toolhost};
+use serde_json::json;
 use std::path::Path;
-use toolhost_test_artifacts::HOSTILE_PATH;
+use toolhost::Host;
+use toolhost::runtime::{Limits, Runtime};
+use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH, SWAP_V2_PATH};
 
 /// `toolhost ARGS` with the hostile plugin and a copy of it named
 /// `hostile2` (the same tools), and `extra` under `plugins:`.
@@ -54,4 +59,91 @@ fn a_prefixed_plugins_tools_are_listed_and_called_under_the_prefix() {
     let o = run(t.path(), "  prefix:\n    hostile2: \"bad prefix\"\n", &["tools"]);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("plugins.prefix.hostile2: \"bad prefix\" is not a name prefix"), "{}", stderr(&o));
+}
+
+/// Issue #47, finding 8 (prefix squatting): `owner` (swap_v1, answering
+/// version 1) has `plugins.prefix.owner: slow_`, so its `version` is
+/// `slow_version`; `squat` (swap_v2, answering version 2, no prefix) has a
+/// tool named `slow_version` of its own. The configured prefix owns the
+/// names under it: whichever file loads first, `slow_version` is the
+/// owner's, and the squatter's is renamed `squat_slow_version`, with the
+/// warning.
+#[test]
+fn a_configured_prefix_wins_over_a_squatter_in_either_load_order() {
+    for files in ["[./squat.wasm, ./owner.wasm]", "[./owner.wasm, ./squat.wasm]"] {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::copy(SWAP_V1_PATH, t.path().join("owner.wasm")).unwrap();
+        std::fs::copy(SWAP_V2_PATH, t.path().join("squat.wasm")).unwrap();
+        std::fs::write(
+            t.path().join("toolhost.yaml"),
+            format!("plugins:\n  builtins: false\n  files: {files}\n  prefix:\n    owner: slow_\n"),
+        )
+        .unwrap();
+        let call = |tool: &str, args: &str| {
+            let o = toolhost()
+                .current_dir(t.path())
+                .env("TOOLHOST_STATE_DIR", t.path().join("state"))
+                .args(["call", tool, args])
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{files}: {tool}: {}", stderr(&o));
+            (stdout(&o).trim().to_string(), stderr(&o))
+        };
+        let (out, err) = call("slow_version", "{}");
+        assert_eq!(out, r#"{"version":1}"#, "{files}: the owner's tool, not the squatter's; {err}");
+        assert!(
+            err.contains("slow_version is under plugins.prefix.owner (slow_), which owner's tools own: squat's is exposed as squat_slow_version (set plugins.prefix.squat to choose a prefix)"),
+            "{files}: {err}"
+        );
+        assert_eq!(call("slow_slow_version", r#"{"ms":0}"#).0, r#"{"version":1}"#, "{files}");
+        assert_eq!(call("squat_slow_version", r#"{"ms":0}"#).0, r#"{"version":2}"#, "{files}");
+        // The squatter's other tool keeps its name.
+        assert_eq!(call("version", "{}").0, r#"{"version":2}"#, "{files}");
+    }
+}
+
+/// The same while the host serves: the owner added after the squatter,
+/// and the squatter after the owner (the hot path, `toolhost plugin add`
+/// and the plugins directory's).
+#[test]
+fn a_configured_prefix_wins_over_a_squatter_added_while_serving() {
+    for squatter_first in [true, false] {
+        let t = tempfile::tempdir().unwrap();
+        let (owner, squat) = (t.path().join("owner.wasm"), t.path().join("squat.wasm"));
+        std::fs::copy(SWAP_V1_PATH, &owner).unwrap();
+        std::fs::copy(SWAP_V2_PATH, &squat).unwrap();
+        let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+        host.set_prefixes([("owner".to_string(), "slow_".to_string())].into());
+        let order = if squatter_first { [&squat, &owner] } else { [&owner, &squat] };
+        for file in order {
+            host.install_plugin_file(file).unwrap_or_else(|e| panic!("squatter first: {squatter_first}: {e}"));
+        }
+        let version =
+            |tool: &str, args: serde_json::Value| json_of(call(&host, tool, args).unwrap())["version"].clone();
+        assert_eq!(version("slow_version", json!({})), 1, "squatter first: {squatter_first}");
+        assert_eq!(version("slow_slow_version", json!({"ms": 0})), 1, "squatter first: {squatter_first}");
+        assert_eq!(version("squat_slow_version", json!({"ms": 0})), 2, "squatter first: {squatter_first}");
+        assert_eq!(version("version", json!({})), 2, "squatter first: {squatter_first}");
+    }
+}
+
+/// A squatter named so that its renamed tool would still lie under the
+/// owner's prefix (`slow`, whose `slow_version` would become
+/// `slow_slow_version`) is refused, and the owner keeps its names.
+#[test]
+fn a_squatter_whose_renamed_tool_is_still_under_the_prefix_is_refused() {
+    let t = tempfile::tempdir().unwrap();
+    let (owner, squat) = (t.path().join("owner.wasm"), t.path().join("slow.wasm"));
+    std::fs::copy(SWAP_V1_PATH, &owner).unwrap();
+    std::fs::copy(SWAP_V2_PATH, &squat).unwrap();
+    let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+    host.set_prefixes([("owner".to_string(), "slow_".to_string())].into());
+    let e = host.install_plugin_file(&squat).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        "plugin \"slow\": slow_version is under plugins.prefix.owner (slow_), which owner's tools own, and \
+         slow_slow_version is under plugins.prefix.owner (slow_) too: set plugins.prefix.slow to choose a prefix"
+    );
+    host.install_plugin_file(&owner).unwrap();
+    assert_eq!(json_of(call(&host, "slow_slow_version", json!({"ms": 0})).unwrap())["version"], 1);
 }

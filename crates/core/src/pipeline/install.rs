@@ -360,30 +360,52 @@ impl Host {
 
     /// The names `plugin`'s tools are exposed under: with
     /// `plugins.prefix.<plugin>`, every tool's name behind that prefix;
-    /// without one, a tool whose name another provider already serves as
+    /// without one, a tool whose name another provider already serves, or
+    /// that lies under another plugin's configured prefix, as
     /// `<plugin>_<tool>`, with a warning naming both and the key that
-    /// chooses instead.
+    /// chooses instead. A configured prefix owns every name under it,
+    /// whether its plugin is loaded yet or not, so the names do not depend
+    /// on the order plugins load in: a plugin without a prefix cannot take
+    /// a name the prefixed plugin would get, and one whose renamed tool
+    /// would still lie under another's prefix is refused.
     fn expose(&self, name: &str, plugin: &mut WasmPlugin) -> Result<(), AddPluginError> {
         let bad = |reason: String| AddPluginError::Name { plugin: name.to_string(), reason };
-        if let Some(prefix) = self.prefixes.load().get(name) {
+        let prefixes = self.prefixes.load();
+        if let Some(prefix) = prefixes.get(name) {
             return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(bad);
         }
+        let owner = |tool: &str| {
+            prefixes.iter().find(|(other, prefix)| other.as_str() != name && tool.starts_with(prefix.as_str()))
+        };
         let catalog = self.registry.snapshot();
         let clashing: std::collections::HashMap<String, String> = plugin
             .tools()
             .iter()
             .filter_map(|t| {
+                if let Some((other, prefix)) = owner(&t.name) {
+                    return Some((
+                        t.name.clone(),
+                        format!("{} is under plugins.prefix.{other} ({prefix}), which {other}'s tools own", t.name),
+                    ));
+                }
                 let other = catalog.get(&t.name)?.provider.name().to_string();
-                (other != name).then(|| (t.name.clone(), other))
+                (other != name).then(|| (t.name.clone(), format!("{} is already served by {other}", t.name)))
             })
             .collect();
         if clashing.is_empty() {
             return Ok(());
         }
-        for (tool, other) in &clashing {
+        for (tool, why) in &clashing {
+            if let Some((other, prefix)) = owner(&format!("{name}_{tool}")) {
+                return Err(bad(format!(
+                    "{why}, and {name}_{tool} is under plugins.prefix.{other} ({prefix}) too: set plugins.prefix.{name} to choose a prefix"
+                )));
+            }
+        }
+        for (tool, why) in &clashing {
             tracing::warn!(
                 plugin = %crate::tool::log_safe(name),
-                "{tool} is already served by {other}: {name}'s is exposed as {name}_{tool} (set plugins.prefix.{name} to choose a prefix)"
+                "{why}: {name}'s is exposed as {name}_{tool} (set plugins.prefix.{name} to choose a prefix)"
             );
         }
         plugin.expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() }).map_err(bad)
