@@ -222,3 +222,82 @@ fn quota_keys_in_the_config_hold_across_processes_and_are_reported() {
     assert_eq!(fileio["granted"]["files"][0]["max_bytes"], 123_456, "{fileio}");
     assert_eq!(fileio["granted"]["files"][0]["max_files"], 10_000, "the default; {fileio}");
 }
+
+/// The second Unix user `scripts/install-peers` creates.
+const OTHER_USER: &str = "toolhost-peer";
+
+/// Runs `sh -c script` in `dir` as [`OTHER_USER`] (the tests run as root).
+fn as_other_user(dir: &Path, script: &str) {
+    let o = std::process::Command::new("setpriv")
+        .args(["--reuid", OTHER_USER, "--regid", OTHER_USER, "--clear-groups", "--", "sh", "-c", script])
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "as {OTHER_USER}: {script}: {}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Issue #47, finding 6: in a directory anyone may add to (sticky and
+/// root's, as /tmp), another user made the grant's path a symbolic link to
+/// a root-only directory; on the next start the plugin read the root-only
+/// file through it. Now every component of a grant's path is checked when
+/// it is opened, start included: a link another user made is refused,
+/// naming the grant and the link, and nothing is created through it for a
+/// read-write grant that does not exist yet. The same sticky directory
+/// still holds grants of this user's own.
+#[test]
+fn a_grant_path_through_another_users_link_is_refused_at_start() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let ok = std::process::Command::new("id").arg(OTHER_USER).output().is_ok_and(|o| o.status.success());
+    assert!(ok, "no Unix user {OTHER_USER}: run scripts/install-peers as root");
+    let t = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(t.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let secret = t.path().join("root-only");
+    std::fs::create_dir(&secret).unwrap();
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o700)).unwrap();
+    std::fs::write(secret.join("notes.txt"), "root's own notes").unwrap();
+    let shared = t.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    std::fs::create_dir(shared.join("mine")).unwrap();
+    std::fs::write(shared.join("mine/notes.txt"), "my notes").unwrap();
+    as_other_user(&shared, &format!("ln -s {} campaign", secret.display()));
+    let link = shared.join("campaign");
+    let uid = std::fs::symlink_metadata(&link).unwrap().uid();
+    assert_ne!(uid, 0, "the link is the other user's");
+
+    let start = |dir: &str, mode: &str| {
+        std::fs::write(
+            t.path().join("toolhost.yaml"),
+            format!("plugins:\n  grants:\n    fileio:\n      files:\n        - dir: {dir}\n          mode: {mode}\n"),
+        )
+        .unwrap();
+        toolhost()
+            .current_dir(t.path())
+            .env("TOOLHOST_STATE_DIR", t.path().join("state"))
+            .args(["call", "read_file", r#"{"path":"notes.txt"}"#])
+            .output()
+            .unwrap()
+    };
+    // This user's own directory in the sticky one: granted (/ and the
+    // sticky root-owned directory on its path pass, as /tmp does).
+    let o = start("./shared/mine", "read-only");
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("my notes"), "{}", stdout(&o));
+
+    // Through the other user's link: refused, the link named.
+    let o = start("./shared/campaign", "read-only");
+    assert!(!stdout(&o).contains("root's own notes"), "the root-only file read: {}", stdout(&o));
+    assert!(!o.status.success(), "{}", stdout(&o));
+    let said = format!(
+        "plugins.grants.fileio.files: ./shared/campaign: the symbolic link {} on its path was made by another user (uid {uid})",
+        link.display()
+    );
+    assert!(stderr(&o).contains(&said), "{}", stderr(&o));
+
+    // A read-write grant below it that does not exist yet: refused the
+    // same way, and not created through the link.
+    let o = start("./shared/campaign/new", "read-write");
+    assert!(!o.status.success(), "{}", stdout(&o));
+    assert!(stderr(&o).contains(&format!("the symbolic link {} on its path", link.display())), "{}", stderr(&o));
+    assert!(!secret.join("new").exists(), "a directory was created through the link");
+}

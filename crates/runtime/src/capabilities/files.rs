@@ -11,7 +11,9 @@
 //! path again, so a directory renamed or swapped for a symbolic link after
 //! the grant leads nowhere new. A directory another user could replace (on
 //! a path with a component another user owns, or may write without the
-//! sticky bit) is not granted at all.
+//! sticky bit, or through a symbolic link another user made) is not
+//! granted at all; every grant is checked so each time it is opened, at
+//! start as on a reload, before anything is created for it.
 
 use super::files_guard::{self, DEFAULT_MAX_BYTES, DEFAULT_MAX_FILES};
 use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
@@ -129,9 +131,38 @@ impl Eq for HeldDir {}
 
 /// Why another user could replace the directory `dir` or one on its path,
 /// if one could: a component (as reached through `dir`'s path) another
-/// user owns (not root), or that others may write without the sticky bit.
+/// user owns (not root), or that others may write without the sticky bit,
+/// or a symbolic link on the path that another user made (not root). The
+/// path is checked from `/` down, so the first such component is named.
 pub fn replaceable_by_others(dir: &Path) -> Option<String> {
-    for d in dir.ancestors().filter(|d| !d.as_os_str().is_empty()) {
+    replaceable_down_to(dir, dir)
+}
+
+/// [`replaceable_by_others`] for the part of `dir`'s path down to `upto`
+/// (`dir` or a directory above it: what exists of a path yet to be
+/// created).
+fn replaceable_down_to(dir: &Path, upto: &Path) -> Option<String> {
+    let mut path: Vec<&Path> = upto.ancestors().filter(|d| !d.as_os_str().is_empty()).collect();
+    path.reverse();
+    for d in path {
+        // A link's owner is whoever made it (its mode bits mean nothing);
+        // one made by another user leads wherever they choose, even in a
+        // sticky directory that lets no one replace another's entry.
+        match std::fs::symlink_metadata(d) {
+            Ok(link) if link.is_symlink() => {
+                use std::os::unix::fs::MetadataExt as _;
+                if link.uid() != crate::private::effective_uid() && link.uid() != 0 {
+                    return Some(format!(
+                        "the symbolic link {} on its path was made by another user (uid {}), who could point it \
+                         at any directory; grant a path whose every component is yours (or root's)",
+                        d.display(),
+                        link.uid()
+                    ));
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return Some(format!("{} cannot be checked: {e}", d.display())),
+        }
         let md = match std::fs::metadata(d) {
             Ok(md) => md,
             Err(e) => return Some(format!("{} cannot be checked: {e}", d.display())),
@@ -145,6 +176,34 @@ pub fn replaceable_by_others(dir: &Path) -> Option<String> {
         }
     }
     None
+}
+
+/// Creates the directories `rest` names below `existing` (which exists
+/// and was checked), each one through the directory above it, opened
+/// without following a link: nothing is created through a link made
+/// meanwhile.
+fn create_below(existing: &Path, rest: &Path) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC;
+    let mut names = Vec::new();
+    for c in rest.components() {
+        let std::path::Component::Normal(name) = c else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!("{} in a part that does not exist", c.as_os_str().display()),
+            ));
+        };
+        names.push(name);
+    }
+    let mut at = rustix::fs::open(existing, flags, Mode::empty())?;
+    for name in names {
+        match rustix::fs::mkdirat(&at, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        at = rustix::fs::openat(&at, name, flags | OFlags::NOFOLLOW, Mode::empty())?;
+    }
+    Ok(())
 }
 
 /// A resolved directory grant.
@@ -171,17 +230,28 @@ pub(super) fn resolve(plugin: &str, base: &Path, cfg: &[DirGrantConfig]) -> Resu
     for d in cfg {
         let host = if d.dir.is_absolute() { d.dir.clone() } else { base.join(&d.dir) };
         let err = |reason: String| GrantError::Dir { plugin: plugin.into(), dir: host.display().to_string(), reason };
-        if d.mode == DirMode::ReadWrite && !host.exists() {
-            std::fs::create_dir_all(&host).map_err(|e| err(format!("cannot create it: {e}")))?;
-        }
-        // Both ways to it: the path as written (a directory on it another
-        // user controls could change where it leads) and where it leads.
         let written = std::path::absolute(&host).map_err(|e| err(e.to_string()))?;
-        let host = host.canonicalize().map_err(|e| err(e.to_string()))?;
+        // The path as written is checked before anything is created below
+        // it or followed through it (a link on it that another user made
+        // leads wherever they chose): what exists of it first, then, once
+        // created, the rest.
+        let existing = written.ancestors().find(|p| p.symlink_metadata().is_ok()).unwrap_or(Path::new("/"));
+        if let Some(why) = replaceable_down_to(&written, existing) {
+            return Err(err(why));
+        }
+        if d.mode == DirMode::ReadWrite && existing != written {
+            let rest = written.strip_prefix(existing).unwrap_or(&written);
+            create_below(existing, rest).map_err(|e| err(format!("cannot create it: {e}")))?;
+            if let Some(why) = replaceable_by_others(&written) {
+                return Err(err(why));
+            }
+        }
+        // And where it leads.
+        let host = written.canonicalize().map_err(|e| err(e.to_string()))?;
         if !host.is_dir() {
             return Err(err("not a directory".into()));
         }
-        if let Some(why) = replaceable_by_others(&written).or_else(|| replaceable_by_others(&host)) {
+        if let Some(why) = replaceable_by_others(&host) {
             return Err(err(why));
         }
         let held = HeldDir::open(&host).map_err(|e| err(format!("cannot open it: {e}")))?;
@@ -294,6 +364,20 @@ mod tests {
         std::os::unix::fs::symlink(&secret, &granted).unwrap();
         let through = std::fs::read_to_string(dirs[0].held.path().join("notes.txt")).unwrap();
         assert_eq!(through, "the granted one");
+    }
+
+    #[test]
+    fn a_read_write_grant_is_created_below_what_exists_and_never_through_dot_dot() {
+        let t = tempfile::tempdir().unwrap();
+        let rw = |dir: &Path| -> DirGrantConfig { serde_json::from_value(serde_json::json!({"dir": dir})).unwrap() };
+        let dirs = resolve("p", t.path(), &[rw(Path::new("a/b/c"))]).unwrap();
+        assert!(t.path().join("a/b/c").is_dir());
+        assert_eq!(dirs[0].host, t.path().join("a/b/c").canonicalize().unwrap());
+        // An existing directory is granted as it is.
+        assert!(resolve("p", t.path(), &[rw(Path::new("a/b"))]).is_ok());
+        let err = resolve("p", t.path(), &[rw(Path::new("x/../y"))]).unwrap_err().to_string();
+        assert!(err.contains("cannot create it: .. in a part that does not exist"), "{err}");
+        assert!(!t.path().join("x").exists() && !t.path().join("y").exists());
     }
 
     #[test]
