@@ -294,3 +294,50 @@ async fn a_plugins_calls_reuse_its_connection_and_never_another_plugins() {
     assert_eq!(huge, first[0], "the huge answer came on the kept connection");
     assert_ne!(after[0], huge, "which was closed, not reused: {}", requests(dir));
 }
+
+/// Issue #47: a host name made of the plugin's secret (under a wildcard
+/// grant, lowercased by the host) is redacted from the origins the audit
+/// records and the page shows, and from the host's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_a_requested_host_name_is_redacted_from_the_audit_and_the_page() {
+    use rmcp::model::CallToolRequestParams;
+    use std::io::Write as _;
+    const SECRET: &str = "Sk7LiveQ9x";
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    config(dir, None, &["https://*.example.invalid".to_string()], "");
+    let mut set = crate::common::toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["secret", "set", "webclient", "api_key"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    set.stdin.take().unwrap().write_all(SECRET.as_bytes()).unwrap();
+    let set = set.wait_with_output().unwrap();
+    assert!(set.status.success(), "{}", stderr(&set));
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut cmd = crate::common::toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).args(["serve", "--http", "127.0.0.1:0"]);
+    let (_serving, url) = crate::live::spawn_serving_logged(cmd, log);
+    let (c, _) = crate::live::connect(&url).await;
+    // The plugin could make this name of the secret it reads; the test
+    // hands it the same name.
+    let args = serde_json::json!({"url": format!("https://{SECRET}.example.invalid/")});
+    let r =
+        c.call_tool(CallToolRequestParams::new("get").with_arguments(args.as_object().unwrap().clone())).await.unwrap();
+    let answer = serde_json::to_string(&r).unwrap();
+    let audit = std::fs::read_to_string(dir.join("state/audit.jsonl")).unwrap();
+    let call = audit.lines().find(|l| l.contains(r#""tool":"get""#)).unwrap_or_else(|| panic!("{audit}"));
+    assert!(call.contains("https://[secret api_key].example.invalid:443"), "the origin, redacted: {call}");
+    let page = reqwest::get(format!("{url}/ui/api/state")).await.unwrap().text().await.unwrap();
+    assert!(page.contains("[secret api_key].example.invalid"), "{page}");
+    c.cancel().await.unwrap();
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    let secret = SECRET.to_lowercase();
+    for (what, text) in [("answer", &answer), ("audit", &audit), ("page", &page), ("log", &log)] {
+        assert!(!text.to_lowercase().contains(&secret), "{what} shows the secret: {text}");
+    }
+}

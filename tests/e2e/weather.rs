@@ -266,3 +266,132 @@ fn a_secret_is_its_plugins_alone_and_never_written_where_the_host_writes() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(value("read_config", "api_key"), Value::Null);
 }
+
+/// What an MCP client heard besides results: progress and log messages.
+#[derive(Clone, Default)]
+struct Heard(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+
+impl rmcp::ClientHandler for Heard {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(serde_json::to_string(&params).unwrap());
+    }
+
+    #[allow(deprecated)] // MCP logging (SEP-2577): still what the host sends plugins' log lines as.
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.lock().unwrap().push(serde_json::to_string(&params).unwrap());
+    }
+}
+
+/// RFC 3986 percent-encoding: every byte but the unreserved ones as `%XX`.
+fn percent_encoded(v: &str) -> String {
+    v.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => char::from(b).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Whether `text` holds `value` in one of the forms redaction covers: as
+/// it is or in any case, percent-encoded (hex digits of either case).
+fn shows(text: &str, value: &str) -> bool {
+    let text = text.to_lowercase();
+    [value.to_lowercase(), percent_encoded(value).to_lowercase()].iter().any(|form| text.contains(form.as_str()))
+}
+
+/// `toolhost secret ARGS` in `dir`, `value` on stdin: its stdout.
+fn secret(dir: &Path, args: &[&str], value: Option<&str>) -> String {
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .arg("secret")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(value.unwrap_or_default().as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    assert!(o.status.success(), "secret {args:?}: {}", stderr(&o));
+    stdout(&o)
+}
+
+/// Issue #47, finding 5: the plugin reads its secret, the operator rotates
+/// it (then, in a second call, removes it) while the call runs, and the
+/// plugin then puts the value it read, in every tested form, in a log
+/// line, progress, stdout, stderr and its error. Neither the old value nor
+/// the new one reaches the MCP client, the host's log, the audit (error
+/// text included) or the page's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_rotated_or_removed_mid_call_is_redacted_wherever_the_host_writes() {
+    const OLD: &str = "sk-LIVE+abc/XYZ=123456";
+    const NEW: &str = "sk-NEXT+def/UVW=654321";
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, dir.join("hostile.wasm")).unwrap();
+    // The error text in the audit too, and a deadline above the sleep.
+    let yaml = "plugins:\n  builtins: false\n  files: [hostile.wasm]\naudit:\n  include_arguments: true\nbudget:\n  deep_ms: 10000\n  pin: { leak_secret: deep }\n";
+    std::fs::write(dir.join("toolhost.yaml"), yaml).unwrap();
+    secret(dir, &["set", "hostile", "api_key"], Some(OLD));
+
+    let log = std::fs::File::create(dir.join("serve.log")).unwrap();
+    let mut cmd = toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env("TOOLHOST_LOG", "debug").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (_serving, url) = spawn_serving_logged(cmd, log);
+    let heard = Heard::default();
+    let c = heard.clone().serve(StreamableHttpClientTransport::from_uri(format!("{url}/mcp"))).await.unwrap();
+    let reads = || heard.0.lock().unwrap().iter().filter(|m| m.contains(r#""message":"read""#)).count();
+
+    let mut results = Vec::new();
+    // Rotated, then removed, while the call sleeps on the value it read.
+    let changes: [(&[&str], Option<&str>); 2] =
+        [(&["set", "hostile", "api_key"], Some(NEW)), (&["rm", "hostile", "api_key"], None)];
+    for (round, (args, value)) in changes.into_iter().enumerate() {
+        let args_ = json!({"key": "api_key", "ms": 2000}).as_object().unwrap().clone();
+        let peer = c.peer().clone();
+        let call = tokio::spawn(async move {
+            peer.call_tool(CallToolRequestParams::new("leak_secret").with_arguments(args_)).await.unwrap()
+        });
+        crate::live::eventually("the call read its secret", async || reads() > round).await;
+        let (d, args, value) = (dir.to_path_buf(), args.to_vec(), value.map(str::to_string));
+        let said = tokio::task::spawn_blocking(move || secret(&d, &args, value.as_deref())).await.unwrap();
+        assert!(said.contains("the running host (pid"), "the host was told: {said}");
+        assert!(!call.is_finished(), "the change landed while the call ran");
+        let r = call.await.unwrap();
+        assert_eq!(r.is_error, Some(true), "{r:?}");
+        results.push(text_of(&r));
+    }
+    for r in &results {
+        assert!(r.contains("refused with key [secret api_key] (try again)"), "redacted, not dropped: {r}");
+    }
+    let results = results.join("\n");
+    let heard = heard.0.lock().unwrap().join("\n");
+    assert!(heard.contains("half way with [secret api_key]"), "the progress it reported: {heard}");
+    let audit = std::fs::read_to_string(dir.join("state/audit.jsonl")).unwrap();
+    assert!(audit.contains("refused with key [secret api_key]"), "the error text, as the audit keeps it: {audit}");
+    let page = reqwest::get(format!("{url}/ui/api/state")).await.unwrap().text().await.unwrap();
+    assert!(page.contains("leak_secret"), "{page}");
+    c.cancel().await.unwrap();
+    let log = std::fs::read_to_string(dir.join("serve.log")).unwrap();
+    assert!(log.contains("stderr has [secret api_key]"), "the guest's stderr, logged: {log}");
+    for (what, text) in
+        [("results", &results), ("notifications", &heard), ("audit", &audit), ("page", &page), ("log", &log)]
+    {
+        for value in [OLD, NEW] {
+            assert!(!shows(text, value), "{what} shows {value}: {text}");
+        }
+    }
+}

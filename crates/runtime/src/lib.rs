@@ -353,6 +353,13 @@ impl Runtime {
         self.inner.plugin_values.load().get(plugin).cloned().unwrap_or_default()
     }
 
+    /// The secrets a call of `plugin` that started with `start` redacts at
+    /// its end: `start`'s, and the ones in force now if they changed since.
+    /// No allocation.
+    pub(crate) fn call_secrets(&self, plugin: &str, start: &Arc<PluginValues>) -> values::CallSecrets {
+        values::CallSecrets::new(start.clone(), self.inner.plugin_values.load().get(plugin))
+    }
+
     /// Puts each plugin's `wasi:config/store` values in force from its next
     /// call on (plugins not named read nothing).
     pub fn set_plugin_values(&self, values: HashMap<String, Arc<PluginValues>>) {

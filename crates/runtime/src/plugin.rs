@@ -6,7 +6,9 @@ use crate::bindings::{self, PluginPre};
 use crate::capabilities::{CAPABILITIES, Grants};
 use crate::limits::{Limiter, Limits};
 use crate::state::State;
+use crate::values::CallSecrets;
 use crate::{CompileSource, LoadErrorKind, Runtime, TOOL_INTERFACE};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use toolhost_types::{
@@ -195,7 +197,7 @@ impl WasmPlugin {
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
-        let (result, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
+        let (result, _, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_list_tools(store)
         });
         result
@@ -203,7 +205,8 @@ impl WasmPlugin {
 
     /// Instantiates in a fresh store and runs `f` under `limits` (the
     /// caller's one snapshot for the whole call: a reload in between
-    /// changes the next call), classifying failures.
+    /// changes the next call), classifying failures; with the secrets what
+    /// the call says is redacted with (those at its start and at its end).
     fn run<R>(
         &self,
         tool: &str,
@@ -211,13 +214,16 @@ impl WasmPlugin {
         ctx: Option<&CallContext>,
         limits: &Limits,
         f: impl FnOnce(&bindings::Plugin, &mut Store<State>) -> wasmtime::Result<R>,
-    ) -> (Result<R, CallError>, CallStats) {
+    ) -> (Result<R, CallError>, CallStats, CallSecrets) {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
         let mut store = match self.runtime.store(self, tool, deadline, ctx, limits) {
             Ok(s) => s,
-            Err(e) => return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }),
+            Err(e) => {
+                let secrets = CallSecrets::new(self.runtime.values_for(&self.name), None);
+                return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }, secrets);
+            }
         };
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
@@ -231,10 +237,22 @@ impl WasmPlugin {
         };
         let state = store.data_mut();
         state.flush_progress();
+        // The secrets the call read, and any set while it ran: a value
+        // rotated or removed mid-call is redacted all the same.
+        let secrets = self.runtime.call_secrets(&self.name, &state.values);
         if let (Some(cost), Some(ext)) = (ctx.and_then(|c| c.cost.as_ref()), state.ext.as_deref())
             && let Some(e) = rt.extensions.iter().find(|e| self.held.contains(e.capability()))
         {
-            cost.set_contacts(e.contacts(ext));
+            let mut contacts = e.contacts(ext);
+            if secrets.has_secrets() {
+                // A host name can be made of a secret (under a wildcard grant).
+                for c in &mut contacts {
+                    if let Cow::Owned(origin) = secrets.redact(&c.origin) {
+                        c.origin = origin;
+                    }
+                }
+            }
+            cost.set_contacts(contacts);
         }
         let stderr = state.stderr.contents();
         let stdout = state.stdout.contents();
@@ -242,12 +260,12 @@ impl WasmPlugin {
         // Secrets redacted (crate::values).
         if !stdout.is_empty() {
             let text = String::from_utf8_lossy(&stdout);
-            let text = state.values.redact(&text);
+            let text = secrets.redact(&text);
             tracing::info!(plugin = &*self.name, tool, "guest stdout: {}", log_safe(text.trim_end()));
         }
         if !stderr.is_empty() {
             let text = String::from_utf8_lossy(&stderr);
-            let text = state.values.redact(&text);
+            let text = secrets.redact(&text);
             tracing::info!(plugin = &*self.name, tool, "guest stderr: {}", log_safe(text.trim_end()));
         }
         // A timer cut at the deadline wakes the guest there; should it answer
@@ -258,13 +276,13 @@ impl WasmPlugin {
             r => r.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr)),
         };
         let result = match result {
-            Err(e) if state.values.has_secrets() => Err(redact_error(e, &state.values)),
+            Err(e) if secrets.has_secrets() => Err(redact_error(e, &secrets)),
             r => r,
         };
         // Torn down (its slots reset) now, or after the answer on a thread
         // that defers teardowns.
         crate::teardown::retire(store);
-        (result, stats)
+        (result, stats, secrets)
     }
 }
 
@@ -380,13 +398,21 @@ fn classify(
 }
 
 /// `e` with the plugin's secrets redacted from the text that came from it.
-fn redact_error(e: CallError, values: &crate::PluginValues) -> CallError {
-    let r = |m: String| values.redact(&m).into_owned();
+fn redact_error(e: CallError, secrets: &CallSecrets) -> CallError {
+    let r = |m: String| redacted(m, secrets);
     match e {
         CallError::GuestPanic { tool, message } => CallError::GuestPanic { tool, message: r(message) },
         CallError::Trap { tool, message } => CallError::Trap { tool, message: r(message) },
         CallError::Failed { tool, message } => CallError::Failed { tool, message: r(message) },
         other => other,
+    }
+}
+
+/// `text` with `secrets` redacted (itself when there is nothing to redact).
+fn redacted(text: String, secrets: &CallSecrets) -> String {
+    match secrets.redact(&text) {
+        Cow::Borrowed(_) => text,
+        Cow::Owned(r) => r,
     }
 }
 
@@ -507,15 +533,15 @@ impl Provider for WasmPlugin {
         let deadline = deadline.saturating_sub(slot.waited());
         let args = arguments.to_string();
         let own = self.own_name(tool);
-        let (result, stats) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
+        let (result, stats, secrets) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, own, &args)
         });
         if let Some(cost) = &ctx.cost {
             cost.set(stats);
         }
         let tool_s = || tool.to_string();
-        // Looked up only for a tool error: a successful call pays nothing.
-        let redacted = |message: String| self.runtime.values_for(&self.name).redact(&message).into_owned();
+        // With the secrets of the call's start and end (`run`).
+        let redacted = |message: String| redacted(message, &secrets);
         match result? {
             Ok(content) => {
                 let content = convert(content, tool, limits.output_bytes)?;

@@ -110,8 +110,8 @@ impl Guest for Plugin {
             tool("read_config", "Returns {\"value\": ...} of wasi:config/store key {\"key\"} (null when unset).", 100),
             tool(
                 "leak_secret",
-                "Reads key {\"key\"} from wasi:config/store and puts its value in a log line, stderr, progress and its error.",
-                100,
+                "Reads key {\"key\"} from wasi:config/store, reports progress 0 (\"read\"), sleeps {\"ms\"} milliseconds (default 0), then puts its value (as it is, lowercased, uppercased, percent-encoded, and that lowercased) in a log line, stderr, stdout, progress and its error.",
+                3000,
             ),
             tool("progress_flood", "Reports progress as fast as it can for 300 ms, then returns the count.", 1000),
             tool(
@@ -338,12 +338,33 @@ impl Guest for Plugin {
                     Ok(Some(v)) => v,
                     other => format!("{other:?}"),
                 };
+                // Read first, and said (a progress report without the
+                // value): the host may rotate or remove the secret while
+                // this sleeps.
                 use bindings::toolhost::plugin::host;
-                host::log(host::LogLevel::Warn, &format!("the secret is {value}!"));
-                host::progress(0.5, Some(1.0), Some(&format!("half way with {value}")));
-                eprintln!("stderr has {value}");
-                println!("stdout has {value}");
-                Err(ToolError::Failed(format!("refused with key {value} (try again)")))
+                host::progress(0.0, Some(1.0), Some("read"));
+                std::thread::sleep(std::time::Duration::from_millis(number_arg(&arguments, "ms").unwrap_or(0)));
+                let encoded: String = value
+                    .bytes()
+                    .map(|b| match b {
+                        b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' => {
+                            char::from(b).to_string()
+                        }
+                        _ => format!("%{b:02X}"),
+                    })
+                    .collect();
+                let forms = format!(
+                    "({} {} {} {})",
+                    value.to_lowercase(),
+                    value.to_uppercase(),
+                    encoded,
+                    encoded.to_lowercase()
+                );
+                host::log(host::LogLevel::Warn, &format!("the secret is {value}! {forms}"));
+                host::progress(0.5, Some(1.0), Some(&format!("half way with {value} {forms}")));
+                eprintln!("stderr has {value} {forms}");
+                println!("stdout has {value} {forms}");
+                Err(ToolError::Failed(format!("refused with key {value} (try again) {forms}")))
             }
             "leak_in_error" => {
                 let path = string_arg(&arguments, "path").unwrap_or_default();
