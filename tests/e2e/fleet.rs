@@ -623,6 +623,34 @@ async fn a_fleet_secret_is_sealed_in_the_control_plane_and_every_host_uses_it() 
     for c in &sessions {
         assert_eq!(config_value(c, "read_config", "token").await, "t-3");
     }
+    // Twenty `secret set` at once through the three hosts' configs, for
+    // two plugins (issue #47): each secret is its own row, written in a
+    // transaction of its own, so all twenty are kept and used everywhere.
+    let writers: Vec<_> = (0..20)
+        .map(|i| {
+            let (dir, plugin) = (hosts[i % 3].dir.clone(), ["hostile", "other"][i % 2]);
+            std::thread::spawn(move || set_secret(&dir, plugin, &format!("key{i:02}"), &format!("v-{i:02}")))
+        })
+        .collect();
+    for w in writers {
+        ok(&w.join().unwrap());
+    }
+    let list = run(&hosts[0].dir, &["secret", "list", "--json"]);
+    let listed: Vec<Value> = serde_json::from_str(&stdout(&list)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&list)));
+    let kept: Vec<String> = listed
+        .iter()
+        .filter(|s| s["opens"] == true && s["name"].as_str().unwrap().starts_with("key"))
+        .map(|s| format!("{}/{}", s["plugin"].as_str().unwrap(), s["name"].as_str().unwrap()))
+        .collect();
+    let mut want: Vec<String> = (0..20).map(|i| format!("{}/key{i:02}", ["hostile", "other"][i % 2])).collect();
+    want.sort();
+    assert_eq!(kept, want, "every secret kept");
+    for c in &sessions {
+        for i in 0..20 {
+            let tool = ["read_config", "other_read_config"][i % 2];
+            assert_eq!(config_value(c, tool, &format!("key{i:02}")).await, format!("v-{i:02}"));
+        }
+    }
     for c in sessions {
         let _ = c.cancel().await;
     }

@@ -395,3 +395,49 @@ async fn a_secret_rotated_or_removed_mid_call_is_redacted_wherever_the_host_writ
         }
     }
 }
+
+/// Issue #47, finding 7: 20 `toolhost secret set` at once, ten for each of
+/// two plugins, all exit 0 and all 20 values are kept (each a
+/// read-modify-write of one file: they take turns under its lock).
+#[test]
+fn twenty_concurrent_secret_sets_keep_all_twenty_values() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    std::fs::write(dir.join("toolhost.yaml"), "plugins:\n  builtins: false\n").unwrap();
+    let set = |plugin: &str, i: usize| {
+        let mut child = toolhost()
+            .current_dir(dir)
+            .env("TOOLHOST_STATE_DIR", dir.join("state"))
+            .args(["secret", "set", plugin, &format!("key{i:02}")])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(format!("value-{plugin}-{i:02}").as_bytes()).unwrap();
+        child
+    };
+    // Every process started before any is waited for.
+    let children: Vec<_> = (0..20).map(|i| set(["weather", "wiki"][i % 2], i)).collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let list = run_strict(dir, &["secret", "list", "--json"]);
+    assert!(list.status.success(), "{}", stderr(&list));
+    let listed: Vec<Value> = serde_json::from_str(&stdout(&list)).unwrap();
+    let names: Vec<String> =
+        listed.iter().map(|s| format!("{}/{}", s["plugin"].as_str().unwrap(), s["name"].as_str().unwrap())).collect();
+    let mut want: Vec<String> = (0..20).map(|i| format!("{}/key{i:02}", ["weather", "wiki"][i % 2])).collect();
+    want.sort();
+    assert_eq!(names, want, "every secret kept");
+    let file: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("state/secrets.json")).unwrap()).unwrap();
+    for i in 0..20 {
+        let plugin = ["weather", "wiki"][i % 2];
+        assert_eq!(file["plugins"][plugin][format!("key{i:02}")]["value"], format!("value-{plugin}-{i:02}"));
+    }
+    // The file is still private and whole.
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(dir.join("state/secrets.json")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+}

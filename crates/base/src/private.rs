@@ -245,6 +245,30 @@ pub fn open_private_append(path: &Path) -> io::Result<std::fs::File> {
     Ok(f)
 }
 
+/// An exclusive advisory lock (`flock`) on a private lock file: released
+/// when dropped, or when the process ends however it ends.
+#[derive(Debug)]
+pub struct FileLock {
+    _file: std::fs::File,
+}
+
+/// Takes the exclusive lock on `path` (created 0600 if missing, opened as
+/// [`open_private_append`] opens it), waiting while another process, or
+/// another open of it in this one, holds it. For a read-modify-write of a
+/// state file: held from the read to the rename of [`write_private`], so
+/// writers take turns and none loses another's change. Readers need no
+/// lock: the rename replaces the file whole.
+pub fn lock_exclusive(path: &Path) -> io::Result<FileLock> {
+    let file = open_private_append(path)?;
+    loop {
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive) {
+            Ok(()) => return Ok(FileLock { _file: file }),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
 /// Tightens an open file of ours to 0600 if others can read it.
 pub fn tighten(f: &std::fs::File) -> io::Result<()> {
     let md = f.metadata()?;

@@ -2,20 +2,26 @@
 //! `toolhost secret set PLUGIN NAME` and read by that plugin alone through
 //! `wasi:config/store`.
 //!
-//! They live in one file in the state directory, `secrets.json`, written
-//! atomically with mode 0600 and read under the state-file policy (a
-//! regular file of this user that no one else may read; a symbolic link is
-//! never followed). Values are never shown: listing gives names and when
+//! They live in one file in the state directory, `secrets.json`, read
+//! under the state-file policy (a regular file of this user that no one
+//! else may read; a symbolic link is never followed). A change is a
+//! read-modify-write under an exclusive lock on `secrets.json.lock` beside
+//! it, the file replaced whole (written 0600 beside it, then renamed over
+//! it): commands run at once take turns and lose nothing, and a reader (a
+//! running host) sees the file before a change or after it, never half. Values are never shown: listing gives names and when
 //! each was set. A running host reads the file again when told to (the
 //! `secret` commands tell it), so a secret takes effect from the next call.
 
-use crate::runtime::private::{StateFileError, read_state, write_private};
+use crate::runtime::private::{FileLock, StateFileError, lock_exclusive, read_state, write_private};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// The file's name in the state directory.
 pub const FILE: &str = "secrets.json";
+/// The lock file's name, beside it: held by `set` and `remove` from their
+/// read to their write.
+pub const LOCK_FILE: &str = "secrets.json.lock";
 /// Largest secrets file read, in bytes.
 pub const MAX_FILE_BYTES: usize = 4 << 20;
 /// Largest secret value, in bytes.
@@ -193,10 +199,18 @@ impl SecretStore {
         }
     }
 
-    fn write(&self, c: &Contents) -> Result<(), SecretError> {
+    /// The lock every change holds from its read to its write (taken after
+    /// the value was read from the operator, so a slow typist holds no one).
+    fn lock(&self) -> Result<FileLock, SecretError> {
         if let Some(dir) = self.path.parent() {
             crate::runtime::private::ensure_private_dir(dir).map_err(|e| self.err(e))?;
         }
+        lock_exclusive(&self.path.with_file_name(LOCK_FILE)).map_err(|e| self.err(format!("taking its lock: {e}")))
+    }
+
+    /// Writes `c` whole: a new file renamed over the old one. Only with
+    /// [`SecretStore::lock`] held.
+    fn write(&self, c: &Contents, _locked: &FileLock) -> Result<(), SecretError> {
         let text = serde_json::to_vec_pretty(c).map_err(|e| self.err(e))?;
         write_private(&self.path, &text).map_err(|e| self.err(e))
     }
@@ -227,15 +241,17 @@ impl SecretStore {
                 value.len()
             )));
         }
+        let lock = self.lock()?;
         let mut c = self.contents()?;
         let entry = Entry { value: value.to_string(), set_at: crate::audit::now_rfc3339() };
         let replaced = c.plugins.entry(plugin.to_string()).or_default().insert(name.to_string(), entry).is_some();
-        self.write(&c)?;
+        self.write(&c, &lock)?;
         Ok(replaced)
     }
 
     /// Removes `plugin`'s secret `name`; whether there was one.
     pub fn remove(&self, plugin: &str, name: &str) -> Result<bool, SecretError> {
+        let lock = self.lock()?;
         let mut c = self.contents()?;
         let Some(m) = c.plugins.get_mut(plugin) else { return Ok(false) };
         if m.remove(name).is_none() {
@@ -244,7 +260,7 @@ impl SecretStore {
         if m.is_empty() {
             c.plugins.remove(plugin);
         }
-        self.write(&c)?;
+        self.write(&c, &lock)?;
         Ok(true)
     }
 
@@ -289,6 +305,34 @@ mod tests {
         assert!(store.remove("weather", "api_key").unwrap());
         assert!(!store.remove("weather", "api_key").unwrap());
         assert_eq!(store.list(None).unwrap().len(), 1);
+    }
+
+    /// Writers at once take turns under the lock: none loses another's
+    /// value (each open of the lock file excludes the others, threads of
+    /// one process as much as processes).
+    #[test]
+    fn concurrent_sets_and_removals_lose_nothing() {
+        let t = tempfile::tempdir().unwrap();
+        let store = SecretStore::in_state_dir(&t.path().join("state"));
+        store.set("weather", "gone", "to-be-removed").unwrap();
+        std::thread::scope(|s| {
+            for i in 0..20 {
+                let store = &store;
+                s.spawn(move || {
+                    store.set(["weather", "wiki"][i % 2], &format!("key{i:02}"), &format!("v{i:02}")).unwrap()
+                });
+            }
+            s.spawn(|| assert!(store.remove("weather", "gone").unwrap()));
+        });
+        let read = store.read().unwrap();
+        for i in 0..20 {
+            let got = read.of(["weather", "wiki"][i % 2]).get(&format!("key{i:02}")).cloned();
+            assert_eq!(got, Some(format!("v{i:02}")), "key{i:02}");
+        }
+        assert!(!read.has("weather", "gone"));
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(store.path()), 0o600);
+        assert_eq!(mode(&store.path().with_file_name(LOCK_FILE)), 0o600);
     }
 
     #[test]
