@@ -375,6 +375,7 @@ impl HostBuilder {
                 .filter_map(|(name, addr)| Some((name.clone(), addr.parse().ok()?)))
                 .collect(),
             ca_files: cfg.plugins.http_ca_files.iter().map(|f| cfg.resolve(f)).collect(),
+            nameservers: cfg.plugins.http_nameservers.iter().filter_map(|ns| ns.parse().ok()).collect(),
         };
         let http: std::sync::Arc<dyn crate::runtime::Extension> =
             std::sync::Arc::new(toolhost_http::HttpExtension::new(&settings)?);

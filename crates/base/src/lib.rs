@@ -6,7 +6,11 @@
 //! - [`seal`]: HMAC-SHA256 tags over records we wrote ourselves, and the
 //!   constant-time comparison of secrets.
 //! - [`bounded`]: bodies read from the network with a size limit.
+//! - [`descriptors`]: the process's file descriptors shared fairly among
+//!   the callers whose plugins open them, with a reserve for the host.
 //! - [`net`]: which host names and addresses are loopback.
+//! - [`own`]: this process's own listeners and plugin sockets (no plugin
+//!   reaches the first; the second are never the operator).
 //! - [`www_authenticate`]: the challenges of a `WWW-Authenticate` header.
 //!
 //! **Architecture invariant:** this crate depends on no other toolhost
@@ -15,7 +19,9 @@
 #![deny(unsafe_code)]
 
 pub mod bounded;
+pub mod descriptors;
 pub mod net;
+pub mod own;
 pub mod private;
 pub mod seal;
 pub mod www_authenticate;

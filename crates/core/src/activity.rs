@@ -18,7 +18,8 @@ const ERROR_CHARS: usize = 400;
 pub struct RecentCall {
     /// When it ended (RFC 3339).
     pub time: String,
-    /// The tool called.
+    /// The tool called (a name breaking the tool-name rule cut to a prefix
+    /// and its hash, as the audit writes it).
     pub tool: String,
     /// `ok`, `refused`, or the error's kind (`timeout`, `capacity_exceeded` ...).
     pub outcome: String,
@@ -92,7 +93,9 @@ impl Activity {
     pub fn record(&self, agent: &str, tool: &str, outcome: Outcome<'_>, duration: Duration) {
         let call = RecentCall {
             time: crate::audit::now_rfc3339(),
-            tool: tool.to_string(),
+            // A caller's name for an unknown tool may be megabytes: cut as
+            // the audit cuts it, so the page's state stays small.
+            tool: crate::audit::loggable_name(tool).into_owned(),
             outcome: outcome.kind.to_string(),
             duration_ms: duration.as_secs_f64() * 1000.0,
             error: outcome.error.map(|e| e.chars().take(ERROR_CHARS).collect()),
@@ -157,5 +160,18 @@ mod tests {
         assert_eq!(a.of("bartok").sessions, 1);
         drop(two);
         assert_eq!(a.of("bartok").sessions, 0);
+    }
+
+    /// A 900 KB unknown tool name (which made the page's state 7.4 MB) is
+    /// kept as the audit keeps it: a prefix and its hash.
+    #[test]
+    fn a_huge_tool_name_is_cut_as_the_audit_cuts_it() {
+        let a = Activity::default();
+        let huge = "x".repeat(900_000);
+        let refused = Outcome { kind: "refused", error: Some(&huge), rate_limited: false };
+        a.record("bartok", &huge, refused, Duration::ZERO);
+        let call = &a.of("bartok").last_calls[0];
+        assert_eq!(call.tool, crate::audit::loggable_name(&huge));
+        assert!(call.tool.len() < 120 && call.error.as_ref().unwrap().len() <= ERROR_CHARS, "{}", call.tool);
     }
 }

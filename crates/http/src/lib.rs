@@ -27,6 +27,7 @@
 
 mod body;
 mod connect;
+pub mod dns;
 mod pool;
 
 use bytes::Bytes;
@@ -56,6 +57,9 @@ pub struct HttpSettings {
     /// PEM files of CAs trusted besides the platform's
     /// (`plugins.http_ca_files`).
     pub ca_files: Vec<PathBuf>,
+    /// The name servers plugins' names are resolved with
+    /// (`plugins.http_nameservers`); empty for the system's configuration.
+    pub nameservers: Vec<SocketAddr>,
 }
 
 /// Why the extension could not be built.
@@ -100,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) pins: HashMap<(String, u16), SocketAddr>,
     /// Each plugin's kept-alive connections.
     pub(crate) pool: Arc<pool::Pool>,
+    /// The plugins' resolver and their shares of it.
+    pub(crate) dns: dns::Dns,
 }
 
 impl std::fmt::Debug for HttpExtension {
@@ -137,7 +143,13 @@ impl HttpExtension {
             pins.insert((host.to_ascii_lowercase(), port), *addr);
         }
         Ok(HttpExtension {
-            shared: Arc::new(Shared { extra_roots: extra, tls: Default::default(), pins, pool: Default::default() }),
+            shared: Arc::new(Shared {
+                extra_roots: extra,
+                tls: Default::default(),
+                pins,
+                pool: Default::default(),
+                dns: dns::Dns::new(settings.nameservers.clone()),
+            }),
         })
     }
 }
@@ -205,18 +217,38 @@ impl Extension for HttpExtension {
             .collect()
     }
 
+    fn limit_hit(&self, error: &wasmtime::Error, limits: &toolhost_runtime::Limits) -> Option<String> {
+        let too_big = error.chain().any(|c| {
+            matches!(
+                c.downcast_ref::<wasmtime_wasi_http::FieldMapError>(),
+                Some(wasmtime_wasi_http::FieldMapError::TotalSizeTooBig)
+            )
+        });
+        too_big.then(|| {
+            format!(
+                "made a set of HTTP headers over {} bytes (a quarter of its memory shared among limits.host_resources_per_call)",
+                limits.http_field_bytes()
+            )
+        })
+    }
+
     fn instance(&self, call: ExtensionCall<'_>) -> Box<dyn Any + Send> {
+        let plugin: Arc<str> = Arc::from(call.plugin);
+        let mut ctx = WasiHttpCtx::new();
+        ctx.set_field_size_limit(call.limits.http_field_bytes());
         Box::new(CallHttp {
-            ctx: WasiHttpCtx::new(),
+            ctx,
             hooks: Hooks {
                 shared: Some(self.shared.clone()),
-                plugin: Arc::from(call.plugin),
+                lookups: Some(self.shared.dns.for_call(plugin.clone(), call.caller)),
+                plugin,
                 grants: call.grants.http.clone().into(),
                 deadline: call.deadline,
                 requests_left: call.limits.http_requests_per_call,
                 requests_limit: call.limits.http_requests_per_call,
                 response_bytes: call.limits.http_response_bytes,
                 request_bytes: call.limits.http_request_bytes,
+                body_buffers_left: call.limits.http_request_bytes,
                 tallies: BTreeMap::new(),
             },
         })
@@ -238,6 +270,7 @@ impl CallHttp {
             ctx: WasiHttpCtx::new(),
             hooks: Hooks {
                 shared: None,
+                lookups: None,
                 plugin: Arc::from(""),
                 grants: Arc::from(Vec::new()),
                 deadline: Instant::now(),
@@ -245,6 +278,7 @@ impl CallHttp {
                 requests_limit: 0,
                 response_bytes: 0,
                 request_bytes: 0,
+                body_buffers_left: 0,
                 tallies: BTreeMap::new(),
             },
         }
@@ -264,6 +298,8 @@ fn view(state: &mut State) -> WasiHttpCtxView<'_> {
 /// The checks every request of one call passes.
 struct Hooks {
     shared: Option<Arc<Shared>>,
+    /// This call's share of DNS lookups (none without a grant).
+    lookups: Option<dns::Lookups>,
     plugin: Arc<str>,
     grants: Arc<[HttpGrant]>,
     deadline: Instant,
@@ -271,6 +307,10 @@ struct Hooks {
     requests_limit: u32,
     response_bytes: usize,
     request_bytes: usize,
+    /// What the call's outgoing bodies may still buffer in the host,
+    /// together (each body buffers two chunks): see
+    /// [`WasiHttpHooks::p2_outgoing_body_chunk_size`] below.
+    body_buffers_left: usize,
     /// Origin -> what this call sent it and read from it, for the audit.
     tallies: BTreeMap<String, Tally>,
 }
@@ -298,7 +338,23 @@ pub(crate) fn refused(message: String) -> WasiHttpError {
     WasiHttpError::InternalError(Some(format!("toolhost: {message}")))
 }
 
+/// The largest and smallest write into an outgoing body's stream.
+const BODY_CHUNK_MAX: usize = 64 << 10;
+const BODY_CHUNK_MIN: usize = 4 << 10;
+
 impl WasiHttpHooks for Hooks {
+    /// Asked once per outgoing body the guest makes: its write chunk
+    /// (wasmtime buffers up to two). The call's bodies share
+    /// `limits.http_request_bytes` of buffers; past it each new body gets
+    /// the smallest chunk, so however many bodies a guest makes, they hold
+    /// at most that budget plus 8 KiB each (and the number of bodies is
+    /// bounded by `limits.host_resources_per_call`).
+    fn p2_outgoing_body_chunk_size(&mut self) -> usize {
+        let chunk = (self.body_buffers_left / 2).clamp(BODY_CHUNK_MIN, BODY_CHUNK_MAX);
+        self.body_buffers_left = self.body_buffers_left.saturating_sub(2 * chunk);
+        chunk
+    }
+
     fn send_request(
         &mut self,
         request: http::Request<WasiBody>,
@@ -306,7 +362,7 @@ impl WasiHttpHooks for Hooks {
         _fut: Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>,
     ) -> Sent {
         match self.check(&request) {
-            Ok((shared, target)) => {
+            Ok((shared, lookups, target)) => {
                 let origin = format!("{}://{}:{}", target.scheme.as_str(), target.host, target.port);
                 let tally = self.tallies.entry(origin).or_default();
                 tally.requests += 1;
@@ -318,9 +374,8 @@ impl WasiHttpHooks for Hooks {
                     bytes_in: tally.bytes_in.clone(),
                 };
                 let grants = self.grants.clone();
-                let plugin = self.plugin.clone();
                 Box::new(async move {
-                    connect::send(&shared, plugin, &grants, target, request, options, deadline, limits).await
+                    connect::send(&shared, &lookups, &grants, target, request, options, deadline, limits).await
                 })
             }
             Err(e) => Box::new(async move { Err(e) }),
@@ -337,9 +392,22 @@ pub(crate) struct Target {
 
 impl Hooks {
     /// The grant and count checks, before anything leaves the host.
-    fn check(&mut self, request: &http::Request<WasiBody>) -> Result<(Arc<Shared>, Target), WasiHttpError> {
-        let shared = self.shared.clone().ok_or_else(|| refused("this plugin holds no http grant".into()))?;
+    fn check(
+        &mut self,
+        request: &http::Request<WasiBody>,
+    ) -> Result<(Arc<Shared>, dns::Lookups, Target), WasiHttpError> {
+        let (Some(shared), Some(lookups)) = (self.shared.clone(), self.lookups.clone()) else {
+            return Err(refused("this plugin holds no http grant".into()));
+        };
         let uri = request.uri();
+        // `user:password@host`: never sent on (it would reach the origin,
+        // or its Host header), and never a way to dress up a host name.
+        if uri.authority().is_some_and(|a| a.as_str().contains('@')) {
+            return Err(refused(
+                "a user name or password in the URL's authority (user@host) is not sent: put credentials in a header"
+                    .into(),
+            ));
+        }
         let scheme = uri
             .scheme_str()
             .and_then(|s| HttpScheme::from_name(&s.to_ascii_lowercase()))
@@ -365,7 +433,7 @@ impl Hooks {
         if Instant::now() >= self.deadline {
             return Err(WasiHttpError::ConnectionTimeout);
         }
-        Ok((shared, Target { scheme, host, port }))
+        Ok((shared, lookups, Target { scheme, host, port }))
     }
 }
 

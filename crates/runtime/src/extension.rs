@@ -26,6 +26,9 @@ pub struct ExtensionCall<'a> {
     pub limits: &'a Limits,
     /// When the call must end.
     pub deadline: Instant,
+    /// The agent the call runs for (`None`: the operator): whose share of
+    /// the process's descriptors its connections take.
+    pub caller: Option<&'a str>,
 }
 
 /// One capability's host side, provided from outside this crate.
@@ -41,5 +44,11 @@ pub trait Extension: Send + Sync + 'static {
     /// ended).
     fn contacts(&self, _call: &(dyn Any + Send)) -> Vec<toolhost_types::HostContact> {
         Vec::new()
+    }
+    /// When a call ended in `error` because it went past one of this
+    /// capability's host-side limits (a set of headers too large...): what
+    /// it did, for a [`toolhost_types::CallError::HostResources`].
+    fn limit_hit(&self, _error: &wasmtime::Error, _limits: &Limits) -> Option<String> {
+        None
     }
 }

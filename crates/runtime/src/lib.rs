@@ -710,9 +710,14 @@ impl Runtime {
             .map_err(|message| CallError::Unavailable { tool: tool.to_string(), message })?;
         let InstanceSetup { mut wasi, memory, memory_write, used } = setup;
         used.files.set_max_open(limits.max_open_files);
+        used.files.set_caller(ctx.and_then(|c| c.agent.as_deref()));
         let state = State {
             wasi: wasi.build(),
-            table: ResourceTable::new(),
+            table: {
+                let mut t = ResourceTable::new();
+                t.set_max_capacity(limits.host_resources_per_call);
+                t
+            },
             limiter: Limiter::new(limits),
             stdout,
             stderr,
@@ -739,6 +744,7 @@ impl Runtime {
                 grants: &plugin.grants,
                 limits,
                 deadline: state.deadline,
+                caller: ctx.and_then(|c| c.agent.as_deref()),
             }));
         }
         let mut store = Store::new(&self.inner.engine, state);

@@ -53,6 +53,13 @@ pub struct Limits {
     pub http_response_bytes: usize,
     /// Largest HTTP request body a call may send, in bytes.
     pub http_request_bytes: usize,
+    /// Most host-side resources (entries of the call's WASI resource table:
+    /// HTTP fields, requests, bodies, streams, pollables, open files) a
+    /// call may hold at once; past it the call ends with `memory_limit`
+    /// ([`toolhost_types::CallError::HostResources`]). With
+    /// [`Limits::http_field_bytes`] and the request-body budget this bounds
+    /// what a call makes the host allocate: see that method.
+    pub host_resources_per_call: usize,
     /// Size of the instance pool's memory slots, when per-plugin limits
     /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
     /// An engine setting: read at start only.
@@ -124,12 +131,25 @@ impl Default for Limits {
             http_requests_per_call: 16,
             http_response_bytes: 8 << 20,
             http_request_bytes: 1 << 20,
+            host_resources_per_call: 1024,
             pool_memory_bytes: 0,
         }
     }
 }
 
 impl Limits {
+    /// The most one HTTP fields resource (a set of headers or trailers) of
+    /// a call may hold, in bytes as `wasi:http` counts them (names and
+    /// values, with their in-memory headers): a quarter of the call's
+    /// memory shared among its [`Limits::host_resources_per_call`], between
+    /// 4 KiB and 128 KiB (wasmtime's default). With the default limits (64
+    /// MiB, 1024 resources) that is 16 KiB a set, and a call's fields
+    /// together stay under a quarter of its memory; its outgoing bodies
+    /// buffer at most [`Limits::http_request_bytes`] more, plus 8 KiB a body.
+    pub fn http_field_bytes(&self) -> usize {
+        (self.memory_bytes / 4 / self.host_resources_per_call.max(1)).clamp(4 << 10, 128 << 10)
+    }
+
     /// The size of the instance pool's memory slots.
     pub fn slot_memory_bytes(&self) -> usize {
         self.memory_bytes.max(self.pool_memory_bytes)

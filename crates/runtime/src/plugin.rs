@@ -273,7 +273,10 @@ impl WasmPlugin {
         let late = state.timer_cut && Instant::now() >= state.deadline;
         let result = match result {
             Ok(_) if late => Err(CallError::Timeout { tool: tool.to_string(), limit_ms: deadline.as_millis() as u64 }),
-            r => r.map_err(|e| classify(e, tool, deadline, limits, &state.limiter, &stderr)),
+            r => r.map_err(|e| {
+                let extension = rt.extensions.iter().find(|x| self.held.contains(x.capability())).map(|x| &**x);
+                classify(e, tool, deadline, limits, &state.limiter, &stderr, extension)
+            }),
         };
         let result = match result {
             Err(e) if secrets.has_secrets() => Err(redact_error(e, &secrets)),
@@ -364,6 +367,7 @@ fn classify(
     limits: &Limits,
     limiter: &Limiter,
     stderr: &[u8],
+    extension: Option<&dyn crate::Extension>,
 ) -> CallError {
     let tool = tool.to_string();
     // A denied memory growth makes a Rust guest abort; report the cause, not the abort.
@@ -373,6 +377,23 @@ fn classify(
     // The same for a denied table growth (`table.grow` answered -1).
     if limiter.table_denied {
         return CallError::TableLimit { tool, limit_elements: limits.table_elements };
+    }
+    // The call's resource table is full: it made more host-side
+    // resources than its limit (wasi:http fields in a loop...).
+    if e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<wasmtime::component::ResourceTableError>(),
+            Some(wasmtime::component::ResourceTableError::Full)
+        )
+    }) {
+        let what = format!(
+            "made more than {} host-side resources (HTTP fields, requests, bodies, streams, pollables, files) in one call (limits.host_resources_per_call)",
+            limits.host_resources_per_call
+        );
+        return CallError::HostResources { tool, what };
+    }
+    if let Some(what) = extension.and_then(|x| x.limit_hit(&e, limits)) {
+        return CallError::HostResources { tool, what };
     }
     // The copy budget set from the output cap (`Runtime::store`) ran out
     // while lifting the result or an import's arguments out of the guest:

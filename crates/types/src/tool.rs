@@ -373,6 +373,17 @@ pub enum CallError {
         /// The limit.
         limit_bytes: usize,
     },
+    /// The guest made more host-side resources in one call (WASI handles:
+    /// HTTP fields, requests, bodies, streams, pollables, files) than its
+    /// limit allows. They live in the host's memory and count against the
+    /// plugin's: the kind is `memory_limit`.
+    #[error("{tool} {what}: host-side resources count against its memory")]
+    HostResources {
+        /// Tool name.
+        tool: String,
+        /// What it did, with the limit it went past.
+        what: String,
+    },
     /// The guest tried to grow a table past the limit.
     #[error("{tool} exceeded its table limit of {limit_elements} elements")]
     TableLimit {
@@ -450,6 +461,7 @@ impl CallError {
             | CallError::OutOfFuel { .. }
             | CallError::MemoryLimit { .. }
             | CallError::TableLimit { .. }
+            | CallError::HostResources { .. }
             | CallError::StackOverflow { .. }
             | CallError::GuestPanic { .. }
             | CallError::OutputTooLarge { .. }
@@ -487,6 +499,7 @@ impl CallError {
             CallError::OutOfFuel { .. } => "out_of_fuel",
             CallError::MemoryLimit { .. } => "memory_limit",
             CallError::TableLimit { .. } => "table_limit",
+            CallError::HostResources { .. } => "memory_limit",
             CallError::StackOverflow { .. } => "stack_overflow",
             CallError::GuestPanic { .. } => "guest_panic",
             CallError::OutputTooLarge { .. } => "output_too_large",

@@ -86,6 +86,12 @@ struct Call {
     /// Most descriptors open at once (`limits.max_open_files`); 0: no
     /// limit set (then [`DEFAULT_MAX_OPEN`]).
     max_open: usize,
+    /// The caller (agent; `None`: the operator) whose share of the
+    /// process's descriptors the call's opens take.
+    caller: Option<std::sync::Arc<str>>,
+    /// `descriptor` rep -> its place in the process's descriptor budget
+    /// (`toolhost_base::descriptors`), given back when it is dropped.
+    leases: HashMap<u32, toolhost_base::descriptors::Lease>,
 }
 
 /// Default `limits.max_open_files`.
@@ -115,6 +121,12 @@ impl CallFiles {
     /// `error-code::quota`.
     pub(crate) fn set_max_open(&self, n: usize) {
         self.lock().max_open = n;
+    }
+
+    /// Sets the caller whose share of the process's descriptors the call's
+    /// opens take (`toolhost_base::descriptors`).
+    pub(crate) fn set_caller(&self, caller: Option<&str>) {
+        self.lock().caller = caller.map(std::sync::Arc::from);
     }
 
     /// Sets the call's grants: the same list, in the same order, as the
@@ -289,14 +301,23 @@ impl sync::HostDescriptor for GuardView<'_> {
             Descriptor::Dir(d) => d.clone(),
             Descriptor::File(_) => return err(ErrorCode::NotDirectory),
         };
-        {
-            // One call cannot take the host's file descriptors.
+        let lease = {
+            // One call cannot take the host's file descriptors, and one
+            // caller's calls not the process's: a share each, and a reserve
+            // for the front.
             let call = self.call.lock();
             let max = if call.max_open == 0 { DEFAULT_MAX_OPEN } else { call.max_open };
             if call.tags.len() >= max {
                 return err(ErrorCode::Quota);
             }
-        }
+            match toolhost_base::descriptors::budget().take(call.caller.as_ref()) {
+                Ok(lease) => lease,
+                Err(refused) => {
+                    tracing::debug!("a plugin's open refused: {refused}");
+                    return err(ErrorCode::Quota);
+                }
+            }
+        };
         let grant = self.grant_of(&fd);
         // Options as wasmtime-wasi's `Dir::open_at` builds them, except
         // TRUNCATE: applied below with `ftruncate`, once the type is checked.
@@ -404,9 +425,11 @@ impl sync::HostDescriptor for GuardView<'_> {
             false => Descriptor::File(File::new(file, dir.perms, mode, false)),
         };
         let res = self.fs.table.push(desc)?;
+        let mut call = self.call.lock();
         if let Some(i) = grant {
-            self.call.lock().tags.insert(res.rep(), i);
+            call.tags.insert(res.rep(), i);
         }
+        call.leases.insert(res.rep(), lease);
         Ok(res)
     }
 
@@ -550,7 +573,11 @@ impl sync::HostDescriptor for GuardView<'_> {
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
-        self.call.lock().tags.remove(&fd.rep());
+        {
+            let mut call = self.call.lock();
+            call.tags.remove(&fd.rep());
+            call.leases.remove(&fd.rep());
+        }
         sync::HostDescriptor::drop(&mut self.fs, fd)
     }
 

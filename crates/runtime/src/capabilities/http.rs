@@ -139,11 +139,20 @@ impl HttpGrant {
         }
     }
 
-    /// Whether this entry names the address `ip` literally (which lets a
-    /// request reach it even where the address policy refuses it: loopback,
-    /// private, link-local...).
-    pub fn names_address(&self, ip: IpAddr) -> bool {
-        self.host == HostPattern::Ip(ip)
+    /// Whether this entry names the address `ip` literally, with this
+    /// scheme and port (which lets a request reach exactly that address and
+    /// port even where the address policy refuses it: loopback, private,
+    /// link-local...). A grant of `http://127.0.0.1:9999` never lets a name
+    /// that resolves to 127.0.0.1 reach another port there.
+    pub fn names_socket(&self, scheme: HttpScheme, ip: IpAddr, port: u16) -> bool {
+        self.scheme == scheme && self.port == port && self.host == HostPattern::Ip(ip)
+    }
+
+    /// Whether this entry names `host` (lowercase, no final dot) exactly,
+    /// not through a wildcard, with this port: the entries an operator's
+    /// `plugins.http_resolve` pin for that name applies to.
+    pub fn names_host(&self, host: &str, port: u16) -> bool {
+        self.port == port && matches!(&self.host, HostPattern::Name(n) if n == host)
     }
 
     /// Whether every request `other` allows, this entry allows too (a
@@ -292,7 +301,12 @@ mod tests {
         assert!(!w.allows(HttpScheme::Https, "evilwikipedia.org", 443));
         let ip = HttpGrant::parse("http://[::1]:8080").unwrap();
         assert!(ip.allows(HttpScheme::Http, "[::1]", 8080) && ip.allows(HttpScheme::Http, "::1", 8080));
-        assert!(ip.names_address("::1".parse().unwrap()));
+        assert!(ip.names_socket(HttpScheme::Http, "::1".parse().unwrap(), 8080));
+        assert!(!ip.names_socket(HttpScheme::Http, "::1".parse().unwrap(), 8081), "not another port");
+        assert!(!ip.names_socket(HttpScheme::Https, "::1".parse().unwrap(), 8080), "not another scheme");
+        let n = HttpGrant::parse("https://api.example.test").unwrap();
+        assert!(n.names_host("api.example.test", 443) && !n.names_host("api.example.test", 444));
+        assert!(!w.names_host("en.wikipedia.org", 443), "a wildcard names no host");
     }
 
     #[test]

@@ -55,7 +55,9 @@ impl CapabilityFactor for Network {
             use wasmtime_wasi::sockets::SocketAddrUse;
             let ok = match usage {
                 SocketAddrUse::TcpConnect => {
-                    let ok = allowed.contains(&addr);
+                    // toolhost's own listeners are never a plugin's to
+                    // reach, whatever its grants say.
+                    let ok = allowed.contains(&addr) && !toolhost_base::own::is_own_listener(addr);
                     if ok {
                         used.mark(Capability::Network);
                     }

@@ -50,6 +50,10 @@ fn log_filter(setting: Option<&str>) -> tracing_subscriber::EnvFilter {
 
 fn main() -> ExitCode {
     let cli = Cli::parse_from(args::hoist_leading(std::env::args_os().collect()));
+    // Descriptors as a server takes them (the soft limit up to the hard
+    // one); plugins then share three quarters of them, fairly among their
+    // callers, and the rest is the host's own (`toolhost_base::descriptors`).
+    toolhost_base::descriptors::raise_limit();
     let filter = log_filter(std::env::var("TOOLHOST_LOG").ok().as_deref());
     // Logs go to stderr, always: on stdio transports stdout carries protocol
     // messages and nothing else. They are written by a thread of their own:

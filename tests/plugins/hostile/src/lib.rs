@@ -145,7 +145,7 @@ impl Guest for Plugin {
             tool("leak_in_error", "Reads {\"path\"} and fails with its contents in the error message.", 1000),
             tool(
                 "hold_open",
-                "Opens {\"path\"} again and again, keeping every handle, up to {\"count\"} (default 20000) or an error.",
+                "Opens {\"path\"} again and again, keeping every handle, up to {\"count\"} (default 20000) or an error, then holds them {\"ms\"} (default 0).",
                 5000,
             ),
         ]
@@ -225,6 +225,7 @@ impl Guest for Plugin {
                     }
                 };
                 let opened = held.len();
+                std::thread::sleep(std::time::Duration::from_millis(number_arg(&arguments, "ms").unwrap_or(0)));
                 drop(held);
                 Ok(vec![Content::Text(match error {
                     Some(e) => format!(r#"{{"opened": {opened}, {}}}"#, io_error(&e)),

@@ -4,6 +4,10 @@
 //! granted origins, the addresses they resolve to checked, bounded per
 //! call.
 //!
+//! `hoard {"count"?, "bytes"?}` makes fields resources with one large
+//! header each and keeps them (hostile: host memory); `burst {"url", "n"}`
+//! starts `n` GETs before waiting for any (lookups in flight).
+//!
 //! `get {"url", "times"?, "follow"?, "bearer"?}` sends `times` GETs
 //! (default 1) and answers `{"status", "bytes", "body", "location"}` of the
 //! last, following up to `follow` redirects; any failure is its error
@@ -116,4 +120,86 @@ impl Tool for Get {
     }
 }
 
-toolhost_sdk::plugin!(Get);
+#[derive(Deserialize, JsonSchema)]
+struct HoardArgs {
+    /// How many fields resources to make and keep (default: until the host stops it).
+    count: Option<u32>,
+    /// Bytes of the one header each holds (default 120 KiB).
+    bytes: Option<u32>,
+}
+
+/// Hostile: makes fields resources in a loop, one large header each, and
+/// keeps them all (the host holds their memory, not the guest).
+struct Hoard;
+
+impl Tool for Hoard {
+    type Args = HoardArgs;
+    const NAME: &'static str = "hoard";
+    const DESCRIPTION: &'static str = "Make fields resources with one large header each, and keep them.";
+    const MAX_MS: u32 = 5000;
+
+    fn call(a: HoardArgs) -> Result<Output, ToolError> {
+        let value = vec![b'v'; a.bytes.unwrap_or(120 << 10) as usize];
+        let mut kept = Vec::new();
+        let mut refused = 0u32;
+        for _ in 0..a.count.unwrap_or(u32::MAX) {
+            let f = Fields::new();
+            if f.append("x-a", &value).is_err() {
+                refused += 1;
+            }
+            kept.push(f);
+        }
+        Ok(Output::text(format!("kept {} fields; {refused} headers refused", kept.len())))
+    }
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct BurstArgs {
+    /// `http://` or `https://` URL.
+    url: String,
+    /// How many requests to have in flight at once.
+    n: u32,
+}
+
+/// Sends `n` GETs at once (each started before any is waited for) and
+/// reports how each ended: for names whose lookups never end.
+struct Burst;
+
+impl Tool for Burst {
+    type Args = BurstArgs;
+    const NAME: &'static str = "burst";
+    const DESCRIPTION: &'static str = "Send n GETs at once and report how each ended.";
+    const MAX_MS: u32 = 2000;
+
+    fn call(a: BurstArgs) -> Result<Output, ToolError> {
+        let (scheme, rest) = a.url.split_once("://").ok_or_else(|| ToolError::failed("not a URL"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let mut futures = Vec::new();
+        let mut outcomes = Vec::new();
+        for _ in 0..a.n {
+            let request = OutgoingRequest::new(Fields::new());
+            let scheme = if scheme == "https" { Scheme::Https } else { Scheme::Http };
+            let _ = request.set_scheme(Some(&scheme));
+            let _ = request.set_authority(Some(authority));
+            let _ = request.set_path_with_query(Some(path));
+            match outgoing_handler::handle(request, None) {
+                Ok(f) => futures.push(f),
+                Err(e) => outcomes.push(format!("{e:?}")),
+            }
+        }
+        for f in futures {
+            f.subscribe().block();
+            outcomes.push(match f.get() {
+                Some(Ok(Ok(r))) => format!("status {}", r.status()),
+                Some(Ok(Err(e))) => format!("{e:?}"),
+                _ => "no response".into(),
+            });
+        }
+        Ok(Output::text(serde_json::to_string(&outcomes).unwrap_or_default()))
+    }
+}
+
+toolhost_sdk::plugin!(Get, Hoard, Burst);
