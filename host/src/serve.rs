@@ -51,23 +51,29 @@ pub fn http_app(
 }
 
 /// What `serve` does on SIGINT or SIGTERM, for `grace`: stops taking new
-/// sessions (`drain`, when serving HTTP) and waits, while the open ones
-/// are served, until none is left (`done`: a stdio session ended; over
-/// HTTP, the last session closed) or `grace` has passed. A second signal
-/// cuts the wait short: [`Stop::Now`].
+/// sessions (`drain`, when serving HTTP; with `voice`, the voice relay's
+/// sessions end once their calls in flight are answered, closed with 1001)
+/// and waits, while the open ones are served, until none is left (`done`:
+/// a stdio session ended; over HTTP, the last MCP and voice session
+/// closed) or `grace` has passed. A second signal cuts the wait short:
+/// [`Stop::Now`].
 pub async fn drain_for(
     grace: std::time::Duration,
     drain: Option<&Drain>,
+    voice: Option<&crate::bridge::relay::Relay>,
     done: impl std::future::Future<Output = ()>,
     second_signal: impl std::future::Future<Output = ()>,
 ) -> Stop {
     if let Some(d) = drain {
         d.start();
     }
+    if let Some(v) = voice {
+        v.drain();
+    }
     let emptied = async {
         match drain {
             Some(d) => {
-                while d.open_sessions() > 0 {
+                while d.open_sessions() > 0 || voice.is_some_and(|v| v.open_sessions() > 0) {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             }
@@ -93,37 +99,35 @@ pub enum Stop {
 }
 
 /// Serves `app` (see [`http_app`]) on `listener` until `shutdown` completes,
-/// then drains the open connections. Each request carries its connection's
-/// [`Peer`](crate::mcp::peer::Peer) (the address, and on loopback the local
-/// user behind it), which the fronts' checks read.
+/// then drains the open connections, with the default connection limits.
+/// Each request carries its connection's [`Peer`](crate::mcp::peer::Peer)
+/// (the address, and on loopback the local user behind it), which the
+/// fronts' checks read.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    serve_http_tls(listener, app, shutdown, None).await
+    serve_http_tls(listener, app, shutdown, None, crate::mcp::conns::ConnLimits::default()).await
 }
 
-/// [`serve_http`], and with `tls` TLS too on the same port: a connection
-/// opening with a TLS handshake is served over TLS (see
+/// [`serve_http`] under `limits` (`server.max_connections` and friends:
+/// see [`crate::mcp::conns`]), and with `tls` TLS too on the same port: a
+/// connection opening with a TLS handshake is served over TLS (see
 /// [`crate::mcp::peer::TlsPeerListener`]).
 pub async fn serve_http_tls(
     listener: tokio::net::TcpListener,
     app: axum::Router,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     tls: Option<Arc<rustls::ServerConfig>>,
+    limits: crate::mcp::conns::ConnLimits,
 ) -> std::io::Result<()> {
-    use crate::mcp::peer::{Peer, PeerListener, TlsPeerListener};
-    let listener = PeerListener::new(listener);
+    use crate::mcp::peer::{PeerListener, TlsPeerListener};
+    let listener = PeerListener::with_limits(listener, limits);
     match tls {
-        None => {
-            axum::serve(listener, app.into_make_service_with_connect_info::<Peer>())
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
+        None => crate::mcp::conns::serve(listener, app, limits.header_timeout, shutdown).await,
         Some(config) => {
-            axum::serve(TlsPeerListener::new(listener, config)?, app.into_make_service_with_connect_info::<Peer>())
-                .with_graceful_shutdown(shutdown)
+            crate::mcp::conns::serve(TlsPeerListener::new(listener, config)?, app, limits.header_timeout, shutdown)
                 .await
         }
     }

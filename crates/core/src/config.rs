@@ -286,10 +286,11 @@ pub struct ServerConfig {
     /// Every HTTP request on one connection, whatever it is: a generous
     /// cap against floods [default: 1200 a minute, 200 at once]; 429 over it.
     pub connection_rate_limit: RateLimitConfig,
-    /// Failed authentications, counted for the whole server (not by source
-    /// address) [default: 10 a minute, 20 at once]. Once spent, a token
-    /// that has not authenticated before gets 429 without being checked, so
-    /// tokens cannot be guessed online; clients already authenticated keep
+    /// Failed authentications, counted by source address (an IPv6 /64 as
+    /// one) [default: 10 a minute, 20 at once]. Once an address has spent
+    /// it, a token presented from there that has not authenticated before
+    /// gets 429 without being checked, so tokens cannot be guessed online;
+    /// clients already authenticated, and every other address, keep
     /// working.
     pub auth_failure_limit: RateLimitConfig,
     /// Live MCP sessions over HTTP, all endpoints together [default: 1000].
@@ -302,6 +303,27 @@ pub struct ServerConfig {
     /// Serve `/metrics` to clients beyond loopback too (with an operator
     /// token) [default: false: loopback clients only].
     pub metrics_beyond_loopback: bool,
+    /// Connections open at once on the HTTP front [default: 1024]. Past it
+    /// 32 more are admitted for the probes and the operator (`/healthz`,
+    /// `/readyz`, `/metrics`, `/ui`, `/admin`; 503 for anything else), and
+    /// others are closed at once.
+    pub max_connections: usize,
+    /// Connections open at once from one source address, an IPv6 /64 as
+    /// one [default: 256]. Behind a load balancer every connection comes
+    /// from its address: set this to `max_connections` there.
+    pub max_connections_per_address: usize,
+    /// A request's headers must arrive within this many seconds, counted
+    /// from when the connection waits for them: a client trickling its
+    /// headers, or a kept-alive connection left idle, is closed then
+    /// [default: 10].
+    pub header_timeout_secs: u64,
+    /// A request's body must arrive whole within this many seconds, or
+    /// 408 [default: 30].
+    pub body_timeout_secs: u64,
+    /// Bytes of request bodies held at once, all requests together
+    /// [default: 64 MiB]; a request whose body does not fit waits up to a
+    /// second, then gets 503 with `Retry-After`.
+    pub max_bodies_bytes: usize,
     /// On SIGINT or SIGTERM, how long (seconds) the open sessions' calls
     /// are still served, new sessions refused, before every session is
     /// closed and the host exits [default: 10; stdio too].
@@ -334,6 +356,11 @@ impl Default for ServerConfig {
             max_sessions: 1000,
             session_idle_secs: 1800,
             metrics_beyond_loopback: false,
+            max_connections: 1024,
+            max_connections_per_address: 256,
+            header_timeout_secs: 10,
+            body_timeout_secs: 30,
+            max_bodies_bytes: 64 << 20,
             shutdown_grace_secs: 10,
             first_list_wait_ms: 5000,
             stdio_input_poll_us: 1000,
@@ -511,6 +538,10 @@ impl std::fmt::Display for ConfigValue {
             ConfigValue::Bool(b) => write!(f, "{b}"),
             ConfigValue::Int(i) => write!(f, "{i}"),
             ConfigValue::Float(x) => write!(f, "{x}"),
+    /// `IP:port` of the name servers plugins' host names are resolved
+    /// with; empty (the default) for the system's (`/etc/resolv.conf`,
+    /// with `/etc/hosts`).
+    pub http_nameservers: Vec<String>,
         }
     }
 }
@@ -565,6 +596,7 @@ impl PluginLimitsConfig {
     /// As the runtime takes it.
     pub fn to_limits(&self) -> crate::runtime::PluginLimits {
         crate::runtime::PluginLimits {
+            http_nameservers: Vec::new(),
             memory_bytes: self.memory_mib.map(|m| m << 20),
             fuel: self.fuel.map(|f| (f > 0).then_some(f)),
             timeout_ceiling: self.timeout_ceiling_ms.map(Duration::from_millis),
@@ -640,6 +672,10 @@ impl LimitsConfig {
             l.max_wasm_stack = k << 10;
         }
         if let Some(n) = self.plugin_concurrency {
+    /// Host-side resources (WASI handles: HTTP fields, requests, bodies,
+    /// streams, pollables, open files) one call may hold at once (default
+    /// 1024); past it the call ends with `memory_limit`.
+    pub host_resources_per_call: Option<usize>,
             l.plugin_concurrency = n.max(1);
         }
         if let Some(ms) = self.queue_wait_ms {
@@ -690,6 +726,9 @@ impl Config {
     /// written (it, or its directory) is refused: it names commands to run
     /// and grants to give.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        if let Some(n) = self.host_resources_per_call {
+            l.host_resources_per_call = n.max(64);
+        }
         let text = crate::runtime::private::read_obeyed(path, MAX_CONFIG_BYTES)
             .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         let mut cfg =
@@ -898,6 +937,14 @@ impl Config {
             {
                 return Err(format!(
                     "{key}.timeout_ceiling_ms: {ms} ms is below limits.timeout_floor_ms, the shortest deadline any call gets{}",
+        for ns in &self.plugins.http_nameservers {
+            if ns.parse::<std::net::SocketAddr>().is_err() {
+                return Err(format!(
+                    "plugins.http_nameservers: {ns:?} is not an IP:port address (a name server's address and port, 127.0.0.1:53){}",
+                    at(ns)
+                ));
+            }
+        }
                     at(plugin)
                 ));
             }

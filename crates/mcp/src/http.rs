@@ -261,12 +261,18 @@ struct Front {
     page_api: fn(&str) -> bool,
     /// One resync at a time.
     resyncing: Mutex<()>,
-    auth_failures: Buckets<()>,
+    /// Failed authentications by source network ([`source_network`]).
+    auth_failures: Buckets<IpAddr>,
     /// The Unix user served without tokens (besides root).
     own_uid: u32,
     hosts: Vec<String>,
     origins: Vec<String>,
     max_body: usize,
+    /// Bytes of request bodies held at once (`server.max_bodies_bytes`).
+    bodies: Arc<tokio::sync::Semaphore>,
+    bodies_max: usize,
+    /// `server.body_timeout_secs`.
+    body_timeout: Duration,
     connections: Buckets<SocketAddr>,
     sessions: Sessions,
     drain: Arc<Drain>,
@@ -353,6 +359,11 @@ pub fn router(
         hosts,
         origins: cfg.allowed_origins.iter().map(|o| o.trim_end_matches('/').to_ascii_lowercase()).collect(),
         max_body: cfg.max_body_bytes,
+        bodies: Arc::new(tokio::sync::Semaphore::new(
+            cfg.max_bodies_bytes.clamp(1, tokio::sync::Semaphore::MAX_PERMITS),
+        )),
+        bodies_max: cfg.max_bodies_bytes.max(1),
+        body_timeout: Duration::from_secs(cfg.body_timeout_secs.max(1)),
         connections: Buckets::new(cfg.connection_rate_limit),
         sessions: Sessions {
             max: cfg.max_sessions.max(1),
@@ -557,6 +568,21 @@ async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::mi
             "a cross-site request (Sec-Fetch-Site: cross-site) from an origin not in server.allowed_origins",
         );
     }
+    // A connection past `server.max_connections`, admitted from the
+    // reserve: the probes and the operator's paths only.
+    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
+        && peer.reserve
+        && !crate::conns::reserve_serves(request.uri().path())
+    {
+        let mut r = error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "capacity_exceeded",
+            "the server holds as many connections as it may (server.max_connections); retry shortly",
+        );
+        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(5));
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return r;
+    }
     if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
         && let Err(wait) = front.connections.take(&peer.addr)
     {
@@ -732,7 +758,11 @@ impl Front {
         // The server's own Unix user (the DM's machine account) is never
         // the guesser: it can read the config.
         let own = peer.uid.is_some_and(|uid| uid == self.own_uid || uid == 0);
-        match (found, self.auth_failures.wait(&())) {
+        // Counted by where the guesses come from: an attacker spends its
+        // own allowance, never another address's (one address's guesses
+        // locked out every client after a restart).
+        let source = crate::conns::source_network(peer.addr.ip());
+        match (found, self.auth_failures.wait(&source)) {
             (Some(i), None) => {
                 authenticated.insert(i);
                 let (_, who, id) = &tokens[i];
@@ -747,7 +777,7 @@ impl Front {
                 Ok(Some((who.clone(), id.clone())))
             }
             (Some(_), Some(wait)) => Err(too_many("too many failed authentications", wait)),
-            (None, _) => match self.auth_failures.take(&()) {
+            (None, _) => match self.auth_failures.take(&source) {
                 Ok(()) => Err(unauthorized("unknown token")),
                 Err(wait) => Err(too_many("too many failed authentications", wait)),
             },
@@ -815,7 +845,7 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         }
         None => {}
     }
-    let mut request = match limit_body(request, front.max_body).await {
+    let mut request = match limit_body(&front, request, front.max_body).await {
         Ok(r) => r,
         Err(r) => return r,
     };
@@ -912,11 +942,42 @@ fn unauthorized(message: &str) -> Response {
 /// 413 closes the connection.
 pub const DRAIN_MAX: usize = 64 << 20;
 
-/// Reads the body up to `max` bytes. Beyond, 413: after reading the rest
-/// (discarded) when the whole body is at most [`DRAIN_MAX`], and with the
-/// connection closed when it is more (a `Content-Length` saying so is
-/// answered at once).
-async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
+/// Reads the body up to `max` bytes, then checks it is well-formed
+/// JSON-RPC ([`read_body`] with [`DRAIN_MAX`], then [`refuse_malformed`]).
+async fn limit_body(front: &Front, request: Request, max: usize) -> Result<Request, Response> {
+    let request = read_body(front, request, max, DRAIN_MAX, "server.max_body_bytes").await?;
+    if request.method() == axum::http::Method::POST
+        && let Some(bytes) = request.extensions().get::<BodyBytes>()
+        && let Some(refusal) = refuse_malformed(&bytes.0)
+    {
+        return Err(refusal);
+    }
+    Ok(request)
+}
+
+/// The body [`read_body`] read, for checks after it.
+#[derive(Clone)]
+struct BodyBytes(axum::body::Bytes);
+
+/// A body's share of `server.max_bodies_bytes`, held while its request
+/// lives.
+#[derive(Clone)]
+struct BodyShare(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
+
+/// Reads the body up to `max` bytes, within `server.body_timeout_secs`
+/// (else 408) and from the bodies' shared budget, `server.max_bodies_bytes`
+/// (what the body may hold is taken before reading: a request that finds
+/// no room within a second gets 503 with `Retry-After`). Beyond `max`, 413:
+/// after reading the rest (discarded) when the whole body is at most
+/// `drain`, and with the connection closed when it is more (a
+/// `Content-Length` saying so is answered at once, unread).
+async fn read_body(
+    front: &Front,
+    request: Request,
+    max: usize,
+    drain: usize,
+    limit_name: &str,
+) -> Result<Request, Response> {
     use futures::StreamExt as _;
     let http1 = request.version() <= axum::http::Version::HTTP_11;
     let refuse = |status: StatusCode, code: &str, message: &str, close: bool| {
@@ -929,44 +990,77 @@ async fn limit_body(request: Request, max: usize) -> Result<Request, Response> {
         r
     };
     let too_large = |close: bool| {
-        let message = format!("request body over the {max} byte limit (server.max_body_bytes)");
+        let message = format!("request body over the {max} byte limit ({limit_name})");
         refuse(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", &message, close)
     };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > max && n > DRAIN_MAX) {
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > max as u64 && n > drain as u64) {
         return Err(too_large(true));
     }
-    let (parts, body) = request.into_parts();
-    let mut kept = Vec::with_capacity(declared.unwrap_or(0).min(max));
-    let mut read = 0usize;
-    let mut chunks = body.into_data_stream();
-    while let Some(chunk) = chunks.next().await {
-        let Ok(chunk) = chunk else {
-            return Err(refuse(StatusCode::BAD_REQUEST, "invalid_input", "the request body could not be read", true));
-        };
-        read = read.saturating_add(chunk.len());
-        if read <= max {
-            kept.extend_from_slice(&chunk);
-        } else if read > DRAIN_MAX {
-            return Err(too_large(true));
-        } else {
-            // Over the limit: nothing more is kept.
-            kept = Vec::new();
-        }
-    }
-    if read > max {
-        return Err(too_large(false));
-    }
-    let bytes = axum::body::Bytes::from(kept);
-    if parts.method == axum::http::Method::POST
-        && let Some(refusal) = refuse_malformed(&bytes)
+    // The most this body may hold in memory, from the shared budget.
+    let want = declared.map_or(max, |n| (n as usize).min(max)).max(1);
+    let want = u32::try_from(want.min(front.bodies_max)).unwrap_or(u32::MAX);
+    let share = match tokio::time::timeout(Duration::from_secs(1), front.bodies.clone().acquire_many_owned(want)).await
     {
-        return Err(refusal);
-    }
+        Ok(Ok(permit)) => BodyShare(Arc::new(permit)),
+        _ => {
+            let mut r = refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "capacity_exceeded",
+                "the server holds as many request bodies as it may (server.max_bodies_bytes); retry shortly",
+                false,
+            );
+            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+            return Err(r);
+        }
+    };
+    let (mut parts, body) = request.into_parts();
+    let read_all = async {
+        let mut kept = Vec::with_capacity(want as usize);
+        let mut read = 0usize;
+        let mut chunks = body.into_data_stream();
+        while let Some(chunk) = chunks.next().await {
+            let Ok(chunk) = chunk else {
+                return Err(refuse(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_input",
+                    "the request body could not be read",
+                    true,
+                ));
+            };
+            read = read.saturating_add(chunk.len());
+            if read <= max {
+                kept.extend_from_slice(&chunk);
+            } else if read > drain {
+                return Err(too_large(true));
+            } else {
+                // Over the limit: nothing more is kept.
+                kept = Vec::new();
+            }
+        }
+        if read > max {
+            return Err(too_large(false));
+        }
+        Ok(kept)
+    };
+    let kept = match tokio::time::timeout(front.body_timeout, read_all).await {
+        Ok(r) => r?,
+        Err(_) => {
+            return Err(refuse(
+                StatusCode::REQUEST_TIMEOUT,
+                "invalid_input",
+                &format!(
+                    "the request body did not arrive within {} s (server.body_timeout_secs)",
+                    front.body_timeout.as_secs()
+                ),
+                true,
+            ));
+        }
+    };
+    let bytes = axum::body::Bytes::from(kept);
+    parts.extensions.insert(BodyBytes(bytes.clone()));
+    parts.extensions.insert(share);
     Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 

@@ -28,6 +28,71 @@ impl Rejection {
     }
 }
 
+/// The `id` of a request whose message is cut (too large to read whole),
+/// found in the part that was read: the value of the top-level object's
+/// `id` member, when it comes before the cut and is a string or an
+/// integer, as the SDKs write it (`{"jsonrpc":"2.0","id":7,"method":...}`).
+/// So a refusal can carry the id the client waits on (with `null` its
+/// call would hang until its own timeout).
+pub fn leading_id(prefix: &[u8]) -> Option<Value> {
+    let skip_ws = |mut i: usize| {
+        while prefix.get(i).is_some_and(u8::is_ascii_whitespace) {
+            i += 1;
+        }
+        i
+    };
+    // The end (one past the closing quote) of the string opening at `i`.
+    let string_end = |mut i: usize| {
+        i += 1;
+        loop {
+            match *prefix.get(i)? {
+                b'\\' => i += 2,
+                b'"' => return Some(i + 1),
+                _ => i += 1,
+            }
+        }
+    };
+    let mut i = skip_ws(0);
+    if *prefix.get(i)? != b'{' {
+        return None;
+    }
+    i += 1;
+    let (mut depth, mut key_next) = (1usize, true);
+    while i < prefix.len() {
+        match prefix[i] {
+            b'"' => {
+                let end = string_end(i)?;
+                if depth == 1 && key_next {
+                    let key = &prefix[i + 1..end - 1];
+                    let colon = skip_ws(end);
+                    if *prefix.get(colon)? != b':' {
+                        return None;
+                    }
+                    let value = skip_ws(colon + 1);
+                    if key == b"id" {
+                        let mut values = serde_json::Deserializer::from_slice(&prefix[value..]).into_iter::<Value>();
+                        let id = values.next()?.ok()?;
+                        // A value running to the cut may itself be cut (`12` of `123`).
+                        let whole = value + values.byte_offset() < prefix.len();
+                        return (whole && (id.is_string() || id.is_i64() || id.is_u64())).then_some(id);
+                    }
+                    key_next = false;
+                    i = value;
+                    continue;
+                }
+                i = end;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.checked_sub(1)?,
+            b',' if depth == 1 => key_next = true,
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
 /// What to do with one incoming message.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
@@ -134,6 +199,29 @@ pub const MAX_STDIO_MESSAGE: usize = 4 << 20;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cut_requests_id_is_found_before_the_cut() {
+        let big = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"arguments":{{"x":"{}"#,
+            "a".repeat(1000)
+        );
+        assert_eq!(leading_id(big.as_bytes()), Some(json!(7)));
+        assert_eq!(
+            leading_id(br#" { "method": "x", "params": {"id": 3, "s": "}\"{"}, "id" : "abc-1", "#),
+            Some(json!("abc-1"))
+        );
+        assert_eq!(
+            leading_id(br#"{"jsonrpc":"2.0","method":"tools/call","params":{"id":5,"arguments":{"x":"aaaa"#),
+            None,
+            "a nested id is not the request's"
+        );
+        assert_eq!(leading_id(br#"{"id": null, "method": "x""#), None);
+        assert_eq!(leading_id(br#"{"id": 1.5, "method": "x""#), None);
+        assert_eq!(leading_id(br#"[{"id": 1}"#), None);
+        assert_eq!(leading_id(br#"{"id": 12"#), None, "an id running to the cut may be cut itself");
+        assert_eq!(leading_id(br#"{"id": 12,"#), Some(json!(12)));
+    }
 
     fn code(body: &str) -> Option<i64> {
         check_message(body.as_bytes()).err().map(|r| r.code)

@@ -10,6 +10,7 @@
 #![deny(unsafe_code)]
 
 pub mod client;
+pub mod conns;
 pub mod content;
 pub mod declare;
 pub mod http;

@@ -12,6 +12,7 @@
 //! without either the owner is unknown, and a server without tokens admits
 //! nobody (configure `server.tokens` there).
 
+use crate::conns::{ConnLimits, Conns, Counted};
 use axum::extract::connect_info::Connected;
 use axum::serve::IncomingStream;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -24,31 +25,58 @@ pub struct Peer {
     /// Its address and port.
     pub addr: SocketAddr,
     /// The Unix user owning its socket, when it is on loopback and the
-    /// kernel says.
+    /// kernel says. Never set for a socket one of this process's plugins
+    /// opened (`toolhost_base::own`): a plugin is never the operator.
     pub uid: Option<u32>,
+    /// Admitted past `server.max_connections`, in the reserve kept for
+    /// the probes and the operator ([`crate::conns`]).
+    pub reserve: bool,
 }
 
 /// A TCP listener that learns each loopback client's Unix user on accept.
 #[derive(Debug)]
 pub struct PeerListener {
     inner: TcpListener,
+    /// Keeps plugins from connecting to it while it lives.
+    _own: Option<toolhost_base::own::Registered>,
+    conns: Arc<Conns>,
 }
 
 impl PeerListener {
-    /// Wraps a bound listener.
+    /// Wraps a bound listener, with the default connection limits.
     pub fn new(inner: TcpListener) -> PeerListener {
-        PeerListener { inner }
+        PeerListener::with_limits(inner, ConnLimits::default())
+    }
+
+    /// Wraps a bound listener, admitting connections under `limits`, and
+    /// records its address as one no plugin may connect to.
+    pub fn with_limits(inner: TcpListener, limits: ConnLimits) -> PeerListener {
+        let own = inner.local_addr().ok().map(toolhost_base::own::listening);
+        PeerListener { inner, _own: own, conns: Conns::new(limits) }
+    }
+
+    /// The connections it has admitted and holds open.
+    pub fn conns(&self) -> Arc<Conns> {
+        self.conns.clone()
     }
 }
 
 impl axum::serve::Listener for PeerListener {
-    type Io = TcpStream;
+    type Io = Counted<TcpStream>;
     type Addr = Peer;
 
-    async fn accept(&mut self) -> (TcpStream, Peer) {
+    async fn accept(&mut self) -> (Counted<TcpStream>, Peer) {
         loop {
             match self.inner.accept().await {
                 Ok((stream, addr)) => {
+                    // Over its source's share, or the front's cap and its
+                    // reserve: closed at once, its descriptor never held.
+                    let Some(place) = self.conns.admit(addr.ip()) else {
+                        tracing::debug!(
+                            "a connection from {addr} closed: over server.max_connections or its address's share"
+                        );
+                        continue;
+                    };
                     // Responses are written whole, often as two writes (an
                     // SSE stream's priming event, then the message): with
                     // Nagle's algorithm the second waits for the client's
@@ -57,10 +85,15 @@ impl axum::serve::Listener for PeerListener {
                         tracing::debug!("TCP_NODELAY on a connection from {addr}: {e}");
                     }
                     let uid = match stream.local_addr() {
+                        Ok(_) if toolhost_base::own::is_plugin_socket(addr) => {
+                            tracing::warn!("a connection from {addr}, a plugin's own socket: never the operator");
+                            None
+                        }
                         Ok(local) if canonical(addr.ip()).is_loopback() => socket_owner(addr, local),
                         _ => None,
                     };
-                    return (stream, Peer { addr, uid });
+                    let reserve = place.is_reserve();
+                    return (Counted::new(stream, place), Peer { addr, uid, reserve });
                 }
                 // As axum's own listener: errors of one connection are
                 // skipped; others (out of descriptors) wait a moment.
@@ -74,7 +107,7 @@ impl axum::serve::Listener for PeerListener {
     }
 
     fn local_addr(&self) -> std::io::Result<Peer> {
-        Ok(Peer { addr: self.inner.local_addr()?, uid: None })
+        Ok(Peer { addr: self.inner.local_addr()?, uid: None, reserve: false })
     }
 }
 
@@ -119,7 +152,8 @@ pub struct TlsPeerListener {
 }
 
 /// A connection of a [`TlsPeerListener`].
-pub type TlsOrPlain = tokio_util::either::Either<Box<tokio_rustls::server::TlsStream<TcpStream>>, TcpStream>;
+pub type TlsOrPlain =
+    tokio_util::either::Either<Box<tokio_rustls::server::TlsStream<Counted<TcpStream>>>, Counted<TcpStream>>;
 
 /// How long a client has to send its first byte and finish a handshake.
 pub const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -142,7 +176,7 @@ impl TlsPeerListener {
                 tokio::spawn(async move {
                     let sorted = tokio::time::timeout(HANDSHAKE_TIMEOUT, async {
                         let mut first = [0u8; 1];
-                        match stream.peek(&mut first).await {
+                        match stream.get_ref().peek(&mut first).await {
                             // A TLS record of type handshake.
                             Ok(1) if first[0] == 0x16 => match acceptor.accept(stream).await {
                                 Ok(tls) => Some(tokio_util::either::Either::Left(Box::new(tls))),

@@ -569,8 +569,10 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
     fn take_message(&mut self) -> Result<Option<RxJsonRpcMessage<RoleServer>>, OutputClosed> {
         let cut = std::mem::take(&mut self.cut);
         let verdict = if cut {
+            // The id, when it came before the cut: the client matches the
+            // refusal to its call and returns at once.
             Err(Rejection::new(
-                Value::Null,
+                crate::jsonrpc::leading_id(&self.line).unwrap_or(Value::Null),
                 INVALID_REQUEST,
                 format!("Invalid Request: a message over {MAX_STDIO_MESSAGE} bytes"),
             ))

@@ -28,6 +28,24 @@ pub struct Mismatch(pub String);
 /// Most schema violations listed in one error message.
 const MAX_REPORTED: usize = 5;
 
+/// Most bytes of one violation's text (its field's path and the schema
+/// library's words, which quote the offending value): a 3 MB invalid
+/// argument must not come back as a 3 MB error.
+const MAX_PROBLEM_BYTES: usize = 160;
+
+/// `text` cut to at most `max` bytes on a character boundary, with `…`
+/// and the number of bytes left out when cut.
+fn cut(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…[{} more bytes]", &text[..end], text.len() - end)
+}
+
 impl Validator {
     /// Compiles `schema`; fails when it is not a valid JSON Schema.
     pub fn new(schema: &serde_json::Value) -> Result<Validator, SchemaError> {
@@ -35,7 +53,9 @@ impl Validator {
     }
 
     /// Checks `instance`. The error names each offending field by its JSON
-    /// pointer (`/expression`), or says "arguments" for the object itself.
+    /// pointer (`/expression`), or says "arguments" for the object itself;
+    /// at most five, each cut to 160 bytes (the value it quotes included),
+    /// so the whole stays under 1 KB whatever the arguments.
     pub fn check(&self, instance: &serde_json::Value) -> Result<(), Mismatch> {
         let mut problems: Vec<String> = Vec::new();
         let mut more = 0;
@@ -46,7 +66,7 @@ impl Validator {
             }
             let path = e.instance_path().as_str();
             let place = if path.is_empty() { "arguments".to_string() } else { format!("field {path}") };
-            problems.push(format!("{place}: {e}"));
+            problems.push(cut(&format!("{place}: {e}"), MAX_PROBLEM_BYTES));
         }
         if problems.is_empty() {
             return Ok(());
@@ -62,6 +82,28 @@ impl Validator {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// A 3 MB invalid argument (which came back in a 3,000,251-byte error)
+    /// gets an error under 1 KB, still naming the field.
+    #[test]
+    fn an_error_quotes_at_most_a_few_hundred_bytes_of_an_argument() {
+        let v = Validator::new(&json!({
+            "type": "object",
+            "properties": { "expression": { "type": "string", "maxLength": 64 } },
+            "patternProperties": { "^é": { "type": "integer" } },
+        }))
+        .unwrap();
+        let huge = "é".repeat(1_500_000);
+        let mut args = serde_json::Map::new();
+        args.insert("expression".into(), json!(huge));
+        for i in 0..10 {
+            args.insert(format!("é{i}{huge}"), json!("not an integer"));
+        }
+        let e = v.check(&serde_json::Value::Object(args)).unwrap_err();
+        assert!(e.0.len() < 1024, "{} bytes", e.0.len());
+        assert!(e.0.contains("field /"), "{}", e.0);
+        assert!(e.0.contains("more bytes]"), "{}", e.0);
+    }
 
     fn roll_schema() -> Validator {
         Validator::new(&json!({

@@ -102,15 +102,14 @@ pub(super) async fn post(front: &Front, endpoints: &Endpoints, slug: &str, reque
             None => return error(StatusCode::NOT_FOUND, "not_found", "no live session with that Mcp-Session-Id"),
         }
     }
-    let body = match axum::body::to_bytes(request.into_body(), MAX_TURN_BODY).await {
-        Ok(b) => b,
-        Err(_) => {
-            return error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "invalid_input",
-                &format!("a turn's body is at most {MAX_TURN_BODY} bytes"),
-            );
-        }
+    // Within the body deadline and budget; a declared length over the
+    // limit is answered at once (it was left waiting for a body that never came).
+    let body = match read_body(front, request, MAX_TURN_BODY, 0, "a turn's body").await {
+        Ok(r) => match r.extensions().get::<BodyBytes>() {
+            Some(b) => b.0.clone(),
+            None => axum::body::Bytes::new(),
+        },
+        Err(r) => return r,
     };
     let body: TurnBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
