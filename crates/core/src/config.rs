@@ -508,6 +508,10 @@ pub struct PluginsConfig {
     /// PEM files of CAs plugins' HTTPS requests trust besides the
     /// platform's.
     pub http_ca_files: Vec<PathBuf>,
+    /// `IP:port` of the name servers plugins' host names are resolved
+    /// with; empty (the default) for the system's (`/etc/resolv.conf`,
+    /// with `/etc/hosts`).
+    pub http_nameservers: Vec<String>,
     /// Plugin -> a prefix for its tools' names (`wx_`: `wx_now`).
     pub prefix: BTreeMap<String, String>,
     /// Plugin -> its plain config values (`units: metric`), read through
@@ -538,10 +542,6 @@ impl std::fmt::Display for ConfigValue {
             ConfigValue::Bool(b) => write!(f, "{b}"),
             ConfigValue::Int(i) => write!(f, "{i}"),
             ConfigValue::Float(x) => write!(f, "{x}"),
-    /// `IP:port` of the name servers plugins' host names are resolved
-    /// with; empty (the default) for the system's (`/etc/resolv.conf`,
-    /// with `/etc/hosts`).
-    pub http_nameservers: Vec<String>,
         }
     }
 }
@@ -566,6 +566,7 @@ impl Default for PluginsConfig {
             limits: BTreeMap::new(),
             http_resolve: BTreeMap::new(),
             http_ca_files: Vec::new(),
+            http_nameservers: Vec::new(),
             prefix: BTreeMap::new(),
             config: BTreeMap::new(),
         }
@@ -596,7 +597,6 @@ impl PluginLimitsConfig {
     /// As the runtime takes it.
     pub fn to_limits(&self) -> crate::runtime::PluginLimits {
         crate::runtime::PluginLimits {
-            http_nameservers: Vec::new(),
             memory_bytes: self.memory_mib.map(|m| m << 20),
             fuel: self.fuel.map(|f| (f > 0).then_some(f)),
             timeout_ceiling: self.timeout_ceiling_ms.map(Duration::from_millis),
@@ -642,6 +642,10 @@ pub struct LimitsConfig {
     pub http_response_bytes: Option<usize>,
     /// Largest HTTP request body one call sends, bytes (default 1 MiB).
     pub http_request_bytes: Option<usize>,
+    /// Host-side resources (WASI handles: HTTP fields, requests, bodies,
+    /// streams, pollables, open files) one call may hold at once (default
+    /// 1024); past it the call ends with `memory_limit`.
+    pub host_resources_per_call: Option<usize>,
 }
 
 impl LimitsConfig {
@@ -672,10 +676,6 @@ impl LimitsConfig {
             l.max_wasm_stack = k << 10;
         }
         if let Some(n) = self.plugin_concurrency {
-    /// Host-side resources (WASI handles: HTTP fields, requests, bodies,
-    /// streams, pollables, open files) one call may hold at once (default
-    /// 1024); past it the call ends with `memory_limit`.
-    pub host_resources_per_call: Option<usize>,
             l.plugin_concurrency = n.max(1);
         }
         if let Some(ms) = self.queue_wait_ms {
@@ -695,6 +695,9 @@ impl LimitsConfig {
         }
         if let Some(n) = self.http_request_bytes {
             l.http_request_bytes = n;
+        }
+        if let Some(n) = self.host_resources_per_call {
+            l.host_resources_per_call = n.max(64);
         }
         l
     }
@@ -726,9 +729,6 @@ impl Config {
     /// written (it, or its directory) is refused: it names commands to run
     /// and grants to give.
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        if let Some(n) = self.host_resources_per_call {
-            l.host_resources_per_call = n.max(64);
-        }
         let text = crate::runtime::private::read_obeyed(path, MAX_CONFIG_BYTES)
             .map_err(|source| ConfigError::Io { path: path.to_path_buf(), source })?;
         let mut cfg =
@@ -907,6 +907,14 @@ impl Config {
                 return Err(format!("{key}: {addr:?} is not an IP:port address{}", at(name)));
             }
         }
+        for ns in &self.plugins.http_nameservers {
+            if ns.parse::<std::net::SocketAddr>().is_err() {
+                return Err(format!(
+                    "plugins.http_nameservers: {ns:?} is not an IP:port address (a name server's address and port, 127.0.0.1:53){}",
+                    at(ns)
+                ));
+            }
+        }
         for (plugin, l) in &self.plugins.limits {
             let key = format!("plugins.limits.{plugin}");
             if l.memory_mib == Some(0) {
@@ -937,14 +945,6 @@ impl Config {
             {
                 return Err(format!(
                     "{key}.timeout_ceiling_ms: {ms} ms is below limits.timeout_floor_ms, the shortest deadline any call gets{}",
-        for ns in &self.plugins.http_nameservers {
-            if ns.parse::<std::net::SocketAddr>().is_err() {
-                return Err(format!(
-                    "plugins.http_nameservers: {ns:?} is not an IP:port address (a name server's address and port, 127.0.0.1:53){}",
-                    at(ns)
-                ));
-            }
-        }
                     at(plugin)
                 ));
             }
