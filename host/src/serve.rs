@@ -51,23 +51,30 @@ pub fn http_app(
 }
 
 /// What `serve` does on SIGINT or SIGTERM, for `grace`: stops taking new
-/// sessions (`drain`, when serving HTTP) and waits, while the open ones
-/// are served, until none is left (`done`: a stdio session ended; over
-/// HTTP, the last session closed) or `grace` has passed. A second signal
-/// cuts the wait short: [`Stop::Now`].
+/// sessions (`drain`, when serving HTTP; with `voice`, the voice relay's
+/// sessions end once their calls in flight are answered, closed with 1001)
+/// and waits, while the open ones are served, until nothing is left to
+/// answer (`done`: a stdio session ended; over HTTP, no MCP request in
+/// flight and no voice session open: idle MCP sessions do not hold the
+/// host) or `grace` has passed. A second signal cuts the wait short:
+/// [`Stop::Now`].
 pub async fn drain_for(
     grace: std::time::Duration,
     drain: Option<&Drain>,
+    voice: Option<&crate::bridge::relay::Relay>,
     done: impl std::future::Future<Output = ()>,
     second_signal: impl std::future::Future<Output = ()>,
 ) -> Stop {
     if let Some(d) = drain {
         d.start();
     }
+    if let Some(v) = voice {
+        v.drain();
+    }
     let emptied = async {
         match drain {
             Some(d) => {
-                while d.open_sessions() > 0 {
+                while d.in_flight() > 0 || voice.is_some_and(|v| v.open_sessions() > 0) {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             }

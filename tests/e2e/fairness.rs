@@ -369,22 +369,29 @@ fn exit_within(
     None
 }
 
+/// An agent whose `sleep` may run 15 s: a call stays in flight as long as
+/// a test needs it to.
+const SLEEPER: &str = "budget:\n  long_tools:\n    - tool: sleep\n      timeout_ms: 15000\n      agents: [Sleeper]\nnpcs:\n  - name: Sleeper\n    budget_tier: deep\n    tools: [sleep]\n";
+
 /// The issue's seventh finding: on SIGTERM with a session open, `serve`
 /// stopped answering but was still alive after 65 s. Now, with three
-/// sessions open, it refuses new sessions (503, `Retry-After`), answers the
-/// call under way, and exits 0 once `server.shutdown_grace_secs` is over.
+/// sessions open, it refuses new sessions (503, `Retry-After`), serves the
+/// open ones while the call under way runs, answers that call, and exits 0
+/// as soon as it is answered: the two idle sessions do not hold it for
+/// `server.shutdown_grace_secs` (issue #48, finding 4: one idle session
+/// made it wait the whole grace).
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
     let t = tempfile::tempdir().unwrap();
     let (mut host, url) = serve_with(
         t.path(),
         &format!(
-            "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 3\nplugins:\n  files: [{HOSTILE_PATH:?}]\nbudget:\n  pin: {{ sleep: deep }}\n"
+            "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 30\nplugins:\n  files: [{HOSTILE_PATH:?}]\n{SLEEPER}"
         ),
     );
-    let sessions = [connect(&url, "/mcp").await, connect(&url, "/mcp").await, connect(&url, "/mcp").await];
-    // A call under way when the signal comes (under its 1 s deadline).
-    let call = tokio::spawn(sleep_on(sessions[0].peer().clone(), 700));
+    let sessions = [connect(&url, "/mcp/sleeper").await, connect(&url, "/mcp").await, connect(&url, "/mcp").await];
+    // A call under way when the signal comes (under its deadline).
+    let call = tokio::spawn(sleep_on(sessions[0].peer().clone(), 2500));
     eventually("the call is running", async || running(&url, "hostile").await == 1).await;
     signal(&host, "-TERM");
     logged(&t.path().join("serve.log"), "stopping: new sessions refused").await;
@@ -403,8 +410,10 @@ async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
     let ready = reqwest::get(format!("{url}/readyz")).await.unwrap();
     assert_eq!(ready.status(), 503, "not ready while stopping");
     assert_eq!(reqwest::get(format!("{url}/healthz")).await.unwrap().status(), 200, "alive while stopping");
-    assert_eq!(call.await.unwrap(), None, "the call under way is answered");
-    assert!(names(&sessions[1]).await.contains(&"sleep".to_string()), "open sessions are served on");
+    assert!(names(&sessions[1]).await.contains(&"echo".to_string()), "open sessions are served on");
+    assert_eq!(running(&url, "hostile").await, 1, "the call is still under way");
+    let answered = tokio::time::timeout(std::time::Duration::from_secs(20), call).await;
+    assert_eq!(answered.expect("the call under way is answered").unwrap(), None, "the call under way is answered");
     let (status, took) = tokio::task::spawn_blocking(move || {
         let r = exit_within(&mut host, std::time::Duration::from_secs(10));
         (r, host)
@@ -413,30 +422,43 @@ async fn sigterm_with_three_sessions_open_exits_within_the_grace_period() {
     .map(|(r, _)| r.expect("serve exited"))
     .unwrap();
     assert_eq!(status.code(), Some(0), "a clean stop");
-    assert!(took < std::time::Duration::from_secs(5), "within the grace period: {took:?}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "once the call is answered, the idle sessions do not hold the host for its 30 s grace: {took:?}"
+    );
 }
 
-/// A second signal stops at once; with no session open the first one does.
+/// A second signal stops at once; with only idle sessions open the first
+/// one does, within a second (issue #48, finding 4).
 #[test]
-fn a_second_signal_stops_at_once_and_an_idle_host_stops_right_away() {
+fn a_second_signal_stops_at_once_and_a_host_with_only_idle_sessions_stops_right_away() {
     let t = tempfile::tempdir().unwrap();
-    let config = "server:\n  rate_limit: { per_minute: 0 }\n  shutdown_grace_secs: 30\n";
-    let (mut idle, _) = serve_with(t.path(), config);
+    let config = format!(
+        "server:\n  rate_limit: {{ per_minute: 0 }}\n  shutdown_grace_secs: 30\nplugins:\n  files: [{HOSTILE_PATH:?}]\n{SLEEPER}"
+    );
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (mut idle, url) = serve_with(t.path(), &config);
+    let sessions = rt.block_on(async { [connect(&url, "/mcp").await, connect(&url, "/mcp").await] });
     signal(&idle, "-INT");
     let (status, took) = exit_within(&mut idle, std::time::Duration::from_secs(10)).expect("an idle host stops");
     assert_eq!(status.code(), Some(0));
-    assert!(took < std::time::Duration::from_secs(5), "{took:?}");
+    assert!(took < std::time::Duration::from_secs(1), "two idle sessions, not the 30 s grace: {took:?}");
+    drop(sessions);
 
     let t = tempfile::tempdir().unwrap();
-    let (mut busy, url) = serve_with(t.path(), config);
-    let rt = tokio::runtime::Runtime::new().unwrap();
-    let session = rt.block_on(connect(&url, "/mcp"));
+    let (mut busy, url) = serve_with(t.path(), &config);
+    let session = rt.block_on(connect(&url, "/mcp/sleeper"));
+    let call = rt.spawn(sleep_on(session.peer().clone(), 10_000));
+    rt.block_on(eventually("the call is running", async || running(&url, "hostile").await == 1));
     signal(&busy, "-INT");
-    // It says it waits for the session, and that a second signal stops it.
-    rt.block_on(logged(&t.path().join("serve.log"), "the 1 open served for up to 30 s"));
-    assert!(busy.0.try_wait().unwrap().is_none(), "waiting for the open session");
+    // It says it waits for the call, and that a second signal stops it.
+    rt.block_on(logged(
+        &t.path().join("serve.log"),
+        "1 requests in flight and 0 voice sessions finished for up to 30 s",
+    ));
+    assert!(busy.0.try_wait().unwrap().is_none(), "waiting for the call in flight");
     signal(&busy, "-INT");
     let (status, _) = exit_within(&mut busy, std::time::Duration::from_secs(5)).expect("the second signal stops it");
     assert_eq!(status.code(), Some(130));
-    drop(session);
+    drop((call, session));
 }

@@ -12,9 +12,17 @@ Opens --sessions sessions at once on --url (with `Authorization: Bearer
   forge   (OpenAI) says "hello" (audio, commit) and, as soon as a function
           call starts (`response.output_item.added`), answers it itself
           with a forged output, once in a text frame and once in a binary
-          frame; then reads until a response.done without a call.
+          frame; then reads until a response.done without a call;
+  flood-empty, flood-byte
+          writes empty (or one-byte) text frames as fast as the socket
+          takes them, for --seconds or until the relay closes, reading
+          nothing meanwhile; then reads to the close.
+Before the mode: each --send message is sent (text), then with --say TEXT
+(OpenAI) the audio of TEXT and a commit. --keep N keeps the first N
+messages read (parsed) in "events"; every function call the client sees
+starting (`response.function_call_arguments.done`) is named in "calls".
 Prints one JSON object: {"opened", "refused": [HTTP statuses], "closed":
-[{"code", "reason"}], "received", "bytes"}.
+[{"code", "reason"}], "received", "bytes", "sent", "events", "calls"}.
 """
 
 from __future__ import annotations
@@ -26,6 +34,40 @@ import json
 
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.protocol import State
+
+
+def keep(args, out: dict, message) -> None:
+    """Counts a message read, and keeps what the summary asks for."""
+    out["received"] += 1
+    out["bytes"] += len(message)
+    try:
+        e = json.loads(message)
+    except ValueError:
+        return
+    if len(out["events"]) < args.keep:
+        out["events"].append(e)
+    if isinstance(e, dict) and e.get("type") == "response.function_call_arguments.done":
+        out["calls"].append(e.get("name"))
+
+
+async def flood(ws, args, out: dict) -> None:
+    """Whole masked frames (mask 0) written straight to the socket: far
+    faster than a send per frame, and still a valid WebSocket stream."""
+    payload = b"" if args.mode == "flood-empty" else b"x"
+    frame = bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
+    batch = 4096
+    chunk = frame * batch
+    transport = ws.transport
+    loop = asyncio.get_running_loop()
+    end = loop.time() + args.seconds
+    while loop.time() < end and ws.state is State.OPEN and not transport.is_closing():
+        if transport.get_write_buffer_size() > 1 << 20:
+            await asyncio.sleep(0.001)
+            continue
+        transport.write(chunk)
+        out["sent"] += batch
+        await asyncio.sleep(0)
 
 
 async def forge(ws, args, out: dict) -> None:
@@ -59,7 +101,15 @@ async def session(args, out: dict) -> None:
         return
     out["opened"] += 1
     try:
-        if args.mode == "forge":
+        for message in args.send:
+            await ws.send(message)
+        if args.say:
+            audio = base64.b64encode(args.say.encode()).decode()
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+        if args.mode in ("flood-empty", "flood-byte"):
+            await flood(ws, args, out)
+        elif args.mode == "forge":
             await forge(ws, args, out)
         elif args.mode == "noread":
             # Small and slow: a send never blocks on a relay that stopped
@@ -77,18 +127,17 @@ async def session(args, out: dict) -> None:
                 while limit is None or n < limit:
                     m = await ws.recv()
                     n += 1
-                    out["received"] += 1
-                    out["bytes"] += len(m)
+                    keep(args, out, m)
             if args.mode == "hold":
                 await asyncio.sleep(args.seconds)
     except (ConnectionClosed, TimeoutError, asyncio.TimeoutError):
         pass
-    if args.mode == "noread":
+    if args.mode in ("noread", "flood-empty", "flood-byte"):
         # The relay's close frame waits behind what it had queued for us.
         try:
             async with asyncio.timeout(30):
                 while True:
-                    await ws.recv()
+                    keep(args, out, await ws.recv())
         except (ConnectionClosed, TimeoutError, asyncio.TimeoutError):
             pass
     out["closed"].append({"code": ws.close_code, "reason": ws.close_reason})
@@ -100,10 +149,13 @@ async def main() -> None:
     p.add_argument("--url", required=True)
     p.add_argument("--token", required=True)
     p.add_argument("--sessions", type=int, default=1)
-    p.add_argument("--mode", choices=["read", "noread", "hold", "forge"], default="read")
+    p.add_argument("--mode", choices=["read", "noread", "hold", "forge", "flood-empty", "flood-byte"], default="read")
     p.add_argument("--seconds", type=float, default=20.0)
+    p.add_argument("--send", action="append", default=[], help="a text message sent first (repeatable)")
+    p.add_argument("--say", help="(OpenAI) the audio of this text, then a commit")
+    p.add_argument("--keep", type=int, default=0, help="keep the first N messages read in the summary")
     args = p.parse_args()
-    out = {"opened": 0, "refused": [], "closed": [], "received": 0, "bytes": 0}
+    out = {"opened": 0, "refused": [], "closed": [], "received": 0, "bytes": 0, "sent": 0, "events": [], "calls": []}
     await asyncio.gather(*(session(args, out) for _ in range(args.sessions)))
     print(json.dumps(out), flush=True)
 

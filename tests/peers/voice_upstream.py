@@ -8,7 +8,7 @@ documented shapes (openai 3.57 `types/realtime/`, google-genai 3.6.1
 or `toolResponse` fails the test.
 
   voice_upstream.py --format openai|gemini --log LOG.jsonl
-                    [--scenario SCENARIO.json] [--hostile flood|huge|close|stall]
+                    [--scenario SCENARIO.json] [--hostile flood|huge|close|stall|noread]
 
 Binds 127.0.0.1:0 (plain ws), prints `listening on 127.0.0.1:PORT` as its first
 stdout line, serves any path until SIGTERM/SIGINT (exit 0). LOG gets one JSON
@@ -56,7 +56,9 @@ later connection whose setup carries an issued handle continues that session
 Hostile modes (after the first event: session.created / setupComplete):
 flood = 200,000 small valid events, then serve on; huge = one 100 MB
 message; close = drop the TCP connection 0.5 s later without a close frame;
-stall = accept the WebSocket and never send anything.
+stall = accept the WebSocket and never send anything; noread (OpenAI) = send
+session.created, then never read again (the socket's buffers fill, and the
+relay's writes to it block), holding the connection until the relay drops it.
 """
 
 from __future__ import annotations
@@ -452,6 +454,10 @@ class OpenAISession:
 
     async def run(self, hostile: str | None) -> None:
         await self.conn.send(self.ev("session.created", session=self.session))
+        if hostile == "noread":
+            # websockets stops reading the socket once max_queue frames wait.
+            self.conn.note("reading nothing from now on")
+            await asyncio.Event().wait()
         await hostile_start(self.conn, hostile, self.hostile)
         try:
             async for event in self.conn.messages():
@@ -776,7 +782,7 @@ async def main() -> int:
     parser.add_argument("--format", required=True, choices=["openai", "gemini"])
     parser.add_argument("--log", required=True, help="JSON-lines log file (appended to)")
     parser.add_argument("--scenario", help='JSON: {"calls": {"<transcript>": {"name", "arguments"}}}')
-    parser.add_argument("--hostile", choices=["flood", "huge", "close", "stall"])
+    parser.add_argument("--hostile", choices=["flood", "huge", "close", "stall", "noread"])
     args = parser.parse_args()
     scenario = {}
     if args.scenario:

@@ -145,8 +145,8 @@ async def main() -> None:
         up, port = start_upstream(tmp)
         host, addr = start_toolhost(args.toolhost, tmp, port)
         try:
-            urls = {"direct": f"ws://127.0.0.1:{port}/v1/realtime?model=m",
-                    "relayed": f"ws://{addr}/voice/realtime?model=m"}
+            urls = {"direct": f"ws://127.0.0.1:{port}/v1/realtime?model=gpt-realtime",
+                    "relayed": f"ws://{addr}/voice/realtime?model=gpt-realtime"}
             got = {(k, c): [] for k in urls for c in ("event", "call")}
             socks = {k: await session(u, k == "direct") for k, u in urls.items()}
             for ws in socks.values():  # warm-up

@@ -41,39 +41,73 @@
 //!   answer it sends itself to a call the relay runs is dropped.
 //! - **Everything else** passes unchanged, both ways.
 //!
-//! Bounds: each message is at most `voice.max_message_bytes`, each side's
-//! unsent messages at most `voice.max_buffered_bytes` (a side that does not
-//! read is closed), `voice.max_sessions` sessions at once, and 8 calls
-//! running at once per session (an upstream's further calls wait). When the
+//! What the operator decides: the models clients may ask for
+//! (`voice.openai.models`, `voice.gemini.models`; by default the configured
+//! `model` only: OpenAI's `?model=` and `session.model`, Gemini's
+//! `setup.model`), and caps on generation settings (`max_output_tokens`,
+//! set on every session, and `max_temperature`). A client asking for
+//! another model gets an error (OpenAI: an `error` event, then a close with
+//! 1008; Gemini: a close with 1008 and the reason) and the upstream never
+//! hears of it. Only `model` goes upstream in OpenAI's query. A Gemini
+//! resumption handle is passed upstream only for the agent whose session
+//! received it ([`handles`]).
+//!
+//! Bounds: each message is at most `voice.max_message_bytes`; each side's
+//! unsent messages at most `voice.max_buffered_bytes` per session and
+//! `voice.max_buffered_total_bytes` for all sessions together, each message
+//! counting its bytes and [`budget::FRAME_COST`] more (a session past
+//! either is closed with 1008); `voice.max_sessions` sessions at once, an
+//! agent at most `voice.max_sessions_per_agent` of them (503 with
+//! `Retry-After` past either); a session where neither side sent a message
+//! for `voice.session_idle_secs` is closed (1000), and so is a Gemini
+//! client that sends no setup within `voice.setup_timeout_secs` (1008); 8
+//! calls run at once per session (an upstream's further calls wait). When
+//! a session ends, its upstream connection and tasks end with it. When the
 //! upstream fails or closes, the client's session is closed with a close
 //! code and a reason saying so: 1014 (bad gateway) when the upstream fails,
 //! closes or says nothing for 15 s after connecting, 1009 for a message
-//! over the cap, 1008 for a side that does not read. Before the upgrade,
-//! HTTP answers: 503 with `Retry-After` at the session limit, 502 when
-//! the upstream cannot be reached, 404 for a path or format not served.
+//! over the cap. Before the upgrade, HTTP answers 502 when the upstream
+//! cannot be reached, 404 for a path or format not served.
+//!
+//! Stopping ([`Relay::drain`], on SIGTERM): each session's calls in flight
+//! finish and their outputs go upstream, then the client is closed with
+//! 1001; calls the upstream makes meanwhile are answered as closed.
 
 use crate::{Bridge, Format};
 use axum::extract::FromRequestParts as _;
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use budget::{Full, Outbox};
 use futures::{SinkExt as _, StreamExt as _};
 use serde_json::{Value, json};
-use std::collections::HashSet;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
-use tokio::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};
 use toolhost_core::config::{VoiceConfig, VoiceUpstream};
 use toolhost_core::{Host, TurnCues};
+
+mod budget;
+mod handles;
+mod policy;
+
+pub use policy::{DEFAULT_GEMINI_MODEL, DEFAULT_MAX_OUTPUT_TOKENS, DEFAULT_OPENAI_MODEL};
 
 /// The default cap on one WebSocket message.
 pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// The default cap on one side's unsent messages.
 pub const DEFAULT_MAX_BUFFERED_BYTES: usize = 8 << 20;
+/// The default cap on all sessions' unsent messages together.
+pub const DEFAULT_MAX_BUFFERED_TOTAL_BYTES: usize = 128 << 20;
 /// The default cap on relayed sessions at once.
 pub const DEFAULT_MAX_SESSIONS: usize = 200;
+/// How long a session may go without a message either way, by default.
+pub const DEFAULT_SESSION_IDLE: Duration = Duration::from_secs(120);
+/// How long a Gemini client has to send its setup, by default.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How often the relay checks whether the visible tools changed without a
 /// turn (an override set or expired, a plugin added or removed).
@@ -94,6 +128,10 @@ const FIRST_EVENT_WAIT: Duration = Duration::from_secs(15);
 /// How long a closing session waits for its close frame to be written.
 const CLOSE_WAIT: Duration = Duration::from_secs(10);
 
+/// How long an ended session's upstream writer has to send what was
+/// queued and the close; then it is stopped, and the connection closed.
+const UPSTREAM_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
 /// How long the relay waits for an upstream to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -113,6 +151,7 @@ pub enum RelayError {
 struct Upstream {
     base: String,
     key: String,
+    models: policy::Models,
 }
 
 impl std::fmt::Debug for Upstream {
@@ -137,7 +176,8 @@ impl Upstream {
                 "{which}: the operator's API key is read from ${env} (voice.{which}.api_key_env), which is not set"
             ))
         })?;
-        Ok(Upstream { base: cfg.url.trim_end_matches('/').to_string(), key })
+        let models = policy::Models::from_config(cfg, which == "gemini")?;
+        Ok(Upstream { base: cfg.url.trim_end_matches('/').to_string(), key, models })
     }
 }
 
@@ -149,16 +189,47 @@ pub struct Relay {
     gemini: Option<Upstream>,
     max_message: usize,
     max_buffered: usize,
+    total: Arc<budget::Total>,
     max_sessions: usize,
-    sessions: Arc<AtomicUsize>,
+    per_agent: usize,
+    idle: Duration,
+    setup_wait: Duration,
+    caps: policy::Caps,
+    slots: Arc<Slots>,
+    handles: handles::Handles,
+    /// Set once the host stops: every session ends after its calls.
+    stopping: watch::Sender<bool>,
 }
 
-/// One session counted against `voice.max_sessions` until dropped.
-struct SessionSlot(Arc<AtomicUsize>);
+/// The sessions open, in all and by agent.
+#[derive(Debug, Default)]
+struct Slots {
+    open: Mutex<(usize, HashMap<String, usize>)>,
+}
+
+impl Slots {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<String, usize>)> {
+        self.open.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// One session counted against `voice.max_sessions` and its agent's share
+/// until dropped.
+struct SessionSlot {
+    slots: Arc<Slots>,
+    agent: String,
+}
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        let mut open = self.slots.lock();
+        open.0 -= 1;
+        if let Some(n) = open.1.get_mut(&self.agent) {
+            *n -= 1;
+            if *n == 0 {
+                open.1.remove(&self.agent);
+            }
+        }
     }
 }
 
@@ -166,30 +237,95 @@ fn refuse(status: StatusCode, code: &str, message: &str) -> Response {
     (status, axum::Json(json!({"error": {"code": code, "message": message}}))).into_response()
 }
 
+fn busy(message: &str) -> Response {
+    let mut r = refuse(StatusCode::SERVICE_UNAVAILABLE, "capacity_exceeded", message);
+    r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
+    r
+}
+
 impl Relay {
     /// A relay for the upstreams `cfg` configures; `None` when it
-    /// configures none. Fails when a URL is unusable or an API key is
-    /// missing from the environment.
+    /// configures none. Fails when a URL is unusable, a model list does not
+    /// hold its default, or an API key is missing from the environment.
     pub fn new(host: Arc<Host>, cfg: &VoiceConfig) -> Result<Option<Relay>, RelayError> {
         let openai = cfg.openai.as_ref().map(|u| Upstream::from_config("openai", u, "OPENAI_API_KEY")).transpose()?;
         let gemini = cfg.gemini.as_ref().map(|u| Upstream::from_config("gemini", u, "GEMINI_API_KEY")).transpose()?;
         if openai.is_none() && gemini.is_none() {
             return Ok(None);
         }
+        let max_sessions = cfg.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS).max(1);
+        let max_buffered = cfg.max_buffered_bytes.unwrap_or(DEFAULT_MAX_BUFFERED_BYTES).max(64 * 1024);
+        let total = cfg.max_buffered_total_bytes.unwrap_or(DEFAULT_MAX_BUFFERED_TOTAL_BYTES).max(max_buffered);
+        if cfg.max_temperature.is_some_and(|t| !t.is_finite() || t < 0.0) {
+            return Err(RelayError::Config("max_temperature must be a number of at least 0".into()));
+        }
         Ok(Some(Relay {
             host,
             openai,
             gemini,
             max_message: cfg.max_message_bytes.unwrap_or(DEFAULT_MAX_MESSAGE_BYTES).max(64 * 1024),
-            max_buffered: cfg.max_buffered_bytes.unwrap_or(DEFAULT_MAX_BUFFERED_BYTES).max(64 * 1024),
-            max_sessions: cfg.max_sessions.unwrap_or(DEFAULT_MAX_SESSIONS).max(1),
-            sessions: Arc::default(),
+            max_buffered,
+            total: Arc::new(budget::Total::new(total)),
+            max_sessions,
+            per_agent: cfg.max_sessions_per_agent.unwrap_or(max_sessions / 4).clamp(1, max_sessions),
+            idle: cfg
+                .session_idle_secs
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_SESSION_IDLE)
+                .max(Duration::from_secs(1)),
+            setup_wait: cfg
+                .setup_timeout_secs
+                .map(Duration::from_secs)
+                .unwrap_or(DEFAULT_SETUP_TIMEOUT)
+                .max(Duration::from_secs(1)),
+            caps: policy::Caps {
+                max_output_tokens: cfg.max_output_tokens.unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS).max(1),
+                max_temperature: cfg.max_temperature,
+            },
+            slots: Arc::default(),
+            handles: handles::Handles::default(),
+            stopping: watch::Sender::new(false),
         }))
     }
 
     /// Relayed sessions open now.
     pub fn open_sessions(&self) -> usize {
-        self.sessions.load(Ordering::Acquire)
+        self.slots.lock().0
+    }
+
+    /// What every session's queues hold now, in bytes (each message
+    /// counting [`budget::FRAME_COST`] more than its payload).
+    pub fn buffered_bytes(&self) -> usize {
+        self.total.held()
+    }
+
+    /// The host stops: each open session ends once its calls in flight have
+    /// finished and their outputs are queued upstream, its client closed
+    /// with 1001. (New sessions are refused by the front meanwhile.) Wait
+    /// for [`Relay::open_sessions`] to reach 0.
+    pub fn drain(&self) {
+        self.stopping.send_replace(true);
+    }
+
+    /// Counts a session of `agent`, or says why a full relay or a full
+    /// share refuses it (503).
+    fn admit(&self, agent: &str) -> Result<SessionSlot, String> {
+        let mut open = self.slots.lock();
+        if open.0 >= self.max_sessions {
+            return Err(format!(
+                "this host relays at most {} voice sessions at once (voice.max_sessions)",
+                self.max_sessions
+            ));
+        }
+        let mine = open.1.get(agent).copied().unwrap_or(0);
+        if mine >= self.per_agent {
+            return Err(format!(
+                "this agent has {mine} voice sessions open, its share of this host (voice.max_sessions_per_agent)"
+            ));
+        }
+        open.0 += 1;
+        *open.1.entry(agent.to_string()).or_default() += 1;
+        Ok(SessionSlot { slots: self.slots.clone(), agent: agent.to_string() })
     }
 
     /// Serves one session request for `agent` at `path` (after `/voice`
@@ -199,8 +335,19 @@ impl Relay {
             let Some(up) = &self.openai else {
                 return refuse(StatusCode::NOT_FOUND, "not_found", "no OpenAI Realtime upstream: set voice.openai.url");
             };
-            let query = request.uri().query().map(|q| format!("?{q}")).unwrap_or_default();
-            (Format::OpenAiRealtime, up.clone(), format!("{}/realtime{query}", up.base))
+            // Only the model goes upstream, and only one the operator allows.
+            let asked = request
+                .uri()
+                .query()
+                .and_then(|q| url::form_urlencoded::parse(q.as_bytes()).find(|(k, _)| k == "model"))
+                .map(|(_, v)| v.into_owned());
+            let model = match up.models.pick(asked.as_deref()) {
+                Ok(m) => m,
+                Err(e) => return refuse_in_session(request, Format::OpenAiRealtime, e).await,
+            };
+            let query: String =
+                url::form_urlencoded::Serializer::new(String::new()).append_pair("model", &model).finish();
+            (Format::OpenAiRealtime, up.clone(), format!("{}/realtime?{query}", up.base))
         } else if let Some(version) =
             path.strip_prefix(GEMINI_PATH.0).and_then(|v| v.strip_suffix(GEMINI_PATH.1)).filter(|v| is_version(v))
         {
@@ -224,17 +371,10 @@ impl Relay {
             Ok(b) => Arc::new(b),
             Err(e) => return refuse(StatusCode::NOT_FOUND, "not_found", &e.to_string()),
         };
-        if self.sessions.fetch_add(1, Ordering::AcqRel) >= self.max_sessions {
-            self.sessions.fetch_sub(1, Ordering::AcqRel);
-            let mut r = refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "capacity_exceeded",
-                &format!("this host relays at most {} voice sessions at once (voice.max_sessions)", self.max_sessions),
-            );
-            r.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
-            return r;
-        }
-        let slot = SessionSlot(self.sessions.clone());
+        let slot = match self.admit(&agent) {
+            Ok(s) => s,
+            Err(why) => return busy(&why),
+        };
         let up = match connect(&url, format, &upstream.key, self.max_message).await {
             Ok(up) => up,
             Err(e) => {
@@ -248,12 +388,43 @@ impl Relay {
             .max_message_size(self.max_message)
             .max_frame_size(self.max_message)
             .on_upgrade(move |client| async move {
-                let session = Session::new(relay, bridge, url, upstream.key);
+                let session = Session::new(relay, bridge, url, upstream);
                 session.run(client, up).await;
                 drop(slot);
             })
             .into_response()
     }
+}
+
+/// A session refused once open, so that the client's SDK shows why: an
+/// OpenAI `error` event (`model_not_allowed`), then a close with 1008 and
+/// the reason. Nothing is connected upstream.
+async fn refuse_in_session(request: axum::extract::Request, format: Format, message: String) -> Response {
+    let (mut parts, _) = request.into_parts();
+    let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
+        Ok(u) => u,
+        Err(_) => return refuse(StatusCode::BAD_REQUEST, "invalid_input", &message),
+    };
+    upgrade
+        .on_upgrade(move |client| async move {
+            let (mut tx, mut rx) = client.split();
+            if format == Format::OpenAiRealtime {
+                let event = json!({"type": "error", "event_id": "event_relay_refused", "error": {
+                    "type": "invalid_request_error", "code": "model_not_allowed", "message": message, "param": "model"}});
+                let _ = tx.send(Message::text(event.to_string())).await;
+            }
+            let close = Close::new(1008, message);
+            let _ = tx.send(Message::Close(Some(CloseFrame { code: close.code, reason: close.reason.into() }))).await;
+            let _ = tokio::time::timeout(CLOSE_WAIT, async {
+                while let Some(Ok(m)) = rx.next().await {
+                    if matches!(m, Message::Close(_)) {
+                        break;
+                    }
+                }
+            })
+            .await;
+        })
+        .into_response()
 }
 
 /// `v1beta`, `v1alpha`, `v1`: letters and digits.
@@ -308,31 +479,6 @@ impl Close {
     }
 }
 
-/// A queue of messages to one side, bounded by their bytes.
-#[derive(Clone)]
-struct Outbox<T> {
-    tx: mpsc::UnboundedSender<T>,
-    bytes: Arc<AtomicUsize>,
-    max: usize,
-}
-
-impl<T> Outbox<T> {
-    fn new(max: usize) -> (Outbox<T>, mpsc::UnboundedReceiver<T>, Arc<AtomicUsize>) {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let bytes = Arc::new(AtomicUsize::new(0));
-        (Outbox { tx, bytes: bytes.clone(), max }, rx, bytes)
-    }
-
-    /// Queues `message` of `len` bytes; `false` when the side holds more
-    /// than its bound unsent (or is gone).
-    fn push(&self, message: T, len: usize) -> bool {
-        if self.bytes.fetch_add(len, Ordering::AcqRel) + len > self.max {
-            return false;
-        }
-        self.tx.send(message).is_ok()
-    }
-}
-
 /// What the upstream writer is told.
 enum ToUpstream {
     Send(tungstenite::Message),
@@ -348,8 +494,10 @@ struct Session {
     /// Bounds the calls this session runs at once: an upstream sending call
     /// after call queues them here, not on the host's blocking threads.
     running: Arc<tokio::sync::Semaphore>,
+    /// Calls started and not yet answered (running or waiting their turn).
+    in_flight: Arc<AtomicUsize>,
     url: String,
-    key: String,
+    upstream: Upstream,
     /// The client's own function tools (declarations) and their names.
     client_tools: Vec<Value>,
     client_names: HashSet<String>,
@@ -369,16 +517,21 @@ struct Session {
     /// call the model made there, before it heard of the new one, is still
     /// answered).
     retired: Option<futures::stream::SplitStream<UpStream>>,
+    /// When either side last sent a message (pings aside).
+    last_message: Instant,
+    /// The host is stopping: the session ends once its calls are answered.
+    stopping: bool,
 }
 
 impl Session {
-    fn new(relay: Arc<Relay>, bridge: Arc<Bridge>, url: String, key: String) -> Session {
+    fn new(relay: Arc<Relay>, bridge: Arc<Bridge>, url: String, upstream: Upstream) -> Session {
         Session {
             relay,
             bridge,
             running: Arc::new(tokio::sync::Semaphore::new(CALLS_AT_ONCE)),
+            in_flight: Arc::default(),
             url,
-            key,
+            upstream,
             client_tools: Vec::new(),
             client_names: HashSet::new(),
             ours: HashSet::new(),
@@ -389,15 +542,18 @@ impl Session {
             client_resumes: false,
             declared: false,
             retired: None,
+            last_message: Instant::now(),
+            stopping: false,
         }
     }
 
     async fn run(mut self, client: WebSocket, upstream: UpStream) {
-        let max_buffered = self.relay.max_buffered;
+        let started = Instant::now();
+        let (max_buffered, total) = (self.relay.max_buffered, self.relay.total.clone());
         let (mut client_tx, mut client_rx) = client.split();
         let (up_tx, mut up_rx) = upstream.split();
-        let (to_client, mut client_queue, client_bytes) = Outbox::<Message>::new(max_buffered);
-        let (to_up, mut up_queue, up_bytes) = Outbox::<ToUpstream>::new(max_buffered);
+        let (to_client, mut client_queue) = budget::outbox::<Message>(max_buffered, &total);
+        let (to_up, mut up_queue) = budget::outbox::<ToUpstream>(max_buffered, &total);
         // The writers: each drains its queue into its side.
         // On `close_now` the writer drops what is queued and sends only the
         // close frame: a client that stopped reading gets it (and its
@@ -420,7 +576,7 @@ impl Session {
                         if client_tx.send(m).await.is_err() {
                             break;
                         }
-                        client_bytes.fetch_sub(len, Ordering::AcqRel);
+                        client_queue.sent(len);
                     }
                 }
             }
@@ -434,11 +590,12 @@ impl Session {
                         if sink.send(m).await.is_err() {
                             break;
                         }
-                        up_bytes.fetch_sub(len, Ordering::AcqRel);
+                        up_queue.sent(len);
                     }
                     ToUpstream::Swap(new) => {
+                        up_queue.sent(0);
                         let mut old = std::mem::replace(&mut sink, new);
-                        let _ = old.close().await;
+                        let _ = tokio::time::timeout(UPSTREAM_CLOSE_WAIT, old.close()).await;
                     }
                     ToUpstream::Close => {
                         let _ = sink.close().await;
@@ -449,6 +606,7 @@ impl Session {
         });
         let (calls_tx, mut calls_rx) = mpsc::unbounded_channel::<Vec<Value>>();
         let mut changes = self.relay.host.registry().subscribe();
+        let mut stopping = self.relay.stopping.subscribe();
         let mut refresh = tokio::time::interval(REFRESH);
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // An upstream that accepts and then says nothing is given up on.
@@ -463,19 +621,21 @@ impl Session {
                 }
                 m = client_rx.next() => match m {
                     Some(Ok(Message::Text(t))) => {
-                        if let Err(c) = self.on_client(t.as_str(), &to_up) { break c }
+                        self.last_message = Instant::now();
+                        if let Err(c) = self.on_client(t.as_str(), &to_client, &to_up) { break c }
                     }
                     Some(Ok(Message::Binary(b))) => {
+                        self.last_message = Instant::now();
                         // Text in a binary frame is read as text: a client
                         // must not slip an event past the relay's checks.
                         if let Ok(t) = std::str::from_utf8(&b) {
                             let t = t.to_string();
-                            if let Err(c) = self.on_client(&t, &to_up) { break c }
+                            if let Err(c) = self.on_client(&t, &to_client, &to_up) { break c }
                             continue;
                         }
                         let len = b.len();
-                        if !to_up.push(ToUpstream::Send(tungstenite::Message::Binary(b)), len) {
-                            break up_not_reading()
+                        if let Err(full) = to_up.push(ToUpstream::Send(tungstenite::Message::Binary(b)), len) {
+                            break up_full(full)
                         }
                     }
                     Some(Ok(Message::Close(_))) | None => break Close::new(1000, ""),
@@ -485,10 +645,12 @@ impl Session {
                 m = up_rx.next() => match m {
                     Some(Ok(tungstenite::Message::Text(t))) => {
                         heard_upstream = true;
+                        self.last_message = Instant::now();
                         if let Err(c) = self.on_upstream(t.as_str(), &to_client, &to_up, &calls_tx, &mut up_rx).await { break c }
                     }
                     Some(Ok(tungstenite::Message::Binary(b))) => {
                         heard_upstream = true;
+                        self.last_message = Instant::now();
                         // Gemini Live sends its JSON messages as binary frames.
                         let text = match std::str::from_utf8(&b) { Ok(t) => Some(t.to_string()), Err(_) => None };
                         match text {
@@ -497,7 +659,7 @@ impl Session {
                             }
                             _ => {
                                 let len = b.len();
-                                if !to_client.push(Message::Binary(b), len) { break not_reading() }
+                                if let Err(full) = to_client.push(Message::Binary(b), len) { break client_full(full) }
                             }
                         }
                     }
@@ -526,11 +688,20 @@ impl Session {
                     // An output that cannot be queued ends the session: the
                     // model would otherwise wait on it for ever.
                     if let Err(c) = events.iter().try_for_each(|e| push_up(&to_up, e)) { break c }
+                    if self.stopping && self.in_flight.load(Ordering::Acquire) == 0 { break going_away() }
+                }
+                () = async { let _ = stopping.wait_for(|s| *s).await; }, if !self.stopping => {
+                    // Calls the upstream makes from now on are answered as
+                    // closed; those in flight finish first.
+                    self.stopping = true;
+                    self.bridge.close();
+                    if self.in_flight.load(Ordering::Acquire) == 0 { break going_away() }
                 }
                 changed = changes.changed() => {
                     if changed.is_ok() && let Err(c) = self.redeclare(&to_up, &mut up_rx).await { break c }
                 }
                 _ = refresh.tick() => {
+                    if let Some(c) = self.overdue(started) { break c }
                     if let Err(c) = self.redeclare(&to_up, &mut up_rx).await { break c }
                 }
             }
@@ -540,12 +711,15 @@ impl Session {
             agent = self.bridge.agent(), session = self.bridge.session_id(), code = close.code, reason = %close.reason,
             "voice session ended"
         );
-        let _ = to_up.tx.send(ToUpstream::Close);
+        to_up.push_last(ToUpstream::Close);
         let _ = close_now.send(CloseFrame { code: close.code, reason: close.reason.into() });
-        drop(to_client);
-        // The client's messages are read (and dropped) until it answers the
-        // close: a socket closed with unread input is reset, and a reset
-        // makes the client discard the close frame and its reason.
+        drop((to_client, to_up));
+        // Once the close frame is written, the client's messages are read
+        // (and dropped) until it answers the close: a socket closed with
+        // unread input is reset, and a reset makes the client discard the
+        // close frame and its reason. (Not while it is written: a client
+        // that floods keeps the reader busy enough to starve the writer of
+        // their shared socket, and its flood goes on unanswered.)
         let drain_client = async {
             while let Some(Ok(m)) = client_rx.next().await {
                 if matches!(m, Message::Close(_)) {
@@ -553,17 +727,57 @@ impl Session {
                 }
             }
         };
-        let _ = tokio::time::timeout(CLOSE_WAIT + Duration::from_secs(1), async {
-            let _ = upstream_writer.await;
-            let _ = tokio::join!(client_writer, drain_client);
-        })
-        .await;
+        // Neither writer outlives its wait: one stuck on a side that does
+        // not read is stopped, and with it what it held and its connection.
+        let (stop_up, stop_client) = (upstream_writer.abort_handle(), client_writer.abort_handle());
+        let upstream_done = async {
+            if tokio::time::timeout(UPSTREAM_CLOSE_WAIT, upstream_writer).await.is_err() {
+                stop_up.abort();
+            }
+        };
+        let client_done = async {
+            let in_turn = async {
+                let _ = client_writer.await;
+                drain_client.await;
+            };
+            if tokio::time::timeout(CLOSE_WAIT + Duration::from_secs(1), in_turn).await.is_err() {
+                stop_client.abort();
+            }
+        };
+        tokio::join!(upstream_done, client_done);
+    }
+
+    /// The close of a session gone quiet: no message either way for
+    /// `voice.session_idle_secs`, or (Gemini) no setup within
+    /// `voice.setup_timeout_secs`; or of a stopping session whose calls are
+    /// all answered.
+    fn overdue(&self, started: Instant) -> Option<Close> {
+        if self.stopping && self.in_flight.load(Ordering::Acquire) == 0 {
+            return Some(going_away());
+        }
+        if self.bridge.format() == Format::GeminiLive
+            && self.setup.is_none()
+            && started.elapsed() >= self.relay.setup_wait
+        {
+            return Some(Close::new(
+                1008,
+                format!("no setup message within {} s (voice.setup_timeout_secs)", self.relay.setup_wait.as_secs()),
+            ));
+        }
+        if self.last_message.elapsed() >= self.relay.idle {
+            return Some(Close::new(
+                1000,
+                format!("no message either way for {} s (voice.session_idle_secs)", self.relay.idle.as_secs()),
+            ));
+        }
+        None
     }
 
     /// A client's text message: Gemini's first is its setup; OpenAI
-    /// `session.update` gets the agent's tools; answers to the relay's
-    /// calls are dropped; the rest passes.
-    fn on_client(&mut self, text: &str, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
+    /// `session.update` gets the agent's tools; models and generation
+    /// settings are held to the operator's; answers to the relay's calls
+    /// are dropped; the rest passes.
+    fn on_client(&mut self, text: &str, to_client: &Outbox<Message>, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
         let forward = |t: String| push_text(to_up, t);
         let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(text) else {
             // Not ours to judge: the upstream answers what it cannot parse.
@@ -573,10 +787,30 @@ impl Session {
             Format::OpenAiRealtime => match event.get("type").and_then(Value::as_str) {
                 Some("session.update") => {
                     if let Some(Value::Object(session)) = event.get_mut("session") {
+                        if let Some(asked) = session.get("model") {
+                            let asked = asked.as_str().unwrap_or("(not a string)");
+                            if let Err(e) = self.upstream.models.pick(Some(asked)) {
+                                // Refused as the API refuses an event: the
+                                // session goes on with its model.
+                                let event_id = event.get("event_id").cloned().unwrap_or(Value::Null);
+                                let error = json!({"type": "error", "event_id": "event_relay_refused", "error": {
+                                    "type": "invalid_request_error", "code": "model_not_allowed", "message": e,
+                                    "param": "session.model", "event_id": event_id}});
+                                let text = error.to_string();
+                                let len = text.len();
+                                return to_client.push(Message::text(text), len).map_err(client_full);
+                            }
+                        }
                         if let Some(Value::Array(tools)) = session.get("tools") {
                             self.take_client_tools(tools.clone());
                         }
                         session.insert("tools".into(), self.with_client_tools(self.bridge.declarations()));
+                        self.relay.caps.openai(session, false);
+                    }
+                }
+                Some("response.create") => {
+                    if let Some(Value::Object(response)) = event.get_mut("response") {
+                        self.relay.caps.openai(response, false);
                     }
                 }
                 Some("conversation.item.create") => {
@@ -592,9 +826,31 @@ impl Session {
                 _ => {}
             },
             Format::GeminiLive => {
-                if let Some(Value::Object(setup)) = event.remove("setup") {
+                if let Some(Value::Object(mut setup)) = event.remove("setup") {
                     if self.setup.is_some() {
                         return Err(Close::new(1008, "a second setup message: a session is set up once"));
+                    }
+                    let asked = setup.get("model").map(|m| m.as_str().unwrap_or("(not a string)"));
+                    let model = self.upstream.models.pick(asked).map_err(|e| Close::new(1008, e))?;
+                    setup.insert("model".into(), Value::String(model));
+                    self.relay.caps.gemini(&mut setup);
+                    let handle = ["sessionResumption", "session_resumption"]
+                        .iter()
+                        .find_map(|k| setup.get(*k))
+                        .and_then(|r| r.get("handle"))
+                        .and_then(Value::as_str)
+                        .filter(|h| !h.is_empty());
+                    if let Some(h) = handle
+                        && !self.relay.handles.given_to(h, self.bridge.agent())
+                    {
+                        tracing::warn!(
+                            agent = self.bridge.agent(),
+                            "a resumption handle this agent's sessions were not given, refused"
+                        );
+                        return Err(Close::new(
+                            1008,
+                            "this resumption handle was not given to this agent's sessions here; start a new session",
+                        ));
                     }
                     let setup = self.gemini_setup(setup);
                     self.setup = Some(setup.clone());
@@ -641,11 +897,14 @@ impl Session {
             Format::OpenAiRealtime => match event.get("type").and_then(Value::as_str) {
                 Some("session.created") => {
                     self.declared = true;
-                    let update = json!({
-                        "type": "session.update",
-                        "session": {"type": "realtime", "tools": self.with_client_tools(self.bridge.declarations()), "tool_choice": "auto"},
+                    let mut session = json!({
+                        "type": "realtime", "tools": self.with_client_tools(self.bridge.declarations()), "tool_choice": "auto",
                     });
-                    push_up(to_up, &update)?;
+                    // The session's default is unbounded ("inf").
+                    if let Value::Object(s) = &mut session {
+                        self.relay.caps.openai(s, true);
+                    }
+                    push_up(to_up, &json!({"type": "session.update", "session": session}))?;
                 }
                 Some("conversation.item.input_audio_transcription.completed") => {
                     let words = event.get("transcript").and_then(Value::as_str).unwrap_or_default().to_string();
@@ -675,6 +934,10 @@ impl Session {
                 if let Some(update) = event.get("sessionResumptionUpdate") {
                     if let Some(h) = update.get("newHandle").and_then(Value::as_str).filter(|h| !h.is_empty()) {
                         self.handle = Some(h.to_string());
+                        if self.client_resumes {
+                            // Resumable by this agent's sessions only.
+                            self.relay.handles.given(h, self.bridge.agent());
+                        }
                     }
                     send_to_client = self.client_resumes;
                     if self.redeclare {
@@ -704,9 +967,7 @@ impl Session {
         }
         if send_to_client {
             let len = text.len();
-            if !to_client.push(Message::text(text.to_string()), len) {
-                return Err(not_reading());
-            }
+            to_client.push(Message::text(text.to_string()), len).map_err(client_full)?;
         }
         Ok(())
     }
@@ -782,24 +1043,41 @@ impl Session {
 
     fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Vec<Value>>) {
         let (bridge, calls, running) = (self.bridge.clone(), calls.clone(), self.running.clone());
+        // Counted until answered: a stopping session waits for it.
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let in_flight = self.in_flight.clone();
         tokio::spawn(async move {
-            let Ok(_permit) = running.acquire_owned().await else { return };
-            let answered = tokio::task::spawn_blocking(move || {
-                let out = bridge.handle_event(&event);
-                (out, bridge)
-            })
-            .await;
-            match answered {
-                Ok((Ok(Some(mut events)), bridge)) => {
-                    if bridge.format() == Format::GeminiLive {
-                        schedule(&bridge, &mut events);
+            let events = match running.acquire_owned().await {
+                Ok(_permit) => {
+                    let answered = tokio::task::spawn_blocking(move || {
+                        let out = bridge.handle_event(&event);
+                        (out, bridge)
+                    })
+                    .await;
+                    match answered {
+                        Ok((Ok(Some(mut events)), bridge)) => {
+                            if bridge.format() == Format::GeminiLive {
+                                schedule(&bridge, &mut events);
+                            }
+                            events
+                        }
+                        Ok((Ok(None), _)) => Vec::new(),
+                        Ok((Err(e), _)) => {
+                            tracing::warn!("a function call the relay could not answer: {e}");
+                            Vec::new()
+                        }
+                        Err(e) => {
+                            tracing::error!("a relayed call failed: {e}");
+                            Vec::new()
+                        }
                     }
-                    let _ = calls.send(events);
                 }
-                Ok((Ok(None), _)) => {}
-                Ok((Err(e), _)) => tracing::warn!("a function call the relay could not answer: {e}"),
-                Err(e) => tracing::error!("a relayed call failed: {e}"),
-            }
+                Err(_) => Vec::new(),
+            };
+            // Uncounted before it is sent: the session, reading it, sees
+            // the count without it.
+            in_flight.fetch_sub(1, Ordering::AcqRel);
+            let _ = calls.send(events);
         });
     }
 
@@ -877,7 +1155,7 @@ impl Session {
                 let tools = self.with_client_tools(self.bridge.declarations());
                 setup.insert("tools".into(), tools);
                 setup.insert("sessionResumption".into(), json!({"handle": handle}));
-                let up = connect(&self.url, Format::GeminiLive, &self.key, self.relay.max_message)
+                let up = connect(&self.url, Format::GeminiLive, &self.upstream.key, self.relay.max_message)
                     .await
                     .map_err(|e| Close::new(1014, format!("the upstream voice API could not be resumed: {e}")))?;
                 let (mut tx, mut rx) = up.split();
@@ -891,9 +1169,7 @@ impl Session {
                     _ => return Err(Close::new(1014, "the upstream voice API refused to resume the session")),
                 }
                 tracing::debug!(session = self.bridge.session_id(), "gemini session resumed with new tools");
-                if !to_up.push(ToUpstream::Swap(tx), 0) {
-                    return Err(up_not_reading());
-                }
+                to_up.push(ToUpstream::Swap(tx), 0).map_err(up_full)?;
                 self.retired = Some(std::mem::replace(up_rx, rx));
                 Ok(())
             }
@@ -1018,18 +1294,40 @@ fn push_up(to_up: &Outbox<ToUpstream>, event: &Value) -> Result<(), Close> {
     push_text(to_up, event.to_string())
 }
 
-/// Queues `text` for the upstream, or the close for one that does not read.
+/// Queues `text` for the upstream, or the close for a session past its
+/// budget.
 fn push_text(to_up: &Outbox<ToUpstream>, text: String) -> Result<(), Close> {
     let len = text.len();
-    if to_up.push(ToUpstream::Send(tungstenite::Message::text(text)), len) { Ok(()) } else { Err(up_not_reading()) }
+    to_up.push(ToUpstream::Send(tungstenite::Message::text(text)), len).map_err(up_full)
 }
 
-fn up_not_reading() -> Close {
-    Close::new(1008, "the upstream voice API is not reading; session closed")
+/// The close of a session whose messages to the upstream passed a bound.
+fn up_full(full: Full) -> Close {
+    match full {
+        Full::Session | Full::Gone => {
+            Close::new(1008, "the upstream voice API is not keeping up (voice.max_buffered_bytes); session closed")
+        }
+        Full::Total => total_full(),
+    }
 }
 
-fn not_reading() -> Close {
-    Close::new(1008, "the client is not reading its events (voice.max_buffered_bytes); session closed")
+/// The close of a session whose messages to the client passed a bound.
+fn client_full(full: Full) -> Close {
+    match full {
+        Full::Session | Full::Gone => {
+            Close::new(1008, "the client is not reading its events (voice.max_buffered_bytes); session closed")
+        }
+        Full::Total => total_full(),
+    }
+}
+
+fn total_full() -> Close {
+    Close::new(1008, "the relay holds all it may for every session (voice.max_buffered_total_bytes); session closed")
+}
+
+/// The close of a session when the host stops.
+fn going_away() -> Close {
+    Close::new(1001, "the host is stopping; connect again to continue")
 }
 
 fn client_error(e: &str) -> Close {

@@ -454,11 +454,32 @@ pub struct VoiceConfig {
     /// The largest WebSocket message either side may send, in bytes
     /// (default 4 MiB: a few seconds of audio per message is far less).
     pub max_message_bytes: Option<usize>,
-    /// The most bytes a session holds for a side that does not read them
-    /// (default 8 MiB); past it the session is closed.
+    /// The most bytes a session holds unsent for one side (default 8 MiB);
+    /// each message counts its bytes and 128 more, so empty messages are
+    /// not free. Past it the session is closed (1008).
     pub max_buffered_bytes: Option<usize>,
+    /// The most bytes all sessions together hold unsent, counted the same
+    /// way (default 128 MiB); the session whose message would pass it is
+    /// closed (1008).
+    pub max_buffered_total_bytes: Option<usize>,
     /// The most relayed sessions at once (default 200).
     pub max_sessions: Option<usize>,
+    /// The most relayed sessions one agent holds at once (default: a
+    /// quarter of `max_sessions`); past it, 503.
+    pub max_sessions_per_agent: Option<usize>,
+    /// A session in which neither side sent a message for this long
+    /// (seconds) is closed (default 120; WebSocket pings do not count).
+    pub session_idle_secs: Option<u64>,
+    /// How long a Gemini client has to send its `setup` once connected
+    /// (seconds, default 10); then the session is closed.
+    pub setup_timeout_secs: Option<u64>,
+    /// The most output tokens a response may have: a client's larger
+    /// setting (or none, or OpenAI's `"inf"`) is lowered to it (default
+    /// 4096, OpenAI's own maximum).
+    pub max_output_tokens: Option<u64>,
+    /// The highest sampling temperature a client may set: a higher one is
+    /// lowered to it (default: none, the API's own bounds).
+    pub max_temperature: Option<f64>,
 }
 
 /// One upstream voice API.
@@ -472,6 +493,15 @@ pub struct VoiceUpstream {
     /// The environment variable holding the operator's API key (default
     /// `OPENAI_API_KEY`, `GEMINI_API_KEY`). Clients never see it.
     pub api_key_env: Option<String>,
+    /// The model of a session whose client names none (default: the first
+    /// of `models`, else `gpt-realtime`, `models/gemini-live-2.5-flash-preview`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// The models clients may ask for (default: `model` only); a client
+    /// asking for another gets an error, and the upstream never hears of
+    /// it. Gemini names may leave out `models/`.
+    #[serde(default)]
+    pub models: Vec<String>,
 }
 
 /// A PEM certificate chain and its private key.

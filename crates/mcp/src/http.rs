@@ -146,11 +146,62 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
 
 /// A front's shutdown: once [`Drain::start`]ed, a request that would open a
 /// new MCP session is answered 503 with `Retry-After`, while the open
-/// sessions are served on; [`Drain::open_sessions`] says how many remain.
+/// sessions are served on; [`Drain::open_sessions`] says how many remain,
+/// and [`Drain::in_flight`] how many of their requests are being answered.
 #[derive(Debug, Default)]
 pub struct Drain {
     draining: std::sync::atomic::AtomicBool,
     open: std::sync::atomic::AtomicUsize,
+    busy: std::sync::atomic::AtomicUsize,
+}
+
+/// One request being answered, counted in [`Drain::in_flight`] until its
+/// response has been sent to its end (a call's event stream included) or
+/// dropped.
+struct Busy(Arc<Drain>);
+
+impl Busy {
+    fn new(drain: &Arc<Drain>) -> Busy {
+        drain.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Busy(drain.clone())
+    }
+
+    /// `response`, whose body holds this count until it ends.
+    fn hold(self, response: Response) -> Response {
+        response.map(|body| Body::new(Held { body, _busy: self }))
+    }
+}
+
+impl Drop for Busy {
+    fn drop(&mut self) {
+        self.0.busy.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// A response body that keeps its request counted as in flight.
+struct Held {
+    body: Body,
+    _busy: Busy,
+}
+
+impl hyper::body::Body for Held {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
 }
 
 impl Drain {
@@ -167,6 +218,13 @@ impl Drain {
     /// MCP sessions open now.
     pub fn open_sessions(&self) -> usize {
         self.open.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Requests of the MCP endpoints and turns being answered now (their
+    /// responses not yet sent to the end); a session's open event stream
+    /// (`GET /mcp`) is not one: an idle session keeps no request in flight.
+    pub fn in_flight(&self) -> usize {
+        self.busy.load(std::sync::atomic::Ordering::Acquire)
     }
 }
 
@@ -787,6 +845,17 @@ impl Front {
 
 /// The MCP endpoints: who is calling, sessions, body cap, then rmcp.
 async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
+    // What the drain waits for: a request doing work (not a session's
+    // standing event stream).
+    let busy = (request.method() != axum::http::Method::GET).then(|| Busy::new(&front.drain));
+    let response = answer(front, peer, request).await;
+    match busy {
+        Some(b) => b.hold(response),
+        None => response,
+    }
+}
+
+async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     let headers = request.headers();
     let path = request.uri().path().to_string();
     // One snapshot for the whole request: its tokens and its endpoints

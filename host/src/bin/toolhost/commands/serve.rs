@@ -199,7 +199,7 @@ impl Serve {
                             grace.as_secs()
                         );
                         let done = async { let _ = (&mut session_end).await; };
-                        if drain_for(grace, None, done, second).await == Stop::Now {
+                        if drain_for(grace, None, None, done, second).await == Stop::Now {
                             EndpointRecord::remove(&record);
                             std::process::exit(130);
                         }
@@ -241,6 +241,7 @@ impl Serve {
             let admin_token = admin.token.clone();
             let drain = Arc::new(Drain::default());
             let voice_banner = relay.as_ref().map(|_| ());
+            let voice = relay.clone();
             let app = http_app(host.clone(), &server_cfg, local, Some(admin), Some(drain.clone()), relay)?;
             let record = EndpointRecord::write(&state, local, &admin_token, "http")
                 .with_context(|| format!("writing the admin endpoint record in {}", state.display()))?;
@@ -298,14 +299,16 @@ impl Serve {
             EndpointRecord::remove(&record_at_signal);
             let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
             tracing::warn!(
-                "stopping: new sessions refused; the {} open served for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
-                drain.open_sessions(),
-                grace.as_secs()
+                "stopping: new sessions refused; {} requests in flight and {} voice sessions finished for up to {} s (server.shutdown_grace_secs), then the {} open sessions end; a second signal stops at once",
+                drain.in_flight(),
+                voice.as_ref().map_or(0, |v| v.open_sessions()),
+                grace.as_secs(),
+                drain.open_sessions()
             );
             // Saved at once, in case the wait is cut short.
             let saving = live.clone();
             let _ = tokio::task::spawn_blocking(move || saving.save_now()).await;
-            if drain_for(grace, Some(&drain), std::future::pending(), second).await == Stop::Now {
+            if drain_for(grace, Some(&drain), voice.as_deref(), std::future::pending(), second).await == Stop::Now {
                 std::process::exit(130);
             }
             EndpointRecord::remove(&record);
