@@ -327,3 +327,33 @@ async fn oauth_client_credentials_are_fetched_and_refreshed() {
     assert_eq!(v[0]["state"], "down", "{v}");
     assert!(v[0]["last_error"].as_str().unwrap().contains("invalid_client"), "{v}");
 }
+
+/// Issue #48, finding 10: through the HTTP front, an upstream's last
+/// progress report came after the call's result in 2 to 4 calls of 12 with
+/// the Python SDK, which then dropped it (rmcp hands a notification to its
+/// handler on a task of its own, the response to its caller at once); and
+/// reports closer than 25 ms apart were thinned with the last among them.
+/// Now 50 calls of a tool that reports 3 steps at once and answers: the
+/// SDK hears the third before the result, every time (the second thinned
+/// out; 30 ms apart, under the 100 notifications a second a server may
+/// send).
+#[test]
+fn an_upstreams_last_progress_reaches_the_python_sdk_before_the_result_every_time() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), py_config(dir.path(), "")).unwrap();
+    let (_host, url) = serve(dir.path());
+    let out = Command::new(python())
+        .arg(peers_dir().join("py_client.py"))
+        .args(["--call", "steps", "--args", r#"{"n": 3}"#, "--progress-runs", "50", "--http"])
+        .arg(format!("{url}/mcp"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let printed: Value = serde_json::from_str(stdout(&out).lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("{e}: {}", stdout(&out)));
+    let runs = printed["progress"].as_array().unwrap_or_else(|| panic!("{printed}"));
+    assert_eq!(runs.len(), 50);
+    let late: Vec<(usize, &Value)> =
+        runs.iter().enumerate().filter(|(_, r)| r.as_array().unwrap().last() != Some(&json!(3.0))).collect();
+    assert!(late.is_empty(), "calls whose last progress the SDK never heard before the result: {late:?}");
+}

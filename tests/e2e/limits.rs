@@ -65,8 +65,15 @@ fn curl_as(user: Option<&str>, args: &[&str]) -> String {
 
 /// A POST of `body` with `headers`, as `user` (default: this one).
 fn post_as(user: Option<&str>, url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
+    post_from(user, None, url, headers, body)
+}
+
+/// [`post_as`] from the loopback address `source` (default: 127.0.0.1).
+fn post_from(user: Option<&str>, source: Option<&str>, url: &str, headers: &[(&str, &str)], body: &Value) -> Answer {
     let body = body.to_string();
     let mut args = vec![
+        "--interface".to_string(),
+        source.unwrap_or("127.0.0.1").to_string(),
         "-i".to_string(),
         "-X".into(),
         "POST".into(),
@@ -242,6 +249,37 @@ fn failed_authentication_is_throttled_without_answering_guesses() {
     assert_eq!(a.status, 200, "{}", a.body);
     // Requests without a token are not guesses; they get 401.
     assert_eq!(post_as(Some(other), &mcp, &[], &initialize()).status, 401);
+}
+
+/// Issue #48, finding 7: failed logins were counted for the whole server,
+/// so after a restart an attacker's guesses at one address kept every
+/// client that had not authenticated yet at 429, at any address. Now they
+/// spend the attacker's address's allowance only: a client at another
+/// address, with a token unused since the start, is served; at the
+/// attacker's address a right guess is still answered like a wrong one.
+#[test]
+fn an_attackers_failed_logins_leave_clients_at_other_addresses_working() {
+    let other = other_user();
+    let dir = tempfile::tempdir().unwrap();
+    let (_server, url) = start(dir.path(), TOKENS);
+    let mcp = format!("{url}/mcp");
+    let from = |source: &str, token: &str| {
+        let auth = format!("Bearer {token}");
+        post_from(Some(other), Some(source), &mcp, &[("Authorization", &auth)], &initialize())
+    };
+    for i in 0..10 {
+        let a = from("127.0.0.2", &format!("guess-{i:020}"));
+        let want = if i < 3 { 401 } else { 429 };
+        assert_eq!(a.status, want, "guess {i} from the attacker's address: {}", a.body);
+    }
+    let a = from("127.0.0.2", "second-operator-token-0002");
+    assert_eq!(a.status, 429, "a right guess at the throttled address tells nothing: {}", a.body);
+    for token in ["second-operator-token-0002", "dungeon-master-token-0001"] {
+        let a = from("127.0.0.3", token);
+        assert_eq!(a.status, 200, "a legitimate client elsewhere, first login since the start: {}", a.body);
+    }
+    let a = from("127.0.0.3", "guess-from-the-other-address-0");
+    assert_eq!(a.status, 401, "that address's own allowance is untouched: {}", a.body);
 }
 
 #[test]

@@ -22,6 +22,10 @@ More, each adding keys to that object (a JSON-RPC error is recorded as
 {"error": {"code": ..., "message": ...}} in the place of the answer):
 
   --tool-defs               "tool_defs": every tool definition as listed
+  --progress-runs N         "progress": with --call, the call made N times in
+                            turn (30 ms apart) with a progress callback; per call, the
+                            progress values the SDK delivered (a report that
+                            arrives after its result is dropped by the SDK)
   --calls JSON              "results": one per [name, arguments] pair, in order
   --resources               "resources", "resource_templates": as listed
   --read URI                "reads": {URI: the resources/read result} (repeatable)
@@ -69,6 +73,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--mode", choices=["auto", "legacy"], default="auto", help="protocol negotiation")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds to wait for each answer")
     parser.add_argument("--tool-defs", action="store_true", help="print every tool definition")
+    parser.add_argument("--progress-runs", type=int, metavar="N", help="with --call: call it N times with progress")
     parser.add_argument("--calls", metavar="JSON", help="[[name, arguments], ...] to call in order")
     parser.add_argument("--resources", action="store_true", help="list resources and resource templates")
     parser.add_argument("--read", action="append", default=[], metavar="URI", help="read a resource (repeatable)")
@@ -148,6 +153,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             for c in map(json.loads, args.complete):
                 request = client.complete(reference(c["ref"]), c["argument"], c.get("context"))
                 out["completions"].append(await answer(request))
+        if args.call and args.progress_runs:
+            out["progress"] = []
+            for _ in range(args.progress_runs):
+                seen: list[float] = []
+
+                async def heard(progress: float, total: float | None, message: str | None, seen=seen) -> None:
+                    seen.append(progress)
+
+                await client.call_tool(args.call, json.loads(args.args), progress_callback=heard)
+                # Callbacks run on tasks of their own: let those already
+                # started finish (a late report was dropped, not started).
+                # 30 ms apart: under a host's cap on one server's
+                # notifications a second.
+                await asyncio.sleep(0.03)
+                out["progress"].append(seen)
+            return out
         if args.call:
             arguments = json.loads(args.args)
             try:

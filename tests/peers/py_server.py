@@ -9,6 +9,7 @@ Tools:
   echo {text}      returns its text (tool _meta declares estimated/max duration)
   add {a, b}       returns a + b
   slow {ms}        sleeps ms milliseconds, then returns "slept N ms"
+  steps {n}        reports progress 1..n of n at once, then returns "n steps"
   fail {}          raises: the result has isError: true
   crash {}         exits the process at once with status 3 (os._exit)
 
@@ -34,7 +35,7 @@ import asyncio
 import os
 import sys
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 
 def event(line: str) -> None:
@@ -69,6 +70,13 @@ async def slow(ms: int) -> str:
         event("cancelled slow")
         raise
     return f"slept {ms} ms"
+
+
+@server.tool(description="Reports progress `n` times at once (1 of n, ..., n of n), then answers.")
+async def steps(n: int, ctx: Context) -> str:
+    for i in range(1, n + 1):
+        await ctx.report_progress(i, n, f"step {i}")
+    return f"{n} steps"
 
 
 @server.tool(description="Always fails: the result is an error (isError: true).")

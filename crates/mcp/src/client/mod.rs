@@ -43,6 +43,7 @@ mod provider;
 mod relay;
 pub(crate) mod subscribe;
 mod supervisor;
+mod tap;
 
 use crate::Host;
 use crate::config::{McpServerConfig, Transport};

@@ -32,6 +32,10 @@ struct Call {
     sink: Sink,
     progress_sent: u32,
     last_progress: Option<Instant>,
+    /// The latest report thinned out ([`PROGRESS_INTERVAL`]): relayed when
+    /// the call ends, unless a later one went out, so that the caller
+    /// always hears the server's last word before the result.
+    latest: Option<Early>,
     logs_sent: u32,
 }
 
@@ -75,7 +79,12 @@ pub(super) struct Registration<'a> {
 impl Drop for Registration<'_> {
     fn drop(&mut self) {
         if let Some(token) = self.token {
-            self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+            let call = self.relay.calls.lock().unwrap_or_else(|p| p.into_inner()).remove(&token);
+            // The server's last report, if it was thinned out, goes now:
+            // before the result, which its caller sends after this.
+            if let Some(Call { sink, latest: Some(e), .. }) = call {
+                sink(PluginEvent::Progress { progress: e.progress, total: e.total, message: e.message });
+            }
         }
     }
 }
@@ -94,7 +103,7 @@ impl Relay {
     /// to `sink`; reports for it that came early are relayed now.
     pub(super) fn register(&self, token: &rmcp::model::ProgressToken, sink: Sink) -> Registration<'_> {
         let Some(token) = token_number(token) else { return Registration { relay: self, token: None } };
-        let call = Call { sink, progress_sent: 0, last_progress: None, logs_sent: 0 };
+        let call = Call { sink, progress_sent: 0, last_progress: None, latest: None, logs_sent: 0 };
         self.calls.lock().unwrap_or_else(|p| p.into_inner()).insert(token, call);
         let early: Vec<Early> = {
             let mut held = self.early.lock().unwrap_or_else(|p| p.into_inner());
@@ -126,10 +135,13 @@ impl Relay {
             };
             let now = Instant::now();
             if call.progress_sent >= MAX_PROGRESS || call.last_progress.is_some_and(|t| now - t < PROGRESS_INTERVAL) {
+                let message = message.map(|m| m.chars().take(MAX_TEXT).collect());
+                call.latest = Some(Early { token, at: now, progress, total, message });
                 return;
             }
             call.progress_sent += 1;
             call.last_progress = Some(now);
+            call.latest = None;
             call.sink.clone()
         };
         sink(PluginEvent::Progress { progress, total, message: message.map(|m| m.chars().take(MAX_TEXT).collect()) });
@@ -232,12 +244,24 @@ mod tests {
         let relay = Relay::default();
         let (a, seen_a) = collector();
         let (b, seen_b) = collector();
-        let _ra = relay.register(&token(1), a);
+        let ra = relay.register(&token(1), a);
         let rb = relay.register(&token(2), b);
         for i in 0..10_000 {
             relay.progress(1, f64::from(i), None, None);
         }
         assert_eq!(seen_a.lock().unwrap().len(), 1, "25 ms apart: a burst passes one");
+        // When the call ends (before its result goes out), the last word.
+        drop(ra);
+        let last: Vec<f64> = seen_a
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| match e {
+                PluginEvent::Progress { progress, .. } => *progress,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(last, [0.0, 9999.0], "the first, and the last one thinned out, at the end");
         assert!(seen_b.lock().unwrap().is_empty(), "another call's token never reaches b");
         relay.progress(2, 1.0, Some(2.0), Some("x".repeat(10_000)));
         match &seen_b.lock().unwrap()[0] {

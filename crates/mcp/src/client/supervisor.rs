@@ -137,18 +137,8 @@ impl ClientHandler for Handler {
         self.server.subscriptions.updated(&params.uri);
     }
 
-    async fn on_progress(
-        &self,
-        params: rmcp::model::ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
-    ) {
-        if !self.server.notices.admit(&self.server.cfg.name) {
-            return;
-        }
-        if let Some(token) = super::relay::token_number(&params.progress_token) {
-            self.server.relay.progress(token, params.progress, params.total, params.message);
-        }
-    }
+    // Progress reports never reach here: [`super::tap::Tapped`] relays them
+    // as they are read, in order with the responses.
 
     #[allow(deprecated)] // MCP logging (SEP-2577) is still what servers send.
     async fn on_logging_message(
@@ -432,6 +422,7 @@ async fn connect(server: &Arc<Server>) -> Result<Running, String> {
 }
 
 async fn open(server: &Arc<Server>) -> Result<Running, String> {
+    use super::tap::Tapped;
     let cfg = &server.cfg;
     let handler = Handler { server: server.clone() };
     match cfg.transport {
@@ -452,7 +443,7 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
             let (transport, stderr) = super::child::ChildTransport::spawn(cmd, server.message_limit)
                 .map_err(|e| format!("starting `{line}`: {e}"))?;
             tokio::spawn(log_stderr(cfg.name.clone(), stderr));
-            handler.serve(transport).await.map_err(|e| format!("initialize: {e}"))
+            handler.serve(Tapped::new(transport, server.clone())).await.map_err(|e| format!("initialize: {e}"))
         }
         Transport::StreamableHttp => {
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -496,7 +487,7 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
                     config,
                 );
                 // A failure to get a token says why better than the transport.
-                return handler.serve(transport).await.map_err(|e| {
+                return handler.serve(Tapped::new(transport, server.clone())).await.map_err(|e| {
                     tokens
                         .take_error()
                         .map_or_else(|| explain_http_error(&url, &e.to_string()), |t| format!("OAuth: {t}"))
@@ -507,7 +498,10 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
                 config = config.auth_header(token.to_string());
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
-            handler.serve(transport).await.map_err(|e| explain_http_error(&url, &e.to_string()))
+            handler
+                .serve(Tapped::new(transport, server.clone()))
+                .await
+                .map_err(|e| explain_http_error(&url, &e.to_string()))
         }
     }
 }

@@ -125,7 +125,7 @@ fn field_items(shown: &str, field: &str) -> Vec<String> {
     let (mut items, mut item, mut depth, mut in_string, mut escaped) = (Vec::new(), String::new(), 0, false, false);
     for c in rest.chars() {
         if in_string {
-            in_string = !(c == '"' && !escaped);
+            in_string = c != '"' || escaped;
             escaped = c == '\\' && !escaped;
         } else {
             match c {

@@ -145,7 +145,10 @@ mod tests {
             // Where clap has its debug assertions, it panics first.
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| crate::consistency::problems(cmd))) {
                 Ok(found) => assert!(found.iter().any(|p| p.contains(want)), "{want}: {found:?}"),
-                Err(_) => assert!(cfg!(debug_assertions), "{want}: the checks panicked"),
+                Err(_) => {
+                    let debug = cfg!(debug_assertions);
+                    assert!(debug, "{want}: the checks panicked");
+                }
             }
         }
     }
