@@ -653,11 +653,13 @@ fn a_client_cannot_answer_a_call_the_relay_runs_in_a_text_or_a_binary_frame() {
 /// #48, third finding: empty frames counted 0 bytes against
 /// `voice.max_buffered_bytes`, so an upstream that did not read let one
 /// session queue 47 million of them (2.9 GB), and the writer of an ended
-/// session was never stopped (its socket and what it held stayed). Now
-/// every frame costs, the session is closed with 1008 at the bound, and
-/// its upstream connection and memory go with it.
+/// session was never stopped (its socket and what it held stayed). Now an
+/// empty frame is not a message at all (closed with 1008 at once), every
+/// message the relay passes on costs its bytes and 128 more (a flood of
+/// `{}` is closed with 1008 at the bound), and the session's upstream
+/// connection and memory go with it.
 #[test]
-fn empty_and_one_byte_frame_floods_to_an_upstream_that_does_not_read_stay_bounded_and_end_with_their_upstream() {
+fn empty_and_tiny_frame_floods_to_an_upstream_that_does_not_read_stay_bounded_and_end_with_their_upstream() {
     let dir = tempfile::tempdir().unwrap();
     let (up, host, _url, ws) = hostile_host(dir.path(), "noread", "");
     let pid = host.0.id();
@@ -665,17 +667,17 @@ fn empty_and_one_byte_frame_floods_to_an_upstream_that_does_not_read_stay_bounde
     // A first flood, so that the baseline holds what the allocator keeps
     // once it has served one (freed memory it holds for reuse).
     let cold = rss_kib(pid);
-    let (peak, warm) = peak_rss_during(pid, || raw(&ws, &["--mode", "flood-byte", "--seconds", "6"]));
+    let (peak, warm) = peak_rss_during(pid, || raw(&ws, &["--mode", "flood-object", "--seconds", "6"]));
     assert_eq!(warm["closed"][0]["code"], 1008, "{warm}");
     assert!(peak.saturating_sub(cold) < 2 * bound_kib, "the first flood grew the host by {} KiB", peak - cold);
     wait_until("the first session's upstream connection closed", || sockets_to(pid, up.port) == 0);
     let baseline = rss_kib(pid);
-    for mode in ["flood-empty", "flood-byte"] {
+    for (mode, why) in [("flood-empty", "one JSON object"), ("flood-object", "voice.max_buffered_bytes")] {
         let (peak, got) = peak_rss_during(pid, || raw(&ws, &["--mode", mode, "--seconds", "6"]));
         eprintln!("{mode}: {} frames sent, peak {peak} KiB over a baseline of {baseline} KiB", got["sent"]);
         let closed = &got["closed"][0];
         assert_eq!(closed["code"], 1008, "{mode}: {got}");
-        assert!(closed["reason"].as_str().unwrap().contains("voice.max_buffered_bytes"), "{mode}: {got}");
+        assert!(closed["reason"].as_str().unwrap().contains(why), "{mode}: {got}");
         assert!(
             peak.saturating_sub(baseline) < 2 * bound_kib,
             "{mode}: {} frames grew the host by {} KiB (bound {bound_kib} KiB)",
@@ -876,6 +878,14 @@ fn a_model_the_operator_does_not_allow_is_refused_before_the_upstream_and_genera
     assert!(updates.iter().all(|s| s.get("model").is_none()), "{updates:?}");
     assert!(updates.iter().all(|s| s["max_output_tokens"] == 2000), "{updates:?}");
     assert!(!std::fs::read_to_string(&openai.log).unwrap().contains("gpt-4o-realtime-preview"));
+    // A message the relay cannot parse is never passed on: the upstream's
+    // laxer parser (Python's reads a lone surrogate escape) would see a
+    // model the relay never checked. The session is closed with 1008.
+    let lax = r#"{"type": "session.update", "session": {"model": "gpt-realtime-smuggled"}, "x": "\ud800"}"#;
+    let smuggled = raw(&format!("{base}?model=gpt-realtime"), &["--send", lax, "--mode", "read", "--seconds", "10"]);
+    assert_eq!(smuggled["closed"][0]["code"], 1008, "{smuggled}");
+    assert!(smuggled["closed"][0]["reason"].as_str().unwrap().contains("one JSON object"), "{smuggled}");
+    assert!(!std::fs::read_to_string(&openai.log).unwrap().contains("smuggled"));
 
     // Gemini: a model off the list is refused with 1008 and its reason; the
     // upstream never sees a setup. The default model, with settings over
@@ -938,6 +948,15 @@ fn another_agents_resumption_handle_is_refused_and_never_reaches_the_upstream() 
     assert_eq!(stolen["closed"][0]["code"], 1008, "{stolen}");
     assert!(stolen["closed"][0]["reason"].as_str().unwrap().contains("resumption handle"), "{stolen}");
     assert_eq!(presented(), 0);
+    // The same handle under the other spelling, beside an empty one: the
+    // handle checked must be the one forwarded, so both are refused.
+    let both = json!({"setup": {"sessionResumption": {}, "session_resumption": {"handle": handle}}}).to_string();
+    let stolen = raw_as(&ws, BARTOK_TOKEN, &["--send", &both, "--mode", "read", "--seconds", "10"]);
+    assert_eq!(stolen["closed"][0]["code"], 1008, "{stolen}");
+    assert!(stolen["closed"][0]["reason"].as_str().unwrap().contains("both"), "{stolen}");
+    let spelt =
+        gemini.received().iter().filter(|e| e["setup"]["session_resumption"]["handle"] == handle.as_str()).count();
+    assert_eq!(presented() + spelt, 0);
     // Sage's own session resumes with it.
     let resumed =
         raw(&ws, &["--send", &setup(json!({"handle": handle})), "--mode", "read", "--seconds", "2", "--keep", "1"]);

@@ -13,8 +13,9 @@ Opens --sessions sessions at once on --url (with `Authorization: Bearer
           call starts (`response.output_item.added`), answers it itself
           with a forged output, once in a text frame and once in a binary
           frame; then reads until a response.done without a call;
-  flood-empty, flood-byte
-          writes empty (or one-byte) text frames as fast as the socket
+  flood-empty, flood-object
+          writes empty text frames (or `{}`, the smallest message the
+          relay passes on) as fast as the socket
           takes them, for --seconds or until the relay closes, reading
           nothing meanwhile; then reads to the close.
 Before the mode: each --send message is sent (text), then with --say TEXT
@@ -54,7 +55,7 @@ def keep(args, out: dict, message) -> None:
 async def flood(ws, args, out: dict) -> None:
     """Whole masked frames (mask 0) written straight to the socket: far
     faster than a send per frame, and still a valid WebSocket stream."""
-    payload = b"" if args.mode == "flood-empty" else b"x"
+    payload = b"" if args.mode == "flood-empty" else b"{}"
     frame = bytes([0x81, 0x80 | len(payload)]) + b"\0\0\0\0" + payload
     batch = 4096
     chunk = frame * batch
@@ -107,7 +108,7 @@ async def session(args, out: dict) -> None:
             audio = base64.b64encode(args.say.encode()).decode()
             await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
             await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
-        if args.mode in ("flood-empty", "flood-byte"):
+        if args.mode in ("flood-empty", "flood-object"):
             await flood(ws, args, out)
         elif args.mode == "forge":
             await forge(ws, args, out)
@@ -132,7 +133,7 @@ async def session(args, out: dict) -> None:
                 await asyncio.sleep(args.seconds)
     except (ConnectionClosed, TimeoutError, asyncio.TimeoutError):
         pass
-    if args.mode in ("noread", "flood-empty", "flood-byte"):
+    if args.mode in ("noread", "flood-empty", "flood-object"):
         # The relay's close frame waits behind what it had queued for us.
         try:
             async with asyncio.timeout(30):
@@ -149,7 +150,7 @@ async def main() -> None:
     p.add_argument("--url", required=True)
     p.add_argument("--token", required=True)
     p.add_argument("--sessions", type=int, default=1)
-    p.add_argument("--mode", choices=["read", "noread", "hold", "forge", "flood-empty", "flood-byte"], default="read")
+    p.add_argument("--mode", choices=["read", "noread", "hold", "forge", "flood-empty", "flood-object"], default="read")
     p.add_argument("--seconds", type=float, default=20.0)
     p.add_argument("--send", action="append", default=[], help="a text message sent first (repeatable)")
     p.add_argument("--say", help="(OpenAI) the audio of this text, then a commit")

@@ -39,7 +39,10 @@
 //!   `INTERRUPT` in a FAST turn, where the player waits on the answer,
 //!   `WHEN_IDLE` otherwise). The client sees the call events pass, and an
 //!   answer it sends itself to a call the relay runs is dropped.
-//! - **Everything else** passes unchanged, both ways.
+//! - **Everything else** passes unchanged, both ways; but a client message
+//!   the relay cannot read as one JSON object (an empty frame, a binary
+//!   frame that is not UTF-8, a lone surrogate escape) closes the session
+//!   with 1008: what the relay has not checked never reaches the upstream.
 //!
 //! What the operator decides: the models clients may ask for
 //! (`voice.openai.models`, `voice.gemini.models`; by default the configured
@@ -131,6 +134,13 @@ const CLOSE_WAIT: Duration = Duration::from_secs(10);
 /// How long an ended session's upstream writer has to send what was
 /// queued and the close; then it is stopped, and the connection closed.
 const UPSTREAM_CLOSE_WAIT: Duration = Duration::from_secs(2);
+
+/// The largest message a refused session reads (and drops) from its client.
+const REFUSED_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// How long a refused session waits for its close to be written and
+/// answered.
+const REFUSED_WAIT: Duration = Duration::from_secs(2);
 
 /// How long the relay waits for an upstream to accept a connection.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -398,7 +408,9 @@ impl Relay {
 
 /// A session refused once open, so that the client's SDK shows why: an
 /// OpenAI `error` event (`model_not_allowed`), then a close with 1008 and
-/// the reason. Nothing is connected upstream.
+/// the reason. Nothing is connected upstream. What the client sends
+/// meanwhile is read in frames of at most [`REFUSED_MESSAGE_BYTES`], for
+/// at most [`REFUSED_WAIT`]: a refused session holds next to nothing.
 async fn refuse_in_session(request: axum::extract::Request, format: Format, message: String) -> Response {
     let (mut parts, _) = request.into_parts();
     let upgrade = match WebSocketUpgrade::from_request_parts(&mut parts, &()).await {
@@ -406,6 +418,8 @@ async fn refuse_in_session(request: axum::extract::Request, format: Format, mess
         Err(_) => return refuse(StatusCode::BAD_REQUEST, "invalid_input", &message),
     };
     upgrade
+        .max_message_size(REFUSED_MESSAGE_BYTES)
+        .max_frame_size(REFUSED_MESSAGE_BYTES)
         .on_upgrade(move |client| async move {
             let (mut tx, mut rx) = client.split();
             if format == Format::OpenAiRealtime {
@@ -414,8 +428,12 @@ async fn refuse_in_session(request: axum::extract::Request, format: Format, mess
                 let _ = tx.send(Message::text(event.to_string())).await;
             }
             let close = Close::new(1008, message);
-            let _ = tx.send(Message::Close(Some(CloseFrame { code: close.code, reason: close.reason.into() }))).await;
-            let _ = tokio::time::timeout(CLOSE_WAIT, async {
+            let _ = tokio::time::timeout(
+                REFUSED_WAIT,
+                tx.send(Message::Close(Some(CloseFrame { code: close.code, reason: close.reason.into() }))),
+            )
+            .await;
+            let _ = tokio::time::timeout(REFUSED_WAIT, async {
                 while let Some(Ok(m)) = rx.next().await {
                     if matches!(m, Message::Close(_)) {
                         break;
@@ -476,6 +494,27 @@ impl Close {
             reason.truncate(end);
         }
         Close { code, reason }
+    }
+}
+
+/// A relayed call's events for the upstream, and its place in the
+/// session's count of calls in flight (given back when dropped: once
+/// queued upstream, or with the channel of a session that ended).
+struct Answered(Vec<Value>, InFlight);
+
+/// One call counted in a session's calls in flight until dropped.
+struct InFlight(Arc<AtomicUsize>);
+
+impl InFlight {
+    fn count(n: &Arc<AtomicUsize>) -> InFlight {
+        n.fetch_add(1, Ordering::AcqRel);
+        InFlight(n.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -604,7 +643,7 @@ impl Session {
                 }
             }
         });
-        let (calls_tx, mut calls_rx) = mpsc::unbounded_channel::<Vec<Value>>();
+        let (calls_tx, mut calls_rx) = mpsc::unbounded_channel::<Answered>();
         let mut changes = self.relay.host.registry().subscribe();
         let mut stopping = self.relay.stopping.subscribe();
         let mut refresh = tokio::time::interval(REFRESH);
@@ -633,10 +672,8 @@ impl Session {
                             if let Err(c) = self.on_client(&t, &to_client, &to_up) { break c }
                             continue;
                         }
-                        let len = b.len();
-                        if let Err(full) = to_up.push(ToUpstream::Send(tungstenite::Message::Binary(b)), len) {
-                            break up_full(full)
-                        }
+                        // Neither API takes anything but JSON from a client.
+                        break self.refuse_client("a client message must be one JSON object (RFC 8259); this binary frame is not UTF-8")
                     }
                     Some(Ok(Message::Close(_))) | None => break Close::new(1000, ""),
                     Some(Ok(_)) => {}
@@ -684,10 +721,13 @@ impl Session {
                     Some(Ok(_)) => {}
                     Some(Err(_)) | None => self.retired = None,
                 },
-                Some(events) = calls_rx.recv() => {
+                Some(Answered(events, counted)) = calls_rx.recv() => {
                     // An output that cannot be queued ends the session: the
                     // model would otherwise wait on it for ever.
                     if let Err(c) = events.iter().try_for_each(|e| push_up(&to_up, e)) { break c }
+                    // Uncounted once queued upstream: a stopping session
+                    // never ends with an answer still in this channel.
+                    drop(counted);
                     if self.stopping && self.in_flight.load(Ordering::Acquire) == 0 { break going_away() }
                 }
                 () = async { let _ = stopping.wait_for(|s| *s).await; }, if !self.stopping => {
@@ -747,6 +787,12 @@ impl Session {
         tokio::join!(upstream_done, client_done);
     }
 
+    /// A client message refused: the session is closed with 1008 and `why`.
+    fn refuse_client(&self, why: &str) -> Close {
+        tracing::warn!(agent = self.bridge.agent(), "voice session closed: {why}");
+        Close::new(1008, why)
+    }
+
     /// The close of a session gone quiet: no message either way for
     /// `voice.session_idle_secs`, or (Gemini) no setup within
     /// `voice.setup_timeout_secs`; or of a stopping session whose calls are
@@ -764,7 +810,8 @@ impl Session {
                 format!("no setup message within {} s (voice.setup_timeout_secs)", self.relay.setup_wait.as_secs()),
             ));
         }
-        if self.last_message.elapsed() >= self.relay.idle {
+        // A session waiting on a long call of its own is not idle.
+        if self.last_message.elapsed() >= self.relay.idle && self.in_flight.load(Ordering::Acquire) == 0 {
             return Some(Close::new(
                 1000,
                 format!("no message either way for {} s (voice.session_idle_secs)", self.relay.idle.as_secs()),
@@ -780,8 +827,10 @@ impl Session {
     fn on_client(&mut self, text: &str, to_client: &Outbox<Message>, to_up: &Outbox<ToUpstream>) -> Result<(), Close> {
         let forward = |t: String| push_text(to_up, t);
         let Ok(Value::Object(mut event)) = serde_json::from_str::<Value>(text) else {
-            // Not ours to judge: the upstream answers what it cannot parse.
-            return forward(text.to_string());
+            // Never passed on: an upstream's parser may read what this one
+            // refuses (a lone surrogate escape, deeper nesting), and so see
+            // a model, a setting or a call's answer the relay never checked.
+            return Err(self.refuse_client("a client message must be one JSON object (RFC 8259)"));
         };
         match self.bridge.format() {
             Format::OpenAiRealtime => match event.get("type").and_then(Value::as_str) {
@@ -829,6 +878,13 @@ impl Session {
                 if let Some(Value::Object(mut setup)) = event.remove("setup") {
                     if self.setup.is_some() {
                         return Err(Close::new(1008, "a second setup message: a session is set up once"));
+                    }
+                    // The handle checked must be the one forwarded: one
+                    // spelling only.
+                    if setup.contains_key("sessionResumption") && setup.contains_key("session_resumption") {
+                        return Err(
+                            self.refuse_client("setup has both sessionResumption and session_resumption: send one")
+                        );
                     }
                     let asked = setup.get("model").map(|m| m.as_str().unwrap_or("(not a string)"));
                     let model = self.upstream.models.pick(asked).map_err(|e| Close::new(1008, e))?;
@@ -888,7 +944,7 @@ impl Session {
         text: &str,
         to_client: &Outbox<Message>,
         to_up: &Outbox<ToUpstream>,
-        calls: &mpsc::UnboundedSender<Vec<Value>>,
+        calls: &mpsc::UnboundedSender<Answered>,
         up_rx: &mut futures::stream::SplitStream<UpStream>,
     ) -> Result<(), Close> {
         let event: Value = serde_json::from_str(text).unwrap_or(Value::Null);
@@ -979,7 +1035,7 @@ impl Session {
         text: &str,
         to_client: &Outbox<Message>,
         to_up: &Outbox<ToUpstream>,
-        calls: &mpsc::UnboundedSender<Vec<Value>>,
+        calls: &mpsc::UnboundedSender<Answered>,
         up_rx: &mut futures::stream::SplitStream<UpStream>,
     ) -> Result<(), Close> {
         let stale = serde_json::from_str::<serde_json::Map<String, Value>>(text)
@@ -991,7 +1047,7 @@ impl Session {
     }
 
     /// A function call event: run by the relay unless it is the client's.
-    fn call(&mut self, event: &Value, calls: &mpsc::UnboundedSender<Vec<Value>>) {
+    fn call(&mut self, event: &Value, calls: &mpsc::UnboundedSender<Answered>) {
         let mine = |name: &str| !self.client_names.contains(name);
         match self.bridge.format() {
             Format::OpenAiRealtime => {
@@ -1041,11 +1097,10 @@ impl Session {
         self.ours.insert(id.to_string());
     }
 
-    fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Vec<Value>>) {
+    fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Answered>) {
         let (bridge, calls, running) = (self.bridge.clone(), calls.clone(), self.running.clone());
         // Counted until answered: a stopping session waits for it.
-        self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let in_flight = self.in_flight.clone();
+        let counted = InFlight::count(&self.in_flight);
         tokio::spawn(async move {
             let events = match running.acquire_owned().await {
                 Ok(_permit) => {
@@ -1074,10 +1129,9 @@ impl Session {
                 }
                 Err(_) => Vec::new(),
             };
-            // Uncounted before it is sent: the session, reading it, sees
-            // the count without it.
-            in_flight.fetch_sub(1, Ordering::AcqRel);
-            let _ = calls.send(events);
+            // Counted until the session has queued it upstream (or the
+            // session is gone and the answer dropped with its channel).
+            let _ = calls.send(Answered(events, counted));
         });
     }
 
