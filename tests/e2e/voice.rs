@@ -762,6 +762,22 @@ fn sigterm_with_a_voice_session_and_a_call_in_flight_finishes_the_call_closes_wi
     assert!(sent[0].1.to_string().contains("slept 700 ms"), "the call finished: {sent:?}");
 }
 
+/// From an attacker's review of #48: each function call an upstream asked
+/// for started a task at once, holding its event, however many waited for
+/// the session's 8 at a time. Now a session holds at most 64 calls started
+/// and unanswered; an upstream asking for 100 at once is closed with 1014.
+#[test]
+fn an_upstream_asking_for_a_hundred_calls_at_once_is_closed_at_the_queue_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let up = upstream(dir.path(), "openai", json!({"calls": {}}), Some("calls"));
+    let (_host, url) = serve(dir.path(), &sleepy_config(up.port));
+    let ws = url.replacen("http://", "ws://", 1) + "/voice/realtime";
+    let got = raw(&ws, &["--mode", "read", "--seconds", "30"]);
+    let closed = &got["closed"][0];
+    assert_eq!(closed["code"], 1014, "{got}");
+    assert!(closed["reason"].as_str().unwrap().contains("64 function calls at once"), "{got}");
+}
+
 /// #48, fifth finding: one agent opened 200 voice sessions and every other
 /// agent got 503. Now an agent holds at most its share
 /// (`voice.max_sessions_per_agent`, by default a quarter of

@@ -8,7 +8,7 @@ documented shapes (openai 3.57 `types/realtime/`, google-genai 3.6.1
 or `toolResponse` fails the test.
 
   voice_upstream.py --format openai|gemini --log LOG.jsonl
-                    [--scenario SCENARIO.json] [--hostile flood|huge|close|stall|noread]
+                    [--scenario SCENARIO.json] [--hostile flood|huge|close|stall|noread|calls]
 
 Binds 127.0.0.1:0 (plain ws), prints `listening on 127.0.0.1:PORT` as its first
 stdout line, serves any path until SIGTERM/SIGINT (exit 0). LOG gets one JSON
@@ -451,6 +451,12 @@ class OpenAISession:
             event = self.ev("response.output_text.delta", response_id="resp_huge", item_id="item_huge",
                             output_index=0, content_index=0, delta="")
             await self.conn.huge(event, ["delta"])
+        elif mode == "calls":
+            # A hundred function calls at once, each a 700 ms sleep.
+            for i in range(100):
+                await self.conn.send(self.ev("response.function_call_arguments.done", response_id="resp_calls",
+                                             item_id=f"item_call_{i}", output_index=i, call_id=f"call_many_{i}",
+                                             name="sleep", arguments=json.dumps({"ms": 700})))
 
     async def run(self, hostile: str | None) -> None:
         await self.conn.send(self.ev("session.created", session=self.session))
@@ -738,7 +744,7 @@ async def gemini_connection(conn: Conn, scenario: dict, hostile: str | None) -> 
 
 async def hostile_start(conn: Conn, mode: str | None, send_bad, messages=None) -> None:
     """Starts the hostile behaviour `mode` after the first event."""
-    if mode in ("flood", "huge"):
+    if mode in ("flood", "huge", "calls"):
         await send_bad(mode)
     elif mode == "close":
         await asyncio.sleep(0.5)
@@ -782,7 +788,7 @@ async def main() -> int:
     parser.add_argument("--format", required=True, choices=["openai", "gemini"])
     parser.add_argument("--log", required=True, help="JSON-lines log file (appended to)")
     parser.add_argument("--scenario", help='JSON: {"calls": {"<transcript>": {"name", "arguments"}}}')
-    parser.add_argument("--hostile", choices=["flood", "huge", "close", "stall", "noread"])
+    parser.add_argument("--hostile", choices=["flood", "huge", "close", "stall", "noread", "calls"])
     args = parser.parse_args()
     scenario = {}
     if args.scenario:

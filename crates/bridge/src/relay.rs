@@ -57,14 +57,16 @@
 //!
 //! Bounds: each message is at most `voice.max_message_bytes`; each side's
 //! unsent messages at most `voice.max_buffered_bytes` per session and
-//! `voice.max_buffered_total_bytes` for all sessions together, each message
-//! counting its bytes and [`budget::FRAME_COST`] more (a session past
-//! either is closed with 1008); `voice.max_sessions` sessions at once, an
+//! `voice.max_buffered_total_bytes` for all sessions together, an agent's
+//! sessions at most its share of that total (as its share of the
+//! sessions), each message counting its bytes and [`budget::FRAME_COST`]
+//! more (a session past any of them is closed with 1008); `voice.max_sessions` sessions at once, an
 //! agent at most `voice.max_sessions_per_agent` of them (503 with
 //! `Retry-After` past either); a session where neither side sent a message
 //! for `voice.session_idle_secs` is closed (1000), and so is a Gemini
 //! client that sends no setup within `voice.setup_timeout_secs` (1008); 8
-//! calls run at once per session (an upstream's further calls wait). When
+//! calls run at once per session (an upstream's further calls wait, 64 at
+//! most started and unanswered: past it the session is closed, 1014). When
 //! a session ends, its upstream connection and tasks end with it. When the
 //! upstream fails or closes, the client's session is closed with a close
 //! code and a reason saying so: 1014 (bad gateway) when the upstream fails,
@@ -118,6 +120,10 @@ const REFRESH: Duration = Duration::from_secs(1);
 
 /// The calls one session runs at once; later ones wait their turn.
 const CALLS_AT_ONCE: usize = 8;
+
+/// The most calls a session holds started and not yet answered (running
+/// or waiting their turn); an upstream asking for more closes it (1014).
+const CALLS_QUEUED: usize = 64;
 
 /// The most call ids a session remembers as the relay's (older ones are
 /// forgotten: a client's late answer to one then reaches the upstream,
@@ -211,14 +217,18 @@ pub struct Relay {
     stopping: watch::Sender<bool>,
 }
 
-/// The sessions open, in all and by agent.
+/// The sessions open, in all and by agent (with the agent's share of what
+/// the queues may hold).
 #[derive(Debug, Default)]
 struct Slots {
-    open: Mutex<(usize, HashMap<String, usize>)>,
+    open: Mutex<Open>,
 }
 
+/// Sessions open in all, and by agent with the agent's share.
+type Open = (usize, HashMap<String, (usize, Arc<budget::Total>)>);
+
 impl Slots {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (usize, HashMap<String, usize>)> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Open> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -228,13 +238,15 @@ impl Slots {
 struct SessionSlot {
     slots: Arc<Slots>,
     agent: String,
+    /// The agent's share of `voice.max_buffered_total_bytes`.
+    share: Arc<budget::Total>,
 }
 
 impl Drop for SessionSlot {
     fn drop(&mut self) {
         let mut open = self.slots.lock();
         open.0 -= 1;
-        if let Some(n) = open.1.get_mut(&self.agent) {
+        if let Some((n, _)) = open.1.get_mut(&self.agent) {
             *n -= 1;
             if *n == 0 {
                 open.1.remove(&self.agent);
@@ -327,15 +339,20 @@ impl Relay {
                 self.max_sessions
             ));
         }
-        let mine = open.1.get(agent).copied().unwrap_or(0);
+        let mine = open.1.get(agent).map_or(0, |(n, _)| *n);
         if mine >= self.per_agent {
             return Err(format!(
                 "this agent has {mine} voice sessions open, its share of this host (voice.max_sessions_per_agent)"
             ));
         }
         open.0 += 1;
-        *open.1.entry(agent.to_string()).or_default() += 1;
-        Ok(SessionSlot { slots: self.slots.clone(), agent: agent.to_string() })
+        // An agent's sessions hold at most its share of the total: as many
+        // sessions' worth as its share of the sessions.
+        let share = (self.total.max() / self.max_sessions).saturating_mul(self.per_agent).max(self.max_buffered);
+        let (n, share) =
+            open.1.entry(agent.to_string()).or_insert_with(|| (0, Arc::new(budget::Total::share(share, &self.total))));
+        *n += 1;
+        Ok(SessionSlot { slots: self.slots.clone(), agent: agent.to_string(), share: share.clone() })
     }
 
     /// Serves one session request for `agent` at `path` (after `/voice`
@@ -399,7 +416,7 @@ impl Relay {
             .max_frame_size(self.max_message)
             .on_upgrade(move |client| async move {
                 let session = Session::new(relay, bridge, url, upstream);
-                session.run(client, up).await;
+                session.run(client, up, slot.share.clone()).await;
                 drop(slot);
             })
             .into_response()
@@ -586,9 +603,9 @@ impl Session {
         }
     }
 
-    async fn run(mut self, client: WebSocket, upstream: UpStream) {
+    async fn run(mut self, client: WebSocket, upstream: UpStream, share: Arc<budget::Total>) {
         let started = Instant::now();
-        let (max_buffered, total) = (self.relay.max_buffered, self.relay.total.clone());
+        let (max_buffered, total) = (self.relay.max_buffered, share);
         let (mut client_tx, mut client_rx) = client.split();
         let (up_tx, mut up_rx) = upstream.split();
         let (to_client, mut client_queue) = budget::outbox::<Message>(max_buffered, &total);
@@ -969,7 +986,7 @@ impl Session {
                 // Calls the model makes, not items a client created (which
                 // the upstream echoes as conversation.item.*).
                 Some("response.function_call_arguments.done" | "response.output_item.done") => {
-                    self.call(&event, calls);
+                    self.call(&event, calls)?;
                 }
                 // Known as the relay's from the moment the call starts: a
                 // client cannot answer it first.
@@ -1014,7 +1031,7 @@ impl Session {
                     }
                 }
                 if event.get("toolCall").is_some() {
-                    self.call(&event, calls);
+                    self.call(&event, calls)?;
                 }
                 if event.get("toolCallCancellation").is_some() {
                     let _ = self.bridge.handle_event(&event);
@@ -1047,7 +1064,7 @@ impl Session {
     }
 
     /// A function call event: run by the relay unless it is the client's.
-    fn call(&mut self, event: &Value, calls: &mpsc::UnboundedSender<Answered>) {
+    fn call(&mut self, event: &Value, calls: &mpsc::UnboundedSender<Answered>) -> Result<(), Close> {
         let mine = |name: &str| !self.client_names.contains(name);
         match self.bridge.format() {
             Format::OpenAiRealtime => {
@@ -1060,7 +1077,7 @@ impl Session {
                     || call.get("type").and_then(Value::as_str) == Some("function_call");
                 let name = call.get("name").and_then(Value::as_str).unwrap_or_default();
                 if !is_call || !mine(name) {
-                    return;
+                    return Ok(());
                 }
                 if let Some(id) = call.get("call_id").and_then(Value::as_str) {
                     self.remember(id);
@@ -1069,7 +1086,7 @@ impl Session {
             Format::GeminiLive => {
                 let Some(list) = event.get("toolCall").and_then(|c| c.get("functionCalls")).and_then(Value::as_array)
                 else {
-                    return;
+                    return Ok(());
                 };
                 let ours: Vec<Value> = list
                     .iter()
@@ -1077,7 +1094,7 @@ impl Session {
                     .cloned()
                     .collect();
                 if ours.is_empty() {
-                    return;
+                    return Ok(());
                 }
                 for id in ours.iter().filter_map(|c| c.get("id").and_then(Value::as_str)) {
                     self.remember(id);
@@ -1086,7 +1103,7 @@ impl Session {
                 return self.run_call(event, calls);
             }
         }
-        self.run_call(event.clone(), calls);
+        self.run_call(event.clone(), calls)
     }
 
     /// Remembers `id` as a call the relay answers.
@@ -1097,7 +1114,18 @@ impl Session {
         self.ours.insert(id.to_string());
     }
 
-    fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Answered>) {
+    fn run_call(&self, event: Value, calls: &mpsc::UnboundedSender<Answered>) -> Result<(), Close> {
+        // An upstream asking for call after call queues them behind the
+        // session's CALLS_AT_ONCE, each holding its event: at most
+        // CALLS_QUEUED of them, or the session ends.
+        if self.in_flight.load(Ordering::Acquire) >= CALLS_QUEUED {
+            return Err(Close::new(
+                1014,
+                format!(
+                    "the upstream voice API asked for more than {CALLS_QUEUED} function calls at once; session closed"
+                ),
+            ));
+        }
         let (bridge, calls, running) = (self.bridge.clone(), calls.clone(), self.running.clone());
         // Counted until answered: a stopping session waits for it.
         let counted = InFlight::count(&self.in_flight);
@@ -1133,6 +1161,7 @@ impl Session {
             // session is gone and the answer dropped with its channel).
             let _ = calls.send(Answered(events, counted));
         });
+        Ok(())
     }
 
     /// Starts a turn for `words` (with `more`, refines the current one: more
@@ -1361,6 +1390,7 @@ fn up_full(full: Full) -> Close {
         Full::Session | Full::Gone => {
             Close::new(1008, "the upstream voice API is not keeping up (voice.max_buffered_bytes); session closed")
         }
+        Full::Agent => agent_full(),
         Full::Total => total_full(),
     }
 }
@@ -1371,8 +1401,16 @@ fn client_full(full: Full) -> Close {
         Full::Session | Full::Gone => {
             Close::new(1008, "the client is not reading its events (voice.max_buffered_bytes); session closed")
         }
+        Full::Agent => agent_full(),
         Full::Total => total_full(),
     }
+}
+
+fn agent_full() -> Close {
+    Close::new(
+        1008,
+        "this agent's sessions hold all their share may (voice.max_buffered_total_bytes, shared as voice.max_sessions_per_agent); session closed",
+    )
 }
 
 fn total_full() -> Close {

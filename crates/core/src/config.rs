@@ -459,8 +459,10 @@ pub struct VoiceConfig {
     /// not free. Past it the session is closed (1008).
     pub max_buffered_bytes: Option<usize>,
     /// The most bytes all sessions together hold unsent, counted the same
-    /// way (default 128 MiB); the session whose message would pass it is
-    /// closed (1008).
+    /// way (default 128 MiB); an agent's sessions together hold at most
+    /// its share (`max_sessions_per_agent` of `max_sessions`: a quarter by
+    /// default). The session whose message would pass either is closed
+    /// (1008).
     pub max_buffered_total_bytes: Option<usize>,
     /// The most relayed sessions at once (default 200).
     pub max_sessions: Option<usize>,

@@ -151,6 +151,7 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
 #[derive(Debug, Default)]
 pub struct Drain {
     draining: std::sync::atomic::AtomicBool,
+    closed: std::sync::atomic::AtomicBool,
     open: std::sync::atomic::AtomicUsize,
     busy: std::sync::atomic::AtomicUsize,
 }
@@ -208,6 +209,13 @@ impl Drain {
     /// Stops taking new sessions.
     pub fn start(&self) {
         self.draining.store(true, std::sync::atomic::Ordering::Release);
+    }
+
+    /// The drain is over: from now on every request of the MCP endpoints
+    /// is refused (503), so that none starts while the host exits; wait
+    /// for [`Drain::in_flight`] to reach 0 once more after this.
+    pub fn close(&self) {
+        self.closed.store(true, std::sync::atomic::Ordering::Release);
     }
 
     /// Whether new sessions are refused.
@@ -848,6 +856,9 @@ async fn handle(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     // What the drain waits for: a request doing work (not a session's
     // standing event stream).
     let busy = (request.method() != axum::http::Method::GET).then(|| Busy::new(&front.drain));
+    if front.drain.closed.load(std::sync::atomic::Ordering::Acquire) {
+        return shutting_down();
+    }
     let response = answer(front, peer, request).await;
     match busy {
         Some(b) => b.hold(response),

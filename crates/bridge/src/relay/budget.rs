@@ -1,6 +1,9 @@
 //! What the relay holds unsent: each side's queue of one session, counted
-//! against `voice.max_buffered_bytes`, and every queue together, counted
-//! against `voice.max_buffered_total_bytes`.
+//! against `voice.max_buffered_bytes`; an agent's sessions together,
+//! against its share of the total (as many sessions' worth as its share of
+//! `voice.max_sessions`); and every queue together, counted against
+//! `voice.max_buffered_total_bytes`. One agent's sessions that stop
+//! reading cannot fill the total and get other agents' sessions closed.
 //!
 //! A message costs its payload and [`FRAME_COST`] more: an empty frame
 //! still takes a queue slot and a message header, so a flood of empty or
@@ -17,21 +20,59 @@ use tokio::sync::mpsc;
 /// message types, and a small allocation for a short payload), rounded up.
 pub(super) const FRAME_COST: usize = 128;
 
-/// The bytes every session's queues hold together.
+/// The bytes a set of queues holds together: every session's (the relay's
+/// total), or one agent's sessions' (its share of the total, whose own
+/// [`Total`] is the relay's).
 #[derive(Debug)]
 pub(super) struct Total {
     held: AtomicUsize,
     max: usize,
+    /// The total this one is a share of.
+    within: Option<Arc<Total>>,
 }
 
 impl Total {
     pub(super) fn new(max: usize) -> Total {
-        Total { held: AtomicUsize::new(0), max }
+        Total { held: AtomicUsize::new(0), max, within: None }
+    }
+
+    /// A share of at most `max` of `total`.
+    pub(super) fn share(max: usize, total: &Arc<Total>) -> Total {
+        Total { held: AtomicUsize::new(0), max, within: Some(total.clone()) }
+    }
+
+    /// The most the queues may hold, in cost bytes.
+    pub(super) fn max(&self) -> usize {
+        self.max
     }
 
     /// What the queues hold now, in cost bytes.
     pub(super) fn held(&self) -> usize {
         self.held.load(Ordering::Acquire)
+    }
+
+    /// Takes `cost` here and in the totals this is a share of; an error
+    /// says which would pass its bound (nothing is taken then).
+    fn charge(&self, cost: usize) -> Result<(), Full> {
+        if self.held.fetch_add(cost, Ordering::AcqRel) + cost > self.max {
+            self.held.fetch_sub(cost, Ordering::AcqRel);
+            return Err(if self.within.is_some() { Full::Agent } else { Full::Total });
+        }
+        if let Some(total) = &self.within
+            && let Err(full) = total.charge(cost)
+        {
+            self.held.fetch_sub(cost, Ordering::AcqRel);
+            return Err(full);
+        }
+        Ok(())
+    }
+
+    /// Gives `cost` back here and in the totals this is a share of.
+    fn credit(&self, cost: usize) {
+        self.held.fetch_sub(cost, Ordering::AcqRel);
+        if let Some(total) = &self.within {
+            total.credit(cost);
+        }
     }
 }
 
@@ -40,6 +81,9 @@ impl Total {
 pub(super) enum Full {
     /// This side of this session (`voice.max_buffered_bytes`).
     Session,
+    /// The agent's sessions together (its share of
+    /// `voice.max_buffered_total_bytes`).
+    Agent,
     /// Every session together (`voice.max_buffered_total_bytes`).
     Total,
     /// The side's writer is gone.
@@ -62,22 +106,22 @@ impl Account {
             self.held.fetch_sub(cost, Ordering::AcqRel);
             return Err(Full::Session);
         }
-        if self.total.held.fetch_add(cost, Ordering::AcqRel) + cost > self.total.max {
-            self.credit(cost);
-            return Err(Full::Total);
+        if let Err(full) = self.total.charge(cost) {
+            self.held.fetch_sub(cost, Ordering::AcqRel);
+            return Err(full);
         }
         Ok(())
     }
 
     fn credit(&self, cost: usize) {
         self.held.fetch_sub(cost, Ordering::AcqRel);
-        self.total.held.fetch_sub(cost, Ordering::AcqRel);
+        self.total.credit(cost);
     }
 }
 
 impl Drop for Account {
     fn drop(&mut self) {
-        self.total.held.fetch_sub(*self.held.get_mut(), Ordering::AcqRel);
+        self.total.credit(*self.held.get_mut());
     }
 }
 
@@ -156,5 +200,30 @@ mod tests {
         // A queue dropped with messages in it gives them back.
         drop((a, a_in));
         assert_eq!(total.held(), 5 * FRAME_COST);
+    }
+
+    #[test]
+    fn one_agents_sessions_fill_only_its_share_and_give_it_back() {
+        let total = Arc::new(Total::new(10 * FRAME_COST));
+        let (greedy, other) =
+            (Arc::new(Total::share(4 * FRAME_COST, &total)), Arc::new(Total::share(4 * FRAME_COST, &total)));
+        // Two sessions of the greedy agent, each within its own bound.
+        let (g1, g1_in) = outbox::<()>(3 * FRAME_COST, &greedy);
+        let (g2, _g2_in) = outbox::<()>(3 * FRAME_COST, &greedy);
+        for _ in 0..3 {
+            g1.push((), 0).unwrap();
+        }
+        g2.push((), 0).unwrap();
+        assert_eq!(g2.push((), 0), Err(Full::Agent), "the agent's share is full, not the relay");
+        // Another agent still has all of its own share.
+        let (o, _o_in) = outbox::<()>(6 * FRAME_COST, &other);
+        for _ in 0..4 {
+            o.push((), 0).unwrap();
+        }
+        assert_eq!(o.push((), 0), Err(Full::Agent));
+        assert_eq!(total.held(), 8 * FRAME_COST);
+        // A session that ends gives back to its agent and to the relay.
+        drop((g1, g1_in));
+        assert_eq!((greedy.held(), total.held()), (FRAME_COST, 5 * FRAME_COST));
     }
 }

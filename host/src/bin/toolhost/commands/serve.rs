@@ -308,8 +308,20 @@ impl Serve {
             // Saved at once, in case the wait is cut short.
             let saving = live.clone();
             let _ = tokio::task::spawn_blocking(move || saving.save_now()).await;
-            if drain_for(grace, Some(&drain), voice.as_deref(), std::future::pending(), second).await == Stop::Now {
+            let stop = drain_for(grace, Some(&drain), voice.as_deref(), std::future::pending(), second).await;
+            if stop == Stop::Now {
                 std::process::exit(130);
+            }
+            // Nothing starts from now on; a request that began between the
+            // drain's last look and this is answered first (a moment).
+            drain.close();
+            if stop == Stop::Drained {
+                let settled = async {
+                    while drain.in_flight() > 0 {
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                    }
+                };
+                let _ = tokio::time::timeout(std::time::Duration::from_secs(2), settled).await;
             }
             EndpointRecord::remove(&record);
             servers.shutdown();
