@@ -810,18 +810,26 @@ fn gemini_path(url: &str) -> String {
         + "/voice/ws/google.ai.generativelanguage.v1beta.GenerativeService.BidiGenerateContent"
 }
 
+/// A scripted OpenAI and Gemini upstream, and the config relaying to both:
+/// `openai_extra` inside the OpenAI entry's braces, `voice_extra` more
+/// `voice:` keys (indented two spaces).
+fn both_upstreams(dir: &Path, openai_extra: &str, voice_extra: &str) -> (Upstream, Upstream, String) {
+    let openai = upstream(dir, "openai", json!({"calls": {}}), None);
+    let gemini = upstream(dir, "gemini", json!({"calls": {}}), None);
+    let config = format!(
+        "{CONFIG}voice:\n  openai: {{url: \"ws://127.0.0.1:{}/v1\"{openai_extra}}}\n  gemini: {{url: \"ws://127.0.0.1:{}\"}}\n{voice_extra}",
+        openai.port, gemini.port
+    );
+    (openai, gemini, config)
+}
+
 /// #48, fifth finding: an idle relay session was still open after 150 s, a
 /// Gemini connection that never sent its setup after 120 s. Now both are
 /// closed after their timeouts, and their upstream connections with them.
 #[test]
 fn an_idle_session_and_a_gemini_client_that_sends_no_setup_are_closed_after_their_timeouts() {
     let dir = tempfile::tempdir().unwrap();
-    let openai = upstream(dir.path(), "openai", json!({"calls": {}}), None);
-    let gemini = upstream(dir.path(), "gemini", json!({"calls": {}}), None);
-    let config = format!(
-        "{CONFIG}voice:\n  openai: {{url: \"ws://127.0.0.1:{}/v1\"}}\n  gemini: {{url: \"ws://127.0.0.1:{}\"}}\n  session_idle_secs: 2\n  setup_timeout_secs: 1\n",
-        openai.port, gemini.port
-    );
+    let (openai, gemini, config) = both_upstreams(dir.path(), "", "  session_idle_secs: 2\n  setup_timeout_secs: 1\n");
     let (host, url) = serve(dir.path(), &config);
     let started = std::time::Instant::now();
     let idle = raw(&(url.replacen("http://", "ws://", 1) + "/voice/realtime"), &["--mode", "read", "--seconds", "20"]);
@@ -847,11 +855,10 @@ fn an_idle_session_and_a_gemini_client_that_sends_no_setup_are_closed_after_thei
 #[test]
 fn a_model_the_operator_does_not_allow_is_refused_before_the_upstream_and_generation_settings_are_capped() {
     let dir = tempfile::tempdir().unwrap();
-    let openai = upstream(dir.path(), "openai", json!({"calls": {}}), None);
-    let gemini = upstream(dir.path(), "gemini", json!({"calls": {}}), None);
-    let config = format!(
-        "{CONFIG}voice:\n  openai: {{url: \"ws://127.0.0.1:{}/v1\", models: [gpt-realtime, gpt-realtime-mini]}}\n  gemini: {{url: \"ws://127.0.0.1:{}\"}}\n  max_output_tokens: 2000\n  max_temperature: 1.0\n",
-        openai.port, gemini.port
+    let (openai, gemini, config) = both_upstreams(
+        dir.path(),
+        ", models: [gpt-realtime, gpt-realtime-mini]",
+        "  max_output_tokens: 2000\n  max_temperature: 1.0\n",
     );
     let (_host, url) = serve(dir.path(), &config);
     let base = url.replacen("http://", "ws://", 1) + "/voice/realtime";

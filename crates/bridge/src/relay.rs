@@ -1386,21 +1386,19 @@ fn push_text(to_up: &Outbox<ToUpstream>, text: String) -> Result<(), Close> {
 
 /// The close of a session whose messages to the upstream passed a bound.
 fn up_full(full: Full) -> Close {
-    match full {
-        Full::Session | Full::Gone => {
-            Close::new(1008, "the upstream voice API is not keeping up (voice.max_buffered_bytes); session closed")
-        }
-        Full::Agent => agent_full(),
-        Full::Total => total_full(),
-    }
+    past_bound(full, "the upstream voice API is not keeping up")
 }
 
 /// The close of a session whose messages to the client passed a bound.
 fn client_full(full: Full) -> Close {
+    past_bound(full, "the client is not reading its events")
+}
+
+/// The close of a session past `full`, whose own side (`side`) did not
+/// keep up when the bound was the session's.
+fn past_bound(full: Full, side: &str) -> Close {
     match full {
-        Full::Session | Full::Gone => {
-            Close::new(1008, "the client is not reading its events (voice.max_buffered_bytes); session closed")
-        }
+        Full::Session | Full::Gone => Close::new(1008, format!("{side} (voice.max_buffered_bytes); session closed")),
         Full::Agent => agent_full(),
         Full::Total => total_full(),
     }
