@@ -11,8 +11,8 @@ fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(100_000);
     let cache = tempfile::tempdir().unwrap();
     let host = Host::new(Runtime::new(Limits::default(), Some(cache.path())).unwrap());
-    toolhost::builtin::add_builtins(&host).unwrap();
-    let dice = host.registry().snapshot().provider("diceroller").unwrap().clone();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    let dice = host.pipeline().registry().snapshot().provider("diceroller").unwrap().clone();
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
     let t = std::time::Instant::now();

@@ -307,7 +307,7 @@ impl HostBuilder {
         self.state_dir
             .clone()
             .or_else(|| cfg.state_dir.as_ref().map(|d| cfg.resolve(d)))
-            .unwrap_or_else(crate::paths::default_state_dir)
+            .unwrap_or_else(crate::config::default_state_dir)
     }
 
     /// The compile cache directory this builder will use (`None`: off).
@@ -317,7 +317,7 @@ impl HostBuilder {
             CacheChoice::Off => None,
             CacheChoice::Dir(d) => Some(d.clone()),
             CacheChoice::Default => {
-                Some(cfg.cache_dir.as_ref().map(|d| cfg.resolve(d)).unwrap_or_else(crate::paths::default_cache_dir))
+                Some(cfg.cache_dir.as_ref().map(|d| cfg.resolve(d)).unwrap_or_else(crate::config::default_cache_dir))
             }
         }
     }
@@ -498,24 +498,25 @@ impl HostBuilder {
         };
         let memory = open_memory(cfg, &state)?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());
-        let host = Host::with_budget(self.runtime()?, budget)
-            .with_trust(self.trust()?)
-            .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
-            .with_audit(audit)
-            .with_memory(Arc::new(memory))
-            .with_call_rates(crate::rates::CallRates::new(
-                cfg.server.rate_limit,
-                cfg.server.operator_rate_limit,
-                cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
+        let pipeline =
+            Arc::new(crate::Pipeline::with_budget(self.runtime()?, budget).with_audit(audit).with_call_rates(
+                crate::rates::CallRates::new(
+                    cfg.server.rate_limit,
+                    cfg.server.operator_rate_limit,
+                    cfg.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),
+                ),
             ));
-        host.set_prefixes(cfg.plugins.prefix.clone());
-        host.set_plugin_config(cfg.plugins.config_values());
+        let host = Host::from_admission(crate::Admission::new(pipeline).with_trust(self.trust()?))
+            .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir)
+            .with_memory(Arc::new(memory));
+        host.admission().grants().set_prefixes(cfg.plugins.prefix.clone());
+        host.admission().set_plugin_config(cfg.plugins.config_values());
         let local = crate::secrets::SecretStore::in_state_dir(&state);
         match &cfg.cluster.url {
             // A fleet's secrets are the control plane's, alike on every
             // host; its follower keeps them current.
             Some(url) => {
-                let (_, left_out) = host.put_secrets_but_clashes(fleet_secrets(cfg, url)?);
+                let (_, left_out) = host.admission().put_secrets_but_clashes(fleet_secrets(cfg, url)?);
                 for why in left_out {
                     tracing::error!("the fleet's secret is not used on this host: {why}");
                 }
@@ -530,8 +531,10 @@ impl HostBuilder {
                 }
             }
             None => {
-                host.set_secret_store(local).map_err(BuildError::Secrets)?;
-                if let Some(clash) = crate::secrets::clash(&cfg.plugins.config_values(), &host.secrets_snapshot()) {
+                host.admission().set_secret_store(local).map_err(BuildError::Secrets)?;
+                if let Some(clash) =
+                    crate::secrets::clash(&cfg.plugins.config_values(), &host.admission().values().secrets_snapshot())
+                {
                     return Err(BuildError::Secrets(crate::secrets::SecretError::Name(clash)));
                 }
             }
@@ -572,7 +575,7 @@ impl HostBuilder {
         // DM overrides set while an earlier run served, for what is left
         // of each.
         for (agent, tier, left) in installer.runtime_changes().overrides() {
-            match host.budget().set_override(&agent, tier, left) {
+            match host.pipeline().budget().set_override(&agent, tier, left) {
                 Ok(()) => tracing::info!(
                     agent = %crate::tool::log_safe(&agent),
                     %tier,
@@ -587,12 +590,13 @@ impl HostBuilder {
         }
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());
         let calibration = CalibrationStore::new(&state, &environment);
-        calibration.load_into(&host);
+        calibration.load_into(host.pipeline());
         let measurements = MeasurementStore::new(&state);
         let mut pending_measurements = MeasurementsFile::default();
-        match measurements.load(host.budget().deadlines().ceiling) {
+        match measurements.load(host.pipeline().budget().deadlines().ceiling) {
             Ok(Some(file)) => {
-                let restored = host.budget().restore_measurements(&file, &host.registry().snapshot());
+                let restored =
+                    host.pipeline().budget().restore_measurements(&file, &host.pipeline().registry().snapshot());
                 tracing::debug!(
                     tools = restored.tools.len(),
                     waiting = restored.pending.tools.len(),
@@ -711,7 +715,7 @@ impl DeferredPlugins {
         if self.0.is_empty() {
             return Ok(());
         }
-        let hold = installer.host().readiness().hold();
+        let hold = installer.host().pipeline().readiness().hold();
         std::thread::Builder::new().name("toolhost-load".into()).spawn(move || {
             let _hold = hold;
             for source in self.0 {

@@ -235,14 +235,15 @@ impl RuntimeChanges {
     /// Tells the fleet of a change made on this host (nothing outside a
     /// fleet, or while a change from the fleet is applied). Blocking. An
     /// error says that this host has the change and the others do not.
-    pub fn announce(&self, change: crate::cluster::Change) -> Result<(), String> {
+    pub fn announce(&self, change: crate::cluster::Change) -> Result<(), NotAnnounced> {
         let Some(cluster) = self.cluster.get() else { return Ok(()) };
         if crate::cluster::applying_from_log() {
             return Ok(());
         }
-        cluster.publish(&change).map(|seq| tracing::info!(seq, change = %change.describe(), "control plane: change announced")).map_err(
-            |e| format!("the change holds on this host, but the fleet was not told of it ({e}); make it again when the control plane answers"),
-        )
+        cluster
+            .publish(&change)
+            .map(|seq| tracing::info!(seq, change = %change.describe(), "control plane: change announced"))
+            .map_err(NotAnnounced)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -533,3 +534,10 @@ mod tests {
         assert!(refused.unwrap().to_string().contains("mode 0600"));
     }
 }
+
+/// A change made on this host that the fleet's control plane did not take.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the change holds on this host, but the fleet was not told of it ({0}); make it again when the control plane answers"
+)]
+pub struct NotAnnounced(#[source] pub crate::cluster::ClusterError);

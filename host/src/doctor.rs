@@ -104,7 +104,7 @@ pub fn check_host_knowing(
     already: &Already,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
-    let catalog = host.registry().snapshot();
+    let catalog = host.pipeline().registry().snapshot();
     let tools: Vec<&str> = catalog.tools().map(|t| t.def.name.as_str()).collect();
     let down: Vec<&str> = servers.iter().filter(|s| s.state != "up").map(|s| s.name.as_str()).collect();
     let unloaded: Vec<&str> = already.not_loaded.iter().map(|(at, _)| at.as_str()).collect();
@@ -163,7 +163,7 @@ pub fn check_host_knowing(
                 ),
             ));
         }
-        if let Err(e) = host.grants_for(name) {
+        if let Err(e) = host.admission().grants().grants_for(name) {
             out.push(Finding::error(at, e.to_string()));
         }
     }
@@ -180,7 +180,7 @@ pub fn check_host_knowing(
             ));
         }
     }
-    for held in host.withheld_plugins() {
+    for held in host.admission().withheld_plugins() {
         out.push(Finding::warning(format!("plugin {}", held.name), format!("held back: {}", held.reason)));
     }
     if cfg.budget.calibrate_upstreams {
@@ -303,7 +303,7 @@ pub fn check_plugin(installer: &Installer, policy: &TrustPolicy, entry: &PluginE
         Some(text) => fetch(installer, text),
         None => {
             let name = crate::runtime::plugin_name_from_path(&entry.source);
-            let limit = installer.host().runtime().limits().max_component_bytes + (1 << 16);
+            let limit = installer.host().pipeline().runtime().limits().max_component_bytes + (1 << 16);
             crate::runtime::read_bounded(&entry.source, limit)
                 .map(|bytes| Offered { name: name.clone(), bytes, path: Some(entry.source.clone()) })
                 .map_err(|kind| Unread { name, why: format!("{}: {kind}", entry.source.display()) })
@@ -325,9 +325,9 @@ pub fn check_plugin(installer: &Installer, policy: &TrustPolicy, entry: &PluginE
     };
     let host = installer.host();
     let loaded = if entry.replace {
-        host.install_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
+        host.admission().install_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
     } else {
-        host.add_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
+        host.admission().add_plugin_bytes(&name, &bytes, path.as_deref()).map(drop)
     };
     match loaded {
         // Held for a secret: loads once it is set (the host reports it as held back).

@@ -25,7 +25,7 @@ impl crate::cluster::Apply for HostApplier {
             Change::PluginAdded { name, reference } => {
                 // Already added from this very reference (a restart
                 // replaying the log): nothing to pull.
-                let loaded = host.registry().snapshot().providers().any(|p| p.name() == name);
+                let loaded = host.pipeline().registry().snapshot().providers().any(|p| p.name() == name);
                 if loaded
                     && changes
                         .added_plugins()
@@ -40,7 +40,7 @@ impl crate::cluster::Apply for HostApplier {
                     .map_err(|e| e.to_string())
             }
             Change::PluginRemoved { name } => {
-                if host.registry().snapshot().providers().any(|p| p.name() == name) {
+                if host.pipeline().registry().snapshot().providers().any(|p| p.name() == name) {
                     self.installer.remove_plugin_at_run_time(name).map_err(|e| e.to_string())
                 } else {
                     changes.plugin_removed(name);
@@ -67,14 +67,14 @@ impl crate::cluster::Apply for HostApplier {
                     return Ok(());
                 }
                 let ttl = Duration::from_millis(left);
-                host.budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
-                host.registry().touch();
+                host.pipeline().budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
+                host.pipeline().registry().touch();
                 changes.override_set(agent, *tier, ttl);
                 Ok(())
             }
             Change::OverrideCleared { agent } => {
-                host.budget().clear_override(agent);
-                host.registry().touch();
+                host.pipeline().budget().clear_override(agent);
+                host.pipeline().registry().touch();
                 changes.override_cleared(agent);
                 Ok(())
             }
@@ -87,7 +87,7 @@ impl crate::cluster::Apply for HostApplier {
     fn secrets(&self, secrets: crate::secrets::Secrets) -> Result<(), String> {
         // One secret clashing with this host's config must not stop the
         // others (a removal above all) from taking effect here.
-        let (loaded, left_out) = self.installer.host().put_secrets_but_clashes(secrets);
+        let (loaded, left_out) = self.installer.host().admission().put_secrets_but_clashes(secrets);
         for change in loaded {
             tracing::info!(plugin = %change.plugin, "{}", change.detail);
         }
@@ -100,6 +100,7 @@ impl crate::cluster::Apply for HostApplier {
     fn plugins(&self) -> std::collections::BTreeMap<String, String> {
         self.installer
             .host()
+            .pipeline()
             .registry()
             .snapshot()
             .providers()

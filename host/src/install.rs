@@ -55,7 +55,7 @@ impl Installer {
     /// Loads and registers every built-in plugin the operator has not
     /// removed (see [`crate::builtin::add_builtins`]).
     pub fn add_builtins(&self) -> Result<(), AddPluginError> {
-        crate::builtin::add_builtins_except(&self.host, |name| {
+        crate::builtin::add_builtins_except(self.host.admission(), |name| {
             let removed = self.changes.is_removed(name, None);
             if removed {
                 tracing::info!(plugin = name, "not loaded: removed by `toolhost plugin remove` (add it again to undo)");
@@ -67,7 +67,7 @@ impl Installer {
     /// Loads a component file (through the trust policy) and registers its
     /// tools. Fails if a provider of that name exists.
     pub fn add_plugin_file(&self, path: &Path) -> Result<Arc<WasmPlugin>, AddPluginError> {
-        let plugin = self.host.add_plugin_file(path)?;
+        let plugin = self.host.admission().add_plugin_file(path)?;
         self.changes.note_source(plugin.name(), path);
         Ok(plugin)
     }
@@ -77,8 +77,9 @@ impl Installer {
     /// a file: the trust policy decides on the signature inside. Fails if a
     /// provider of that name exists.
     pub fn add_plugin_ref(&self, r: &OciRef) -> Result<(Arc<WasmPlugin>, Fetched), AddPluginError> {
-        let (name, fetched) = self.fetch_ref(r).inspect_err(|e| self.host.audit_refused(r.short_name(), None, e))?;
-        let plugin = self.host.add_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
+        let (name, fetched) =
+            self.fetch_ref(r).inspect_err(|e| self.host.admission().audit_refused(r.short_name(), None, e))?;
+        let plugin = self.host.admission().add_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
         if let Some(p) = &fetched.path {
             self.changes.note_source(&name, p);
         }
@@ -89,7 +90,7 @@ impl Installer {
     /// [`Host::install_plugin_file`], remembering the file as the plugin's
     /// source.
     pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
-        let installed = self.host.install_plugin_file(path)?;
+        let installed = self.host.admission().install_plugin_file(path)?;
         self.changes.note_source(&installed.name, path);
         Ok(installed)
     }
@@ -101,11 +102,12 @@ impl Installer {
         let (name, fetched) = match self.fetch_ref(r) {
             Ok(f) => f,
             Err(e) => {
-                self.host.audit_refused(r.short_name(), None, &e);
+                self.host.admission().audit_refused(r.short_name(), None, &e);
                 return Err(e);
             }
         };
-        let mut installed = self.host.install_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
+        let mut installed =
+            self.host.admission().install_plugin_bytes(&name, &fetched.bytes, fetched.path.as_deref())?;
         if let Some(p) = &fetched.path {
             self.changes.note_source(&name, p);
         }
@@ -117,6 +119,7 @@ impl Installer {
     pub fn locked_digest(&self, r: &OciRef) -> Option<String> {
         let text = r.to_string();
         self.host
+            .admission()
             .trust()
             .lock
             .as_ref()?
@@ -151,7 +154,7 @@ impl Installer {
 
     /// Removes a plugin while the host serves. Calls already running finish.
     pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
-        self.host.uninstall_plugin(name)
+        self.host.admission().uninstall_plugin(name)
     }
 
     /// `toolhost plugin add`: [`Installer::install_plugin_file`] (or, for an
@@ -180,7 +183,7 @@ impl Installer {
         let pinned = installed.source.clone().unwrap_or_else(|| path.display().to_string());
         self.changes
             .announce(crate::cluster::Change::PluginAdded { name: installed.name.clone(), reference: pinned })
-            .map_err(AddPluginError::Fleet)?;
+            .map_err(|e| AddPluginError::Fleet(e.to_string()))?;
         Ok(installed)
     }
 
@@ -189,10 +192,10 @@ impl Installer {
     /// its file in the plugins directory is seen again) until its file
     /// changes or the operator adds it again.
     pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
-        self.host.uninstall_plugin(name)?;
+        self.host.admission().uninstall_plugin(name)?;
         self.changes.plugin_removed(name);
         self.changes
             .announce(crate::cluster::Change::PluginRemoved { name: name.to_string() })
-            .map_err(AddPluginError::Fleet)
+            .map_err(|e| AddPluginError::Fleet(e.to_string()))
     }
 }

@@ -3,15 +3,16 @@
 //! Tools are WASI preview-2 components implementing the `toolhost:plugin`
 //! WIT world (`wit/tool.wit`). The [`runtime`] compiles each once and runs
 //! every call in a fresh instance under hard limits; the [`registry`] holds
-//! every tool in one atomically replaceable catalogue; [`Host::call`] is the
-//! one pipeline a call goes through.
+//! every tool in one atomically replaceable catalogue; the [`Pipeline`] is
+//! the one path a call goes through, and [`Admission`] decides what joins
+//! it. [`Host`] holds both.
 //!
 //! ```no_run
 //! use toolhost::{Host, runtime::{Limits, Runtime}, tool::CallContext};
 //!
 //! let runtime = Runtime::new(Limits::default(), None).unwrap();
 //! let host = Host::new(runtime);
-//! toolhost::builtin::add_builtins(&host).unwrap();
+//! toolhost::builtin::add_builtins(host.admission()).unwrap();
 //! let out = host
 //!     .call("roll", &serde_json::json!({"expression": "2d6+3"}), &CallContext::default())
 //!     .unwrap();
@@ -25,6 +26,7 @@ mod builder;
 pub mod changes;
 pub mod cluster;
 pub mod doctor;
+mod facade;
 pub mod fleet;
 pub mod install;
 pub mod metrics;
@@ -35,10 +37,12 @@ pub mod serve;
 pub mod ui;
 pub mod watch;
 
+/// Plugin admission: packages and trust, secrets (the `toolhost-admission` crate).
+pub use toolhost_admission::{package, secrets};
+/// The configuration file (the `toolhost-config` crate).
+pub use toolhost_config as config;
 /// The call pipeline and what it stands on (the `toolhost-core` crate).
-pub use toolhost_core::{
-    activity, audit, budget, calibrate, config, counters, package, paths, rates, registry, secrets,
-};
+pub use toolhost_core::{activity, audit, budget, calibrate, counters, rates, registry};
 
 /// The speech-to-speech bridge (the `toolhost-bridge` crate).
 pub use toolhost_bridge as bridge;
@@ -60,8 +64,13 @@ pub use toolhost_types as tool;
 pub use toolhost_types::validate;
 
 pub use builder::{Assembly, BuildError, CacheChoice, HostBuilder, MemoryLocation};
+pub use facade::Host;
 pub use install::Installer;
+pub use toolhost_admission::{
+    AddPluginError, Admission, GrantBook, GrantPlan, HeldPlugin, Installed, PluginChange, Values, is_plugin_file,
+    plugin_files,
+};
 pub use toolhost_core::{
-    AddPluginError, BackgroundCalibration, Batch, CacheStats, Conversation, GrantPlan, HeldPlugin, Host, Installed,
-    LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier, canonical_json, is_plugin_file, plugin_files,
+    BackgroundCalibration, Batch, CacheStats, Conversation, LiveBudget, Pipeline, ResultCache, TurnCues, TurnTier,
+    canonical_json,
 };

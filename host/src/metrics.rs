@@ -54,7 +54,7 @@ impl Collector for Scrape {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let host = &self.host;
         // Calls, by tool, agent and outcome; latency by tool.
-        let tools = host.metrics().totals();
+        let tools = host.pipeline().metrics().totals();
         {
             let mut calls = encoder.encode_descriptor(
                 "toolhost_tool_calls",
@@ -97,7 +97,7 @@ impl Collector for Scrape {
             }
         }
         // Health demotion, now.
-        let catalog = host.registry().snapshot();
+        let catalog = host.pipeline().registry().snapshot();
         {
             let mut demoted = encoder.encode_descriptor(
                 "toolhost_tool_demoted",
@@ -106,12 +106,12 @@ impl Collector for Scrape {
                 MetricType::Gauge,
             )?;
             for t in catalog.tools().take(MAX_TOOLS) {
-                let d = i64::try_from(host.budget().status(&t.def).demoted_for).unwrap_or(i64::MAX);
+                let d = i64::try_from(host.pipeline().budget().status(&t.def).demoted_for).unwrap_or(i64::MAX);
                 ConstGauge::new(d).encode(demoted.encode_family(&ToolLabel { tool: t.def.name.clone() })?)?;
             }
         }
         // The result cache.
-        let cache = host.result_cache().stats();
+        let cache = host.pipeline().result_cache().stats();
         let counter = |enc: &mut DescriptorEncoder, name, help, v: u64| -> Result<(), std::fmt::Error> {
             ConstCounter::new(v).encode(enc.encode_descriptor(name, help, None, MetricType::Counter)?)
         };

@@ -160,7 +160,7 @@ impl Reloader {
         built: HostBuilder,
         load: impl Fn() -> Result<HostBuilder, String> + Send + Sync + 'static,
     ) -> Reloader {
-        let seen = installer.host().registry().snapshot().tools().map(|t| t.def.name.clone()).collect();
+        let seen = installer.host().pipeline().registry().snapshot().tools().map(|t| t.def.name.clone()).collect();
         Reloader {
             seen: Mutex::new(seen),
             host: installer.host().clone(),
@@ -184,7 +184,7 @@ impl Reloader {
             return Vec::new();
         }
         let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-        seen.extend(self.host.registry().snapshot().tools().map(|t| t.def.name.clone()));
+        seen.extend(self.host.pipeline().registry().snapshot().tools().map(|t| t.def.name.clone()));
         let mut out = Vec::new();
         for (i, npc) in new.npcs.iter().enumerate() {
             for t in npc.tools.iter().filter(|t| !seen.contains(*t)) {
@@ -268,10 +268,10 @@ impl Reloader {
             }
             None => ServerPlan::default(),
         };
-        let secrets = match self.host.secret_store() {
+        let secrets = match self.host.admission().values().secret_store() {
             Some(store) => store.read().map_err(|e| invalid(format!("secrets: {e}")))?,
             // A fleet's, from the control plane: as held.
-            None => (*self.host.secrets_snapshot()).clone(),
+            None => (*self.host.admission().values().secrets_snapshot()).clone(),
         };
         if let Some(clash) = crate::secrets::clash(&new.plugins.config_values(), &secrets) {
             return Err(invalid(clash));
@@ -279,6 +279,7 @@ impl Reloader {
         // Last: resolving a read-write directory grant creates the directory.
         let grants = self
             .host
+            .admission()
             .plan_grants(new.plugins.grants.clone(), &new.base_dir)
             .map_err(|e| invalid(format!("plugins.grants: {e}")))?;
 
@@ -286,14 +287,14 @@ impl Reloader {
         if old.trust != new.trust {
             report.applied.push("trust".into());
         }
-        report.plugins.extend(self.host.apply_trust(trust));
+        report.plugins.extend(self.host.admission().apply_trust(trust));
         if old.plugins.grants != new.plugins.grants {
             report.applied.push(format!("plugins.grants ({})", changed_keys(&old.plugins.grants, &new.plugins.grants)));
         }
-        report.plugins.extend(self.host.apply_grants(grants));
+        report.plugins.extend(self.host.admission().apply_grants(grants));
         if old.limits != new.limits {
             report.applied.push("limits".into());
-            report.restart_needed.extend(self.host.apply_limits(new.limits()));
+            report.restart_needed.extend(self.host.pipeline().apply_limits(new.limits()));
         }
         if old.plugins.prefix != new.plugins.prefix {
             // Names of plugins already loaded change when they are next
@@ -303,18 +304,18 @@ impl Reloader {
                 "plugins.prefix ({}; takes effect when each plugin is next loaded)",
                 changed_keys(&old.plugins.prefix, &new.plugins.prefix)
             ));
-            self.host.set_prefixes(new.plugins.prefix.clone());
+            self.host.admission().grants().set_prefixes(new.plugins.prefix.clone());
         }
         if old.plugins.limits != new.plugins.limits {
             report.applied.push(format!("plugins.limits ({})", changed_keys(&old.plugins.limits, &new.plugins.limits)));
-            report.restart_needed.extend(self.host.apply_plugin_limits(new.plugin_limits()));
+            report.restart_needed.extend(self.host.pipeline().apply_plugin_limits(new.plugin_limits()));
         }
         if old.plugins.config != new.plugins.config {
             report.applied.push(format!("plugins.config ({})", changed_keys(&old.plugins.config, &new.plugins.config)));
         }
-        self.host.set_plugin_config(new.plugins.config_values());
+        self.host.admission().set_plugin_config(new.plugins.config_values());
         // Secrets set while the host served, and plugins waiting for them.
-        let secrets_warning = match self.host.refresh_secrets() {
+        let secrets_warning = match self.host.admission().refresh_secrets() {
             Ok(loaded) => {
                 report.plugins.extend(loaded);
                 None
@@ -325,14 +326,14 @@ impl Reloader {
         if old.budget != new.budget {
             report.applied.push("budget".into());
         }
-        self.host.budget().reconfigure(new.budget.clone(), new.npcs.clone());
+        self.host.pipeline().budget().reconfigure(new.budget.clone(), new.npcs.clone());
         if old.server.rate_limit != new.server.rate_limit {
             report.applied.push("server.rate_limit".into());
         }
         if old.server.operator_rate_limit != new.server.operator_rate_limit {
             report.applied.push("server.operator_rate_limit".into());
         }
-        self.host.call_rates().reconfigure(
+        self.host.pipeline().call_rates().reconfigure(
             new.server.rate_limit,
             new.server.operator_rate_limit,
             new.npcs.iter().filter_map(|n| Some((n.name.clone(), n.rate_limit?))).collect(),

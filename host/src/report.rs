@@ -132,7 +132,7 @@ impl ToolReport {
             declaration: (&tool.def).into(),
             provider: tool.provider.name().to_string(),
             kind: tool.provider.kind().as_str().to_string(),
-            budget: (&host.budget().status(&tool.def)).into(),
+            budget: (&host.pipeline().budget().status(&tool.def)).into(),
         }
     }
 }
@@ -162,12 +162,13 @@ pub struct StatsRow {
 
 /// Every tool's figures, by name.
 pub fn stats(host: &Host) -> Vec<StatsRow> {
-    host.registry()
+    host.pipeline()
+        .registry()
         .snapshot()
         .tools()
         .map(|t| {
-            let status = host.budget().status(&t.def);
-            let ages = host.budget().real_ages(&t.def.name);
+            let status = host.pipeline().budget().status(&t.def);
+            let ages = host.pipeline().budget().real_ages(&t.def.name);
             StatsRow {
                 tool: t.def.name.clone(),
                 provider: t.provider.name().to_string(),
@@ -211,10 +212,10 @@ pub struct AgentStatusReport {
 
 /// An agent's status now; `None` when there is no such agent.
 pub fn agent_status(host: &Host, name: &str) -> Option<AgentStatusReport> {
-    let budget = host.budget();
+    let budget = host.pipeline().budget();
     let profile = budget.agent(name).ok()?;
     let tier = budget.effective_tier(Some(name), Tier::Deep).ok()?;
-    let catalog = host.registry().snapshot();
+    let catalog = host.pipeline().registry().snapshot();
     let visible = budget
         .available_tools(&catalog, Some(name), tier)
         .unwrap_or_default()
@@ -236,7 +237,7 @@ pub fn agent_status(host: &Host, name: &str) -> Option<AgentStatusReport> {
 
 /// Every agent's status now, by name.
 pub fn agents(host: &Host) -> Vec<AgentStatusReport> {
-    host.budget().agents().iter().filter_map(|a| agent_status(host, &a.name)).collect()
+    host.pipeline().budget().agents().iter().filter_map(|a| agent_status(host, &a.name)).collect()
 }
 
 /// What a reviewer reads about one plugin (`toolhost grants --json`).
@@ -302,8 +303,8 @@ pub struct LimitsInForce {
 impl LimitsInForce {
     /// The limits `plugin` runs under in `host`.
     pub fn of(host: &Host, plugin: &str) -> LimitsInForce {
-        let l = host.runtime().limits_for(plugin);
-        let own = host.runtime().plugin_limits().into_iter().find(|(n, _)| n == plugin).map(|(_, p)| p);
+        let l = host.pipeline().runtime().limits_for(plugin);
+        let own = host.pipeline().runtime().plugin_limits().into_iter().find(|(n, _)| n == plugin).map(|(_, p)| p);
         let mut keys = Vec::new();
         if let Some(p) = own {
             for (set, key) in [
@@ -353,7 +354,7 @@ fn names(c: crate::tool::Capabilities) -> Vec<String> {
 
 /// The grants report of every wasm plugin in `host`.
 pub fn grants(host: &Host) -> Vec<GrantsReport> {
-    let catalog = host.registry().snapshot();
+    let catalog = host.pipeline().registry().snapshot();
     catalog
         .providers()
         .filter(|p| p.kind() == crate::tool::ProviderKind::Wasm)
@@ -364,7 +365,7 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
             if allows.is_empty() {
                 allows.push("nothing granted: pure computation, no files, no environment, no network".into());
             }
-            let origin = host.provenance(p.name());
+            let origin = host.admission().provenance(p.name());
             let mut findings = review.findings(p.name());
             findings.extend(http_findings(p, origin.as_ref()));
             GrantsReport {

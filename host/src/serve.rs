@@ -47,7 +47,7 @@ pub fn http_app(
         },
         None => Beside { metrics: Some(metrics), drain, voice, ..Beside::default() },
     };
-    crate::mcp::http::router(host, cfg, local, beside)
+    crate::mcp::http::router(host.pipeline().clone(), cfg, local, beside)
 }
 
 /// What `serve` does on SIGINT or SIGTERM, for `grace`: stops taking new

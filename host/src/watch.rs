@@ -63,7 +63,7 @@ pub fn watch_dir(installer: Arc<Installer>, dir: &Path, load_existing: bool) -> 
             seen.apply(&host, &p);
         } else {
             let name = crate::runtime::plugin_name_from_path(&p);
-            if host.host().registry().snapshot().provider(&name).is_some() {
+            if host.host().pipeline().registry().snapshot().provider(&name).is_some() {
                 seen.loaded.insert(name, p.clone());
             }
             if let Some(stamp) = FileStamp::of(&p) {
@@ -103,7 +103,7 @@ impl Seen {
             self.files.remove(path);
             if self.loaded.get(&name).is_some_and(|p| p == path) {
                 self.loaded.remove(&name);
-                if host.registry().snapshot().provider(&name).is_none() {
+                if host.pipeline().registry().snapshot().provider(&name).is_none() {
                     return; // already removed by the operator
                 }
                 match installer.uninstall_plugin(&name) {

@@ -129,7 +129,7 @@ fn declarations_follow_the_turns_tier_in_both_formats() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
     for format in FORMATS {
-        let b = Bridge::new(host.clone(), "Sage", format).unwrap();
+        let b = Bridge::new(host.pipeline().clone(), "Sage", format).unwrap();
         // Before any utterance: the agent's ceiling.
         assert_eq!(declared(&b.declare_event()), ["get_rule", "roll", "search_rules"], "{format:?}");
 
@@ -181,7 +181,7 @@ fn a_roll_call_event_returns_a_function_output_with_a_total() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
 
-    let openai = Bridge::new(host.clone(), "Sage", Format::OpenAiRealtime).unwrap();
+    let openai = Bridge::new(host.pipeline().clone(), "Sage", Format::OpenAiRealtime).unwrap();
     openai.update_tier("hello", hello()).unwrap();
     let events = openai.handle_event(&fixture(OPENAI_ARGUMENTS_DONE)).unwrap().unwrap();
     assert_eq!(events[0]["item"]["call_id"], "call_Ao7ovxnZ0wpBbJKv");
@@ -205,7 +205,7 @@ fn a_roll_call_event_returns_a_function_output_with_a_total() {
         assert_eq!(openai.handle_event(&other), Ok(None), "{other}");
     }
 
-    let gemini = Bridge::new(host, "Sage", Format::GeminiLive).unwrap();
+    let gemini = Bridge::new(host.pipeline().clone(), "Sage", Format::GeminiLive).unwrap();
     gemini.update_tier("hello", hello()).unwrap();
     let events = gemini.handle_event(&fixture(GEMINI_TOOL_CALL)).unwrap().unwrap();
     let response = &events[0]["toolResponse"]["functionResponses"][0];
@@ -223,7 +223,7 @@ fn invisible_tools_are_refused_like_missing_ones_and_bad_arguments_get_error_out
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
     for format in FORMATS {
-        let b = Bridge::new(host.clone(), "Sage", format).unwrap();
+        let b = Bridge::new(host.pipeline().clone(), "Sage", format).unwrap();
         b.update_tier("hello", hello()).unwrap();
         // get_rule: on the allow-list, over the FAST turn; echo: a real
         // tool off the allow-list; nope: no such tool.
@@ -268,7 +268,7 @@ fn invisible_tools_are_refused_like_missing_ones_and_bad_arguments_get_error_out
 
     // The turn cap: the second call of a turn is refused, a new utterance
     // starts a new turn.
-    let b = Bridge::new(host, "Terse", Format::OpenAiRealtime).unwrap();
+    let b = Bridge::new(host.pipeline().clone(), "Terse", Format::OpenAiRealtime).unwrap();
     b.update_tier("hello", hello()).unwrap();
     assert!(!b.handle_call("roll", r#"{"expression":"1d6"}"#).is_error());
     let capped = b.handle_call("roll", r#"{"expression":"1d6"}"#);
@@ -282,11 +282,14 @@ fn invisible_tools_are_refused_like_missing_ones_and_bad_arguments_get_error_out
 fn a_call_past_the_bridge_timeout_gets_a_timeout_output() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
-    let too_long =
-        Bridge::new(host.clone(), "Sleeper", Format::GeminiLive).unwrap().with_tool_timeout(Duration::from_secs(90));
+    let too_long = Bridge::new(host.pipeline().clone(), "Sleeper", Format::GeminiLive)
+        .unwrap()
+        .with_tool_timeout(Duration::from_secs(90));
     assert_eq!(too_long.tool_timeout(), MAX_TOOL_TIMEOUT, "never more than the seed's 30 s");
     for format in FORMATS {
-        let b = Bridge::new(host.clone(), "Sleeper", format).unwrap().with_tool_timeout(Duration::from_millis(200));
+        let b = Bridge::new(host.pipeline().clone(), "Sleeper", format)
+            .unwrap()
+            .with_tool_timeout(Duration::from_millis(200));
         let started = Instant::now();
         let out = answer(&b, &call_event(format, "9", "sleep", r#"{"ms": 5000}"#));
         let took = started.elapsed();
@@ -307,7 +310,9 @@ fn a_call_past_the_bridge_timeout_gets_a_timeout_output() {
 fn after_close_calls_are_refused_and_the_audit_accounts_for_every_bridged_call() {
     let dir = tempfile::tempdir().unwrap();
     let host = host(dir.path());
-    let b = Bridge::new(host.clone(), "Sage", Format::OpenAiRealtime).unwrap().with_session_id("rt_session_C9wVq");
+    let b = Bridge::new(host.pipeline().clone(), "Sage", Format::OpenAiRealtime)
+        .unwrap()
+        .with_session_id("rt_session_C9wVq");
     b.update_tier("hello", hello()).unwrap();
     assert!(answer(&b, &fixture(OPENAI_ARGUMENTS_DONE))["total"].is_i64());
     answer(&b, &call_event(Format::OpenAiRealtime, "a", "nope", "{}"));
@@ -324,7 +329,7 @@ fn after_close_calls_are_refused_and_the_audit_accounts_for_every_bridged_call()
     assert_eq!(b.declarations(), json!([]));
 
     // Refused calls are counted per agent, reason and second: written now.
-    host.audit().flush_refusals(true);
+    host.pipeline().audit().flush_refusals(true);
     let all: Vec<Value> = std::fs::read_to_string(dir.path().join("audit.jsonl"))
         .unwrap()
         .lines()

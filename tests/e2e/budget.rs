@@ -210,9 +210,11 @@ fn calibration_spends_no_agents_rate() {
         personality: None,
         engine: None,
     };
-    let host = Host::with_budget(rt, Budget::new(BudgetConfig::default(), vec![bartok]))
-        .with_call_rates(CallRates::new(tight, tight, Default::default()));
-    toolhost::builtin::add_builtins(&host).unwrap();
+    let host = Host::from_pipeline(
+        toolhost::Pipeline::with_budget(rt, Budget::new(BudgetConfig::default(), vec![bartok]))
+            .with_call_rates(CallRates::new(tight, tight, Default::default())),
+    );
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
 
     let probed = |results: &[toolhost::calibrate::ProbeResult]| match &results
         .iter()
@@ -223,16 +225,23 @@ fn calibration_spends_no_agents_rate() {
         ProbeOutcome::Probed(d) => d.len(),
         other => panic!("roll: {other:?}"),
     };
-    assert_eq!(probed(&calibrate(&host, 5)), 5);
-    let roll = host.registry().snapshot().get("roll").unwrap().clone();
-    assert_eq!(probed(&calibrate_tools(&host, &[roll], 5, &|| false)), 5);
+    assert_eq!(probed(&calibrate(host.pipeline(), 5)), 5);
+    let roll = host.pipeline().registry().snapshot().get("roll").unwrap().clone();
+    assert_eq!(probed(&calibrate_tools(host.pipeline(), &[roll], 5, &|| false)), 5);
 
     for who in [Some("bartok"), None] {
         for i in 0..tight.burst {
-            let r = host.call_as(who, Tier::Fast, "roll", &json!({"expression": "1d20"}), &CallContext::default());
+            let r = host.pipeline().call_as(
+                who,
+                Tier::Fast,
+                "roll",
+                &json!({"expression": "1d20"}),
+                &CallContext::default(),
+            );
             assert!(r.is_ok(), "{who:?}: call {i} within the burst, after 10 probes: {r:?}");
         }
-        match host.call_as(who, Tier::Fast, "roll", &json!({"expression": "1d20"}), &CallContext::default()) {
+        match host.pipeline().call_as(who, Tier::Fast, "roll", &json!({"expression": "1d20"}), &CallContext::default())
+        {
             Err(CallError::CapacityExceeded(m)) => assert!(m.contains("tool-call rate"), "{who:?}: {m}"),
             other => panic!("{who:?}: the call past the burst is refused: {other:?}"),
         }
@@ -252,8 +261,8 @@ fn a_wrong_config_names_the_key_and_line_before_anything_starts() {
 fn budget_host(agents: Vec<AgentProfile>) -> Host {
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let host = Host::with_budget(rt, Budget::new(BudgetConfig::default(), agents));
-    toolhost::builtin::add_builtins(&host).unwrap();
-    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    host.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host
 }
 
@@ -261,7 +270,7 @@ fn budget_host(agents: Vec<AgentProfile>) -> Host {
 fn a_batch_runs_in_parallel_and_costs_the_slowest_call() {
     let host = budget_host(Vec::new());
     let calls: Vec<(String, Value)> = (0..3).map(|_| ("sleep".to_string(), json!({"ms": 300}))).collect();
-    let batch = host.call_batch(None, Tier::Deep, &calls, &CallContext::default());
+    let batch = host.pipeline().call_batch(None, Tier::Deep, &calls, &CallContext::default());
     let durations: Vec<_> = batch.results.iter().map(|r| r.as_ref().unwrap().stats.duration).collect();
     let sum: std::time::Duration = durations.iter().sum();
     let max = *durations.iter().max().unwrap();
@@ -286,7 +295,7 @@ fn a_batch_keeps_each_result_and_error_in_order() {
         ("spin".to_string(), json!({})),
         ("get_rule".to_string(), json!({"id": "condition-blinded"})),
     ];
-    let batch = host.call_batch(Some("bartok"), Tier::Fast, &calls, &CallContext::default());
+    let batch = host.pipeline().call_batch(Some("bartok"), Tier::Fast, &calls, &CallContext::default());
     assert!(batch.results[0].is_ok());
     assert!(matches!(batch.results[1], Err(CallError::Timeout { limit_ms: 100, .. })), "{:?}", batch.results[1]);
     assert!(matches!(batch.results[2], Err(CallError::UnknownTool(_))), "not on bartok's allow-list");
@@ -299,7 +308,7 @@ fn the_budget_deadline_bounds_wasm_calls() {
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let cfg = BudgetConfig { fast_ms: 300, ..BudgetConfig::default() };
     let host = Host::with_budget(rt, Budget::new(cfg, Vec::new()));
-    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    host.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     match host.call("sleep", &json!({"ms": 5000}), &CallContext::default()) {
         Err(CallError::Timeout { limit_ms, .. }) => assert_eq!(limit_ms, 300),
         other => panic!("{other:?}"),
@@ -309,22 +318,28 @@ fn the_budget_deadline_bounds_wasm_calls() {
 #[test]
 fn repeated_failures_demote_a_tool_for_the_caller_that_saw_them() {
     let host = host_with(Limits { fuel: None, ..Limits::default() });
-    let catalog = host.registry().snapshot();
+    let catalog = host.pipeline().registry().snapshot();
     let panic_tool = catalog.get("panic").unwrap();
-    assert_eq!(host.budget().tool_tier(&panic_tool.def, None), Some(Tier::Fast));
+    assert_eq!(host.pipeline().budget().tool_tier(&panic_tool.def, None), Some(Tier::Fast));
     for _ in 0..5 {
         assert!(call(&host, "panic", json!({})).is_err());
     }
     // The operator made the calls: the operator's view demotes the tool.
-    let s = host.budget().status_for(&panic_tool.def, None);
+    let s = host.pipeline().budget().status_for(&panic_tool.def, None);
     assert!(s.demoted);
     assert_eq!(s.tier, Some(Tier::Standard));
-    let fast: Vec<String> =
-        host.budget().available_tools(&catalog, None, Tier::Fast).unwrap().iter().map(|t| t.def.name.clone()).collect();
+    let fast: Vec<String> = host
+        .pipeline()
+        .budget()
+        .available_tools(&catalog, None, Tier::Fast)
+        .unwrap()
+        .iter()
+        .map(|t| t.def.name.clone())
+        .collect();
     assert!(!fast.contains(&"panic".to_string()));
     assert!(fast.contains(&"roll".to_string()));
     // The shared view (what every other caller starts from) is unmoved,
     // and says for how many callers the tool is demoted.
-    let shared = host.budget().status(&panic_tool.def);
+    let shared = host.pipeline().budget().status(&panic_tool.def);
     assert_eq!((shared.tier, shared.demoted, shared.demoted_for), (Some(Tier::Fast), false, 1));
 }

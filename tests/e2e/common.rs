@@ -19,8 +19,8 @@ pub static HOST: LazyLock<Host> = LazyLock::new(|| host_with(Limits::default()))
 /// A fresh host with `limits`, the built-ins and the hostile plugin.
 pub fn host_with(limits: Limits) -> Host {
     let host = Host::new(Runtime::new(limits, Some(CACHE.path())).unwrap());
-    toolhost::builtin::add_builtins(&host).unwrap();
-    host.add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    host.admission().add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
     host
 }
 

@@ -30,8 +30,8 @@ fn host(hostile: &Path, fileio: Option<&Path>, max_bytes: u64, max_files: u64) -
     let cfg = toolhost::budget::BudgetConfig { fast_ms: 10_000, ..Default::default() };
     let host =
         Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
-    toolhost::builtin::add_builtins(&host).unwrap();
-    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    host.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host
 }
 

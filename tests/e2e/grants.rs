@@ -33,8 +33,8 @@ fn host(dir: Option<(&Path, DirMode)>, env: &[&str]) -> Host {
     let cfg = toolhost::budget::BudgetConfig { fast_ms: 10_000, ..Default::default() };
     let host =
         Host::with_budget(rt, toolhost::budget::Budget::new(cfg, Vec::new())).with_grants(grants, Path::new("/"));
-    toolhost::builtin::add_builtins(&host).unwrap();
-    host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    host.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     host
 }
 
@@ -383,7 +383,7 @@ fn a_network_grant_reaches_exactly_the_granted_address() {
     let limits = Limits { timeout_floor: std::time::Duration::from_secs(5), ..Limits::default() };
     let rt = Runtime::new(limits, Some(CACHE.path())).unwrap();
     let h = Host::new(rt).with_grants(grants, Path::new("/"));
-    h.add_plugin_file(Path::new(NETCLIENT_PATH)).unwrap();
+    h.admission().add_plugin_file(Path::new(NETCLIENT_PATH)).unwrap();
 
     // The granted address answers, and the call is known to have used the network.
     let out = h.call("fetch", &json!({"addr": granted.to_string()}), &CallContext::default()).unwrap();

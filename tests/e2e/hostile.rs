@@ -86,7 +86,7 @@ fn a_table_bomb_hits_the_table_limit() {
         other => panic!("{other:?}"),
     }
     assert_still_serving(&host);
-    let kept = host.runtime().set_limits(Limits { table_elements: 500, ..Limits::default() });
+    let kept = host.pipeline().runtime().set_limits(Limits { table_elements: 500, ..Limits::default() });
     assert!(kept.is_empty(), "{kept:?}");
     match call(&host, "grow_table", json!({"elements": 1000})) {
         Err(e @ CallError::TableLimit { limit_elements: 500, .. }) => assert_eq!(e.kind(), "table_limit"),

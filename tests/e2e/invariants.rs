@@ -14,7 +14,7 @@ use toolhost_test_artifacts::{COUNTER_PATH, HOSTILE_PATH, NETCLIENT_PATH, SWAP_V
 
 fn counter_host() -> Host {
     let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
-    host.add_plugin_file(Path::new(COUNTER_PATH)).unwrap();
+    host.admission().add_plugin_file(Path::new(COUNTER_PATH)).unwrap();
     host
 }
 
@@ -141,9 +141,10 @@ fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
         // FAST up to 100 ms: search_facts (declared p50 200 ms) is STANDARD.
         Budget::new(BudgetConfig { fast_ms: 100, ..BudgetConfig::default() }, vec![agent]),
     );
-    toolhost::builtin::add_builtins(&host).unwrap();
-    let catalog = host.registry().snapshot();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    let catalog = host.pipeline().registry().snapshot();
     let visible: Vec<String> = host
+        .pipeline()
         .budget()
         .available_tools(&catalog, Some("Bartok"), Tier::Deep.min(Tier::Fast))
         .unwrap()
@@ -152,9 +153,12 @@ fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
         .collect();
     assert_eq!(visible, ["roll"], "search_facts is STANDARD, get_rule is off the list");
     let ctx = CallContext::default();
-    let unknown = host.call_as(Some("Bartok"), Tier::Fast, "no_such_tool", &json!({}), &ctx).unwrap_err();
+    let unknown = host.pipeline().call_as(Some("Bartok"), Tier::Fast, "no_such_tool", &json!({}), &ctx).unwrap_err();
     for tool in ["get_rule", "search_facts"] {
-        let e = host.call_as(Some("Bartok"), Tier::Fast, tool, &json!({"id": "x", "query": "x"}), &ctx).unwrap_err();
+        let e = host
+            .pipeline()
+            .call_as(Some("Bartok"), Tier::Fast, tool, &json!({"id": "x", "query": "x"}), &ctx)
+            .unwrap_err();
         assert_eq!(e.code(), unknown.code(), "{tool}");
         assert_eq!(e.to_string(), unknown.to_string().replace("no_such_tool", tool), "{tool}");
     }
@@ -185,20 +189,20 @@ fn a_guest_cannot_block_past_its_deadline() {
 #[test]
 fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool() {
     let host = host_with(Limits::default());
-    let results = toolhost::calibrate::calibrate(&host, 3);
-    let catalog = host.registry().snapshot();
+    let results = toolhost::calibrate::calibrate(host.pipeline(), 3);
+    let catalog = host.pipeline().registry().snapshot();
     for r in &results {
         let def = &catalog.get(&r.tool).unwrap().def;
         if !def.meta.idempotent {
             assert!(matches!(r.outcome, toolhost::calibrate::ProbeOutcome::Skipped(_)), "{} was probed", r.tool);
         }
-        let status = host.budget().status(def);
+        let status = host.pipeline().budget().status(def);
         assert!(status.real.is_none(), "{}: probes counted as real calls", r.tool);
     }
-    let roll = host.registry().snapshot().get("roll").unwrap().def.clone();
-    assert_eq!(host.budget().status(&roll).probes.map(|p| p.count), Some(3));
+    let roll = host.pipeline().registry().snapshot().get("roll").unwrap().def.clone();
+    assert_eq!(host.pipeline().budget().status(&roll).probes.map(|p| p.count), Some(3));
     call(&host, "roll", json!({"expression": "1d4"})).unwrap();
-    let s = host.budget().status(&roll);
+    let s = host.pipeline().budget().status(&roll);
     assert_eq!((s.real.map(|r| r.count), s.probes.map(|p| p.count)), (Some(1), Some(3)));
 
     // Nor a tool of a plugin holding `http` or `network`, however
@@ -216,9 +220,9 @@ fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool(
     );
     let outward =
         Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap()).with_grants(grants, Path::new("/"));
-    toolhost::builtin::add_builtins(&outward).unwrap();
+    toolhost::builtin::add_builtins(outward.admission()).unwrap();
     let mut probed = 0;
-    for r in toolhost::calibrate::calibrate(&outward, 1) {
+    for r in toolhost::calibrate::calibrate(outward.pipeline(), 1) {
         let holds = match r.provider.as_str() {
             "diceroller" => Some("network"),
             "ruleslookup" => Some("http"),
@@ -249,8 +253,8 @@ fn the_registry_never_changes_under_a_running_call() {
     // The FAST ceiling above the sleep: the deadline is not what ends the call.
     let budget = Budget::new(BudgetConfig { fast_ms: 20_000, ..BudgetConfig::default() }, Vec::new());
     let host = Host::with_budget(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap(), budget);
-    host.install_plugin_file(&file).unwrap();
-    let during = host.registry().snapshot();
+    host.admission().install_plugin_file(&file).unwrap();
+    let during = host.pipeline().registry().snapshot();
     // Version 2 compiled ahead (into the shared cache), so the swap below
     // takes a cache read, far less than the call it happens under.
     Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(SWAP_V2_PATH)).unwrap();
@@ -271,10 +275,10 @@ fn the_registry_never_changes_under_a_running_call() {
         // The guest is running (it reported progress) before anything changes.
         running.recv_timeout(Duration::from_secs(60)).expect("slow_version reported progress");
         std::fs::copy(SWAP_V2_PATH, &file).unwrap();
-        host.install_plugin_file(&file).unwrap();
+        host.admission().install_plugin_file(&file).unwrap();
         assert_eq!(json_of(call(&host, "version", json!({})).unwrap())["version"], 2, "the swap is done");
-        host.uninstall_plugin("swap").unwrap();
-        assert!(host.registry().snapshot().get("slow_version").is_none(), "the plugin is gone");
+        host.admission().uninstall_plugin("swap").unwrap();
+        assert!(host.pipeline().registry().snapshot().get("slow_version").is_none(), "the plugin is gone");
         assert!(!slow.is_finished(), "the call was still running after both changes");
         let out = slow.join().unwrap().expect("the running call completes");
         assert_eq!(json_of(out)["version"], 1, "the running call ended on the version it started with");
@@ -306,13 +310,14 @@ fn the_wasi_context_holds_exactly_the_plugins_grants() {
     );
     let granted =
         Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap()).with_grants(grants, Path::new("/"));
-    granted.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    granted.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     let env = call(&granted, "env", json!({})).unwrap();
     assert!(matches!(&env.content[..], [Content::Text(t)] if *t == format!("PATH={path}\n")), "{env:?}");
     let e =
         Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
     assert!(e.to_string().contains("wasi:sockets"), "{e}");
     let e = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap())
+        .admission()
         .add_plugin_file(Path::new(HOSTILE_PATH))
         .map(|p| p.held())
         .unwrap();
@@ -372,11 +377,13 @@ fn logs_go_to_stderr_never_stdout() {
 
 /// The host-side libraries (the `toolhost` crate and the crates it is built
 /// from), each of which denies `unsafe`.
-const HOST_SIDE_LIBS: [&str; 10] = [
+const HOST_SIDE_LIBS: [&str; 12] = [
     "crates/types/src/lib.rs",
     "crates/base/src/lib.rs",
     "crates/runtime/src/lib.rs",
     "crates/core/src/lib.rs",
+    "crates/admission/src/lib.rs",
+    "crates/config/src/lib.rs",
     "crates/mcp/src/lib.rs",
     "crates/http/src/lib.rs",
     "crates/bridge/src/lib.rs",
@@ -490,6 +497,7 @@ fn the_runtime_depends_on_no_mcp_http_or_database_crate() {
             "axum",
             "reqwest",
             "hyper",
+            "rustls",
             "toolhost-http",
             "hickory-resolver",
             "rusqlite",
@@ -501,10 +509,11 @@ fn the_runtime_depends_on_no_mcp_http_or_database_crate() {
     );
 }
 
-/// The call pipeline's crate depends on no MCP, HTTP, OCI or database
-/// crate, nor on anything that builds wasm guests, whatever its
-/// dependencies (dev and build ones included) pull in: a contributor
-/// touching the pipeline compiles none of them.
+/// The call pipeline's crate depends on no MCP, HTTP, OCI, signature,
+/// config-parsing or database crate, nor on admission or anything that
+/// builds wasm guests, whatever its dependencies (dev and build ones
+/// included) pull in: a contributor touching the pipeline compiles none of
+/// them, and the pipeline cannot reach trust or install.
 #[test]
 fn the_core_depends_on_no_mcp_http_oci_or_database_crate() {
     let seen = lock_closure("toolhost-core");
@@ -516,17 +525,61 @@ fn the_core_depends_on_no_mcp_http_oci_or_database_crate() {
             "axum",
             "reqwest",
             "hyper",
+            "rustls",
             "toolhost-http",
             "hickory-resolver",
             "oci-client",
+            "ed25519-dalek",
+            "serde_yaml_ng",
             "rusqlite",
             "tokio-postgres",
             "deadpool-postgres",
             "notify",
             "prometheus-client",
             "toolhost",
+            "toolhost-admission",
+            "toolhost-config",
             "toolhost-guest-build",
         ],
+    );
+}
+
+/// Admission (trust, signatures, grants, secrets, install) knows no
+/// registry protocol, MCP, HTTP or database: a pull hands it bytes. It
+/// reads no config file either: the config crate types its settings.
+#[test]
+fn admission_depends_on_no_oci_mcp_http_or_database_crate() {
+    let seen = lock_closure("toolhost-admission");
+    assert!(seen.contains("toolhost-core") && seen.contains("ed25519-dalek"), "the walk works");
+    walled(
+        "toolhost-admission",
+        &[
+            "rmcp",
+            "axum",
+            "reqwest",
+            "hyper",
+            "rustls",
+            "oci-client",
+            "toolhost-http",
+            "rusqlite",
+            "tokio-postgres",
+            "toolhost",
+            "toolhost-config",
+            "toolhost-mcp",
+            "toolhost-guest-build",
+        ],
+    );
+}
+
+/// The config schema sits on the layers whose settings it types and on
+/// nothing that serves, pulls or stores.
+#[test]
+fn the_config_depends_on_no_mcp_http_oci_or_database_crate() {
+    let seen = lock_closure("toolhost-config");
+    assert!(seen.contains("serde_yaml_ng") && seen.contains("toolhost-admission"), "the walk works");
+    walled(
+        "toolhost-config",
+        &["rmcp", "axum", "reqwest", "hyper", "oci-client", "rusqlite", "tokio-postgres", "toolhost", "toolhost-mcp"],
     );
 }
 
@@ -769,12 +822,14 @@ fn one_tool_name_rule_in_host_sdk_and_wit() {
 /// resolve every dependency of the host with the features of the README's run
 /// command (`cargo build --release`), so that command compiles nothing after
 /// the tests.
-const HOST_SIDE: [&str; 11] = [
+const HOST_SIDE: [&str; 13] = [
     "toolhost",
     "toolhost-types",
     "toolhost-base",
     "toolhost-runtime",
     "toolhost-core",
+    "toolhost-admission",
+    "toolhost-config",
     "toolhost-mcp",
     "toolhost-bridge",
     "toolhost-memory",

@@ -762,7 +762,7 @@ impl LaneSession {
     fn start(fast_tool: &str, direct: bool) -> LaneSession {
         let host = std::sync::Arc::new(crate::common::host_with(toolhost::runtime::Limits::default()));
         let main = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let front = toolhost::mcp::McpFront::new(host, None).unwrap();
+        let front = toolhost::mcp::McpFront::new(host.pipeline().clone(), None).unwrap();
         let (client, server) = tokio::io::duplex(1 << 16);
         let session = toolhost::serve::StdioSession::start(
             front,

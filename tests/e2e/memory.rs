@@ -38,8 +38,8 @@ on_both_stores!(
 static PG_HOST: LazyLock<Host> = LazyLock::new(|| {
     let host = Host::new(Runtime::new(Limits::default(), Some(crate::common::CACHE.path())).unwrap());
     let (_, url) = crate::pg::database();
-    host.set_memory(Arc::new(MemoryStore::connect(&url).unwrap()));
-    toolhost::builtin::add_builtins(&host).unwrap();
+    host.admission().grants().set_memory(Arc::new(MemoryStore::connect(&url).unwrap()));
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     host
 });
 
@@ -121,7 +121,7 @@ fn a_plugin_importing_memory_without_the_grant_does_not_load() {
     let copy = dir.path().join("snoop.wasm");
     std::fs::copy(builtin_path("memorytool"), &copy).unwrap();
     let host = Host::new(Runtime::new(Limits::default(), None).unwrap());
-    let e = host.add_plugin_file(&copy).unwrap_err();
+    let e = host.admission().add_plugin_file(&copy).unwrap_err();
     match e {
         toolhost::AddPluginError::Load(ref l) => {
             assert!(

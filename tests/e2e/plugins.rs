@@ -103,7 +103,7 @@ fn roll_table_with_a_seed_is_reproducible_and_unknown_tables_are_refused_before_
 #[test]
 fn schema_violations_name_the_field_and_never_reach_the_plugin() {
     let host = crate::common::host_with(toolhost::runtime::Limits::default());
-    let roll_def = host.registry().snapshot().get("roll").unwrap().def.clone();
+    let roll_def = host.pipeline().registry().snapshot().get("roll").unwrap().def.clone();
     match call(&host, "roll", json!({"expression": 7})) {
         Err(CallError::InvalidInput { message, .. }) => {
             assert!(message.starts_with("field /expression: ") && message.contains("\"string\""), "{message}")
@@ -122,10 +122,10 @@ fn schema_violations_name_the_field_and_never_reach_the_plugin() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(host.budget().status(&roll_def).real.map(|r| r.count), None, "the plugin never ran");
+    assert_eq!(host.pipeline().budget().status(&roll_def).real.map(|r| r.count), None, "the plugin never ran");
     // The check can fail: a valid call does reach the plugin and is recorded.
     call(&host, "roll", json!({"expression": "1d6"})).unwrap();
-    assert_eq!(host.budget().status(&roll_def).real.map(|r| r.count), Some(1));
+    assert_eq!(host.pipeline().budget().status(&roll_def).real.map(|r| r.count), Some(1));
 }
 
 #[test]
@@ -191,7 +191,7 @@ fn unknown_tools_are_reported_as_such() {
 
 #[test]
 fn builtins_declare_the_seed_latencies() {
-    let cat = HOST.registry().snapshot();
+    let cat = HOST.pipeline().registry().snapshot();
     for (tool, p50, max) in [("roll", 5, 20), ("roll_table", 5, 20), ("search_rules", 30, 100), ("get_rule", 5, 20)] {
         let t = cat.get(tool).unwrap();
         assert_eq!(t.def.meta.estimated_duration_ms, Some(p50), "{tool}");

@@ -113,10 +113,12 @@ fn a_configured_prefix_wins_over_a_squatter_added_while_serving() {
         std::fs::copy(SWAP_V1_PATH, &owner).unwrap();
         std::fs::copy(SWAP_V2_PATH, &squat).unwrap();
         let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
-        host.set_prefixes([("owner".to_string(), "slow_".to_string())].into());
+        host.admission().grants().set_prefixes([("owner".to_string(), "slow_".to_string())].into());
         let order = if squatter_first { [&squat, &owner] } else { [&owner, &squat] };
         for file in order {
-            host.install_plugin_file(file).unwrap_or_else(|e| panic!("squatter first: {squatter_first}: {e}"));
+            host.admission()
+                .install_plugin_file(file)
+                .unwrap_or_else(|e| panic!("squatter first: {squatter_first}: {e}"));
         }
         let version =
             |tool: &str, args: serde_json::Value| json_of(call(&host, tool, args).unwrap())["version"].clone();
@@ -137,13 +139,13 @@ fn a_squatter_whose_renamed_tool_is_still_under_the_prefix_is_refused() {
     std::fs::copy(SWAP_V1_PATH, &owner).unwrap();
     std::fs::copy(SWAP_V2_PATH, &squat).unwrap();
     let host = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
-    host.set_prefixes([("owner".to_string(), "slow_".to_string())].into());
-    let e = host.install_plugin_file(&squat).unwrap_err().to_string();
+    host.admission().grants().set_prefixes([("owner".to_string(), "slow_".to_string())].into());
+    let e = host.admission().install_plugin_file(&squat).unwrap_err().to_string();
     assert_eq!(
         e,
         "plugin \"slow\": slow_version is under plugins.prefix.owner (slow_), which owner's tools own, and \
          slow_slow_version is under plugins.prefix.owner (slow_) too: set plugins.prefix.slow to choose a prefix"
     );
-    host.install_plugin_file(&owner).unwrap();
+    host.admission().install_plugin_file(&owner).unwrap();
     assert_eq!(json_of(call(&host, "slow_slow_version", json!({"ms": 0})).unwrap())["version"], 1);
 }

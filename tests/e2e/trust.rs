@@ -239,12 +239,12 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     let cfg = BudgetConfig { window: 1000, fast_ms: 2000, standard_ms: 3000, deep_ms: 4000, ..BudgetConfig::default() };
     let budget = Budget::new(cfg, agents);
     let host = Arc::new(Host::with_budget(rt, budget));
-    toolhost::builtin::add_builtins(&host).unwrap();
-    let plugin = host.add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
+    let plugin = host.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     let (_, plugin_limit) = plugin.calls_in_flight();
     assert_eq!(plugin_limit, limits.plugin_concurrency);
     assert!(3 * limits.agent_concurrency > plugin_limit, "the agents' shares alone would let more run");
-    let sleep_def = host.registry().snapshot().get("sleep").unwrap().def.clone();
+    let sleep_def = host.pipeline().registry().snapshot().get("sleep").unwrap().def.clone();
 
     let flooding = Arc::new(AtomicBool::new(true));
     // Each flood call holds its slot for 800 ms, far past the 250 ms a
@@ -255,7 +255,7 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
         .map(|a| {
             let host = host.clone();
             std::thread::spawn(move || {
-                host.call_as(Some(a), Tier::Deep, "sleep", &json!({"ms": 800}), &CallContext::default())
+                host.pipeline().call_as(Some(a), Tier::Deep, "sleep", &json!({"ms": 800}), &CallContext::default())
             })
         })
         .collect();
@@ -276,10 +276,13 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
         std::thread::spawn(move || {
             let mut rolls = 0;
             while flooding.load(Ordering::Relaxed) {
-                let catalog = host.registry().snapshot();
+                let catalog = host.pipeline().registry().snapshot();
                 let roll = catalog.get("roll").unwrap();
-                assert!(host.budget().visible(Some("npc"), Tier::Fast, roll).unwrap(), "roll stays listed for the NPC");
-                let r = host.call_as(
+                assert!(
+                    host.pipeline().budget().visible(Some("npc"), Tier::Fast, roll).unwrap(),
+                    "roll stays listed for the NPC"
+                );
+                let r = host.pipeline().call_as(
                     Some("npc"),
                     Tier::Fast,
                     "roll",
@@ -327,12 +330,17 @@ fn a_flood_of_one_client_never_hides_another_agents_roll() {
     assert!(rolls >= 5, "the NPC rolled throughout ({rolls})");
     // No refusal was measured: the tool's figures hold exactly the calls
     // that ran, none an error, so the flood never counts against it.
-    let status = host.budget().status(&sleep_def);
+    let status = host.pipeline().budget().status(&sleep_def);
     let real = status.real.unwrap_or_else(|| panic!("the calls that ran are measured: {status:?}"));
     assert_eq!(real.count, ok, "measured calls: exactly those that ran, no refusal");
     assert_eq!(real.error_permille, 0, "{real:?}");
-    assert!(host.budget().tool_tier(&sleep_def, Some("f1")).is_some());
-    assert!(host.budget().visible(Some("f1"), Tier::Deep, host.registry().snapshot().get("sleep").unwrap()).unwrap());
+    assert!(host.pipeline().budget().tool_tier(&sleep_def, Some("f1")).is_some());
+    assert!(
+        host.pipeline()
+            .budget()
+            .visible(Some("f1"), Tier::Deep, host.pipeline().registry().snapshot().get("sleep").unwrap())
+            .unwrap()
+    );
 }
 
 /// Peak resident memory of process `pid`, in bytes (`VmHWM`).

@@ -115,8 +115,9 @@ fn main() {
     let runtime = Runtime::new(limits, Some(cache.path())).unwrap();
     let cfg = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let audit = AuditLog::open(&state.path().join("audit.jsonl"), false).unwrap();
-    let host = Host::with_budget(runtime, Budget::new(cfg, Vec::new())).with_audit(audit);
-    toolhost::builtin::add_builtins(&host).unwrap();
+    let host =
+        Host::from_pipeline(toolhost::Pipeline::with_budget(runtime, Budget::new(cfg, Vec::new())).with_audit(audit));
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
 
@@ -163,7 +164,7 @@ fn main() {
         print!("---|");
     }
     println!();
-    let def = host.registry().snapshot().get("roll").unwrap().def.clone();
+    let def = host.pipeline().registry().snapshot().get("roll").unwrap().def.clone();
     let arguments = json!({"expression": "2d6+3"});
     let record = || Record {
         time: toolhost::audit::now_rfc3339(),
@@ -190,14 +191,19 @@ fn main() {
     };
     let points: [(&str, &(dyn Fn() + Sync)); 4] = [
         ("`/metrics` counters (`CallMetrics::record`)", &|| {
-            host.metrics().record("roll", toolhost::metrics::OPERATOR, "ok", Some(Duration::from_micros(13)));
+            host.pipeline().metrics().record(
+                "roll",
+                toolhost::metrics::OPERATOR,
+                "ok",
+                Some(Duration::from_micros(13)),
+            );
         }),
         ("live stats (`Budget::record`)", &|| {
-            host.budget().record(&def, None, Duration::from_micros(13), Outcome::Ok);
+            host.pipeline().budget().record(&def, None, Duration::from_micros(13), Outcome::Ok);
         }),
-        ("audit record to the file (`AuditLog::write`)", &|| host.audit().write(&record())),
+        ("audit record to the file (`AuditLog::write`)", &|| host.pipeline().audit().write(&record())),
         ("registry snapshot (`Registry::snapshot`)", &|| {
-            std::hint::black_box(host.registry().snapshot());
+            std::hint::black_box(host.pipeline().registry().snapshot());
         }),
     ];
     for (name, f) in points {

@@ -19,7 +19,7 @@ fn roll(c: &mut Criterion) {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
     let host = Host::new(runtime.clone());
-    toolhost::builtin::add_builtins(&host).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     let args = json!({"expression": "2d6+3"});
     let args_s = args.to_string();
     let ctx = CallContext::default();
@@ -50,9 +50,13 @@ fn front(c: &mut Criterion) {
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
     let free = Host::new(runtime.clone());
-    toolhost::builtin::add_builtins(&free).unwrap();
-    let limited = Host::new(runtime).with_call_rates(CallRates::new(never, never, Default::default()));
-    toolhost::builtin::add_builtins(&limited).unwrap();
+    toolhost::builtin::add_builtins(free.admission()).unwrap();
+    let limited = Host::from_pipeline(toolhost::Pipeline::new(runtime).with_call_rates(CallRates::new(
+        never,
+        never,
+        Default::default(),
+    )));
+    toolhost::builtin::add_builtins(limited.admission()).unwrap();
     let args = json!({"expression": "2d6+3"});
     let ctx = CallContext::default();
     let mut g = c.benchmark_group("roll_pipeline");

@@ -57,7 +57,7 @@ fn calls_during(host: &Arc<Host>, dir: &Path, window: Duration, swapping: bool) 
             let mut swaps = 0;
             while !stop.load(Ordering::Relaxed) {
                 let v = if swaps % 2 == 0 { "v2" } else { "v1" };
-                host.install_plugin_file(&dir.join(v).join("swap.wasm")).unwrap();
+                host.admission().install_plugin_file(&dir.join(v).join("swap.wasm")).unwrap();
                 swaps += 1;
             }
             swaps
@@ -105,8 +105,8 @@ fn main() {
         std::fs::copy(src, dir.path().join(v).join("swap.wasm")).unwrap();
     }
     let host = Arc::new(Host::new(Runtime::new(Limits::default(), Some(cache.path())).unwrap()));
-    host.install_plugin_file(&dir.path().join("v1/swap.wasm")).unwrap();
-    host.install_plugin_file(&dir.path().join("v2/swap.wasm")).unwrap(); // both versions cached
+    host.admission().install_plugin_file(&dir.path().join("v1/swap.wasm")).unwrap();
+    host.admission().install_plugin_file(&dir.path().join("v2/swap.wasm")).unwrap(); // both versions cached
     let window = Duration::from_secs(3);
     let (mut quiet, qf, _) = calls_during(&host, dir.path(), window, false);
     let (mut busy, bf, swaps) = calls_during(&host, dir.path(), window, true);

@@ -50,9 +50,9 @@ fn campaign() -> Campaign {
 fn host_over(store: MemoryStore) -> Host {
     let limits = Limits { timeout_floor: Duration::from_secs(5), ..Limits::default() };
     let cfg = BudgetConfig { fast_ms: 10_000, ..BudgetConfig::default() };
-    let host = Host::with_budget(Runtime::new(limits, None).unwrap(), Budget::new(cfg, Vec::new()))
-        .with_memory(Arc::new(store));
-    toolhost::builtin::add_builtins(&host).unwrap();
+    let host = Host::with_budget(Runtime::new(limits, None).unwrap(), Budget::new(cfg, Vec::new()));
+    host.admission().grants().set_memory(Arc::new(store));
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     host
 }
 

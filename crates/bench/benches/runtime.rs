@@ -74,7 +74,7 @@ fn main() {
             .unwrap();
     let no_cache = BudgetConfig { result_cache_entries: 0, ..BudgetConfig::default() };
     let host = Arc::new(Host::with_budget(runtime.clone(), Budget::new(no_cache, Vec::new())));
-    toolhost::builtin::add_builtins(&host).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     let args = json!({"expression": "2d6+3"});
     let args_s = args.to_string();
     let ctx = CallContext::default();
@@ -86,7 +86,7 @@ fn main() {
         std::hint::black_box(diceroller::roll_json(&args_s).unwrap());
     });
     println!("| `roll` as a native Rust function | {} | {} | 1.0x |", us(native.p50), us(native.p99));
-    let catalog = host.registry().snapshot();
+    let catalog = host.pipeline().registry().snapshot();
     let dice = catalog.provider("diceroller").unwrap().clone();
     let plugin = runtime.load("diceroller", BUILTINS[0].bytes).unwrap();
     let mut reused = plugin.reused_instance().unwrap();
@@ -215,8 +215,9 @@ fn main() {
     let memory_dir = tempfile::tempdir().unwrap();
     let memory: Arc<dyn toolhost::runtime::MemoryBackend> =
         Arc::new(toolhost::memory::MemoryStore::open(&memory_dir.path().join("m.sqlite3")).unwrap());
-    let grants_for =
-        |rt: &Runtime, name: &str| Host::new(rt.clone()).with_memory(memory.clone()).grants_for(name).unwrap();
+    let grants_for = |rt: &Runtime, name: &str| {
+        Host::new(rt.clone()).with_memory(memory.clone()).admission().grants().grants_for(name).unwrap()
+    };
     println!("| plugin | size | cold compile (median of 3) | cached load (median of 10) |");
     println!("|---|---|---|---|");
     for b in BUILTINS {
@@ -252,7 +253,7 @@ fn main() {
             .map(|_| {
                 let t = Instant::now();
                 let h = Host::new(Runtime::new(Limits::default(), Some(cache.path())).unwrap());
-                toolhost::builtin::add_builtins(&h).unwrap();
+                toolhost::builtin::add_builtins(h.admission()).unwrap();
                 t.elapsed()
             })
             .collect(),
@@ -306,11 +307,11 @@ fn turns_section(n: usize, cache_dir: &Path) {
         let cfg = BudgetConfig { result_cache_entries: entries, ..BudgetConfig::default() };
         let runtime = Runtime::new(Limits::default(), Some(cache_dir)).unwrap();
         let host = Arc::new(Host::with_budget(runtime, Budget::new(cfg, vec![sage.clone()])));
-        toolhost::builtin::add_builtins(&host).unwrap();
+        toolhost::builtin::add_builtins(host.admission()).unwrap();
         host
     };
     let host = host_with(1024);
-    let front = toolhost::mcp::McpFront::new(host.clone(), Some("sage".into())).unwrap();
+    let front = toolhost::mcp::McpFront::new(host.clone().pipeline().clone(), Some("sage".into())).unwrap();
     let plain = sample(n, || {
         std::hint::black_box(front.visible_tools());
     });
@@ -326,25 +327,25 @@ fn turns_section(n: usize, cache_dir: &Path) {
     println!("| of which the turn (p50 difference) | {} | |", us(turn.p50.saturating_sub(plain.p50)));
 
     let ctx = CallContext::default();
-    let conversation = host.conversation(Some("sage")).unwrap();
-    host.begin_turn(&conversation, "what does the rule say?", toolhost::TurnCues::default());
+    let conversation = host.pipeline().conversation(Some("sage")).unwrap();
+    host.pipeline().begin_turn(&conversation, "what does the rule say?", toolhost::TurnCues::default());
     let args = json!({"id": "spell-fireball"});
-    host.call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap();
+    host.pipeline().call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap();
     let hit = sample(n, || {
-        assert!(host.call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap().stats.cached);
+        assert!(host.pipeline().call_in_turn(&conversation, "get_rule", &args, &ctx).unwrap().stats.cached);
     });
     let one = host_with(1);
-    let c1 = one.conversation(Some("sage")).unwrap();
+    let c1 = one.pipeline().conversation(Some("sage")).unwrap();
     let pair = [json!({"id": "spell-fireball"}), json!({"id": "condition-blinded"})];
     let mut j = 0;
     let miss = sample(n / 4, || {
         j += 1;
-        assert!(!one.call_in_turn(&c1, "get_rule", &pair[j % 2], &ctx).unwrap().stats.cached);
+        assert!(!one.pipeline().call_in_turn(&c1, "get_rule", &pair[j % 2], &ctx).unwrap().stats.cached);
     });
     let off = host_with(0);
-    let c0 = off.conversation(Some("sage")).unwrap();
+    let c0 = off.pipeline().conversation(Some("sage")).unwrap();
     let none = sample(n / 4, || {
-        off.call_in_turn(&c0, "get_rule", &args, &ctx).unwrap();
+        off.pipeline().call_in_turn(&c0, "get_rule", &args, &ctx).unwrap();
     });
     println!("| `get_rule`, no result cache | {} | {} |", us(none.p50), us(none.p99));
     println!("| `get_rule`, cache miss (lookup, run, keep) | {} | {} |", us(miss.p50), us(miss.p99));
@@ -400,7 +401,7 @@ fn storage_section(n: usize) {
     let host = Host::with_budget(rt, Budget::new(cfg, Vec::new()))
         .with_grants(grants, Path::new("/"))
         .with_memory(Arc::new(store));
-    toolhost::builtin::add_builtins(&host).unwrap();
+    toolhost::builtin::add_builtins(host.admission()).unwrap();
     let ctx = CallContext::default();
     for (label, size) in [("4 KiB", 4 << 10), ("1 MiB", (1 << 20) - 64)] {
         let content = "x".repeat(size);

@@ -22,7 +22,7 @@
 //!   function call event (OpenAI `response.function_call_arguments.done`,
 //!   or a `function_call` item in `response.output_item.done` /
 //!   `conversation.item.done`; Gemini `toolCall.functionCalls`) runs
-//!   through [`Host::call_in_turn`], so the allow-list, the turn's tier and
+//!   through [`Pipeline::call_in_turn`], so the allow-list, the turn's tier and
 //!   call cap, schema validation, the result cache and the audit trail are
 //!   the MCP front's. The deadline is the bridge's tool timeout (30 s by
 //!   default, the seed's `WithToolTimeout`, and never more), or the tool's
@@ -60,7 +60,7 @@
 //!
 //! Calls block the calling thread for up to the tool timeout: call the
 //! bridge from a blocking thread (`tokio::task::spawn_blocking`), as
-//! [`Host`] calls are. Several calls in one Gemini `toolCall` run in
+//! [`Pipeline`] calls are. Several calls in one Gemini `toolCall` run in
 //! parallel. Refusals that never reach the host (a closed bridge, arguments
 //! over [`MAX_ARGUMENTS_BYTES`], a name that cannot be a tool name) are
 //! logged but leave no audit record, as a request the HTTP front refuses
@@ -84,7 +84,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tool::{CallContext, CallError, Content, ResourceBody, ToolOutput, log_safe, valid_tool_name};
-use toolhost_core::{Conversation, Host, TurnCues, TurnTier, budget, registry, tool};
+use toolhost_core::{Conversation, Pipeline, TurnCues, TurnTier, budget, registry, tool};
 use toolhost_mcp as mcp;
 
 /// The longest tool timeout a bridge allows, and its default (the seed's
@@ -286,7 +286,7 @@ struct State {
 /// One voice-engine session's bridge to the host, on behalf of one agent.
 #[derive(Debug)]
 pub struct Bridge {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     agent: String,
     format: Format,
     conversation: Conversation,

@@ -92,8 +92,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::{self, client::IntoClientRequest as _};
-use toolhost_core::config::{VoiceConfig, VoiceUpstream};
-use toolhost_core::{Host, TurnCues};
+use toolhost_config::{VoiceConfig, VoiceUpstream};
+use toolhost_core::{Pipeline, TurnCues};
 
 mod budget;
 mod handles;
@@ -200,7 +200,7 @@ impl Upstream {
 /// The relay: [`Relay::serve`] takes an authenticated session request.
 #[derive(Debug)]
 pub struct Relay {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     openai: Option<Upstream>,
     gemini: Option<Upstream>,
     max_message: usize,
@@ -269,7 +269,7 @@ impl Relay {
     /// A relay for the upstreams `cfg` configures; `None` when it
     /// configures none. Fails when a URL is unusable, a model list does not
     /// hold its default, or an API key is missing from the environment.
-    pub fn new(host: Arc<Host>, cfg: &VoiceConfig) -> Result<Option<Relay>, RelayError> {
+    pub fn new(host: Arc<Pipeline>, cfg: &VoiceConfig) -> Result<Option<Relay>, RelayError> {
         let openai = cfg.openai.as_ref().map(|u| Upstream::from_config("openai", u, "OPENAI_API_KEY")).transpose()?;
         let gemini = cfg.gemini.as_ref().map(|u| Upstream::from_config("gemini", u, "GEMINI_API_KEY")).transpose()?;
         if openai.is_none() && gemini.is_none() {

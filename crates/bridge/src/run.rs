@@ -9,7 +9,7 @@ impl Bridge {
     /// A bridge for `agent` (an `npcs[].name`) in `format`, with its own
     /// conversation (turns, anti-spam clock). Before the first
     /// [`Bridge::update_tier`] it works at the agent's ceiling.
-    pub fn new(host: Arc<Host>, agent: &str, format: Format) -> Result<Bridge, BridgeError> {
+    pub fn new(host: Arc<Pipeline>, agent: &str, format: Format) -> Result<Bridge, BridgeError> {
         let conversation = host.conversation(Some(agent))?;
         let mut id = [0u8; 8];
         // Without OS randomness the id only loses uniqueness: it names the
@@ -166,7 +166,7 @@ impl Bridge {
 
     /// [`Bridge::update_tier`] for more words of the same utterance (a
     /// transcript that arrives in pieces): the turn is refined, not begun
-    /// again ([`Host::refine_turn`]): its calls stay counted.
+    /// again ([`Pipeline::refine_turn`]): its calls stay counted.
     pub fn refine_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
         self.admit_utterance(utterance)?;
         let tier = self.host.refine_turn(&self.conversation, utterance, cues);

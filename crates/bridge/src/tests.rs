@@ -115,7 +115,7 @@ fn bridge(format: Format) -> Bridge {
         engine: None,
     }];
     let runtime = toolhost_core::runtime::Runtime::new(toolhost_core::runtime::Limits::default(), None).unwrap();
-    let host = Host::with_budget(runtime, Budget::new(BudgetConfig::default(), agents));
+    let host = Pipeline::with_budget(runtime, Budget::new(BudgetConfig::default(), agents));
     let def = |name: &str| ToolDef {
         name: name.into(),
         description: format!("the {name} tool"),
@@ -126,7 +126,7 @@ fn bridge(format: Format) -> Bridge {
     host.registry().upsert(Arc::new(Fake(vec![def("picture"), def("chatty"), def("9lives")]))).unwrap();
     assert!(matches!(
         Bridge::new(
-            Arc::new(Host::new(
+            Arc::new(Pipeline::new(
                 toolhost_core::runtime::Runtime::new(toolhost_core::runtime::Limits::default(), None).unwrap()
             )),
             "npc",

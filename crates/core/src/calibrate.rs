@@ -7,7 +7,7 @@
 //! schema and checked against it, and tools that are not idempotent are
 //! never probed (a probe must not have side effects).
 
-use crate::Host;
+use crate::Pipeline;
 use crate::registry::RegisteredTool;
 use crate::tool::CallContext;
 use serde_json::{Map, Value};
@@ -118,7 +118,7 @@ pub(crate) fn probe_arguments(tool: &RegisteredTool) -> Result<Value, String> {
 ///   `http` or `network`: a probe would send requests outside the host
 ///   (spending the operator's API quota, with the operator's keys) at every
 ///   start.
-pub(crate) fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), String> {
+pub(crate) fn probe_allowed(host: &Pipeline, tool: &RegisteredTool) -> Result<(), String> {
     let config = host.budget().config();
     if config.calibrate_tools.contains(&tool.def.name) {
         return Ok(());
@@ -156,7 +156,7 @@ pub(crate) fn probe_allowed(host: &Host, tool: &RegisteredTool) -> Result<(), St
 
 /// Probes every idempotent tool `samples` times, tools in parallel, and
 /// feeds the results to the budget as calibration data.
-pub fn calibrate(host: &Host, samples: usize) -> Vec<ProbeResult> {
+pub fn calibrate(host: &Pipeline, samples: usize) -> Vec<ProbeResult> {
     let catalog = host.registry().snapshot();
     let tools: Vec<Arc<RegisteredTool>> = catalog.tools().cloned().collect();
     let results: Vec<ProbeResult> = std::thread::scope(|s| {
@@ -180,7 +180,7 @@ pub fn calibrate(host: &Host, samples: usize) -> Vec<ProbeResult> {
 /// most, never competing with itself), feeds the results to the budget and
 /// returns them. `stop` ends it early, between probes.
 pub fn calibrate_tools(
-    host: &Host,
+    host: &Pipeline,
     tools: &[Arc<RegisteredTool>],
     samples: usize,
     stop: &dyn Fn() -> bool,
@@ -202,7 +202,7 @@ pub fn calibrate_tools(
 
 /// Records probed durations as calibration data, for the tools that are
 /// still the version that was probed.
-fn feed(host: &Host, probed: &[Arc<RegisteredTool>], results: &[ProbeResult]) {
+fn feed(host: &Pipeline, probed: &[Arc<RegisteredTool>], results: &[ProbeResult]) {
     let catalog = host.registry().snapshot();
     for (r, t) in results.iter().zip(probed) {
         let ProbeOutcome::Probed(d) = &r.outcome else { continue };
@@ -224,7 +224,7 @@ fn feed(host: &Host, probed: &[Arc<RegisteredTool>], results: &[ProbeResult]) {
 /// sample is over the DEEP ceiling no more are taken: the tool is over
 /// budget whatever the rest say. Probes do not spend any agent's rate or
 /// turns, and each leaves a `probe` record in the audit trail.
-fn probe(host: &Host, tool: &RegisteredTool, samples: usize) -> ProbeOutcome {
+fn probe(host: &Pipeline, tool: &RegisteredTool, samples: usize) -> ProbeOutcome {
     if let Err(why) = probe_allowed(host, tool) {
         return ProbeOutcome::Skipped(why);
     }
@@ -294,7 +294,7 @@ impl CalibrationStore {
 
     /// Saves `results` (only tools that were probed), merged over what the
     /// file already holds. Written atomically.
-    pub fn save(&self, host: &Host, environment: &str, results: &[ProbeResult]) -> std::io::Result<()> {
+    pub fn save(&self, host: &Pipeline, environment: &str, results: &[ProbeResult]) -> std::io::Result<()> {
         let mut file = self.read().unwrap_or_default();
         file.environment = environment.to_string();
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -337,7 +337,7 @@ impl CalibrationStore {
 
     /// Feeds stored results to the host's budget, for tools whose provider
     /// is unchanged (same fingerprint). Returns how many tools it restored.
-    pub fn load_into(&self, host: &Host) -> usize {
+    pub fn load_into(&self, host: &Pipeline) -> usize {
         let Some(file) = self.read() else { return 0 };
         let catalog = host.registry().snapshot();
         let mut n = 0;

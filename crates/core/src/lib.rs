@@ -1,27 +1,27 @@
 //! toolhost-core: the call pipeline every tool goes through, whatever its
-//! provider, and nothing that serves it.
+//! provider, and nothing that serves it or decides what joins it.
 //!
-//! [`Host`] is the pipeline: rate, resolve in the [`registry`], enforce the
-//! caller's allow-list and tier ([`budget`], [`Conversation`] turns), the
-//! [`ResultCache`], validation, the deadline, the run, the measurement, the
-//! [`counters`] and one [`audit`] record. Around it: [`calibrate`] (probes),
-//! [`rates`] (token buckets), [`package`] (signed packages and the trust
-//! policy that admits plugin bytes) and [`config`] (`toolhost.yaml`).
+//! [`Pipeline`] is the pipeline: rate, resolve in the [`registry`], enforce
+//! the caller's allow-list and tier ([`budget`], [`Conversation`] turns),
+//! the [`ResultCache`], validation, the deadline, the run, the measurement,
+//! the [`counters`] and one [`audit`] record. Around it: [`calibrate`]
+//! (probes) and [`rates`] (token buckets).
 //!
-//! **API boundary.** The layers above (distribution, the MCP edge, the
-//! speech bridge, operations) use only what this crate exports, and hand it
-//! what it must not know about: a plugin's bytes rather than where they were
-//! pulled from ([`Host::install_plugin_bytes`]), a memory store behind
-//! [`runtime::MemoryBackend`] rather than a database. This crate depends on
-//! no MCP, HTTP, OCI or database crate (its `Cargo.toml` is the proof) and
-//! builds no wasm guest.
+//! **API boundary.** The layers above (admission, distribution, the MCP
+//! edge, the speech bridge, operations) use only what this crate exports,
+//! and hand it what it must not know about: plugins already admitted (the
+//! `toolhost-admission` crate holds trust, signatures, grants and
+//! secrets), a memory store behind [`runtime::MemoryBackend`] rather than a
+//! database. This crate depends on no MCP, HTTP, OCI, signature, config
+//! parsing or database crate (its `Cargo.toml` is the proof) and builds no
+//! wasm guest.
 //!
 //! ```no_run
-//! use toolhost_core::{Host, runtime::{Limits, Runtime}, tool::CallContext};
+//! use toolhost_core::{Pipeline, runtime::{Limits, Runtime}, tool::CallContext};
 //!
 //! let runtime = Runtime::new(Limits::default(), None).unwrap();
-//! let host = Host::new(runtime);
-//! let out = host.call("roll", &serde_json::json!({"expression": "2d6+3"}), &CallContext::default());
+//! let pipeline = Pipeline::new(runtime);
+//! let out = pipeline.call("roll", &serde_json::json!({"expression": "2d6+3"}), &CallContext::default());
 //! println!("{out:?}");
 //! ```
 
@@ -31,15 +31,11 @@ pub mod activity;
 pub mod audit;
 pub mod budget;
 pub mod calibrate;
-pub mod config;
 pub mod counters;
-pub mod package;
-pub mod paths;
 mod pipeline;
 pub mod rates;
 pub mod readiness;
 pub mod registry;
-pub mod secrets;
 
 /// The wasm runtime (the `toolhost-runtime` crate).
 pub use toolhost_runtime as runtime;
@@ -51,6 +47,6 @@ pub use toolhost_types as tool;
 pub use toolhost_types::validate;
 
 pub use pipeline::{
-    AddPluginError, BackgroundCalibration, Batch, CacheStats, Conversation, GrantPlan, HeldPlugin, Host, Installed,
-    LiveBudget, PluginChange, ResultCache, TurnCues, TurnTier, canonical_json, is_plugin_file, plugin_files,
+    BackgroundCalibration, Batch, CacheStats, Conversation, LiveBudget, Pipeline, ResultCache, TurnCues, TurnTier,
+    canonical_json,
 };

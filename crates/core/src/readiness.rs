@@ -20,11 +20,27 @@ use tokio::sync::Notify;
 /// Ready while nothing holds it: each thing still getting ready (the
 /// plugins loading in the background, the upstreams' first connections)
 /// takes a [`ReadyHold`] and drops it when it is ready or has failed.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Readiness {
     holds: AtomicUsize,
     notify: Notify,
     wait: Mutex<Duration>,
+    /// What the host depends on while serving (the memory store), asked by
+    /// the readiness probe: not ready while one is unreachable.
+    dependencies: Mutex<Vec<Dependency>>,
+}
+
+/// A check of something the host depends on: whether it is reachable now.
+type Dependency = Arc<dyn Fn() -> bool + Send + Sync>;
+
+impl std::fmt::Debug for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readiness")
+            .field("holds", &self.holds)
+            .field("wait", &self.wait)
+            .field("dependencies", &self.dependencies.lock().map(|d| d.len()).unwrap_or_default())
+            .finish_non_exhaustive()
+    }
 }
 
 /// Holds a [`Readiness`] not ready until dropped.
@@ -56,6 +72,19 @@ impl Readiness {
     /// Whether everything configured is ready (nothing holds it).
     pub fn is_ready(&self) -> bool {
         self.holds.load(Ordering::Acquire) == 0
+    }
+
+    /// Adds something the host depends on while serving (the memory
+    /// store): [`Readiness::dependencies_reachable`] asks it.
+    pub fn depend_on(&self, reachable: impl Fn() -> bool + Send + Sync + 'static) {
+        self.dependencies.lock().unwrap_or_else(|p| p.into_inner()).push(Arc::new(reachable));
+    }
+
+    /// Whether everything the host depends on is reachable now (the
+    /// readiness probe's question beside [`Readiness::is_ready`]).
+    pub fn dependencies_reachable(&self) -> bool {
+        let checks: Vec<Dependency> = self.dependencies.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        checks.iter().all(|reachable| reachable())
     }
 
     /// How long a session's first list waits at most.

@@ -147,6 +147,17 @@ impl Registry {
         self.current.load_full()
     }
 
+    /// The wasm plugins in the catalogue now.
+    pub fn wasm_plugins(&self) -> Vec<Arc<crate::runtime::WasmPlugin>> {
+        self.snapshot()
+            .providers()
+            .filter_map(|p| {
+                let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
+                any.downcast::<crate::runtime::WasmPlugin>().ok()
+            })
+            .collect()
+    }
+
     /// Adds a provider. Fails, changing nothing, if its name or any of its
     /// tool names is taken.
     pub fn add(&self, provider: Arc<dyn Provider>) -> Result<(), RegistryError> {

@@ -30,23 +30,23 @@ pub const BUILTINS: &[Builtin] = &[
 /// Loads and registers every built-in plugin into `host`. A host without a
 /// memory store is given the in-memory demo campaign first, so that
 /// `memorytool` has one.
-pub fn add_builtins(host: &toolhost_core::Host) -> Result<(), toolhost_core::AddPluginError> {
+pub fn add_builtins(host: &toolhost_admission::Admission) -> Result<(), toolhost_admission::AddPluginError> {
     add_builtins_except(host, |_| false)
 }
 
 /// [`add_builtins`], leaving out those `skip` names.
 pub fn add_builtins_except(
-    host: &toolhost_core::Host,
+    host: &toolhost_admission::Admission,
     skip: impl Fn(&str) -> bool,
-) -> Result<(), toolhost_core::AddPluginError> {
-    if host.memory().is_none() {
+) -> Result<(), toolhost_admission::AddPluginError> {
+    if host.grants().memory().is_none() {
         let demo = toolhost_memory::MemoryStore::in_memory()
-            .map_err(|e| toolhost_core::AddPluginError::Memory(Box::new(e)))?;
-        host.set_memory(std::sync::Arc::new(demo));
+            .map_err(|e| toolhost_admission::AddPluginError::Memory(Box::new(e)))?;
+        host.grants().set_memory(std::sync::Arc::new(demo));
     }
     let chosen: Vec<&Builtin> = BUILTINS.iter().filter(|b| !skip(b.name)).collect();
     for b in &chosen {
-        host.runtime().offer_precompiled(b.code);
+        host.pipeline().runtime().offer_precompiled(b.code);
     }
     // Each on a thread of its own: loading the code and reading the tools
     // is most of a start-up, and the four are independent.

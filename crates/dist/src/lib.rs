@@ -5,7 +5,7 @@
 //! four built-in plugins, compiled by `build.rs` and embedded.
 //!
 //! What it fetches goes through the core's trust policy and install path
-//! (`toolhost_core::Host::install_plugin_bytes`): a registry never decides
+//! (`toolhost_core::Pipeline::install_plugin_bytes`): a registry never decides
 //! what loads.
 
 #![deny(unsafe_code)]

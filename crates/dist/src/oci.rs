@@ -6,7 +6,7 @@
 //! A registry is a transport, never a trust anchor: what it serves is
 //! checked here for shape (one wasm layer of bounded size, the media types
 //! above, digests that match the bytes) and then goes through the host's
-//! [`TrustPolicy`](toolhost_core::package::TrustPolicy) like any file: the signature
+//! [`TrustPolicy`](toolhost_admission::package::TrustPolicy) like any file: the signature
 //! inside the component decides. The annotations a registry shows are the
 //! signed manifest's fields as the pusher wrote them, for display only.
 //!
@@ -61,7 +61,7 @@ pub mod annotations {
     pub const LATENCIES: &str = "dev.toolhost.latencies";
     /// Measured speed badges by tool, JSON `{"tool": "badge"}`, when measured.
     pub const BADGE: &str = "dev.toolhost.badge";
-    /// The signing key's fingerprint ([`toolhost_core::package::fingerprint`]:
+    /// The signing key's fingerprint ([`toolhost_admission::package::fingerprint`]:
     /// `ed25519:` and the first 16 hex digits of its sha256).
     pub const KEY_ID: &str = "dev.toolhost.signature.key-id";
     /// The signing key, base64.
@@ -120,7 +120,7 @@ pub enum OciError {
 }
 
 /// `oci:` section of the config (a config section type of the core).
-pub use toolhost_core::config::OciConfig;
+pub use toolhost_config::OciConfig;
 
 pub use credentials::Credentials;
 use reference::is_sha256_digest;
@@ -649,8 +649,8 @@ mod tests;
 
 /// A registry's failure, as the core reports a plugin that could not be
 /// fetched.
-impl From<OciError> for toolhost_core::AddPluginError {
-    fn from(e: OciError) -> toolhost_core::AddPluginError {
-        toolhost_core::AddPluginError::Fetch(Box::new(e))
+impl From<OciError> for toolhost_admission::AddPluginError {
+    fn from(e: OciError) -> toolhost_admission::AddPluginError {
+        toolhost_admission::AddPluginError::Fetch(Box::new(e))
     }
 }

@@ -7,7 +7,7 @@
 //! keeps talking: a tool whose p50 (measured, else declared) is over the
 //! FAST ceiling, or that the operator pinned above FAST, is declared so.
 
-use crate::Host;
+use crate::Pipeline;
 use crate::budget::Tier;
 use crate::registry::RegisteredTool;
 use serde_json::{Map, Value, json};
@@ -33,7 +33,7 @@ pub fn openai_tools(tools: &[Arc<RegisteredTool>]) -> Value {
 
 /// Gemini Live's `setup.tools` for `tools` as `agent` sees them (`[]`
 /// when none can be declared).
-pub fn gemini_tools(host: &Host, agent: Option<&str>, tools: &[Arc<RegisteredTool>]) -> Value {
+pub fn gemini_tools(host: &Pipeline, agent: Option<&str>, tools: &[Arc<RegisteredTool>]) -> Value {
     let functions: Vec<Value> = tools
         .iter()
         .filter_map(|t| {
@@ -50,7 +50,7 @@ pub fn gemini_tools(host: &Host, agent: Option<&str>, tools: &[Arc<RegisteredToo
 /// Whether `tool`, as `agent` sees it, is slower than FAST: its p50 over
 /// the FAST ceiling, or its tier above FAST. Gemini runs it without
 /// blocking the conversation.
-pub fn is_slow(host: &Host, agent: Option<&str>, tool: &RegisteredTool) -> bool {
+pub fn is_slow(host: &Pipeline, agent: Option<&str>, tool: &RegisteredTool) -> bool {
     let status = host.budget().status_for(&tool.def, agent);
     let fast = host.budget().config().ceilings().fast;
     status.tier.is_some_and(|t| t > Tier::Fast) || status.p50.is_some_and(|p| p > fast)

@@ -33,11 +33,11 @@
 //!    413 closes the connection. Malformed JSON-RPC is answered as the
 //!    specification says.
 //!
-//! Tool calls spend their agent's `rate_limit` in [`crate::Host`], whatever
+//! Tool calls spend their agent's `rate_limit` in [`crate::Pipeline`], whatever
 //! the transport; protocol traffic spends nothing there.
 
 use super::peer::Peer;
-use crate::Host;
+use crate::Pipeline;
 use crate::config::ServerConfig;
 use crate::rates::Buckets;
 use crate::{McpFront, agent_slug};
@@ -144,98 +144,6 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
     relay(VoiceRequest { agent, path, request }).await
 }
 
-/// A front's shutdown: once [`Drain::start`]ed, a request that would open a
-/// new MCP session is answered 503 with `Retry-After`, while the open
-/// sessions are served on; [`Drain::open_sessions`] says how many remain,
-/// and [`Drain::in_flight`] how many of their requests are being answered.
-#[derive(Debug, Default)]
-pub struct Drain {
-    draining: std::sync::atomic::AtomicBool,
-    closed: std::sync::atomic::AtomicBool,
-    open: std::sync::atomic::AtomicUsize,
-    busy: std::sync::atomic::AtomicUsize,
-}
-
-/// One request being answered, counted in [`Drain::in_flight`] until its
-/// response has been sent to its end (a call's event stream included) or
-/// dropped.
-struct Busy(Arc<Drain>);
-
-impl Busy {
-    fn new(drain: &Arc<Drain>) -> Busy {
-        drain.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
-        Busy(drain.clone())
-    }
-
-    /// `response`, whose body holds this count until it ends.
-    fn hold(self, response: Response) -> Response {
-        response.map(|body| Body::new(Held { body, _busy: self }))
-    }
-}
-
-impl Drop for Busy {
-    fn drop(&mut self) {
-        self.0.busy.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
-    }
-}
-
-/// A response body that keeps its request counted as in flight.
-struct Held {
-    body: Body,
-    _busy: Busy,
-}
-
-impl hyper::body::Body for Held {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
-        std::pin::Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> hyper::body::SizeHint {
-        self.body.size_hint()
-    }
-}
-
-impl Drain {
-    /// Stops taking new sessions.
-    pub fn start(&self) {
-        self.draining.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// The drain is over: from now on every request of the MCP endpoints
-    /// is refused (503), so that none starts while the host exits; wait
-    /// for [`Drain::in_flight`] to reach 0 once more after this.
-    pub fn close(&self) {
-        self.closed.store(true, std::sync::atomic::Ordering::Release);
-    }
-
-    /// Whether new sessions are refused.
-    pub fn is_draining(&self) -> bool {
-        self.draining.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// MCP sessions open now.
-    pub fn open_sessions(&self) -> usize {
-        self.open.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Requests of the MCP endpoints and turns being answered now (their
-    /// responses not yet sent to the end); a session's open event stream
-    /// (`GET /mcp`) is not one: an idle session keeps no request in flight.
-    pub fn in_flight(&self) -> usize {
-        self.busy.load(std::sync::atomic::Ordering::Acquire)
-    }
-}
-
 /// The DM's page, as the front serves it.
 pub struct Page {
     /// Its routes.
@@ -317,7 +225,7 @@ struct Endpoints {
 }
 
 struct Front {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     endpoints: arc_swap::ArcSwap<Endpoints>,
     /// Makes an endpoint's service (a new agent's, after a reload).
     make_service: MakeService,
@@ -357,7 +265,7 @@ pub fn check_exposure(addr: SocketAddr, cfg: &ServerConfig) -> Result<(), HttpEr
 
 /// Builds the router for `local` (the address actually bound).
 pub fn router(
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     cfg: &ServerConfig,
     local: SocketAddr,
     beside: Beside,
@@ -476,8 +384,8 @@ pub fn router(
         axum::routing::get(move || {
             let front = ready.clone();
             async move {
-                let memory = front.host.memory().is_none_or(|m| m.reachable());
-                if front.host.readiness().is_ready() && memory && !front.drain.is_draining() {
+                let readiness = front.host.readiness();
+                if readiness.is_ready() && readiness.dependencies_reachable() && !front.drain.is_draining() {
                     (StatusCode::OK, "ready\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
@@ -526,7 +434,7 @@ fn parse_tokens(cfg: &ServerConfig, is_agent: impl Fn(&str) -> bool) -> Result<T
 }
 
 /// The endpoints `router` serves, as (who, path) pairs, for start-up banners.
-pub fn endpoints(host: &Host) -> Vec<(String, String)> {
+pub fn endpoints(host: &Pipeline) -> Vec<(String, String)> {
     let mut out = vec![("(operator)".to_string(), "/mcp".to_string())];
     for a in host.budget().agents() {
         out.push((a.name.clone(), format!("/mcp/{}", agent_slug(&a.name))));
@@ -536,169 +444,6 @@ pub fn endpoints(host: &Host) -> Vec<(String, String)> {
 
 fn error(status: StatusCode, code: &str, message: &str) -> Response {
     (status, axum::Json(super::reply::ErrorReply::new(code, message))).into_response()
-}
-
-fn host_of(headers: &HeaderMap) -> Option<String> {
-    let h = headers.get(header::HOST)?.to_str().ok()?.to_ascii_lowercase();
-    // Strip the port: `name:port`, `[v6]:port`.
-    Some(match h.rfind(':') {
-        Some(i) if !h[i..].contains(']') && (h.starts_with('[') || h.matches(':').count() == 1) => h[..i].to_string(),
-        _ => h,
-    })
-}
-
-/// An `Origin` value parsed strictly: `http` or `https`, a host, an
-/// optional port, and nothing else (no user or password, path, query or
-/// fragment). `None` for anything else, `null` included.
-fn parse_origin(origin: &str) -> Option<url::Url> {
-    let u = url::Url::parse(origin.trim()).ok()?;
-    let plain = matches!(u.scheme(), "http" | "https")
-        && u.host().is_some()
-        && u.username().is_empty()
-        && u.password().is_none()
-        && u.path() == "/"
-        && u.query().is_none()
-        && u.fragment().is_none();
-    plain.then_some(u)
-}
-
-/// True for origins ([`parse_origin`]) whose host is loopback, or that
-/// match a configured entry (`:*` matches any port); default ports are
-/// the same origin written either way.
-fn origin_allowed(origin: &str, allowed: &[String]) -> bool {
-    let Some(u) = parse_origin(origin) else { return false };
-    let loopback = match u.host() {
-        Some(url::Host::Domain(d)) => d == "localhost",
-        Some(url::Host::Ipv4(ip)) => ip == std::net::Ipv4Addr::LOCALHOST,
-        Some(url::Host::Ipv6(ip)) => ip == std::net::Ipv6Addr::LOCALHOST,
-        None => false,
-    };
-    loopback || configured_origin(&u, allowed)
-}
-
-/// Whether the parsed origin `u` is one of the configured `allowed`.
-fn configured_origin(u: &url::Url, allowed: &[String]) -> bool {
-    let serialized = u.origin().ascii_serialization();
-    allowed.iter().any(|a| match a.strip_suffix(":*") {
-        Some(prefix) => parse_origin(prefix).is_some_and(|p| p.scheme() == u.scheme() && p.host() == u.host()),
-        None => parse_origin(a).is_some_and(|p| p.origin().ascii_serialization() == serialized),
-    })
-}
-
-/// Whether a request may change state: anything but `GET`, `HEAD` and
-/// `OPTIONS`.
-fn changes_state(method: &axum::http::Method) -> bool {
-    !matches!(*method, axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS)
-}
-
-/// The token of an `Authorization: Bearer <token>` header.
-pub fn bearer(headers: &HeaderMap) -> Option<&str> {
-    let v = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = v.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-}
-
-/// Checks every request, the admin API's included: DNS-rebinding (`Host`)
-/// and cross-origin (`Origin`) protection, and the per-connection cap.
-async fn guard(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
-    let headers = request.headers();
-    match host_of(headers) {
-        Some(h) if front.hosts.contains(&h) => {}
-        // 421, as the reference SDK answers: this server is not the one
-        // that name points at (a DNS-rebinding attempt, or a misroute).
-        Some(h) => {
-            return error(StatusCode::MISDIRECTED_REQUEST, "forbidden", &format!("Host {h:?} is not served here"));
-        }
-        None => return error(StatusCode::BAD_REQUEST, "invalid_input", "a Host header is required"),
-    }
-    let origin = headers.get(header::ORIGIN).map(|o| o.to_str().unwrap_or(""));
-    if let Some(o) = origin
-        && !origin_allowed(o, &front.origins)
-    {
-        return error(StatusCode::FORBIDDEN, "forbidden", &format!("Origin {o:?} is not allowed"));
-    }
-    // A browser's word that the page making the request is on another
-    // site: refused for anything that changes state, unless the page's
-    // origin is one the operator configured.
-    let cross_site = headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.eq_ignore_ascii_case("cross-site"));
-    if cross_site
-        && changes_state(request.method())
-        && !origin.and_then(parse_origin).is_some_and(|u| configured_origin(&u, &front.origins))
-    {
-        return error(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "a cross-site request (Sec-Fetch-Site: cross-site) from an origin not in server.allowed_origins",
-        );
-    }
-    // A connection past `server.max_connections`, admitted from the
-    // reserve: the probes and the operator's paths only.
-    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
-        && peer.reserve
-        && !crate::conns::reserve_serves(request.uri().path())
-    {
-        let mut r = error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "capacity_exceeded",
-            "the server holds as many connections as it may (server.max_connections); retry shortly",
-        );
-        r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(5));
-        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        return r;
-    }
-    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>()
-        && let Err(wait) = front.connections.take(&peer.addr)
-    {
-        return too_many("too many requests on this connection (server.connection_rate_limit)", wait);
-    }
-    next.run(request).await
-}
-
-/// Admits to `/ui` (the DM's page) the operator only: without tokens, the
-/// server's own Unix user; with tokens, an operator token on the page's API
-/// (its static files hold no data: a browser loads them before it has the
-/// token, so they need none; any token presented is checked). Agent tokens
-/// get 403.
-async fn operator_only(State(front): State<Arc<Front>>, request: Request, next: axum::middleware::Next) -> Response {
-    let endpoints = front.current();
-    if !endpoints.tokens.is_empty() && !(front.page_api)(request.uri().path()) && bearer(request.headers()).is_none() {
-        return next.run(request).await;
-    }
-    let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
-        return error(StatusCode::FORBIDDEN, "forbidden", "the caller of this connection is unknown");
-    };
-    match front.authenticate(&endpoints, &peer, bearer(request.headers())) {
-        Ok(None | Some((Identity::Operator, _))) => next.run(request).await,
-        Ok(Some(_)) => error(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "the DM's page is the operator's: an agent token does not open it",
-        ),
-        Err(r) => r,
-    }
-}
-
-/// 503 with `Retry-After` and `shutting_down`: a new session while the
-/// host stops.
-fn shutting_down() -> Response {
-    let mut r = error(StatusCode::SERVICE_UNAVAILABLE, "shutting_down", "this host is stopping; try again shortly");
-    r.headers_mut().insert(header::RETRY_AFTER, axum::http::HeaderValue::from_static("5"));
-    r
-}
-
-/// 429 with `Retry-After` and `capacity_exceeded`.
-fn too_many(what: &str, wait: Duration) -> Response {
-    let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
-    let mut r = error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "capacity_exceeded",
-        &format!("capacity exceeded: {what}; retry after {secs} s"),
-    );
-    r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
-    r
 }
 
 impl Front {
@@ -1014,152 +759,17 @@ fn unauthorized(message: &str) -> Response {
     r
 }
 
-/// The most of a body over `server.max_body_bytes` read (and discarded)
-/// before its 413. A client still sending when the answer comes may never
-/// read it: its write fails first, or the connection resets under it (the
-/// Python SDK's client then loses its session). Read to the end, the body
-/// leaves the connection ready for the next request. Past this much, the
-/// 413 closes the connection.
-pub const DRAIN_MAX: usize = 64 << 20;
-
-/// Reads the body up to `max` bytes, then checks it is well-formed
-/// JSON-RPC ([`read_body`] with [`DRAIN_MAX`], then [`refuse_malformed`]).
-async fn limit_body(front: &Front, request: Request, max: usize) -> Result<Request, Response> {
-    let request = read_body(front, request, max, DRAIN_MAX, "server.max_body_bytes").await?;
-    if request.method() == axum::http::Method::POST
-        && let Some(bytes) = request.extensions().get::<BodyBytes>()
-        && let Some(refusal) = refuse_malformed(&bytes.0)
-    {
-        return Err(refusal);
-    }
-    Ok(request)
-}
-
-/// The body [`read_body`] read, for checks after it.
-#[derive(Clone)]
-struct BodyBytes(axum::body::Bytes);
-
-/// A body's share of `server.max_bodies_bytes`, held while its request
-/// lives.
-#[derive(Clone)]
-struct BodyShare(#[allow(dead_code)] Arc<tokio::sync::OwnedSemaphorePermit>);
-
-/// Reads the body up to `max` bytes, within `server.body_timeout_secs`
-/// (else 408) and from the bodies' shared budget, `server.max_bodies_bytes`
-/// (what the body may hold is taken before reading: a request that finds
-/// no room within a second gets 503 with `Retry-After`). Beyond `max`, 413:
-/// after reading the rest (discarded) when the whole body is at most
-/// `drain`, and with the connection closed when it is more (a
-/// `Content-Length` saying so is answered at once, unread).
-async fn read_body(
-    front: &Front,
-    request: Request,
-    max: usize,
-    drain: usize,
-    limit_name: &str,
-) -> Result<Request, Response> {
-    use futures::StreamExt as _;
-    let http1 = request.version() <= axum::http::Version::HTTP_11;
-    let refuse = |status: StatusCode, code: &str, message: &str, close: bool| {
-        let mut r = error(status, code, message);
-        // HTTP/2 has no `Connection` header: hyper resets the stream
-        // whose body is left unread.
-        if close && http1 {
-            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
-        }
-        r
-    };
-    let too_large = |close: bool| {
-        let message = format!("request body over the {max} byte limit ({limit_name})");
-        refuse(StatusCode::PAYLOAD_TOO_LARGE, "invalid_input", &message, close)
-    };
-    let declared =
-        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > max as u64 && n > drain as u64) {
-        return Err(too_large(true));
-    }
-    // The most this body may hold in memory, from the shared budget.
-    let want = declared.map_or(max, |n| (n as usize).min(max)).max(1);
-    let want = u32::try_from(want.min(front.bodies_max)).unwrap_or(u32::MAX);
-    let share = match tokio::time::timeout(Duration::from_secs(1), front.bodies.clone().acquire_many_owned(want)).await
-    {
-        Ok(Ok(permit)) => BodyShare(Arc::new(permit)),
-        _ => {
-            let mut r = refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "capacity_exceeded",
-                "the server holds as many request bodies as it may (server.max_bodies_bytes); retry shortly",
-                false,
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
-            return Err(r);
-        }
-    };
-    let (mut parts, body) = request.into_parts();
-    let read_all = async {
-        let mut kept = Vec::with_capacity(want as usize);
-        let mut read = 0usize;
-        let mut chunks = body.into_data_stream();
-        while let Some(chunk) = chunks.next().await {
-            let Ok(chunk) = chunk else {
-                return Err(refuse(
-                    StatusCode::BAD_REQUEST,
-                    "invalid_input",
-                    "the request body could not be read",
-                    true,
-                ));
-            };
-            read = read.saturating_add(chunk.len());
-            if read <= max {
-                kept.extend_from_slice(&chunk);
-            } else if read > drain {
-                return Err(too_large(true));
-            } else {
-                // Over the limit: nothing more is kept.
-                kept = Vec::new();
-            }
-        }
-        if read > max {
-            return Err(too_large(false));
-        }
-        Ok(kept)
-    };
-    let kept = match tokio::time::timeout(front.body_timeout, read_all).await {
-        Ok(r) => r?,
-        Err(_) => {
-            return Err(refuse(
-                StatusCode::REQUEST_TIMEOUT,
-                "invalid_input",
-                &format!(
-                    "the request body did not arrive within {} s (server.body_timeout_secs)",
-                    front.body_timeout.as_secs()
-                ),
-                true,
-            ));
-        }
-    };
-    let bytes = axum::body::Bytes::from(kept);
-    parts.extensions.insert(BodyBytes(bytes.clone()));
-    parts.extensions.insert(share);
-    Ok(Request::from_parts(parts, Body::from(bytes)))
-}
-
-/// The answer to a POST body that is not a well-formed JSON-RPC message,
-/// before rmcp reads it: 400 for invalid JSON (-32700) or an invalid
-/// request (-32600), 200 with -32602 for invalid `tools/call` params, as the
-/// specification and the reference SDKs answer.
-fn refuse_malformed(body: &[u8]) -> Option<Response> {
-    let r = match super::jsonrpc::check_message(body) {
-        Ok(super::jsonrpc::Verdict::Pass) => return None,
-        // A notification gets no answer, only the 202 that says it arrived.
-        Ok(super::jsonrpc::Verdict::Drop) => return Some(StatusCode::ACCEPTED.into_response()),
-        Err(r) => r,
-    };
-    let status = if r.code == super::jsonrpc::INVALID_PARAMS { StatusCode::OK } else { StatusCode::BAD_REQUEST };
-    Some((status, axum::Json(r.response)).into_response())
-}
-
+mod body;
+mod checks;
+mod drain;
 mod sessions;
 #[cfg(test)]
 mod tests;
 mod turn;
+
+pub use body::DRAIN_MAX;
+use body::*;
+pub use checks::bearer;
+use checks::*;
+pub use drain::Drain;
+use drain::*;

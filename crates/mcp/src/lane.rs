@@ -42,7 +42,7 @@
 //! response into the transport's output. A call rmcp's service handles
 //! (`McpFront::call_tool`) uses [`CallLane::try_run`] and a oneshot channel.
 
-use crate::Host;
+use crate::Pipeline;
 use crate::tool::ProviderKind;
 use std::collections::HashMap;
 use std::future::Future;
@@ -226,7 +226,7 @@ impl CallLane {
     /// that panicked (or a session that ended first) drops its sender.
     pub fn try_run<T: Send + 'static, F: FnOnce() -> T + Send + 'static>(
         self: &std::sync::Arc<Self>,
-        host: &std::sync::Arc<Host>,
+        host: &std::sync::Arc<Pipeline>,
         agent: Option<&str>,
         name: &str,
         call: F,
@@ -242,7 +242,7 @@ impl CallLane {
     /// lane has room.
     pub fn reserve(
         self: &std::sync::Arc<Self>,
-        host: &std::sync::Arc<Host>,
+        host: &std::sync::Arc<Pipeline>,
         agent: Option<&str>,
         name: &str,
     ) -> Option<Ticket> {
@@ -359,7 +359,7 @@ struct InlineGate {
 
 impl InlineGate {
     /// Whether a call of `name` by `agent` may run in the lane now.
-    fn admits(&self, host: &Host, agent: Option<&str>, name: &str) -> bool {
+    fn admits(&self, host: &Pipeline, agent: Option<&str>, name: &str) -> bool {
         let catalog = host.registry().snapshot();
         let Some(tool) = catalog.get(name) else { return false };
         if tool.provider.kind() != ProviderKind::Wasm {

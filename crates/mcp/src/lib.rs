@@ -25,8 +25,9 @@ pub use client::{ExternalServers, ServerStatus};
 pub use server::McpFront;
 
 // The core's vocabulary, under the names the modules use.
+use toolhost_config as config;
 use toolhost_core::{Conversation, TurnCues, TurnTier};
-use toolhost_core::{Host, budget, config, rates, registry, runtime, tool, validate};
+use toolhost_core::{Pipeline, budget, rates, registry, runtime, tool, validate};
 
 /// Reads one line (without its `\n`) from `reader` into `line`, keeping at
 /// most `max` bytes of it and skipping the rest, so a peer that never sends
@@ -59,7 +60,7 @@ pub(crate) async fn read_line_capped(
     }
 }
 
-pub use toolhost_core::config::agent_slug;
+pub use toolhost_config::agent_slug;
 
 #[cfg(test)]
 mod tests {

@@ -33,7 +33,7 @@
 
 use super::client::Upstream;
 use super::content::Dialect;
-use crate::Host;
+use crate::Pipeline;
 use crate::budget::Tier;
 use crate::tool::{CallContext, CallError, PluginEvent, ToolOutput};
 use crate::{Conversation, TurnCues, TurnTier};
@@ -65,7 +65,7 @@ const VISIBILITY_POLL: Duration = Duration::from_secs(1);
 /// `agent` (the operator when `None`).
 #[derive(Clone, Debug)]
 pub struct McpFront {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     agent: Option<String>,
     /// Lowest log level forwarded to this session (a [`level_rank`]).
     log_level: Arc<AtomicU8>,
@@ -152,7 +152,7 @@ fn mcp_level(level: &str) -> LoggingLevel {
 
 impl McpFront {
     /// A front for `agent`; fails if the agent is not in the config.
-    pub fn new(host: Arc<Host>, agent: Option<String>) -> Result<McpFront, crate::budget::BudgetError> {
+    pub fn new(host: Arc<Pipeline>, agent: Option<String>) -> Result<McpFront, crate::budget::BudgetError> {
         let conversation = Arc::new(host.conversation(agent.as_deref())?);
         let room = Arc::new(room::Room::new(&host, agent.as_deref()));
         Ok(McpFront {
@@ -487,7 +487,7 @@ fn report(
 
 /// The tools `agent` (`None`: the operator) may see at `tier`, as MCP tool
 /// definitions with their `_meta.toolhost` figures (this agent's own).
-pub fn tools_at(host: &Host, agent: Option<&str>, tier: Tier) -> Vec<Tool> {
+pub fn tools_at(host: &Pipeline, agent: Option<&str>, tier: Tier) -> Vec<Tool> {
     let catalog = host.registry().snapshot();
     let tools = host.budget().available_tools(&catalog, agent, tier).unwrap_or_default();
     tools

@@ -111,12 +111,12 @@ impl PluginsReply {
     /// The wasm plugins loaded in `host`, sorted by name.
     pub fn of(installer: &crate::Installer) -> PluginsReply {
         let host = installer.host();
-        let catalog = host.registry().snapshot();
+        let catalog = host.pipeline().registry().snapshot();
         let plugins = catalog
             .providers()
             .filter(|p| p.kind() == crate::tool::ProviderKind::Wasm)
             .map(|p| {
-                let origin = host.provenance(p.name());
+                let origin = host.admission().provenance(p.name());
                 PluginEntry {
                     name: p.name().to_string(),
                     sha256: p.fingerprint().unwrap_or_default().to_string(),
@@ -128,7 +128,7 @@ impl PluginsReply {
                 }
             })
             .collect();
-        PluginsReply { plugins, withheld: host.withheld_plugins() }
+        PluginsReply { plugins, withheld: host.admission().withheld_plugins() }
     }
 }
 

@@ -123,7 +123,7 @@ async fn authorize(State(state): State<AdminState>, request: Request, next: Next
 }
 
 async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
-    let catalog = s.host.registry().snapshot();
+    let catalog = s.host.pipeline().registry().snapshot();
     let providers = catalog
         .providers()
         .map(|p| ProviderEntry {
@@ -137,12 +137,13 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
     let servers = s.admin.server_status();
     let compiling = s
         .host
+        .pipeline()
         .runtime()
         .compiling_now()
         .into_iter()
         .map(|(plugin, so_far)| CompilingEntry { plugin, ms: u64::try_from(so_far.as_millis()).unwrap_or(u64::MAX) })
         .collect();
-    let ready = s.host.readiness().is_ready();
+    let ready = s.host.pipeline().readiness().is_ready();
     Ok(Json(StatusReply { pid: std::process::id(), providers, servers, compiling, ready }))
 }
 
@@ -253,7 +254,7 @@ async fn reload(State(s): State<AdminState>, uri: axum::http::Uri) -> Reply<crat
 /// plugins waiting for a secret now set load.
 async fn refresh_secrets(State(s): State<AdminState>) -> Reply<super::api::SecretsRefreshed> {
     let host = s.host.clone();
-    match tokio::task::spawn_blocking(move || host.refresh_secrets()).await {
+    match tokio::task::spawn_blocking(move || host.admission().refresh_secrets()).await {
         Ok(Ok(plugins)) => Ok(Json(super::api::SecretsRefreshed { plugins })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -269,14 +270,14 @@ async fn announce(s: &AdminState, change: crate::cluster::Change) -> Result<(), 
     let installer = s.admin.installer.clone();
     match tokio::task::spawn_blocking(move || installer.runtime_changes().announce(change)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(ApiError::new(StatusCode::BAD_GATEWAY, "fleet_not_told", e)),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::BAD_GATEWAY, "fleet_not_told", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
     }
 }
 
 /// `not_found` naming the agents there are.
 fn unknown_agent(host: &crate::Host, name: &str) -> ApiError {
-    let known: Vec<String> = host.budget().agents().iter().map(|a| format!("{:?}", a.name)).collect();
+    let known: Vec<String> = host.pipeline().budget().agents().iter().map(|a| format!("{:?}", a.name)).collect();
     ApiError::new(
         StatusCode::NOT_FOUND,
         "not_found",
@@ -311,11 +312,12 @@ async fn set_override(
         ));
     }
     s.host
+        .pipeline()
         .budget()
         .set_override(&req.agent, req.tier, Duration::from_secs(req.for_secs))
         .map_err(|_| unknown_agent(&s.host, &req.agent))?;
     // The agent's sessions look at what they show now, not at their next poll.
-    s.host.registry().touch();
+    s.host.pipeline().registry().touch();
     // Kept across a restart until it expires.
     let changes = s.admin.installer.runtime_changes();
     changes.override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
@@ -335,9 +337,9 @@ async fn clear_override(
     let Json(req) = body.map_err(|e| {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("expected {{\"agent\": NAME}}: {e}"))
     })?;
-    s.host.budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
-    s.host.budget().clear_override(&req.agent);
-    s.host.registry().touch();
+    s.host.pipeline().budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    s.host.pipeline().budget().clear_override(&req.agent);
+    s.host.pipeline().registry().touch();
     s.admin.installer.runtime_changes().override_cleared(&req.agent);
     announce(&s, crate::cluster::Change::OverrideCleared { agent: req.agent.clone() }).await?;
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");

@@ -25,8 +25,11 @@
 //! those two hosts disagreeing until the next change to it. `cluster
 //! status` flags hosts whose plugins differ.
 
+mod key;
 mod secrets;
 
+pub use key::{Key, KeyError};
+use key::{beat_tag, tag};
 pub use secrets::{Applied, FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
 
 use crate::memory::PgTarget;
@@ -169,45 +172,6 @@ pub struct HostRow {
     pub checks: bool,
 }
 
-/// A heartbeat's tag: over what `cluster status` and the CLI's "N of M
-/// hosts" read of it (not its time, which the database writes).
-fn beat_tag(key: &[u8; 32], host_id: &str, instance: &str, version: &str, applied: i64, plugins: &str) -> String {
-    let applied = applied.to_string();
-    hex::encode(toolhost_base::seal::tag(
-        key,
-        &[
-            b"heartbeat\n",
-            host_id.as_bytes(),
-            b"\n",
-            instance.as_bytes(),
-            b"\n",
-            version.as_bytes(),
-            b"\n",
-            applied.as_bytes(),
-            b"\n",
-            plugins.as_bytes(),
-        ],
-    ))
-}
-
-impl Key {
-    /// Whether a heartbeat row's `tag` checks.
-    fn checks_beat(
-        &self,
-        host_id: &str,
-        instance: &str,
-        version: &str,
-        applied: i64,
-        plugins: &str,
-        tag: &str,
-    ) -> bool {
-        toolhost_base::seal::same_secret(
-            beat_tag(&self.0, host_id, instance, version, applied, plugins).as_bytes(),
-            tag.as_bytes(),
-        )
-    }
-}
-
 /// A `cluster_hosts` row read as `status` reads it; `None` for a row of
 /// another shape.
 fn host_row(key: &Key, latest: i64, r: &tokio_postgres::Row) -> Option<HostRow> {
@@ -286,46 +250,6 @@ pub struct Cluster {
     beaten: AtomicBool,
     clash_said: std::sync::Mutex<Option<std::time::Instant>>,
     rt: Option<tokio::runtime::Runtime>,
-}
-
-impl std::fmt::Debug for Key {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Key(..)")
-    }
-}
-
-/// The fleet's key, from `cluster.secret_key_file`.
-pub struct Key([u8; 32]);
-
-impl Key {
-    /// Reads the key file: a private file (this user's, not open to
-    /// others) of at least 32 bytes.
-    pub fn read(path: &std::path::Path) -> Result<Key, String> {
-        use sha2::Digest as _;
-        let at = path.display();
-        match toolhost_base::private::read_state(path, 4096) {
-            Ok(Some(bytes)) if bytes.len() >= 32 => Ok(Key(sha2::Sha256::digest(&bytes).into())),
-            Ok(Some(bytes)) => Err(format!("{at}: {} bytes; a fleet key has at least 32 random bytes", bytes.len())),
-            Ok(None) => Err(format!("{at}: no such file (make one: openssl rand -out {at} 32 && chmod 600 {at})")),
-            Err(e) => Err(format!("{at}: {e}")),
-        }
-    }
-}
-
-/// A change's tag: over its place in the log, its origin and its text, so
-/// that a valid row copied to another place (a replay of an old change, a
-/// reordering) fails the check.
-fn tag(key: &[u8; 32], seq: i64, host_id: &str, text: &str) -> String {
-    let seq = seq.to_string();
-    hex::encode(toolhost_base::seal::tag(key, &[seq.as_bytes(), b"\n", host_id.as_bytes(), b"\n", text.as_bytes()]))
-}
-
-impl Key {
-    /// Whether `tagged` is the tag of the change `text` from `origin` at
-    /// `seq` of the log.
-    fn checks(&self, seq: i64, origin: &str, text: &str, tagged: &str) -> bool {
-        toolhost_base::seal::same_secret(tag(&self.0, seq, origin, text).as_bytes(), tagged.as_bytes())
-    }
 }
 
 /// A row of `cluster_changes` read as `seq, host_id, change, tag`; `None`

@@ -208,7 +208,7 @@ pub fn audit_tail(path: &Path, max_bytes: u64, max_lines: usize) -> std::io::Res
 /// The largest upload `host` accepts: the component limit plus room for a
 /// package section, as for `toolhost plugin add`.
 fn max_upload(host: &Host) -> usize {
-    host.runtime().limits().max_component_bytes + (1 << 16)
+    host.pipeline().runtime().limits().max_component_bytes + (1 << 16)
 }
 
 /// The page's routes, to mount at `/ui` behind the front's operator check.
@@ -272,11 +272,11 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
     let uploads = ctx.admin.uploads.is_some();
     // Reading the audit file: off the async workers.
     let built = tokio::task::spawn_blocking(move || {
-        let catalog = host.registry().snapshot();
+        let catalog = host.pipeline().registry().snapshot();
         let tools = catalog.tools().map(|t| ToolReport::of(&host, t)).collect();
-        let path = host.audit().path().map(Path::to_path_buf);
+        let path = host.pipeline().audit().path().map(Path::to_path_buf);
         // The refusals counted so far this second, as records.
-        host.audit().flush_refusals(true);
+        host.pipeline().audit().flush_refusals(true);
         let audit = match &path {
             None => AuditTail::default(),
             Some(p) => match audit_tail(p, AUDIT_BYTES, AUDIT_LINES) {
@@ -290,23 +290,24 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
         let agents = crate::report::agents(&host);
         let plugins = crate::report::grants(&host);
         let compiling = host
+            .pipeline()
             .runtime()
             .compiling_now()
             .into_iter()
             .map(|(plugin, so_far)| Compiling { plugin, seconds: so_far.as_secs_f64() })
             .collect();
-        let ceilings = host.budget().config().ceilings();
+        let ceilings = host.pipeline().budget().config().ceilings();
         let ms = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         UiState {
             pid: std::process::id(),
             tools,
-            activity: agents.iter().map(|a| (a.name.clone(), host.activity().of(&a.name))).collect(),
+            activity: agents.iter().map(|a| (a.name.clone(), host.pipeline().activity().of(&a.name))).collect(),
             unusable: unusable(&plugins),
             agents,
             plugins,
             servers,
             compiling,
-            ready: host.readiness().is_ready(),
+            ready: host.pipeline().readiness().is_ready(),
             ceilings_ms: Ceilings { fast: ms(ceilings.fast), standard: ms(ceilings.standard), deep: ms(ceilings.deep) },
             audit,
             uploads,

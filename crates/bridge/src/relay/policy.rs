@@ -5,7 +5,7 @@
 
 use super::RelayError;
 use serde_json::{Map, Value, json};
-use toolhost_core::config::VoiceUpstream;
+use toolhost_config::VoiceUpstream;
 
 /// The default OpenAI Realtime model.
 pub const DEFAULT_OPENAI_MODEL: &str = "gpt-realtime";

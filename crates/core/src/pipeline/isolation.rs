@@ -68,7 +68,7 @@ const TOOLS: [(&str, Option<u32>); 4] =
 /// Carol's allow-list, at her STANDARD ceiling.
 const CAROLS: [&str; 3] = ["roll", "search", "mystery"];
 
-fn host(clock: Arc<ManualClock>) -> (Host, Arc<Scripted>) {
+fn host(clock: Arc<ManualClock>) -> (Pipeline, Arc<Scripted>) {
     let all: Vec<&str> = TOOLS.iter().map(|t| t.0).collect();
     let agents =
         vec![agent("alice", Tier::Deep, &all), agent("bob", Tier::Fast, &all), agent(CAROL, Tier::Standard, &CAROLS)];
@@ -76,8 +76,8 @@ fn host(clock: Arc<ManualClock>) -> (Host, Arc<Scripted>) {
     // The others flood past a small rate; Carol calls within hers (none).
     let small = RateLimitConfig { per_minute: 60, burst: 5 };
     let rates = CallRates::new(small, small, [(CAROL.to_string(), RateLimitConfig::OFF)].into());
-    let host =
-        Host::with_budget(runtime, Budget::with_clock(BudgetConfig::default(), agents, clock)).with_call_rates(rates);
+    let host = Pipeline::with_budget(runtime, Budget::with_clock(BudgetConfig::default(), agents, clock))
+        .with_call_rates(rates);
     let defs = TOOLS
         .iter()
         .map(|(name, p50)| ToolDef {
@@ -126,7 +126,7 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
-fn carols_listing(host: &Host) -> Vec<String> {
+fn carols_listing(host: &Pipeline) -> Vec<String> {
     let catalog = host.registry().snapshot();
     let mut names: Vec<String> = host
         .budget()

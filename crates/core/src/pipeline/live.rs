@@ -18,7 +18,7 @@
 //! [`LiveBudget::shutdown`] saves once more (serve calls it on SIGINT and
 //! SIGTERM).
 
-use super::Host;
+use super::Pipeline;
 use crate::budget::persist::{MeasurementStore, MeasurementsFile};
 use crate::calibrate::{CalibrationStore, ProbeOutcome};
 use crate::registry::RegisteredTool;
@@ -33,7 +33,7 @@ pub const SAVE_EVERY: Duration = Duration::from_secs(10);
 /// How often the watcher looks at the registry.
 const TICK: Duration = Duration::from_millis(500);
 
-impl Host {
+impl Pipeline {
     /// Writes a calibration probe's audit record (`"event": "probe"`): like
     /// a call's, with no agent, session or token.
     pub(crate) fn audit_probe(
@@ -103,7 +103,7 @@ pub struct LiveBudget {
 
 #[derive(Debug)]
 struct Shared {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     store: MeasurementStore,
     /// Saved windows of tools not in the registry yet.
     pending: Mutex<MeasurementsFile>,
@@ -158,7 +158,7 @@ impl LiveBudget {
     /// for `host`, saving to `store`. `pending`: saved windows of tools not
     /// in the registry at start (from the `toolhost` crate's `Assembly`).
     pub fn start(
-        host: Arc<Host>,
+        host: Arc<Pipeline>,
         store: MeasurementStore,
         pending: MeasurementsFile,
         calibration: Option<BackgroundCalibration>,

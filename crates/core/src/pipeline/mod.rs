@@ -3,51 +3,35 @@
 //! is an agent, check the arguments match the schema, run the tool under
 //! its budget deadline, record the measurement.
 
-mod install;
 #[cfg(test)]
 mod isolation;
 mod live;
-mod reconfigure;
 mod result_cache;
 mod turns;
-mod values;
 
-pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
 pub use live::{BackgroundCalibration, LiveBudget};
-pub use reconfigure::{GrantPlan, HeldPlugin, PluginChange};
 pub use result_cache::{CacheStats, ResultCache, canonical_json};
 pub use turns::{Conversation, TurnCues, TurnTier};
-pub use values::PluginConfigValues;
 
 use crate::audit::{self, AuditLog};
 use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
-use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
-use crate::package::{Provenance, TrustPolicy};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::tool::{CallContext, CallError, ToolOutput};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The runtime, the registry and the budget, and the one way to call a tool.
+///
+/// The pipeline takes plugins already admitted (the `toolhost-admission`
+/// crate decides whether and how a plugin joins the registry) and knows
+/// nothing of trust, signatures, grants or secrets.
 #[derive(Debug)]
-pub struct Host {
+pub struct Pipeline {
     runtime: Runtime,
     registry: Registry,
     budget: Budget,
-    /// `plugins.grants` and the directory their relative paths resolve
-    /// against; swapped whole by a config reload.
-    grants: arc_swap::ArcSwap<(GrantsByPlugin, PathBuf)>,
-    /// `plugins.prefix`: plugin -> the prefix of its tools' names.
-    prefixes: arc_swap::ArcSwap<std::collections::BTreeMap<String, String>>,
     audit: AuditLog,
-    /// The campaign memory store behind the `memory` capability.
-    memory: std::sync::OnceLock<Arc<dyn crate::runtime::MemoryBackend>>,
-    trust: arc_swap::ArcSwap<TrustPolicy>,
-    provenance: std::sync::Mutex<std::collections::HashMap<String, Provenance>>,
-    /// Serializes installs, so two versions of one plugin never race.
-    installing: std::sync::Mutex<()>,
     /// Calls running per agent ("" for calls without one), against
     /// `Limits::agent_concurrency`.
     agents_busy: std::sync::Mutex<std::collections::HashMap<String, Arc<crate::runtime::Slots>>>,
@@ -57,22 +41,10 @@ pub struct Host {
     cache: ResultCache,
     /// Counters for `/metrics`.
     metrics: crate::counters::CallMetrics,
-    /// Plugins a reload unloaded (their grants no longer covered their
-    /// imports, or the trust policy refused them), with why: loaded again
-    /// by the reload that allows them again.
-    withheld: std::sync::Mutex<std::collections::HashMap<String, reconfigure::Held>>,
-    /// `plugins.config`: each plugin's plain values.
-    plugin_config: arc_swap::ArcSwap<PluginConfigValues>,
     /// Whether everything configured is ready for a session's first list.
     readiness: Arc<crate::readiness::Readiness>,
     /// Each agent's recent calls and sessions, for the DM's page.
     activity: Arc<crate::activity::Activity>,
-    /// Where secrets are kept (none: no plugin has secrets).
-    secret_store: std::sync::Mutex<Option<crate::secrets::SecretStore>>,
-    /// The secrets as last read.
-    secrets: arc_swap::ArcSwap<crate::secrets::Secrets>,
-    /// Plugins loaded but held until a secret their manifest names is set.
-    awaiting: std::sync::Mutex<std::collections::HashMap<String, values::Awaiting>>,
 }
 
 /// The results of a batch of parallel calls.
@@ -84,41 +56,30 @@ pub struct Batch {
     pub cost: Duration,
 }
 
-impl Host {
+impl Pipeline {
     /// A host with no tools, default budget settings and no agents.
-    pub fn new(runtime: Runtime) -> Host {
-        Host::with_budget(runtime, Budget::new(BudgetConfig::default(), Vec::new()))
+    pub fn new(runtime: Runtime) -> Pipeline {
+        Pipeline::with_budget(runtime, Budget::new(BudgetConfig::default(), Vec::new()))
     }
 
     /// A host with a configured budget (agents, ceilings, selector).
-    pub fn with_budget(runtime: Runtime, budget: Budget) -> Host {
+    pub fn with_budget(runtime: Runtime, budget: Budget) -> Pipeline {
         let budget = budget.with_deadlines(runtime.limits().deadlines());
         let cache = ResultCache::new(
             budget.config().result_cache_entries,
             budget.config().result_cache_mb.saturating_mul(1 << 20),
         );
-        Host {
+        Pipeline {
             cache,
             runtime,
             registry: Registry::new(),
             budget,
-            grants: arc_swap::ArcSwap::from_pointee((GrantsByPlugin::new(), PathBuf::new())),
-            prefixes: Default::default(),
             audit: AuditLog::disabled(),
-            memory: std::sync::OnceLock::new(),
-            trust: arc_swap::ArcSwap::from_pointee(TrustPolicy::permissive()),
-            provenance: Default::default(),
-            installing: std::sync::Mutex::new(()),
             agents_busy: Default::default(),
             rates: crate::rates::CallRates::default(),
             metrics: Default::default(),
-            withheld: Default::default(),
-            plugin_config: Default::default(),
             readiness: Default::default(),
             activity: Default::default(),
-            secret_store: Default::default(),
-            secrets: Default::default(),
-            awaiting: Default::default(),
         }
     }
 
@@ -130,7 +91,7 @@ impl Host {
     /// Limits each agent's tool calls (no limits by default; the `toolhost`
     /// binary applies `server.rate_limit`, `server.operator_rate_limit`
     /// and `npcs[].rate_limit`).
-    pub fn with_call_rates(mut self, rates: crate::rates::CallRates) -> Host {
+    pub fn with_call_rates(mut self, rates: crate::rates::CallRates) -> Pipeline {
         self.rates = rates;
         self
     }
@@ -159,51 +120,8 @@ impl Host {
         self.rates.limit_for(agent)
     }
 
-    /// Which plugin files may load (default: everything, see
-    /// [`TrustPolicy::permissive`]; the `toolhost` binary applies the
-    /// config's `trust:` section).
-    pub fn with_trust(self, trust: TrustPolicy) -> Host {
-        self.set_trust(trust);
-        self
-    }
-
-    /// Replaces the trust policy (a config reload). Plugins already loaded
-    /// stay; the policy decides the next load. See the `toolhost` crate's `reload` module for
-    /// what happens to loaded plugins the new policy would refuse.
-    pub fn set_trust(&self, trust: TrustPolicy) {
-        self.trust.store(Arc::new(trust));
-    }
-
-    /// The trust policy in force.
-    pub fn trust(&self) -> Arc<TrustPolicy> {
-        self.trust.load_full()
-    }
-
-    /// Where a loaded plugin came from (`None`: not a plugin of this host).
-    pub fn provenance(&self, plugin: &str) -> Option<Provenance> {
-        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).get(plugin).cloned()
-    }
-
-    /// The campaign memory store behind the `memory` capability (the first
-    /// one given stays). Without one, a plugin granted `memory` does not
-    /// load.
-    pub fn with_memory(self, store: Arc<dyn crate::runtime::MemoryBackend>) -> Host {
-        self.set_memory(store);
-        self
-    }
-
-    /// Gives the host its memory store, unless it has one (`false`: it had).
-    pub fn set_memory(&self, store: Arc<dyn crate::runtime::MemoryBackend>) -> bool {
-        self.memory.set(store).is_ok()
-    }
-
-    /// The memory store, when one was given.
-    pub fn memory(&self) -> Option<&Arc<dyn crate::runtime::MemoryBackend>> {
-        self.memory.get()
-    }
-
     /// Sends the audit trail to `audit` (by default it goes to the log only).
-    pub fn with_audit(mut self, audit: AuditLog) -> Host {
+    pub fn with_audit(mut self, audit: AuditLog) -> Pipeline {
         self.audit = audit;
         self
     }
@@ -213,43 +131,39 @@ impl Host {
         &self.audit
     }
 
-    /// Sets the operator's grants (from `plugins.grants`), relative paths
-    /// resolved against `base`. Applies to plugins loaded afterwards.
-    pub fn with_grants(self, grants: GrantsByPlugin, base: &Path) -> Host {
-        self.grants.store(Arc::new((grants, base.to_path_buf())));
-        self
-    }
-
-    /// Sets `plugins.prefix` (plugin -> the prefix of its tools' names),
-    /// for plugins loaded from now on.
-    pub fn set_prefixes(&self, prefixes: std::collections::BTreeMap<String, String>) {
-        self.prefixes.store(Arc::new(prefixes));
-    }
-
-    /// The operator's grant for `plugin` as configured: its
-    /// `plugins.grants` entry, or the built-in default (`memorytool` holds
-    /// `memory` unless the operator says otherwise).
-    pub fn grant_config(&self, plugin: &str) -> crate::capabilities::GrantConfig {
-        Self::grant_config_in(&self.grants.load().0, plugin)
-    }
-
-    pub(crate) fn grant_config_in(grants: &GrantsByPlugin, plugin: &str) -> crate::capabilities::GrantConfig {
-        match grants.get(plugin) {
-            Some(g) => g.clone(),
-            None if plugin == "memorytool" => {
-                crate::capabilities::GrantConfig { memory: true, memory_write: true, ..Default::default() }
-            }
-            None => crate::capabilities::GrantConfig::default(),
+    /// Puts new limits in force for calls that start from now on: the
+    /// runtime's per-call limits, the deadlines' floor and ceiling, each
+    /// plugin's and each agent's concurrency. Returns what the running
+    /// engine cannot change (see [`crate::runtime::Runtime::set_limits`]).
+    pub fn apply_limits(&self, limits: crate::runtime::Limits) -> Vec<String> {
+        let kept = self.runtime.set_limits(limits);
+        let now = self.runtime.limits();
+        self.budget.set_deadlines(now.deadlines());
+        self.resize_plugins();
+        for slots in self.agents_busy.lock().unwrap_or_else(|p| p.into_inner()).values() {
+            slots.set_limit(now.agent_concurrency);
         }
+        kept
     }
 
-    /// The resolved grants for a plugin name (empty when none configured).
-    ///
-    /// The built-in `memorytool` is granted `memory` by default (the operator
-    /// can take it away with an explicit `plugins.grants.memorytool` entry).
-    pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
-        let grants = self.grants.load();
-        self.resolve_grant(&Self::grant_config_in(&grants.0, plugin), plugin, &grants.1)
+    /// Puts each plugin's own limits (`plugins.limits`) in force for its
+    /// calls from now on, its concurrency included. Returns what the
+    /// running engine cannot give (see
+    /// [`crate::runtime::Runtime::set_plugin_limits`]).
+    pub fn apply_plugin_limits(
+        &self,
+        own: std::collections::HashMap<String, crate::runtime::PluginLimits>,
+    ) -> Vec<String> {
+        let kept = self.runtime.set_plugin_limits(own);
+        self.resize_plugins();
+        kept
+    }
+
+    /// Each loaded plugin's concurrency, from the limits in force for it.
+    fn resize_plugins(&self) {
+        for plugin in self.registry.wasm_plugins() {
+            plugin.set_concurrency(self.runtime.limits_for(crate::tool::Provider::name(&*plugin)).plugin_concurrency);
+        }
     }
 
     /// The wasm runtime.

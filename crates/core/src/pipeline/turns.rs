@@ -1,7 +1,7 @@
 //! Turns: what one utterance of a conversation may spend.
 //!
 //! A [`Conversation`] is one agent's session (an MCP session, a voice
-//! engine's session). Each utterance starts a turn ([`Host::begin_turn`]):
+//! engine's session). Each utterance starts a turn ([`Pipeline::begin_turn`]):
 //! the seed's tier selector picks a tier from the words and the cues (queue
 //! depth, first turn), with this conversation's own anti-spam clock, capped
 //! at the agent's ceiling. Until the next utterance, the conversation lists
@@ -12,7 +12,7 @@
 //! starts a turn works at its agent's ceiling with no turn cap, as before
 //! turns existed.
 
-use super::Host;
+use super::Pipeline;
 use crate::budget::{BudgetError, Reason, Selector, Tier, Turn};
 
 use crate::tool::{CallContext, CallError, ToolOutput};
@@ -68,7 +68,7 @@ impl Conversation {
     }
 }
 
-impl Host {
+impl Pipeline {
     /// A new conversation for `agent` (`None`: the operator); fails when the
     /// agent is not in the config.
     pub fn conversation(&self, agent: Option<&str>) -> Result<Conversation, BudgetError> {
@@ -194,7 +194,7 @@ impl Host {
     }
 
     /// Calls `tool` in `conversation`'s current turn: at the turn's tier,
-    /// within its call cap, and otherwise like [`Host::call_as`].
+    /// within its call cap, and otherwise like [`Pipeline::call_as`].
     pub fn call_in_turn(
         &self,
         conversation: &Conversation,
@@ -310,7 +310,7 @@ mod properties {
         [Tier::Fast, Tier::Standard, Tier::Deep][usize::from(code % 3)]
     }
 
-    fn host(clock: Arc<ManualClock>) -> Host {
+    fn host(clock: Arc<ManualClock>) -> Pipeline {
         let cfg = BudgetConfig {
             pin: [("pinned".to_string(), Tier::Standard)].into(),
             long_tools: vec![LongTool { tool: "longpoll".into(), timeout_ms: 60_000, agents: vec!["bartok".into()] }],
@@ -318,7 +318,7 @@ mod properties {
         };
         let agents = AGENTS.iter().map(|(name, ceiling, tools)| agent(name, *ceiling, tools)).collect();
         let runtime = crate::runtime::Runtime::new(crate::runtime::Limits::default(), None).unwrap();
-        let host = Host::with_budget(runtime, Budget::with_clock(cfg, agents, clock));
+        let host = Pipeline::with_budget(runtime, Budget::with_clock(cfg, agents, clock));
         let defs = TOOLS
             .iter()
             .map(|(name, p50)| ToolDef {
@@ -430,7 +430,7 @@ mod properties {
     /// Checks the property for one conversation, calling every tool once:
     /// the listing is exactly the allow-listed tools the oracle puts at or
     /// under the turn's tier (and the long tool for its agent at DEEP).
-    fn check(host: &Host, conversation: &Conversation, model: &mut Model) -> Result<(), TestCaseError> {
+    fn check(host: &Pipeline, conversation: &Conversation, model: &mut Model) -> Result<(), TestCaseError> {
         let agent = conversation.agent();
         let (_, ceiling, allowed) = AGENTS.iter().find(|(n, ..)| Some(*n) == agent).unwrap();
         let now = host.turn_tier(conversation);

@@ -45,7 +45,7 @@ pub(crate) mod subscribe;
 mod supervisor;
 mod tap;
 
-use crate::Host;
+use crate::Pipeline;
 use crate::config::{McpServerConfig, Transport};
 use crate::tool::ProviderKind;
 use std::collections::HashMap;
@@ -115,7 +115,7 @@ pub struct ServerStatus {
 /// The external servers of one host: adds, removes and supervises them.
 #[derive(Debug)]
 pub struct ExternalServers {
-    host: Arc<Host>,
+    host: Arc<Pipeline>,
     rt: tokio::runtime::Handle,
     servers: Mutex<HashMap<String, Arc<Server>>>,
     /// The server added last: the next one registers after it.
@@ -129,7 +129,7 @@ pub struct ExternalServers {
 
 impl ExternalServers {
     /// A manager for `host`, running connections on `rt`.
-    pub fn new(host: Arc<Host>, rt: tokio::runtime::Handle) -> Arc<ExternalServers> {
+    pub fn new(host: Arc<Pipeline>, rt: tokio::runtime::Handle) -> Arc<ExternalServers> {
         Arc::new(ExternalServers {
             host,
             rt,
@@ -144,7 +144,7 @@ impl ExternalServers {
     /// order decides who gets a contested tool name). Returns at once; see
     /// [`ExternalServers::wait_ready`].
     pub fn start(
-        host: Arc<Host>,
+        host: Arc<Pipeline>,
         configs: &[McpServerConfig],
         rt: tokio::runtime::Handle,
     ) -> Result<Arc<ExternalServers>, ServerError> {
@@ -158,7 +158,7 @@ impl ExternalServers {
     /// [`ExternalServers::start`], the servers using the logins stored in
     /// `state_dir` (`toolhost auth login`).
     pub fn start_in(
-        host: Arc<Host>,
+        host: Arc<Pipeline>,
         configs: &[McpServerConfig],
         rt: tokio::runtime::Handle,
         state_dir: &std::path::Path,

@@ -4,7 +4,7 @@
 use super::oauth::{OAuthHttp, TokenSource};
 use super::provider::McpTools;
 use super::{CONNECT_TIMEOUT, MAX_BACKOFF, MIN_BACKOFF, ServerStatus};
-use crate::Host;
+use crate::Pipeline;
 use crate::config::{McpServerConfig, Transport};
 use crate::tool::{ToolDef, ToolMeta};
 use crate::validate::Validator;
@@ -183,7 +183,7 @@ impl Server {
     }
 }
 
-pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous: Option<Arc<Server>>) {
+pub(super) async fn supervise(host: Arc<Pipeline>, server: Arc<Server>, mut previous: Option<Arc<Server>>) {
     let mut backoff = MIN_BACKOFF;
     loop {
         let attempt = tokio::select! {
@@ -264,7 +264,7 @@ pub(super) async fn supervise(host: Arc<Host>, server: Arc<Server>, mut previous
 }
 
 /// Serves one live connection until it ends or the server is removed.
-async fn run_connected(host: &Arc<Host>, server: &Arc<Server>, running: Running) {
+async fn run_connected(host: &Arc<Pipeline>, server: &Arc<Server>, running: Running) {
     server.available.store(true, Ordering::Release);
     *server.last_error.lock().unwrap_or_else(|p| p.into_inner()) = None;
     host.registry().touch();
@@ -569,7 +569,7 @@ async fn list_tools(server: &Server, peer: &Peer<RoleClient>) -> Result<Vec<rmcp
 
 /// Lists the server's tools and (re)registers them as one provider.
 /// Returns false when nothing could be registered.
-async fn register(host: &Arc<Host>, server: &Arc<Server>) -> bool {
+async fn register(host: &Arc<Pipeline>, server: &Arc<Server>) -> bool {
     let Some(peer) = server.peer.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return false };
     let tools = match tokio::time::timeout(CONNECT_TIMEOUT, list_tools(server, &peer)).await {
         Ok(Ok(t)) => t,

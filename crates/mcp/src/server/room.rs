@@ -57,7 +57,7 @@ pub enum TurnError {
 
 impl Room {
     /// An empty room for `agent` (`None`: the operator's endpoint).
-    pub(crate) fn new(host: &Host, agent: Option<&str>) -> Room {
+    pub(crate) fn new(host: &Pipeline, agent: Option<&str>) -> Room {
         Room { leader: host.conversation_unchecked(agent), members: Mutex::default() }
     }
 
@@ -82,7 +82,7 @@ impl Room {
 
     /// Starts a turn for `utterance` in the session `id`, with its own
     /// selector.
-    pub fn turn_in(&self, host: &Host, id: &str, utterance: &str, cues: TurnCues) -> Result<RoomTurn, TurnError> {
+    pub fn turn_in(&self, host: &Pipeline, id: &str, utterance: &str, cues: TurnCues) -> Result<RoomTurn, TurnError> {
         let found = self.members().get(id).and_then(Member::alive);
         let Some((conversation, nudge)) = found else { return Err(TurnError::NoSession(id.to_string())) };
         let tier = host.begin_turn(&conversation, utterance, cues);
@@ -97,7 +97,7 @@ impl Room {
     /// Works with no live session too (a pipeline that lists afterwards
     /// lists at the agent's ceiling in a new session: the answer's tools are
     /// what this turn allows).
-    pub fn turn_all(&self, host: &Host, utterance: &str, cues: TurnCues) -> RoomTurn {
+    pub fn turn_all(&self, host: &Pipeline, utterance: &str, cues: TurnCues) -> RoomTurn {
         let tier = host.begin_turn(&self.leader, utterance, cues);
         let live: Vec<(Arc<Conversation>, Option<Arc<Notify>>)> = {
             let mut members = self.members();

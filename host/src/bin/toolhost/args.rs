@@ -334,8 +334,12 @@ impl HostArgs {
         for w in warnings {
             eprintln!("warning: {w}");
         }
-        let servers =
-            ExternalServers::start_in(assembly.host.clone(), &configured, rt.handle().clone(), &assembly.state_dir)?;
+        let servers = ExternalServers::start_in(
+            assembly.host.pipeline().clone(),
+            &configured,
+            rt.handle().clone(),
+            &assembly.state_dir,
+        )?;
         let wait = match wait {
             ServerWait::No => None,
             ServerWait::FirstList => {

@@ -28,16 +28,16 @@ impl Calibrate {
         let started = self.host.start()?;
         let a = &started.assembly;
         let host = &a.host;
-        let results = calibrate::calibrate(host, self.samples);
+        let results = calibrate::calibrate(host.pipeline(), self.samples);
         a.calibration
-            .save(host, &a.environment, &results)
+            .save(host.pipeline(), &a.environment, &results)
             .with_context(|| format!("saving calibration to {}", a.calibration.path().display()))?;
-        let catalog = host.registry().snapshot();
+        let catalog = host.pipeline().registry().snapshot();
         if self.json {
             let tools: Vec<_> = results
                 .iter()
                 .map(|r| {
-                    let status = catalog.get(&r.tool).map(|t| BudgetReport::from(&host.budget().status(&t.def)));
+                    let status = catalog.get(&r.tool).map(|t| BudgetReport::from(&host.pipeline().budget().status(&t.def)));
                     let (outcome, detail) = match &r.outcome {
                         ProbeOutcome::Probed(d) => ("probed", json!(d.len())),
                         ProbeOutcome::Skipped(why) => ("skipped", json!(why)),
@@ -51,7 +51,7 @@ impl Calibrate {
         let rows: Vec<[String; 6]> = results
             .iter()
             .map(|r| {
-                let s = catalog.get(&r.tool).map(|t| host.budget().status(&t.def));
+                let s = catalog.get(&r.tool).map(|t| host.pipeline().budget().status(&t.def));
                 let (p50, p99, note) = match &r.outcome {
                     ProbeOutcome::Probed(_) => (
                         dur(s.and_then(|s| s.probes.map(|p| p.p50))),

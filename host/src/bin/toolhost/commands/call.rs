@@ -48,13 +48,13 @@ impl Call {
         let out = match (self.agent.as_deref(), self.tier) {
             (None, None) => host.call(&self.tool, &args, &ctx),
             (agent, tier) => {
-                let tier = host.budget().effective_tier(agent, tier.unwrap_or(Tier::Deep))?;
-                host.call_as(agent, tier, &self.tool, &args, &ctx)
+                let tier = host.pipeline().budget().effective_tier(agent, tier.unwrap_or(Tier::Deep))?;
+                host.pipeline().call_as(agent, tier, &self.tool, &args, &ctx)
             }
         };
         // A refused call is counted into its second's `refused` record:
         // written now, the process ends here.
-        host.audit().flush_refusals(true);
+        host.pipeline().audit().flush_refusals(true);
         let out = out?;
         if self.json {
             return crate::output::print_json(&json!({

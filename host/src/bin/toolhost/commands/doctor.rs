@@ -156,7 +156,8 @@ impl Doctor {
                 .enable_all()
                 .build()
                 .context("starting the async runtime")?;
-            let servers = ExternalServers::start_in(host.clone(), &cfg.mcp.servers, rt.handle().clone(), &state)?;
+            let servers =
+                ExternalServers::start_in(host.pipeline().clone(), &cfg.mcp.servers, rt.handle().clone(), &state)?;
             servers.wait_ready(Duration::from_secs(self.connect_timeout.max(1)));
             let status = servers.status();
             servers.shutdown();

@@ -162,7 +162,7 @@ impl Inspect {
         // default is all `grants_for` can return.
         let granted = match cfg.plugins.grants.get(&name) {
             Some(g) => g.capabilities(),
-            None => host.grants_for(&name).map(|g| CAPABILITIES.held(&g)).unwrap_or_default(),
+            None => host.admission().grants().grants_for(&name).map(|g| CAPABILITIES.held(&g)).unwrap_or_default(),
         };
         let review = CAPABILITIES.review(&imports, granted);
         // What it asks for is the component's own: read with nothing
@@ -201,10 +201,10 @@ impl Inspect {
                     .instantiate_compiled(compiled, Grants::default())
                     .map_err(|e| e.kind.to_string())
                     .and_then(|p| {
-                        host.registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
+                        host.pipeline().registry().add(Arc::new(p)).map_err(|e| e.to_string())?;
                         Ok(())
                     }) {
-                    Ok(()) => Ok(calibrate::calibrate(&host, self.probes)),
+                    Ok(()) => Ok(calibrate::calibrate(host.pipeline(), self.probes)),
                     Err(e) => Err(format!("not probed: {e}")),
                 }
             }
@@ -227,7 +227,7 @@ impl Inspect {
                         };
                         InspectedTool {
                             declaration: def.into(),
-                            budget: (&host.budget().status(def)).into(),
+                            budget: (&host.pipeline().budget().status(def)).into(),
                             probe_note,
                         }
                     })

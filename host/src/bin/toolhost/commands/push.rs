@@ -67,13 +67,13 @@ impl Push {
         let host = Host::with_budget(runtime.clone(), Budget::new(cfg.budget.clone(), Vec::new()));
         let mut badges = BTreeMap::new();
         if let Ok(p) = runtime.instantiate_compiled(compiled, Default::default())
-            && host.registry().add(Arc::new(p)).is_ok()
+            && host.pipeline().registry().add(Arc::new(p)).is_ok()
         {
             let store =
                 toolhost::calibrate::CalibrationStore::new(&builder.resolved_state_dir(), &cfg.budget.environment);
-            if store.load_into(&host) > 0 {
+            if store.load_into(host.pipeline()) > 0 {
                 for def in &defs {
-                    if let Some(b) = host.budget().status(def).badge {
+                    if let Some(b) = host.pipeline().budget().status(def).badge {
                         badges.insert(def.name.clone(), b.as_str().to_string());
                     }
                 }

@@ -34,11 +34,11 @@ impl Select {
     pub fn run(self) -> Result<ExitCode> {
         let started = self.host.start()?;
         let a = &started.assembly;
-        let budget = a.host.budget();
+        let budget = a.host.pipeline().budget();
         let agent = self.agent.as_deref();
         let turn = Turn { dm_override: self.dm_override, queue_depth: self.queue_depth, first_turn: self.first_turn };
         let sel = budget.select(&budget.selector(), agent, &self.utterance, turn)?;
-        let catalog = a.host.registry().snapshot();
+        let catalog = a.host.pipeline().registry().snapshot();
         let visible: Vec<String> =
             budget.available_tools(&catalog, agent, sel.tier)?.iter().map(|t| t.def.name.clone()).collect();
         if self.json {

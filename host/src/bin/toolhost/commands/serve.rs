@@ -87,7 +87,7 @@ impl Serve {
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
         let host_id = a.config.cluster.host_id.clone().unwrap_or_else(|| default_host_id(addr.port()));
         if a.config.cluster.url.is_some() || a.config.cluster.host_id.is_some() {
-            host.audit().set_host_id(&host_id);
+            host.pipeline().audit().set_host_id(&host_id);
         }
         let cluster = match &a.config.cluster.url {
             Some(_) if self.stdio => {
@@ -129,7 +129,7 @@ impl Serve {
         });
         let live = Arc::new(
             toolhost::LiveBudget::start(
-                host.clone(),
+                host.pipeline().clone(),
                 a.measurements.clone(),
                 a.pending_measurements.clone(),
                 calibration,
@@ -140,7 +140,7 @@ impl Serve {
         let audited = host.clone();
         let save_at_exit = move || {
             // The refusals counted in the last second, as records.
-            audited.audit().flush_refusals(true);
+            audited.pipeline().audit().flush_refusals(true);
             if let Err(e) = on_exit.shutdown() {
                 eprintln!("warning: could not save the measurements: {e}");
             }
@@ -149,10 +149,12 @@ impl Serve {
         // for the plugins still loading and the upstreams still connecting
         // (connected or failed), up to `server.first_list_wait_ms`: a
         // client that lists once sees them.
-        host.readiness().set_first_list_wait(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
+        host.pipeline()
+            .readiness()
+            .set_first_list_wait(std::time::Duration::from_millis(server_cfg.first_list_wait_ms));
         deferred.spawn(a.installer.clone()).context("starting the plugin loader")?;
         if servers.status().iter().any(|s| s.state == "connecting") {
-            let (waiting, hold) = (servers.clone(), host.readiness().hold());
+            let (waiting, hold) = (servers.clone(), host.pipeline().readiness().hold());
             rt.spawn(async move {
                 waiting.first_attempts().await;
                 drop(hold);
@@ -163,7 +165,10 @@ impl Serve {
         // failed (before, a tool still compiling would read as unknown).
         let (checked, config, status, http) = (host.clone(), a.config.clone(), servers.clone(), !self.stdio);
         rt.spawn(async move {
-            let loaded = checked.readiness().ready_by(std::time::Instant::now() + std::time::Duration::from_secs(3600));
+            let loaded = checked
+                .pipeline()
+                .readiness()
+                .ready_by(std::time::Instant::now() + std::time::Duration::from_secs(3600));
             loaded.await;
             for f in toolhost::doctor::check_host(&config, &checked, &status.status(), http) {
                 tracing::warn!("{f} (see `toolhost doctor`)");
@@ -172,7 +177,7 @@ impl Serve {
         if self.stdio {
             // The session on a thread of its own, which also runs the calls
             // measured fast (`mcp::lane`); the rest on the main runtime.
-            let front = McpFront::new(host.clone(), self.agent)?;
+            let front = McpFront::new(host.pipeline().clone(), self.agent)?;
             let session = StdioSession::start(
                 front,
                 rt.handle().clone(),
@@ -221,12 +226,12 @@ impl Serve {
         if let Some(cluster) = &cluster {
             let applier =
                 toolhost::fleet::HostApplier { installer: a.installer.clone(), servers: Some(servers.clone()) };
-            cluster.follow(Arc::new(applier), Some(host.readiness().hold()));
+            cluster.follow(Arc::new(applier), Some(host.pipeline().readiness().hold()));
         }
         let wait = std::time::Duration::from_millis(server_cfg.first_list_wait_ms);
-        rt.block_on(host.readiness().ready_by(std::time::Instant::now() + wait));
+        rt.block_on(host.pipeline().readiness().ready_by(std::time::Instant::now() + wait));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
-        let relay = toolhost::bridge::relay::Relay::new(host.clone(), &voice_cfg)?.map(Arc::new);
+        let relay = toolhost::bridge::relay::Relay::new(host.pipeline().clone(), &voice_cfg)?.map(Arc::new);
         let tls = match &voice_cfg.tls {
             Some(files) => Some(
                 toolhost::mcp::peer::tls_config(&files.cert, &files.key)
@@ -251,7 +256,7 @@ impl Serve {
             use std::io::Write as _;
             let mut banner =
                 format!("toolhost {} serving MCP (streamable HTTP) on http://{local}\n", env!("CARGO_PKG_VERSION"));
-            for (who, path) in endpoints(&host) {
+            for (who, path) in endpoints(host.pipeline()) {
                 banner.push_str(&format!("  {who}: http://{local}{path}\n"));
             }
             banner.push_str(&format!("  the DM's page: http://{local}/ui\n"));

@@ -32,8 +32,8 @@ impl Tools {
         let started = self.host.start()?;
         let a = &started.assembly;
         let host = &a.host;
-        let catalog = host.registry().snapshot();
-        let budget = host.budget();
+        let catalog = host.pipeline().registry().snapshot();
+        let budget = host.pipeline().budget();
         let list: Vec<Arc<RegisteredTool>> = match (self.agent.as_deref(), self.tier) {
             (None, None) => catalog.tools().cloned().collect(),
             (agent, tier) => {

@@ -4,7 +4,7 @@
 //! came from is the caller's business: this module sees a name, the bytes
 //! and, for the audit, the file they were read from.
 
-use super::Host;
+use crate::Admission;
 use crate::capabilities::{CAPABILITIES, GrantError};
 use crate::package::Provenance;
 use crate::registry::RegistryError;
@@ -112,7 +112,7 @@ fn list(c: &[Capability]) -> String {
     c.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
 }
 
-/// What [`Host::install_plugin_file`] did.
+/// What [`Admission::install_plugin_file`] did.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Installed {
     /// Plugin name.
@@ -132,20 +132,20 @@ pub struct Installed {
     pub source: Option<String>,
 }
 
-impl Host {
+impl Admission {
     /// Loads and registers a built-in plugin: `bytes` is a component the
     /// host ships (no trust policy: its provenance is [`Provenance::Builtin`]).
     pub fn add_builtin(&self, name: &str, bytes: &[u8]) -> Result<(), AddPluginError> {
         let added = (|| -> Result<Arc<WasmPlugin>, AddPluginError> {
-            let mut plugin = self.runtime.load_with(name, bytes, self.grants_for(name)?)?;
+            let mut plugin = self.pipeline.runtime().load_with(name, bytes, self.grants.grants_for(name)?)?;
             self.expose(name, &mut plugin)?;
             let plugin = Arc::new(plugin);
-            self.registry.add(plugin.clone())?;
+            self.pipeline.registry().add(plugin.clone())?;
             Ok(plugin)
         })();
         match &added {
             Ok(plugin) => {
-                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), Provenance::Builtin);
+                self.set_provenance(name, Some(Provenance::Builtin));
                 self.audit_loaded(plugin, None, None, &Provenance::Builtin);
             }
             Err(e) => self.audit_refused(name, None, e),
@@ -172,21 +172,21 @@ impl Host {
     ) -> Result<Arc<WasmPlugin>, AddPluginError> {
         let added = (|| -> Result<_, AddPluginError> {
             let (component, provenance) = self.trust.load().admit(name, bytes)?;
-            let mut plugin = self.runtime.load_with(name, component, self.grants_for(name)?)?;
+            let mut plugin = self.pipeline.runtime().load_with(name, component, self.grants.grants_for(name)?)?;
             self.expose(name, &mut plugin)?;
             let plugin = Arc::new(plugin);
-            let missing = self.missing_secrets(name, &provenance);
+            let missing = self.values.missing_secrets(name, &provenance);
             // (A name already taken fails below, as without secrets.)
-            if !missing.is_empty() && self.registry.snapshot().provider(name).is_none() {
-                return Err(self.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
+            if !missing.is_empty() && self.pipeline.registry().snapshot().provider(name).is_none() {
+                return Err(self.values.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
             }
-            self.registry.add(plugin.clone())?;
+            self.pipeline.registry().add(plugin.clone())?;
             Ok((plugin, provenance))
         })();
         match added {
             Ok((plugin, provenance)) => {
                 self.audit_loaded(&plugin, path, None, &provenance);
-                self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), provenance);
+                self.set_provenance(name, Some(provenance));
                 Ok(plugin)
             }
             Err(e) => {
@@ -197,7 +197,7 @@ impl Host {
     }
 
     /// Records a load (or, with `previous`, a replacement).
-    pub(super) fn audit_loaded(
+    pub(crate) fn audit_loaded(
         &self,
         plugin: &WasmPlugin,
         path: Option<&Path>,
@@ -205,7 +205,7 @@ impl Host {
         provenance: &Provenance,
     ) {
         use crate::tool::Provider as _;
-        self.audit.write_plugin(&crate::audit::PluginRecord {
+        self.pipeline.audit().write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: if previous.is_some() {
                 crate::audit::PluginEventKind::PluginReplace
@@ -225,7 +225,7 @@ impl Host {
     /// Records a refused load or replacement (also one whose bytes could
     /// not be fetched).
     pub fn audit_refused(&self, name: &str, path: Option<&Path>, error: &AddPluginError) {
-        self.audit.write_plugin(&crate::audit::PluginRecord {
+        self.pipeline.audit().write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRefused,
             plugin: name,
@@ -241,7 +241,7 @@ impl Host {
     /// Reads a plugin file: the component limit, plus room for a package
     /// section (manifest and signature).
     fn read_plugin(&self, path: &Path) -> Result<Vec<u8>, AddPluginError> {
-        let limit = self.runtime.limits().max_component_bytes + (1 << 16);
+        let limit = self.pipeline.runtime().limits().max_component_bytes + (1 << 16);
         crate::runtime::read_bounded(path, limit)
             .map_err(|kind| LoadError { plugin: crate::runtime::plugin_name_from_path(path), kind }.into())
     }
@@ -257,7 +257,7 @@ impl Host {
     /// error the running version keeps serving. Blocking: call it off the
     /// request path.
     pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
-        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.one_at_a_time();
         let name = crate::runtime::plugin_name_from_path(path);
         let installed = self.read_plugin(path).and_then(|bytes| self.install_locked(&name, &bytes, Some(path)));
         if let Err(e) = &installed {
@@ -266,7 +266,7 @@ impl Host {
         installed
     }
 
-    /// [`Host::install_plugin_file`] for bytes fetched elsewhere (a
+    /// [`Admission::install_plugin_file`] for bytes fetched elsewhere (a
     /// registry pull): the same trust policy, capability check and atomic
     /// swap; `path` is where they are kept, for the audit.
     pub fn install_plugin_bytes(
@@ -275,7 +275,7 @@ impl Host {
         bytes: &[u8],
         path: Option<&Path>,
     ) -> Result<Installed, AddPluginError> {
-        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.one_at_a_time();
         let installed = self.install_locked(name, bytes, path);
         if let Err(e) = &installed {
             self.audit_refused(name, path, e);
@@ -286,11 +286,11 @@ impl Host {
     fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
         let name = name.to_string();
         let (component, provenance) = self.trust.load().admit(&name, bytes)?;
-        let compiled = self.runtime.compile(&name, component)?;
+        let compiled = self.pipeline.runtime().compile(&name, component)?;
         let was_compiled = matches!(compiled.source, crate::runtime::CompileSource::Compiled);
-        let catalog = self.registry.snapshot();
+        let catalog = self.pipeline.registry().snapshot();
         let old = catalog.provider(&name).cloned();
-        let grants = self.grants_for(&name)?;
+        let grants = self.grants.grants_for(&name)?;
         if let Some(old) = old.as_ref().filter(|p| p.kind() == ProviderKind::Wasm) {
             let before = CAPABILITIES.imported(&old.describe().imports);
             let new: Vec<Capability> = CAPABILITIES
@@ -326,25 +326,25 @@ impl Host {
                 return Err(AddPluginError::NewHosts { plugin: name, hosts });
             }
         }
-        let mut plugin = self.runtime.instantiate_compiled(compiled, grants)?;
+        let mut plugin = self.pipeline.runtime().instantiate_compiled(compiled, grants)?;
         self.expose(&name, &mut plugin)?;
         let plugin = Arc::new(plugin);
-        let missing = self.missing_secrets(&name, &provenance);
+        let missing = self.values.missing_secrets(&name, &provenance);
         if !missing.is_empty() {
-            return Err(self.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
+            return Err(self.values.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
         }
-        let replaced = self.registry.upsert(plugin.clone())?;
+        let replaced = self.pipeline.registry().upsert(plugin.clone())?;
         // A new version replaces one a reload held back for want of a grant,
         // or one waiting for its secrets.
         self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
-        self.forget_awaiting(&name);
+        self.values.forget_awaiting(&name);
         if let Some(old) = &replaced {
             // Measurements of the old version say nothing about the new one.
             for t in old.tools() {
-                self.budget.forget(&t.name);
+                self.pipeline.budget().forget(&t.name);
             }
         }
-        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance.clone());
+        self.set_provenance(&name, Some(provenance.clone()));
         tracing::info!(plugin = %crate::tool::log_safe(&name), digest = %plugin.digest(), replaced = replaced.is_some(), "plugin installed");
         self.audit_loaded(&plugin, path, replaced.as_ref().and_then(|p| p.fingerprint()), &provenance);
         Ok(Installed {
@@ -370,14 +370,14 @@ impl Host {
     /// would still lie under another's prefix is refused.
     fn expose(&self, name: &str, plugin: &mut WasmPlugin) -> Result<(), AddPluginError> {
         let bad = |reason: String| AddPluginError::Name { plugin: name.to_string(), reason };
-        let prefixes = self.prefixes.load();
+        let prefixes = self.grants.prefixes();
         if let Some(prefix) = prefixes.get(name) {
             return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(bad);
         }
         let owner = |tool: &str| {
             prefixes.iter().find(|(other, prefix)| other.as_str() != name && tool.starts_with(prefix.as_str()))
         };
-        let catalog = self.registry.snapshot();
+        let catalog = self.pipeline.registry().snapshot();
         let clashing: std::collections::HashMap<String, String> = plugin
             .tools()
             .iter()
@@ -413,7 +413,7 @@ impl Host {
 
     /// Removes a plugin while the host serves. Calls already running finish.
     pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
-        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.one_at_a_time();
         // One a reload held back for want of a grant is forgotten.
         if let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name) {
             tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (a config reload had held it back)");
@@ -422,13 +422,13 @@ impl Host {
         }
         // A version waiting for its secrets is forgotten; one serving (an
         // older version) is removed as well.
-        let awaited = self.forget_awaiting(name);
-        if awaited && self.registry.snapshot().provider(name).is_none() {
+        let awaited = self.values.forget_awaiting(name);
+        if awaited && self.pipeline.registry().snapshot().provider(name).is_none() {
             tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (it was waiting for its secrets)");
             self.audit_removed(name, None, Vec::new(), None);
             return Ok(());
         }
-        match self.registry.snapshot().provider(name) {
+        match self.pipeline.registry().snapshot().provider(name) {
             Some(p) if p.kind() != ProviderKind::Wasm => {
                 return Err(AddPluginError::Registry(RegistryError::UnknownProvider(format!(
                     "{name} (an external MCP server: use `toolhost server remove`)"
@@ -443,8 +443,8 @@ impl Host {
     /// audits the removal; `reason`: why, when the operator did not ask
     /// (a reload took away what it needs).
     pub(crate) fn remove_registered(&self, name: &str, reason: Option<&str>) -> Result<(), RegistryError> {
-        let removed = self.registry.remove(name)?;
-        self.provenance.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+        let removed = self.pipeline.registry().remove(name)?;
+        self.set_provenance(name, None);
         match reason {
             Some(r) => tracing::warn!(plugin = %crate::tool::log_safe(name), "{r}"),
             None => tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed"),
@@ -455,7 +455,7 @@ impl Host {
 
     /// The `plugin_remove` audit record.
     fn audit_removed(&self, name: &str, previous: Option<&str>, held: Vec<&'static str>, error: Option<String>) {
-        self.audit.write_plugin(&crate::audit::PluginRecord {
+        self.pipeline.audit().write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRemove,
             plugin: name,

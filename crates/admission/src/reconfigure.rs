@@ -4,7 +4,7 @@
 //! would refuse are unloaded). Each step is audited; calls already running
 //! finish on the version they started with.
 
-use super::Host;
+use crate::Admission;
 use crate::capabilities::{GrantError, Grants, GrantsByPlugin};
 use crate::runtime::WasmPlugin;
 use crate::tool::Provider as _;
@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// New grants, resolved for every loaded plugin whose grant changed: made
-/// by [`Host::plan_grants`] (which fails, changing nothing, when a grant
-/// cannot be honoured), applied by [`Host::apply_grants`].
+/// by [`Admission::plan_grants`] (which fails, changing nothing, when a grant
+/// cannot be honoured), applied by [`Admission::apply_grants`].
 #[derive(Debug)]
 pub struct GrantPlan {
     grants: GrantsByPlugin,
@@ -66,29 +66,29 @@ pub struct PluginChange {
     pub detail: String,
 }
 
-impl Host {
+impl Admission {
     /// Resolves `grants` (relative paths against `base`) for every loaded
     /// plugin whose grant differs from the one in force, without changing
     /// anything. Fails when one cannot be resolved (a granted directory that
     /// does not exist, a malformed network grant ...).
     pub fn plan_grants(&self, grants: GrantsByPlugin, base: &Path) -> Result<GrantPlan, GrantError> {
-        let old = self.grants.load_full();
+        let old = self.grants.current();
         let mut changed = Vec::new();
-        for plugin in self.wasm_plugins() {
+        for plugin in self.pipeline.registry().wasm_plugins() {
             let name = plugin.name();
-            let after = Self::grant_config_in(&grants, name);
-            if Self::grant_config_in(&old.0, name) == after && old.1 == base {
+            let after = crate::grants::config_in(&grants, name);
+            if crate::grants::config_in(&old.0, name) == after && old.1 == base {
                 continue;
             }
-            let resolved = self.resolve_grant(&after, name, base)?;
+            let resolved = self.grants.resolve(&after, name, base)?;
             changed.push((plugin, resolved));
         }
         let withheld: Vec<Arc<WasmPlugin>> =
             self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|h| h.plugin.clone()).collect();
         let mut again = Vec::new();
         for plugin in withheld {
-            let cfg = Self::grant_config_in(&grants, plugin.name());
-            again.push((plugin.clone(), self.resolve_grant(&cfg, plugin.name(), base)?));
+            let cfg = crate::grants::config_in(&grants, plugin.name());
+            again.push((plugin.clone(), self.grants.resolve(&cfg, plugin.name(), base)?));
         }
         Ok(GrantPlan { grants, base: base.to_path_buf(), changed, withheld: again })
     }
@@ -98,21 +98,21 @@ impl Host {
     /// imports a capability the new grants no longer give. Plugins loaded
     /// later get the new grants.
     pub fn apply_grants(&self, plan: GrantPlan) -> Vec<PluginChange> {
-        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
-        self.grants.store(Arc::new((plan.grants, plan.base)));
+        let _one_at_a_time = self.one_at_a_time();
+        self.grants.set(plan.grants, &plan.base);
         let mut out = Vec::new();
         for (plugin, grants) in plan.changed {
             let name = plugin.name().to_string();
             // Replaced or removed since the plan: the new version was loaded
             // under the new grants already.
-            let current = self.registry.snapshot().provider(&name).cloned();
+            let current = self.pipeline.registry().snapshot().provider(&name).cloned();
             if !current.is_some_and(|c| std::ptr::addr_eq(Arc::as_ptr(&c), Arc::as_ptr(&plugin))) {
                 continue;
             }
-            match self.runtime.regrant(&plugin, grants) {
+            match self.pipeline.runtime().regrant(&plugin, grants) {
                 Ok(regranted) => {
                     let regranted = Arc::new(regranted);
-                    if let Err(e) = self.registry.upsert(regranted.clone()) {
+                    if let Err(e) = self.pipeline.registry().upsert(regranted.clone()) {
                         tracing::warn!(plugin = %name, "not re-granted: {e}");
                         continue;
                     }
@@ -148,16 +148,17 @@ impl Host {
             let provenance = held.provenance.clone();
             let trusted =
                 self.trust.load().still_admits(&name, plugin.digest(), &provenance).map_err(|e| e.to_string());
-            let again =
-                trusted.and_then(|()| self.runtime.regrant(&plugin, grants).map_err(|e| e.to_string())).and_then(|p| {
+            let again = trusted
+                .and_then(|()| self.pipeline.runtime().regrant(&plugin, grants).map_err(|e| e.to_string()))
+                .and_then(|p| {
                     let p = Arc::new(p);
-                    self.registry.add(p.clone()).map(|()| p).map_err(|e| e.to_string())
+                    self.pipeline.registry().add(p.clone()).map(|()| p).map_err(|e| e.to_string())
                 });
             match again {
                 Ok(p) => {
                     let held = p.held().names();
                     self.audit_regrant(&p, None, Some(&provenance));
-                    self.provenance.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), provenance);
+                    self.set_provenance(&name, Some(provenance));
                     tracing::info!(plugin = %name, held = ?held, "plugin loaded again: its grants and the trust policy allow it (config reload)");
                     out.push(PluginChange {
                         plugin: name,
@@ -188,7 +189,7 @@ impl Host {
             .iter()
             .map(|(name, h)| HeldPlugin { name: name.clone(), reason: h.why.clone() })
             .collect();
-        v.extend(self.awaiting_reasons().into_iter().map(|(name, reason)| HeldPlugin { name, reason }));
+        v.extend(self.values.awaiting_reasons().into_iter().map(|(name, reason)| HeldPlugin { name, reason }));
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
@@ -208,22 +209,10 @@ impl Host {
             .insert(name.to_string(), Held { plugin, provenance, why: reason.to_string() });
     }
 
-    /// The wasm plugins in the registry now.
-    fn wasm_plugins(&self) -> Vec<Arc<WasmPlugin>> {
-        self.registry
-            .snapshot()
-            .providers()
-            .filter_map(|p| {
-                let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
-                any.downcast::<WasmPlugin>().ok()
-            })
-            .collect()
-    }
-
     /// The `plugin_regrant` audit record of `now` (re-granted, or loaded
     /// again after being held), replacing the version `previous`.
     fn audit_regrant(&self, now: &WasmPlugin, previous: Option<&str>, origin: Option<&crate::package::Provenance>) {
-        self.audit.write_plugin(&crate::audit::PluginRecord {
+        self.pipeline.audit().write_plugin(&crate::audit::PluginRecord {
             time: crate::audit::now_rfc3339(),
             event: crate::audit::PluginEventKind::PluginRegrant,
             plugin: now.name(),
@@ -240,9 +229,9 @@ impl Host {
     /// now (its key no longer trusted and unsigned plugins not allowed, or
     /// its digest no longer the locked one).
     pub fn apply_trust(&self, trust: crate::package::TrustPolicy) -> Vec<PluginChange> {
-        let _one_at_a_time = self.installing.lock().unwrap_or_else(|p| p.into_inner());
+        let _one_at_a_time = self.one_at_a_time();
         let mut out = Vec::new();
-        for plugin in self.wasm_plugins() {
+        for plugin in self.pipeline.registry().wasm_plugins() {
             let name = plugin.name().to_string();
             let Some(provenance) = self.provenance(&name) else { continue };
             if let Err(e) = trust.still_admits(&name, plugin.digest(), &provenance) {
@@ -255,53 +244,5 @@ impl Host {
         }
         self.trust.store(Arc::new(trust));
         out
-    }
-
-    /// Puts new limits in force for calls that start from now on: the
-    /// runtime's per-call limits, the deadlines' floor and ceiling, each
-    /// plugin's and each agent's concurrency. Returns what the running
-    /// engine cannot change (see [`crate::runtime::Runtime::set_limits`]).
-    pub fn apply_limits(&self, limits: crate::runtime::Limits) -> Vec<String> {
-        let kept = self.runtime.set_limits(limits);
-        let now = self.runtime.limits();
-        self.budget.set_deadlines(now.deadlines());
-        self.resize_plugins();
-        for slots in self.agents_busy.lock().unwrap_or_else(|p| p.into_inner()).values() {
-            slots.set_limit(now.agent_concurrency);
-        }
-        kept
-    }
-
-    /// Puts each plugin's own limits (`plugins.limits`) in force for its
-    /// calls from now on, its concurrency included. Returns what the
-    /// running engine cannot give (see
-    /// [`crate::runtime::Runtime::set_plugin_limits`]).
-    pub fn apply_plugin_limits(
-        &self,
-        own: std::collections::HashMap<String, crate::runtime::PluginLimits>,
-    ) -> Vec<String> {
-        let kept = self.runtime.set_plugin_limits(own);
-        self.resize_plugins();
-        kept
-    }
-
-    /// Each loaded plugin's concurrency, from the limits in force for it.
-    fn resize_plugins(&self) {
-        for plugin in self.wasm_plugins() {
-            plugin.set_concurrency(self.runtime.limits_for(plugin.name()).plugin_concurrency);
-        }
-    }
-
-    /// Resolves `cfg` for `plugin` (relative paths against `base`).
-    pub(crate) fn resolve_grant(
-        &self,
-        cfg: &crate::capabilities::GrantConfig,
-        plugin: &str,
-        base: &Path,
-    ) -> Result<Grants, GrantError> {
-        let memory = || -> Result<Arc<dyn crate::runtime::MemoryBackend>, String> {
-            self.memory().cloned().ok_or_else(|| "this host has no memory store".to_string())
-        };
-        cfg.resolve(plugin, base, &memory)
     }
 }
