@@ -10,7 +10,8 @@
 //!   hosts of a fleet, `tsvector` columns under GIN indexes ranked by
 //!   `ts_rank`.
 //!
-//! [`MemoryStore`] is either, chosen by the configuration.
+//! Both implement [`CampaignStore`]; [`MemoryStore`] is either, chosen by
+//! the configuration.
 
 #![deny(unsafe_code)]
 
@@ -180,100 +181,87 @@ pub(crate) fn like_literal(name: &str) -> String {
     name.replace('\\', "\\\\").replace('%', "\\%").replace('_', "\\_")
 }
 
-/// The campaign memory: SQLite or PostgreSQL.
-#[derive(Debug)]
-pub enum MemoryStore {
-    /// One SQLite file (the default).
-    Sqlite(SqliteStore),
-    /// A PostgreSQL database.
-    Postgres(PgStore),
+/// What a campaign store answers, the same way whichever database holds
+/// it: implemented by [`SqliteStore`] and [`PgStore`], and reached through
+/// [`MemoryStore`].
+pub trait CampaignStore: Send + Sync + std::fmt::Debug {
+    /// Imports a campaign in one transaction (replacing records with the same ids).
+    fn import(&self, c: &Campaign) -> Result<(), MemoryError>;
+
+    /// The whole store as a campaign, in one read transaction: what
+    /// [`CampaignStore::import`] takes back (sessions, entities and facts by
+    /// id, relationships and transcript lines in order).
+    fn export(&self) -> Result<Campaign, MemoryError>;
+
+    /// Records a fact (in one transaction, durable once it returns) and
+    /// returns its new id (`fact-` and 16 random hex digits). A
+    /// `session_id` ties it to a session of play.
+    fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError>;
+
+    /// Full-text search over transcripts (within `session`, when given),
+    /// best first, at most `limit` lines.
+    fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError>;
+
+    /// Entities by name substring (case-insensitive, wildcards literal)
+    /// and/or kind, by name, at most `limit`.
+    fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<Entity>, MemoryError>;
+
+    /// One entity.
+    fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError>;
+
+    /// Relationships touching an entity, either direction.
+    fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError>;
+
+    /// Full-text search over facts, best first, at most `limit`.
+    fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError>;
+
+    /// Where the store is: the SQLite file, or the PostgreSQL URL without
+    /// its password.
+    fn describe(&self) -> String;
+
+    /// Whether the store answered its last health check (for `/readyz`).
+    /// Never blocks: a store over the network checks in the background.
+    fn reachable(&self) -> bool {
+        true
+    }
 }
 
-macro_rules! each {
-    ($self:ident, $s:ident => $e:expr) => {
-        match $self {
-            MemoryStore::Sqlite($s) => $e,
-            MemoryStore::Postgres($s) => $e,
-        }
-    };
-}
+/// The campaign memory: SQLite or PostgreSQL, chosen by the
+/// configuration. Every operation is the store's own: a `MemoryStore`
+/// dereferences to its [`CampaignStore`].
+#[derive(Debug)]
+pub struct MemoryStore(Box<dyn CampaignStore>);
 
 impl MemoryStore {
     /// Opens (or creates) the SQLite store at `path`; an empty store gets
     /// the demo campaign.
     pub fn open(path: &Path) -> Result<MemoryStore, MemoryError> {
-        SqliteStore::open(path).map(MemoryStore::Sqlite)
+        SqliteStore::open(path).map(MemoryStore::new)
     }
 
     /// Connects to the PostgreSQL store at `url`, creating its tables where
     /// missing; an empty store gets the demo campaign.
     pub fn connect(url: &str) -> Result<MemoryStore, MemoryError> {
-        PgStore::connect(url).map(MemoryStore::Postgres)
+        PgStore::connect(url).map(MemoryStore::new)
     }
 
     /// A SQLite store in memory holding the demo campaign, gone when
     /// dropped (for hosts that were not given a file).
     pub fn in_memory() -> Result<MemoryStore, MemoryError> {
-        SqliteStore::in_memory().map(MemoryStore::Sqlite)
+        SqliteStore::in_memory().map(MemoryStore::new)
     }
 
-    /// Imports a campaign in one transaction (replacing records with the same ids).
-    pub fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
-        each!(self, s => s.import(c))
+    /// The campaign memory held by `store`.
+    pub fn new(store: impl CampaignStore + 'static) -> MemoryStore {
+        MemoryStore(Box::new(store))
     }
+}
 
-    /// The whole store as a campaign, in one read transaction: what
-    /// [`MemoryStore::import`] takes back (sessions, entities and facts by
-    /// id, relationships and transcript lines in order).
-    pub fn export(&self) -> Result<Campaign, MemoryError> {
-        each!(self, s => s.export())
-    }
+impl std::ops::Deref for MemoryStore {
+    type Target = dyn CampaignStore;
 
-    /// Records a fact (in one transaction, durable once it returns) and
-    /// returns its new id (`fact-` and 16 random hex digits). A
-    /// `session_id` ties it to a session of play.
-    pub fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
-        each!(self, s => s.remember(text, session_id))
-    }
-
-    /// Full-text search over transcripts, best first.
-    pub fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
-        each!(self, s => s.search_sessions(q, session, limit))
-    }
-
-    /// Entities by name substring (case-insensitive, wildcards literal)
-    /// and/or kind, by name.
-    pub fn query_entities(
-        &self,
-        name: Option<&str>,
-        kind: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<Entity>, MemoryError> {
-        each!(self, s => s.query_entities(name, kind, limit))
-    }
-
-    /// One entity.
-    pub fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
-        each!(self, s => s.get_entity(id))
-    }
-
-    /// Relationships touching an entity.
-    pub fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
-        each!(self, s => s.relationships(id))
-    }
-
-    /// Full-text search over facts, best first.
-    pub fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
-        each!(self, s => s.search_facts(q, limit))
-    }
-
-    /// Where the store is: the SQLite file, or the PostgreSQL URL without
-    /// its password.
-    pub fn describe(&self) -> String {
-        match self {
-            MemoryStore::Sqlite(s) => s.describe(),
-            MemoryStore::Postgres(p) => p.target().to_string(),
-        }
+    fn deref(&self) -> &(dyn CampaignStore + 'static) {
+        &*self.0
     }
 }
 
@@ -286,7 +274,7 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
         session_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<wit::TranscriptLine>, String> {
-        let hits = MemoryStore::search_sessions(self, query, session_id, limit).map_err(|e| e.to_string())?;
+        let hits = self.0.search_sessions(query, session_id, limit).map_err(|e| e.to_string())?;
         Ok(hits
             .into_iter()
             .map(|h| wit::TranscriptLine {
@@ -300,21 +288,21 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
     }
 
     fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<wit::Entity>, String> {
-        let found = MemoryStore::query_entities(self, name, kind, limit).map_err(|e| e.to_string())?;
+        let found = self.0.query_entities(name, kind, limit).map_err(|e| e.to_string())?;
         Ok(found.into_iter().map(wit_entity).collect())
     }
 
     fn get_entity(&self, id: &str) -> Result<Option<wit::Entity>, String> {
-        Ok(MemoryStore::get_entity(self, id).map_err(|e| e.to_string())?.map(wit_entity))
+        Ok(self.0.get_entity(id).map_err(|e| e.to_string())?.map(wit_entity))
     }
 
     fn relationships(&self, id: &str) -> Result<Vec<wit::Relationship>, String> {
-        let rels = MemoryStore::relationships(self, id).map_err(|e| e.to_string())?;
+        let rels = self.0.relationships(id).map_err(|e| e.to_string())?;
         Ok(rels.into_iter().map(|r| wit::Relationship { source: r.source, target: r.target, kind: r.kind }).collect())
     }
 
     fn search_facts(&self, query: &str, limit: u32) -> Result<Vec<wit::Fact>, String> {
-        let hits = MemoryStore::search_facts(self, query, limit).map_err(|e| e.to_string())?;
+        let hits = self.0.search_facts(query, limit).map_err(|e| e.to_string())?;
         Ok(hits
             .into_iter()
             .map(|f| wit::Fact { id: f.id, text: f.text, session_id: f.session_id, score: f.score })
@@ -322,14 +310,11 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
     }
 
     fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, String> {
-        MemoryStore::remember(self, text, session_id).map_err(|e| e.to_string())
+        self.0.remember(text, session_id).map_err(|e| e.to_string())
     }
 
     fn reachable(&self) -> bool {
-        match self {
-            MemoryStore::Sqlite(_) => true,
-            MemoryStore::Postgres(p) => p.reachable(),
-        }
+        self.0.reachable()
     }
 }
 

@@ -14,7 +14,10 @@
 //! how rare a word is across the store. Both order best first; ties go to
 //! the lower id (and line). Scores are not comparable across stores.
 
-use crate::{Campaign, DEMO_CAMPAIGN, Entity, Fact, FactHit, LineHit, MemoryError, Relationship, Session, fts_words};
+use crate::{
+    Campaign, CampaignStore, DEMO_CAMPAIGN, Entity, Fact, FactHit, LineHit, MemoryError, Relationship, Session,
+    fts_words,
+};
 use deadpool_postgres::{GenericClient, Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use std::future::Future;
 use std::sync::Arc;
@@ -211,9 +214,10 @@ impl PgStore {
             Err(_) => Err(MemoryError::Unavailable("the operation was dropped".into())),
         }
     }
+}
 
-    /// Imports a campaign in one transaction (replacing records with the same ids).
-    pub fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
+impl CampaignStore for PgStore {
+    fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
         let text = serde_json::to_string(c)?;
         self.run(|pool| async move {
             let campaign: Campaign = serde_json::from_str(&text)?;
@@ -226,8 +230,8 @@ impl PgStore {
     }
 
     /// The whole store as a campaign, in one repeatable-read transaction:
-    /// what [`PgStore::import`] takes back.
-    pub fn export(&self) -> Result<Campaign, MemoryError> {
+    /// what [`CampaignStore::import`] takes back.
+    fn export(&self) -> Result<Campaign, MemoryError> {
         self.run(|pool| async move {
             let mut client = pool.get().await?;
             let tx = client
@@ -272,7 +276,7 @@ impl PgStore {
 
     /// Records a fact, committed (durable) before it returns, and returns
     /// its new id (`fact-` and 16 random hex digits).
-    pub fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
+    fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes).map_err(|e| MemoryError::Unavailable(format!("no randomness for an id: {e}")))?;
         let id = format!("fact-{}", hex::encode(bytes));
@@ -288,8 +292,7 @@ impl PgStore {
         Ok(answer)
     }
 
-    /// Full-text search over transcripts.
-    pub fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
+    fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
         let Some(query) = ts_query(q) else { return Ok(Vec::new()) };
         let session = session.map(str::to_string);
         self.run(|pool| async move {
@@ -316,14 +319,7 @@ impl PgStore {
         })
     }
 
-    /// Entities by name substring (case-insensitive, wildcards literal)
-    /// and/or kind.
-    pub fn query_entities(
-        &self,
-        name: Option<&str>,
-        kind: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<Entity>, MemoryError> {
+    fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<Entity>, MemoryError> {
         let name = name.map(crate::like_literal);
         let kind = kind.map(str::to_string);
         self.run(|pool| async move {
@@ -340,8 +336,7 @@ impl PgStore {
         })
     }
 
-    /// One entity.
-    pub fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
+    fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
         let id = id.to_string();
         self.run(|pool| async move {
             let client = pool.get().await?;
@@ -351,8 +346,7 @@ impl PgStore {
         })
     }
 
-    /// Relationships touching an entity.
-    pub fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
+    fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
         let id = id.to_string();
         self.run(|pool| async move {
             let client = pool.get().await?;
@@ -371,8 +365,7 @@ impl PgStore {
         })
     }
 
-    /// Full-text search over facts.
-    pub fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
+    fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
         let Some(query) = ts_query(q) else { return Ok(Vec::new()) };
         self.run(|pool| async move {
             let client = pool.get().await?;
@@ -395,7 +388,7 @@ impl PgStore {
     /// Whether the database answered its last check, which is at most a
     /// second old: a stale answer starts a new check in the background
     /// (bounded by two seconds) and is returned meanwhile. Never blocks.
-    pub fn reachable(&self) -> bool {
+    fn reachable(&self) -> bool {
         let h = &self.health;
         let now = h.epoch.elapsed().as_millis() as u64;
         if now.saturating_sub(h.checked_ms.load(Ordering::Acquire)) >= 1000
@@ -412,6 +405,11 @@ impl PgStore {
             });
         }
         h.reachable.load(Ordering::Acquire)
+    }
+
+    /// The URL without its password.
+    fn describe(&self) -> String {
+        self.target.clone()
     }
 }
 

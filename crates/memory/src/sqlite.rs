@@ -1,7 +1,10 @@
 //! The SQLite store (the default): one file in WAL mode, FTS5 indexes over
 //! transcripts and facts ranked by BM25.
 
-use crate::{Campaign, DEMO_CAMPAIGN, Entity, Fact, FactHit, LineHit, MemoryError, Relationship, Session, fts_words};
+use crate::{
+    Campaign, CampaignStore, DEMO_CAMPAIGN, Entity, Fact, FactHit, LineHit, MemoryError, Relationship, Session,
+    fts_words,
+};
 use rusqlite::{Connection, OptionalExtension, params};
 use std::path::Path;
 use std::sync::Mutex;
@@ -38,11 +41,6 @@ pub(crate) fn fts_query(q: &str) -> Option<String> {
 }
 
 impl SqliteStore {
-    /// The file (or `:memory:`).
-    pub fn describe(&self) -> String {
-        self.location.clone()
-    }
-
     /// Opens (or creates) the store at `path`; an empty store gets the demo campaign.
     pub fn open(path: &Path) -> Result<SqliteStore, MemoryError> {
         if let Some(dir) = path.parent() {
@@ -91,9 +89,10 @@ impl SqliteStore {
         store.import(&serde_json::from_str(DEMO_CAMPAIGN)?)?;
         Ok(store)
     }
+}
 
-    /// Imports a campaign in one transaction (replacing records with the same ids).
-    pub fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
+impl CampaignStore for SqliteStore {
+    fn import(&self, c: &Campaign) -> Result<(), MemoryError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         import_into(&tx, c)?;
@@ -101,10 +100,7 @@ impl SqliteStore {
         Ok(())
     }
 
-    /// The whole store as a campaign, in one read transaction: what
-    /// [`SqliteStore::import`] takes back (sessions, entities and facts by
-    /// id, relationships and transcript lines in order).
-    pub fn export(&self) -> Result<Campaign, MemoryError> {
+    fn export(&self) -> Result<Campaign, MemoryError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction()?;
         let mut sessions: Vec<Session> = tx
@@ -133,10 +129,7 @@ impl SqliteStore {
         Ok(Campaign { sessions, entities, relationships, facts })
     }
 
-    /// Records a fact (in one transaction, durable once it returns) and
-    /// returns its new id (`fact-` and 16 random hex digits). A
-    /// `session_id` ties it to a session of play.
-    pub fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
+    fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
         let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
         let id: String = tx.query_row("SELECT 'fact-' || lower(hex(randomblob(8)))", [], |r| r.get(0))?;
@@ -146,8 +139,7 @@ impl SqliteStore {
         Ok(id)
     }
 
-    /// Full-text search over transcripts.
-    pub fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
+    fn search_sessions(&self, q: &str, session: Option<&str>, limit: u32) -> Result<Vec<LineHit>, MemoryError> {
         let Some(fts) = fts_query(q) else { return Ok(Vec::new()) };
         let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = c.prepare_cached(
@@ -167,13 +159,7 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Entities by name substring and/or kind.
-    pub fn query_entities(
-        &self,
-        name: Option<&str>,
-        kind: Option<&str>,
-        limit: u32,
-    ) -> Result<Vec<Entity>, MemoryError> {
+    fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<Entity>, MemoryError> {
         let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = c.prepare_cached(
             "SELECT id, name, kind, attributes FROM entities
@@ -185,15 +171,13 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// One entity.
-    pub fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
+    fn get_entity(&self, id: &str) -> Result<Option<Entity>, MemoryError> {
         let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         Ok(c.query_row("SELECT id, name, kind, attributes FROM entities WHERE id = ?1", params![id], entity_row)
             .optional()?)
     }
 
-    /// Relationships touching an entity.
-    pub fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
+    fn relationships(&self, id: &str) -> Result<Vec<Relationship>, MemoryError> {
         let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = c.prepare_cached(
             "SELECT source, target, kind FROM relationships WHERE source = ?1 OR target = ?1 ORDER BY source, kind, target",
@@ -203,8 +187,7 @@ impl SqliteStore {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Full-text search over facts.
-    pub fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
+    fn search_facts(&self, q: &str, limit: u32) -> Result<Vec<FactHit>, MemoryError> {
         let Some(fts) = fts_query(q) else { return Ok(Vec::new()) };
         let c = self.conn.lock().unwrap_or_else(|p| p.into_inner());
         let mut st = c.prepare_cached(
@@ -215,6 +198,11 @@ impl SqliteStore {
             Ok(FactHit { id: r.get(0)?, text: r.get(1)?, session_id: r.get(2)?, score: r.get(3)? })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The file (or `:memory:`).
+    fn describe(&self) -> String {
+        self.location.clone()
     }
 }
 
