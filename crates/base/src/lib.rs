@@ -2,7 +2,8 @@
 //!
 //! - [`private`]: state files and directories private to this user (0700
 //!   directories we own, 0600 files, files the host obeys read only when
-//!   no one else could have written them).
+//!   no one else could have written them), and the bounded non-blocking
+//!   read of any file.
 //! - [`seal`]: HMAC-SHA256 tags over records we wrote ourselves, and the
 //!   constant-time comparison of secrets.
 //! - [`bounded`]: bodies read from the network with a size limit.

@@ -106,13 +106,8 @@ pub fn writable_by_others(md: &std::fs::Metadata) -> Option<String> {
 /// can replace what is in it. The errors say why, not which file (the
 /// caller names it).
 pub fn read_obeyed(path: &Path, max: usize) -> io::Result<String> {
-    use std::os::unix::fs::OpenOptionsExt as _;
     let refused = |what: String| io::Error::new(io::ErrorKind::PermissionDenied, what);
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
-        .open(path)?;
-    let md = f.metadata()?;
+    let (f, md) = open_nonblocking(path, Symlinks::Follow)?;
     if !md.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
@@ -136,15 +131,69 @@ pub fn read_obeyed(path: &Path, max: usize) -> io::Result<String> {
             )));
         }
     }
-    if md.len() > max as u64 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max} bytes")));
+    let bytes = read_limited(&f, &md, max).map_err(|e| match e {
+        LimitedReadError::TooLarge { .. } => io::Error::new(io::ErrorKind::InvalidData, e.to_string()),
+        LimitedReadError::Io(e) => e,
+    })?;
+    String::from_utf8(bytes)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidData, "stream did not contain valid UTF-8"))
+}
+
+/// Whether [`open_nonblocking`] follows a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Symlinks {
+    /// Opens what a link leads to.
+    Follow,
+    /// Refuses a link as the last component (`ELOOP`).
+    Refuse,
+}
+
+/// Opens `path` for reading, never blocking on it (`O_NONBLOCK`: a FIFO
+/// or a device is opened without waiting for a writer) nor making it the
+/// controlling terminal (`O_NOCTTY`), and returns it with its metadata,
+/// taken on the open descriptor: what the caller checks (a regular file,
+/// its owner, its size) is what it then reads.
+pub fn open_nonblocking(path: &Path, symlinks: Symlinks) -> io::Result<(std::fs::File, std::fs::Metadata)> {
+    let mut flags = rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
+    if symlinks == Symlinks::Refuse {
+        flags |= rustix::fs::OFlags::NOFOLLOW;
     }
-    let mut text = String::new();
-    f.take(max as u64 + 1).read_to_string(&mut text)?;
-    if text.len() > max {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("larger than {max} bytes")));
+    let f = OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path)?;
+    let md = f.metadata()?;
+    Ok((f, md))
+}
+
+/// Why [`read_limited`] read nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitedReadError {
+    /// The file holds more than the limit.
+    #[error("larger than {limit} bytes")]
+    TooLarge {
+        /// Its size as its metadata gave it, or (when it grew since) the
+        /// bytes read before the read stopped: at most `limit + 1`.
+        size: u64,
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// Reading failed.
+    #[error("{0}")]
+    Io(#[source] io::Error),
+}
+
+/// Reads `file` (whose metadata is `md`, as [`open_nonblocking`] returns
+/// it) to its end, at most `limit` bytes: a file larger by its metadata is
+/// refused before anything is read, and one that grew since is refused
+/// once `limit + 1` bytes are read, never read whole.
+pub fn read_limited(file: &std::fs::File, md: &std::fs::Metadata, limit: usize) -> Result<Vec<u8>, LimitedReadError> {
+    if md.len() > limit as u64 {
+        return Err(LimitedReadError::TooLarge { size: md.len(), limit });
     }
-    Ok(text)
+    let mut bytes = Vec::with_capacity(md.len() as usize);
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).map_err(LimitedReadError::Io)?;
+    if bytes.len() > limit {
+        return Err(LimitedReadError::TooLarge { size: bytes.len() as u64, limit });
+    }
+    Ok(bytes)
 }
 
 /// Why a state file of ours was not read.
@@ -172,9 +221,8 @@ pub fn read_state(path: &Path, max: usize) -> Result<Option<Vec<u8>>, StateFileE
 
 /// [`read_state`], with the file still open (to touch it, say).
 pub fn open_state(path: &Path, max: usize) -> Result<Option<(std::fs::File, Vec<u8>)>, StateFileError> {
-    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY;
-    let f = match OpenOptions::new().read(true).custom_flags(flags.bits() as i32).open(path) {
-        Ok(f) => f,
+    let (f, md) = match open_nonblocking(path, Symlinks::Refuse) {
+        Ok(opened) => opened,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         // ELOOP: the last component is a symbolic link.
         Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
@@ -182,7 +230,6 @@ pub fn open_state(path: &Path, max: usize) -> Result<Option<(std::fs::File, Vec<
         }
         Err(e) => return Err(StateFileError::Io(e)),
     };
-    let md = f.metadata().map_err(StateFileError::Io)?;
     if !md.is_file() {
         return Err(StateFileError::Refused("not a regular file".into()));
     }
@@ -193,15 +240,10 @@ pub fn open_state(path: &Path, max: usize) -> Result<Option<(std::fs::File, Vec<
             md.mode() & 0o777
         )));
     }
-    let too_large = || StateFileError::Refused(format!("larger than {max} bytes"));
-    if md.len() > max as u64 {
-        return Err(too_large());
-    }
-    let mut bytes = Vec::with_capacity(md.len() as usize);
-    (&f).take(max as u64 + 1).read_to_end(&mut bytes).map_err(StateFileError::Io)?;
-    if bytes.len() > max {
-        return Err(too_large());
-    }
+    let bytes = read_limited(&f, &md, max).map_err(|e| match e {
+        LimitedReadError::TooLarge { .. } => StateFileError::Refused(e.to_string()),
+        LimitedReadError::Io(e) => StateFileError::Io(e),
+    })?;
     Ok(Some((f, bytes)))
 }
 

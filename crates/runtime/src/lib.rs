@@ -793,25 +793,15 @@ const HOSTCALL_SLACK: usize = 64 << 10;
 /// opened non-blocking and checked with `fstat` on the opened descriptor, so
 /// what is checked is what is read), and the read itself stops at `limit`.
 pub fn read_bounded(path: &std::path::Path, limit: usize) -> Result<Vec<u8>, LoadErrorKind> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut f = std::fs::File::options()
-        .read(true)
-        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
-        .open(path)?;
-    let md = f.metadata()?;
+    use private::{LimitedReadError, Symlinks};
+    let (f, md) = private::open_nonblocking(path, Symlinks::Follow)?;
     if !md.is_file() {
         return Err(LoadErrorKind::NotAFile);
     }
-    if md.len() > limit as u64 {
-        return Err(LoadErrorKind::TooLarge { size: md.len() as usize, limit });
-    }
-    let mut bytes = Vec::with_capacity(md.len() as usize);
-    (&mut f).take(limit as u64 + 1).read_to_end(&mut bytes)?;
-    if bytes.len() > limit {
-        return Err(LoadErrorKind::TooLarge { size: bytes.len(), limit });
-    }
-    Ok(bytes)
+    private::read_limited(&f, &md, limit).map_err(|e| match e {
+        LimitedReadError::TooLarge { size, limit } => LoadErrorKind::TooLarge { size: size as usize, limit },
+        LimitedReadError::Io(e) => LoadErrorKind::Io(e),
+    })
 }
 
 /// A plugin's name from its file name: the stem, e.g. `diceroller` for `diceroller.wasm`.
