@@ -12,6 +12,8 @@
 //! - [`net`]: which host names and addresses are loopback.
 //! - [`own`]: this process's own listeners and plugin sockets (no plugin
 //!   reaches the first; the second are never the operator).
+//! - [`stripes`]: values striped over cache lines, one copy per caller
+//!   thread, for counters many threads write at once.
 //! - [`www_authenticate`]: the challenges of a `WWW-Authenticate` header.
 //!
 //! **Architecture invariant:** this crate depends on no other toolhost
@@ -25,4 +27,5 @@ pub mod net;
 pub mod own;
 pub mod private;
 pub mod seal;
+pub mod stripes;
 pub mod www_authenticate;

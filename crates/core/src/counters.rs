@@ -9,9 +9,10 @@
 //! agent of the config, `(operator)`, or `(other)`; outcomes are a fixed
 //! set. Nothing else reaches a label: never arguments, tokens or results.
 
+use crate::runtime::stripes::Striped;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,26 +52,9 @@ pub const OUTCOMES: [&str; 18] = [
 /// fall between them).
 pub const BUCKETS: [f64; 14] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0];
 
-/// Copies of each counter, one per caller thread (round robin): a call
-/// adds to its thread's copy, so calls on different cores never write the
-/// same cache line; a scrape adds the copies up.
-const STRIPES: usize = 16;
-
-/// A value on cache lines of its own (128 bytes: x86 prefetches lines in
-/// pairs).
-#[repr(align(128))]
-#[derive(Debug, Default)]
-struct Padded<T>(T);
-
-/// This thread's stripe, given out round robin on first use.
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    STRIPE.with(|s| *s)
-}
-
+/// One copy of a tool's latency counters: each counter is striped, one
+/// copy per caller thread (round robin), so calls on different cores never
+/// write the same cache line; a scrape adds the copies up.
 #[derive(Debug, Default)]
 struct LatencyStripe {
     /// Per bucket (not cumulative), then one past the last bound.
@@ -81,7 +65,7 @@ struct LatencyStripe {
 
 #[derive(Debug, Default)]
 struct Latency {
-    stripes: [Padded<LatencyStripe>; STRIPES],
+    stripes: Striped<LatencyStripe>,
 }
 
 /// A latency histogram as read at scrape time.
@@ -99,7 +83,7 @@ impl Latency {
     fn observe(&self, d: Duration) {
         let secs = d.as_secs_f64();
         let i = BUCKETS.iter().position(|b| secs <= *b).unwrap_or(BUCKETS.len());
-        let s = &self.stripes[stripe()].0;
+        let s = self.stripes.local();
         s.buckets[i].fetch_add(1, Ordering::Relaxed);
         s.count.fetch_add(1, Ordering::Relaxed);
         s.sum_micros.fetch_add(d.as_micros().min(u128::from(u64::MAX)) as u64, Ordering::Relaxed);
@@ -107,12 +91,12 @@ impl Latency {
 
     fn totals(&self) -> LatencyTotals {
         let mut t = LatencyTotals { buckets: [0; BUCKETS.len() + 1], count: 0, sum_micros: 0 };
-        for s in &self.stripes {
-            for (b, n) in t.buckets.iter_mut().zip(&s.0.buckets) {
+        for s in self.stripes.iter() {
+            for (b, n) in t.buckets.iter_mut().zip(&s.buckets) {
                 *b += n.load(Ordering::Relaxed);
             }
-            t.count += s.0.count.load(Ordering::Relaxed);
-            t.sum_micros = t.sum_micros.wrapping_add(s.0.sum_micros.load(Ordering::Relaxed));
+            t.count += s.count.load(Ordering::Relaxed);
+            t.sum_micros = t.sum_micros.wrapping_add(s.sum_micros.load(Ordering::Relaxed));
         }
         t
     }
@@ -120,15 +104,15 @@ impl Latency {
 
 /// Calls by outcome for one tool and agent, striped.
 #[derive(Debug, Default)]
-struct Counts([Padded<[AtomicU64; OUTCOMES.len()]>; STRIPES]);
+struct Counts(Striped<[AtomicU64; OUTCOMES.len()]>);
 
 impl Counts {
     fn add(&self, outcome: usize) {
-        self.0[stripe()].0[outcome].fetch_add(1, Ordering::Relaxed);
+        self.0.local()[outcome].fetch_add(1, Ordering::Relaxed);
     }
 
     fn get(&self, outcome: usize) -> u64 {
-        self.0.iter().map(|s| s.0[outcome].load(Ordering::Relaxed)).sum()
+        self.0.iter().map(|s| s[outcome].load(Ordering::Relaxed)).sum()
     }
 }
 
@@ -187,7 +171,7 @@ struct ToolCells {
 
 /// The call pipeline's counters (see the module docs). Recording takes no
 /// lock and writes only the calling thread's copy of each counter (see
-/// `STRIPES`), so it costs the same with one caller or many.
+/// [`Striped`]), so it costs the same with one caller or many.
 #[derive(Debug, Default)]
 pub struct CallMetrics {
     tools: ReadMostly<ToolCells>,
@@ -267,7 +251,7 @@ mod tests {
     #[test]
     fn recordings_from_many_threads_add_up() {
         let m = CallMetrics::default();
-        let (threads, each) = (2 * STRIPES + 3, 1_000u64);
+        let (threads, each) = (2 * crate::runtime::stripes::STRIPES + 3, 1_000u64);
         std::thread::scope(|s| {
             for t in 0..threads {
                 let m = &m;

@@ -28,6 +28,8 @@ pub mod limits;
 mod plugin;
 /// Private state files and directories (the `toolhost-base` crate's).
 pub use toolhost_base::private;
+/// Striped counters (the `toolhost-base` crate's).
+pub use toolhost_base::stripes;
 pub mod slots;
 mod state;
 mod teardown;

@@ -5,8 +5,8 @@
 //! about 10% late on this kind of machine), and the thread parks while no
 //! call runs, so an idle host costs nothing.
 //!
-//! Calls in flight are counted in [`STRIPES`] cache-line-sized counters, one
-//! per caller thread (round robin), not in one shared counter: entering and
+//! Calls in flight are counted in a [`Striped`] counter (cache-line-sized
+//! counters, one per caller thread, round robin), not in one shared counter: entering and
 //! leaving a call then writes a line no other caller writes, and callers on
 //! different cores never wait for each other here. The ticker sums the
 //! stripes once per tick. Waking a parked ticker is the classic two-flag
@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+use toolhost_base::stripes::{Striped, stripe};
 use wasmtime::{Engine, EngineWeak};
 
 /// One epoch tick.
@@ -28,26 +29,9 @@ pub const TICK: Duration = Duration::from_millis(1);
 /// woken (a futex wake and a context switch) for every call.
 const IDLE_TICKS_BEFORE_PARK: u32 = 50;
 
-/// Counters of calls in flight; a power of two.
-const STRIPES: usize = 16;
-
-/// One counter on its own cache line (128 bytes: two lines on x86, where the
-/// adjacent-line prefetcher pairs them).
-#[repr(align(128))]
-#[derive(Default)]
-struct Stripe(AtomicUsize);
-
-/// This thread's stripe, given out round robin on first use.
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    thread_local! {
-        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    STRIPE.with(|s| *s)
-}
-
 struct Shared {
-    inflight: [Stripe; STRIPES],
+    /// Calls in flight, by caller thread's stripe.
+    inflight: Striped<AtomicUsize>,
     /// Set by the ticker just before it parks; a caller that sees it
     /// unparks the ticker.
     parked: AtomicBool,
@@ -57,7 +41,7 @@ struct Shared {
 impl Shared {
     /// Calls in flight now.
     fn inflight(&self) -> usize {
-        self.inflight.iter().map(|s| s.0.load(Ordering::SeqCst)).sum()
+        self.inflight.iter().map(|n| n.load(Ordering::SeqCst)).sum()
     }
 }
 
@@ -90,7 +74,7 @@ impl Ticker {
     /// Marks a call as in flight until the guard drops.
     pub(crate) fn enter(&self) -> TickGuard<'_> {
         let i = stripe();
-        self.shared.inflight[i].0.fetch_add(1, Ordering::SeqCst);
+        self.shared.inflight.get(i).fetch_add(1, Ordering::SeqCst);
         if self.shared.parked.load(Ordering::SeqCst)
             && let Some(t) = &self.thread
         {
@@ -102,7 +86,7 @@ impl Ticker {
 
 impl Drop for TickGuard<'_> {
     fn drop(&mut self) {
-        self.0.shared.inflight[self.1].0.fetch_sub(1, Ordering::Release);
+        self.0.shared.inflight.get(self.1).fetch_sub(1, Ordering::Release);
     }
 }
 
