@@ -65,6 +65,39 @@ pub enum HostPattern {
     Ip(IpAddr),
 }
 
+/// Why an `http` entry is not an origin ([`HttpGrant::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HttpGrantError {
+    /// No `scheme://`.
+    #[error("expected scheme://host[:port]")]
+    NoScheme,
+    /// A scheme other than `http` or `https`.
+    #[error("the scheme must be http or https")]
+    Scheme,
+    /// A path, query, fragment, user or space after the scheme.
+    #[error("only an origin: no path, query, fragment or user")]
+    NotAnOrigin,
+    /// `[` without its `]`.
+    #[error("an IPv6 address needs its closing ]")]
+    UnclosedIpv6,
+    /// Something other than `:port` after `]`.
+    #[error("expected :port after ]")]
+    AfterIpv6,
+    /// A port that is not 1 to 65535.
+    #[error("the port must be 1 to 65535")]
+    Port,
+    /// Brackets around what is not an IPv6 address.
+    #[error("not an IPv6 address")]
+    Ipv6,
+    /// A host name with other than letters, digits, `-` and `.`, an empty
+    /// label, or too long.
+    #[error("{0:?} is not a host name")]
+    HostName(String),
+    /// A wildcard over a single label (`*.org`).
+    #[error("a wildcard must leave at least two labels (*.example.org, not *.org)")]
+    WideWildcard,
+}
+
 /// One granted origin.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpGrant {
@@ -80,19 +113,19 @@ impl HttpGrant {
     /// Parses `scheme://host[:port]`, `scheme://*.domain[:port]` or
     /// `scheme://[v6]:port`; a trailing `/` is allowed, nothing else after
     /// the authority is.
-    pub fn parse(entry: &str) -> Result<HttpGrant, String> {
+    pub fn parse(entry: &str) -> Result<HttpGrant, HttpGrantError> {
         let e = entry.trim();
-        let (scheme, rest) = e.split_once("://").ok_or("expected scheme://host[:port]")?;
-        let scheme = HttpScheme::from_name(&scheme.to_ascii_lowercase()).ok_or("the scheme must be http or https")?;
+        let (scheme, rest) = e.split_once("://").ok_or(HttpGrantError::NoScheme)?;
+        let scheme = HttpScheme::from_name(&scheme.to_ascii_lowercase()).ok_or(HttpGrantError::Scheme)?;
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.contains(['/', '?', '#', '@', ' ']) {
-            return Err("only an origin: no path, query, fragment or user".into());
+            return Err(HttpGrantError::NotAnOrigin);
         }
         let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
-            let (addr, after) = v6.split_once(']').ok_or("an IPv6 address needs its closing ]")?;
+            let (addr, after) = v6.split_once(']').ok_or(HttpGrantError::UnclosedIpv6)?;
             let port = match after {
                 "" => None,
-                p => Some(p.strip_prefix(':').ok_or("expected :port after ]")?),
+                p => Some(p.strip_prefix(':').ok_or(HttpGrantError::AfterIpv6)?),
             };
             (format!("[{addr}]"), port)
         } else {
@@ -103,17 +136,17 @@ impl HttpGrant {
         };
         let port = match port {
             None => scheme.default_port(),
-            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or("the port must be 1 to 65535")?,
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or(HttpGrantError::Port)?,
         };
         let host = host.to_ascii_lowercase();
         let host = if let Some(v6) = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')) {
-            HostPattern::Ip(IpAddr::V6(v6.parse().map_err(|_| "not an IPv6 address")?))
+            HostPattern::Ip(IpAddr::V6(v6.parse().map_err(|_| HttpGrantError::Ipv6)?))
         } else if let Ok(ip) = host.parse::<IpAddr>() {
             HostPattern::Ip(ip)
         } else if let Some(domain) = host.strip_prefix("*.") {
             check_name(domain)?;
             if !domain.contains('.') {
-                return Err("a wildcard must leave at least two labels (*.example.org, not *.org)".into());
+                return Err(HttpGrantError::WideWildcard);
             }
             HostPattern::Suffix(format!(".{domain}"))
         } else {
@@ -188,13 +221,13 @@ impl std::fmt::Display for HttpGrant {
 }
 
 /// A DNS name as a grant may name it: letters, digits, `-` and `.`.
-fn check_name(name: &str) -> Result<(), String> {
+fn check_name(name: &str) -> Result<(), HttpGrantError> {
     let ok = !name.is_empty()
         && name.len() <= 253
         && name
             .split('.')
             .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
-    if ok { Ok(()) } else { Err(format!("{name:?} is not a host name")) }
+    if ok { Ok(()) } else { Err(HttpGrantError::HostName(name.to_string())) }
 }
 
 /// Parses the granted origins.
@@ -202,7 +235,11 @@ pub(super) fn resolve(plugin: &str, entries: &[String]) -> Result<Vec<HttpGrant>
     entries
         .iter()
         .map(|e| {
-            HttpGrant::parse(e).map_err(|reason| GrantError::Http { plugin: plugin.into(), entry: e.clone(), reason })
+            HttpGrant::parse(e).map_err(|reason| GrantError::Http {
+                plugin: plugin.into(),
+                entry: e.clone(),
+                reason: reason.to_string(),
+            })
         })
         .collect()
 }
@@ -283,6 +320,17 @@ mod tests {
         ] {
             assert!(HttpGrant::parse(bad).is_err(), "{bad}");
         }
+        // What the operator reads, word for word.
+        let said = |e: &str| HttpGrant::parse(e).unwrap_err().to_string();
+        assert_eq!(said("api.example.test"), "expected scheme://host[:port]");
+        assert_eq!(said("ftp://x.test"), "the scheme must be http or https");
+        assert_eq!(said("https://x.test/path"), "only an origin: no path, query, fragment or user");
+        assert_eq!(said("https://[::1"), "an IPv6 address needs its closing ]");
+        assert_eq!(said("https://[::1]8080"), "expected :port after ]");
+        assert_eq!(said("https://x.test:0"), "the port must be 1 to 65535");
+        assert_eq!(said("https://[x]"), "not an IPv6 address");
+        assert_eq!(said("https://ex_ample.test"), "\"ex_ample.test\" is not a host name");
+        assert_eq!(said("https://*.org"), "a wildcard must leave at least two labels (*.example.org, not *.org)");
     }
 
     #[test]
