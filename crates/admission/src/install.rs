@@ -372,7 +372,7 @@ impl Admission {
         let bad = |reason: String| AddPluginError::Name { plugin: name.to_string(), reason };
         let prefixes = self.grants.prefixes();
         if let Some(prefix) = prefixes.get(name) {
-            return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(bad);
+            return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(|e| bad(e.to_string()));
         }
         let owner = |tool: &str| {
             prefixes.iter().find(|(other, prefix)| other.as_str() != name && tool.starts_with(prefix.as_str()))
@@ -408,7 +408,7 @@ impl Admission {
                 "{why}: {name}'s is exposed as {name}_{tool} (set plugins.prefix.{name} to choose a prefix)"
             );
         }
-        plugin.expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() }).map_err(bad)
+        plugin.expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() }).map_err(|e| bad(e.to_string()))
     }
 
     /// Removes a plugin while the host serves. Calls already running finish.

@@ -19,7 +19,7 @@ mod pgconn;
 mod postgres;
 mod sqlite;
 
-pub use pgconn::{PgConnection, PgTarget, explain};
+pub use pgconn::{PgConnection, PgTarget, PgUrlError, PgUrlProblem, explain};
 
 impl From<tokio_postgres::Error> for MemoryError {
     fn from(e: tokio_postgres::Error) -> MemoryError {

@@ -35,6 +35,50 @@ impl std::fmt::Debug for PgTarget {
     }
 }
 
+/// Why [`PgTarget::parse`] refused a URL: the URL without its password,
+/// then what is wrong with it.
+#[derive(Debug, thiserror::Error)]
+#[error("{url}: {problem}")]
+pub struct PgUrlError {
+    /// The URL, without its password.
+    pub url: String,
+    /// What is wrong with it.
+    pub problem: PgUrlProblem,
+}
+
+/// What is wrong with a PostgreSQL URL.
+#[derive(Debug, thiserror::Error)]
+pub enum PgUrlProblem {
+    /// Neither `postgres://` nor `postgresql://`.
+    #[error("not a postgres:// or postgresql:// URL")]
+    Scheme,
+    /// An unencoded `@` in the user name or password.
+    #[error("more than one '@' before the host: percent-encode an '@' in the user name or password as %40")]
+    TwoAts,
+    /// An `sslmode` this host does not speak.
+    #[error(
+        "sslmode={0} is not supported: use disable, prefer, require, verify-ca or verify-full (each verifies the server's certificate, chain and host name, when TLS is used)"
+    )]
+    SslMode(String),
+    /// tokio-postgres refused the rest of the URL.
+    #[error("{0}")]
+    Config(tokio_postgres::Error),
+    /// `sslrootcert` is not an absolute path.
+    #[error("sslrootcert={0}: give an absolute path (the URL is read from any directory)")]
+    RelativeRootCert(String),
+    /// The `sslrootcert` file holds no usable certificate.
+    #[error("sslrootcert={path}: {why}")]
+    RootCert {
+        /// The file.
+        path: String,
+        /// Why it is of no use.
+        why: String,
+    },
+    /// rustls could not be set up.
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+}
+
 /// A connection's driver, as [`PgTarget::connect`] returns it.
 pub type PgConnection = tokio_postgres::Connection<
     tokio_postgres::Socket,
@@ -46,21 +90,20 @@ impl PgTarget {
     /// `sslmode` and `sslrootcert` as the module says; everything else as
     /// tokio-postgres reads it. The error names what is wrong, never the
     /// password.
-    pub fn parse(url: &str) -> Result<PgTarget, String> {
+    pub fn parse(url: &str) -> Result<PgTarget, PgUrlError> {
         let shown = crate::redact(url);
+        let refused = |problem| PgUrlError { url: shown.clone(), problem };
         // Split as tokio-postgres does: the userinfo ends at the first
         // `@`, the host at the next `/` or `?`, and the query starts at
         // the first `?` after the userinfo.
         let body = ["postgres://", "postgresql://"]
             .iter()
             .find_map(|p| url.strip_prefix(p))
-            .ok_or_else(|| format!("{shown}: not a postgres:// or postgresql:// URL"))?;
+            .ok_or_else(|| refused(PgUrlProblem::Scheme))?;
         let after_user = body.find('@').map_or(0, |at| at + 1);
         let host = &body[after_user..body[after_user..].find(['/', '?']).map_or(body.len(), |e| after_user + e)];
         if host.contains('@') {
-            return Err(format!(
-                "{shown}: more than one '@' before the host: percent-encode an '@' in the user name or password as %40"
-            ));
+            return Err(refused(PgUrlProblem::TwoAts));
         }
         let query_at = body[after_user..].find('?').map(|q| url.len() - body.len() + after_user + q);
         let (head, query) = match query_at {
@@ -87,29 +130,21 @@ impl PgTarget {
                 SslMode::Prefer
             }
             Some("require" | "verify-ca" | "verify-full") => SslMode::Require,
-            Some(other) => {
-                return Err(format!(
-                    "{shown}: sslmode={other} is not supported: use disable, prefer, require, verify-ca or verify-full (each verifies the server's certificate, chain and host name, when TLS is used)"
-                ));
-            }
+            Some(other) => return Err(refused(PgUrlProblem::SslMode(other.to_string()))),
         };
         let rest = if kept.is_empty() { head.to_string() } else { format!("{head}?{}", kept.join("&")) };
-        let mut config: tokio_postgres::Config = rest.parse().map_err(|e| format!("{shown}: {e}"))?;
+        let mut config: tokio_postgres::Config = rest.parse().map_err(|e| refused(PgUrlProblem::Config(e)))?;
         config.ssl_mode(ssl);
         let roots = match (ssl, rootcert) {
             (SslMode::Disable, _) => rustls::RootCertStore::empty(),
-            (_, Some(path)) if !path.starts_with('/') => {
-                return Err(format!(
-                    "{shown}: sslrootcert={path}: give an absolute path (the URL is read from any directory)"
-                ));
-            }
-            (_, Some(path)) => roots_from(&path).map_err(|e| format!("{shown}: sslrootcert={path}: {e}"))?,
+            (_, Some(path)) if !path.starts_with('/') => return Err(refused(PgUrlProblem::RelativeRootCert(path))),
+            (_, Some(path)) => roots_from(&path).map_err(|why| refused(PgUrlProblem::RootCert { path, why }))?,
             (_, None) => system_roots(),
         };
         let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
         let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("{shown}: TLS: {e}"))?
+            .map_err(|e| refused(PgUrlProblem::Tls(e)))?
             .with_root_certificates(roots)
             .with_no_client_auth();
         Ok(PgTarget { config, tls: MakeRustlsConnect::new(tls), shown })
@@ -193,9 +228,9 @@ mod tests {
         assert_eq!(t.config.get_application_name(), Some("toolhost@web1"));
         let t = PgTarget::parse("postgres://u@db/x?ssl%6dode=require").unwrap();
         assert!(t.encrypted(), "a percent-encoded key is the key tokio-postgres reads");
-        let e = PgTarget::parse("postgres://u:p@ss@db/x").unwrap_err();
+        let e = PgTarget::parse("postgres://u:p@ss@db/x").unwrap_err().to_string();
         assert!(e.contains("percent-encode an '@'") && !e.contains("p@ss"), "{e}");
-        let e = PgTarget::parse("postgres://u@db/x?sslmode=require&sslrootcert=ca.pem").unwrap_err();
+        let e = PgTarget::parse("postgres://u@db/x?sslmode=require&sslrootcert=ca.pem").unwrap_err().to_string();
         assert!(e.contains("give an absolute path"), "{e}");
         let plain = PgTarget::parse("postgres://u:p?w@db/x").unwrap();
         assert!(!plain.encrypted(), "no sslmode: no TLS, as before");
@@ -204,16 +239,19 @@ mod tests {
         assert!(t.encrypted());
         assert_eq!(t.config.get_connect_timeout(), Some(&std::time::Duration::from_secs(3)), "other keys kept");
         assert_eq!(PgTarget::parse("postgres://u@db/x?sslmode=prefer").unwrap().config.get_ssl_mode(), SslMode::Prefer);
-        let e = PgTarget::parse("postgres://u:secret@db/x?sslmode=allow").unwrap_err();
+        let e = PgTarget::parse("postgres://u:secret@db/x?sslmode=allow").unwrap_err().to_string();
         assert!(e.contains("sslmode=allow is not supported") && !e.contains("secret"), "{e}");
+        assert!(e.starts_with("postgres://u:***@db/x?sslmode=allow: sslmode=allow"), "{e}");
         let e =
             PgTarget::parse("postgres://u:secret@db/x?sslmode=require&sslrootcert=/nonexistent/ca.pem").unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("sslrootcert=/nonexistent/ca.pem") && !e.contains("secret"), "{e}");
         let d = tempfile::tempdir().unwrap();
         let empty = d.path().join("empty.pem");
         std::fs::write(&empty, "not a certificate\n").unwrap();
-        let e =
-            PgTarget::parse(&format!("postgres://u@db/x?sslmode=require&sslrootcert={}", empty.display())).unwrap_err();
+        let e = PgTarget::parse(&format!("postgres://u@db/x?sslmode=require&sslrootcert={}", empty.display()))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("no certificate in it"), "{e}");
     }
 }

@@ -139,7 +139,8 @@ impl PgStore {
     /// an empty store.
     pub fn connect(url: &str) -> Result<PgStore, MemoryError> {
         let target = redact(url);
-        let pg = crate::PgTarget::parse(url).map_err(|reason| MemoryError::Url { url: target.clone(), reason })?;
+        let pg = crate::PgTarget::parse(url)
+            .map_err(|reason| MemoryError::Url { url: target.clone(), reason: reason.to_string() })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolhost-pg")

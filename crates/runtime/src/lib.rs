@@ -45,7 +45,7 @@ pub use extension::{Extension, ExtensionCall};
 use limits::Limiter;
 pub use limits::{Limits, PluginLimits};
 pub use load::{CompileSource, LoadError, LoadErrorKind, Precompiled, plugin_name_from_path, read_bounded};
-pub use plugin::{Compiled, ReusedInstance, WasmPlugin};
+pub use plugin::{BadToolName, Compiled, ReusedInstance, WasmPlugin};
 pub use slots::{FairSlot, FairSlots, Refusal, Slot, Slots};
 pub use state::State;
 use state::Used;

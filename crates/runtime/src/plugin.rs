@@ -125,20 +125,29 @@ impl std::fmt::Debug for WasmPlugin {
     }
 }
 
+/// A name [`WasmPlugin::expose_as`] would have exposed a tool under,
+/// which breaks the tool-name rule.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{exposed:?} (for {own}) breaks the tool-name rule: at most 64 of a-z A-Z 0-9 _ -")]
+pub struct BadToolName {
+    /// The name asked for.
+    pub exposed: String,
+    /// The plugin's own name of the tool.
+    pub own: String,
+}
+
 impl WasmPlugin {
     /// Exposes each tool under the name `rename` gives it (a prefix, or
     /// `<plugin>_<tool>` on a clash); calls by the new name reach the
     /// plugin under its own. Fails, changing nothing, with the first name
     /// that breaks the tool-name rule.
-    pub fn expose_as(&mut self, rename: impl Fn(&str) -> String) -> Result<(), String> {
+    pub fn expose_as(&mut self, rename: impl Fn(&str) -> String) -> Result<(), BadToolName> {
         let mut renamed = Vec::with_capacity(self.tools.len());
         for t in &self.tools {
             let own = self.own_names.get(&t.name).cloned().unwrap_or_else(|| t.name.clone());
             let exposed = rename(&own);
             if !toolhost_types::valid_tool_name(&exposed) {
-                return Err(format!(
-                    "{exposed:?} (for {own}) breaks the tool-name rule: at most 64 of a-z A-Z 0-9 _ -"
-                ));
+                return Err(BadToolName { exposed, own });
             }
             renamed.push((exposed, own));
         }
