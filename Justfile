@@ -53,7 +53,7 @@ bench-fleet:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
-    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost -p toolhost-types -p toolhost-base -p toolhost-runtime -p toolhost-core -p toolhost-admission -p toolhost-config -p toolhost-mcp -p toolhost-memory -p toolhost-dist -p toolhost-bridge
+    RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost -p toolhost-types -p toolhost-base -p toolhost-runtime -p toolhost-core -p toolhost-admission -p toolhost-config -p toolhost-mcp -p toolhost-mcp-wire -p toolhost-mcp-client -p toolhost-memory -p toolhost-dist -p toolhost-bridge
 
 fmt:
     cargo fmt --all

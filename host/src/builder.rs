@@ -473,7 +473,7 @@ impl HostBuilder {
     }
 
     /// Builds the host: everything but the external servers (see
-    /// `mcp::ExternalServers::start`).
+    /// `mcp_client::ExternalServers::start`).
     pub fn build(self) -> Result<Assembly, BuildError> {
         self.check_grant_dirs()?;
         let state = self.resolved_state_dir();

@@ -287,7 +287,7 @@ impl RuntimeChanges {
 
     /// Fills in where each server came from (the config, or added at run
     /// time).
-    pub fn name_sources(&self, servers: &mut [crate::mcp::ServerStatus]) {
+    pub fn name_sources(&self, servers: &mut [crate::mcp_client::ServerStatus]) {
         for s in servers {
             s.source = Some(self.server_source(&s.name).as_str().to_string());
         }

@@ -12,7 +12,7 @@
 //! loading anything: trusted key files, the cache and state directories.
 
 use crate::config::Config;
-use crate::mcp::ServerStatus;
+use crate::mcp_client::ServerStatus;
 use crate::package::{Provenance, TrustPolicy};
 use crate::{AddPluginError, Host, Installer};
 use serde::Serialize;

@@ -14,7 +14,7 @@ pub struct HostApplier {
     /// The host's installer.
     pub installer: Arc<crate::Installer>,
     /// Its external servers, when it runs any.
-    pub servers: Option<Arc<crate::mcp::ExternalServers>>,
+    pub servers: Option<Arc<crate::mcp_client::ExternalServers>>,
 }
 
 impl crate::cluster::Apply for HostApplier {

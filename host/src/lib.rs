@@ -50,8 +50,10 @@ pub use toolhost_bridge as bridge;
 pub use toolhost_dist::{builtin, oci};
 /// `wasi:http` for plugins: the runtime extension `toolhost` installs.
 pub use toolhost_http as http;
-/// The MCP edge (the `toolhost-mcp` crate).
+/// The MCP server front (the `toolhost-mcp` crate).
 pub use toolhost_mcp as mcp;
+/// The MCP client of external servers (the `toolhost-mcp-client` crate).
+pub use toolhost_mcp_client as mcp_client;
 /// The campaign memory store (the `toolhost-memory` crate).
 pub use toolhost_memory as memory;
 /// The wasm runtime (the `toolhost-runtime` crate).

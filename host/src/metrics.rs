@@ -6,7 +6,7 @@
 //! `prometheus-client`; the HTTP front serves them at `/metrics`.
 
 use crate::Host;
-use crate::mcp::ExternalServers;
+use crate::mcp_client::ExternalServers;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
 use prometheus_client::metrics::MetricType;

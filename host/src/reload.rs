@@ -30,7 +30,7 @@
 
 use crate::PluginChange;
 use crate::config::{Config, McpServerConfig};
-use crate::mcp::ExternalServers;
+use crate::mcp_client::ExternalServers;
 use crate::{Host, HostBuilder};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};

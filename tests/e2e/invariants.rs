@@ -377,7 +377,7 @@ fn logs_go_to_stderr_never_stdout() {
 
 /// The host-side libraries (the `toolhost` crate and the crates it is built
 /// from), each of which denies `unsafe`.
-const HOST_SIDE_LIBS: [&str; 12] = [
+const HOST_SIDE_LIBS: [&str; 14] = [
     "crates/types/src/lib.rs",
     "crates/base/src/lib.rs",
     "crates/runtime/src/lib.rs",
@@ -385,6 +385,8 @@ const HOST_SIDE_LIBS: [&str; 12] = [
     "crates/admission/src/lib.rs",
     "crates/config/src/lib.rs",
     "crates/mcp/src/lib.rs",
+    "crates/mcp-wire/src/lib.rs",
+    "crates/mcp-client/src/lib.rs",
     "crates/http/src/lib.rs",
     "crates/bridge/src/lib.rs",
     "crates/memory/src/lib.rs",
@@ -583,14 +585,15 @@ fn the_config_depends_on_no_mcp_http_oci_or_database_crate() {
     );
 }
 
-/// The MCP edge's crate knows nothing of distribution or operations: no
+/// The MCP server front knows nothing of distribution or operations: no
 /// OCI client, database, file watcher, metrics encoder or wasm guest
 /// build, not the plugins' `wasi:http`, and not the `toolhost` crate
-/// (operations reach its HTTP front through `mcp::http::Beside`).
+/// (operations reach its HTTP front through `mcp::http::Beside`); and
+/// nothing of the MCP client: they share `toolhost-mcp-wire` only.
 #[test]
 fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
     let seen = lock_closure("toolhost-mcp");
-    assert!(seen.contains("rmcp") && seen.contains("toolhost-core"), "the walk works");
+    assert!(seen.contains("rmcp") && seen.contains("toolhost-mcp-wire"), "the walk works");
     walled(
         "toolhost-mcp",
         &[
@@ -604,8 +607,34 @@ fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
             "toolhost-guest-build",
             "toolhost-http",
             "wasmtime-wasi-http",
+            "toolhost-mcp-client",
         ],
     );
+}
+
+/// The MCP client of external servers knows nothing of the server front
+/// (its HTTP serving loop, TLS on the front's port), of distribution or of
+/// operations.
+#[test]
+fn the_mcp_client_depends_on_no_server_front() {
+    let seen = lock_closure("toolhost-mcp-client");
+    assert!(seen.contains("rmcp") && seen.contains("toolhost-mcp-wire"), "the walk works");
+    walled(
+        "toolhost-mcp-client",
+        &[
+            "toolhost-mcp",
+            "toolhost",
+            "toolhost-http",
+            "oci-client",
+            "rusqlite",
+            "tokio-postgres",
+            "notify",
+            "prometheus-client",
+            "netlink-sys",
+        ],
+    );
+    // What both share depends on neither.
+    walled("toolhost-mcp-wire", &["toolhost-mcp", "toolhost-mcp-client", "toolhost", "axum", "toolhost-config"]);
 }
 
 /// The layer of each module of the `toolhost` crate: records and reports <
@@ -613,7 +642,7 @@ fn the_mcp_edge_depends_on_no_distribution_or_operations_crate() {
 /// reload, the watcher, serving and scaffolding.
 fn host_layer(module: &str) -> Option<usize> {
     Some(match module {
-        "changes" | "cluster" | "report" => 0,
+        "changes" | "cluster" | "report" | "facade" => 0,
         "install" | "builder" | "doctor" | "fleet" | "metrics" => 1,
         "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" => 2,
         _ => return None,
@@ -822,7 +851,7 @@ fn one_tool_name_rule_in_host_sdk_and_wit() {
 /// resolve every dependency of the host with the features of the README's run
 /// command (`cargo build --release`), so that command compiles nothing after
 /// the tests.
-const HOST_SIDE: [&str; 13] = [
+const HOST_SIDE: [&str; 15] = [
     "toolhost",
     "toolhost-types",
     "toolhost-base",
@@ -831,6 +860,8 @@ const HOST_SIDE: [&str; 13] = [
     "toolhost-admission",
     "toolhost-config",
     "toolhost-mcp",
+    "toolhost-mcp-wire",
+    "toolhost-mcp-client",
     "toolhost-bridge",
     "toolhost-memory",
     "toolhost-dist",

@@ -408,7 +408,9 @@ impl Admission {
                 "{why}: {name}'s is exposed as {name}_{tool} (set plugins.prefix.{name} to choose a prefix)"
             );
         }
-        plugin.expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() }).map_err(|e| bad(e.to_string()))
+        plugin
+            .expose_as(|t| if clashing.contains_key(t) { format!("{name}_{t}") } else { t.to_string() })
+            .map_err(|e| bad(e.to_string()))
     }
 
     /// Removes a plugin while the host serves. Calls already running finish.

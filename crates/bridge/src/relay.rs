@@ -89,8 +89,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
-use toolhost_core::Pipeline;
 use toolhost_config::VoiceConfig;
+use toolhost_core::Pipeline;
 
 mod budget;
 mod close;

@@ -487,7 +487,7 @@ pub(crate) fn truncate(s: &str, max: usize) -> (String, bool) {
 /// A successful result for the model, within `cap` bytes: a structured
 /// result as JSON, else the blocks as text (binary ones summarized).
 pub(crate) fn render(out: &ToolOutput, cap: usize) -> (Value, bool) {
-    if let Some(v) = out.structured.clone().or_else(|| crate::mcp::content::structured(&out.content)) {
+    if let Some(v) = out.structured.clone().or_else(|| toolhost_mcp_wire::content::structured(&out.content)) {
         let text = v.to_string();
         if text.len() <= cap {
             return (v, false);

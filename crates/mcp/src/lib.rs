@@ -1,17 +1,18 @@
-//! toolhost-mcp: the MCP edge. Only this crate knows the wire format.
+//! toolhost-mcp: the MCP server front, toolhost served to LLM clients.
 //!
 //! - `server`: toolhost served to LLM clients, per agent.
 //! - `http`: the streamable HTTP front (hardening, tokens, admin API).
-//! - `client`: external MCP servers whose tools join the registry.
-//! - `content`: content blocks between the host's and MCP's.
 //! - `jsonrpc`: message checks in front of rmcp, on both transports.
 //! - `stdio`: the stdio transport (checks in `receive`, coalesced writes).
+//! - `lane`: the stdio call lane; `declare`: the turn endpoint's cues.
+//!
+//! External MCP servers are the client's (`toolhost-mcp-client`); what
+//! both use (content blocks, an upstream's offers) is in
+//! `toolhost-mcp-wire`. This crate does not depend on the client.
 
 #![deny(unsafe_code)]
 
-pub mod client;
 pub mod conns;
-pub mod content;
 pub mod declare;
 pub mod http;
 pub mod jsonrpc;
@@ -21,62 +22,18 @@ pub mod reply;
 pub mod server;
 pub mod stdio;
 
-pub use client::{ExternalServers, ServerStatus};
 pub use server::McpFront;
 
 // The core's vocabulary, under the names the modules use.
 use toolhost_config as config;
 use toolhost_core::{Conversation, TurnCues, TurnTier};
-use toolhost_core::{Pipeline, budget, rates, registry, runtime, tool, validate};
-
-/// Reads one line (without its `\n`) from `reader` into `line`, keeping at
-/// most `max` bytes of it and skipping the rest, so a peer that never sends
-/// a newline cannot grow the host's memory. Returns `None` at the end of the
-/// input, else whether the line was cut.
-pub(crate) async fn read_line_capped(
-    reader: &mut (impl tokio::io::AsyncBufRead + Unpin),
-    line: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<Option<bool>> {
-    use tokio::io::AsyncBufReadExt as _;
-    line.clear();
-    let (mut cut, mut read_any) = (false, false);
-    loop {
-        let buf = reader.fill_buf().await?;
-        if buf.is_empty() {
-            return Ok(read_any.then_some(cut));
-        }
-        read_any = true;
-        let newline = buf.iter().position(|&b| b == b'\n');
-        let chunk = &buf[..newline.unwrap_or(buf.len())];
-        let room = max.saturating_sub(line.len());
-        cut |= chunk.len() > room;
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
-        let consumed = newline.map_or(buf.len(), |i| i + 1);
-        reader.consume(consumed);
-        if newline.is_some() {
-            return Ok(Some(cut));
-        }
-    }
-}
+use toolhost_core::{Pipeline, budget, rates, registry, tool};
+use toolhost_mcp_wire::content;
 
 pub use toolhost_config::agent_slug;
 
 #[cfg(test)]
 mod tests {
-    #[tokio::test]
-    async fn lines_are_read_whole_or_cut_at_the_cap() {
-        let mut input: &[u8] = b"short\nthis one is long\r\nlast";
-        let mut line = Vec::new();
-        assert_eq!(super::read_line_capped(&mut input, &mut line, 8).await.unwrap(), Some(false));
-        assert_eq!(line, b"short");
-        assert_eq!(super::read_line_capped(&mut input, &mut line, 8).await.unwrap(), Some(true));
-        assert_eq!(line, b"this one");
-        assert_eq!(super::read_line_capped(&mut input, &mut line, 8).await.unwrap(), Some(false));
-        assert_eq!(line, b"last");
-        assert_eq!(super::read_line_capped(&mut input, &mut line, 8).await.unwrap(), None);
-    }
-
     #[test]
     fn slugs() {
         assert_eq!(super::agent_slug("Bartok the Barkeep"), "bartok-the-barkeep");

@@ -31,7 +31,6 @@
 //! changes.
 #![allow(deprecated)] // MCP logging is deprecated by SEP-2577 but still part of the protocol versions clients speak.
 
-use super::client::Upstream;
 use super::content::Dialect;
 use crate::Pipeline;
 use crate::budget::Tier;
@@ -55,6 +54,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
+use toolhost_mcp_wire::upstream::Upstream;
 
 /// How often a session re-checks its visible tool set for changes that no
 /// registry event announces (measured latency, health demotion, an expiring
@@ -334,9 +334,9 @@ impl McpFront {
             Some(list) => tools.iter().any(|t| list.contains(&t.name)),
         };
         if named {
-            super::client::upstreams(&catalog, allowed)
+            toolhost_mcp_wire::upstream::upstreams(&catalog, allowed)
         } else {
-            super::client::upstreams_unnamed(&catalog, allowed)
+            toolhost_mcp_wire::upstream::upstreams_unnamed(&catalog, allowed)
         }
     }
 

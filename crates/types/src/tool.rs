@@ -613,6 +613,12 @@ pub trait Provider: std::any::Any + Send + Sync + std::fmt::Debug {
     fn is_available(&self) -> bool {
         true
     }
+    /// What more a front may use of this provider, by type (an external
+    /// MCP server's resources and prompts: the MCP crates' `UpstreamHandle`).
+    /// `None` by default.
+    fn extension(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        None
+    }
     /// Runs `tool` with `arguments`, which the host has already validated
     /// against the tool's schema.
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError>;

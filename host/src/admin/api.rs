@@ -18,7 +18,7 @@
 //! Errors are [`ErrorReply`] with an HTTP status saying what kind.
 
 use crate::budget::Tier;
-use crate::mcp::ServerStatus;
+use crate::mcp_client::ServerStatus;
 use crate::package::Provenance;
 pub use crate::report::AgentStatusReport;
 use crate::report::{GrantsReport, StatsRow};

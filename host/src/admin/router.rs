@@ -9,7 +9,7 @@ use super::api::{
 };
 use crate::Host;
 use crate::config::McpServerConfig;
-use crate::mcp::ExternalServers;
+use crate::mcp_client::ExternalServers;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{DefaultBodyLimit, Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -45,7 +45,7 @@ impl std::fmt::Debug for Admin {
 impl Admin {
     /// The external servers' status, each with where it came from (the
     /// config, or added at run time).
-    pub fn server_status(&self) -> Vec<crate::mcp::ServerStatus> {
+    pub fn server_status(&self) -> Vec<crate::mcp_client::ServerStatus> {
         let mut out = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
         self.installer.runtime_changes().name_sources(&mut out);
         out

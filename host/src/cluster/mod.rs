@@ -333,7 +333,8 @@ impl Cluster {
     /// tables where missing.
     pub fn connect(url: &str, host_id: &str, key: Key) -> Result<Arc<Cluster>, ClusterError> {
         let target = crate::memory::redact(url);
-        let pg = PgTarget::parse(url).map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
+        let pg =
+            PgTarget::parse(url).map_err(|e| ClusterError::Unusable { at: target.clone(), reason: e.to_string() })?;
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("toolhost-cluster")

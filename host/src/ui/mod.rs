@@ -23,7 +23,7 @@
 use crate::Host;
 use crate::admin::Admin;
 use crate::admin::api::{ErrorReply, InstalledReply};
-use crate::mcp::ServerStatus;
+use crate::mcp_client::ServerStatus;
 use crate::report::{AgentStatusReport, GrantsReport, ToolReport};
 use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};

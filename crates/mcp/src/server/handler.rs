@@ -109,9 +109,13 @@ impl ServerHandler for McpFront {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
-        if uri.len() > crate::client::MAX_URI_BYTES {
+        if uri.len() > toolhost_mcp_wire::upstream::MAX_URI_BYTES {
             return Err(ErrorData::invalid_params(
-                format!("a resource URI of {} bytes (at most {})", uri.len(), crate::client::MAX_URI_BYTES),
+                format!(
+                    "a resource URI of {} bytes (at most {})",
+                    uri.len(),
+                    toolhost_mcp_wire::upstream::MAX_URI_BYTES
+                ),
                 None,
             ));
         }
@@ -148,16 +152,20 @@ impl ServerHandler for McpFront {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         let uri = request.uri;
-        if uri.len() > crate::client::MAX_URI_BYTES {
+        if uri.len() > toolhost_mcp_wire::upstream::MAX_URI_BYTES {
             return Err(ErrorData::invalid_params(
-                format!("a resource URI of {} bytes (at most {})", uri.len(), crate::client::MAX_URI_BYTES),
+                format!(
+                    "a resource URI of {} bytes (at most {})",
+                    uri.len(),
+                    toolhost_mcp_wire::upstream::MAX_URI_BYTES
+                ),
                 None,
             ));
         }
         let upstreams = self.upstreams();
         let Ok((server, remote)) = route_resource(&upstreams, &uri) else { return Ok(()) };
         let session: Arc<str> = self.session_of(&context).into();
-        let notify: crate::client::subscribe::Notify = match &self.replies {
+        let notify: toolhost_mcp_wire::subscribe::Notify = match &self.replies {
             Some(replies) => {
                 let replies = replies.clone();
                 Arc::new(move |uri: &str| replies.send(&[ServerJsonRpcMessage::notification(resource_updated(uri))]))

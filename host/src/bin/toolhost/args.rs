@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use toolhost::HostBuilder;
 use toolhost::config::{self, Config};
-use toolhost::mcp::ExternalServers;
+use toolhost::mcp_client::ExternalServers;
 
 /// The options also written before the subcommand (`toolhost --config F
 /// --no-builtins tools`), each with whether it takes a value. There they

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 use toolhost::HostBuilder;
-use toolhost::mcp::client::login;
+use toolhost::mcp_client::login;
 
 /// Sign in to external MCP servers that want a user's authorization (OAuth
 /// 2.1 authorization code with PKCE), and manage the stored logins.

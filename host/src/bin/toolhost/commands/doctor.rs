@@ -5,7 +5,7 @@ use std::time::Duration;
 use toolhost::budget::Budget;
 use toolhost::changes::RuntimeChanges;
 use toolhost::doctor::{Already, Finding, Level, PluginEntry, check_files, check_host_knowing, check_plugin};
-use toolhost::mcp::ExternalServers;
+use toolhost::mcp_client::ExternalServers;
 use toolhost::package::{LockFile, PublicKey, TrustPolicy};
 use toolhost::{Host, Installer, plugin_files};
 

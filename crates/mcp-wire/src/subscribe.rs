@@ -15,13 +15,13 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// Subscriptions kept per session and server, at most.
-pub(crate) const PER_SESSION: usize = 100;
+pub const PER_SESSION: usize = 100;
 /// Subscriptions kept per server, all sessions, at most.
-pub(crate) const PER_SERVER: usize = 10_000;
+pub const PER_SERVER: usize = 10_000;
 
 /// Tells one session that a resource changed, under the URI it used;
 /// returns false once the session is gone.
-pub(crate) type Notify = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+pub type Notify = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 struct Subscriber {
     session: Arc<str>,
@@ -32,7 +32,7 @@ struct Subscriber {
 
 /// One server's subscriptions: its own URI -> who to tell.
 #[derive(Default)]
-pub(super) struct Subscriptions {
+pub struct Subscriptions {
     by_uri: Mutex<HashMap<String, Vec<Subscriber>>>,
 }
 
@@ -44,7 +44,7 @@ impl std::fmt::Debug for Subscriptions {
 
 /// Why a subscription was not kept.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum SubscribeError {
+pub enum SubscribeError {
     /// The session holds too many.
     #[error("this session already holds {PER_SESSION} subscriptions on this server; unsubscribe from one first")]
     SessionFull,
@@ -57,13 +57,7 @@ impl Subscriptions {
     /// Adds `session`'s subscription to `remote` (the server's URI), told
     /// under `uri`. Returns whether it is the first for `remote` (the
     /// server is to be asked).
-    pub(super) fn add(
-        &self,
-        session: Arc<str>,
-        remote: &str,
-        uri: &str,
-        notify: Notify,
-    ) -> Result<bool, SubscribeError> {
+    pub fn add(&self, session: Arc<str>, remote: &str, uri: &str, notify: Notify) -> Result<bool, SubscribeError> {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let mine = by_uri.values().flatten().filter(|s| s.session == session).count();
         let all: usize = by_uri.values().map(Vec::len).sum();
@@ -85,7 +79,7 @@ impl Subscriptions {
     /// Removes `session`'s subscription to `remote` under `uri`. Returns
     /// whether nobody is left subscribed to `remote` (the server is to be
     /// told) and someone was.
-    pub(super) fn remove(&self, session: &str, remote: &str, uri: &str) -> bool {
+    pub fn remove(&self, session: &str, remote: &str, uri: &str) -> bool {
         let mut by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
         let Some(list) = by_uri.get_mut(remote) else { return false };
         let before = list.len();
@@ -98,7 +92,7 @@ impl Subscriptions {
     }
 
     /// Tells every session subscribed to `remote`; drops those gone.
-    pub(super) fn updated(&self, remote: &str) {
+    pub fn updated(&self, remote: &str) {
         let subscribers: Vec<(Arc<str>, String, Notify)> = {
             let by_uri = self.by_uri.lock().unwrap_or_else(|p| p.into_inner());
             by_uri
@@ -115,7 +109,7 @@ impl Subscriptions {
 
     /// The server URIs someone is subscribed to (to subscribe again after
     /// a reconnect).
-    pub(super) fn uris(&self) -> Vec<String> {
+    pub fn uris(&self) -> Vec<String> {
         self.by_uri.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
     }
 }

@@ -13,13 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
-/// The longest error message kept from a server, in bytes.
-const MAX_ERROR_TEXT: usize = 4096;
-
-/// `text` cut to [`MAX_ERROR_TEXT`] bytes, saying so.
-pub(super) fn cut(text: &str) -> String {
-    crate::tool::cut_with_note(text, MAX_ERROR_TEXT).into_owned()
-}
+pub(super) use toolhost_mcp_wire::upstream::cut;
 
 /// Deadline of a call when the budget gave none.
 const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -36,6 +30,8 @@ pub(super) struct McpTools {
     /// By exposed name: the tool's declared outputSchema, which its
     /// `structuredContent` must match.
     pub(super) output_validators: HashMap<String, crate::validate::Validator>,
+    /// The server as the MCP front uses it beyond its tools.
+    pub(super) upstream: toolhost_mcp_wire::upstream::UpstreamHandle,
 }
 
 impl Provider for McpTools {
@@ -53,6 +49,10 @@ impl Provider for McpTools {
 
     fn is_available(&self) -> bool {
         self.server.available.load(Ordering::Acquire)
+    }
+
+    fn extension(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        Some(&self.upstream)
     }
 
     fn call(&self, tool: &str, arguments: &Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {

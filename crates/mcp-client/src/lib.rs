@@ -1,4 +1,4 @@
-//! External MCP servers behind the one registry.
+//! toolhost-mcp-client: external MCP servers behind the one registry.
 //!
 //! Each configured server gets a supervisor task on the async runtime. It
 //! connects (a child process over stdio, or streamable HTTP with a static
@@ -34,6 +34,8 @@
 //! resource URI two servers offer is the earlier one's; the later one's is
 //! listed and read as `<server>+<uri>`.
 
+#![deny(unsafe_code)]
+
 mod child;
 pub mod login;
 mod names;
@@ -41,11 +43,13 @@ mod oauth;
 mod offer;
 mod provider;
 mod relay;
-pub(crate) mod subscribe;
 mod supervisor;
 mod tap;
 
-use crate::Pipeline;
+use toolhost_config as config;
+use toolhost_core::{Pipeline, runtime, tool, validate};
+use toolhost_mcp_wire::{content, read_line_capped};
+
 use crate::config::{McpServerConfig, Transport};
 use crate::tool::ProviderKind;
 use std::collections::HashMap;
@@ -55,8 +59,6 @@ use std::time::Duration;
 use supervisor::{Server, supervise};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-
-pub(crate) use offer::{MAX_URI_BYTES, Upstream, upstreams, upstreams_unnamed};
 
 /// How long connecting (spawn or HTTP, then `initialize` and `tools/list`) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -221,7 +223,7 @@ impl ExternalServers {
             message_limit: message_limit(self.host.runtime().limits().output_bytes),
             exposed: Mutex::new(Vec::new()),
             offers: offer::Offers::default(),
-            subscriptions: subscribe::Subscriptions::default(),
+            subscriptions: toolhost_mcp_wire::subscribe::Subscriptions::default(),
             state_dir: self.state_dir.get().cloned(),
         });
         servers.insert(server.cfg.name.clone(), server.clone());

@@ -50,7 +50,7 @@ pub(super) struct Server {
     /// Its resources, templates and prompts, as last listed.
     pub(super) offers: super::offer::Offers,
     /// Sessions' subscriptions to its resources.
-    pub(super) subscriptions: super::subscribe::Subscriptions,
+    pub(super) subscriptions: toolhost_mcp_wire::subscribe::Subscriptions,
     /// Where its stored login (`toolhost auth login`) would be.
     pub(super) state_dir: Option<std::path::PathBuf>,
 }
@@ -685,8 +685,14 @@ async fn register(host: &Arc<Pipeline>, server: &Arc<Server>) -> bool {
     }
     let exposed: Vec<String> = defs.iter().map(|d| d.name.clone()).collect();
     let max_output_bytes = host.runtime().limits().output_bytes;
-    let provider =
-        Arc::new(McpTools { server: server.clone(), tools: defs, remote, max_output_bytes, output_validators });
+    let provider = Arc::new(McpTools {
+        server: server.clone(),
+        tools: defs,
+        remote,
+        max_output_bytes,
+        output_validators,
+        upstream: toolhost_mcp_wire::upstream::UpstreamHandle(server.clone()),
+    });
     match host.registry().upsert(provider) {
         Ok(_) => {
             tracing::info!(server = %name, tools = exposed.len(), "registered");
