@@ -84,4 +84,5 @@ mod turns;
 mod ui;
 mod upstream;
 mod voice;
+mod walls;
 mod weather;

@@ -17,6 +17,10 @@ pub struct GrantBook {
     prefixes: arc_swap::ArcSwap<BTreeMap<String, String>>,
     /// The campaign memory store behind the `memory` capability.
     memory: OnceLock<Arc<dyn MemoryBackend>>,
+    /// What a plugin holds when `plugins.grants` has no entry for it, as
+    /// its own declaration says (a built-in's, from the table it ships in):
+    /// never decided by a name alone.
+    defaults: arc_swap::ArcSwap<BTreeMap<String, GrantConfig>>,
 }
 
 impl GrantBook {
@@ -44,6 +48,17 @@ impl GrantBook {
         self.prefixes.load_full()
     }
 
+    /// What `plugin` holds when `plugins.grants` has no entry for it (a
+    /// built-in's declared default: `memorytool` holds `memory`). The
+    /// operator's entry, even an empty one, replaces it.
+    pub fn set_default(&self, plugin: &str, grant: GrantConfig) {
+        self.defaults.rcu(|d| {
+            let mut d = BTreeMap::clone(d);
+            d.insert(plugin.to_string(), grant.clone());
+            d
+        });
+    }
+
     /// Gives the host its memory store, unless it has one (`false`: it had).
     /// Without one, a plugin granted `memory` does not load.
     pub fn set_memory(&self, store: Arc<dyn MemoryBackend>) -> bool {
@@ -56,19 +71,17 @@ impl GrantBook {
     }
 
     /// The operator's grant for `plugin` as configured: its
-    /// `plugins.grants` entry, or the built-in default (`memorytool` holds
-    /// `memory` unless the operator says otherwise).
+    /// `plugins.grants` entry, or its declared default
+    /// ([`GrantBook::set_default`]).
     pub fn grant_config(&self, plugin: &str) -> GrantConfig {
-        config_in(&self.grants.load().0, plugin)
+        self.config_in(&self.grants.load().0, plugin)
     }
 
-    /// The resolved grants for a plugin name (empty when none configured).
-    ///
-    /// The built-in `memorytool` is granted `memory` by default (the operator
-    /// can take it away with an explicit `plugins.grants.memorytool` entry).
+    /// The resolved grants for a plugin name (its declared default, else
+    /// nothing, when none configured).
     pub fn grants_for(&self, plugin: &str) -> Result<Grants, GrantError> {
         let grants = self.grants.load();
-        self.resolve(&config_in(&grants.0, plugin), plugin, &grants.1)
+        self.resolve(&self.config_in(&grants.0, plugin), plugin, &grants.1)
     }
 
     /// Resolves `cfg` for `plugin` (relative paths against `base`).
@@ -80,11 +93,12 @@ impl GrantBook {
     }
 }
 
-/// `plugin`'s entry in `grants`, or its default.
-pub(crate) fn config_in(grants: &GrantsByPlugin, plugin: &str) -> GrantConfig {
-    match grants.get(plugin) {
-        Some(g) => g.clone(),
-        None if plugin == "memorytool" => GrantConfig { memory: true, memory_write: true, ..Default::default() },
-        None => GrantConfig::default(),
+impl GrantBook {
+    /// `plugin`'s entry in `grants`, or its declared default.
+    pub(crate) fn config_in(&self, grants: &GrantsByPlugin, plugin: &str) -> GrantConfig {
+        match grants.get(plugin) {
+            Some(g) => g.clone(),
+            None => self.defaults.load().get(plugin).cloned().unwrap_or_default(),
+        }
     }
 }

@@ -76,8 +76,8 @@ impl Admission {
         let mut changed = Vec::new();
         for plugin in self.pipeline.registry().wasm_plugins() {
             let name = plugin.name();
-            let after = crate::grants::config_in(&grants, name);
-            if crate::grants::config_in(&old.0, name) == after && old.1 == base {
+            let after = self.grants.config_in(&grants, name);
+            if self.grants.config_in(&old.0, name) == after && old.1 == base {
                 continue;
             }
             let resolved = self.grants.resolve(&after, name, base)?;
@@ -87,7 +87,7 @@ impl Admission {
             self.withheld.lock().unwrap_or_else(|p| p.into_inner()).values().map(|h| h.plugin.clone()).collect();
         let mut again = Vec::new();
         for plugin in withheld {
-            let cfg = crate::grants::config_in(&grants, plugin.name());
+            let cfg = self.grants.config_in(&grants, plugin.name());
             again.push((plugin.clone(), self.grants.resolve(&cfg, plugin.name(), base)?));
         }
         Ok(GrantPlan { grants, base: base.to_path_buf(), changed, withheld: again })

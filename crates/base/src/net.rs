@@ -31,6 +31,15 @@ pub fn host_of(authority: &str) -> &str {
     }
 }
 
+/// An IPv4-mapped IPv6 address (`::ffff:a.b.c.d`, as a socket bound to
+/// `[::]` sees an IPv4 peer) as the IPv4 address it is; any other as given.
+pub fn canonical_ip(ip: std::net::IpAddr) -> std::net::IpAddr {
+    match ip {
+        std::net::IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, std::net::IpAddr::V4),
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -36,10 +36,7 @@ fn registry() -> MutexGuard<'static, Registry> {
 
 /// An IPv4-mapped IPv6 address as the IPv4 address it is.
 fn canonical(addr: SocketAddr) -> SocketAddr {
-    match addr.ip() {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(addr, |v4| SocketAddr::new(IpAddr::V4(v4), addr.port())),
-        _ => addr,
-    }
+    SocketAddr::new(crate::net::canonical_ip(addr.ip()), addr.port())
 }
 
 /// Keeps an address in a registry while it lives.

@@ -17,15 +17,77 @@ pub struct Builtin {
     /// Capabilities without which its tools cannot work (they load, and
     /// every call fails): the DM's page marks them.
     pub needs: &'static [&'static str],
+    /// What it holds when `plugins.grants` has no entry for it (the
+    /// operator's entry, even an empty one, replaces this).
+    pub default_grant: DefaultGrant,
+}
+
+/// A built-in's declared default grant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DefaultGrant {
+    /// Nothing.
+    Nothing,
+    /// The campaign memory, to read and to write.
+    Memory,
+}
+
+impl DefaultGrant {
+    /// As a grant entry.
+    pub fn config(self) -> Option<toolhost_runtime::capabilities::GrantConfig> {
+        match self {
+            DefaultGrant::Nothing => None,
+            DefaultGrant::Memory => Some(toolhost_runtime::capabilities::GrantConfig {
+                memory: true,
+                memory_write: true,
+                ..Default::default()
+            }),
+        }
+    }
 }
 
 /// Every built-in plugin.
 pub const BUILTINS: &[Builtin] = &[
-    Builtin { name: "diceroller", bytes: guests::DICEROLLER, code: guests::DICEROLLER_CODE, needs: &[] },
-    Builtin { name: "ruleslookup", bytes: guests::RULESLOOKUP, code: guests::RULESLOOKUP_CODE, needs: &[] },
-    Builtin { name: "fileio", bytes: guests::FILEIO, code: guests::FILEIO_CODE, needs: &["files"] },
-    Builtin { name: "memorytool", bytes: guests::MEMORYTOOL, code: guests::MEMORYTOOL_CODE, needs: &[] },
+    Builtin {
+        name: "diceroller",
+        bytes: guests::DICEROLLER,
+        code: guests::DICEROLLER_CODE,
+        needs: &[],
+        default_grant: DefaultGrant::Nothing,
+    },
+    Builtin {
+        name: "ruleslookup",
+        bytes: guests::RULESLOOKUP,
+        code: guests::RULESLOOKUP_CODE,
+        needs: &[],
+        default_grant: DefaultGrant::Nothing,
+    },
+    Builtin {
+        name: "fileio",
+        bytes: guests::FILEIO,
+        code: guests::FILEIO_CODE,
+        needs: &["files"],
+        default_grant: DefaultGrant::Nothing,
+    },
+    Builtin {
+        name: "memorytool",
+        bytes: guests::MEMORYTOOL,
+        code: guests::MEMORYTOOL_CODE,
+        needs: &[],
+        default_grant: DefaultGrant::Memory,
+    },
 ];
+
+/// Gives `host` each built-in's declared default grant (what it holds
+/// when `plugins.grants` has no entry for it), loading nothing: for a
+/// host that judges plugins by name without loading the built-ins
+/// (`inspect`).
+pub fn declare_default_grants(host: &toolhost_admission::Admission) {
+    for b in BUILTINS {
+        if let Some(grant) = b.default_grant.config() {
+            host.grants().set_default(b.name, grant);
+        }
+    }
+}
 
 /// Loads and registers every built-in plugin into `host`. A host without a
 /// memory store is given the in-memory demo campaign first, so that
@@ -45,6 +107,7 @@ pub fn add_builtins_except(
         host.grants().set_memory(std::sync::Arc::new(demo));
     }
     let chosen: Vec<&Builtin> = BUILTINS.iter().filter(|b| !skip(b.name)).collect();
+    declare_default_grants(host);
     for b in &chosen {
         host.pipeline().runtime().offer_precompiled(b.code);
     }

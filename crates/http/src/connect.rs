@@ -222,13 +222,7 @@ async fn address(
     )))
 }
 
-/// An IPv4-mapped IPv6 address as the IPv4 address it is.
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
+use toolhost_base::net::canonical_ip as canonical;
 
 /// What kind of address the policy keeps from a grant by name, if any: every
 /// address the IANA IPv4 and IPv6 special-purpose address registries list as

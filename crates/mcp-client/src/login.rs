@@ -281,20 +281,7 @@ async fn token_request(
             crate::tool::log_safe(said.unwrap_or("no reason given"))
         ));
     }
-    let access = body["access_token"]
-        .as_str()
-        .filter(|t| !t.is_empty())
-        .ok_or_else(|| format!("token endpoint {url} sent no access_token"))?;
-    if let Some(kind) = body["token_type"].as_str()
-        && !kind.eq_ignore_ascii_case("bearer")
-    {
-        return Err(format!("token endpoint {url} sent a {kind:?} token; toolhost sends bearer tokens only"));
-    }
-    let expires_in = match &body["expires_in"] {
-        Value::Number(n) => n.as_u64(),
-        Value::String(s) => s.parse().ok(),
-        _ => None,
-    };
+    let (access, expires_in) = super::oauth::bearer_token(&body, &url)?;
     Ok(Tokens {
         access: access.to_string(),
         refresh: body["refresh_token"].as_str().filter(|t| !t.is_empty()).map(String::from),

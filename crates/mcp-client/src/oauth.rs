@@ -239,9 +239,11 @@ impl TokenSource {
         Ok(token.0)
     }
 
-    /// Finds the token endpoint and the scopes to ask for (RFC 9728, then
-    /// RFC 8414 or OpenID Connect discovery).
-    async fn discover(&self, challenge: &Bearer) -> Result<(Endpoint, Vec<String>), String> {
+    /// The authorization server after the server answered `challenge`: the
+    /// first its protected-resource metadata names (RFC 9728), or, before
+    /// RFC 9728 (MCP 2025-03-26), the server's own origin; checked against
+    /// the origins allowed.
+    async fn issuer(&self, challenge: &Bearer) -> Result<Issuer, String> {
         let resource = self.protected_resource(challenge).await?;
         let legacy = resource.is_none();
         let (issuer, resource_id, scopes_supported) = match resource {
@@ -253,8 +255,6 @@ impl TokenSource {
                     .map_err(|e| format!("the authorization server {issuer:?} named at {}: {e}", prm.url))?;
                 (issuer, prm.resource, prm.scopes_supported)
             }
-            // Before RFC 9728 (MCP 2025-03-26): the server's origin is its
-            // own authorization server.
             None => {
                 let mut origin = self.server.clone();
                 origin.set_path("/");
@@ -264,6 +264,13 @@ impl TokenSource {
             }
         };
         self.allowed("authorization server", &issuer)?;
+        Ok(Issuer { issuer, resource_id, scopes_supported, legacy })
+    }
+
+    /// Finds the token endpoint and the scopes to ask for (RFC 9728, then
+    /// RFC 8414 or OpenID Connect discovery).
+    async fn discover(&self, challenge: &Bearer) -> Result<(Endpoint, Vec<String>), String> {
+        let Issuer { issuer, resource_id, scopes_supported, legacy } = self.issuer(challenge).await?;
         let metadata = self.authorization_server(&issuer, legacy).await?;
         let (token_url, methods, grants) = match metadata {
             Some(m) => (m.token_endpoint, m.auth_methods, m.grant_types),
@@ -306,26 +313,7 @@ impl TokenSource {
     /// `/authorize`, `/token` and `/register` at its root.
     pub(super) async fn discover_login(&self, challenge: &str) -> Result<LoginMetadata, String> {
         let challenge = Bearer::parse(challenge, &self.server);
-        let resource = self.protected_resource(&challenge).await?;
-        let legacy = resource.is_none();
-        let (issuer, resource_id, scopes_supported) = match resource {
-            Some(prm) => {
-                let issuer = prm.authorization_servers.first().cloned().ok_or_else(|| {
-                    format!("the protected-resource metadata at {} names no authorization server", prm.url)
-                })?;
-                let issuer = Url::parse(&issuer)
-                    .map_err(|e| format!("the authorization server {issuer:?} named at {}: {e}", prm.url))?;
-                (issuer, prm.resource, prm.scopes_supported)
-            }
-            None => {
-                let mut origin = self.server.clone();
-                origin.set_path("/");
-                origin.set_query(None);
-                origin.set_fragment(None);
-                (origin, canonical(&self.server), Vec::new())
-            }
-        };
-        self.allowed("authorization server", &issuer)?;
+        let Issuer { issuer, resource_id, scopes_supported, legacy } = self.issuer(&challenge).await?;
         let root = |p: &str| issuer.join(p).map_err(|e| e.to_string());
         let m = match self.authorization_server(&issuer, legacy).await? {
             Some(m) => m,
@@ -537,20 +525,7 @@ impl TokenSource {
                 }
             ));
         }
-        let token = body["access_token"]
-            .as_str()
-            .filter(|t| !t.is_empty())
-            .ok_or_else(|| format!("token endpoint {url} sent no access_token"))?;
-        if let Some(kind) = body["token_type"].as_str()
-            && !kind.eq_ignore_ascii_case("bearer")
-        {
-            return Err(format!("token endpoint {url} sent a {kind:?} token; toolhost sends bearer tokens only"));
-        }
-        let seconds = match &body["expires_in"] {
-            Value::Number(n) => n.as_u64(),
-            Value::String(s) => s.parse().ok(),
-            _ => None,
-        };
+        let (token, seconds) = bearer_token(&body, url)?;
         let lifetime = Duration::from_secs(seconds.unwrap_or(3600).max(1));
         let margin = (lifetime / 10).min(Duration::from_secs(30));
         tracing::debug!(token_url = %url, "fetched an OAuth access token for {} s", lifetime.as_secs());
@@ -736,3 +711,37 @@ mod oauth_client;
 
 #[cfg(test)]
 mod tests;
+
+/// Where a server's authorization server is, as discovery found it.
+struct Issuer {
+    issuer: Url,
+    /// The resource indicator to send (RFC 8707).
+    resource_id: String,
+    /// The scopes its protected-resource metadata lists.
+    scopes_supported: Vec<String>,
+    /// No protected-resource metadata: a 2025-03-26 server.
+    legacy: bool,
+}
+
+/// A successful token response's bearer access token and its lifetime in
+/// seconds, when given (both flows: client credentials and login).
+pub(super) fn bearer_token<'a>(
+    body: &'a Value,
+    url: &impl std::fmt::Display,
+) -> Result<(&'a str, Option<u64>), String> {
+    let token = body["access_token"]
+        .as_str()
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| format!("token endpoint {url} sent no access_token"))?;
+    if let Some(kind) = body["token_type"].as_str()
+        && !kind.eq_ignore_ascii_case("bearer")
+    {
+        return Err(format!("token endpoint {url} sent a {kind:?} token; toolhost sends bearer tokens only"));
+    }
+    let seconds = match &body["expires_in"] {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    };
+    Ok((token, seconds))
+}

@@ -155,9 +155,10 @@ impl Inspect {
         let (imports, exports) = (compiled.imports.clone(), compiled.exports.clone());
         let cfg = self.runtime.config.load()?;
         let host = Host::with_budget(runtime.clone(), Budget::new(cfg.budget.clone(), Vec::new()));
+        toolhost::builtin::declare_default_grants(host.admission());
         // What this config grants a plugin of this name, as written: nothing
         // is resolved (no directory created, no variable read). Without an
-        // entry, the host's default for the name (the built-in memorytool
+        // entry, the default a built-in of that name declares (memorytool
         // holds `memory`); this host has no grants configured, so that
         // default is all `grants_for` can return.
         let granted = match cfg.plugins.grants.get(&name) {

@@ -1,0 +1,123 @@
+use super::*;
+
+/// The smallest valid component header plus a custom section, enough
+/// for the package layer (which never compiles anything).
+fn component() -> Vec<u8> {
+    let mut b = b"\0asm\x0d\x00\x01\x00".to_vec();
+    b.extend_from_slice(&[0, 5, 4, b'n', b'o', b't', b'e']);
+    b
+}
+
+fn policy(k: &KeyPair) -> TrustPolicy {
+    TrustPolicy { keys: vec![k.public()], allow_unsigned: false, lock: None }
+}
+
+#[test]
+fn a_new_policy_still_admits_only_what_it_would_load() {
+    let (alice, mallory) = (KeyPair::generate("alice").unwrap(), KeyPair::generate("mallory").unwrap());
+    let (pkg, _) = alice.sign(&component(), "demo", "1.0.0", "d", vec![]).unwrap();
+    let (_, prov) = policy(&alice).admit("demo", &pkg).unwrap();
+    let digest = sha256_hex(&component());
+    policy(&alice).still_admits("demo", &digest, &prov).unwrap();
+    let err = policy(&mallory).still_admits("demo", &digest, &prov).unwrap_err();
+    assert!(matches!(err, PackageError::Untrusted { .. }), "{err}");
+    let open = TrustPolicy { allow_unsigned: true, ..policy(&mallory) };
+    open.still_admits("demo", &digest, &prov).unwrap();
+    let unsigned = Provenance::Unsigned { reason: "unsigned".into() };
+    assert!(matches!(policy(&alice).still_admits("x", &digest, &unsigned), Err(PackageError::Unsigned { .. })));
+    policy(&mallory).still_admits("x", &digest, &Provenance::Builtin).unwrap();
+}
+
+#[test]
+fn signed_by_a_trusted_key_is_admitted_and_the_section_stripped() {
+    let k = KeyPair::generate("alice").unwrap();
+    let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "d", vec!["files".into()]).unwrap();
+    let (bytes, prov) = policy(&k).admit("demo", &pkg).unwrap();
+    assert_eq!(bytes, &component()[..]);
+    assert_eq!(
+        prov,
+        Provenance::Signed {
+            manifest: Box::new(manifest.clone()),
+            key_name: "alice".into(),
+            public_key: k.public().public_key
+        }
+    );
+    // Re-signing replaces the section rather than stacking another.
+    let (again, _) = k.sign(&pkg, "demo", "1.0.1", "d", vec![]).unwrap();
+    assert_eq!(parse(&again).unwrap().component, &component()[..]);
+}
+
+#[test]
+fn a_changed_byte_breaks_the_signature() {
+    let k = KeyPair::generate("alice").unwrap();
+    let (mut pkg, _) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+    pkg[12] ^= 1; // inside the component, before the package section
+    let e = policy(&k).admit("demo", &pkg).unwrap_err();
+    assert!(matches!(e, PackageError::BadSignature { .. }), "{e}");
+    let mut lenient = policy(&k);
+    lenient.allow_unsigned = true;
+    assert!(lenient.admit("demo", &pkg).is_err(), "a broken signature is never excused");
+}
+
+#[test]
+fn unsigned_and_untrusted_are_refused_unless_allowed() {
+    let k = KeyPair::generate("alice").unwrap();
+    let mallory = KeyPair::generate("mallory").unwrap();
+    let e = policy(&k).admit("demo", &component()).unwrap_err();
+    assert!(matches!(e, PackageError::Unsigned { .. }), "{e}");
+    let (pkg, _) = mallory.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+    let e = policy(&k).admit("demo", &pkg).unwrap_err();
+    assert!(matches!(e, PackageError::Untrusted { .. }), "{e}");
+    let mut lenient = policy(&k);
+    lenient.allow_unsigned = true;
+    let (_, prov) = lenient.admit("demo", &pkg).unwrap();
+    assert!(matches!(prov, Provenance::Unsigned { .. }));
+}
+
+#[test]
+fn the_lock_file_pins_digests() {
+    let k = KeyPair::generate("alice").unwrap();
+    let (pkg, manifest) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+    let mut p = policy(&k);
+    let mut lock = LockFile::default();
+    lock.plugins.insert(
+        "demo".into(),
+        LockEntry { sha256: manifest.sha256.clone(), version: None, source: None, digest: None },
+    );
+    p.lock = Some(lock.clone());
+    assert!(p.admit("demo", &pkg).is_ok());
+    lock.plugins
+        .insert("demo".into(), LockEntry { sha256: "00".repeat(32), version: None, source: None, digest: None });
+    p.lock = Some(lock);
+    assert!(matches!(p.admit("demo", &pkg).unwrap_err(), PackageError::LockMismatch { .. }));
+}
+
+#[test]
+fn a_key_is_shown_as_one_fingerprint() {
+    let k = KeyPair::generate("alice").unwrap();
+    let public = k.public();
+    let raw = B64.decode(&public.public_key).unwrap();
+    let want = format!("ed25519:{}", &sha256_hex(&raw)[..16]);
+    assert_eq!(fingerprint(&public.public_key), want);
+    assert_eq!(public.fingerprint(), format!("{want} (alice)"));
+    assert_eq!(fingerprint("not base64!"), "ed25519:?");
+    // Errors and reports show the fingerprint, never the base64 key.
+    let mallory = KeyPair::generate("mallory").unwrap();
+    let (pkg, _) = mallory.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+    let e = policy(&k).admit("demo", &pkg).unwrap_err().to_string();
+    assert!(e.contains(&fingerprint(&mallory.public().public_key)), "{e}");
+    assert!(!e.contains(&mallory.public().public_key), "{e}");
+    let (pkg, _) = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap();
+    let (_, prov) = policy(&k).admit("demo", &pkg).unwrap();
+    assert!(prov.describe().contains(&format!("trusted key {want} (alice)")), "{}", prov.describe());
+}
+
+#[test]
+fn keys_round_trip_through_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let k = KeyPair::generate("alice").unwrap();
+    k.save(&dir.path().join("alice")).unwrap();
+    let back = KeyPair::load(&dir.path().join("alice.key")).unwrap();
+    assert_eq!(back.public(), k.public());
+    assert!(k.save(&dir.path().join("alice")).is_err(), "never overwrites a key");
+}
