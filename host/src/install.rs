@@ -87,7 +87,7 @@ impl Installer {
         Ok((plugin, fetched))
     }
 
-    /// [`Host::install_plugin_file`], remembering the file as the plugin's
+    /// [`crate::Admission::install_plugin_file`], remembering the file as the plugin's
     /// source.
     pub fn install_plugin_file(&self, path: &Path) -> Result<Installed, AddPluginError> {
         let installed = self.host.admission().install_plugin_file(path)?;
@@ -95,7 +95,7 @@ impl Installer {
         Ok(installed)
     }
 
-    /// [`Host::install_plugin_file`] for a registry reference: pulled (the
+    /// [`crate::Admission::install_plugin_file`] for a registry reference: pulled (the
     /// lock file's digest for it, if any), then the same trust policy,
     /// capability check and atomic swap as a file.
     pub fn install_plugin_ref(&self, r: &OciRef) -> Result<Installed, AddPluginError> {
@@ -187,7 +187,7 @@ impl Installer {
         Ok(installed)
     }
 
-    /// `toolhost plugin remove`: [`Host::uninstall_plugin`], then
+    /// `toolhost plugin remove`: [`crate::Admission::uninstall_plugin`], then
     /// remembered: the plugin stays unloaded (at the next start, and when
     /// its file in the plugins directory is seen again) until its file
     /// changes or the operator adds it again.

@@ -364,7 +364,7 @@ fn upload_name(headers: &HeaderMap) -> Result<String, String> {
 }
 
 /// `POST /ui/api/plugins`: the bytes go to a private file in the state
-/// directory, then through [`Host::install_plugin_file`], the path of
+/// directory, then through [`crate::Admission::install_plugin_file`], the path of
 /// `toolhost plugin add`: trust policy, signature, grants, atomic swap.
 async fn upload(State(ctx): State<UiCtx>, headers: HeaderMap, body: Bytes) -> Response {
     let Some(dir) = ctx.admin.uploads.clone() else {
