@@ -43,6 +43,7 @@ mod oauth;
 mod offer;
 mod provider;
 mod relay;
+mod server;
 mod supervisor;
 mod tap;
 
@@ -52,11 +53,12 @@ use toolhost_mcp_wire::{content, read_line_capped};
 
 use crate::config::{McpServerConfig, Transport};
 use crate::tool::ProviderKind;
+use server::Server;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use supervisor::{Server, supervise};
+use supervisor::supervise;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -222,7 +224,7 @@ impl ExternalServers {
             notices: relay::Gate::default(),
             message_limit: message_limit(self.host.runtime().limits().output_bytes),
             exposed: Mutex::new(Vec::new()),
-            offers: offer::Offers::default(),
+            offers: server::Offers::default(),
             subscriptions: toolhost_mcp_wire::subscribe::Subscriptions::default(),
             state_dir: self.state_dir.get().cloned(),
         });

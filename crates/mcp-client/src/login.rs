@@ -351,7 +351,7 @@ async fn login_text(server: &McpServerConfig, state_dir: &Path, options: LoginOp
     });
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))
-        .redirect(super::supervisor::same_origin_redirects())
+        .redirect(super::oauth::same_origin_redirects())
         .build()
         .map_err(|e| format!("HTTP client: {e}"))?;
 
@@ -619,7 +619,7 @@ impl LoginTokens {
     }
 
     /// The access token, refreshed first when it is about to expire.
-    pub(super) async fn current(&self) -> Result<String, String> {
+    async fn current_token(&self) -> Result<String, String> {
         let mut record = self.record.lock().await;
         if record.expires_at.is_none_or(|at| now() + EXPIRY_MARGIN < at) {
             return Ok(record.access_token.clone());
@@ -631,12 +631,7 @@ impl LoginTokens {
     /// After the server refused `sent`: a refreshed token on a `401`; an
     /// error asking for a new login when it cannot be refreshed or the
     /// server wants more scope.
-    pub(super) async fn refused(
-        &self,
-        sent: Option<&str>,
-        refusal: Refusal,
-        challenge: &str,
-    ) -> Result<String, String> {
+    async fn after_refusal(&self, sent: Option<&str>, refusal: Refusal, challenge: &str) -> Result<String, String> {
         let mut record = self.record.lock().await;
         if refusal == Refusal::InsufficientScope {
             let wanted = challenge
@@ -689,6 +684,21 @@ impl LoginTokens {
         }
         tracing::debug!(server = %self.server, "refreshed the stored login's access token");
         Ok(())
+    }
+}
+
+impl super::oauth::StoredTokens for LoginTokens {
+    fn current(&self) -> futures::future::BoxFuture<'_, Result<String, String>> {
+        Box::pin(self.current_token())
+    }
+
+    fn refused<'a>(
+        &'a self,
+        sent: Option<&'a str>,
+        refusal: Refusal,
+        challenge: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>> {
+        Box::pin(self.after_refusal(sent, refusal, challenge))
     }
 }
 

@@ -98,7 +98,22 @@ pub(super) struct TokenSource {
     /// Why getting a token failed last, for the connection's error.
     last_error: std::sync::Mutex<Option<String>>,
     /// A stored `toolhost auth login`: its tokens instead of client credentials.
-    login: Option<super::login::LoginTokens>,
+    login: Option<Box<dyn StoredTokens>>,
+}
+
+/// Tokens a server gets instead of client credentials (a stored
+/// `toolhost auth login`: `login.rs`), asked first and told of refusals.
+pub(super) trait StoredTokens: Send + Sync + std::fmt::Debug {
+    /// The access token, refreshed first when it is about to expire.
+    fn current(&self) -> futures::future::BoxFuture<'_, Result<String, String>>;
+    /// After the server refused `sent`: a token to try again with, or why
+    /// there is none.
+    fn refused<'a>(
+        &'a self,
+        sent: Option<&'a str>,
+        refusal: Refusal,
+        challenge: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<String, String>>;
 }
 
 impl TokenSource {
@@ -132,7 +147,7 @@ impl TokenSource {
     /// A token source for the server at `server_url` that sends the tokens
     /// of a stored login (and refreshes them).
     pub(super) fn logged_in(
-        login: super::login::LoginTokens,
+        login: impl StoredTokens + 'static,
         server_url: &str,
         client: reqwest::Client,
     ) -> Result<TokenSource, String> {
@@ -144,7 +159,7 @@ impl TokenSource {
             client_metadata_url: None,
         };
         let mut tokens = TokenSource::new(cfg, server_url, client)?;
-        tokens.login = Some(login);
+        tokens.login = Some(Box::new(login));
         Ok(tokens)
     }
 
@@ -709,9 +724,6 @@ pub(super) struct OAuthHttp {
 
 mod oauth_client;
 
-#[cfg(test)]
-mod tests;
-
 /// Where a server's authorization server is, as discovery found it.
 struct Issuer {
     issuer: Url,
@@ -745,3 +757,27 @@ pub(super) fn bearer_token<'a>(
     };
     Ok((token, seconds))
 }
+
+/// Follows at most 5 redirects, and only within the origin (scheme, host and
+/// port) that was asked: the arguments of a call never reach a host the
+/// operator did not configure.
+pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let same = attempt.previous().first().is_some_and(|first| {
+            first.scheme() == attempt.url().scheme()
+                && first.host_str() == attempt.url().host_str()
+                && first.port_or_known_default() == attempt.url().port_or_known_default()
+        });
+        if !same {
+            let to = attempt.url().origin().ascii_serialization();
+            attempt.error(format!("refused a redirect to another origin ({to})"))
+        } else if attempt.previous().len() > 5 {
+            attempt.error("more than 5 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;

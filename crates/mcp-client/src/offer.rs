@@ -22,7 +22,7 @@
 //! answer held to the output cap like a tool's result.
 
 use super::provider::cut;
-use super::supervisor::Server;
+use super::server::Server;
 use futures::future::BoxFuture;
 use rmcp::model::{
     ClientRequest, ErrorData, ListPromptsRequest, ListResourceTemplatesRequest, ListResourcesRequest,
@@ -31,10 +31,9 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
 use serde_json::json;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::Notify;
 use toolhost_mcp_wire::subscribe::Subscriptions;
 use toolhost_mcp_wire::upstream::{
     MAX_TEMPLATE_BYTES, MAX_TEMPLATE_EXPRESSIONS, MAX_TEMPLATES, MAX_URI_BYTES, Offer, UpstreamServer, is_template,
@@ -46,50 +45,6 @@ pub(crate) const MAX_LISTED: usize = 1000;
 pub(super) const MAX_PAGES: usize = 100;
 /// How long one page of a listing may take.
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A server's offer and when it changed; shared by its supervisor, its
-/// client handler and the MCP front.
-#[derive(Debug, Default)]
-pub(super) struct Offers {
-    current: Mutex<Arc<Offer>>,
-    /// Bumped whenever the resources or templates listed change.
-    resources_generation: AtomicU64,
-    /// Bumped whenever the prompts listed change.
-    prompts_generation: AtomicU64,
-    resources_stale: AtomicBool,
-    prompts_stale: AtomicBool,
-    /// The server announced a change: the supervisor lists it again.
-    pub(super) changed: Notify,
-}
-
-impl Offers {
-    /// The server said its resources changed.
-    pub(super) fn resources_changed(&self) {
-        self.resources_stale.store(true, Ordering::Release);
-        self.changed.notify_one();
-    }
-
-    /// The server said its prompts changed.
-    pub(super) fn prompts_changed(&self) {
-        self.prompts_stale.store(true, Ordering::Release);
-        self.changed.notify_one();
-    }
-
-    fn current(&self) -> Arc<Offer> {
-        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
-    }
-
-    fn store(&self, next: Offer) {
-        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-        if next.resources != current.resources || next.templates != current.templates {
-            self.resources_generation.fetch_add(1, Ordering::AcqRel);
-        }
-        if next.prompts != current.prompts {
-            self.prompts_generation.fetch_add(1, Ordering::AcqRel);
-        }
-        *current = Arc::new(next);
-    }
-}
 
 /// Lists everything the server offers besides tools (after it connects).
 pub(super) async fn list_all(server: &Server) {

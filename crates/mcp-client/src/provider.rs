@@ -2,7 +2,7 @@
 //! server with the budget's deadline.
 
 use super::block_on;
-use super::supervisor::Server;
+use super::server::Server;
 use crate::content::from_mcp;
 use crate::tool::{CallContext, CallError, CallStats, Content, Provider, ProviderKind, ToolDef, ToolOutput};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};

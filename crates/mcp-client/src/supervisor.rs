@@ -1,100 +1,21 @@
 //! One server's supervisor: connect, register its tools, serve the
 //! connection until it drops, reconnect with backoff.
 
-use super::oauth::{OAuthHttp, TokenSource};
+use super::oauth::{OAuthHttp, TokenSource, same_origin_redirects};
 use super::provider::McpTools;
-use super::{CONNECT_TIMEOUT, MAX_BACKOFF, MIN_BACKOFF, ServerStatus};
+use super::server::Server;
+use super::{CONNECT_TIMEOUT, MAX_BACKOFF, MIN_BACKOFF};
 use crate::Pipeline;
-use crate::config::{McpServerConfig, Transport};
+use crate::config::Transport;
 use crate::tool::{ToolDef, ToolMeta};
 use crate::validate::Validator;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
-use tokio::sync::Notify;
-use tokio_util::sync::CancellationToken;
-
-/// One supervised server: shared by its supervisor task and its provider.
-#[derive(Debug)]
-pub(super) struct Server {
-    pub(super) cfg: McpServerConfig,
-    /// When it was added, among the host's servers (config order, then
-    /// servers added at run time): who keeps a contested prompt name or
-    /// resource URI.
-    pub(super) order: u64,
-    pub(super) rt: tokio::runtime::Handle,
-    pub(super) peer: Mutex<Option<Peer<RoleClient>>>,
-    pub(super) available: AtomicBool,
-    pub(super) attempted: AtomicBool,
-    pub(super) attempted_notify: Notify,
-    pub(super) connections: AtomicU32,
-    /// Calls refused while it was down or dropped as it went away.
-    pub(super) unavailable_calls: AtomicU64,
-    pub(super) last_error: Mutex<Option<String>>,
-    pub(super) stop: CancellationToken,
-    pub(super) relist: Notify,
-    /// A call failed as if the connection were lost: ping now.
-    pub(super) recheck: Notify,
-    /// Progress and log notifications, to the calls they belong to.
-    pub(super) relay: super::relay::Relay,
-    /// The largest message taken from it, in bytes: see
-    /// [`super::message_limit`].
-    pub(super) message_limit: usize,
-    /// Holds its progress and log notifications to a rate.
-    pub(super) notices: super::relay::Gate,
-    pub(super) exposed: Mutex<Vec<String>>,
-    /// Its resources, templates and prompts, as last listed.
-    pub(super) offers: super::offer::Offers,
-    /// Sessions' subscriptions to its resources.
-    pub(super) subscriptions: toolhost_mcp_wire::subscribe::Subscriptions,
-    /// Where its stored login (`toolhost auth login`) would be.
-    pub(super) state_dir: Option<std::path::PathBuf>,
-}
-
-impl Server {
-    pub(super) fn status(&self) -> ServerStatus {
-        let up = self.available.load(Ordering::Acquire);
-        ServerStatus {
-            name: self.cfg.name.clone(),
-            transport: match self.cfg.transport {
-                Transport::Stdio => "stdio",
-                Transport::StreamableHttp => "streamable-http",
-            }
-            .to_string(),
-            state: if up {
-                "up"
-            } else if self.attempted.load(Ordering::Acquire) {
-                "down"
-            } else {
-                "connecting"
-            }
-            .to_string(),
-            last_error: self.last_error.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            connections: self.connections.load(Ordering::Relaxed),
-            unavailable_calls: self.unavailable_calls.load(Ordering::Relaxed),
-            tools: self.exposed.lock().unwrap_or_else(|p| p.into_inner()).clone(),
-            source: None,
-        }
-    }
-
-    /// Records why the server is not up. The text often quotes the server
-    /// (its error messages): it is escaped before it is logged or shown,
-    /// and URLs in it lose their credentials.
-    pub(super) fn set_error(&self, e: String) {
-        let e = crate::tool::log_safe(&redact_urls(&e)).into_owned();
-        tracing::warn!(server = %self.cfg.name, "{e}");
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
-    }
-
-    fn mark_attempted(&self) {
-        self.attempted.store(true, Ordering::Release);
-        self.attempted_notify.notify_waiters();
-    }
-}
 
 /// Receives the server's notifications: a changed tool list triggers a re-list.
 #[derive(Clone)]
@@ -329,34 +250,6 @@ async fn run_connected(host: &Arc<Pipeline>, server: &Arc<Server>, running: Runn
     }
 }
 
-/// `text` with every `scheme://user:password@host/path?query` cut to
-/// `scheme://host/path`: credentials in a configured URL never reach a log,
-/// a status or a model.
-pub(super) fn redact_urls(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(i) = rest.find("://") {
-        let start = rest[..i].rfind(|c: char| !(c.is_ascii_alphanumeric() || "+-.".contains(c))).map_or(0, |j| j + 1);
-        let end =
-            rest[i + 3..].find(|c: char| c.is_whitespace() || "()<>\"'".contains(c)).map_or(rest.len(), |j| i + 3 + j);
-        out.push_str(&rest[..start]);
-        let url = &rest[start..end];
-        match reqwest::Url::parse(url) {
-            Ok(mut u) => {
-                let _ = u.set_username("");
-                let _ = u.set_password(None);
-                u.set_query(None);
-                u.set_fragment(None);
-                out.push_str(u.as_str());
-            }
-            Err(_) => out.push_str(url),
-        }
-        rest = &rest[end..];
-    }
-    out.push_str(rest);
-    out
-}
-
 /// `initialize` failed: the error, with what a refused redirect means
 /// (reqwest's own words do not say).
 fn explain_http_error(url: &str, e: &str) -> String {
@@ -371,27 +264,6 @@ fn explain_http_error(url: &str, e: &str) -> String {
     } else {
         format!("initialize at {url}: {e}")
     }
-}
-
-/// Follows at most 5 redirects, and only within the origin (scheme, host and
-/// port) that was asked: the arguments of a call never reach a host the
-/// operator did not configure.
-pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let same = attempt.previous().first().is_some_and(|first| {
-            first.scheme() == attempt.url().scheme()
-                && first.host_str() == attempt.url().host_str()
-                && first.port_or_known_default() == attempt.url().port_or_known_default()
-        });
-        if !same {
-            let to = attempt.url().origin().ascii_serialization();
-            attempt.error(format!("refused a redirect to another origin ({to})"))
-        } else if attempt.previous().len() > 5 {
-            attempt.error("more than 5 redirects")
-        } else {
-            attempt.follow()
-        }
-    })
 }
 
 /// The protocol version toolhost offers in `initialize`: the newest one it

@@ -10,7 +10,7 @@
 //! response) is: every report a server sends before its result reaches the
 //! caller before that result.
 
-use super::supervisor::Server;
+use super::server::Server;
 use rmcp::RoleClient;
 use rmcp::model::{JsonRpcMessage, JsonRpcNotification, ServerNotification};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};

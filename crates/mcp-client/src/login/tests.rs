@@ -1,4 +1,5 @@
 use super::*;
+use crate::oauth::StoredTokens as _;
 use std::sync::Arc;
 
 #[test]
