@@ -31,8 +31,8 @@ use rmcp::model::{
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use rmcp::{Peer, RoleClient};
 use serde_json::json;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use toolhost_mcp_wire::subscribe::Subscriptions;
 use toolhost_mcp_wire::upstream::{
