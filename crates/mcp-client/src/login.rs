@@ -24,11 +24,10 @@
 //! access token goes only to the server's origin (`oauth.rs`); the refresh
 //! token, code and client secret only to the token endpoint.
 
-use super::oauth::{LoginMetadata, Refusal, TokenSource, read_body};
+use super::oauth::{LoginMetadata, Refusal, TokenSource};
 use crate::config::{McpServerConfig, OAuthConfig, Transport};
 use base64::Engine as _;
 use reqwest::Url;
-use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -270,16 +269,9 @@ async fn token_request(
     }
     let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
     let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
-    let status = response.status();
-    let body = read_body(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
-    let body: Value =
-        serde_json::from_slice(&body).map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
-    if !status.is_success() {
-        let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
-        return Err(format!(
-            "token endpoint {url} refused ({status}): {}",
-            crate::tool::log_safe(said.unwrap_or("no reason given"))
-        ));
+    let (status, body) = super::oauth::json_answer(response, &format!("token endpoint {url}")).await?;
+    if let Some(said) = super::oauth::refusal(status, &body) {
+        return Err(format!("token endpoint {url} refused ({status}): {said}"));
     }
     let (access, expires_in) = super::oauth::bearer_token(&body, &url)?;
     Ok(Tokens {
@@ -489,16 +481,9 @@ async fn register(
         .send()
         .await
         .map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
-    let status = response.status();
-    let body = read_body(response).await.map_err(|e| format!("registration endpoint {endpoint}: {e}"))?;
-    let body: Value = serde_json::from_slice(&body)
-        .map_err(|_| format!("registration endpoint {endpoint} answered {status} with no JSON"))?;
-    if !status.is_success() {
-        let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
-        return Err(format!(
-            "registration endpoint {endpoint} refused ({status}): {}",
-            crate::tool::log_safe(said.unwrap_or("no reason given"))
-        ));
+    let (status, body) = super::oauth::json_answer(response, &format!("registration endpoint {endpoint}")).await?;
+    if let Some(said) = super::oauth::refusal(status, &body) {
+        return Err(format!("registration endpoint {endpoint} refused ({status}): {said}"));
     }
     let id = body["client_id"]
         .as_str()

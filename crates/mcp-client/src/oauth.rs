@@ -524,15 +524,10 @@ impl TokenSource {
         }
         let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
         let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
-        let status = response.status();
-        let body = read_body(response).await.map_err(|e| format!("token endpoint {url}: {e}"))?;
-        let body: Value = serde_json::from_slice(&body)
-            .map_err(|_| format!("token endpoint {url} answered {status} with no JSON"))?;
-        if !status.is_success() {
-            let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
+        let (status, body) = json_answer(response, &format!("token endpoint {url}")).await?;
+        if let Some(said) = refusal(status, &body) {
             return Err(format!(
-                "token endpoint {url} refused the client credentials ({status}): {}{}",
-                said.unwrap_or("no reason given"),
+                "token endpoint {url} refused the client credentials ({status}): {said}{}",
                 if endpoint.grant_unlisted {
                     "; its metadata does not list client_credentials among grant_types_supported"
                 } else {
@@ -733,6 +728,28 @@ struct Issuer {
     scopes_supported: Vec<String>,
     /// No protected-resource metadata: a 2025-03-26 server.
     legacy: bool,
+}
+
+/// An authorization server endpoint's answer: its status and its JSON body
+/// (read bounded), or why there is none; `what` names the endpoint.
+pub(super) async fn json_answer(
+    response: reqwest::Response,
+    what: &str,
+) -> Result<(reqwest::StatusCode, Value), String> {
+    let status = response.status();
+    let body = read_body(response).await.map_err(|e| format!("{what}: {e}"))?;
+    let body = serde_json::from_slice(&body).map_err(|_| format!("{what} answered {status} with no JSON"))?;
+    Ok((status, body))
+}
+
+/// What an endpoint that refused said (`error_description`, else `error`),
+/// made safe to log; `None` when it did not refuse.
+pub(super) fn refusal(status: reqwest::StatusCode, body: &Value) -> Option<String> {
+    if status.is_success() {
+        return None;
+    }
+    let said = body.get("error_description").or_else(|| body.get("error")).and_then(Value::as_str);
+    Some(crate::tool::log_safe(said.unwrap_or("no reason given")).into_owned())
 }
 
 /// A successful token response's bearer access token and its lifetime in
