@@ -134,6 +134,25 @@ fn a_plugin_importing_memory_without_the_grant_does_not_load() {
     assert!(e.to_string().contains("needs the \"memory\" capability"), "{e}");
 }
 
+/// A plugin is not granted `memory` for its name: a file named like the
+/// built-in `memorytool`, on a host whose built-ins are not loaded, is
+/// refused like any other plugin importing it; the built-in's declared
+/// default is the built-in's alone.
+#[test]
+fn a_plugin_named_like_the_builtin_memorytool_gets_no_memory_by_its_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let copy = dir.path().join("memorytool.wasm");
+    std::fs::copy(builtin_path("memorytool"), &copy).unwrap();
+    let host = Host::new(Runtime::new(Limits::default(), None).unwrap());
+    let e = host.admission().add_plugin_file(&copy).unwrap_err();
+    assert!(e.to_string().contains("needs the \"memory\" capability"), "{e}");
+    // With the built-ins loaded, the built-in holds its declared grant.
+    let with_builtins = Host::new(Runtime::new(Limits::default(), None).unwrap());
+    toolhost::builtin::add_builtins(with_builtins.admission()).unwrap();
+    assert!(with_builtins.admission().grants().grant_config("memorytool").memory);
+    assert!(!host.admission().grants().grant_config("memorytool").memory);
+}
+
 #[test]
 fn imported_data_survives_a_restart() {
     let dir = tempfile::tempdir().unwrap();

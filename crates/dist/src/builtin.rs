@@ -82,7 +82,12 @@ pub const BUILTINS: &[Builtin] = &[
 /// host that judges plugins by name without loading the built-ins
 /// (`inspect`).
 pub fn declare_default_grants(host: &toolhost_admission::Admission) {
-    for b in BUILTINS {
+    declare(host, BUILTINS.iter());
+}
+
+/// Declares the default grants of `builtins`.
+fn declare<'a>(host: &toolhost_admission::Admission, builtins: impl Iterator<Item = &'a Builtin>) {
+    for b in builtins {
         if let Some(grant) = b.default_grant.config() {
             host.grants().set_default(b.name, grant);
         }
@@ -107,7 +112,10 @@ pub fn add_builtins_except(
         host.grants().set_memory(std::sync::Arc::new(demo));
     }
     let chosen: Vec<&Builtin> = BUILTINS.iter().filter(|b| !skip(b.name)).collect();
-    declare_default_grants(host);
+    // Only the built-ins loaded: one the operator removed declares nothing,
+    // so a plugin file that takes its name later is granted what its own
+    // `plugins.grants` entry says, not the built-in's default.
+    declare(host, chosen.iter().copied());
     for b in &chosen {
         host.pipeline().runtime().offer_precompiled(b.code);
     }
