@@ -391,12 +391,14 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
 /// What a reviewer should know of a plugin's HTTP grants: each wildcard,
 /// and each origin its signed manifest asks for that no grant covers.
 fn http_findings(p: &Arc<dyn crate::tool::Provider>, origin: Option<&crate::package::Provenance>) -> Vec<String> {
-    use crate::capabilities::http::{HostPattern, HttpGrant};
+    use crate::tool::origin::HostPattern;
     let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
     let Ok(plugin) = any.downcast::<crate::runtime::WasmPlugin>() else { return Vec::new() };
     let name = p.name();
-    let granted = &plugin.grants().http;
+    let granted = plugin.grants().extensions.get_as::<crate::http::HttpGrants>(crate::tool::Capability::Http);
     let mut out: Vec<String> = granted
+        .map(|g| g.origins())
+        .unwrap_or_default()
         .iter()
         .filter_map(|g| match &g.host {
             HostPattern::Suffix(s) => Some(format!(
@@ -407,13 +409,14 @@ fn http_findings(p: &Arc<dyn crate::tool::Provider>, origin: Option<&crate::pack
         })
         .collect();
     if let Some(crate::package::Provenance::Signed { manifest, .. }) = origin {
-        for ask in &manifest.http_hosts {
-            let covered = HttpGrant::parse(ask).is_ok_and(|a| granted.iter().any(|g| g.covers(&a)));
-            if !covered {
-                out.push(format!(
-                    "{name}'s manifest asks to reach {ask}, which its grants do not cover: its requests there fail until plugins.grants.{name}.http grants it"
-                ));
-            }
+        let uncovered = match granted {
+            Some(g) => crate::runtime::ExtensionGrant::uncovered(g, &manifest.http_hosts),
+            None => manifest.http_hosts.clone(),
+        };
+        for ask in uncovered {
+            out.push(format!(
+                "{name}'s manifest asks to reach {ask}, which its grants do not cover: its requests there fail until plugins.grants.{name}.http grants it"
+            ));
         }
     }
     out

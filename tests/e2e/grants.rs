@@ -413,6 +413,6 @@ fn a_network_grant_reaches_exactly_the_granted_address() {
 #[test]
 fn a_network_grant_must_be_an_ip_and_port() {
     let g = GrantConfig { network: vec!["example.com:80".into()], ..Default::default() };
-    let e = g.resolve("netclient", Path::new("/"), &|| unreachable!("no memory grant")).unwrap_err();
+    let e = g.resolve("netclient", Path::new("/"), &|| unreachable!("no memory grant"), &[]).unwrap_err();
     assert!(e.to_string().contains("not an IP:port"), "{e}");
 }

@@ -21,9 +21,18 @@ pub struct GrantBook {
     /// its own declaration says (a built-in's, from the table it ships in):
     /// never decided by a name alone.
     defaults: arc_swap::ArcSwap<BTreeMap<String, GrantConfig>>,
+    /// The runtime's extensions, which resolve the grants of the
+    /// capabilities they provide (`http`).
+    extensions: Vec<Arc<dyn crate::runtime::Extension>>,
 }
 
 impl GrantBook {
+    /// An empty book whose grants of extension-provided capabilities
+    /// `extensions` resolve (a runtime's, [`crate::runtime::Runtime::extensions`]).
+    pub fn new(extensions: &[Arc<dyn crate::runtime::Extension>]) -> GrantBook {
+        GrantBook { extensions: extensions.to_vec(), ..GrantBook::default() }
+    }
+
     /// Sets the operator's grants (from `plugins.grants`), relative paths
     /// resolved against `base`. Applies to plugins loaded afterwards (a
     /// reload re-grants loaded ones through
@@ -89,7 +98,7 @@ impl GrantBook {
         let memory = || -> Result<Arc<dyn MemoryBackend>, String> {
             self.memory().cloned().ok_or_else(|| "this host has no memory store".to_string())
         };
-        cfg.resolve(plugin, base, &memory)
+        cfg.resolve(plugin, base, &memory, &self.extensions)
     }
 }
 

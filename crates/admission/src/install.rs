@@ -311,17 +311,12 @@ impl Admission {
                 Some(Provenance::Signed { manifest, .. }) => &manifest.http_hosts,
                 _ => &[],
             };
-            let granted: Vec<_> = grants.http.iter().collect();
-            let hosts: Vec<String> = manifest
-                .http_hosts
-                .iter()
-                .filter(|h| !asked_before.contains(h))
-                .filter(|h| match crate::capabilities::http::HttpGrant::parse(h) {
-                    Ok(ask) => !granted.iter().any(|g| g.covers(&ask)),
-                    Err(_) => true,
-                })
-                .cloned()
-                .collect();
+            let new_asks: Vec<String> =
+                manifest.http_hosts.iter().filter(|h| !asked_before.contains(h)).cloned().collect();
+            let hosts = match grants.extensions.get(Capability::Http) {
+                Some(granted) => granted.uncovered(&new_asks),
+                None => new_asks,
+            };
             if !hosts.is_empty() {
                 return Err(AddPluginError::NewHosts { plugin: name, hosts });
             }

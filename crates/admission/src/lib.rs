@@ -72,8 +72,8 @@ impl Admission {
     /// ([`TrustPolicy::permissive`]), no values or secrets.
     pub fn new(pipeline: Arc<Pipeline>) -> Admission {
         Admission {
+            grants: GrantBook::new(pipeline.runtime().extensions()),
             pipeline,
-            grants: GrantBook::default(),
             trust: arc_swap::ArcSwap::from_pointee(TrustPolicy::permissive()),
             provenance: Mutex::default(),
             installing: Mutex::new(()),

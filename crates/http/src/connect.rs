@@ -10,7 +10,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
-use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
+use toolhost_types::origin::{HttpGrant, HttpScheme};
 use wasmtime_wasi_http::io::TokioIo;
 use wasmtime_wasi_http::{RequestOptions, WasiBody};
 

@@ -1,10 +1,14 @@
-//! `wasi:http` for toolhost plugins: outgoing requests to the origins a
-//! plugin is granted (`plugins.grants.<plugin>.http`), and nowhere else.
+//! The `http` capability, whole: `wasi:http` for toolhost plugins, outgoing
+//! requests to the origins a plugin is granted
+//! (`plugins.grants.<plugin>.http`), and nowhere else.
 //!
-//! Installed on the runtime as a [`toolhost_runtime::Extension`] by the
-//! layer that assembles it, so that `toolhost-runtime` carries no hyper
-//! and no TLS stack. Every request a guest sends passes through
-//! [`Hooks::send_request`]:
+//! One home, as a Spin factor is: the grant ([`grant`]: resolved from the
+//! config, reported, described, matched against a manifest's asks), the
+//! linking, the per-call state and the hooks. Installed on the runtime as a
+//! [`toolhost_runtime::Extension`] by the layer that assembles it, so that
+//! `toolhost-runtime` carries no hyper and no TLS stack. The origins'
+//! vocabulary ([`toolhost_types::origin`]) is shared with the manifest.
+//! Every request a guest sends passes through [`Hooks::send_request`]:
 //!
 //! 1. Its scheme, host and port must match a granted origin; otherwise it
 //!    fails with a WASI HTTP error whose message names the origin and says
@@ -28,6 +32,7 @@
 mod body;
 mod connect;
 pub mod dns;
+pub mod grant;
 mod pool;
 
 use bytes::Bytes;
@@ -39,8 +44,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
-use toolhost_runtime::capabilities::http::{HttpGrant, HttpScheme};
-use toolhost_runtime::{Extension, ExtensionCall, State};
+use toolhost_runtime::{Extension, ExtensionCall, ExtensionGrant, GrantConfig, GrantError, State};
+use toolhost_types::origin::{HttpGrant, HttpScheme};
+
+pub use grant::HttpGrants;
 use toolhost_types::Capability;
 use wasmtime::component::Linker;
 use wasmtime_wasi_http::{RequestOptions, WasiBody, WasiHttpCtx, WasiHttpCtxView, WasiHttpHooks};
@@ -194,6 +201,10 @@ impl Extension for HttpExtension {
         Capability::Http
     }
 
+    fn resolve(&self, plugin: &str, config: &GrantConfig) -> Result<Arc<dyn ExtensionGrant>, GrantError> {
+        Ok(Arc::new(HttpGrants::resolve(plugin, config)?))
+    }
+
     fn link(&self, linker: &mut Linker<State>) -> wasmtime::Result<()> {
         use wasmtime_wasi_http::WasiHttp;
         use wasmtime_wasi_http::p2::bindings;
@@ -242,7 +253,11 @@ impl Extension for HttpExtension {
                 shared: Some(self.shared.clone()),
                 lookups: Some(self.shared.dns.for_call(plugin.clone(), call.caller)),
                 plugin,
-                grants: call.grants.http.clone().into(),
+                grants: call
+                    .grants
+                    .extensions
+                    .get_as::<HttpGrants>(Capability::Http)
+                    .map_or_else(|| Arc::from(Vec::new()), |g| g.0.clone()),
                 deadline: call.deadline,
                 requests_left: call.limits.http_requests_per_call,
                 requests_limit: call.limits.http_requests_per_call,

@@ -41,7 +41,7 @@ pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
 pub use cache::{CacheConfig, CacheError, CompileCache};
 use capabilities::InstanceSetup;
 pub use capabilities::{CAPABILITIES, GrantConfig, GrantError, Grants, GrantsByPlugin, MemoryBackend, Review};
-pub use extension::{Extension, ExtensionCall};
+pub use extension::{Extension, ExtensionCall, ExtensionGrant, ExtensionGrants};
 use limits::Limiter;
 pub use limits::{Limits, PluginLimits};
 pub use load::{CompileSource, LoadError, LoadErrorKind, Precompiled, plugin_name_from_path, read_bounded};
@@ -210,6 +210,12 @@ impl Runtime {
                 ticker,
             }),
         })
+    }
+
+    /// The extensions installed: the capabilities whose host side they
+    /// are, and what resolves their grants ([`GrantConfig::resolve`]).
+    pub fn extensions(&self) -> &[Arc<dyn Extension>] {
+        &self.inner.extensions
     }
 
     /// The limits every call runs under now.

@@ -28,8 +28,12 @@ pub(super) fn resolve(names: &[String]) -> (Vec<(String, String)>, Vec<String>) 
 /// The `env` capability.
 pub struct Env;
 
-static ABOUT: About =
-    About { capability: Capability::Env, interfaces: &["wasi:cli/environment"], inert_without_grant: true };
+static ABOUT: About = About {
+    capability: Capability::Env,
+    interfaces: &["wasi:cli/environment"],
+    inert_without_grant: true,
+    by_extension: false,
+};
 
 impl CapabilityFactor for Env {
     fn about(&self) -> &'static About {

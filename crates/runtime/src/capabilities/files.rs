@@ -274,6 +274,7 @@ static ABOUT: About = About {
     capability: Capability::Files,
     interfaces: &["wasi:filesystem/types", "wasi:filesystem/preopens"],
     inert_without_grant: true,
+    by_extension: false,
 };
 
 impl CapabilityFactor for Files {

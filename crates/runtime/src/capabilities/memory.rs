@@ -43,6 +43,7 @@ static ABOUT_WRITE: About = About {
     capability: Capability::MemoryWrite,
     interfaces: &["toolhost:plugin/memory-write"],
     inert_without_grant: true,
+    by_extension: false,
 };
 
 impl CapabilityFactor for MemoryWrite {
@@ -88,8 +89,12 @@ impl crate::bindings::toolhost::plugin::memory_write::Host for State {
 /// The `memory` capability.
 pub struct Memory;
 
-static ABOUT: About =
-    About { capability: Capability::Memory, interfaces: &["toolhost:plugin/memory"], inert_without_grant: false };
+static ABOUT: About = About {
+    capability: Capability::Memory,
+    interfaces: &["toolhost:plugin/memory"],
+    inert_without_grant: false,
+    by_extension: false,
+};
 
 impl CapabilityFactor for Memory {
     fn about(&self) -> &'static About {

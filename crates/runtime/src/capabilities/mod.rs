@@ -9,7 +9,10 @@
 //! instance, and what it reports as held and used. [`CAPABILITIES`] is the
 //! one list; everything else (loading, linking, the store, the audit, the
 //! reviewer's report) asks it. Adding a capability is one new module, one
-//! entry in that list, and its field in [`GrantConfig`] and [`Grants`].
+//! entry in that list, and its field in [`GrantConfig`] and [`Grants`]. A
+//! capability whose host side needs what this crate does not carry (`http`:
+//! hyper and TLS) is an [`crate::Extension`]'s, whole: the runtime keeps
+//! only which imports it answers ([`provided`]).
 //!
 //! Grants come only from the operator's config (`plugins.grants`); nothing a
 //! tool or a model sends can change them.
@@ -17,9 +20,9 @@
 pub mod env;
 pub mod files;
 pub(crate) mod files_guard;
-pub mod http;
 pub mod memory;
 pub mod network;
+pub mod provided;
 
 use crate::state::{State, Used};
 use serde::Deserialize;
@@ -45,6 +48,9 @@ pub struct About {
     /// When `false`, a component importing it is refused at load unless the
     /// grant is held.
     pub inert_without_grant: bool,
+    /// Whether its host side is an [`crate::Extension`]'s ([`provided`]):
+    /// the extension resolves, reports and links it.
+    pub by_extension: bool,
 }
 
 /// One capability: everything the runtime does for it.
@@ -141,7 +147,7 @@ pub struct CapabilitySet {
 
 /// The capabilities this runtime offers.
 pub static CAPABILITIES: CapabilitySet = CapabilitySet {
-    factors: [&files::Files, &env::Env, &network::Network, &memory::Memory, &http::Http, &memory::MemoryWrite],
+    factors: [&files::Files, &env::Env, &network::Network, &memory::Memory, &provided::HTTP, &memory::MemoryWrite],
 };
 
 /// An import name without its version: `wasi:cli/environment@0.2.3` ->
@@ -187,6 +193,11 @@ impl CapabilitySet {
     /// Of `imported`, those that expose nothing without a grant.
     pub fn inert_without_grant(&self, imported: Capabilities) -> Capabilities {
         imported.iter().filter(|c| self.factor(*c).about().inert_without_grant).collect()
+    }
+
+    /// Whether `c`'s host side is an [`crate::Extension`]'s.
+    pub fn provided(&self, c: Capability) -> bool {
+        self.factor(c).about().by_extension
     }
 
     /// The capabilities `grants` gives.
@@ -353,8 +364,9 @@ pub struct Grants {
     pub memory: Option<Arc<dyn MemoryBackend>>,
     /// The campaign memory store for writes, when granted.
     pub memory_write: Option<Arc<dyn MemoryBackend>>,
-    /// The only origins the plugin may send HTTP requests to.
-    pub http: Vec<http::HttpGrant>,
+    /// The grants of capabilities an [`crate::Extension`] provides (`http`),
+    /// each resolved by its extension into its own type.
+    pub extensions: crate::extension::ExtensionGrants,
 }
 
 /// A grant that cannot be honoured.
@@ -378,15 +390,26 @@ pub enum GrantError {
         /// The entry.
         entry: String,
     },
-    /// An `http` entry is not an origin.
-    #[error("plugins.grants.{plugin}.http: {entry:?}: {reason}")]
-    Http {
+    /// An entry of a capability an extension provides is not valid (an
+    /// `http` entry that is not an origin).
+    #[error("plugins.grants.{plugin}.{capability}: {entry:?}: {reason}")]
+    Extension {
         /// Plugin.
         plugin: String,
+        /// The capability.
+        capability: Capability,
         /// The entry.
         entry: String,
         /// Why.
         reason: String,
+    },
+    /// A capability is granted that no installed extension provides.
+    #[error("plugins.grants.{plugin}.{capability}: this host has no {capability} support (no extension provides it)")]
+    Unprovided {
+        /// Plugin.
+        plugin: String,
+        /// The capability.
+        capability: Capability,
     },
     /// `memory` was granted but the store cannot be opened.
     #[error("plugins.grants.{plugin}.memory: {reason}")]
@@ -418,20 +441,32 @@ impl GrantConfig {
     /// Resolves the grant for `plugin`: paths against `base` (a read-write
     /// directory that does not exist yet is created), variables read from
     /// the host's environment, addresses parsed, and the memory store taken
-    /// from `memory` when granted.
+    /// from `memory` when granted. The capabilities an extension provides
+    /// are resolved by the `extensions` given (a runtime's,
+    /// [`crate::Runtime::extensions`]); one granted that none provides is
+    /// an error.
     pub fn resolve(
         &self,
         plugin: &str,
         base: &Path,
         memory: &dyn Fn() -> Result<Arc<dyn MemoryBackend>, String>,
+        extensions: &[Arc<dyn crate::Extension>],
     ) -> Result<Grants, GrantError> {
         let (env, env_missing) = env::resolve(&self.env);
+        let mut provided = crate::extension::ExtensionGrants::default();
+        for c in self.capabilities().iter().filter(|c| CAPABILITIES.provided(*c)) {
+            let e = extensions
+                .iter()
+                .find(|e| e.capability() == c)
+                .ok_or_else(|| GrantError::Unprovided { plugin: plugin.into(), capability: c })?;
+            provided.insert(c, e.resolve(plugin, self)?);
+        }
         Ok(Grants {
             dirs: files::resolve(plugin, base, &self.files)?,
             env,
             env_missing,
             network: network::resolve(plugin, &self.network)?,
-            http: http::resolve(plugin, &self.http)?,
+            extensions: provided,
             memory: match self.memory {
                 true => Some(memory().map_err(|reason| GrantError::Memory { plugin: plugin.into(), reason })?),
                 false => None,
@@ -608,6 +643,20 @@ mod tests {
             ..GrantConfig::default()
         };
         assert_eq!(g.capabilities().names(), ["env", "network", "memory"]);
+    }
+
+    #[test]
+    fn a_grant_of_a_capability_no_extension_provides_is_refused_saying_so() {
+        let g = GrantConfig { http: vec!["https://api.example.test".into()], ..GrantConfig::default() };
+        let e = g.resolve("weather", Path::new("/"), &|| unreachable!("no memory grant"), &[]).unwrap_err();
+        assert!(matches!(e, GrantError::Unprovided { capability: Capability::Http, .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "plugins.grants.weather.http: this host has no http support (no extension provides it)"
+        );
+        // Nothing granted of it: nothing to provide.
+        assert!(GrantConfig::default().resolve("weather", Path::new("/"), &|| unreachable!(), &[]).is_ok());
+        assert!(CAPABILITIES.provided(Capability::Http) && !CAPABILITIES.provided(Capability::Network));
     }
 
     #[test]

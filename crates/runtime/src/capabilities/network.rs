@@ -34,6 +34,7 @@ static ABOUT: About = About {
         "wasi:sockets/ip-name-lookup",
     ],
     inert_without_grant: false,
+    by_extension: false,
 };
 
 impl CapabilityFactor for Network {

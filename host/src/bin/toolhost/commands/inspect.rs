@@ -9,9 +9,9 @@ use toolhost::Host;
 use toolhost::budget::{Budget, Tier};
 use toolhost::calibrate::{self, ProbeOutcome};
 use toolhost::capabilities::CAPABILITIES;
-use toolhost::capabilities::http::HttpGrant;
 use toolhost::report::{BudgetReport, ToolDeclaration};
 use toolhost::runtime::Grants;
+use toolhost::tool::origin::HttpGrant;
 use toolhost::tool::{Capabilities, log_safe};
 
 /// Exit status of `inspect` when the component was described in full but

@@ -94,7 +94,7 @@ impl Sign {
             toolhost::capabilities::CAPABILITIES.imported(&compiled.imports).contains(toolhost::tool::Capability::Http);
         let mut http_hosts = Vec::new();
         for h in &self.http_hosts {
-            toolhost::capabilities::http::HttpGrant::parse(h).map_err(|e| anyhow::anyhow!("--http-host {h:?}: {e}"))?;
+            toolhost::tool::origin::HttpGrant::parse(h).map_err(|e| anyhow::anyhow!("--http-host {h:?}: {e}"))?;
             http_hosts.push(h.trim().trim_end_matches('/').to_string());
         }
         if !http_hosts.is_empty() && !imports_http {

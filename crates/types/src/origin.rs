@@ -1,21 +1,15 @@
-//! `http`: outgoing HTTP(S) requests (`wasi:http/outgoing-handler`) to
-//! the origins the operator lists, and no others. An entry is a scheme, a
-//! host (or a `*.` suffix) and an optional port (default: the scheme's):
+//! Origins: what an `http` grant names, and what a request or a signed
+//! manifest's ask is matched against. An entry is a scheme, a host (or a
+//! `*.` suffix) and an optional port (default: the scheme's):
 //! `https://api.open-meteo.com`, `https://*.wikipedia.org`,
 //! `http://127.0.0.1:8080`.
 //!
-//! This module is the grant: parsing it, matching a request against it,
-//! describing it. The host side of `wasi:http` (hyper, TLS, the connector
-//! that checks the address actually connected to) lives in its own crate,
-//! `toolhost-http`, installed as an [`crate::Extension`]: this crate stays
-//! free of hyper and rustls. A component importing `wasi:http` is refused
-//! at load unless granted, and on a runtime without that extension.
+//! Only the vocabulary lives here, shared by the manifest, admission and the
+//! reports. What the `http` capability does with it (resolving a plugin's
+//! grant, linking `wasi:http`, checking each request) is one place, the
+//! `toolhost-http` crate.
 
-use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
-use crate::state::State;
 use std::net::IpAddr;
-use toolhost_types::Capability;
-use wasmtime::component::Linker;
 
 /// `http` or `https`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -228,68 +222,6 @@ fn check_name(name: &str) -> Result<(), HttpGrantError> {
             .split('.')
             .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'));
     if ok { Ok(()) } else { Err(HttpGrantError::HostName(name.to_string())) }
-}
-
-/// Parses the granted origins.
-pub(super) fn resolve(plugin: &str, entries: &[String]) -> Result<Vec<HttpGrant>, GrantError> {
-    entries
-        .iter()
-        .map(|e| {
-            HttpGrant::parse(e).map_err(|reason| GrantError::Http {
-                plugin: plugin.into(),
-                entry: e.clone(),
-                reason: reason.to_string(),
-            })
-        })
-        .collect()
-}
-
-/// The `http` capability.
-pub struct Http;
-
-static ABOUT: About = About {
-    capability: Capability::Http,
-    interfaces: &["wasi:http/outgoing-handler", "wasi:http/types"],
-    inert_without_grant: false,
-};
-
-impl CapabilityFactor for Http {
-    fn about(&self) -> &'static About {
-        &ABOUT
-    }
-
-    fn held(&self, grants: &Grants) -> bool {
-        !grants.http.is_empty()
-    }
-
-    fn configure(&self, _grants: &Grants, _setup: &mut InstanceSetup) -> Result<(), String> {
-        // Nothing in the WASI context: the extension builds the call's
-        // HTTP state from the grant.
-        Ok(())
-    }
-
-    fn link(&self, _linker: &mut Linker<State>) -> wasmtime::Result<()> {
-        // Linked by the extension (`toolhost-http`), when installed.
-        Ok(())
-    }
-
-    fn report(&self, grants: &Grants) -> serde_json::Value {
-        grants.http.iter().map(|g| g.to_string()).collect()
-    }
-
-    fn allows(&self, grants: &Grants) -> Vec<String> {
-        grants
-            .http
-            .iter()
-            .map(|g| {
-                let wildcard = match &g.host {
-                    HostPattern::Suffix(s) => format!(" (a wildcard: every host under {})", &s[1..]),
-                    _ => String::new(),
-                };
-                format!("may send HTTP requests to {g}{wildcard}, and to no other origin")
-            })
-            .collect()
-    }
 }
 
 #[cfg(test)]
