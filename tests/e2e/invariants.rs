@@ -218,8 +218,12 @@ fn calibration_never_mixes_with_real_calls_and_never_runs_a_non_idempotent_tool(
         "ruleslookup".into(),
         toolhost::capabilities::GrantConfig { http: vec!["https://example.com".into()], ..grant() },
     );
-    let outward =
-        Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap()).with_grants(grants, Path::new("/"));
+    // The runtime a host assembles: with the `http` capability's extension.
+    let http = toolhost::http::HttpExtension::new(&Default::default()).unwrap();
+    let runtime =
+        Runtime::with_extensions(Limits::default(), Some(CACHE.path()), 1 << 30, vec![std::sync::Arc::new(http)])
+            .unwrap();
+    let outward = Host::new(runtime).with_grants(grants, Path::new("/"));
     toolhost::builtin::add_builtins(outward.admission()).unwrap();
     let mut probed = 0;
     for r in toolhost::calibrate::calibrate(outward.pipeline(), 1) {
