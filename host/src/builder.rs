@@ -582,10 +582,15 @@ impl HostBuilder {
                     minutes_left = left.as_secs() / 60,
                     "DM override restored"
                 ),
-                Err(_) => warnings.push(format!(
-                    "the DM override of {:?} was not restored: no such agent in the config now",
-                    crate::tool::log_safe(&agent)
-                )),
+                // Kept, not lost: it applies again under a config that
+                // names the agent (a command run with another config, or
+                // none, reads the same state directory).
+                Err(_) => tracing::info!(
+                    agent = %crate::tool::log_safe(&agent),
+                    %tier,
+                    minutes_left = left.as_secs() / 60,
+                    "a DM override is kept for an agent this config does not name"
+                ),
             }
         }
         let environment = self.environment.clone().unwrap_or_else(|| cfg.budget.environment.clone());

@@ -176,8 +176,21 @@ impl Installer {
             )));
         }
         let installed = match reference {
-            Some(text) => self.install_plugin_ref(&OciRef::parse(text)?)?,
-            None => self.install_plugin_file(path)?,
+            Some(text) => self.install_plugin_ref(&OciRef::parse(text)?),
+            None => self.install_plugin_file(path),
+        };
+        let installed = match installed {
+            Ok(i) => i,
+            // Held for a secret: the operator's add stands. It is
+            // remembered now, so that the plugin the secret loads is the
+            // one added at run time, and is there after a restart.
+            Err(e @ AddPluginError::MissingSecrets { .. }) => {
+                if let AddPluginError::MissingSecrets { plugin, .. } = &e {
+                    self.changes.plugin_added(plugin, path);
+                }
+                return Err(e);
+            }
+            Err(e) => return Err(e),
         };
         self.changes.plugin_added(&installed.name, path);
         let pinned = installed.source.clone().unwrap_or_else(|| path.display().to_string());

@@ -196,7 +196,9 @@ fn write_files(project: &Path, name: &str, template: Template) -> Result<(), Sca
             let text = match (template, *relative) {
                 (Template::Http, "src/lib.rs") => render(HTTP_LIB, name),
                 (Template::Http, "README.md") => {
-                    render(text, name).replace("greet '{\"name\":\"Ada\"}'", "fetch '{\"path\":\"/v1/items/42\"}'")
+                    render(text, name)
+                        .replace("greet '{\"name\":\"Ada\"}'", "fetch '{\"path\":\"/v1/items/42\"}'")
+                        .replace("plugin!(Greet, YourTool)", "plugin!(Fetch, YourTool)")
                         + &render(HTTP_README, name)
                 }
                 _ => render(text, name),
@@ -355,6 +357,23 @@ mod tests {
 
         // A second run on the same name is refused.
         assert!(matches!(new_plugin(tmp.path(), "empty"), Err(ScaffoldError::Exists { .. })));
+    }
+
+    /// Issue #52, item 10: the README names the tool its `src/lib.rs`
+    /// declares, in either template.
+    #[test]
+    fn the_readme_names_the_templates_own_tool() {
+        let tmp = tempfile::tempdir().unwrap();
+        for (template, tool) in [(Template::Plain, "Greet"), (Template::Http, "Fetch")] {
+            let name = format!("t{}", tool.to_lowercase());
+            let project = new_plugin_from(tmp.path(), &name, template).unwrap();
+            let lib = read(project.join("src/lib.rs"));
+            assert!(lib.contains(&format!("toolhost_sdk::plugin!({tool});")), "{lib}");
+            let readme = read(project.join("README.md"));
+            assert!(readme.contains(&format!("toolhost_sdk::plugin!({tool}, YourTool)")), "{template:?}: {readme}");
+            let other = if tool == "Greet" { "Fetch" } else { "Greet" };
+            assert!(!readme.contains(&format!("plugin!({other}")), "{template:?}: {readme}");
+        }
     }
 
     #[test]

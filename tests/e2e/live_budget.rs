@@ -170,6 +170,34 @@ async fn a_dm_override_survives_a_restart_for_what_is_left_of_it() {
     assert!((60.0..=1800.0).contains(&left), "what was left of its 30 minutes: {left}");
     let mira = agents.as_array().unwrap().iter().find(|a| a["name"] == "mira").unwrap();
     assert!(mira["dm_override"].is_null(), "a cleared override stays cleared: {agents}");
+    // Issue #52, item 6: the help says so.
+    let help = stdout(&run(dir.path(), &["override", "--help"]));
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("a host restarted before it runs out restores it"), "{help}");
+    assert!(!help.contains("end with it"), "{help}");
+}
+
+/// Issue #52, item 8: a command run without the config that names an
+/// overridden agent warns of nothing (nothing is lost), and the override is
+/// still there for the config that names it.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_command_run_without_the_config_keeps_an_override_and_does_not_warn() {
+    let dir = dir_with(&format!("{QUIET}npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll]\n"));
+    let (host, _) = serve(dir.path());
+    let o = run(dir.path(), &["override", "bartok", "deep", "--for", "30m"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    drop(host);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let o = toolhost()
+        .current_dir(elsewhere.path())
+        .env("TOOLHOST_STATE_DIR", dir.path().join("state"))
+        .args(["agents"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("not restored") && !stderr(&o).contains("warning"), "{}", stderr(&o));
+    let (agents, _) = json(dir.path(), &["agents", "--json"]);
+    assert_eq!(agents[0]["dm_override"]["tier"], "deep", "{agents}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

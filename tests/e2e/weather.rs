@@ -441,3 +441,94 @@ fn twenty_concurrent_secret_sets_keep_all_twenty_values() {
     let mode = std::fs::metadata(dir.join("state/secrets.json")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
 }
+
+/// Issue #52, item 5: `doctor` reads the secrets a start would read. On a
+/// table whose plugin waits for a secret it says so; once the secret is set
+/// (in the state directory) it passes, as `serve` would load the plugin.
+#[test]
+fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let api = format!("https://api.example.test:{}", o.port);
+    assert!(run_strict(dir, &["keygen", "alice", "--out", "keys"]).status.success());
+    std::fs::copy(WEATHER_PATH, dir.join("weather.wasm")).unwrap();
+    let signed = run_strict(
+        dir,
+        &["sign", "weather.wasm", "--key", "keys/alice.key", "--http-host", &api, "--secret", "api_key"],
+    );
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    config(dir, o.port, &o.ca, std::slice::from_ref(&api), &api);
+    // Item 9: the command to run, with the secret's name, never a literal NAME.
+    for args in [&["verify", "weather.wasm"][..], &["inspect", "weather.wasm"][..]] {
+        let out = run_strict(dir, args);
+        assert!(stdout(&out).contains("toolhost secret set weather api_key"), "{args:?}: {}", stdout(&out));
+        assert!(!stdout(&out).contains("NAME"), "{args:?}: {}", stdout(&out));
+    }
+    let doctor = |dir: &Path| {
+        let out = run_strict(dir, &["doctor", "--json"]);
+        let report: Value =
+            serde_json::from_str(&stdout(&out)).unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&out), stderr(&out)));
+        (out.status.success(), report)
+    };
+    let (ok, report) = doctor(dir);
+    assert!(!ok, "held for its secret: {report}");
+    assert!(report.to_string().contains("api_key"), "{report}");
+
+    assert!(set_secret(dir, KEY).status.success());
+    let (ok, report) = doctor(dir);
+    assert!(ok, "the secret is set: {report}");
+    assert_eq!(report["errors"], 0, "{report}");
+    assert!(!report.to_string().contains("not set"), "{report}");
+    assert!(!report.to_string().contains(KEY), "never the value");
+}
+
+/// Issue #52, item 1: a plugin added at run time and held for its secret
+/// is remembered as added at run time: the secret loads it, `plugin list`
+/// says where it came from, and a restart brings it back.
+#[test]
+fn a_plugin_added_at_run_time_and_held_for_its_secret_survives_a_restart() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let o = https_origin(dir);
+    let api = format!("https://api.example.test:{}", o.port);
+    assert!(run_strict(dir, &["keygen", "alice", "--out", "keys"]).status.success());
+    std::fs::copy(WEATHER_PATH, dir.join("weather.wasm")).unwrap();
+    let signed = run_strict(
+        dir,
+        &["sign", "weather.wasm", "--key", "keys/alice.key", "--http-host", &api, "--secret", "api_key"],
+    );
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    config(dir, o.port, &o.ca, std::slice::from_ref(&api), &api);
+    // Not in the config: only added at run time.
+    let yaml = std::fs::read_to_string(dir.join("toolhost.yaml")).unwrap();
+    std::fs::write(dir.join("toolhost.yaml"), yaml.replace("files: [weather.wasm]", "files: []")).unwrap();
+    let serve = || {
+        let mut cmd = toolhost();
+        cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+        ]);
+        spawn_serving_logged(cmd, Stdio::null())
+    };
+    let source_of_weather = || {
+        let list = run_strict(dir, &["plugin", "list", "--json"]);
+        let list: Value = serde_json::from_str(&stdout(&list)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&list)));
+        let weather = list["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "weather").cloned();
+        (weather.map(|w| w["source"].clone()), list)
+    };
+
+    let (host, _) = serve();
+    let added = run_strict(dir, &["plugin", "add", &dir.join("weather.wasm").display().to_string()]);
+    let said = format!("{}{}", stdout(&added), stderr(&added));
+    assert!(said.contains("api_key"), "held for its secret: {said}");
+    assert!(set_secret(dir, KEY).status.success());
+    let (source, list) = source_of_weather();
+    assert_eq!(source, Some(json!("runtime")), "loaded by the secret, added at run time: {list}");
+
+    drop(host);
+    let (_host, _) = serve();
+    let (source, list) = source_of_weather();
+    assert_eq!(source, Some(json!("runtime")), "back after a restart: {list}");
+}

@@ -150,11 +150,13 @@ impl Manifest {
             out.push(format!("to reach over HTTP: {}", self.http_hosts.join(", ")));
         }
         if !self.secrets.is_empty() {
+            let commands: Vec<String> =
+                self.secrets.iter().map(|s| format!("toolhost secret set {} {s}", self.name)).collect();
             out.push(format!(
-                "for the secret{} {} (toolhost secret set {} NAME)",
+                "for the secret{} {} (set with: {})",
                 if self.secrets.len() == 1 { "" } else { "s" },
                 self.secrets.join(", "),
-                self.name
+                commands.join("; ")
             ));
         }
         if let Some(m) = self.memory_mib {

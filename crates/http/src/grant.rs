@@ -52,16 +52,20 @@ impl ExtensionGrant for HttpGrants {
     }
 
     fn allows(&self) -> Vec<String> {
-        self.0
+        if self.0.is_empty() {
+            return Vec::new();
+        }
+        let origins: Vec<String> = self
+            .0
             .iter()
-            .map(|g| {
-                let wildcard = match &g.host {
-                    HostPattern::Suffix(s) => format!(" (a wildcard: every host under {})", &s[1..]),
-                    _ => String::new(),
-                };
-                format!("may send HTTP requests to {g}{wildcard}, and to no other origin")
+            .map(|g| match &g.host {
+                HostPattern::Suffix(s) => format!("{g} (a wildcard: every host under {})", &s[1..]),
+                _ => g.to_string(),
             })
-            .collect()
+            .collect();
+        // One line, whatever the number of origins: "and to no other" is
+        // said once.
+        vec![format!("may send HTTP requests to {}, and to no other origin", origins.join(", "))]
     }
 
     fn uncovered(&self, asks: &[String]) -> Vec<String> {
@@ -87,8 +91,13 @@ mod tests {
     fn a_grant_reports_its_origins_and_leaves_uncovered_asks_out() {
         let g = HttpGrants::resolve("wiki", &config(&["https://*.wikipedia.org", "http://127.0.0.1:8080"])).unwrap();
         assert_eq!(g.report(), serde_json::json!(["https://*.wikipedia.org:443", "http://127.0.0.1:8080"]));
-        assert_eq!(g.allows().len(), 2);
-        assert!(g.allows()[0].contains("a wildcard: every host under wikipedia.org"), "{:?}", g.allows());
+        assert_eq!(
+            g.allows(),
+            [
+                "may send HTTP requests to https://*.wikipedia.org:443 (a wildcard: every host under wikipedia.org), http://127.0.0.1:8080, and to no other origin"
+            ]
+        );
+        assert!(HttpGrants(Vec::new().into()).allows().is_empty());
         let asks = ["https://en.wikipedia.org", "https://wikipedia.org", "not an origin", "http://127.0.0.1:8080/"];
         let asks: Vec<String> = asks.iter().map(|a| a.to_string()).collect();
         assert_eq!(g.uncovered(&asks), ["https://wikipedia.org", "not an origin"]);

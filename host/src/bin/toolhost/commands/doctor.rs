@@ -93,6 +93,15 @@ impl Doctor {
         let host = Host::with_budget(builder.runtime()?, Budget::new(cfg.budget.clone(), cfg.npcs.clone()))
             .with_trust(learning)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
+        // The values a start would give: `plugins.config`, and the secrets
+        // in the state directory (read, not written), so that a plugin held
+        // only for a secret that is set is judged as it would load.
+        host.admission().set_plugin_config(cfg.plugins.config_values());
+        if cfg.cluster.url.is_none()
+            && let Err(e) = host.admission().set_secret_store(toolhost::secrets::SecretStore::in_state_dir(&state))
+        {
+            findings.push(Finding { level: Level::Error, at: "secrets".into(), message: e.to_string() });
+        }
         let installer = Installer::new(std::sync::Arc::new(host), Some(builder.oci_store()?), changes);
         if cfg.plugins.builtins
             && !self.host.no_builtins

@@ -351,9 +351,12 @@ impl Inspect {
                 println!("asks to reach over HTTP: {}", hosts.join(", "));
             }
             if !a.secrets.is_empty() {
+                let commands: Vec<String> =
+                    a.secrets.iter().map(|s| format!("toolhost secret set {name} {s}")).collect();
                 println!(
-                    "asks for secrets: {} (held until each is set: toolhost secret set {name} NAME)",
-                    a.secrets.join(", ")
+                    "asks for secrets: {} (held until each is set: {})",
+                    a.secrets.join(", "),
+                    commands.join("; ")
                 );
             }
             if let Some(m) = a.memory_mib {

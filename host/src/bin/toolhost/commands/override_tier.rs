@@ -17,8 +17,9 @@ use toolhost::budget::Tier;
 /// override "Bartok the Barkeep" --clear` ends it now. His open MCP sessions
 /// are told within a second (`notifications/tools/list_changed`) and see
 /// the new set when they list tools again; they are told again when the
-/// override runs out. Overrides live in the running host (see `toolhost agents`) and
-/// end with it.
+/// override runs out. An override is kept in the state directory: a host
+/// restarted before it runs out restores it for the time left (see
+/// `toolhost agents`).
 #[derive(Debug, clap::Args)]
 pub struct Override {
     /// The agent, as named in `npcs` (quote a name with spaces); its name
