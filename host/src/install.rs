@@ -21,6 +21,10 @@ pub struct Installer {
     host: Arc<Host>,
     oci: Option<Arc<OciStore>>,
     changes: Arc<RuntimeChanges>,
+    /// New versions `toolhost plugin add` brought that wait for a grant
+    /// (held by admission), with where they came from: remembered as added
+    /// at run time once a reload loads them ([`Installer::upgrades_loaded`]).
+    held_adds: std::sync::Mutex<std::collections::HashMap<String, std::path::PathBuf>>,
 }
 
 impl Installer {
@@ -28,7 +32,7 @@ impl Installer {
     /// (without one they are refused) and remembering run-time changes in
     /// `changes`.
     pub fn new(host: Arc<Host>, oci: Option<OciStore>, changes: RuntimeChanges) -> Installer {
-        Installer { host, oci: oci.map(Arc::new), changes: Arc::new(changes) }
+        Installer { host, oci: oci.map(Arc::new), changes: Arc::new(changes), held_adds: Default::default() }
     }
 
     /// An installer for a host built in a test or a benchmark: no registry
@@ -190,6 +194,14 @@ impl Installer {
                 }
                 return Err(e);
             }
+            // A new version held for a grant: the running one stays, and
+            // stays what a restart loads, until a reload loads this one.
+            Err(e @ (AddPluginError::NewCapabilities { .. } | AddPluginError::NewHosts { .. })) => {
+                if let AddPluginError::NewCapabilities { plugin, .. } | AddPluginError::NewHosts { plugin, .. } = &e {
+                    self.held_adds.lock().unwrap_or_else(|p| p.into_inner()).insert(plugin.clone(), path.to_path_buf());
+                }
+                return Err(e);
+            }
             Err(e) => return Err(e),
         };
         self.changes.plugin_added(&installed.name, path);
@@ -200,12 +212,25 @@ impl Installer {
         Ok(installed)
     }
 
+    /// What a reload did to plugins (`changes`): each held new version it
+    /// loaded that `toolhost plugin add` brought is remembered as added at
+    /// run time, so that a restart loads it.
+    pub fn upgrades_loaded(&self, changes: &[crate::PluginChange]) {
+        let mut held = self.held_adds.lock().unwrap_or_else(|p| p.into_inner());
+        for c in changes.iter().filter(|c| c.action == "upgraded") {
+            if let Some(path) = held.remove(&c.plugin) {
+                self.changes.plugin_added(&c.plugin, &path);
+            }
+        }
+    }
+
     /// `toolhost plugin remove`: [`crate::Admission::uninstall_plugin`], then
     /// remembered: the plugin stays unloaded (at the next start, and when
     /// its file in the plugins directory is seen again) until its file
     /// changes or the operator adds it again.
     pub fn remove_plugin_at_run_time(&self, name: &str) -> Result<(), AddPluginError> {
         self.host.admission().uninstall_plugin(name)?;
+        self.held_adds.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         self.changes.plugin_removed(name);
         self.changes
             .announce(crate::cluster::Change::PluginRemoved { name: name.to_string() })

@@ -291,7 +291,9 @@ impl Reloader {
         if old.plugins.grants != new.plugins.grants {
             report.applied.push(format!("plugins.grants ({})", changed_keys(&old.plugins.grants, &new.plugins.grants)));
         }
-        report.plugins.extend(self.host.admission().apply_grants(grants));
+        let regranted = self.host.admission().apply_grants(grants);
+        self.installer.upgrades_loaded(&regranted);
+        report.plugins.extend(regranted);
         if old.limits != new.limits {
             report.applied.push("limits".into());
             report.restart_needed.extend(self.host.pipeline().apply_limits(new.limits()));

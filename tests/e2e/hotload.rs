@@ -165,10 +165,13 @@ async fn the_plugins_directory_is_watched() {
     client.cancel().await.unwrap();
 }
 
+/// A new version asking for a capability the running one did not is held
+/// while the running one serves (`plugin list` says so); the reload that
+/// grants it loads it, with no second `plugin add` (issue #52, item 2), and
+/// a restart keeps it.
 #[test]
 fn a_new_version_asking_for_more_is_held_until_granted() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), CONFIG).unwrap();
     std::fs::create_dir_all(dir.path().join("plugins")).unwrap();
     std::fs::create_dir_all(dir.path().join("staging")).unwrap();
     place(SWAP_V1_PATH, &dir.path().join("plugins/tool.wasm"));
@@ -177,28 +180,42 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
     let staged = dir.path().join("staging/tool.wasm");
     // Without the built-ins: the new version is a copy of fileio, whose tool names they hold.
     std::fs::write(dir.path().join("toolhost.yaml"), format!("{CONFIG}  builtins: false\n")).unwrap();
+    let tools_of = |name: &str| {
+        let o = admin(dir.path(), &["plugin", "list", "--json"]);
+        let v: Value = serde_json::from_str(&stdout(&o)).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+        let tools = v["plugins"].as_array().unwrap().iter().find(|p| p["name"] == name).map(|p| p["tools"].clone());
+        (tools, v["withheld"].clone())
+    };
     {
         let (_host, _url) = serve(dir.path());
         let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
         assert!(!o.status.success());
         let err = stderr(&o);
         assert!(err.contains("asks for files which the running version did not"), "{err}");
-        let o = admin(dir.path(), &["plugin", "list", "--json"]);
-        let v: Value = serde_json::from_str(&stdout(&o)).unwrap();
-        let tool = v["plugins"].as_array().unwrap().iter().find(|p| p["name"] == "tool").unwrap().clone();
-        assert_eq!(tool["tools"], json!(["version", "slow_version"]), "the old version still serves");
+        assert!(err.contains("the new one is held") && err.contains("reload"), "{err}");
+        let (tools, withheld) = tools_of("tool");
+        assert_eq!(tools, Some(json!(["version", "slow_version"])), "the old version still serves");
+        assert_eq!(withheld[0]["name"], "tool", "listed as waiting: {withheld}");
+        let text = stdout(&admin(dir.path(), &["plugin", "list"]));
+        assert!(text.contains("tool: held back: "), "{text}");
+
+        // The grant, and a reload: the held version loads by itself.
+        std::fs::create_dir_all(dir.path().join("data")).unwrap();
+        std::fs::write(
+            dir.path().join("toolhost.yaml"),
+            format!("{CONFIG}  builtins: false\n  grants:\n    tool:\n      files:\n        - dir: ./data\n          mode: read-only\n"),
+        )
+        .unwrap();
+        let o = admin(dir.path(), &["reload"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let (tools, withheld) = tools_of("tool");
+        assert!(tools.as_ref().is_some_and(|t| t.to_string().contains("read_file")), "the new version: {tools:?}");
+        assert_eq!(withheld, json!([]), "nothing waits now");
     }
-    // With the grant in place, the same upgrade goes through.
-    std::fs::create_dir_all(dir.path().join("data")).unwrap();
-    std::fs::write(
-        dir.path().join("toolhost.yaml"),
-        format!("{CONFIG}  builtins: false\n  grants:\n    tool:\n      files:\n        - dir: ./data\n          mode: read-only\n"),
-    )
-    .unwrap();
+    // A restart loads the version the operator added, not the older file.
     let (_host, _url) = serve(dir.path());
-    let o = admin(dir.path(), &["plugin", "add", staged.to_str().unwrap()]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("read_file"), "{}", stdout(&o));
+    let (tools, _) = tools_of("tool");
+    assert!(tools.as_ref().is_some_and(|t| t.to_string().contains("read_file")), "after a restart: {tools:?}");
 }
 
 #[test]

@@ -67,7 +67,7 @@ pub enum AddPluginError {
     /// A new version asks for capabilities the running one did not, and the
     /// operator has not granted them.
     #[error(
-        "plugin {plugin:?}: the new version asks for {} which the running version did not, and plugins.grants.{plugin} does not grant {}; the running version stays. Grant {} first, then add it again",
+        "plugin {plugin:?}: the new version asks for {} which the running version did not, and plugins.grants.{plugin} does not grant {}; the running version stays and the new one is held: grant {} in plugins.grants.{plugin} and reload (toolhost reload), and it loads",
         list(.new),
         if .new.len() == 1 { "it" } else { "them" },
         if .new.len() == 1 { "it" } else { "them" }
@@ -81,7 +81,7 @@ pub enum AddPluginError {
     /// A new version asks to reach origins the running one did not ask
     /// for, and its grants do not cover them.
     #[error(
-        "plugin {plugin:?}: the new version asks to reach {} over HTTP, which the running version did not ask for and plugins.grants.{plugin}.http does not grant; the running version stays. Grant {} first, then add it again",
+        "plugin {plugin:?}: the new version asks to reach {} over HTTP, which the running version did not ask for and plugins.grants.{plugin}.http does not grant; the running version stays and the new one is held: grant {} in plugins.grants.{plugin}.http and reload (toolhost reload), and it loads",
         .hosts.join(", "),
         if .hosts.len() == 1 { "it" } else { "them" }
     )]
@@ -130,6 +130,17 @@ pub struct Installed {
     /// The registry artifact it was pulled from (`oci://HOST/REPO@sha256:...`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
+}
+
+/// A new version refused because it asks for more than its grants give
+/// (new capabilities, or new origins), kept while the running version
+/// serves: a reload whose grants cover it loads it
+/// ([`Admission::load_held_upgrades`]).
+#[derive(Debug)]
+pub(crate) struct HeldUpgrade {
+    bytes: Arc<[u8]>,
+    path: Option<std::path::PathBuf>,
+    why: String,
 }
 
 impl Admission {
@@ -300,7 +311,7 @@ impl Admission {
                 .filter(|c| !grants.grants(*c))
                 .collect();
             if !new.is_empty() {
-                return Err(AddPluginError::NewCapabilities { plugin: name, new });
+                return Err(self.hold_upgrade(AddPluginError::NewCapabilities { plugin: name, new }, bytes, path));
             }
         }
         if let (Provenance::Signed { manifest, .. }, Some(old)) =
@@ -318,7 +329,7 @@ impl Admission {
                 None => new_asks,
             };
             if !hosts.is_empty() {
-                return Err(AddPluginError::NewHosts { plugin: name, hosts });
+                return Err(self.hold_upgrade(AddPluginError::NewHosts { plugin: name, hosts }, bytes, path));
             }
         }
         let mut plugin = self.pipeline.runtime().instantiate_compiled(compiled, grants)?;
@@ -333,6 +344,7 @@ impl Admission {
         // or one waiting for its secrets.
         self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
         self.values.forget_awaiting(&name);
+        self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
         if let Some(old) = &replaced {
             // Measurements of the old version say nothing about the new one.
             for t in old.tools() {
@@ -411,6 +423,8 @@ impl Admission {
     /// Removes a plugin while the host serves. Calls already running finish.
     pub fn uninstall_plugin(&self, name: &str) -> Result<(), AddPluginError> {
         let _one_at_a_time = self.one_at_a_time();
+        // A held new version goes with the plugin.
+        self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         // One a reload held back for want of a grant is forgotten.
         if let Some(held) = self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(name) {
             tracing::info!(plugin = %crate::tool::log_safe(name), "plugin removed (a config reload had held it back)");
@@ -463,5 +477,56 @@ impl Admission {
             capabilities_held: held,
             error,
         });
+    }
+}
+
+impl Admission {
+    /// Holds the new version `error` refused (see [`HeldUpgrade`]); returns
+    /// the error.
+    fn hold_upgrade(&self, error: AddPluginError, bytes: &[u8], path: Option<&Path>) -> AddPluginError {
+        let (AddPluginError::NewCapabilities { plugin, .. } | AddPluginError::NewHosts { plugin, .. }) = &error else {
+            return error;
+        };
+        tracing::warn!(plugin = %crate::tool::log_safe(plugin), "{error}");
+        let held = HeldUpgrade { bytes: bytes.into(), path: path.map(Path::to_path_buf), why: error.to_string() };
+        self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).insert(plugin.clone(), held);
+        error
+    }
+
+    /// The held new versions, with why, for [`Admission::withheld_plugins`].
+    pub(crate) fn held_upgrades(&self) -> Vec<(String, String)> {
+        let upgrades = self.upgrades.lock().unwrap_or_else(|p| p.into_inner());
+        upgrades.iter().map(|(name, u)| (name.clone(), u.why.clone())).collect()
+    }
+
+    /// Tries each held new version again (under the grants in force, a
+    /// reload's): loaded when they cover it now, held again when they do
+    /// not. The caller holds the install lock.
+    pub(crate) fn load_held_upgrades(&self) -> Vec<crate::PluginChange> {
+        let held: Vec<(String, HeldUpgrade)> =
+            self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).drain().collect();
+        let mut out = Vec::new();
+        for (name, up) in held {
+            match self.install_locked(&name, &up.bytes, up.path.as_deref()) {
+                Ok(installed) => {
+                    tracing::info!(plugin = %crate::tool::log_safe(&name), "held new version loaded (config reload)");
+                    out.push(crate::PluginChange {
+                        plugin: name,
+                        action: "upgraded".into(),
+                        detail: format!(
+                            "the held new version ({}) loaded: its grants cover what it asks now",
+                            &installed.digest[..installed.digest.len().min(12)]
+                        ),
+                    });
+                }
+                // Held again, by install_locked.
+                Err(AddPluginError::NewCapabilities { .. } | AddPluginError::NewHosts { .. }) => {}
+                Err(e) => {
+                    self.audit_refused(&name, up.path.as_deref(), &e);
+                    out.push(crate::PluginChange { plugin: name, action: "refused".into(), detail: e.to_string() });
+                }
+            }
+        }
+        out
     }
 }

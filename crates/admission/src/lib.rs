@@ -63,6 +63,10 @@ pub struct Admission {
     /// imports, or the trust policy refused them), with why: loaded again
     /// by the reload that allows them again.
     withheld: Mutex<HashMap<String, reconfigure::Held>>,
+    /// New versions refused because they ask for more than their grants
+    /// give, while the running version serves: loaded by the reload whose
+    /// grants cover them.
+    upgrades: Mutex<HashMap<String, install::HeldUpgrade>>,
     /// `plugins.config`, the secrets, and the plugins waiting for one.
     values: Values,
 }
@@ -78,6 +82,7 @@ impl Admission {
             provenance: Mutex::default(),
             installing: Mutex::new(()),
             withheld: Mutex::default(),
+            upgrades: Mutex::default(),
             values: Values::default(),
         }
     }

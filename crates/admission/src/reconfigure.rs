@@ -60,7 +60,9 @@ pub struct HeldPlugin {
 pub struct PluginChange {
     /// The plugin.
     pub plugin: String,
-    /// `regranted` (it runs under its new grants) or `unloaded`.
+    /// `regranted` (it runs under its new grants), `unloaded`, `loaded`
+    /// (held, and allowed again), `upgraded` (a held new version loaded)
+    /// or `refused` (a held new version that cannot load at all).
     pub action: String,
     /// Why, in words.
     pub detail: String,
@@ -175,12 +177,15 @@ impl Admission {
                 }
             }
         }
+        out.extend(self.load_held_upgrades());
         out
     }
 
     /// Plugins held back, sorted by name: those a reload unloaded (loaded
-    /// again by the reload that allows them again), and those waiting for
-    /// a secret (loaded when it is set).
+    /// again by the reload that allows them again), those waiting for a
+    /// secret (loaded when it is set), and new versions waiting for a grant
+    /// while the running version serves (loaded by the reload that grants
+    /// it).
     pub fn withheld_plugins(&self) -> Vec<HeldPlugin> {
         let mut v: Vec<HeldPlugin> = self
             .withheld
@@ -190,6 +195,7 @@ impl Admission {
             .map(|(name, h)| HeldPlugin { name: name.clone(), reason: h.why.clone() })
             .collect();
         v.extend(self.values.awaiting_reasons().into_iter().map(|(name, reason)| HeldPlugin { name, reason }));
+        v.extend(self.held_upgrades().into_iter().map(|(name, reason)| HeldPlugin { name, reason }));
         v.sort_by(|a, b| a.name.cmp(&b.name));
         v
     }
