@@ -19,18 +19,20 @@ fn quick_starts(markdown: &str) -> Vec<(String, String)> {
     let mut sections: Vec<(String, String)> = Vec::new();
     let (mut in_quick_start, mut inside) = (false, false);
     for line in markdown.lines() {
-        if !inside && line.starts_with("## ") {
+        if inside {
+            if line.trim() == "```" {
+                inside = false;
+            } else {
+                let (_, script) = sections.last_mut().expect("a `sh` block before the first role");
+                script.push_str(line);
+                script.push('\n');
+            }
+        } else if line.starts_with("## ") {
             in_quick_start = line.trim() == "## Quick start";
-        } else if !inside && in_quick_start && line.starts_with("### ") {
-            sections.push((line[4..].trim().to_string(), String::new()));
-        } else if !inside && in_quick_start && line.trim() == "```sh" {
+        } else if let Some(title) = line.strip_prefix("### ").filter(|_| in_quick_start) {
+            sections.push((title.trim().to_string(), String::new()));
+        } else if in_quick_start && line.trim() == "```sh" {
             inside = true;
-        } else if inside && line.trim() == "```" {
-            inside = false;
-        } else if inside {
-            let (_, script) = sections.last_mut().expect("a `sh` block before the first role");
-            script.push_str(line);
-            script.push('\n');
         }
     }
     sections
@@ -126,6 +128,7 @@ fn the_authors_quick_start_runs_as_written() {
     let out = run_quick_start("The plugin author");
     assert!(out.contains("tools (1):") && out.contains("greet"), "inspect listed the tool:\n{out}");
     assert!(out.contains("added hello (sha256"), "plugin add:\n{out}");
+    assert!(out.contains(r#""message":"Hello, Ada."#), "the call, after the host stopped:\n{out}");
 }
 
 #[test]
