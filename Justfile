@@ -53,10 +53,14 @@ bench-fleet:
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --all-targets -- -D warnings
+    # examples/weather is a workspace of its own.
+    cargo fmt --manifest-path examples/weather/Cargo.toml --all -- --check
+    cargo clippy --manifest-path examples/weather/Cargo.toml --all-targets -- -D warnings
     RUSTDOCFLAGS="-D warnings" cargo doc --no-deps -p toolhost -p toolhost-types -p toolhost-base -p toolhost-runtime -p toolhost-core -p toolhost-admission -p toolhost-config -p toolhost-mcp -p toolhost-mcp-wire -p toolhost-mcp-client -p toolhost-memory -p toolhost-dist -p toolhost-bridge
 
 fmt:
     cargo fmt --all
+    cargo fmt --manifest-path examples/weather/Cargo.toml --all
 
 # Regenerate the rules data from the SRD SQLite file.
 gen-srd DB:

@@ -19,6 +19,7 @@
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
 //! - `body_limit`: `server.max_body_bytes` over HTTP: a body over it gets 413 once read, and the client keeps its session; over 64 MiB, the connection is closed.
 //! - `guide`: docs/authoring.md run as written; the Python plugin built and called.
+//! - `quickstart`: the README's quick starts (the DM, the plugin author, the reviewer) run as written; every example folder built from a copy of itself.
 //! - `harm`: no plugin can take the host down or act as the operator: host-side resources counted, DNS of its own, loopback grants exact, toolhost's own listeners unreachable, the address policy's special-purpose ranges.
 //! - `front`: no client can take the HTTP front down: connection caps and header timeouts, body budgets and deadlines, small errors, stdio refusals a client can match.
 //! - `http`: plugins' outgoing HTTP through wasi:http: granted origins only, the address policy, TLS with the operator's CA, per-call bounds.
@@ -77,6 +78,7 @@ mod plugins;
 mod prefix;
 mod probes;
 mod proxied;
+mod quickstart;
 mod reload;
 mod review;
 mod trust;

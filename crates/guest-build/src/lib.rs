@@ -2,7 +2,8 @@
 //! script, so `cargo build`, `cargo test` and `cargo install` need no manual
 //! step. Modelled on wasmtime's `crates/test-programs/artifacts/build.rs`.
 //!
-//! The guests are workspace members left out of `default-members`; they are
+//! The guests are workspace members left out of `default-members` (or, for
+//! an example that stands alone, a folder with its own workspace); they are
 //! compiled by a nested `cargo build` into `<target>/<subdir>`, and the
 //! calling build script reruns when any of their sources change.
 
@@ -17,6 +18,37 @@ pub const PROFILE: &str = "guest";
 /// Builds `guests` (package names) into `<target dir>/<subdir>` and returns
 /// each one's component path. Call from a build script.
 pub fn build(guests: &[&str], subdir: &str) -> Vec<(String, PathBuf)> {
+    let (root, target_dir) = dirs(subdir);
+    let mut cmd = guest_build(&root, &target_dir);
+    for guest in guests {
+        cmd.args(["-p", guest]);
+    }
+    run(cmd);
+    let built = guests.iter().map(|guest| (guest.to_string(), artifact(&target_dir, guest))).collect();
+    rerun_for_workspace(&root);
+    built
+}
+
+/// Builds the guest package `name` that stands alone in `dir` (relative to
+/// the workspace root: a folder with its own `[workspace]` and
+/// `Cargo.lock`, such as an example a user copies out) by its own
+/// manifest, into `<target dir>/<subdir>`, and returns its component path.
+/// Its `Cargo.toml` defines the guest profile. Call from a build script.
+pub fn build_standalone(dir: &str, name: &str, subdir: &str) -> PathBuf {
+    let (root, target_dir) = dirs(subdir);
+    let manifest = root.join(dir).join("Cargo.toml");
+    let mut cmd = guest_build(&root.join(dir), &target_dir);
+    cmd.arg("--manifest-path").arg(&manifest);
+    run(cmd);
+    let wasm = artifact(&target_dir, name);
+    println!("cargo:rerun-if-changed={}", manifest.display());
+    println!("cargo:rerun-if-changed={}", root.join(dir).join("Cargo.lock").display());
+    println!("cargo:rerun-if-changed=build.rs");
+    wasm
+}
+
+/// The workspace root, and the guests' target directory under it.
+fn dirs(subdir: &str) -> (PathBuf, PathBuf) {
     let manifest_dir = PathBuf::from(env("CARGO_MANIFEST_DIR"));
     let root = workspace_root(&manifest_dir);
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
@@ -24,18 +56,17 @@ pub fn build(guests: &[&str], subdir: &str) -> Vec<(String, PathBuf)> {
         .map(|p| if p.is_absolute() { p } else { root.join(p) })
         .unwrap_or_else(|| root.join("target"))
         .join(subdir);
+    (root, target_dir)
+}
 
+/// `cargo build` of guests, run in `dir`, into `target_dir`.
+fn guest_build(dir: &Path, target_dir: &Path) -> Command {
     ensure_target_installed();
-
-    let cargo = env("CARGO");
-    let mut cmd = Command::new(&cargo);
-    cmd.current_dir(&root)
+    let mut cmd = Command::new(env("CARGO"));
+    cmd.current_dir(dir)
         .args(["build", "--locked", "--target", TARGET, "--profile", PROFILE])
         .arg("--target-dir")
-        .arg(&target_dir);
-    for guest in guests {
-        cmd.args(["-p", guest]);
-    }
+        .arg(target_dir);
     // The outer build's flags and wrappers (clippy, coverage) are not meant
     // for the guests.
     for var in [
@@ -49,25 +80,35 @@ pub fn build(guests: &[&str], subdir: &str) -> Vec<(String, PathBuf)> {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().unwrap_or_else(|e| panic!("failed to run {cargo}: {e}"));
+    cmd
+}
+
+/// Runs a guest build.
+fn run(mut cmd: Command) {
+    let status = cmd.status().unwrap_or_else(|e| panic!("failed to run {:?}: {e}", cmd.get_program()));
     if !status.success() {
         panic!("building the guest components for {TARGET} failed (see the cargo output above)");
     }
+}
 
+/// The component of `guest` built into `target_dir`; reruns the build
+/// script when any source it was built from changes.
+fn artifact(target_dir: &Path, guest: &str) -> PathBuf {
     let out_dir = target_dir.join(TARGET).join(PROFILE);
-    let mut built = Vec::new();
-    for guest in guests {
-        let wasm = out_dir.join(format!("{}.wasm", guest.replace('-', "_")));
-        assert!(wasm.exists(), "guest artifact {} missing", wasm.display());
-        rerun_for_dep_info(&out_dir.join(format!("{}.d", guest.replace('-', "_"))), &target_dir);
-        built.push((guest.to_string(), wasm));
-    }
+    let wasm = out_dir.join(format!("{}.wasm", guest.replace('-', "_")));
+    assert!(wasm.exists(), "guest artifact {} missing", wasm.display());
+    rerun_for_dep_info(&out_dir.join(format!("{}.d", guest.replace('-', "_"))), target_dir);
+    wasm
+}
+
+/// Reruns the build script when the workspace's WIT, lock file or manifest
+/// changes.
+fn rerun_for_workspace(root: &Path) {
     println!("cargo:rerun-if-changed={}", root.join("wit").display());
     println!("cargo:rerun-if-changed={}", root.join("Cargo.lock").display());
     // The guests' profile lives in the workspace manifest.
     println!("cargo:rerun-if-changed={}", root.join("Cargo.toml").display());
     println!("cargo:rerun-if-changed=build.rs");
-    built
 }
 
 /// The workspace root: the nearest ancestor whose Cargo.toml has `[workspace]`.
