@@ -210,7 +210,7 @@ fn a_new_version_asking_for_more_is_held_until_granted() {
         assert!(o.status.success(), "{}", stderr(&o));
         let (tools, withheld) = tools_of("tool");
         assert!(tools.as_ref().is_some_and(|t| t.to_string().contains("read_file")), "the new version: {tools:?}");
-        assert_eq!(withheld, json!([]), "nothing waits now");
+        assert!(withheld.as_array().is_none_or(|w| w.is_empty()), "nothing waits now: {withheld}");
     }
     // A restart loads the version the operator added, not the older file.
     let (_host, _url) = serve(dir.path());
