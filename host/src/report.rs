@@ -280,6 +280,32 @@ pub struct GrantsReport {
     /// The limits its calls run under now.
     #[serde(default)]
     pub limits: Option<LimitsInForce>,
+    /// The secrets its signed manifest asks for, each set or not (never a
+    /// value).
+    #[serde(default)]
+    pub secrets: Vec<SecretAsked>,
+    /// The origins its signed manifest asks to reach, each covered by its
+    /// `http` grant or not.
+    #[serde(default)]
+    pub asked_origins: Vec<OriginAsked>,
+}
+
+/// A secret a plugin's manifest asks for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SecretAsked {
+    /// Its name.
+    pub name: String,
+    /// Whether it is set.
+    pub set: bool,
+}
+
+/// An origin a plugin's manifest asks to reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OriginAsked {
+    /// The origin, as the manifest writes it.
+    pub origin: String,
+    /// Whether the plugin's `http` grant covers it.
+    pub granted: bool,
 }
 
 /// The limits a plugin's calls run under: the operator's, with the
@@ -368,6 +394,7 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
             let origin = host.admission().provenance(p.name());
             let mut findings = review.findings(p.name());
             findings.extend(http_findings(p, origin.as_ref()));
+            let (secrets, asked_origins) = manifest_asks(host, p, origin.as_ref());
             GrantsReport {
                 plugin: p.name().to_string(),
                 sha256: info.digest.clone().unwrap_or_default(),
@@ -383,9 +410,38 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 allows,
                 imports: info.imports,
                 limits: Some(LimitsInForce::of(host, p.name())),
+                secrets,
+                asked_origins,
             }
         })
         .collect()
+}
+
+/// What `p`'s signed manifest asks for, against what it has: each secret
+/// set or not, each origin covered by its `http` grant or not.
+fn manifest_asks(
+    host: &Host,
+    p: &Arc<dyn crate::tool::Provider>,
+    origin: Option<&crate::package::Provenance>,
+) -> (Vec<SecretAsked>, Vec<OriginAsked>) {
+    let Some(crate::package::Provenance::Signed { manifest, .. }) = origin else { return Default::default() };
+    let held = host.admission().values().secrets_snapshot();
+    let secrets =
+        manifest.secrets.iter().map(|s| SecretAsked { name: s.clone(), set: held.has(p.name(), s) }).collect();
+    let any: Arc<dyn std::any::Any + Send + Sync> = p.clone();
+    let uncovered = match any.downcast::<crate::runtime::WasmPlugin>() {
+        Ok(plugin) => match plugin.grants().extensions.get(crate::tool::Capability::Http) {
+            Some(g) => g.uncovered(&manifest.http_hosts),
+            None => manifest.http_hosts.clone(),
+        },
+        Err(_) => manifest.http_hosts.clone(),
+    };
+    let origins = manifest
+        .http_hosts
+        .iter()
+        .map(|h| OriginAsked { origin: h.clone(), granted: !uncovered.contains(h) })
+        .collect();
+    (secrets, origins)
 }
 
 /// What a reviewer should know of a plugin's HTTP grants: each wildcard,

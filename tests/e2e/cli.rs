@@ -2,7 +2,7 @@
 
 use crate::common::builtin_path;
 use crate::common::{run, stderr, stdout, toolhost};
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::io::Write;
 use std::process::Stdio;
 use toolhost_test_artifacts::OTHERWORLD_PATH;
@@ -376,4 +376,34 @@ fn global_options_go_before_or_after_the_subcommand() {
 
     let help = stdout(&run(&["--help"]));
     assert!(help.contains("go before the subcommand or after it"), "{help}");
+}
+
+/// Issue #52, item 7: `inspect` shows the deadline each tool gets under the
+/// current config, and says why when it is below the tool's declared max.
+#[test]
+fn inspect_shows_the_deadline_that_applies_and_why_it_is_below_the_declared_max() {
+    let dir = tempfile::tempdir().unwrap();
+    let inspect = |dir: &std::path::Path, json: bool| {
+        let mut args = vec!["inspect", builtin_path("diceroller"), "--probes", "0"];
+        if json {
+            args.push("--json");
+        }
+        let o = crate::common::toolhost()
+            .current_dir(dir)
+            .env("TOOLHOST_STATE_DIR", dir.join("state"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o)
+    };
+    // roll declares MAX_MS 20: raised to the floor (limits.timeout_floor_ms, 100).
+    let v: Value = serde_json::from_str(&inspect(dir.path(), true)).unwrap();
+    let roll = v["tools"].as_array().unwrap().iter().find(|t| t["name"] == "roll").unwrap().clone();
+    assert_eq!((roll["max_duration_ms"].clone(), roll["deadline_ms"].clone()), (json!(20), json!(100)), "{roll}");
+    assert!(inspect(dir.path(), false).contains("deadline 100 ms"));
+    // Under a FAST ceiling below its declared max, the ceiling, named.
+    std::fs::write(dir.path().join("toolhost.yaml"), "budget:\n  fast_ms: 10\n").unwrap();
+    let text = inspect(dir.path(), false);
+    assert!(text.contains("deadline 10 ms (its declared max 20 ms is over the ceiling: budget.fast_ms"), "{text}");
 }

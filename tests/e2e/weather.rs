@@ -474,6 +474,9 @@ fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
     let (ok, report) = doctor(dir);
     assert!(!ok, "held for its secret: {report}");
     assert!(report.to_string().contains("api_key"), "{report}");
+    // Item 17: the reviewer's `grants` says what waits, and why.
+    let grants = stdout(&run_strict(dir, &["grants"]));
+    assert!(grants.contains("weather: held back: ") && grants.contains("api_key"), "{grants}");
 
     assert!(set_secret(dir, KEY).status.success());
     let (ok, report) = doctor(dir);
@@ -481,6 +484,12 @@ fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
     assert_eq!(report["errors"], 0, "{report}");
     assert!(!report.to_string().contains("not set"), "{report}");
     assert!(!report.to_string().contains(KEY), "never the value");
+    // Item 17: per plugin, the secrets it asks for and whether each is set
+    // (never a value), and the origins it asks to reach, granted or not.
+    let grants = stdout(&run_strict(dir, &["grants"]));
+    assert!(grants.contains("secrets:  api_key (set)"), "{grants}");
+    assert!(grants.contains(&format!("reaches:  {api} (granted)")), "{grants}");
+    assert!(!grants.contains(KEY) && !grants.contains("held back"), "{grants}");
 }
 
 /// Issue #52, item 1: a plugin added at run time and held for its secret

@@ -182,6 +182,9 @@ pub struct GrantsReply {
     pub pid: u32,
     /// One report per wasm plugin.
     pub plugins: Vec<GrantsReport>,
+    /// Plugins held back (waiting for a secret or a grant), with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub withheld: Vec<crate::HeldPlugin>,
 }
 
 /// `GET /agents`: every agent as the running host sees it now.

@@ -217,7 +217,11 @@ async fn stats(State(s): State<AdminState>) -> Reply<StatsReply> {
 }
 
 async fn grants(State(s): State<AdminState>) -> Reply<GrantsReply> {
-    Ok(Json(GrantsReply { pid: std::process::id(), plugins: crate::report::grants(&s.host) }))
+    Ok(Json(GrantsReply {
+        pid: std::process::id(),
+        plugins: crate::report::grants(&s.host),
+        withheld: s.host.admission().withheld_plugins(),
+    }))
 }
 
 async fn agents(State(s): State<AdminState>) -> Reply<AgentsReply> {

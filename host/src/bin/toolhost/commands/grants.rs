@@ -10,7 +10,10 @@ use std::process::ExitCode;
 /// Imports that expose nothing without a grant (the standard library's
 /// environment and filesystem) are shown as inert, not as asks. Findings
 /// (lines starting `!`) name grants its imports can never use
-/// (over-grants) and capabilities it asks for and lacks.
+/// (over-grants) and capabilities it asks for and lacks. For a signed
+/// plugin, the secrets its manifest asks for (each set or not, never a
+/// value) and the origins it asks to reach (each granted or not). Plugins
+/// held back (waiting for a secret or a grant) are listed after, with why.
 ///
 /// With a `toolhost serve` running on this state directory, the review is
 /// of the plugins it has loaded now (hot-added ones included; a note on
@@ -37,9 +40,12 @@ impl Grants {
         } else {
             live_or_local(&state, self.pid.pid, |c| c.grants())?
         };
-        let report = match view {
-            View::Live(reply) => reply.plugins,
-            View::Local => toolhost::report::grants(&self.host.build()?.host),
+        let (report, withheld) = match view {
+            View::Live(reply) => (reply.plugins, reply.withheld),
+            View::Local => {
+                let host = self.host.build()?.host;
+                (toolhost::report::grants(&host), host.admission().withheld_plugins())
+            }
         };
         if self.json {
             return print_json(&report);
@@ -55,6 +61,22 @@ impl Grants {
                 println!("  inert:    {} (imported, but nothing is exposed without a grant)", r.inert.join(", "));
             }
             println!("  denied:   {}", list_or_none(&r.denied));
+            if !r.secrets.is_empty() {
+                let secrets: Vec<String> = r
+                    .secrets
+                    .iter()
+                    .map(|s| format!("{} ({})", s.name, if s.set { "set" } else { "NOT set" }))
+                    .collect();
+                println!("  secrets:  {}", secrets.join(", "));
+            }
+            if !r.asked_origins.is_empty() {
+                let origins: Vec<String> = r
+                    .asked_origins
+                    .iter()
+                    .map(|o| format!("{} ({})", o.origin, if o.granted { "granted" } else { "NOT granted" }))
+                    .collect();
+                println!("  reaches:  {} (asked for by its manifest)", origins.join(", "));
+            }
             if let Some(l) = &r.limits {
                 println!("  limits:   {}", l.describe());
             }
@@ -65,6 +87,9 @@ impl Grants {
                 println!("  ! {f}");
             }
             println!();
+        }
+        for held in &withheld {
+            println!("{}: held back: {}", held.name, held.reason);
         }
         Ok(ExitCode::SUCCESS)
     }

@@ -63,6 +63,10 @@ struct InspectedTool {
     #[serde(flatten)]
     declaration: ToolDeclaration,
     budget: BudgetReport,
+    /// The deadline a call of it gets under this config, in ms: its
+    /// declared maximum, never above its tier's ceiling
+    /// (`budget.<tier>_ms`) nor `limits.timeout_ceiling_ms`.
+    deadline_ms: u64,
     probe_note: Option<String>,
 }
 
@@ -229,6 +233,8 @@ impl Inspect {
                         InspectedTool {
                             declaration: def.into(),
                             budget: (&host.pipeline().budget().status(def)).into(),
+                            deadline_ms: u64::try_from(host.pipeline().budget().timeout_for(def, None).as_millis())
+                                .unwrap_or(u64::MAX),
                             probe_note,
                         }
                     })
@@ -402,6 +408,14 @@ impl Inspect {
                     Tier::compatibility(b.tier),
                     probe_p50.map(|p| format!(", probed p50 {}", dur(Some(p)))).unwrap_or_default()
                 );
+                let capped = match d.max_duration_ms {
+                    Some(max) if u64::from(max) > t.deadline_ms => format!(
+                        " (its declared max {max} ms is over the ceiling: {}, or limits.timeout_ceiling_ms)",
+                        b.tier.map_or("the tier's ceiling".to_string(), |tier| format!("budget.{tier}_ms"))
+                    ),
+                    _ => String::new(),
+                };
+                println!("      deadline {} ms{capped}", t.deadline_ms);
                 if let Some(n) = &t.probe_note {
                     println!("      {n}");
                 }
