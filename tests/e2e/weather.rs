@@ -442,13 +442,10 @@ fn twenty_concurrent_secret_sets_keep_all_twenty_values() {
     assert_eq!(mode, 0o600);
 }
 
-/// Issue #52, item 5: `doctor` reads the secrets a start would read. On a
-/// table whose plugin waits for a secret it says so; once the secret is set
-/// (in the state directory) it passes, as `serve` would load the plugin.
-#[test]
-fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
-    let t = tempfile::tempdir().unwrap();
-    let dir = t.path();
+/// In `dir`: the HTTPS origin, alice's key, weather signed by her asking
+/// for that origin and the secret `api_key`, and the config granting it
+/// the origin. Returns the origin (kept alive) and its URL.
+fn signed_weather_table(dir: &Path) -> (crate::http::Origin, String) {
     let o = https_origin(dir);
     let api = format!("https://api.example.test:{}", o.port);
     assert!(run_strict(dir, &["keygen", "alice", "--out", "keys"]).status.success());
@@ -459,6 +456,17 @@ fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
     );
     assert!(signed.status.success(), "{}", stderr(&signed));
     config(dir, o.port, &o.ca, std::slice::from_ref(&api), &api);
+    (o, api)
+}
+
+/// Issue #52, item 5: `doctor` reads the secrets a start would read. On a
+/// table whose plugin waits for a secret it says so; once the secret is set
+/// (in the state directory) it passes, as `serve` would load the plugin.
+#[test]
+fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (_origin, api) = signed_weather_table(dir);
     // Item 9: the command to run, with the secret's name, never a literal NAME.
     for args in [&["verify", "weather.wasm"][..], &["inspect", "weather.wasm"][..]] {
         let out = run_strict(dir, args);
@@ -499,16 +507,7 @@ fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
 fn a_plugin_added_at_run_time_and_held_for_its_secret_survives_a_restart() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let o = https_origin(dir);
-    let api = format!("https://api.example.test:{}", o.port);
-    assert!(run_strict(dir, &["keygen", "alice", "--out", "keys"]).status.success());
-    std::fs::copy(WEATHER_PATH, dir.join("weather.wasm")).unwrap();
-    let signed = run_strict(
-        dir,
-        &["sign", "weather.wasm", "--key", "keys/alice.key", "--http-host", &api, "--secret", "api_key"],
-    );
-    assert!(signed.status.success(), "{}", stderr(&signed));
-    config(dir, o.port, &o.ca, std::slice::from_ref(&api), &api);
+    let (_origin, api) = signed_weather_table(dir);
     // Not in the config: only added at run time.
     let yaml = std::fs::read_to_string(dir.join("toolhost.yaml")).unwrap();
     std::fs::write(dir.join("toolhost.yaml"), yaml.replace("files: [weather.wasm]", "files: []")).unwrap();
