@@ -152,7 +152,8 @@ async fn the_plugins_directory_is_watched() {
 
     place(HOSTILE_PATH, &dir.path().join("plugins/hostile.wasm"));
     eventually("a dropped plugin's tools appear", async || names(&client).await.contains(&"echo".to_string())).await;
-    assert!(changes.load(Ordering::SeqCst) >= 1, "clients were told");
+    // The list may show them a moment before the notification lands.
+    eventually("clients were told", async || changes.load(Ordering::SeqCst) >= 1).await;
     let r = client
         .peer()
         .call_tool(CallToolRequestParams::new("echo").with_arguments(json!({"x": 1}).as_object().unwrap().clone()))

@@ -507,7 +507,7 @@ fn doctor_passes_a_table_once_its_plugins_secret_is_set() {
 fn a_plugin_added_at_run_time_and_held_for_its_secret_survives_a_restart() {
     let t = tempfile::tempdir().unwrap();
     let dir = t.path();
-    let (_origin, api) = signed_weather_table(dir);
+    let (_origin, _) = signed_weather_table(dir);
     // Not in the config: only added at run time.
     let yaml = std::fs::read_to_string(dir.join("toolhost.yaml")).unwrap();
     std::fs::write(dir.join("toolhost.yaml"), yaml.replace("files: [weather.wasm]", "files: []")).unwrap();
