@@ -1,5 +1,5 @@
 use crate::args::{HostArgs, PidArg, View, live_or_local, local_only_note};
-use crate::output::{list_or_none, print_json};
+use crate::output::{list_or_none, marked, print_json};
 use anyhow::Result;
 use std::process::ExitCode;
 
@@ -62,20 +62,15 @@ impl Grants {
             }
             println!("  denied:   {}", list_or_none(&r.denied));
             if !r.secrets.is_empty() {
-                let secrets: Vec<String> = r
-                    .secrets
-                    .iter()
-                    .map(|s| format!("{} ({})", s.name, if s.set { "set" } else { "NOT set" }))
-                    .collect();
-                println!("  secrets:  {}", secrets.join(", "));
+                println!(
+                    "  secrets:  {}",
+                    marked(r.secrets.iter().map(|s| (s.name.as_str(), s.set)), "set", "NOT set")
+                );
             }
             if !r.asked_origins.is_empty() {
-                let origins: Vec<String> = r
-                    .asked_origins
-                    .iter()
-                    .map(|o| format!("{} ({})", o.origin, if o.granted { "granted" } else { "NOT granted" }))
-                    .collect();
-                println!("  reaches:  {} (asked for by its manifest)", origins.join(", "));
+                let origins =
+                    marked(r.asked_origins.iter().map(|o| (o.origin.as_str(), o.granted)), "granted", "NOT granted");
+                println!("  reaches:  {origins} (asked for by its manifest)");
             }
             if let Some(l) = &r.limits {
                 println!("  limits:   {}", l.describe());

@@ -1,5 +1,5 @@
 use crate::args::RuntimeArgs;
-use crate::output::{arg_summary, dur, ms, print_json, tier_name};
+use crate::output::{arg_summary, dur, marked, ms, print_json, tier_name};
 use anyhow::{Result, bail};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -332,10 +332,10 @@ impl Inspect {
         for e in &exports {
             println!("  {e}");
         }
-        let marked = |c: toolhost::tool::Capability| {
+        let mark = |c: toolhost::tool::Capability| {
             format!("{c} ({})", if review.granted.contains(c) { "granted" } else { "NOT granted" })
         };
-        let asks: Vec<String> = own.asks.iter().map(marked).collect();
+        let asks: Vec<String> = own.asks.iter().map(mark).collect();
         println!("asks for: {}", if asks.is_empty() { "nothing".to_string() } else { asks.join(", ") });
         // Inert unless granted: a grant exposes what it names.
         let (exposed, inert): (Vec<_>, Vec<_>) = own.inert.iter().partition(|c| review.granted.contains(*c));
@@ -349,12 +349,9 @@ impl Inspect {
         }
         if let Some(a) = &manifest_asks {
             if !a.http_hosts.is_empty() {
-                let hosts: Vec<String> = a
-                    .http_hosts
-                    .iter()
-                    .map(|h| format!("{} ({})", h.origin, if h.granted { "granted" } else { "NOT granted" }))
-                    .collect();
-                println!("asks to reach over HTTP: {}", hosts.join(", "));
+                let hosts =
+                    marked(a.http_hosts.iter().map(|h| (h.origin.as_str(), h.granted)), "granted", "NOT granted");
+                println!("asks to reach over HTTP: {hosts}");
             }
             if !a.secrets.is_empty() {
                 let commands: Vec<String> =
