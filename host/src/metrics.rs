@@ -1,11 +1,13 @@
 //! Prometheus metrics: the call pipeline's counters
 //! ([`toolhost_core::counters`]: calls by tool, agent and outcome; latency
 //! by tool) and what is read at scrape time (demoted tools, the result
-//! cache, instance slots in use, upstream servers). [`render`] writes them
+//! cache, instance slots in use, upstream servers, the voice relay's
+//! sessions and what they hold). [`render`] writes them
 //! in the OpenMetrics text format (which Prometheus scrapes) through
 //! `prometheus-client`; the HTTP front serves them at `/metrics`.
 
 use crate::Host;
+use crate::bridge::relay::Relay;
 use crate::mcp_client::ExternalServers;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric as _};
@@ -15,11 +17,13 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use std::sync::Arc;
 pub use toolhost_core::counters::{BUCKETS, CallMetrics, MAX_TOOLS, OPERATOR, OTHER, OUTCOMES, UNKNOWN_TOOL};
 
-/// Everything a scrape reads: the host and its external servers.
+/// Everything a scrape reads: the host, its external servers and its
+/// voice relay.
 #[derive(Debug)]
 struct Scrape {
     host: Arc<Host>,
     servers: Option<Arc<ExternalServers>>,
+    voice: Option<Arc<Relay>>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
@@ -195,15 +199,25 @@ impl Collector for Scrape {
                     .encode(tools.encode_family(&ServerLabel { server: s.name.clone() })?)?;
             }
         }
+        // The voice relay.
+        if let Some(relay) = &self.voice {
+            gauge(&mut encoder, "toolhost_voice_sessions", "Voice sessions relayed now", relay.open_sessions() as i64)?;
+            gauge(
+                &mut encoder,
+                "toolhost_voice_buffered_bytes",
+                "What all voice sessions' queues hold now (each message counting 128 bytes more than its payload)",
+                relay.buffered_bytes() as i64,
+            )?;
+        }
         Ok(())
     }
 }
 
 /// The metrics of `host` (and its external servers), in the OpenMetrics
 /// text format, ending with `# EOF`.
-pub fn render(host: Arc<Host>, servers: Option<Arc<ExternalServers>>) -> String {
+pub fn render(host: Arc<Host>, servers: Option<Arc<ExternalServers>>, voice: Option<Arc<Relay>>) -> String {
     let mut registry = prometheus_client::registry::Registry::default();
-    registry.register_collector(Box::new(Scrape { host, servers }));
+    registry.register_collector(Box::new(Scrape { host, servers, voice }));
     let mut out = String::new();
     // Writing to a String cannot fail.
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);

@@ -24,9 +24,9 @@ pub fn http_app(
     voice: Option<Arc<crate::bridge::relay::Relay>>,
 ) -> Result<axum::Router, HttpError> {
     let servers = admin.as_ref().and_then(|a| a.servers.clone());
-    let scraped = host.clone();
+    let (scraped, relay) = (host.clone(), voice.clone());
     let metrics = Metrics {
-        render: Box::new(move || crate::metrics::render(scraped.clone(), servers.clone())),
+        render: Box::new(move || crate::metrics::render(scraped.clone(), servers.clone(), relay.clone())),
         content_type: crate::metrics::CONTENT_TYPE,
         admin_token: admin.as_ref().map(|a| a.token.clone()),
     };

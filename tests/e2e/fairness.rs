@@ -443,6 +443,15 @@ fn a_second_signal_stops_at_once_and_a_host_with_only_idle_sessions_stops_right_
     let (status, took) = exit_within(&mut idle, std::time::Duration::from_secs(10)).expect("an idle host stops");
     assert_eq!(status.code(), Some(0));
     assert!(took < std::time::Duration::from_secs(1), "two idle sessions, not the 30 s grace: {took:?}");
+    // A restart straight after binds the same port (#52, fourth finding:
+    // `Address already in use`), though the clients still hold theirs.
+    let addr = url.trim_start_matches("http://").to_string();
+    let mut again = toolhost();
+    again.current_dir(t.path()).env("TOOLHOST_STATE_DIR", t.path().join("state")).args(["serve", "--http", &addr]);
+    let (mut again, url_again) = crate::live::spawn_serving(again);
+    assert_eq!(url_again, url, "the restart serves on the same port");
+    signal(&again, "-TERM");
+    assert_eq!(exit_within(&mut again, std::time::Duration::from_secs(10)).expect("it stops").0.code(), Some(0));
     drop(sessions);
 
     let t = tempfile::tempdir().unwrap();
@@ -461,4 +470,88 @@ fn a_second_signal_stops_at_once_and_a_host_with_only_idle_sessions_stops_right_
     let (status, _) = exit_within(&mut busy, std::time::Duration::from_secs(5)).expect("the second signal stops it");
     assert_eq!(status.code(), Some(130));
     drop((call, session));
+}
+
+/// One line of JSON-RPC to a `serve --stdio` child.
+fn send_line(stdin: &mut std::process::ChildStdin, message: Value) {
+    use std::io::Write as _;
+    writeln!(stdin, "{message}").unwrap();
+    stdin.flush().unwrap();
+}
+
+/// The next message from a `serve --stdio` child with `id` (notifications
+/// and other answers skipped).
+fn answer_to(lines: &mut impl Iterator<Item = std::io::Result<String>>, id: u64) -> Value {
+    for line in lines {
+        let v: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if v["id"] == id {
+            return v;
+        }
+    }
+    panic!("the output ended before the answer to request {id}")
+}
+
+/// `serve --stdio` as `Sleeper` in `dir`, initialized: the child, its
+/// input, and its output's lines.
+fn stdio_session(
+    dir: &std::path::Path,
+) -> (crate::live::Proc, std::process::ChildStdin, impl Iterator<Item = std::io::Result<String>>) {
+    use std::io::BufRead as _;
+    let config = format!("server:\n  shutdown_grace_secs: 120\nplugins:\n  files: [{HOSTILE_PATH:?}]\n{SLEEPER}");
+    std::fs::write(dir.join("toolhost.yaml"), config).unwrap();
+    let mut child = toolhost()
+        .current_dir(dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .args(["serve", "--stdio", "--agent", "Sleeper"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(dir.join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    send_line(
+        &mut stdin,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "e2e", "version": "1"}}}),
+    );
+    assert!(answer_to(&mut lines, 1)["result"].is_object(), "initialized");
+    send_line(&mut stdin, json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+    (crate::live::Proc(child), stdin, lines)
+}
+
+fn sleep_call(id: u64, ms: u64) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "sleep", "arguments": {"ms": ms}}})
+}
+
+/// #52, fourth finding, over stdio: on SIGTERM, `serve --stdio` with an
+/// idle client waited its whole grace (the client owns the process and
+/// keeps its input open). Now the call under way is answered, then it
+/// exits 0; an idle client holds nothing. (The grace here is 120 s: each
+/// stops well before it.)
+#[test]
+fn sigterm_to_serve_stdio_answers_the_call_under_way_then_exits_and_an_idle_client_holds_nothing() {
+    let t = tempfile::tempdir().unwrap();
+    let (mut busy, mut stdin, mut lines) = stdio_session(t.path());
+    // Two calls written together: once the short one is answered, the
+    // long one has been read and is under way.
+    send_line(&mut stdin, sleep_call(2, 50));
+    send_line(&mut stdin, sleep_call(3, 3000));
+    assert_eq!(answer_to(&mut lines, 2)["result"]["isError"], false);
+    signal(&busy, "-TERM");
+    let long = answer_to(&mut lines, 3);
+    assert_eq!(long["result"]["isError"], false, "the call under way is answered: {long}");
+    let (status, _) = exit_within(&mut busy, std::time::Duration::from_secs(60)).expect("serve --stdio stopped");
+    assert_eq!(status.code(), Some(0), "a clean stop");
+    drop(stdin);
+
+    let t = tempfile::tempdir().unwrap();
+    let (mut idle, stdin, _lines) = stdio_session(t.path());
+    signal(&idle, "-TERM");
+    let (status, _) =
+        exit_within(&mut idle, std::time::Duration::from_secs(60)).expect("an idle client does not hold the host");
+    assert_eq!(status.code(), Some(0));
+    let log = std::fs::read_to_string(t.path().join("serve.log")).unwrap();
+    assert!(log.contains("the session's 0 requests under way"), "{log}");
+    drop(stdin);
 }

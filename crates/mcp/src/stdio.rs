@@ -202,6 +202,13 @@ impl Replies {
         self.0.lock().owed += 1;
         Owed(self.0.clone())
     }
+
+    /// Requests not answered yet, whoever answers them (rmcp's service or
+    /// the calls taken around it): what a stop waits for
+    /// ([`StdioSession::unanswered`]).
+    pub fn unanswered(&self) -> usize {
+        self.0.requests.load(std::sync::atomic::Ordering::Acquire) + self.0.lock().owed
+    }
 }
 
 /// One answer owed (see [`Replies::owe`]), settled when dropped (sent or not).
@@ -246,6 +253,9 @@ struct Outbox {
     written: std::sync::atomic::AtomicU64,
     /// Bytes queued so far.
     queued_bytes: std::sync::atomic::AtomicU64,
+    /// Requests passed to rmcp's service and not answered yet (the
+    /// transport's `in_flight`, as others may read it).
+    requests: std::sync::atomic::AtomicUsize,
     /// The writer task, until the end of the session waits for it
     /// ([`Outbox::finish`]): the session's runtime is shut down right after,
     /// and a write still pending then would be lost.
@@ -493,6 +503,12 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
         if self.in_flight.remove(&id) {
             self.cancelled.keep(id);
         }
+        self.count_requests();
+    }
+
+    /// Publishes how many requests rmcp's service has not answered.
+    fn count_requests(&self) {
+        self.out.requests.store(self.in_flight.len(), std::sync::atomic::Ordering::Release);
     }
 
     /// A handle on this transport's output, for messages sent around
@@ -691,6 +707,7 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
         }
         // Queued now, in the order rmcp sends: the future only reports it.
         let queued = self.out.push(&item);
+        self.count_requests();
         std::future::ready(if queued { Ok(()) } else { Err(OutputClosed) })
     }
 
@@ -721,6 +738,7 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
                 Ok(Some(m)) => {
                     if let RxJsonRpcMessage::<RoleServer>::Request(r) = &m {
                         self.in_flight.insert(r.id.clone());
+                        self.count_requests();
                     }
                     return Some(m);
                 }
@@ -757,7 +775,7 @@ where
 
 mod session;
 mod streams;
-pub use session::{SessionError, SessionOptions, StdioSession};
+pub use session::{SessionError, SessionOptions, StdioSession, Unanswered};
 pub use streams::{SocketStream, StdinReader, StdoutWriter};
 
 #[cfg(test)]

@@ -65,6 +65,8 @@ impl Default for SessionOptions {
 pub struct StdioSession {
     lane: Arc<CallLane>,
     direct: Arc<DirectFront>,
+    /// The transport's output, once the session's thread has made it.
+    replies: Arc<std::sync::OnceLock<super::Replies>>,
     ended: oneshot::Receiver<Result<(), SessionError>>,
     thread: std::thread::JoinHandle<()>,
 }
@@ -94,12 +96,15 @@ impl StdioSession {
             .map_err(|source| SessionError::Start { what: "runtime", source })?;
         let (done_tx, ended) = oneshot::channel();
         let taking = direct.clone();
+        let replies = Arc::new(std::sync::OnceLock::new());
+        let made = replies.clone();
         let thread = std::thread::Builder::new()
             .name("toolhost-stdio".into())
             .spawn(move || {
                 let served = driver.run(&session_rt, async move {
                     let transport = transport().with_input_poll(options.input_poll);
                     let output = transport.replies();
+                    let _ = made.set(transport.replies());
                     let front = front.with_replies(transport.replies());
                     let transport = if options.direct_calls { transport.with_direct(taking) } else { transport };
                     let service = match front.serve(transport).await {
@@ -118,7 +123,7 @@ impl StdioSession {
                 let _ = done_tx.send(served);
             })
             .map_err(|source| SessionError::Start { what: "thread", source })?;
-        Ok(StdioSession { lane, direct, ended, thread })
+        Ok(StdioSession { lane, direct, replies, ended, thread })
     }
 
     /// The session's call lane.
@@ -132,6 +137,12 @@ impl StdioSession {
         &self.direct
     }
 
+    /// What a stop waits for: the session's requests not answered yet
+    /// (an idle client holds nothing), read through the handle.
+    pub fn unanswered(&self) -> Unanswered {
+        Unanswered(self.replies.clone())
+    }
+
     /// Waits for the session to end: the client closed its input, or the
     /// output, or the session failed.
     pub async fn ended(self) -> Result<(), SessionError> {
@@ -140,5 +151,27 @@ impl StdioSession {
         // The thread has sent its word (or died): joining does not block.
         let _ = thread.join();
         r
+    }
+}
+
+/// A handle on a [`StdioSession`]'s requests not answered yet, which stays
+/// while [`StdioSession::ended`] is awaited.
+#[derive(Debug, Clone)]
+pub struct Unanswered(Arc<std::sync::OnceLock<super::Replies>>);
+
+impl Unanswered {
+    /// Requests the session has read and not answered yet (0 before its
+    /// transport is made).
+    pub fn count(&self) -> usize {
+        self.0.get().map_or(0, super::Replies::unanswered)
+    }
+
+    /// Closes the session's output and waits until what is queued is
+    /// written (for as long as the client reads): the answers given go out
+    /// before the process ends.
+    pub async fn flush(&self) {
+        if let Some(r) = self.0.get() {
+            r.finish().await;
+        }
     }
 }

@@ -188,6 +188,7 @@ impl Serve {
                 },
             )?;
             let grace = std::time::Duration::from_secs(server_cfg.shutdown_grace_secs);
+            let unanswered = session.unanswered();
             let ended = rt.block_on(async move {
                 // The operator's admin API, on loopback, beside the stdio session.
                 let record = start_admin(host.clone(), &server_cfg, admin, &state).await?;
@@ -196,18 +197,32 @@ impl Serve {
                     r = &mut session_end => r.map_err(anyhow::Error::from),
                     () = shutdown_signal() => {
                         // Calls under way are answered while the client
-                        // stays, up to the grace period. A second signal
-                        // is heard from before the line that says so.
+                        // stays, up to the grace period; an idle client
+                        // holds nothing. A second signal is heard from
+                        // before the line that says so.
                         let second = shutdown_signal();
                         tracing::warn!(
-                            "stopping: the session's calls are served for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
+                            "stopping: the session's {} requests under way are answered for up to {} s (server.shutdown_grace_secs); a second signal stops at once",
+                            unanswered.count(),
                             grace.as_secs()
                         );
-                        let done = async { let _ = (&mut session_end).await; };
+                        let answered = async {
+                            while unanswered.count() > 0 {
+                                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                            }
+                        };
+                        let done = async {
+                            tokio::select! {
+                                _ = &mut session_end => {}
+                                () = answered => {}
+                            }
+                        };
                         if drain_for(grace, None, None, done, second).await == Stop::Now {
                             EndpointRecord::remove(&record);
                             std::process::exit(130);
                         }
+                        // What was answered goes out before the process ends.
+                        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), unanswered.flush()).await;
                         Ok(())
                     }
                 };
