@@ -70,7 +70,7 @@ pub use facade::Host;
 pub use install::Installer;
 pub use toolhost_admission::{
     AddPluginError, Admission, GrantBook, GrantPlan, HeldPlugin, Installed, PluginChange, Values, is_plugin_file,
-    plugin_files,
+    plugin_files, upgrade_held,
 };
 pub use toolhost_core::{
     BackgroundCalibration, Batch, CacheStats, Conversation, LiveBudget, Pipeline, ResultCache, TurnCues, TurnTier,

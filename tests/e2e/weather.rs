@@ -540,3 +540,60 @@ fn a_plugin_added_at_run_time_and_held_for_its_secret_survives_a_restart() {
     let (source, list) = source_of_weather();
     assert_eq!(source, Some(json!("runtime")), "back after a restart: {list}");
 }
+
+/// Issue #52, item 3: `inspect` of a new version asking to reach an origin
+/// the running version did not ask for, and the grant does not cover, said
+/// "loads: yes" while `plugin add` held it. Now, with a host serving the
+/// plugin, `inspect` judges it as `plugin add` does (exit 3, the same
+/// reason); with no host running it is a first install, which loads.
+#[test]
+fn inspect_judges_an_upgrade_asking_a_new_origin_as_plugin_add_does() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (origin, api) = signed_weather_table(dir);
+    assert!(set_secret(dir, KEY).status.success());
+    // The new version asks for one more origin, which the grant does not cover.
+    let more = format!("https://api.example.test:{}", origin.port + 1);
+    std::fs::create_dir_all(dir.join("v2")).unwrap();
+    std::fs::copy(WEATHER_PATH, dir.join("v2/weather.wasm")).unwrap();
+    let signed = run_strict(
+        dir,
+        &[
+            "sign",
+            "v2/weather.wasm",
+            "--key",
+            "keys/alice.key",
+            "--version",
+            "2.0.0",
+            "--http-host",
+            &api,
+            "--http-host",
+            &more,
+            "--secret",
+            "api_key",
+        ],
+    );
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    let inspect = || run_strict(dir, &["inspect", "--probes", "0", "v2/weather.wasm"]);
+    let mut cmd = toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (host, _) = spawn_serving_logged(cmd, Stdio::null());
+    let judged = inspect();
+    let said = stdout(&judged);
+    assert_eq!(judged.status.code(), Some(3), "{said}{}", stderr(&judged));
+    let line = said.lines().find(|l| l.starts_with("loads:")).unwrap_or_else(|| panic!("{said}"));
+    assert!(line.contains("no") && line.contains("as an upgrade of the version host pid"), "{line}");
+    assert!(line.contains(&more) && line.contains("the new one is held"), "{line}");
+    let added = run_strict(dir, &["plugin", "add", &dir.join("v2/weather.wasm").display().to_string()]);
+    assert!(!added.status.success());
+    assert!(stderr(&added).contains(&format!("asks to reach {more} over HTTP")), "{}", stderr(&added));
+    // No host serving it: a first install, which this config loads.
+    drop(host);
+    let first = inspect();
+    assert_eq!(first.status.code(), Some(0), "{}{}", stdout(&first), stderr(&first));
+    assert!(stdout(&first).contains("loads:    yes"), "{}", stdout(&first));
+}

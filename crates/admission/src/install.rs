@@ -303,33 +303,23 @@ impl Admission {
         let old = catalog.provider(&name).cloned();
         let grants = self.grants.grants_for(&name)?;
         if let Some(old) = old.as_ref().filter(|p| p.kind() == ProviderKind::Wasm) {
-            let before = CAPABILITIES.imported(&old.describe().imports);
-            let new: Vec<Capability> = CAPABILITIES
-                .imported(&compiled.imports)
-                .difference(before)
-                .iter()
-                .filter(|c| !grants.grants(*c))
-                .collect();
-            if !new.is_empty() {
-                return Err(self.hold_upgrade(AddPluginError::NewCapabilities { plugin: name, new }, bytes, path));
-            }
-        }
-        if let (Provenance::Signed { manifest, .. }, Some(old)) =
-            (&provenance, old.as_ref().filter(|p| p.kind() == ProviderKind::Wasm))
-        {
             let before = self.provenance(old.name());
-            let asked_before: &[String] = match &before {
-                Some(Provenance::Signed { manifest, .. }) => &manifest.http_hosts,
-                _ => &[],
+            let asked = |p: Option<&Provenance>| match p {
+                Some(Provenance::Signed { manifest, .. }) => manifest.http_hosts.clone(),
+                _ => Vec::new(),
             };
-            let new_asks: Vec<String> =
-                manifest.http_hosts.iter().filter(|h| !asked_before.contains(h)).cloned().collect();
-            let hosts = match grants.extensions.get(Capability::Http) {
-                Some(granted) => granted.uncovered(&new_asks),
-                None => new_asks,
-            };
-            if !hosts.is_empty() {
-                return Err(self.hold_upgrade(AddPluginError::NewHosts { plugin: name, hosts }, bytes, path));
+            let held = upgrade_held(
+                &name,
+                (&old.describe().imports, &asked(before.as_ref())),
+                (&compiled.imports, &asked(Some(&provenance))),
+                |c| grants.grants(c),
+                |hosts| match grants.extensions.get(Capability::Http) {
+                    Some(granted) => granted.uncovered(hosts),
+                    None => hosts.to_vec(),
+                },
+            );
+            if let Some(why) = held {
+                return Err(self.hold_upgrade(why, bytes, path));
             }
         }
         let mut plugin = self.pipeline.runtime().instantiate_compiled(compiled, grants)?;
@@ -529,4 +519,29 @@ impl Admission {
         }
         out
     }
+}
+
+/// The rule an upgrade is held by: what the new version asks for beyond the
+/// version installed that its grant does not give. `old` and `new` are each
+/// a version's imports and the origins its signed manifest asks to reach
+/// (none when unsigned); `granted` says whether the plugin's grant gives a
+/// capability, `uncovered` which of some origins its `http` grant does not
+/// cover. New capabilities are checked first. `plugin add` and `inspect`
+/// both ask this, so that what `inspect` says loads does.
+pub fn upgrade_held(
+    plugin: &str,
+    old: (&[String], &[String]),
+    new: (&[String], &[String]),
+    granted: impl Fn(Capability) -> bool,
+    uncovered: impl Fn(&[String]) -> Vec<String>,
+) -> Option<AddPluginError> {
+    let before = CAPABILITIES.imported(old.0);
+    let capabilities: Vec<Capability> =
+        CAPABILITIES.imported(new.0).difference(before).iter().filter(|c| !granted(*c)).collect();
+    if !capabilities.is_empty() {
+        return Some(AddPluginError::NewCapabilities { plugin: plugin.to_string(), new: capabilities });
+    }
+    let asks: Vec<String> = new.1.iter().filter(|h| !old.1.contains(h)).cloned().collect();
+    let hosts = uncovered(&asks);
+    (!hosts.is_empty()).then(|| AddPluginError::NewHosts { plugin: plugin.to_string(), hosts })
 }

@@ -35,7 +35,7 @@ pub mod secrets;
 mod values;
 
 pub use grants::GrantBook;
-pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files};
+pub use install::{AddPluginError, Installed, is_plugin_file, plugin_files, upgrade_held};
 pub use reconfigure::{GrantPlan, HeldPlugin, PluginChange};
 pub use values::{PluginConfigValues, Values};
 

@@ -9,6 +9,7 @@ use toolhost::Host;
 use toolhost::budget::{Budget, Tier};
 use toolhost::calibrate::{self, ProbeOutcome};
 use toolhost::capabilities::CAPABILITIES;
+use toolhost::package::Provenance;
 use toolhost::report::{BudgetReport, ToolDeclaration};
 use toolhost::runtime::Grants;
 use toolhost::tool::origin::HttpGrant;
@@ -37,9 +38,13 @@ pub const NOT_LOADABLE_HERE: u8 = 3;
 /// config would load it (then only idempotent tools, for the badge, still
 /// without grants). It applies the config's trust policy as loading does:
 /// an unsigned file, or one signed by a key the config does not trust, is
-/// described but would not load. Exit status: 0 when this config would
+/// described but would not load. With a `toolhost serve` running on this
+/// state directory that serves a plugin of the same name, it is judged as
+/// `plugin add` would judge it there: an upgrade asking for a capability
+/// or an origin the running version did not, and its grant does not give,
+/// is held, so it does not load. Exit status: 0 when this config would
 /// load it, 3 when it was described but this config would not load it
-/// (trust, grants), 1 when it cannot be
+/// (trust, grants, a held upgrade), 1 when it cannot be
 /// described (not a toolhost component, an import this host does not
 /// provide, list-tools failing).
 #[derive(Debug, clap::Args)]
@@ -181,9 +186,37 @@ impl Inspect {
             .trust()
             .map_err(|e| e.to_string())
             .and_then(|t| t.admit(&name, &bytes).map(|(_, p)| p).map_err(|e| e.to_string()));
+        // The origins this config lets it reach.
+        let origin_grants: Vec<HttpGrant> = cfg
+            .plugins
+            .grants
+            .get(&name)
+            .map(|g| g.http.iter().filter_map(|e| HttpGrant::parse(e).ok()).collect())
+            .unwrap_or_default();
+        let covered =
+            |origin: &str| HttpGrant::parse(origin).is_ok_and(|ask| origin_grants.iter().any(|g| g.covers(&ask)));
         let refused = match &trust {
             Err(why) => Some(format!("the trust policy refuses it: {why}")),
-            Ok(_) => CAPABILITIES.check_granted(&imports, granted).err().map(|e| e.to_string()),
+            Ok(provenance) => {
+                CAPABILITIES.check_granted(&imports, granted).err().map(|e| e.to_string()).or_else(|| {
+                    // As an upgrade of the version a running host serves: held
+                    // when it asks for more than that one did, ungranted (what
+                    // `plugin add` would say).
+                    let (pid, old_imports, old_origins) = installed_version(&builder.resolved_state_dir(), &name)?;
+                    let new_origins = match provenance {
+                        Provenance::Signed { manifest, .. } => manifest.http_hosts.clone(),
+                        _ => Vec::new(),
+                    };
+                    let held = toolhost::upgrade_held(
+                        &name,
+                        (&old_imports, &old_origins),
+                        (&imports, &new_origins),
+                        |c| granted.contains(c),
+                        |asks| asks.iter().filter(|h| !covered(h)).cloned().collect(),
+                    )?;
+                    Some(format!("as an upgrade of the version host pid {pid} serves: {held}"))
+                })
+            }
         };
         let needs_grants = CAPABILITIES.check_imports(&imports, &Grants::default()).is_err();
         // Why no tool runs (`None`: its idempotent tools are probed).
@@ -257,23 +290,10 @@ impl Inspect {
             version: v.manifest.version.clone(),
         });
         let manifest_asks = verified.map(|v| v.manifest).map(|m| {
-            let grants: Vec<_> = cfg
-                .plugins
-                .grants
-                .get(&name)
-                .map(|g| g.http.iter().filter_map(|e| HttpGrant::parse(e).ok()).collect())
-                .unwrap_or_default();
             let memory_in_force =
                 cfg.plugins.limits.get(&name).and_then(|l| l.memory_mib).unwrap_or(runtime.limits().memory_bytes >> 20);
             ManifestAsks {
-                http_hosts: m
-                    .http_hosts
-                    .iter()
-                    .map(|h| AskedHost {
-                        origin: h.clone(),
-                        granted: HttpGrant::parse(h).is_ok_and(|ask| grants.iter().any(|g| g.covers(&ask))),
-                    })
-                    .collect(),
+                http_hosts: m.http_hosts.iter().map(|h| AskedHost { origin: h.clone(), granted: covered(h) }).collect(),
                 secrets: m.secrets.clone(),
                 memory_mib: m.memory_mib,
                 memory_mib_in_force: memory_in_force,
@@ -428,4 +448,18 @@ impl Inspect {
             (Ok(_), None) => Ok(status),
         }
     }
+}
+
+/// The version of `plugin` a `toolhost serve` on `state` serves now, if one
+/// is running and serves it: the host's pid, the version's imports, and
+/// the origins its signed manifest asks to reach.
+fn installed_version(state: &std::path::Path, plugin: &str) -> Option<(u32, Vec<String>, Vec<String>)> {
+    let client = toolhost::admin::client::AdminClient::discover(state, None).ok()?;
+    let reply = client.grants().ok()?;
+    let old = reply.plugins.into_iter().find(|p| p.plugin == plugin)?;
+    let origins = match old.provenance {
+        Some(Provenance::Signed { manifest, .. }) => manifest.http_hosts,
+        _ => Vec::new(),
+    };
+    Some((reply.pid, old.imports, origins))
 }
