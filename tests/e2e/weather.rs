@@ -152,6 +152,8 @@ async fn the_weather_example_is_held_for_its_secret_then_answers_through_its_gra
     assert_eq!(call["http"][0]["origin"], format!("https://api.example.test:{p}"), "{call}");
     assert_eq!(call["http"][0]["requests"], 1, "{call}");
     assert!(call["http"][0]["bytes_in"].as_u64().unwrap() > 0, "{call}");
+    // Issue #52, item 12: the capability it used is named (it was `[]`).
+    assert_eq!(call["capabilities_used"], json!(["http"]), "{call}");
     assert!(!audit.contains(KEY), "the key is not in the audit");
     assert!(!std::fs::read_to_string(dir.join("serve.log")).unwrap().contains(KEY), "nor in the host's log");
 

@@ -237,6 +237,16 @@ impl WasmPlugin {
         let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
         let data = store.data();
+        // What the call contacted through an extension's capability (the
+        // origins its HTTP requests went to): contacting any is using it.
+        let contacts = data.ext.as_deref().and_then(|ext| {
+            let e = rt.extensions.iter().find(|e| self.held.contains(e.capability()))?;
+            let contacts = e.contacts(ext);
+            (!contacts.is_empty()).then(|| {
+                data.used.mark(e.capability());
+                contacts
+            })
+        });
         let stats = CallStats {
             duration: start.elapsed(),
             fuel_used,
@@ -249,10 +259,7 @@ impl WasmPlugin {
         // The secrets the call read, and any set while it ran: a value
         // rotated or removed mid-call is redacted all the same.
         let secrets = self.runtime.call_secrets(&self.name, &state.values);
-        if let (Some(cost), Some(ext)) = (ctx.and_then(|c| c.cost.as_ref()), state.ext.as_deref())
-            && let Some(e) = rt.extensions.iter().find(|e| self.held.contains(e.capability()))
-        {
-            let mut contacts = e.contacts(ext);
+        if let (Some(cost), Some(mut contacts)) = (ctx.and_then(|c| c.cost.as_ref()), contacts) {
             if secrets.has_secrets() {
                 // A host name can be made of a secret (under a wildcard grant).
                 for c in &mut contacts {
