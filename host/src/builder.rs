@@ -188,6 +188,7 @@ pub struct HostBuilder {
     allow_unsigned: bool,
     environment: Option<String>,
     defer_plugins: bool,
+    read_only: bool,
 }
 
 /// A built host and what was decided while building it.
@@ -232,6 +233,7 @@ impl HostBuilder {
             allow_unsigned: false,
             environment: None,
             defer_plugins: false,
+            read_only: false,
         }
     }
 
@@ -242,6 +244,15 @@ impl HostBuilder {
     #[must_use]
     pub fn defer_plugins(mut self, on: bool) -> HostBuilder {
         self.defer_plugins = on;
+        self
+    }
+
+    /// A host for a command that only reads (`tools`, `agents`, `grants`
+    /// ... with no host serving): it writes no audit record (its plugins'
+    /// loads are not lifecycle events of the table).
+    #[must_use]
+    pub fn read_only(mut self, on: bool) -> HostBuilder {
+        self.read_only = on;
         self
     }
 
@@ -485,7 +496,7 @@ impl HostBuilder {
         let plugins_dir = self.plugins_dir();
         changes.set_plugins_dir(plugins_dir.clone());
         let cfg = &self.config;
-        let audit = if cfg.audit.disabled {
+        let audit = if cfg.audit.disabled || self.read_only {
             AuditLog::disabled()
         } else {
             let path = cfg.audit.path.as_ref().map(|p| cfg.resolve(p)).unwrap_or_else(|| state.join("audit.jsonl"));

@@ -445,3 +445,40 @@ fn doctor_finds_the_typos() {
         stderr(&o)
     );
 }
+
+/// Issue #52, item 18: a local `toolhost agents` wrote four `plugin_load`
+/// records, which filled the DM's audit panel. Commands that only read
+/// write no audit record, with no host serving; `call`, which runs a tool,
+/// still records its loads and its call.
+#[test]
+fn commands_that_only_read_write_no_audit_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(d.join("toolhost.yaml"), "npcs:\n  - name: bartok\n    tools: [roll]\n").unwrap();
+    let run = |args: &[&str]| {
+        let o = toolhost().current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(args).output().unwrap();
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+    };
+    let records = || {
+        std::fs::read_to_string(d.join("state/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|r| r["event"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    for args in [
+        &["agents"][..],
+        &["tools"],
+        &["grants"],
+        &["stats"],
+        &["plugin", "list"],
+        &["select", "I roll for initiative", "--agent", "bartok"],
+    ] {
+        run(args);
+        assert_eq!(records(), Vec::<String>::new(), "after {args:?}");
+    }
+    run(&["call", "roll", r#"{"expression":"1d6"}"#]);
+    let after = records();
+    assert!(after.contains(&"plugin_load".to_string()) && after.contains(&"call".to_string()), "{after:?}");
+}

@@ -120,6 +120,16 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     assert!(activity[1].contains("capacity_exceeded") && activity[1].contains("rate"), "{activity:?}");
     assert_eq!(activity[2], "rate 1 · capacity 0", "{activity:?}");
     assert_eq!(page["picker_before"], "fast", "{page}");
+    // Issue #52, item 18: the agents come first, then the tools, shown by
+    // default only where there is a problem (fileio's, here), every one
+    // when asked.
+    assert_eq!(strings(&page["sections"])[..2], ["Agents", "Tools"], "{page}");
+    let (shown, problems) = (strings(&page["tools_shown"]), strings(&page["tools_problem"]));
+    assert!(shown.contains(&"read_file".to_string()) && shown.contains(&"write_file".to_string()), "{page}");
+    assert!(shown.iter().all(|t| problems.contains(t)), "only tools with a problem by default: {page}");
+    assert!(shown.len() < strings(&page["tools"]).len(), "{page}");
+    assert_eq!(page["tools_shown_all"], page["tools"].as_array().unwrap().len(), "{page}");
+    assert!(page["tools_summary"].as_str().unwrap().contains("need a look"), "{page}");
     // fileio has no directory granted: its tools are marked, not FAST.
     let unusable = page["unusable"].as_object().unwrap();
     for t in ["read_file", "write_file"] {
@@ -165,7 +175,8 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     assert_eq!(strings(&page["agent_before"])[4], "roll", "{page}");
     let after = strings(&page["agent_after"]);
     assert_eq!(after[2], "deep", "{after:?}");
-    assert!(after[3].starts_with("deep ("), "{after:?}");
+    // Minutes and seconds, as `toolhost agents` says it.
+    assert!(after[3].starts_with("deep (4m ") && after[3].ends_with("s left)"), "{after:?}");
     assert_eq!(after[4], "roll, search_facts", "{after:?}");
     // ... and the agent's MCP session is told, and sees the DEEP tool.
     eventually("tools/list_changed after the page's override", async || changed.load(Ordering::SeqCst) > 0).await;

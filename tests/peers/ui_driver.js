@@ -42,6 +42,16 @@ const WAIT = 20000;
     await page.waitForSelector('body[data-loaded="1"]');
     out.title = await page.title();
     out.tools = await page.$$eval('#tools tbody tr', (rows) => rows.map((r) => r.dataset.tool));
+    // What a DM acts on comes first; the tools show those with a problem,
+    // every one when asked.
+    out.sections = await page.$$eval('main h2', (hs) => hs.map((h) => h.textContent));
+    out.tools_summary = await page.textContent('#tools-summary');
+    out.tools_shown = await page.$$eval('#tools tbody tr', (rows) => rows.filter((r) => !r.hidden).map((r) => r.dataset.tool));
+    out.tools_problem = await page.$$eval('#tools tbody tr[data-problem]', (rows) => rows.map((r) => r.dataset.tool));
+    await page.check('#tools-all');
+    await page.waitForFunction(() => [...document.querySelectorAll('#tools tbody tr')].every((r) => !r.hidden));
+    out.tools_shown_all = await page.$$eval('#tools tbody tr', (rows) => rows.filter((r) => !r.hidden).length);
+    await page.uncheck('#tools-all');
     out.plugins = await page.$$eval('#plugins tbody tr', (rows) => rows.map((r) => ({
       name: r.dataset.plugin, origin: r.cells[1].textContent, version: r.cells[2].textContent })));
     // The call made over MCP before the page opened: its row and the audit.

@@ -16,6 +16,13 @@ function el(tag, text, cls) {
 
 function ms(v) { return v === null || v === undefined ? '–' : (v < 10 ? v.toFixed(2) : v.toFixed(0)) + ' ms'; }
 function pct(v) { return v === null || v === undefined ? '–' : (v * 100).toFixed(1) + ' %'; }
+// A time left as the CLI says it (`toolhost agents`): 45s, 19m 59s, 2h 5m.
+function age(secs) {
+  const s = Math.max(0, Math.floor(secs));
+  if (s < 60) return s + 's';
+  if (s < 3600) return Math.floor(s / 60) + 'm ' + (s % 60) + 's';
+  return Math.floor(s / 3600) + 'h ' + Math.floor((s % 3600) / 60) + 'm';
+}
 function tierBadge(t) { return el('span', t || 'over budget', 'tier ' + (t || 'none')); }
 
 function headers(extra) {
@@ -78,10 +85,32 @@ function latencyPicture(p50, ceiling) {
   return svg;
 }
 
+// What makes a tool worth the DM's look: it cannot work, it was demoted,
+// it failed, or its recent p50 is over its tier's ceiling.
+function problem(t, why, ceilings) {
+  const b = t.budget;
+  const p50 = b.real_p50_ms !== null ? b.real_p50_ms : b.probe_p50_ms;
+  const ceiling = ceilings[b.tier] || ceilings.deep;
+  return Boolean(why || b.demoted || b.demoted_for || (b.error_rate || 0) > 0 ||
+    (p50 !== null && p50 !== undefined && ceiling && p50 > ceiling));
+}
+
+let lastTools = null;
+
+// The tools table: by default only the rows with a problem (the DM acts
+// on those); every row with "show every tool".
 function renderTools(tools, unusable, ceilings) {
+  lastTools = [tools, unusable, ceilings];
+  const all = $('tools-all').checked;
+  const troubled = tools.filter((t) => problem(t, unusable[t.name], ceilings)).length;
+  $('tools-summary').textContent = troubled
+    ? tools.length + ' tools; ' + troubled + (troubled === 1 ? ' needs' : ' need') + ' a look' + (all ? '' : ' (shown below)')
+    : 'All ' + tools.length + ' tools work within their tiers.';
+  $('tools').hidden = !all && troubled === 0;
   fill($('tools').tBodies[0], tools.map((t) => {
     const b = t.budget;
     const tr = el('tr'); tr.dataset.tool = t.name;
+    if (problem(t, unusable[t.name], ceilings)) tr.dataset.problem = '1'; else tr.hidden = !all;
     const name = el('td'); name.append(el('span', t.name, 'mono')); name.title = t.description || '';
     tr.append(name, el('td', t.provider + ' (' + t.kind + ')'));
     const why = unusable[t.name];
@@ -167,7 +196,7 @@ function renderAgents(agents, activity) {
     r.cells.ceiling.replaceChildren(tierBadge(a.budget_tier));
     r.cells.tier.replaceChildren(tierBadge(a.tier));
     r.cells.override.textContent = a.dm_override
-      ? a.dm_override.tier + ' (' + Math.ceil(a.dm_override.remaining_s) + ' s left)' : '–';
+      ? a.dm_override.tier + ' (' + age(a.dm_override.remaining_s) + ' left)' : '–';
     r.cells.sees.textContent = a.visible.length ? a.visible.join(', ') : '(nothing)';
     return r.tr;
   });
@@ -180,7 +209,7 @@ async function override(path, body) {
     const a = await api('POST', path, JSON.stringify(body), { 'Content-Type': 'application/json' });
     out.className = 'result ok';
     out.textContent = a.dm_override
-      ? a.name + ': ' + a.dm_override.tier + ' for ' + Math.ceil(a.dm_override.remaining_s) + ' s'
+      ? a.name + ': ' + a.dm_override.tier + ' for ' + age(Math.round(a.dm_override.remaining_s))
       : a.name + ': override cleared, back to its ceiling (' + a.tier + ')';
     refresh();
   } catch (e) {
@@ -218,6 +247,7 @@ function renderPlugins(plugins) {
 
 function renderServers(servers) {
   $('servers-none').hidden = servers.length > 0;
+  $('servers').hidden = servers.length === 0;
   fill($('servers').tBodies[0], servers.map((s) => {
     const tr = el('tr'); tr.dataset.server = s.name;
     const detail = s.transport + ' · ' + s.tools.length + ' tools · ' + s.connections + ' connection(s)' +
@@ -246,11 +276,13 @@ function renderAudit(audit) {
   const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)));
   fill($('audit').tBodies[0], recs.map((r) => {
     const tr = el('tr'); tr.dataset.event = r.event || ''; tr.dataset.kind = auditKind(r);
-    tr.append(el('td', (r.time || '').replace('T', ' ').replace('Z', ''), 'mono'));
+    tr.append(el('td', (r.time || r.last || '').replace('T', ' ').replace('Z', ''), 'mono'));
     tr.append(el('td', r.event || ''));
-    tr.append(el('td', r.event === 'call' ? (r.agent || '(operator)') : ''));
+    tr.append(el('td', r.event === 'call' || r.event === 'refused' ? (r.agent || '(operator)') : ''));
     tr.append(el('td', r.tool || r.plugin || '', 'mono'));
-    tr.append(el('td', r.error ? (r.outcome ? r.outcome + ': ' : '') + r.error : (r.outcome || r.origin || ''), r.error ? 'error' : ''));
+    // A refused record stands for `count` calls refused in one second.
+    const outcome = r.event === 'refused' ? r.reason + (r.count > 1 ? ' × ' + r.count : '') : (r.outcome || r.origin || '');
+    tr.append(el('td', r.error ? (r.outcome ? r.outcome + ': ' : '') + r.error : outcome, r.error || r.event === 'refused' ? 'error' : ''));
     tr.append(el('td', r.duration_ms !== undefined ? r.duration_ms.toFixed(1) : '', 'num'));
     return tr;
   }));
@@ -340,6 +372,7 @@ function start() {
     if (ev.target.files.length) upload(ev.target.files[0]);
     ev.target.value = '';
   });
+  $('tools-all').addEventListener('change', () => { if (lastTools) renderTools(...lastTools); });
   for (const box of document.querySelectorAll('#audit-filters input')) {
     box.addEventListener('change', () => { if (lastAudit) renderAudit(lastAudit); });
   }

@@ -317,11 +317,20 @@ impl HostArgs {
         self.start_and_wait(ServerWait::Connect)
     }
 
+    /// [`HostArgs::start`] for a command that only reads: the host writes
+    /// no audit record ([`HostBuilder::read_only`]).
+    pub fn start_read_only(&self) -> Result<Started> {
+        Self::start_built(self.builder()?.read_only(true), ServerWait::Connect)
+    }
+
     /// Builds the host and starts its external servers; waits as `wait`
     /// says (bounded) for their first connection, warning about those not
     /// up. Those not waited for join the registry when each connects.
     pub fn start_and_wait(&self, wait: ServerWait) -> Result<Started> {
-        let built = self.builder()?;
+        Self::start_built(self.builder()?, wait)
+    }
+
+    fn start_built(built: HostBuilder, wait: ServerWait) -> Result<Started> {
         // A server answers while plugins compile; a command waits for them.
         let assembly = Self::build_from(built.clone().defer_plugins(wait != ServerWait::Connect))?;
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -398,6 +407,12 @@ impl HostArgs {
     /// Builds the host (without external servers) and prints its warnings.
     pub fn build(&self) -> Result<toolhost::Assembly> {
         Self::build_from(self.builder()?)
+    }
+
+    /// [`HostArgs::build`] for a command that only reads: the host writes
+    /// no audit record ([`HostBuilder::read_only`]).
+    pub fn build_read_only(&self) -> Result<toolhost::Assembly> {
+        Self::build_from(self.builder()?.read_only(true))
     }
 
     fn build_from(builder: HostBuilder) -> Result<toolhost::Assembly> {

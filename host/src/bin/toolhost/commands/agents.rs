@@ -38,7 +38,7 @@ impl Agents {
         let agents = match live_or_local(&state, self.pid.pid, |c| c.agents())? {
             View::Live(reply) => reply.agents,
             View::Local => {
-                let started = self.host.start()?;
+                let started = self.host.start_read_only()?;
                 toolhost::report::agents(&started.assembly.host)
             }
         };

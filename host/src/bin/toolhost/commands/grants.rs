@@ -43,7 +43,7 @@ impl Grants {
         let (report, withheld) = match view {
             View::Live(reply) => (reply.plugins, reply.withheld),
             View::Local => {
-                let host = self.host.build()?.host;
+                let host = self.host.build_read_only()?.host;
                 (toolhost::report::grants(&host), host.admission().withheld_plugins())
             }
         };

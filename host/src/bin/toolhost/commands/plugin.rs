@@ -74,6 +74,7 @@ impl Plugin {
                         let assembly = toolhost::HostBuilder::new(state.config.load()?)
                             .state_dir(Some(dir))
                             .allow_unsigned(allow_unsigned)
+                            .read_only(true)
                             .build()?;
                         for w in &assembly.warnings {
                             eprintln!("warning: {w}");

@@ -32,7 +32,7 @@ pub struct Select {
 
 impl Select {
     pub fn run(self) -> Result<ExitCode> {
-        let started = self.host.start()?;
+        let started = self.host.start_read_only()?;
         let a = &started.assembly;
         let budget = a.host.pipeline().budget();
         let agent = self.agent.as_deref();

@@ -16,7 +16,7 @@ pub struct Servers {
 
 impl Servers {
     pub fn run(self) -> Result<ExitCode> {
-        let started = self.host.start()?;
+        let started = self.host.start_read_only()?;
         let status = started.servers.status();
         if self.json {
             return print_json(&status);

@@ -60,7 +60,7 @@ impl Stats {
         let rows: Vec<StatsRow> = match view {
             View::Live(reply) => reply.tools,
             View::Local => {
-                let started = self.host.start()?;
+                let started = self.host.start_read_only()?;
                 toolhost::report::stats(&started.assembly.host)
             }
         };

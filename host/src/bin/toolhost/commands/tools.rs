@@ -29,7 +29,7 @@ pub struct Tools {
 
 impl Tools {
     pub fn run(self) -> Result<ExitCode> {
-        let started = self.host.start()?;
+        let started = self.host.start_read_only()?;
         let a = &started.assembly;
         let host = &a.host;
         let catalog = host.pipeline().registry().snapshot();
