@@ -404,13 +404,9 @@ impl HostArgs {
         !self.plugins.is_empty() || self.no_builtins || self.environment.is_some()
     }
 
-    /// Builds the host (without external servers) and prints its warnings.
-    pub fn build(&self) -> Result<toolhost::Assembly> {
-        Self::build_from(self.builder()?)
-    }
-
-    /// [`HostArgs::build`] for a command that only reads: the host writes
-    /// no audit record ([`HostBuilder::read_only`]).
+    /// Builds the host (without external servers) for a command that only
+    /// reads, and prints its warnings: the host writes no audit record
+    /// ([`HostBuilder::read_only`]).
     pub fn build_read_only(&self) -> Result<toolhost::Assembly> {
         Self::build_from(self.builder()?.read_only(true))
     }
