@@ -482,3 +482,33 @@ fn commands_that_only_read_write_no_audit_record() {
     let after = records();
     assert!(after.contains(&"plugin_load".to_string()) && after.contains(&"call".to_string()), "{after:?}");
 }
+
+/// `doctor` advises `toolhost plugin remove NAME` for a plugin added at
+/// run time, and a DM reads it with the host stopped: with no host
+/// serving, `plugin remove` forgets a plugin added at run time, so the
+/// next start does not load it; a plugin it does not know is refused,
+/// saying where config plugins are removed.
+#[test]
+fn plugin_remove_with_no_host_serving_forgets_a_plugin_added_at_run_time() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("staging")).unwrap();
+    let swap = dir.path().join("staging/swap.wasm");
+    place(SWAP_V1_PATH, &swap);
+    {
+        let (_host, _url) = serve(dir.path());
+        let o = admin(dir.path(), &["plugin", "add", swap.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", stderr(&o));
+    }
+    let doctor = stdout(&admin(dir.path(), &["doctor"]));
+    assert!(doctor.contains("`toolhost plugin remove swap` forgets it"), "{doctor}");
+    let o = admin(dir.path(), &["plugin", "remove", "swap"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("the next start does not load it"), "{}", stdout(&o));
+    let o = admin(dir.path(), &["plugin", "remove", "diceroller"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("taking it out of plugins.files"), "{}", stderr(&o));
+    let (_host, _url) = serve(dir.path());
+    let list = plugins(dir.path());
+    assert!(!list.contains_key("swap") && list.contains_key("diceroller"), "{list:?}");
+}

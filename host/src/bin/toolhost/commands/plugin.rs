@@ -4,6 +4,7 @@ use anyhow::{Context, Result};
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use toolhost::admin::client::ClientError;
 
 /// Add, replace, remove or list plugins in the running host, without a
 /// restart (through its admin API, found in <state dir>/admin/<pid>.json).
@@ -25,7 +26,10 @@ enum Action {
         /// @sha256:...) reference the host pulls.
         file: PathBuf,
     },
-    /// Unload a plugin from the running host.
+    /// Unload a plugin from the running host; it stays unloaded across
+    /// restarts until its file changes or it is added again. With no host
+    /// serving, a plugin added at run time is forgotten: the next start
+    /// does not load it.
     Remove {
         /// Plugin name.
         name: String,
@@ -37,6 +41,33 @@ enum Action {
         #[arg(long)]
         json: bool,
     },
+}
+
+/// `plugin remove` with no host serving: forgets `name` if it was added
+/// at run time (as a serving host would, in the state directory's run-time
+/// changes). Anything else is the config's to change.
+fn forget_added(state: &StateArgs, name: &str) -> Result<()> {
+    let config = state.config.load()?;
+    if config.cluster.url.is_some() {
+        anyhow::bail!(
+            "no host of this fleet is serving here, and a fleet's plugins are its own (cluster.url): remove {name} through a serving host"
+        );
+    }
+    let dir = state.state_dir()?;
+    let (changes, refused) = toolhost::changes::RuntimeChanges::open(&dir)
+        .with_context(|| format!("reading the run-time changes in {}", dir.display()))?;
+    if let Some(e) = refused {
+        anyhow::bail!("{e}");
+    }
+    let Some(added) = changes.added_plugins().into_iter().find(|p| p.name == name) else {
+        anyhow::bail!(
+            "no host is serving (state directory {}), and no plugin {name} was added at run time: a plugin from the config is removed by taking it out of plugins.files or the plugins directory",
+            dir.display()
+        );
+    };
+    changes.note_source(name, &added.path);
+    changes.plugin_removed(name);
+    Ok(())
 }
 
 impl Plugin {
@@ -58,10 +89,17 @@ impl Plugin {
                     println!("  from {source}");
                 }
             }
-            Action::Remove { name } => {
-                state.admin()?.remove_plugin(&name)?;
-                println!("removed {name}");
-            }
+            Action::Remove { name } => match state.admin() {
+                Ok(admin) => {
+                    admin.remove_plugin(&name)?;
+                    println!("removed {name}");
+                }
+                Err(e) if e.downcast_ref::<ClientError>().is_some_and(|e| matches!(e, ClientError::NotRunning(_))) => {
+                    forget_added(&state, &name)?;
+                    println!("removed {name}: no host is serving, and the next start does not load it");
+                }
+                Err(e) => return Err(e),
+            },
             Action::List { json } => {
                 let dir = state.state_dir()?;
                 let list = match live_or_local(&dir, state.pid, |c| c.plugins())? {
