@@ -114,6 +114,21 @@ fn inspect_shows_what_std_imports_as_inert_not_as_asks() {
     }
     let o = run_in(dir.path(), &["grants"]);
     assert!(!stdout(&o).contains("asks for: env") && !stdout(&o).contains("denied:   env"), "{}", stdout(&o));
+
+    // `sign` and `verify` too (they said "asks for: env" of what inspect
+    // calls inert): the manifest records asks only.
+    assert!(run_in(dir.path(), &["keygen", "alice", "--out", "keys"]).status.success());
+    std::fs::copy(NETCLIENT_PATH, dir.path().join("netclient.wasm")).unwrap();
+    let o = run_in(dir.path(), &["sign", "netclient.wasm", "--key", "keys/alice.key"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("asks for: network\n"), "{}", stdout(&o));
+    assert!(
+        stdout(&o).contains("inert:    files, env") || stdout(&o).contains("inert:    env, files"),
+        "{}",
+        stdout(&o)
+    );
+    let o = run_in(dir.path(), &["verify", "netclient.wasm"]);
+    assert!(!stdout(&o).contains("env") && stdout(&o).contains("network"), "{}", stdout(&o));
 }
 
 #[test]

@@ -84,12 +84,11 @@ impl Sign {
         let runtime = builder.cache(cache).runtime()?;
         let component = toolhost::package::parse(&bytes)?.component;
         let compiled = runtime.compile(&name, component)?;
-        let caps: Vec<String> = toolhost::capabilities::CAPABILITIES
-            .imported(&compiled.imports)
-            .names()
-            .into_iter()
-            .map(str::to_string)
-            .collect();
+        // What it asks for, as `inspect` says it: its imports, less those
+        // that expose nothing without a grant (the standard library's
+        // environment and filesystem), which are inert, not asks.
+        let own = toolhost::capabilities::CAPABILITIES.review(&compiled.imports, Default::default());
+        let caps: Vec<String> = own.asks.names().into_iter().map(str::to_string).collect();
         let imports_http =
             toolhost::capabilities::CAPABILITIES.imported(&compiled.imports).contains(toolhost::tool::Capability::Http);
         let mut http_hosts = Vec::new();
@@ -134,6 +133,9 @@ impl Sign {
             "  asks for: {}",
             if manifest.capabilities.is_empty() { "nothing".into() } else { manifest.capabilities.join(", ") }
         );
+        if !own.inert.is_empty() {
+            println!("  inert:    {} (imported, but nothing is exposed without a grant)", own.inert.names().join(", "));
+        }
         for ask in manifest.asks_in_words() {
             println!("  asks {ask}");
         }
