@@ -22,6 +22,7 @@
 #![deny(unsafe_code)]
 
 pub mod admin;
+pub mod audit_query;
 mod builder;
 pub mod changes;
 pub mod cluster;

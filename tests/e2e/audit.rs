@@ -247,3 +247,93 @@ fn nothing_a_plugin_prints_can_forge_a_host_log_line() {
     }
     assert!(!log.contains(['\r', '\u{1b}', '\u{202e}']), "raw control or bidi characters: {log:?}");
 }
+
+/// `toolhost audit` (#55, item 4) through the binary: the trail and its
+/// rotated files, filtered by agent, plugin, tool, outcome and time, probes
+/// left out unless asked for, a table or JSON lines, and `--follow`
+/// printing records as a host writes them.
+#[test]
+fn toolhost_audit_filters_the_trail_and_its_rotated_files_and_follows_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::write(
+        d.join("toolhost.yaml"),
+        "npcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [roll, get_rule]\n",
+    )
+    .unwrap();
+    let run = |args: &[&str]| {
+        toolhost().current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(args).output().unwrap()
+    };
+    let lines = |args: &[&str]| -> Vec<Value> {
+        let o = run(args);
+        assert!(o.status.success(), "{args:?}: {}", stderr(&o));
+        String::from_utf8(o.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    };
+    // Nothing yet: said so.
+    let o = run(&["audit"]);
+    assert!(!o.status.success() && stderr(&o).contains("no audit trail at"), "{}", stderr(&o));
+    assert!(run(&["call", "roll", r#"{"expression":"1d6"}"#, "--agent", "bartok"]).status.success());
+    assert!(!run(&["call", "roll", r#"{"expression":"not dice"}"#]).status.success());
+    assert!(run(&["calibrate", "--samples", "1"]).status.success());
+    // The older records move to a rotated file, as the host rotates them.
+    std::fs::rename(d.join("state/audit.jsonl"), d.join("state/audit.jsonl.1")).unwrap();
+    assert!(run(&["call", "get_rule", r#"{"id":"condition-grappled"}"#, "--agent", "bartok"]).status.success());
+
+    let all = lines(&["audit", "--json"]);
+    assert!(all.iter().all(|r| r["event"] != "probe"), "probes are left out: {all:?}");
+    let calls: Vec<&str> = all.iter().filter(|r| r["event"] == "call").map(|r| r["tool"].as_str().unwrap()).collect();
+    assert_eq!(calls, ["roll", "roll", "get_rule"], "oldest first, the rotated file included");
+    assert!(lines(&["audit", "--json", "--probes"]).iter().any(|r| r["event"] == "probe"));
+    let bartok = lines(&["audit", "--json", "--agent", "bartok"]);
+    assert_eq!(bartok.iter().map(|r| r["tool"].as_str().unwrap()).collect::<Vec<_>>(), ["roll", "get_rule"]);
+    let failed = lines(&["audit", "--json", "--outcome", "error"]);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0]["agent"].is_null() && failed[0]["outcome"] != "ok", "{failed:?}");
+    let rules = lines(&["audit", "--json", "--plugin", "ruleslookup"]);
+    assert!(rules.iter().any(|r| r["event"] == "plugin_load") && rules.iter().any(|r| r["tool"] == "get_rule"));
+    assert!(rules.iter().all(|r| r["plugin"] == "ruleslookup" || r["provider"] == "ruleslookup"), "{rules:?}");
+    assert_eq!(lines(&["audit", "--json", "--tool", "get_rule"]).len(), 1);
+    assert_eq!(lines(&["audit", "--json", "--since", "1h", "--tool", "roll"]).len(), 2);
+    assert!(lines(&["audit", "--json", "--until", "1h"]).is_empty(), "nothing is an hour old");
+    assert_eq!(lines(&["audit", "--json", "--last", "1"]).len(), 1);
+    let o = run(&["audit", "--since", "2 weeks"]);
+    assert!(!o.status.success() && stderr(&o).contains("--since") && stderr(&o).contains("30m"), "{}", stderr(&o));
+    // The table: a header and a row per record.
+    let o = run(&["audit", "--agent", "bartok"]);
+    let table = String::from_utf8(o.stdout).unwrap();
+    assert!(table.starts_with("TIME") && table.contains("get_rule") && table.lines().count() == 3, "{table}");
+
+    // --follow: what a serving host writes shows as it is written.
+    let (_host, url) = {
+        let mut cmd = toolhost();
+        cmd.current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(["serve", "--http", "127.0.0.1:0"]);
+        crate::live::spawn_serving(cmd)
+    };
+    let follower = toolhost()
+        .current_dir(d)
+        .env("TOOLHOST_STATE_DIR", d.join("state"))
+        .args(["audit", "--follow", "--json", "--tool", "roll", "--since", "1s"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut follower = crate::live::Proc(follower);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = follower.0.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mcp = format!("{url}/mcp");
+    let session = crate::limits::open_session(&mcp, &[]);
+    let call = crate::limits::post(
+        &mcp,
+        &[("Mcp-Session-Id", &session), ("MCP-Protocol-Version", "2025-06-18")],
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "roll", "arguments": {"expression": "2d4"}}}),
+    );
+    assert_eq!(call.status, 200, "{}{}", call.head, call.body);
+    let line = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the call's record, followed");
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!((r["event"].as_str(), r["tool"].as_str()), (Some("call"), Some("roll")), "{r}");
+}

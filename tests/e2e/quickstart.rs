@@ -139,7 +139,10 @@ fn the_reviewers_quick_start_runs_as_written() {
     let out = run_quick_start("The reviewer");
     assert!(out.contains("weather_now"), "inspect listed the tool:\n{out}");
     assert!(out.contains("exit status 3"), "inspect before the grant:\n{out}");
-    assert!(out.contains(r#""event":"call""#) && out.contains(r#""tool":"roll""#), "the audit:\n{out}");
+    // `toolhost audit`: the table of the weather call, then the failed
+    // call as JSON.
+    assert!(out.contains("TIME") && out.contains("weather_now"), "the audit:\n{out}");
+    assert!(out.contains(r#""event":"call""#) && out.contains(r#""tool":"weather_now""#), "the audit:\n{out}");
 }
 
 /// Every folder of `examples/` that has a `build.sh` builds from a copy of

@@ -1,6 +1,7 @@
 //! The subcommands, one file each.
 
 pub mod agents;
+mod audit;
 mod auth;
 mod calibrate;
 mod call;
@@ -47,6 +48,7 @@ pub enum Command {
     Memory(memory::Memory),
     Cluster(cluster::Cluster),
     Agents(agents::Agents),
+    Audit(audit::Audit),
     Override(override_tier::Override),
     Reload(reload::Reload),
     Secret(secret::Secret),
@@ -80,6 +82,7 @@ impl Command {
             Command::Memory(c) => c.run(),
             Command::Cluster(c) => c.run(),
             Command::Agents(c) => c.run(),
+            Command::Audit(c) => c.run(),
             Command::Override(c) => c.run(),
             Command::Reload(c) => c.run(),
             Command::Secret(c) => c.run(),
