@@ -100,3 +100,21 @@ fn doctor_flags_exactly_the_one_broken_entry() {
         assert!(w["message"].as_str().unwrap().contains("not loaded, so not checked: plugins.files[0]"), "{w}");
     }
 }
+
+/// Run where there is no `toolhost.yaml` (the wrong directory, at 11pm),
+/// `doctor` says it checked the defaults rather than a bare "no problems";
+/// with one, it names the file it checked.
+#[test]
+fn doctor_names_the_config_it_checked_or_says_there_was_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(dir.path(), &["doctor"]);
+    assert!(
+        stdout(&o).starts_with("no config file (no toolhost.yaml here, no --config): checked the defaults"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::write(dir.path().join("toolhost.yaml"), "npcs:\n  - name: bartok\n    tools: [roll]\n").unwrap();
+    let o = run(dir.path(), &["doctor"]);
+    assert!(stdout(&o).starts_with("checked toolhost.yaml (state directory "), "{}", stdout(&o));
+    assert!(stdout(&o).contains("no problems found"), "{}", stdout(&o));
+}

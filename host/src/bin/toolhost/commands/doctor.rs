@@ -180,6 +180,15 @@ impl Doctor {
             let out = serde_json::json!({"findings": findings, "errors": errors, "warnings": warnings});
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
+            // Which file was checked: run in the wrong directory, "no
+            // problems" of the defaults would mislead.
+            match self.host.runtime.config.path() {
+                Some(p) => println!("checked {} (state directory {})", p.display(), state.display()),
+                None => println!(
+                    "no config file (no toolhost.yaml here, no --config): checked the defaults (state directory {})",
+                    state.display()
+                ),
+            }
             for f in &findings {
                 let level = if f.level == Level::Error { "error" } else { "warning" };
                 println!("{level}: {f}");

@@ -28,9 +28,10 @@ impl Keygen {
         );
         println!("key {}", key.public().fingerprint());
         println!(
-            "Hosts that trust you add this to toolhost.yaml:\ntrust:\n  keys:\n    - name: {}\n      public_key: {}",
+            "Hosts that trust you add this to toolhost.yaml:\ntrust:\n  keys:\n    - name: {}\n      public_key: {}\n(or name the file: trust:\n  key_files: [{}])",
             self.name,
-            key.public().public_key
+            key.public().public_key,
+            stem.with_extension("pub").display()
         );
         Ok(ExitCode::SUCCESS)
     }
