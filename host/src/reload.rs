@@ -242,6 +242,17 @@ impl Reloader {
             check_not_blank(f).map_err(invalid)?;
         }
         report.restart_needed = restart_needed(&self.started, &next);
+        // A plugin file the next start could not read: said now, not when
+        // the table restarts without it.
+        let known = self.started.plugin_files();
+        for (i, f) in next.plugin_files().iter().enumerate() {
+            if !known.contains(f) && !crate::oci::path_is_reference(f) && !f.is_file() {
+                report.warnings.push(format!(
+                    "plugins.files[{i}] ({}): no such file; the next start would not load it",
+                    f.display()
+                ));
+            }
+        }
         next.check_grant_dirs().map_err(|e| invalid(e.to_string()))?;
         let trust = next.trust().map_err(|e| invalid(e.to_string()))?;
         for check in self.checks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
@@ -351,8 +362,9 @@ impl Reloader {
             self.generation.send_modify(|g| *g += 1);
         }
         let status = self.servers.as_ref().map(|s| s.status()).unwrap_or_default();
-        report.warnings =
-            crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()).collect();
+        report
+            .warnings
+            .extend(crate::doctor::check_host(new, &self.host, &status, false).into_iter().map(|f| f.to_string()));
         report.warnings.extend(secrets_warning);
         if !unknown.is_empty() {
             report.warnings.push(format!("applied with --force: {}", unknown.join("; ")));

@@ -403,3 +403,18 @@ async fn new_limits_hold_for_the_next_call_and_what_the_engine_fixed_is_reported
     assert_ne!(roll().await.is_error, Some(true), "the default fuel is back");
     drop(host);
 }
+
+/// A DM adds a plugin file with a typo in its path and reloads: the reload
+/// says it needs a restart, and now also that the file is not there,
+/// rather than leaving the next start to drop it.
+#[test]
+fn a_reload_naming_a_plugin_file_that_is_not_there_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "");
+    let (_host, _url) = serve(dir.path());
+    write_config(dir.path(), "plugins:\n  files: [plugins/weathr.wasm]\n");
+    let (ok, out) = reload(dir.path());
+    assert!(ok, "{out}");
+    assert!(out.contains("NOT applied, needs a restart: plugins.files"), "{out}");
+    assert!(out.contains("warning: plugins.files[0] (") && out.contains("weathr.wasm): no such file"), "{out}");
+}
