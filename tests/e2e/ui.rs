@@ -139,6 +139,14 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
     // roll's latency picture: its p50 against the FAST ceiling.
     assert_eq!(page["roll_picture"]["ceiling"], "10", "{page}");
     assert!(page["roll_picture"]["p50"].as_str().unwrap().parse::<f64>().is_ok(), "{page}");
+    // The audit panel's "Only" fields, as `toolhost audit` filters: the
+    // agent's records alone (his calls and his refusal), then those that
+    // did not end ok (his refusal).
+    let by_agent = page["audit_agent_only"].as_array().unwrap();
+    assert!(!by_agent.is_empty() && by_agent.iter().all(|r| r[2] == "bartok"), "{by_agent:?}");
+    assert!(by_agent.iter().any(|r| r[1] == "refused"), "{by_agent:?}");
+    let errors = page["audit_errors_only"].as_array().unwrap();
+    assert!(!errors.is_empty() && errors.iter().all(|r| r[4] != "ok"), "{errors:?}");
     // Probes: there, and hidden until the DM asks for them.
     assert_eq!(page["probe_rows_default"], 0, "{page}");
     assert!(page["probe_rows_shown"].as_u64().unwrap() > 0, "{page}");

@@ -75,6 +75,13 @@ const WAIT = 20000;
     await page.waitForFunction(() => document.querySelectorAll('#audit tbody tr[data-kind="probes"]').length > 0);
     out.probe_rows_shown = await page.$$eval('#audit tbody tr[data-kind="probes"]', (rows) => rows.length);
     await page.uncheck('#audit-filters input[value="probes"]');
+    // The "Only" fields: the agent's calls alone, then the failed ones.
+    await page.fill('#audit-match input[name="agent"]', agent);
+    out.audit_agent_only = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    await page.fill('#audit-match input[name="agent"]', '');
+    await page.fill('#audit-match input[name="outcome"]', 'error');
+    out.audit_errors_only = await page.$$eval('#audit tbody tr', (rows) => rows.map((r) => [...r.cells].map((c) => c.textContent)));
+    await page.fill('#audit-match input[name="outcome"]', '');
     // Set an override on the page.
     await page.selectOption(`${row} select[name="tier"]`, 'deep');
     await page.fill(`${row} input[name="minutes"]`, '5');

@@ -268,15 +268,34 @@ function auditKind(r) {
 
 let lastAudit = null;
 
+// The "Only" fields, as `toolhost audit` reads its flags: an agent
+// (`(operator)` for the operator), a tool or plugin, an outcome (`error`:
+// every call or refusal that did not end ok). Empty: any.
+function auditMatch(r) {
+  const v = (n) => document.querySelector('#audit-match input[name="' + n + '"]').value.trim();
+  const [agent, what, outcome] = [v('agent'), v('what'), v('outcome')];
+  const ev = r.event || '';
+  if (agent && !((ev === 'call' || ev === 'refused' || ev === 'probe') && (r.agent || '(operator)') === agent)) return false;
+  if (what && r.tool !== what && r.plugin !== what && r.provider !== what) return false;
+  if (outcome) {
+    const o = r.outcome || r.reason || ev;
+    const failed = o !== 'ok' && (ev === 'call' || ev === 'refused' || ev === 'probe');
+    if (!(o === outcome || ev === outcome || (outcome === 'error' && failed))) return false;
+  }
+  return true;
+}
+
 function renderAudit(audit) {
   lastAudit = audit;
   $('audit-path').textContent = audit.path ? 'From ' + audit.path + (audit.error ? ' (unreadable: ' + audit.error + ')' : '')
     : 'This host writes no audit file.';
   const shown = new Set(Array.from(document.querySelectorAll('#audit-filters input:checked')).map((i) => i.value));
-  const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)));
+  const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)) && auditMatch(r));
   fill($('audit').tBodies[0], recs.map((r) => {
     const tr = el('tr'); tr.dataset.event = r.event || ''; tr.dataset.kind = auditKind(r);
-    tr.append(el('td', (r.time || r.last || '').replace('T', ' ').replace('Z', ''), 'mono'));
+    const when = el('td', (r.time || r.last || '').replace('T', ' ').replace('Z', ''), 'mono');
+    if (r.event === 'refused') when.title = r.count + ' refused from ' + r.first + ' to ' + r.last;
+    tr.append(when);
     tr.append(el('td', r.event || ''));
     tr.append(el('td', r.event === 'call' || r.event === 'refused' ? (r.agent || '(operator)') : ''));
     tr.append(el('td', r.tool || r.plugin || '', 'mono'));
@@ -373,6 +392,9 @@ function start() {
     ev.target.value = '';
   });
   $('tools-all').addEventListener('change', () => { if (lastTools) renderTools(...lastTools); });
+  for (const field of document.querySelectorAll('#audit-match input')) {
+    field.addEventListener('input', () => { if (lastAudit) renderAudit(lastAudit); });
+  }
   for (const box of document.querySelectorAll('#audit-filters input')) {
     box.addEventListener('change', () => { if (lastAudit) renderAudit(lastAudit); });
   }

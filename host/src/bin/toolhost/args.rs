@@ -34,7 +34,8 @@ pub fn leading() -> [clap::Arg; 3] {
             .help("Config file, for every command that reads one [default: ./toolhost.yaml when it exists]"),
         Arg::new("leading_plugins").long("plugin").value_name("FILE.wasm|oci://...").action(ArgAction::Append).help(
             "Load this plugin too (repeatable), for the commands that load plugins: serve, tools, call, select, \
-             calibrate, doctor, stats, grants, agents, servers; `lock` pins it",
+             calibrate, doctor, stats, grants, agents, servers; `lock` pins it (`audit --plugin NAME` \
+             picks that plugin's records instead)",
         ),
         Arg::new("leading_no_builtins")
             .long("no-builtins")
