@@ -147,6 +147,37 @@ pub fn read(files: &[PathBuf], filter: &Filter, mut each: impl FnMut(Value)) -> 
     Ok(read)
 }
 
+/// The longest line read as a record: the writer's records are far
+/// shorter (names cut, arguments hashed unless `audit.include_arguments`,
+/// and then bounded by the request size); a longer line (a damaged or
+/// foreign file) is skipped, never held whole in memory.
+pub const MAX_RECORD_BYTES: usize = 16 << 20;
+
+/// Reads up to and including the next newline, keeping at most
+/// `MAX_RECORD_BYTES` of the line in `line` (appended). Returns the bytes
+/// consumed, whether the newline was reached, and whether the line was cut.
+fn read_bounded(reader: &mut impl BufRead, line: &mut Vec<u8>) -> std::io::Result<(usize, bool, bool)> {
+    let (mut consumed, mut cut) = (0, false);
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok((consumed, false, cut));
+        }
+        let (n, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = MAX_RECORD_BYTES.saturating_sub(line.len());
+        line.extend_from_slice(&buf[..n.min(room)]);
+        cut |= n > room;
+        reader.consume(n);
+        consumed += n;
+        if done {
+            return Ok((consumed, true, cut));
+        }
+    }
+}
+
 fn read_lines(
     mut reader: impl BufRead,
     filter: &Filter,
@@ -156,11 +187,15 @@ fn read_lines(
     let mut line = Vec::new();
     loop {
         line.clear();
-        let n = reader.read_until(b'\n', &mut line)?;
-        if n == 0 || !line.ends_with(b"\n") {
+        let (n, whole, cut) = read_bounded(&mut reader, &mut line)?;
+        if !whole {
             return Ok((skipped, end));
         }
         end += n as u64;
+        if cut {
+            skipped += 1;
+            continue;
+        }
         match serde_json::from_slice::<Value>(&line) {
             Ok(v) if v.is_object() => {
                 if filter.matches(&v) {
@@ -194,18 +229,21 @@ pub fn follow(
     };
     let (mut reader, mut inode) = open(from)?;
     let mut at = from;
-    let mut partial = Vec::new();
+    let (mut partial, mut partial_cut) = (Vec::new(), false);
     loop {
         // Every whole line there is now (the file kept open: what is
         // written to it before a rotation is read too).
         loop {
-            let n = reader.read_until(b'\n', &mut partial)?;
-            if n == 0 || !partial.ends_with(b"\n") {
-                at += n as u64;
+            let (n, whole, cut) = read_bounded(&mut reader, &mut partial)?;
+            at += n as u64;
+            partial_cut |= cut;
+            if !whole {
                 break;
             }
-            at += n as u64;
             let line = std::mem::take(&mut partial);
+            if std::mem::take(&mut partial_cut) {
+                continue;
+            }
             if let Ok(v) = serde_json::from_slice::<Value>(&line)
                 && v.is_object()
                 && filter.matches(&v)
@@ -219,7 +257,7 @@ pub fn follow(
             Ok(meta) if meta.ino() != inode => {
                 if let Ok((r, i)) = open(0) {
                     (reader, inode, at) = (r, i, 0);
-                    partial.clear();
+                    (partial, partial_cut) = (Vec::new(), false);
                     continue;
                 }
             }
@@ -227,7 +265,7 @@ pub fn follow(
             Ok(meta) if meta.len() < at => {
                 (reader, inode) = open(0)?;
                 at = 0;
-                partial.clear();
+                (partial, partial_cut) = (Vec::new(), false);
                 continue;
             }
             _ => {}
@@ -301,6 +339,15 @@ mod tests {
         let read = read(&found, &Filter::default(), |v| tools.push(v["tool"].as_str().unwrap().to_string())).unwrap();
         assert_eq!(tools, ["t1", "t2", "t3"]);
         assert_eq!(read, Read { skipped: 1, end: line(3).len() as u64 + 1 });
+        // A line past MAX_RECORD_BYTES (a damaged file) is skipped, not held.
+        let mut long = format!("{{\"tool\": \"{}\"}}\n", "x".repeat(MAX_RECORD_BYTES));
+        long.push_str(&line(4));
+        std::fs::write(&path, long).unwrap();
+        let mut tools = Vec::new();
+        let read =
+            super::read(&[path.clone()], &Filter::default(), |v| tools.push(v["tool"].as_str().unwrap().to_string()))
+                .unwrap();
+        assert_eq!((tools, read.skipped), (vec!["t4".to_string()], 1));
     }
 
     #[test]
