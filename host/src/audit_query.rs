@@ -344,9 +344,10 @@ mod tests {
         long.push_str(&line(4));
         std::fs::write(&path, long).unwrap();
         let mut tools = Vec::new();
-        let read =
-            super::read(&[path.clone()], &Filter::default(), |v| tools.push(v["tool"].as_str().unwrap().to_string()))
-                .unwrap();
+        let read = super::read(std::slice::from_ref(&path), &Filter::default(), |v| {
+            tools.push(v["tool"].as_str().unwrap().to_string())
+        })
+        .unwrap();
         assert_eq!((tools, read.skipped), (vec!["t4".to_string()], 1));
     }
 
