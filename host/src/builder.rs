@@ -108,9 +108,16 @@ pub enum BuildError {
     /// A built-in plugin did not load.
     #[error("loading the built-in plugins: {0}")]
     Builtins(super::AddPluginError),
-    /// A plugin file did not load.
-    #[error(transparent)]
-    Plugin(super::AddPluginError),
+    /// A plugin the config (`plugins.files[i]`) or the command line
+    /// (`--plugin`) names did not load.
+    #[error("{key}: {source}")]
+    Plugin {
+        /// Where it was named: `plugins.files[0]`, `--plugin`.
+        key: String,
+        /// Why it did not load.
+        #[source]
+        source: super::AddPluginError,
+    },
     /// A registry plugin's reference or the registry settings are invalid.
     #[error(transparent)]
     Oci(#[from] crate::oci::OciError),
@@ -558,11 +565,13 @@ impl HostBuilder {
         // Every plugin file, `oci://` reference, plugins.dir file and
         // plugin added at run time, in the order they load.
         let mut plugins = Vec::new();
-        for p in self.plugin_files() {
+        let configured = cfg.plugins.files.len();
+        for (i, p) in self.plugin_files().into_iter().enumerate() {
+            let key = if i < configured { format!("plugins.files[{i}]") } else { "--plugin".to_string() };
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
-                Some(text) => plugins.push(PluginSource::Configured(Ok(crate::oci::OciRef::parse(text)?))),
+                Some(text) => plugins.push(PluginSource::Configured(key, Ok(crate::oci::OciRef::parse(text)?))),
                 None if removed_by_operator(&installer, &p) => {}
-                None => plugins.push(PluginSource::Configured(Err(p))),
+                None => plugins.push(PluginSource::Configured(key, Err(p))),
             }
         }
         if let Some(dir) = &plugins_dir {
@@ -654,8 +663,9 @@ fn removed_by_operator(installer: &Installer, p: &Path) -> bool {
 /// Where a plugin the host starts with comes from.
 #[derive(Debug)]
 enum PluginSource {
-    /// `plugins.files` or `--plugin`: a reference or a file.
-    Configured(Result<crate::oci::OciRef, PathBuf>),
+    /// `plugins.files` or `--plugin` (where it was named, `plugins.files[0]`):
+    /// a reference or a file.
+    Configured(String, Result<crate::oci::OciRef, PathBuf>),
     /// A file in `plugins.dir`.
     Dir(PathBuf),
     /// Added with `toolhost plugin add` while an earlier run served.
@@ -668,14 +678,14 @@ impl PluginSource {
     /// it); the others are reported in `warnings` and the rest load.
     fn load(self, installer: &Installer, warnings: &mut Vec<String>) -> Result<(), BuildError> {
         match self {
-            PluginSource::Configured(source) => {
+            PluginSource::Configured(key, source) => {
                 let r = match source {
                     Ok(r) => installer.add_plugin_ref(&r).map(drop),
                     Err(p) => installer.add_plugin_file(&p).map(drop),
                 };
                 match r {
                     Err(e @ crate::AddPluginError::MissingSecrets { .. }) => warnings.push(e.to_string()),
-                    r => r.map_err(BuildError::Plugin)?,
+                    r => r.map_err(|source| BuildError::Plugin { key, source })?,
                 }
             }
             // Like the watcher: a bad file is reported, the rest load.

@@ -417,4 +417,8 @@ fn a_reload_naming_a_plugin_file_that_is_not_there_says_so() {
     assert!(ok, "{out}");
     assert!(out.contains("NOT applied, needs a restart: plugins.files"), "{out}");
     assert!(out.contains("warning: plugins.files[0] (") && out.contains("weathr.wasm): no such file"), "{out}");
+    // A command that loads the config's plugins names the entry too.
+    let o = admin(dir.path(), &["tools"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("error: plugins.files[0]: cannot load plugin \"weathr\""), "{}", stderr(&o));
 }
