@@ -351,9 +351,16 @@ impl HostBuilder {
     /// The plugin files the config and the overrides name (not the plugins
     /// directory); `oci://` references among them are kept as they are.
     pub fn plugin_files(&self) -> Vec<PathBuf> {
+        self.named_plugin_files().into_iter().map(|(_, p)| p).collect()
+    }
+
+    /// [`HostBuilder::plugin_files`], each with where it was named, as an
+    /// error about it says: `plugins.files[0]`, or `--plugin`.
+    pub fn named_plugin_files(&self) -> Vec<(String, PathBuf)> {
         let cfg = &self.config;
         let resolve = |p: &PathBuf| if crate::oci::path_is_reference(p) { p.clone() } else { cfg.resolve(p) };
-        cfg.plugins.files.iter().map(resolve).chain(self.plugins.iter().cloned()).collect()
+        let configured = cfg.plugins.files.iter().enumerate().map(|(i, p)| (format!("plugins.files[{i}]"), resolve(p)));
+        configured.chain(self.plugins.iter().map(|p| ("--plugin".to_string(), p.clone()))).collect()
     }
 
     /// The registry client: `oci:` settings, credentials from the
@@ -565,9 +572,7 @@ impl HostBuilder {
         // Every plugin file, `oci://` reference, plugins.dir file and
         // plugin added at run time, in the order they load.
         let mut plugins = Vec::new();
-        let configured = cfg.plugins.files.len();
-        for (i, p) in self.plugin_files().into_iter().enumerate() {
-            let key = if i < configured { format!("plugins.files[{i}]") } else { "--plugin".to_string() };
+        for (key, p) in self.named_plugin_files() {
             match p.to_str().filter(|s| crate::oci::is_reference(s)) {
                 Some(text) => plugins.push(PluginSource::Configured(key, Ok(crate::oci::OciRef::parse(text)?))),
                 None if removed_by_operator(&installer, &p) => {}

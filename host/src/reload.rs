@@ -245,12 +245,11 @@ impl Reloader {
         // A plugin file the next start could not read: said now, not when
         // the table restarts without it.
         let known = self.started.plugin_files();
-        for (i, f) in next.plugin_files().iter().enumerate() {
-            if !known.contains(f) && !crate::oci::path_is_reference(f) && !f.is_file() {
-                report.warnings.push(format!(
-                    "plugins.files[{i}] ({}): no such file; the next start would not load it",
-                    f.display()
-                ));
+        for (key, f) in next.named_plugin_files() {
+            if !known.contains(&f) && !crate::oci::path_is_reference(&f) && !f.is_file() {
+                report
+                    .warnings
+                    .push(format!("{key} ({}): no such file; the next start would not load it", f.display()));
             }
         }
         next.check_grant_dirs().map_err(|e| invalid(e.to_string()))?;

@@ -309,10 +309,13 @@ fn toolhost_audit_filters_the_trail_and_its_rotated_files_and_follows_it() {
         cmd.current_dir(d).env("TOOLHOST_STATE_DIR", d.join("state")).args(["serve", "--http", "127.0.0.1:0"]);
         crate::live::spawn_serving(cmd)
     };
+    // From now on: the CLI's earlier `roll` records are left out, so the
+    // one line awaited can only be the call made below, over MCP.
+    let from = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
     let follower = toolhost()
         .current_dir(d)
         .env("TOOLHOST_STATE_DIR", d.join("state"))
-        .args(["audit", "--follow", "--json", "--tool", "roll", "--since", "1s"])
+        .args(["audit", "--follow", "--json", "--tool", "roll", "--since", &from])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -336,4 +339,5 @@ fn toolhost_audit_filters_the_trail_and_its_rotated_files_and_follows_it() {
     let line = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("the call's record, followed");
     let r: Value = serde_json::from_str(&line).unwrap();
     assert_eq!((r["event"].as_str(), r["tool"].as_str()), (Some("call"), Some("roll")), "{r}");
+    assert!(r["session"].is_string(), "the MCP call's record (it has a session), not an older one: {r}");
 }

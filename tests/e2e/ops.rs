@@ -167,13 +167,20 @@ fn py_server() -> String {
     format!("{} {}", python().display(), peers_dir().join("py_server.py").display())
 }
 
+/// In `dir`: a config with no rate limit and `swap` staged outside any
+/// plugins directory, to be added at run time; its path.
+fn staged_swap(dir: &Path) -> std::path::PathBuf {
+    std::fs::write(dir.join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
+    std::fs::create_dir_all(dir.join("staging")).unwrap();
+    let swap = dir.join("staging/swap.wasm");
+    place(SWAP_V1_PATH, &swap);
+    swap
+}
+
 #[test]
 fn plugins_and_servers_added_at_run_time_are_back_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
-    std::fs::create_dir_all(dir.path().join("staging")).unwrap();
-    let swap = dir.path().join("staging/swap.wasm");
-    place(SWAP_V1_PATH, &swap);
+    let swap = staged_swap(dir.path());
     {
         let (_host, _url) = serve(dir.path());
         let o = admin(dir.path(), &["plugin", "add", swap.to_str().unwrap()]);
@@ -491,10 +498,7 @@ fn commands_that_only_read_write_no_audit_record() {
 #[test]
 fn plugin_remove_with_no_host_serving_forgets_a_plugin_added_at_run_time() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("toolhost.yaml"), "server:\n  rate_limit: { per_minute: 0 }\n").unwrap();
-    std::fs::create_dir_all(dir.path().join("staging")).unwrap();
-    let swap = dir.path().join("staging/swap.wasm");
-    place(SWAP_V1_PATH, &swap);
+    let swap = staged_swap(dir.path());
     {
         let (_host, _url) = serve(dir.path());
         let o = admin(dir.path(), &["plugin", "add", swap.to_str().unwrap()]);

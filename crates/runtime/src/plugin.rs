@@ -241,12 +241,11 @@ impl WasmPlugin {
         // origins its HTTP requests went to): contacting any is using it.
         let contacts = data.ext.as_deref().and_then(|ext| {
             let e = rt.extensions.iter().find(|e| self.held.contains(e.capability()))?;
-            let contacts = e.contacts(ext);
-            (!contacts.is_empty()).then(|| {
-                data.used.mark(e.capability());
-                contacts
-            })
+            Some((e.capability(), e.contacts(ext))).filter(|(_, contacts)| !contacts.is_empty())
         });
+        if let Some((capability, _)) = &contacts {
+            data.used.mark(*capability);
+        }
         let stats = CallStats {
             duration: start.elapsed(),
             fuel_used,
@@ -259,7 +258,7 @@ impl WasmPlugin {
         // The secrets the call read, and any set while it ran: a value
         // rotated or removed mid-call is redacted all the same.
         let secrets = self.runtime.call_secrets(&self.name, &state.values);
-        if let (Some(cost), Some(mut contacts)) = (ctx.and_then(|c| c.cost.as_ref()), contacts) {
+        if let (Some(cost), Some((_, mut contacts))) = (ctx.and_then(|c| c.cost.as_ref()), contacts) {
             if secrets.has_secrets() {
                 // A host name can be made of a secret (under a wildcard grant).
                 for c in &mut contacts {

@@ -271,9 +271,8 @@ let lastAudit = null;
 // The "Only" fields, as `toolhost audit` reads its flags: an agent
 // (`(operator)` for the operator), a tool or plugin, an outcome (`error`:
 // every call or refusal that did not end ok). Empty: any.
-function auditMatch(r) {
-  const v = (n) => document.querySelector('#audit-match input[name="' + n + '"]').value.trim();
-  const [agent, what, outcome] = [v('agent'), v('what'), v('outcome')];
+function auditMatch(r, only) {
+  const { agent, what, outcome } = only;
   const ev = r.event || '';
   if (agent && !((ev === 'call' || ev === 'refused' || ev === 'probe') && (r.agent || '(operator)') === agent)) return false;
   if (what && r.tool !== what && r.plugin !== what && r.provider !== what) return false;
@@ -290,7 +289,9 @@ function renderAudit(audit) {
   $('audit-path').textContent = audit.path ? 'From ' + audit.path + (audit.error ? ' (unreadable: ' + audit.error + ')' : '')
     : 'This host writes no audit file.';
   const shown = new Set(Array.from(document.querySelectorAll('#audit-filters input:checked')).map((i) => i.value));
-  const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)) && auditMatch(r));
+  const v = (n) => document.querySelector('#audit-match input[name="' + n + '"]').value.trim();
+  const only = { agent: v('agent'), what: v('what'), outcome: v('outcome') };
+  const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)) && auditMatch(r, only));
   fill($('audit').tBodies[0], recs.map((r) => {
     const tr = el('tr'); tr.dataset.event = r.event || ''; tr.dataset.kind = auditKind(r);
     const when = el('td', (r.time || r.last || '').replace('T', ' ').replace('Z', ''), 'mono');

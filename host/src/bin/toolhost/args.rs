@@ -125,7 +125,12 @@ pub struct StateArgs {
 impl StateArgs {
     /// The state directory.
     pub fn state_dir(&self) -> Result<PathBuf> {
-        Ok(HostBuilder::new(self.config.load()?).state_dir(self.state_dir.clone()).resolved_state_dir())
+        Ok(self.state_dir_of(&self.config.load()?))
+    }
+
+    /// The state directory, with `config` the config already read.
+    pub fn state_dir_of(&self, config: &Config) -> PathBuf {
+        HostBuilder::new(config.clone()).state_dir(self.state_dir.clone()).resolved_state_dir()
     }
 
     /// A client of the running host's admin API.

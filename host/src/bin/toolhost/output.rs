@@ -74,13 +74,13 @@ pub fn tier_name(t: Option<Tier>) -> &'static str {
     t.map_or("over-budget", Tier::as_str)
 }
 
-/// "a, b, c", or "(none)".
 /// `a (yes), b (no)`: each item with its mark, as the reviewer's commands
 /// list asks (`granted` / `NOT granted`, `set` / `NOT set`).
 pub fn marked<'a>(items: impl IntoIterator<Item = (&'a str, bool)>, yes: &str, no: &str) -> String {
     items.into_iter().map(|(item, ok)| format!("{item} ({})", if ok { yes } else { no })).collect::<Vec<_>>().join(", ")
 }
 
+/// "a, b, c", or "(none)".
 pub fn list_or_none(items: &[String]) -> String {
     if items.is_empty() { "(none)".to_string() } else { items.join(", ") }
 }

@@ -65,7 +65,7 @@ impl Audit {
         }
         let path = match &config.audit.path {
             Some(p) => config.resolve(p),
-            None => self.state.state_dir()?.join("audit.jsonl"),
+            None => self.state.state_dir_of(&config).join("audit.jsonl"),
         };
         let keep = config.audit.keep.unwrap_or(toolhost::audit::DEFAULT_KEEP);
         let now = chrono::Utc::now();
@@ -92,24 +92,21 @@ impl Audit {
         }
         let mut found = std::collections::VecDeque::new();
         let read = audit_query::read(&files, &filter, |r| {
-            if self.last == Some(found.len()) {
+            found.push_back(r);
+            if self.last.is_some_and(|n| found.len() > n) {
                 found.pop_front();
-            }
-            if self.last != Some(0) {
-                found.push_back(r);
             }
         })
         .with_context(|| format!("reading the audit trail at {}", path.display()))?;
         if read.skipped > 0 {
             eprintln!("note: {} lines of the trail were not records (cut by a crash?) and were skipped", read.skipped);
         }
-        let rows: Vec<[String; 6]> = found.iter().map(row).collect();
         if self.json {
             for r in &found {
                 println!("{r}");
             }
-        } else if !self.follow || !rows.is_empty() {
-            print_table(&HEADER, &rows);
+        } else if !self.follow || !found.is_empty() {
+            print_table(&HEADER, &found.iter().map(row).collect::<Vec<_>>());
         }
         if !self.follow {
             if found.is_empty() {

@@ -352,11 +352,8 @@ impl Inspect {
         for e in &exports {
             println!("  {e}");
         }
-        let mark = |c: toolhost::tool::Capability| {
-            format!("{c} ({})", if review.granted.contains(c) { "granted" } else { "NOT granted" })
-        };
-        let asks: Vec<String> = own.asks.iter().map(mark).collect();
-        println!("asks for: {}", if asks.is_empty() { "nothing".to_string() } else { asks.join(", ") });
+        let asks = marked(own.asks.iter().map(|c| (c.as_str(), review.granted.contains(c))), "granted", "NOT granted");
+        println!("asks for: {}", if asks.is_empty() { "nothing" } else { &asks });
         // Inert unless granted: a grant exposes what it names.
         let (exposed, inert): (Vec<_>, Vec<_>) = own.inert.iter().partition(|c| review.granted.contains(*c));
         if !inert.is_empty() {

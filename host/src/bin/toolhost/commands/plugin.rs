@@ -53,7 +53,7 @@ fn forget_added(state: &StateArgs, name: &str) -> Result<()> {
             "no host of this fleet is serving here, and a fleet's plugins are its own (cluster.url): remove {name} through a serving host"
         );
     }
-    let dir = state.state_dir()?;
+    let dir = state.state_dir_of(&config);
     let (changes, refused) = toolhost::changes::RuntimeChanges::open(&dir)
         .with_context(|| format!("reading the run-time changes in {}", dir.display()))?;
     if let Some(e) = refused {
