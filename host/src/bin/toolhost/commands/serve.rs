@@ -178,6 +178,12 @@ impl Serve {
             // The session on a thread of its own, which also runs the calls
             // measured fast (`mcp::lane`); the rest on the main runtime.
             let front = McpFront::new(host.pipeline().clone(), self.agent)?;
+            // Heard from before the client can see `initialize` answered:
+            // a SIGTERM right after it stops the host cleanly, not by default.
+            let stop = {
+                let _in_runtime = rt.enter();
+                shutdown_signal()
+            };
             let session = StdioSession::start(
                 front,
                 rt.handle().clone(),
@@ -195,7 +201,7 @@ impl Serve {
                 let mut session_end = std::pin::pin!(session.ended());
                 let ended = tokio::select! {
                     r = &mut session_end => r.map_err(anyhow::Error::from),
-                    () = shutdown_signal() => {
+                    () = stop => {
                         // Calls under way are answered while the client
                         // stays, up to the grace period; an idle client
                         // holds nothing. A second signal is heard from
@@ -256,6 +262,8 @@ impl Serve {
         };
         let scheme = if tls.is_some() { "https" } else { "http" };
         rt.block_on(async move {
+            // Heard from before the port opens and the banner is printed.
+            let stop = shutdown_signal();
             let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("binding {addr}"))?;
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
@@ -309,7 +317,7 @@ impl Serve {
                 r = &mut server => {
                     r.context("the HTTP server's task")?.context("HTTP server")?;
                 }
-                () = shutdown_signal() => {}
+                () = stop => {}
             }
             // New sessions get 503; the open ones are served until they
             // end or the grace period is over, then closed with the process.
