@@ -196,8 +196,15 @@ impl Installer {
             }
             // A new version held for a grant: the running one stays, and
             // stays what a restart loads, until a reload loads this one.
-            Err(e @ (AddPluginError::NewCapabilities { .. } | AddPluginError::NewHosts { .. })) => {
-                if let AddPluginError::NewCapabilities { plugin, .. } | AddPluginError::NewHosts { plugin, .. } = &e {
+            Err(
+                e @ (AddPluginError::NewCapabilities { .. }
+                | AddPluginError::NewHosts { .. }
+                | AddPluginError::Ungranted { .. }),
+            ) => {
+                if let AddPluginError::NewCapabilities { plugin, .. }
+                | AddPluginError::NewHosts { plugin, .. }
+                | AddPluginError::Ungranted { plugin, .. } = &e
+                {
                     self.held_adds.lock().unwrap_or_else(|p| p.into_inner()).insert(plugin.clone(), path.to_path_buf());
                 }
                 return Err(e);
@@ -217,7 +224,7 @@ impl Installer {
     /// run time, so that a restart loads it.
     pub fn upgrades_loaded(&self, changes: &[crate::PluginChange]) {
         let mut held = self.held_adds.lock().unwrap_or_else(|p| p.into_inner());
-        for c in changes.iter().filter(|c| c.action == "upgraded") {
+        for c in changes.iter().filter(|c| c.action == "upgraded" || c.action == "installed") {
             if let Some(path) = held.remove(&c.plugin) {
                 self.changes.plugin_added(&c.plugin, &path);
             }

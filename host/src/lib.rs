@@ -47,8 +47,8 @@ pub use toolhost_core::{activity, audit, budget, calibrate, counters, rates, reg
 
 /// The speech-to-speech bridge (the `toolhost-bridge` crate).
 pub use toolhost_bridge as bridge;
-/// Registries and the built-in plugins (the `toolhost-dist` crate).
-pub use toolhost_dist::{builtin, oci};
+/// Registries, the marketplace's catalogues and the built-in plugins (the `toolhost-dist` crate).
+pub use toolhost_dist::{builtin, catalogue, oci};
 /// `wasi:http` for plugins: the runtime extension `toolhost` installs.
 pub use toolhost_http as http;
 /// The MCP server front (the `toolhost-mcp` crate).

@@ -91,6 +91,21 @@ pub enum AddPluginError {
         /// The origins asked for and not granted.
         hosts: Vec<String>,
     },
+    /// A plugin new to this host asks for what its grants do not give: it is
+    /// held, and the reload that grants it loads it.
+    #[error(
+        "plugin {plugin:?} is held until granted: it asks for {}, which plugins.grants.{plugin} does not grant; grant {} there and reload (toolhost reload), and it loads",
+        ungranted_words(.capabilities, .hosts),
+        if .capabilities.len() + .hosts.len() == 1 { "it" } else { "them" }
+    )]
+    Ungranted {
+        /// Plugin name.
+        plugin: String,
+        /// Capabilities it needs to load, not granted.
+        capabilities: Vec<Capability>,
+        /// Origins its signed manifest asks to reach, not granted.
+        hosts: Vec<String>,
+    },
     /// Its manifest names secrets that are not set: it is held (an older
     /// version keeps serving) until they are.
     #[error(
@@ -106,6 +121,15 @@ pub enum AddPluginError {
         /// The secrets not set.
         missing: Vec<String>,
     },
+}
+
+fn ungranted_words(capabilities: &[Capability], hosts: &[String]) -> String {
+    let mut out: Vec<String> =
+        capabilities.iter().map(|c| format!("the {c} capability ({})", CAPABILITIES.interfaces_in_words(*c))).collect();
+    if !hosts.is_empty() {
+        out.push(format!("HTTP to {}", hosts.join(", ")));
+    }
+    out.join(" and ")
 }
 
 fn list(c: &[Capability]) -> String {
@@ -321,6 +345,27 @@ impl Admission {
             if let Some(why) = held {
                 return Err(self.hold_upgrade(why, bytes, path));
             }
+        } else if old.is_none() {
+            // New here: what it needs to load at all, and the origins it
+            // asks for, against its grants; held until they are given.
+            let asked = match &provenance {
+                Provenance::Signed { manifest, .. } => manifest.http_hosts.clone(),
+                _ => Vec::new(),
+            };
+            let imported = CAPABILITIES.imported(&compiled.imports);
+            let capabilities: Vec<Capability> = imported
+                .difference(CAPABILITIES.inert_without_grant(imported))
+                .iter()
+                .filter(|c| !grants.grants(*c))
+                .collect();
+            let hosts = match grants.extensions.get(Capability::Http) {
+                Some(granted) => granted.uncovered(&asked),
+                None => asked,
+            };
+            if !capabilities.is_empty() || !hosts.is_empty() {
+                let why = AddPluginError::Ungranted { plugin: name.clone(), capabilities, hosts };
+                return Err(self.hold_upgrade(why, bytes, path));
+            }
         }
         let mut plugin = self.pipeline.runtime().instantiate_compiled(compiled, grants)?;
         self.expose(&name, &mut plugin)?;
@@ -474,7 +519,10 @@ impl Admission {
     /// Holds the new version `error` refused (see [`HeldUpgrade`]); returns
     /// the error.
     fn hold_upgrade(&self, error: AddPluginError, bytes: &[u8], path: Option<&Path>) -> AddPluginError {
-        let (AddPluginError::NewCapabilities { plugin, .. } | AddPluginError::NewHosts { plugin, .. }) = &error else {
+        let (AddPluginError::NewCapabilities { plugin, .. }
+        | AddPluginError::NewHosts { plugin, .. }
+        | AddPluginError::Ungranted { plugin, .. }) = &error
+        else {
             return error;
         };
         tracing::warn!(plugin = %crate::tool::log_safe(plugin), "{error}");
@@ -499,18 +547,26 @@ impl Admission {
         for (name, up) in held {
             match self.install_locked(&name, &up.bytes, up.path.as_deref()) {
                 Ok(installed) => {
-                    tracing::info!(plugin = %crate::tool::log_safe(&name), "held new version loaded (config reload)");
-                    out.push(crate::PluginChange {
-                        plugin: name,
-                        action: "upgraded".into(),
-                        detail: format!(
-                            "the held new version ({}) loaded: its grants cover what it asks now",
-                            &installed.digest[..installed.digest.len().min(12)]
+                    tracing::info!(plugin = %crate::tool::log_safe(&name), "held plugin loaded (config reload)");
+                    let digest = &installed.digest[..installed.digest.len().min(12)];
+                    let (action, detail) = match installed.replaced {
+                        Some(_) => (
+                            "upgraded",
+                            format!("the held new version ({digest}) loaded: its grants cover what it asks now"),
                         ),
-                    });
+                        None => (
+                            "installed",
+                            format!("held until granted, it loaded ({digest}): its grants cover what it asks now"),
+                        ),
+                    };
+                    out.push(crate::PluginChange { plugin: name, action: action.into(), detail });
                 }
                 // Held again, by install_locked.
-                Err(AddPluginError::NewCapabilities { .. } | AddPluginError::NewHosts { .. }) => {}
+                Err(
+                    AddPluginError::NewCapabilities { .. }
+                    | AddPluginError::NewHosts { .. }
+                    | AddPluginError::Ungranted { .. },
+                ) => {}
                 Err(e) => {
                     self.audit_refused(&name, up.path.as_deref(), &e);
                     out.push(crate::PluginChange { plugin: name, action: "refused".into(), detail: e.to_string() });

@@ -92,6 +92,9 @@ pub struct Config {
     pub trust: crate::package::TrustConfig,
     /// OCI registries (`oci://` plugins): plain-HTTP hosts, credentials file.
     pub oci: OciConfig,
+    /// Catalogues of plugins in OCI registries (`toolhost search`,
+    /// `install`, `publish`).
+    pub marketplace: MarketplaceConfig,
     /// Directory of the compile cache (default: see `toolhost --help`).
     /// It must be private to this user (0700, owned by it).
     pub cache_dir: Option<PathBuf>,
@@ -223,6 +226,19 @@ impl Config {
             && (id.is_empty() || id.len() > 128 || id.chars().any(|c| c.is_control() || c.is_whitespace()))
         {
             return Err(format!("cluster.host_id: {id:?} must be 1 to 128 characters, no spaces{}", at("host_id")));
+        }
+        for (i, c) in self.marketplace.catalogues.iter().enumerate() {
+            let rest = c.strip_prefix("oci://").unwrap_or("");
+            let (_, path) = rest.split_once('/').unwrap_or((rest, ""));
+            if path.is_empty() || path.contains(['@', ':']) {
+                return Err(format!(
+                    "marketplace.catalogues[{i}]: {c:?} is not a catalogue: write oci://HOST[:PORT]/REPOSITORY, with no tag or digest{}",
+                    at(c)
+                ));
+            }
+        }
+        if self.marketplace.max_entries == 0 {
+            return Err(format!("marketplace.max_entries: must be at least 1{}", at("max_entries")));
         }
         if self.budget.max_calls_per_turn == Some(0) {
             return Err(format!(

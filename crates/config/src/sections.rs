@@ -643,6 +643,30 @@ impl LimitsConfig {
     }
 }
 
+/// `marketplace:` section: the catalogues `toolhost search` and `toolhost
+/// install` read, and `toolhost publish` writes. A catalogue is a
+/// repository in any OCI registry (`oci://HOST/NS/catalogue`), spoken to
+/// with the `oci:` section's settings; each entry is one tag of it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MarketplaceConfig {
+    /// The catalogues, as `oci://HOST[:PORT]/REPOSITORY` (no tag).
+    pub catalogues: Vec<String>,
+    /// How old a catalogue's local copy may be before `search` and
+    /// `install` read the registry again, in seconds (default 600; 0: every
+    /// time).
+    pub refresh_secs: u64,
+    /// The most entries read from one catalogue (default 20,000): a larger
+    /// catalogue is read up to it, with a warning.
+    pub max_entries: usize,
+}
+
+impl Default for MarketplaceConfig {
+    fn default() -> MarketplaceConfig {
+        MarketplaceConfig { catalogues: Vec::new(), refresh_secs: 600, max_entries: 20_000 }
+    }
+}
+
 /// `oci:` section of the config: how `oci://` plugins are pulled.
 #[derive(Debug, Clone, PartialEq, Default, Deserialize)]
 #[serde(default, deny_unknown_fields)]

@@ -123,7 +123,7 @@ pub enum OciError {
 pub use toolhost_config::OciConfig;
 
 pub use credentials::Credentials;
-use reference::is_sha256_digest;
+pub(crate) use reference::is_sha256_digest;
 pub use reference::{OciRef, is_reference, path_is_reference};
 
 /// Whether `registry` (`host[:port]`) is this machine (the one loopback
@@ -193,7 +193,7 @@ pub struct OciStore {
     timeout: Duration,
 }
 
-fn sha256_digest(b: &[u8]) -> String {
+pub(crate) fn sha256_digest(b: &[u8]) -> String {
     format!("sha256:{}", hex::encode(Sha256::digest(b)))
 }
 
@@ -257,7 +257,7 @@ impl OciStore {
 
     /// Runs `f` on a runtime of its own, on a thread of its own (callable
     /// from anywhere, async context or not), bounded by the timeout.
-    fn block<T: Send>(
+    pub(crate) fn block<T: Send>(
         &self,
         registry: &str,
         f: impl std::future::Future<Output = Result<T, OciError>> + Send,
@@ -288,7 +288,7 @@ impl OciStore {
     }
 
     /// A bounded reader for `r`'s registry with its credentials.
-    fn reader(&self, r: &OciRef) -> Result<bounded::Reader, OciError> {
+    pub(crate) fn reader(&self, r: &OciRef) -> Result<bounded::Reader, OciError> {
         let registry = r.reference.resolve_registry().to_string();
         let plain = is_loopback(r.registry()) || self.insecure.iter().any(|i| i == r.registry());
         let auth = self.auth(r)?;
@@ -298,7 +298,7 @@ impl OciStore {
 
     /// Reads `kind` (`manifests`, `blobs`) `reference` of `r`'s repository
     /// with the bounded reader; `Ok(None)` when the registry has none.
-    fn get_bounded(
+    pub(crate) fn get_bounded(
         &self,
         r: &OciRef,
         kind: &str,
@@ -345,8 +345,7 @@ impl OciStore {
                 reason: "push to a tag (REPO:TAG), not a digest".into(),
             });
         }
-        let (client, registry) = self.client(r);
-        let auth = self.auth(r)?;
+        let registry = r.registry().to_string();
         let layer_digest = sha256_digest(package);
         let config = serde_json::json!({
             "created": annotations.get(annotations::CREATED).cloned()
@@ -381,21 +380,38 @@ impl OciStore {
             registry: registry.clone(),
             message: format!("encoding the manifest: {e}"),
         })?;
-        let digest = sha256_digest(&manifest);
         let total = package.len() + config.len() + manifest.len();
+        let digest =
+            self.push_parts(r, vec![(package.to_vec(), layer_digest.clone()), (config, config_digest)], manifest)?;
+        tracing::info!(reference = %r, %digest, "pushed");
+        Ok(Pushed { digest, layer_digest, bytes: total })
+    }
+
+    /// Pushes `blobs` (each with its sha256 digest), then `manifest` (an
+    /// OCI image manifest, as JSON, naming them) at `r`'s tag: the
+    /// manifest's digest.
+    pub(crate) fn push_parts(
+        &self,
+        r: &OciRef,
+        blobs: Vec<(Vec<u8>, String)>,
+        manifest: Vec<u8>,
+    ) -> Result<String, OciError> {
+        let (client, registry) = self.client(r);
+        let auth = self.auth(r)?;
+        let digest = sha256_digest(&manifest);
         let reference = r.reference.clone();
         self.block(&registry, async {
             let err = |e: oci_client::errors::OciDistributionError| Self::registry_err(&registry, &e);
             client.store_auth_if_needed(reference.resolve_registry(), &auth).await;
             client.auth(&reference, &auth, oci_client::RegistryOperation::Push).await.map_err(err)?;
-            client.push_blob(&reference, package.to_vec(), &layer_digest).await.map_err(err)?;
-            client.push_blob(&reference, config, &config_digest).await.map_err(err)?;
+            for (bytes, digest) in blobs {
+                client.push_blob(&reference, bytes, &digest).await.map_err(err)?;
+            }
             let ct = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
             client.push_manifest_raw(&reference, manifest, ct).await.map_err(err)?;
             Ok(())
         })?;
-        tracing::info!(reference = %r, %digest, "pushed");
-        Ok(Pushed { digest, layer_digest, bytes: total })
+        Ok(digest)
     }
 
     /// Checks a manifest's shape: the Wasm artifact layout, one layer of
@@ -641,7 +657,7 @@ impl OciStore {
     }
 }
 
-mod bounded;
+pub(crate) mod bounded;
 mod credentials;
 mod reference;
 #[cfg(test)]

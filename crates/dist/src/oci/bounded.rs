@@ -14,13 +14,14 @@ use base64::Engine as _;
 const MAX_TOKEN_BYTES: usize = 64 * 1024;
 
 /// One registry, one set of credentials, its token once obtained.
-pub(super) struct Reader {
+pub(crate) struct Reader {
     http: reqwest::Client,
     scheme: &'static str,
     registry: String,
     insecure: Vec<String>,
     auth: RegistryAuth,
     token: Option<String>,
+    timeout: std::time::Duration,
 }
 
 /// Reads a body, at most `max` bytes (the `what` of the errors).
@@ -55,6 +56,7 @@ impl Reader {
             insecure: insecure.to_vec(),
             auth,
             token: None,
+            timeout,
         })
     }
 
@@ -79,7 +81,10 @@ impl Reader {
         if let Some(a) = authorization {
             req = req.header(reqwest::header::AUTHORIZATION, a);
         }
-        req.send().await.map_err(|e| format!("unreachable: {}", e.without_url()))
+        req.send().await.map_err(|e| match e.is_timeout() {
+            true => format!("unreachable: no answer within {} s", self.timeout.as_secs()),
+            false => format!("unreachable: {}", e.without_url()),
+        })
     }
 
     /// Whether a token realm may be asked: HTTPS, or plain HTTP on
@@ -135,7 +140,7 @@ impl Reader {
 
     /// GETs `/v2/<repository>/<kind>/<reference>`, at most `max` bytes;
     /// `Ok(None)` when the registry says it has no such thing.
-    pub(super) async fn get(
+    pub(crate) async fn get(
         &mut self,
         repository: &str,
         kind: &str,
@@ -173,7 +178,11 @@ impl Reader {
         if !status.is_success() {
             return Err(format!("the registry answered {status}"));
         }
-        let what = if kind == "manifests" { "manifest" } else { "layer" };
+        let what = match kind {
+            "manifests" => "manifest",
+            "tags" => "tag list",
+            _ => "layer",
+        };
         body(resp, max, what).await.map(Some)
     }
 }

@@ -24,7 +24,7 @@ pub fn path_is_reference(p: &Path) -> bool {
     p.to_str().is_some_and(is_reference)
 }
 
-pub(super) fn is_sha256_digest(d: &str) -> bool {
+pub(crate) fn is_sha256_digest(d: &str) -> bool {
     d.strip_prefix("sha256:")
         .is_some_and(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }

@@ -9,15 +9,18 @@ mod cluster;
 mod doctor;
 mod grants;
 mod inspect;
+mod install;
 mod keygen;
 mod lock;
 mod memory;
 mod new;
 mod override_tier;
 mod plugin;
+mod publish;
 mod pull;
 mod push;
 mod reload;
+mod search;
 mod secret;
 mod select;
 mod serve;
@@ -61,6 +64,9 @@ pub enum Command {
     Sign(sign::Sign),
     Verify(verify::Verify),
     Push(push::Push),
+    Publish(publish::Publish),
+    Search(search::Search),
+    Install(install::Install),
     Pull(pull::Pull),
     Show(show::Show),
     Lock(lock::Lock),
@@ -95,6 +101,9 @@ impl Command {
             Command::Sign(c) => c.run(),
             Command::Verify(c) => c.run(),
             Command::Push(c) => c.run(),
+            Command::Publish(c) => c.run(),
+            Command::Search(c) => c.run(),
+            Command::Install(c) => c.run(),
             Command::Pull(c) => c.run(),
             Command::Show(c) => c.run(),
             Command::Lock(c) => c.run(),

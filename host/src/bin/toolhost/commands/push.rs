@@ -35,23 +35,63 @@ pub struct Push {
     runtime: RuntimeArgs,
 }
 
+/// What [`push_plugin`] pushed, and what it read on the way.
+pub(crate) struct PushedPlugin {
+    /// The plugin's name (the signed one, else the file's).
+    pub name: String,
+    /// The signature, when signed.
+    pub verified: Option<toolhost::package::Verified>,
+    /// Its tools as the component declares them.
+    pub defs: Vec<toolhost::tool::ToolDef>,
+    /// Measured badges by tool, when this host measured them.
+    pub badges: BTreeMap<String, String>,
+    /// The push.
+    pub pushed: toolhost::oci::Pushed,
+}
+
 impl Push {
     pub fn run(self) -> Result<ExitCode> {
         let r = OciRef::parse(&self.reference)?;
         let builder = self.runtime.builder()?.state_dir(self.state_dir.clone());
+        let started = Instant::now();
+        let p = push_plugin(&builder, &self.file, &r, self.allow_unsigned, self.insecure)?;
+        let took = started.elapsed();
+        match &p.verified {
+            Some(v) => println!("pushed {} {} by {} to {r}", p.name, v.manifest.version, v.manifest.author),
+            None => println!("pushed {} (UNSIGNED) to {r}", p.name),
+        }
+        println!("  digest {}", p.pushed.digest);
+        println!("  pinned {}", r.at_digest(&p.pushed.digest));
+        println!("  layer  {} ({} bytes) in {} ms", p.pushed.layer_digest, p.pushed.bytes, took.as_millis());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// Pushes `file` to `r` as `toolhost push` does: a signed file (unsigned
+/// only with `allow_unsigned`; a broken signature never), its manifest's
+/// fields, its tools' declared latencies and this host's badge as
+/// annotations.
+pub(crate) fn push_plugin(
+    builder: &toolhost::HostBuilder,
+    file: &std::path::Path,
+    r: &OciRef,
+    allow_unsigned: bool,
+    insecure: bool,
+) -> Result<PushedPlugin> {
+    {
         let runtime = builder.runtime()?;
         let limit = runtime.limits().max_component_bytes + (1 << 16);
-        let stem = toolhost::runtime::plugin_name_from_path(&self.file);
-        let bytes = toolhost::runtime::read_bounded(&self.file, limit)
+        let stem = toolhost::runtime::plugin_name_from_path(file);
+        let bytes = toolhost::runtime::read_bounded(file, limit)
             .map_err(|kind| toolhost::runtime::LoadError { plugin: stem.clone(), kind })
-            .with_context(|| format!("reading {}", self.file.display()))?;
+            .with_context(|| format!("reading {}", file.display()))?;
         let package = toolhost::package::parse(&bytes)?;
         // A broken signature is never pushed, whatever the flags.
         let verified = package.verify(&stem)?;
-        if verified.is_none() && !self.allow_unsigned {
+        if verified.is_none() && !allow_unsigned {
             bail!(
                 "{} is not signed: sign it first (`toolhost sign --key KEY.key`), or pass --allow-unsigned to push it anyway",
-                self.file.display()
+                file.display()
             );
         }
         let name = verified.as_ref().map_or(stem.clone(), |v| v.manifest.name.clone());
@@ -115,19 +155,10 @@ impl Push {
             }
         }
         let mut store = builder.oci_store()?;
-        if self.insecure {
+        if insecure {
             store.allow_insecure(r.registry());
         }
-        let started = Instant::now();
-        let pushed = store.push(&r, &bytes, &info, a)?;
-        let took = started.elapsed();
-        match &verified {
-            Some(v) => println!("pushed {} {} by {} to {r}", name, v.manifest.version, v.manifest.author),
-            None => println!("pushed {name} (UNSIGNED) to {r}"),
-        }
-        println!("  digest {}", pushed.digest);
-        println!("  pinned {}", r.at_digest(&pushed.digest));
-        println!("  layer  {} ({} bytes) in {} ms", pushed.layer_digest, bytes.len(), took.as_millis());
-        Ok(ExitCode::SUCCESS)
+        let pushed = store.push(r, &bytes, &info, a)?;
+        Ok(PushedPlugin { name, verified, defs, badges, pushed })
     }
 }
