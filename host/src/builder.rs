@@ -64,6 +64,9 @@ use std::sync::Arc;
 /// file at fault.
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
+    /// A `trust:` entry is not valid (a key's window, a revocation).
+    #[error("{0}")]
+    Trust(String),
     /// The state directory is not private to this user.
     #[error("state directory: {0} (set --state-dir or TOOLHOST_STATE_DIR to a directory of your own)")]
     StateDir(crate::runtime::private::PrivateDirError),
@@ -426,14 +429,30 @@ impl HostBuilder {
             None
         };
         let mut keys = cfg.trust.keys.clone();
+        for (index, k) in keys.iter().enumerate() {
+            crate::package::check_key_window(k)
+                .map_err(|e| BuildError::Trust(format!("trust.keys[{index}] ({}): {e}", k.name)))?;
+        }
         for (index, f) in cfg.trust.key_files.iter().enumerate() {
             let path = cfg.resolve(f);
             let err = |reason: String| BuildError::KeyFile { index, path: path.clone(), reason };
             // Whoever could write a trusted key could sign anything.
             let text = crate::runtime::private::read_obeyed(&path, 64 << 10).map_err(|e| err(e.to_string()))?;
-            keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
+            let key: crate::package::PublicKey =
+                serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?;
+            crate::package::check_key_window(&key).map_err(err)?;
+            keys.push(key);
         }
-        Ok(TrustPolicy { keys, allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned, lock })
+        for (index, r) in cfg.trust.revoked.iter().enumerate() {
+            crate::package::check_revoked_entry(r)
+                .map_err(|e| BuildError::Trust(format!("trust.revoked[{index}]: {e}")))?;
+        }
+        Ok(TrustPolicy {
+            keys,
+            allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned,
+            lock,
+            revoked: cfg.trust.revoked.clone(),
+        })
     }
 
     /// The host's own files and directories no file grant may cover: the

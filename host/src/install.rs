@@ -219,12 +219,15 @@ impl Installer {
         Ok(installed)
     }
 
-    /// What a reload did to plugins (`changes`): each held new version it
-    /// loaded that `toolhost plugin add` brought is remembered as added at
-    /// run time, so that a restart loads it.
+    /// What a reload did to plugins (`changes`): each held plugin it loaded
+    /// (or granted, to wait for its secret) that `toolhost plugin add` or
+    /// `toolhost install` brought is remembered as added at run time, so
+    /// that a restart loads it.
     pub fn upgrades_loaded(&self, changes: &[crate::PluginChange]) {
         let mut held = self.held_adds.lock().unwrap_or_else(|p| p.into_inner());
-        for c in changes.iter().filter(|c| c.action == "upgraded" || c.action == "installed") {
+        // Granted and waiting for a secret: remembered now, as a run-time
+        // add held for its secret is (the secret loads this one).
+        for c in changes.iter().filter(|c| matches!(c.action.as_str(), "upgraded" | "installed" | "waiting")) {
             if let Some(path) = held.remove(&c.plugin) {
                 self.changes.plugin_added(&c.plugin, &path);
             }

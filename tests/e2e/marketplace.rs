@@ -341,3 +341,70 @@ fn hostile_catalogues_end_in_a_clear_error_or_a_bounded_result() {
     assert!(err.contains(&format!("catalogue oci://{addr}/huge: 1 tag that is not a valid entry left out (the first, big: the entry is 1073741824 bytes, over 65536)")), "{err}");
     eprintln!("five hostile catalogues read in {} ms", took.as_millis());
 }
+
+/// A leaked key, revoked in `trust.revoked`: the reload unloads what it
+/// signed from the serving host (its tools gone, the session told), says
+/// why, and loads it again when the revocation is taken back. A key's
+/// window closing does the same.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_revoked_key_or_a_closed_window_unloads_its_plugins_from_a_serving_host_at_reload() {
+    use crate::live::{connect, eventually, names};
+    use std::sync::atomic::Ordering;
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().to_path_buf();
+    ok(&run(&dir, &["keygen", "alice", "--out", "keys"]));
+    let dice = sign(&dir, builtin_path("diceroller"), "alice", "dice", "1.0.0", "Dice");
+    let alice = key_id(&dir, "alice");
+    let public: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("keys/alice.pub")).unwrap()).unwrap();
+    let public = public["public_key"].as_str().unwrap().to_string();
+    let config = |trust: &str| {
+        format!(
+            "trust:\n  keys:\n    - name: alice\n      public_key: {public}\n{trust}plugins:\n  builtins: false\n  files: [{:?}]\n",
+            dice.display()
+        )
+    };
+    std::fs::write(dir.join("toolhost.yaml"), config("")).unwrap();
+    let mut serve = th(&dir);
+    serve.args(["serve", "--http", "127.0.0.1:0"]);
+    let (_host, url) = spawn_serving(serve);
+    let (client, changed) = connect(&url).await;
+    assert!(names(&client).await.contains(&"roll".to_string()));
+    let reload = |expect: &str| {
+        let out = ok(&run(&dir, &["reload"]));
+        assert!(out.contains(expect), "{out}");
+        out
+    };
+
+    // A revocation that is not a key id or a digest is refused, naming it.
+    std::fs::write(dir.join("toolhost.yaml"), config("  revoked: [alice]\n")).unwrap();
+    let err = fails(&run(&dir, &["reload"]));
+    assert!(err.contains("trust.revoked[0]: \"alice\" is neither a key id"), "{err}");
+
+    let before = changed.load(Ordering::SeqCst);
+    std::fs::write(dir.join("toolhost.yaml"), config(&format!("  revoked: [\"{alice}\"]\n"))).unwrap();
+    reload(&format!(
+        "the trust policy now refuses it: plugin \"dice\" is revoked: trust.revoked lists {alice} (its signing key)"
+    ));
+    eventually("roll gone", async || !names(&client).await.contains(&"roll".to_string())).await;
+    assert!(changed.load(Ordering::SeqCst) > before, "the session was told");
+    let list: Value = serde_json::from_str(&ok(&run(&dir, &["plugin", "list", "--json"]))).unwrap();
+    assert_eq!(list["withheld"][0]["name"], "dice", "{list}");
+    // A new start refuses it too.
+    let o = run(&dir, &["call", "roll", "{\"expression\": \"1d6\"}"]);
+    assert!(stderr(&o).contains("is revoked"), "{}", stderr(&o));
+
+    // Taken back: loaded again.
+    std::fs::write(dir.join("toolhost.yaml"), config("")).unwrap();
+    reload("dice");
+    eventually("roll back", async || names(&client).await.contains(&"roll".to_string())).await;
+
+    // The key's window closed before it signed: unloaded, with the dates.
+    std::fs::write(
+        dir.join("toolhost.yaml"),
+        config("").replace("      public_key:", "      not_after: \"2021-06-30T00:00:00Z\"\n      public_key:"),
+    )
+    .unwrap();
+    reload("outside the window trust gives that key (until 2021-06-30T00:00:00Z)");
+    eventually("roll gone again", async || !names(&client).await.contains(&"roll".to_string())).await;
+    client.cancel().await.unwrap();
+}

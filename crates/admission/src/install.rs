@@ -567,6 +567,10 @@ impl Admission {
                     | AddPluginError::NewHosts { .. }
                     | AddPluginError::Ungranted { .. },
                 ) => {}
+                // Granted now, and waiting for a secret (loaded when it is set).
+                Err(e @ AddPluginError::MissingSecrets { .. }) => {
+                    out.push(crate::PluginChange { plugin: name, action: "waiting".into(), detail: e.to_string() });
+                }
                 Err(e) => {
                     self.audit_refused(&name, up.path.as_deref(), &e);
                     out.push(crate::PluginChange { plugin: name, action: "refused".into(), detail: e.to_string() });

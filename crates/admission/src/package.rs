@@ -82,6 +82,34 @@ pub enum PackageError {
     /// A key file could not be read or parsed.
     #[error("{0}")]
     Key(String),
+    /// `trust.revoked` names its signing key or its component.
+    #[error("plugin {plugin:?} is revoked: trust.revoked lists {entry} ({what}); refusing it")]
+    Revoked {
+        /// Plugin name.
+        plugin: String,
+        /// The entry of `trust.revoked` that matched.
+        entry: String,
+        /// What it names: `its signing key` or `its component`.
+        what: &'static str,
+    },
+    /// Signed outside the window the trust policy gives its key.
+    #[error(
+        "plugin {plugin:?} was signed by key {key:?} {}, outside the window trust gives that key ({}); refusing it",
+        .signed_at.as_deref().map_or_else(|| "with no signing time".to_string(), |t| format!("at {t}")),
+        window(.not_before.as_deref(), .not_after.as_deref())
+    )]
+    OutsideKeyWindow {
+        /// Plugin name.
+        plugin: String,
+        /// The key's name.
+        key: String,
+        /// When the manifest says it was signed.
+        signed_at: Option<String>,
+        /// The key's `not_before`.
+        not_before: Option<String>,
+        /// The key's `not_after`.
+        not_after: Option<String>,
+    },
     /// A signed package offered under a name other than the one it was signed
     /// with: its identity (grants, lock entry, what it replaces) is the signed
     /// name, never the file's.
@@ -94,6 +122,20 @@ pub enum PackageError {
         /// The name in its signed manifest.
         signed: String,
     },
+}
+
+fn window(not_before: Option<&str>, not_after: Option<&str>) -> String {
+    match (not_before, not_after) {
+        (Some(a), Some(b)) => format!("from {a} to {b}"),
+        (Some(a), None) => format!("from {a}"),
+        (None, Some(b)) => format!("until {b}"),
+        (None, None) => "always".into(),
+    }
+}
+
+/// An RFC 3339 time, as seconds since the epoch.
+fn rfc3339(t: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(t).ok().map(|t| t.timestamp())
 }
 
 /// What a signed package says about itself.
@@ -127,6 +169,10 @@ pub struct Manifest {
     /// (`plugins.limits.<plugin>.memory_mib`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<usize>,
+    /// When it was signed (RFC 3339), by the signer's clock: what a key's
+    /// `not_before` / `not_after` are held against.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signed_at: Option<String>,
 }
 
 /// What a plugin asks of the operator beyond capabilities, recorded in its
@@ -335,6 +381,12 @@ pub struct PublicKey {
     pub name: String,
     /// ed25519 public key, base64.
     pub public_key: String,
+    /// Plugins it signed before this time (RFC 3339) are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<String>,
+    /// Plugins it signed after this time (RFC 3339) are refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<String>,
 }
 
 impl PublicKey {
@@ -354,7 +406,12 @@ impl KeyPair {
 
     /// The public half.
     pub fn public(&self) -> PublicKey {
-        PublicKey { name: self.author.clone(), public_key: B64.encode(self.key.verifying_key().to_bytes()) }
+        PublicKey {
+            name: self.author.clone(),
+            public_key: B64.encode(self.key.verifying_key().to_bytes()),
+            not_before: None,
+            not_after: None,
+        }
     }
 
     /// Writes `<stem>.key` (secret, mode 0600) and `<stem>.pub`.
@@ -428,6 +485,7 @@ impl KeyPair {
             http_hosts: asks.http_hosts,
             secrets: asks.secrets,
             memory_mib: asks.memory_mib,
+            signed_at: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         };
         let text = serde_json::to_string(&manifest).map_err(|e| PackageError::Malformed(e.to_string()))?;
         let env = Envelope {
@@ -517,6 +575,42 @@ pub struct TrustConfig {
     /// Lock file pinning plugin digests [default: `toolhost.lock` beside the
     /// config, when it exists].
     pub lock_file: Option<std::path::PathBuf>,
+    /// Revoked: signing keys by key id (`ed25519:` and 16 hex digits, as
+    /// `keygen` and `verify` print it) and components by sha256 (64 hex
+    /// digits, `sha256:` optional). What they name is refused at load,
+    /// whatever else trusts it, and a reload unloads it from a serving
+    /// host.
+    pub revoked: Vec<String>,
+}
+
+/// Checks a `trust.revoked` entry's shape: a key id or a sha256.
+pub fn check_revoked_entry(entry: &str) -> Result<(), String> {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    match entry.strip_prefix("ed25519:") {
+        Some(id) if hex(id, 16) => Ok(()),
+        None if hex(entry.strip_prefix("sha256:").unwrap_or(entry), 64) => Ok(()),
+        _ => Err(format!(
+            "{entry:?} is neither a key id (ed25519: and 16 lowercase hex digits, as keygen prints it) nor a component's sha256 (64 hex digits)"
+        )),
+    }
+}
+
+/// Checks a key's `not_before` / `not_after`: RFC 3339 times, in order.
+pub fn check_key_window(key: &PublicKey) -> Result<(), String> {
+    for (field, t) in [("not_before", &key.not_before), ("not_after", &key.not_after)] {
+        if let Some(t) = t
+            && rfc3339(t).is_none()
+        {
+            return Err(format!("{field}: {t:?} is not an RFC 3339 time (e.g. 2027-01-01T00:00:00Z)"));
+        }
+    }
+    if let (Some(a), Some(b)) =
+        (key.not_before.as_deref().and_then(rfc3339), key.not_after.as_deref().and_then(rfc3339))
+        && a > b
+    {
+        return Err("not_before is after not_after".into());
+    }
+    Ok(())
 }
 
 /// Digests pinned by plugin name (`toolhost.lock`, YAML).
@@ -580,13 +674,62 @@ pub struct TrustPolicy {
     pub allow_unsigned: bool,
     /// Pinned digests.
     pub lock: Option<LockFile>,
+    /// Revoked signing keys (key ids) and components (sha256): refused
+    /// whatever else says ([`TrustConfig::revoked`]).
+    pub revoked: Vec<String>,
 }
 
 impl TrustPolicy {
     /// A policy that admits everything (the library default: embedding
     /// programs and tests decide for themselves).
     pub fn permissive() -> TrustPolicy {
-        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None }
+        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None, revoked: Vec::new() }
+    }
+
+    /// Refuses what `trust.revoked` names: the signing key (by key id,
+    /// `ed25519:...`) or the component (by sha256, with or without
+    /// `sha256:`). Checked before anything else, whatever
+    /// `allow_unsigned` says.
+    fn check_revoked(
+        &self,
+        plugin: &str,
+        public_key: Option<&str>,
+        component_sha256: &str,
+    ) -> Result<(), PackageError> {
+        let key_id = public_key.map(fingerprint);
+        for entry in &self.revoked {
+            let what = if key_id.as_deref() == Some(entry.as_str()) {
+                "its signing key"
+            } else if entry.strip_prefix("sha256:").unwrap_or(entry) == component_sha256 {
+                "its component"
+            } else {
+                continue;
+            };
+            return Err(PackageError::Revoked { plugin: plugin.to_string(), entry: entry.clone(), what });
+        }
+        Ok(())
+    }
+
+    /// Refuses a plugin `key` signed outside the window trust gives it.
+    fn check_window(plugin: &str, key: &PublicKey, manifest: &Manifest) -> Result<(), PackageError> {
+        if key.not_before.is_none() && key.not_after.is_none() {
+            return Ok(());
+        }
+        let at = manifest.signed_at.as_deref().and_then(rfc3339);
+        let inside = at.is_some_and(|at| {
+            key.not_before.as_deref().and_then(rfc3339).is_none_or(|from| at >= from)
+                && key.not_after.as_deref().and_then(rfc3339).is_none_or(|to| at <= to)
+        });
+        if inside {
+            return Ok(());
+        }
+        Err(PackageError::OutsideKeyWindow {
+            plugin: plugin.to_string(),
+            key: key.name.clone(),
+            signed_at: manifest.signed_at.clone(),
+            not_before: key.not_before.clone(),
+            not_after: key.not_after.clone(),
+        })
     }
 
     /// Decides on `bytes` offered as plugin `plugin`: returns the component
@@ -606,7 +749,10 @@ impl TrustPolicy {
                 });
             }
         }
-        let refusal = match package.verify(plugin) {
+        let verified = package.verify(plugin);
+        let signer = verified.as_ref().ok().and_then(|v| v.as_ref()).map(|v| v.public_key.as_str());
+        self.check_revoked(plugin, signer, &sha256_hex(package.component))?;
+        let refusal = match verified {
             // A broken signature is refused even when unsigned plugins are allowed.
             Err(e) => return Err(e),
             Ok(None) => PackageError::Unsigned { plugin: plugin.to_string() },
@@ -617,6 +763,7 @@ impl TrustPolicy {
             }
             Ok(Some(v)) => match self.keys.iter().find(|k| k.public_key == v.public_key) {
                 Some(k) => {
+                    Self::check_window(plugin, k, &v.manifest)?;
                     return Ok((
                         package.component,
                         Provenance::Signed {
@@ -661,8 +808,21 @@ impl TrustPolicy {
                 actual: digest.to_string(),
             });
         }
+        let signer = match provenance {
+            Provenance::Signed { public_key, .. } => Some(public_key.as_str()),
+            _ => None,
+        };
+        self.check_revoked(plugin, signer, digest)?;
+        let trusted = match provenance {
+            Provenance::Signed { public_key, manifest, .. } => {
+                self.keys.iter().find(|k| &k.public_key == public_key).map(|k| (k, manifest))
+            }
+            _ => None,
+        };
+        if let Some((key, manifest)) = trusted {
+            return Self::check_window(plugin, key, manifest);
+        }
         match provenance {
-            Provenance::Signed { public_key, .. } if self.keys.iter().any(|k| &k.public_key == public_key) => Ok(()),
             _ if self.allow_unsigned => Ok(()),
             Provenance::Signed { manifest, public_key, .. } => Err(PackageError::Untrusted {
                 plugin: plugin.to_string(),

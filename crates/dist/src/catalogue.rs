@@ -94,7 +94,9 @@ pub struct EntryTool {
     #[serde(default)]
     pub description: String,
     /// Its declared latency tier (`FAST`, `STANDARD`, `DEEP`), from its
-    /// declared p50 under the default ceilings; empty when over every tier.
+    /// declared p50 under the default ceilings; `OVER` when over every
+    /// tier, empty when it declares none (a host then gives it
+    /// `budget.unmeasured_tier` until it is measured).
     #[serde(default)]
     pub tier: String,
     /// Declared p50, ms.
@@ -264,6 +266,13 @@ impl Entry {
             lies.push(format!(
                 "its publisher: the entry says {}, the component is signed by {key_id}",
                 self.publisher.key_id
+            ));
+        }
+        if m.author != self.publisher.author {
+            lies.push(format!(
+                "its author: the entry says {:?}, the signed manifest says {:?}",
+                crate::tool::log_safe(&self.publisher.author),
+                crate::tool::log_safe(&m.author)
             ));
         }
         if m.name != self.name || m.version != self.version {

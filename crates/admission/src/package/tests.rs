@@ -9,7 +9,7 @@ fn component() -> Vec<u8> {
 }
 
 fn policy(k: &KeyPair) -> TrustPolicy {
-    TrustPolicy { keys: vec![k.public()], allow_unsigned: false, lock: None }
+    TrustPolicy { keys: vec![k.public()], allow_unsigned: false, lock: None, revoked: Vec::new() }
 }
 
 #[test]
@@ -120,4 +120,85 @@ fn keys_round_trip_through_files() {
     let back = KeyPair::load(&dir.path().join("alice.key")).unwrap();
     assert_eq!(back.public(), k.public());
     assert!(k.save(&dir.path().join("alice")).is_err(), "never overwrites a key");
+}
+
+#[test]
+fn a_revoked_key_or_component_is_refused_whatever_else_trusts_it() {
+    let alice = KeyPair::generate("alice").unwrap();
+    let (pkg, _) = alice.sign(&component(), "demo", "1.0.0", "d", vec![]).unwrap();
+    let (_, prov) = policy(&alice).admit("demo", &pkg).unwrap();
+    let digest = sha256_hex(&component());
+    let key_id = fingerprint(&alice.public().public_key);
+    for (entry, what) in [
+        (key_id.clone(), "its signing key"),
+        (digest.clone(), "its component"),
+        (format!("sha256:{digest}"), "its component"),
+    ] {
+        // Even a policy admitting everything refuses it.
+        let p = TrustPolicy { revoked: vec![entry.clone()], allow_unsigned: true, ..policy(&alice) };
+        let err = p.admit("demo", &pkg).unwrap_err();
+        assert_eq!(err, PackageError::Revoked { plugin: "demo".into(), entry: entry.clone(), what });
+        assert!(err.to_string().contains(&format!("trust.revoked lists {entry} ({what})")), "{err}");
+        assert_eq!(p.still_admits("demo", &digest, &prov).unwrap_err(), err, "a loaded one is refused too");
+    }
+    // An unsigned component, revoked by digest.
+    let open = TrustPolicy { revoked: vec![digest.clone()], ..TrustPolicy::permissive() };
+    assert!(matches!(open.admit("demo", &component()), Err(PackageError::Revoked { .. })));
+    // Another key's revocation changes nothing for alice.
+    let other = fingerprint(&KeyPair::generate("bob").unwrap().public().public_key);
+    TrustPolicy { revoked: vec![other], ..policy(&alice) }.admit("demo", &pkg).unwrap();
+    assert!(check_revoked_entry(&key_id).is_ok() && check_revoked_entry(&digest).is_ok());
+    assert!(check_revoked_entry("alice").unwrap_err().contains("neither a key id"));
+    assert!(check_revoked_entry(&key_id.to_uppercase()).is_err());
+}
+
+#[test]
+fn a_plugin_signed_outside_its_keys_window_is_refused_with_the_dates() {
+    let alice = KeyPair::generate("alice").unwrap();
+    let (pkg, manifest) = alice.sign(&component(), "demo", "1.0.0", "d", vec![]).unwrap();
+    let signed_at = manifest.signed_at.clone().expect("sign records when");
+    let windowed = |not_before: Option<&str>, not_after: Option<&str>| TrustPolicy {
+        keys: vec![PublicKey {
+            not_before: not_before.map(str::to_string),
+            not_after: not_after.map(str::to_string),
+            ..alice.public()
+        }],
+        ..policy(&alice)
+    };
+    windowed(Some("2020-01-01T00:00:00Z"), Some("2999-01-01T00:00:00Z")).admit("demo", &pkg).unwrap();
+    let expired = windowed(None, Some("2021-06-30T00:00:00Z"));
+    let err = expired.admit("demo", &pkg).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "plugin \"demo\" was signed by key \"alice\" at {signed_at}, outside the window trust gives that key (until 2021-06-30T00:00:00Z); refusing it"
+        )
+    );
+    let err = windowed(Some("2999-01-01T00:00:00Z"), None).admit("demo", &pkg).unwrap_err();
+    assert!(err.to_string().contains("(from 2999-01-01T00:00:00Z)"), "{err}");
+    // Loaded, then the window closes: a reload's policy refuses it.
+    let (_, prov) = policy(&alice).admit("demo", &pkg).unwrap();
+    assert!(matches!(
+        expired.still_admits("demo", &sha256_hex(&component()), &prov),
+        Err(PackageError::OutsideKeyWindow { .. })
+    ));
+    // A manifest with no signing time (signed before toolhost recorded
+    // one) is outside any window.
+    let old = Provenance::Signed {
+        manifest: Box::new(Manifest { signed_at: None, ..manifest }),
+        key_name: "alice".into(),
+        public_key: alice.public().public_key,
+    };
+    let err = expired.still_admits("demo", &sha256_hex(&component()), &old).unwrap_err();
+    assert!(err.to_string().contains("with no signing time"), "{err}");
+    assert!(check_key_window(&PublicKey { not_after: Some("tomorrow".into()), ..alice.public() }).is_err());
+    assert!(
+        check_key_window(&PublicKey {
+            not_before: Some("2027-01-01T00:00:00Z".into()),
+            not_after: Some("2026-01-01T00:00:00Z".into()),
+            ..alice.public()
+        })
+        .unwrap_err()
+        .contains("after")
+    );
 }

@@ -80,6 +80,7 @@ fn every_lie_of_an_entry_is_named() {
         http_hosts: vec!["https://api.example.test".into(), "https://evil.example.test".into()],
         secrets: vec!["api_key".into()],
         memory_mib: None,
+        signed_at: None,
     };
     let lies = e.check_against(&e.digest.clone(), Some("ed25519:0123456789abcdef"), Some(&manifest)).unwrap_err();
     assert_eq!(

@@ -89,7 +89,7 @@ impl Doctor {
         // plugin whatever its signature (check_plugin judges each by the
         // trust policy, once), with the trusted keys and the lock file's
         // digests (registry plugins are pulled at the pinned digest).
-        let learning = TrustPolicy { keys: policy.keys.clone(), allow_unsigned: true, lock: policy.lock.clone() };
+        let learning = TrustPolicy { allow_unsigned: true, ..policy.clone() };
         let host = Host::with_budget(builder.runtime()?, Budget::new(cfg.budget.clone(), cfg.npcs.clone()))
             .with_trust(learning)
             .with_grants(cfg.plugins.grants.clone(), &cfg.base_dir);
@@ -213,7 +213,7 @@ fn fallback_policy(cfg: &toolhost::config::Config, lock: &std::path::Path, allow
             .and_then(|text| serde_json::from_str::<PublicKey>(&text).ok());
         keys.extend(key);
     }
-    TrustPolicy { keys, allow_unsigned, lock: LockFile::read(lock).ok() }
+    TrustPolicy { keys, allow_unsigned, lock: LockFile::read(lock).ok(), revoked: cfg.trust.revoked.clone() }
 }
 
 fn plural(n: usize) -> &'static str {

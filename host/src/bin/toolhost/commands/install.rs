@@ -95,7 +95,7 @@ impl Install {
         let trusted = if market.trusts(&e.publisher.key_id) {
             "trusted here"
         } else {
-            "NOT trusted here: this host's trust policy refuses it unless trust.keys names the key"
+            "NOT trusted here: no key in this config's trust.keys or trust.key_files"
         };
         println!("{} {}: {}", e.name, e.version, e.description);
         println!("  publisher {} ({}, {trusted})", e.publisher.author, e.publisher.key_id);

@@ -64,12 +64,12 @@ impl Publish {
             .map(|d| EntryTool {
                 name: d.name.clone(),
                 description: d.description.clone(),
-                tier: d
-                    .meta
-                    .estimated_duration_ms
-                    .and_then(|ms| ceilings.tier_for(std::time::Duration::from_millis(ms.into())))
-                    .map(|t| t.to_string().to_uppercase())
-                    .unwrap_or_default(),
+                tier: match d.meta.estimated_duration_ms {
+                    Some(ms) => ceilings
+                        .tier_for(std::time::Duration::from_millis(ms.into()))
+                        .map_or_else(|| "OVER".to_string(), |t| t.to_string().to_uppercase()),
+                    None => String::new(),
+                },
                 estimated_ms: d.meta.estimated_duration_ms.map_or(0, u64::from),
                 max_ms: d.meta.max_duration_ms.map_or(0, u64::from),
             })

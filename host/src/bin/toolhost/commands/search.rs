@@ -23,7 +23,8 @@ pub struct Search {
     /// How many results to show.
     #[arg(long, default_value_t = 20, value_name = "N")]
     limit: usize,
-    /// Print JSON: the results, each with its score and whether its publisher is trusted here.
+    /// Print JSON: the results, each with its score and whether its publisher is trusted here
+    /// (exit 1 when there is none, as without it).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -87,8 +88,16 @@ impl Market {
 
 /// The tiers of an entry's tools, in words (`FAST`, `FAST/DEEP`).
 pub fn tiers(l: &Listed) -> String {
-    let t: BTreeSet<&str> =
-        l.entry.tools.iter().map(|t| if t.tier.is_empty() { "over budget" } else { t.tier.as_str() }).collect();
+    let t: BTreeSet<&str> = l
+        .entry
+        .tools
+        .iter()
+        .map(|t| match t.tier.as_str() {
+            "" => "undeclared",
+            "OVER" => "over budget",
+            tier => tier,
+        })
+        .collect();
     t.into_iter().collect::<Vec<_>>().join("/")
 }
 
@@ -126,7 +135,8 @@ impl Search {
                     v
                 })
                 .collect();
-            return print_json(&out);
+            print_json(&out)?;
+            return Ok(ExitCode::from(u8::from(hits.is_empty())));
         }
         if hits.is_empty() {
             println!("nothing in the marketplace matches {query:?}");
