@@ -119,7 +119,7 @@ pub enum BuildError {
         key: String,
         /// Why it did not load.
         #[source]
-        source: super::AddPluginError,
+        source: Box<super::AddPluginError>,
     },
     /// A registry plugin's reference or the registry settings are invalid.
     #[error(transparent)]
@@ -709,7 +709,7 @@ impl PluginSource {
                 };
                 match r {
                     Err(e @ crate::AddPluginError::MissingSecrets { .. }) => warnings.push(e.to_string()),
-                    r => r.map_err(|source| BuildError::Plugin { key, source })?,
+                    r => r.map_err(|source| BuildError::Plugin { key, source: Box::new(source) })?,
                 }
             }
             // Like the watcher: a bad file is reported, the rest load.

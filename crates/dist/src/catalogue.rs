@@ -341,6 +341,10 @@ pub struct SyncReport {
     pub warnings: Vec<String>,
 }
 
+fn now_nanos() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| u64::from(d.subsec_nanos()))
+}
+
 fn now_secs() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
@@ -414,10 +418,24 @@ impl<'a> Catalogues<'a> {
             },
         });
         let manifest = serde_json::to_vec(&manifest).map_err(|e| CatalogueError::Invalid(e.to_string()))?;
-        self.store
-            .push_parts(&r, vec![(body, body_digest), (empty, empty_digest)], manifest)
-            .map_err(|source| CatalogueError::Registry { catalogue: catalogue.into(), source })?;
-        Ok(tag)
+        // Publishers at once upload the same small blobs (the empty config)
+        // to one repository, and a registry may fail one of two concurrent
+        // uploads of a blob (the distribution server answers DIGEST_INVALID
+        // or BLOB_UNKNOWN): the push is whole or not at all, and writes
+        // only this entry's tag, so it is tried again.
+        let mut attempt = 0u64;
+        loop {
+            let parts = vec![(body.clone(), body_digest.clone()), (empty.clone(), empty_digest.clone())];
+            match self.store.push_parts(&r, parts, manifest.clone()) {
+                Ok(_) => return Ok(tag),
+                Err(OciError::Registry { .. }) if attempt < 4 => {
+                    attempt += 1;
+                    let jitter = u64::from(std::process::id() % 50) + (now_nanos() % 100);
+                    std::thread::sleep(std::time::Duration::from_millis(50 * attempt + jitter));
+                }
+                Err(source) => return Err(CatalogueError::Registry { catalogue: catalogue.into(), source }),
+            }
+        }
     }
 
     fn cache_file(&self, catalogue: &str) -> Option<PathBuf> {

@@ -53,3 +53,36 @@ fn credentials_come_from_the_auth_file_for_that_registry_only() {
     assert!(!e.contains("hunter2"), "{e}");
     assert!(format!("{c:?}").len() < 200);
 }
+
+#[test]
+fn references_follow_the_distribution_grammar() {
+    for good in [
+        "oci://localhost/a",
+        "oci://registry.example.org:443/ns/sub/name_x.y__z--w:V1.0_rc-1",
+        "oci://[::1]:5000/demo:1",
+        "oci://10.0.0.1/a/b",
+    ] {
+        let r = OciRef::parse(good).unwrap_or_else(|e| panic!("{good}: {e}"));
+        let tagged = good.rsplit('/').next().is_some_and(|last| last.contains(':'));
+        assert_eq!(r.to_string(), if tagged { good.to_string() } else { format!("{good}:latest") });
+    }
+    let r = OciRef::parse("oci://docker.io/busybox:1").unwrap();
+    assert_eq!((r.registry(), r.repository()), ("docker.io", "library/busybox"));
+    for (bad, why) in [
+        ("oci://host/Demo:1", "lowercase"),
+        ("oci://host/a..b:1", "not a valid name"),
+        ("oci://host/-a:1", "not a valid name"),
+        ("oci://host/a_:1", "not a valid name"),
+        ("oci://host/a___b:1", "not a valid name"),
+        ("oci://host//a:1", "not a valid name"),
+        ("oci://host/a:.x", "the tag is not valid"),
+        ("oci://ho_st/a:1", "the registry is not"),
+        ("oci://host:port/a:1", "the registry is not"),
+        ("oci://[nope]:1/a:1", "the registry is not"),
+    ] {
+        let e = OciRef::parse(bad).map(|r| r.to_string()).unwrap_err().to_string();
+        assert!(e.contains(why), "{bad}: {e}");
+    }
+    let long = format!("oci://host/{}:1", "a".repeat(260));
+    assert!(OciRef::parse(&long).unwrap_err().to_string().contains("over 255"));
+}
