@@ -65,8 +65,8 @@ use std::sync::Arc;
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
     /// A `trust:` entry is not valid (a key's window, a revocation).
-    #[error("{0}")]
-    Trust(String),
+    #[error(transparent)]
+    Trust(crate::package::TrustEntryError),
     /// The state directory is not private to this user.
     #[error("state directory: {0} (set --state-dir or TOOLHOST_STATE_DIR to a directory of your own)")]
     StateDir(crate::runtime::private::PrivateDirError),
@@ -421,38 +421,22 @@ impl HostBuilder {
     pub fn trust(&self) -> Result<TrustPolicy, BuildError> {
         let cfg = &self.config;
         let lock_path = self.lock_path();
-        let lock = if lock_path.exists() {
-            Some(LockFile::read(&lock_path)?)
-        } else if cfg.trust.lock_file.is_some() {
-            return Err(BuildError::LockMissing(lock_path));
-        } else {
-            None
+        let lock = match (lock_path.exists(), cfg.trust.lock_file.is_some()) {
+            (true, _) => Some(LockFile::read(&lock_path)?),
+            (false, true) => return Err(BuildError::LockMissing(lock_path)),
+            (false, false) => None,
         };
         let mut keys = cfg.trust.keys.clone();
-        for (index, k) in keys.iter().enumerate() {
-            crate::package::check_key_window(k)
-                .map_err(|e| BuildError::Trust(format!("trust.keys[{index}] ({}): {e}", k.name)))?;
-        }
         for (index, f) in cfg.trust.key_files.iter().enumerate() {
             let path = cfg.resolve(f);
             let err = |reason: String| BuildError::KeyFile { index, path: path.clone(), reason };
             // Whoever could write a trusted key could sign anything.
             let text = crate::runtime::private::read_obeyed(&path, 64 << 10).map_err(|e| err(e.to_string()))?;
-            let key: crate::package::PublicKey =
-                serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?;
-            crate::package::check_key_window(&key).map_err(err)?;
-            keys.push(key);
+            keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
         }
-        for (index, r) in cfg.trust.revoked.iter().enumerate() {
-            crate::package::check_revoked_entry(r)
-                .map_err(|e| BuildError::Trust(format!("trust.revoked[{index}]: {e}")))?;
-        }
-        Ok(TrustPolicy {
-            keys,
-            allow_unsigned: cfg.trust.allow_unsigned || self.allow_unsigned,
-            lock,
-            revoked: cfg.trust.revoked.clone(),
-        })
+        let allow_unsigned = cfg.trust.allow_unsigned || self.allow_unsigned;
+        let policy = TrustPolicy { keys, allow_unsigned, lock, revoked: cfg.trust.revoked.clone() };
+        policy.check_entries().map(|()| policy).map_err(BuildError::Trust)
     }
 
     /// The host's own files and directories no file grant may cover: the

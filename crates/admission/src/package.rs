@@ -96,7 +96,7 @@ pub enum PackageError {
     #[error(
         "plugin {plugin:?} was signed by key {key:?} {}, outside the window trust gives that key ({}); refusing it",
         .signed_at.as_deref().map_or_else(|| "with no signing time".to_string(), |t| format!("at {t}")),
-        window(.not_before.as_deref(), .not_after.as_deref())
+        window::window(.not_before.as_deref(), .not_after.as_deref())
     )]
     OutsideKeyWindow {
         /// Plugin name.
@@ -122,20 +122,6 @@ pub enum PackageError {
         /// The name in its signed manifest.
         signed: String,
     },
-}
-
-fn window(not_before: Option<&str>, not_after: Option<&str>) -> String {
-    match (not_before, not_after) {
-        (Some(a), Some(b)) => format!("from {a} to {b}"),
-        (Some(a), None) => format!("from {a}"),
-        (None, Some(b)) => format!("until {b}"),
-        (None, None) => "always".into(),
-    }
-}
-
-/// An RFC 3339 time, as seconds since the epoch.
-fn rfc3339(t: &str) -> Option<i64> {
-    chrono::DateTime::parse_from_rfc3339(t).ok().map(|t| t.timestamp())
 }
 
 /// What a signed package says about itself.
@@ -583,36 +569,6 @@ pub struct TrustConfig {
     pub revoked: Vec<String>,
 }
 
-/// Checks a `trust.revoked` entry's shape: a key id or a sha256.
-pub fn check_revoked_entry(entry: &str) -> Result<(), String> {
-    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
-    match entry.strip_prefix("ed25519:") {
-        Some(id) if hex(id, 16) => Ok(()),
-        None if hex(entry.strip_prefix("sha256:").unwrap_or(entry), 64) => Ok(()),
-        _ => Err(format!(
-            "{entry:?} is neither a key id (ed25519: and 16 lowercase hex digits, as keygen prints it) nor a component's sha256 (64 hex digits)"
-        )),
-    }
-}
-
-/// Checks a key's `not_before` / `not_after`: RFC 3339 times, in order.
-pub fn check_key_window(key: &PublicKey) -> Result<(), String> {
-    for (field, t) in [("not_before", &key.not_before), ("not_after", &key.not_after)] {
-        if let Some(t) = t
-            && rfc3339(t).is_none()
-        {
-            return Err(format!("{field}: {t:?} is not an RFC 3339 time (e.g. 2027-01-01T00:00:00Z)"));
-        }
-    }
-    if let (Some(a), Some(b)) =
-        (key.not_before.as_deref().and_then(rfc3339), key.not_after.as_deref().and_then(rfc3339))
-        && a > b
-    {
-        return Err("not_before is after not_after".into());
-    }
-    Ok(())
-}
-
 /// Digests pinned by plugin name (`toolhost.lock`, YAML).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -684,52 +640,6 @@ impl TrustPolicy {
     /// programs and tests decide for themselves).
     pub fn permissive() -> TrustPolicy {
         TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None, revoked: Vec::new() }
-    }
-
-    /// Refuses what `trust.revoked` names: the signing key (by key id,
-    /// `ed25519:...`) or the component (by sha256, with or without
-    /// `sha256:`). Checked before anything else, whatever
-    /// `allow_unsigned` says.
-    fn check_revoked(
-        &self,
-        plugin: &str,
-        public_key: Option<&str>,
-        component_sha256: &str,
-    ) -> Result<(), PackageError> {
-        let key_id = public_key.map(fingerprint);
-        for entry in &self.revoked {
-            let what = if key_id.as_deref() == Some(entry.as_str()) {
-                "its signing key"
-            } else if entry.strip_prefix("sha256:").unwrap_or(entry) == component_sha256 {
-                "its component"
-            } else {
-                continue;
-            };
-            return Err(PackageError::Revoked { plugin: plugin.to_string(), entry: entry.clone(), what });
-        }
-        Ok(())
-    }
-
-    /// Refuses a plugin `key` signed outside the window trust gives it.
-    fn check_window(plugin: &str, key: &PublicKey, manifest: &Manifest) -> Result<(), PackageError> {
-        if key.not_before.is_none() && key.not_after.is_none() {
-            return Ok(());
-        }
-        let at = manifest.signed_at.as_deref().and_then(rfc3339);
-        let inside = at.is_some_and(|at| {
-            key.not_before.as_deref().and_then(rfc3339).is_none_or(|from| at >= from)
-                && key.not_after.as_deref().and_then(rfc3339).is_none_or(|to| at <= to)
-        });
-        if inside {
-            return Ok(());
-        }
-        Err(PackageError::OutsideKeyWindow {
-            plugin: plugin.to_string(),
-            key: key.name.clone(),
-            signed_at: manifest.signed_at.clone(),
-            not_before: key.not_before.clone(),
-            not_after: key.not_after.clone(),
-        })
     }
 
     /// Decides on `bytes` offered as plugin `plugin`: returns the component
@@ -839,5 +749,7 @@ pub fn component_digest(bytes: &[u8]) -> Result<String, PackageError> {
     Ok(sha256_hex(parse(bytes)?.component))
 }
 
+mod window;
+pub use window::{TrustEntryError, check_key_window, check_revoked_entry};
 #[cfg(test)]
 mod tests;

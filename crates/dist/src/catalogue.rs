@@ -73,6 +73,11 @@ pub enum CatalogueError {
     },
 }
 
+/// Why an entry is not valid.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidEntry(pub String);
+
 /// Who published an entry: the key that signed the component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -181,7 +186,11 @@ fn too_long(what: &str, s: &str, max: usize) -> Result<(), String> {
 impl Entry {
     /// Checks the entry's shape: a valid plugin name, a sha256 digest, an
     /// `oci://` reference, bounded fields.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), InvalidEntry> {
+        self.check_shape().map_err(InvalidEntry)
+    }
+
+    fn check_shape(&self) -> Result<(), String> {
         if !toolhost_types::valid_tool_name(&self.name) {
             return Err(format!("{:?} is not a valid plugin name", crate::tool::log_safe(&self.name)));
         }
@@ -233,11 +242,6 @@ impl Entry {
         let json = serde_json::to_vec(self).unwrap_or_default();
         let own = &sha256_digest(&json)["sha256:".len()..][..12];
         format!("{}_{}_{own}", clean(&self.name, 64), clean(&self.version, 48))
-    }
-
-    /// `reference` at `digest`: exactly the artifact the entry names.
-    pub fn pinned(&self) -> Result<String, OciError> {
-        Ok(OciRef::parse(&self.reference)?.at_digest(&self.digest).to_string())
     }
 
     /// Holds the entry to what was actually fetched: `digest` (what its
@@ -396,7 +400,7 @@ impl<'a> Catalogues<'a> {
     /// ([`Entry::tag`]): the tag.
     pub fn publish(&self, catalogue: &str, entry: &Entry) -> Result<String, CatalogueError> {
         Self::repo(catalogue)?;
-        entry.validate().map_err(CatalogueError::Invalid)?;
+        entry.validate().map_err(|e| CatalogueError::Invalid(e.0))?;
         let body = serde_json::to_vec_pretty(entry).map_err(|e| CatalogueError::Invalid(e.to_string()))?;
         if body.len() > MAX_ENTRY_BYTES {
             return Err(CatalogueError::Invalid(format!("it is {} bytes, over {MAX_ENTRY_BYTES}", body.len())));
@@ -740,119 +744,12 @@ async fn fetch_entry(reader: &mut crate::oci::bounded::Reader, repository: &str,
     }
     let entry: Entry = serde_json::from_slice(&body)
         .map_err(|e| Fetch::Invalid(format!("the entry is not valid JSON of an entry: {e}")))?;
-    entry.validate().map_err(Fetch::Invalid)?;
+    entry.validate().map_err(|e| Fetch::Invalid(e.0))?;
     Ok(entry)
 }
 
-/// One search result.
-#[derive(Debug, Clone, Serialize)]
-pub struct Hit {
-    /// How well it matched (higher is better).
-    pub score: f64,
-    /// The entry.
-    #[serde(flatten)]
-    pub listed: Listed,
-}
-
-fn words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase)
-}
-
-/// Ranks `entries` against `query` by relevance over their names,
-/// descriptions, tool names and tool descriptions: each word of the query
-/// weighs by how rare it is among the entries (idf) and by the field it
-/// matched in (the name most, a tool's description least); a word that
-/// begins an entry's word counts half. Entries matching no word are left
-/// out; ties go to the name, then the newest publish.
-pub fn search(entries: Vec<Listed>, query: &str) -> Vec<Hit> {
-    let terms: Vec<String> = {
-        let mut t: Vec<String> = words(query).collect();
-        t.sort();
-        t.dedup();
-        t
-    };
-    if terms.is_empty() {
-        return Vec::new();
-    }
-    // Per entry, per term: the best weight of a field it matched in.
-    const NAME: f64 = 4.0;
-    const TOOL_NAME: f64 = 2.5;
-    const DESCRIPTION: f64 = 2.0;
-    const TOOL_DESCRIPTION: f64 = 1.5;
-    let matches: Vec<Vec<f64>> = entries
-        .iter()
-        .map(|l| {
-            let e = &l.entry;
-            let mut best = vec![0.0f64; terms.len()];
-            let mut field = |text: &str, weight: f64| {
-                for w in words(text) {
-                    for (i, t) in terms.iter().enumerate() {
-                        let m = if w == *t {
-                            weight
-                        } else if t.len() >= 3 && w.starts_with(t.as_str()) {
-                            weight / 2.0
-                        } else {
-                            0.0
-                        };
-                        // Several matches in one field add a little, not a lot.
-                        best[i] = if best[i] >= m { best[i] + m / 8.0 } else { m + best[i] / 8.0 };
-                    }
-                }
-            };
-            field(&e.name, NAME);
-            field(&e.description, DESCRIPTION);
-            for t in &e.tools {
-                field(&t.name, TOOL_NAME);
-                field(&t.description, TOOL_DESCRIPTION);
-            }
-            best
-        })
-        .collect();
-    let n = entries.len() as f64;
-    let idf: Vec<f64> = (0..terms.len())
-        .map(|i| {
-            let df = matches.iter().filter(|m| m[i] > 0.0).count() as f64;
-            ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
-        })
-        .collect();
-    let mut hits: Vec<Hit> = entries
-        .into_iter()
-        .zip(matches)
-        .filter_map(|(listed, m)| {
-            let mut score: f64 = m.iter().zip(&idf).map(|(w, idf)| w * idf).sum();
-            if terms.iter().any(|t| *t == listed.entry.name.to_lowercase()) {
-                score += 4.0;
-            }
-            (score > 0.0).then_some(Hit { score, listed })
-        })
-        .collect();
-    hits.sort_by(|a, b| {
-        b.score
-            .total_cmp(&a.score)
-            .then_with(|| a.listed.entry.name.cmp(&b.listed.entry.name))
-            .then_with(|| b.listed.entry.published.cmp(&a.listed.entry.published))
-    });
-    hits
-}
-
-/// Orders versions: semantic versions by precedence, anything else after
-/// them as text.
-pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
-    let parse = |v: &str| -> Option<Vec<u64>> {
-        let core = v.split(['-', '+']).next()?;
-        core.split('.').map(|p| p.parse().ok()).collect()
-    };
-    match (parse(a), parse(b)) {
-        (Some(x), Some(y)) => x.cmp(&y).then_with(|| {
-            // A pre-release comes before its release.
-            let pre = |v: &str| v.split('+').next().is_some_and(|c| c.contains('-'));
-            pre(b).cmp(&pre(a)).then_with(|| a.cmp(b))
-        }),
-        (Some(_), None) => std::cmp::Ordering::Greater,
-        (None, Some(_)) => std::cmp::Ordering::Less,
-        (None, None) => a.cmp(b),
-    }
-}
+mod search;
+pub use search::{Hit, search, version_order};
 
 #[cfg(test)]
 mod tests;

@@ -117,7 +117,7 @@ fn entries_out_of_shape_are_refused() {
     assert_eq!(good.validate(), Ok(()));
     let mut e = good.clone();
     e.name = "../etc".into();
-    assert!(e.validate().unwrap_err().contains("not a valid plugin name"));
+    assert!(e.validate().unwrap_err().0.contains("not a valid plugin name"));
     let mut e = good.clone();
     e.digest = "sha256:nope".into();
     assert!(e.validate().is_err());
@@ -126,7 +126,7 @@ fn entries_out_of_shape_are_refused() {
     assert!(e.validate().is_err());
     let mut e = good;
     e.description = "x".repeat(2001);
-    assert!(e.validate().unwrap_err().contains("description"));
+    assert!(e.validate().unwrap_err().0.contains("description"));
 }
 
 #[test]

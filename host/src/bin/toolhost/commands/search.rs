@@ -103,19 +103,23 @@ pub fn tiers(l: &Listed) -> String {
 
 /// Of `hits`, the newest version of each name and publisher.
 fn newest(hits: Vec<Hit>) -> Vec<Hit> {
-    let mut best: Vec<Hit> = Vec::new();
+    let mut best: std::collections::HashMap<(String, String), Hit> = std::collections::HashMap::new();
     for h in hits {
         let e = &h.listed.entry;
-        match best.iter_mut().find(|b| b.listed.entry.name == e.name && b.listed.entry.publisher == e.publisher) {
-            Some(b) => {
+        match best.entry((e.name.clone(), e.publisher.key_id.clone())) {
+            std::collections::hash_map::Entry::Occupied(mut b) => {
+                let b = b.get_mut();
                 if version_order(&e.version, &b.listed.entry.version).is_gt() {
                     let score = b.score.max(h.score);
                     *b = Hit { score, ..h };
                 }
             }
-            None => best.push(h),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(h);
+            }
         }
     }
+    let mut best: Vec<Hit> = best.into_values().collect();
     best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.listed.entry.name.cmp(&b.listed.entry.name)));
     best
 }

@@ -1,0 +1,114 @@
+//! Revocation and key windows: what `trust.revoked` and a trusted key's
+//! `not_before` / `not_after` refuse, and the checks of their entries.
+
+use super::{Manifest, PackageError, PublicKey, TrustPolicy, fingerprint};
+
+/// A `trust:` entry that is not valid (a revocation, a key's window).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct TrustEntryError(pub String);
+
+/// A key's window, in words.
+pub(super) fn window(not_before: Option<&str>, not_after: Option<&str>) -> String {
+    match (not_before, not_after) {
+        (Some(a), Some(b)) => format!("from {a} to {b}"),
+        (Some(a), None) => format!("from {a}"),
+        (None, Some(b)) => format!("until {b}"),
+        (None, None) => "always".into(),
+    }
+}
+
+/// An RFC 3339 time, as seconds since the epoch.
+fn rfc3339(t: &str) -> Option<i64> {
+    chrono::DateTime::parse_from_rfc3339(t).ok().map(|t| t.timestamp())
+}
+
+/// Checks a `trust.revoked` entry's shape: a key id or a sha256.
+pub fn check_revoked_entry(entry: &str) -> Result<(), TrustEntryError> {
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase());
+    match entry.strip_prefix("ed25519:") {
+        Some(id) if hex(id, 16) => Ok(()),
+        None if hex(entry.strip_prefix("sha256:").unwrap_or(entry), 64) => Ok(()),
+        _ => Err(TrustEntryError(format!(
+            "{entry:?} is neither a key id (ed25519: and 16 lowercase hex digits, as keygen prints it) nor a component's sha256 (64 hex digits)"
+        ))),
+    }
+}
+
+/// Checks a key's `not_before` / `not_after`: RFC 3339 times, in order.
+pub fn check_key_window(key: &PublicKey) -> Result<(), TrustEntryError> {
+    for (field, t) in [("not_before", &key.not_before), ("not_after", &key.not_after)] {
+        if let Some(t) = t
+            && rfc3339(t).is_none()
+        {
+            return Err(TrustEntryError(format!("{field}: {t:?} is not an RFC 3339 time (e.g. 2027-01-01T00:00:00Z)")));
+        }
+    }
+    if let (Some(a), Some(b)) =
+        (key.not_before.as_deref().and_then(rfc3339), key.not_after.as_deref().and_then(rfc3339))
+        && a > b
+    {
+        return Err(TrustEntryError("not_before is after not_after".into()));
+    }
+    Ok(())
+}
+
+impl TrustPolicy {
+    /// Checks its keys' windows and its revocations, naming the entry at
+    /// fault.
+    pub fn check_entries(&self) -> Result<(), TrustEntryError> {
+        for k in &self.keys {
+            check_key_window(k).map_err(|e| TrustEntryError(format!("trust: key {:?}: {e}", k.name)))?;
+        }
+        for (i, r) in self.revoked.iter().enumerate() {
+            check_revoked_entry(r).map_err(|e| TrustEntryError(format!("trust.revoked[{i}]: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Refuses what `trust.revoked` names: the signing key (by key id,
+    /// `ed25519:...`) or the component (by sha256, with or without
+    /// `sha256:`). Checked before anything else, whatever
+    /// `allow_unsigned` says.
+    pub(super) fn check_revoked(
+        &self,
+        plugin: &str,
+        public_key: Option<&str>,
+        component_sha256: &str,
+    ) -> Result<(), PackageError> {
+        let key_id = public_key.map(fingerprint);
+        for entry in &self.revoked {
+            let what = if key_id.as_deref() == Some(entry.as_str()) {
+                "its signing key"
+            } else if entry.strip_prefix("sha256:").unwrap_or(entry) == component_sha256 {
+                "its component"
+            } else {
+                continue;
+            };
+            return Err(PackageError::Revoked { plugin: plugin.to_string(), entry: entry.clone(), what });
+        }
+        Ok(())
+    }
+
+    /// Refuses a plugin `key` signed outside the window trust gives it.
+    pub(super) fn check_window(plugin: &str, key: &PublicKey, manifest: &Manifest) -> Result<(), PackageError> {
+        if key.not_before.is_none() && key.not_after.is_none() {
+            return Ok(());
+        }
+        let at = manifest.signed_at.as_deref().and_then(rfc3339);
+        let inside = at.is_some_and(|at| {
+            key.not_before.as_deref().and_then(rfc3339).is_none_or(|from| at >= from)
+                && key.not_after.as_deref().and_then(rfc3339).is_none_or(|to| at <= to)
+        });
+        if inside {
+            return Ok(());
+        }
+        Err(PackageError::OutsideKeyWindow {
+            plugin: plugin.to_string(),
+            key: key.name.clone(),
+            signed_at: manifest.signed_at.clone(),
+            not_before: key.not_before.clone(),
+            not_after: key.not_after.clone(),
+        })
+    }
+}
