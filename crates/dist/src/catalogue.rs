@@ -179,8 +179,17 @@ pub struct Entry {
     pub published: String,
 }
 
+/// A text field of an entry: at most `max` characters, none of them a
+/// control character (an entry is printed to a terminal: no escape
+/// sequence from a catalogue reaches it).
 fn too_long(what: &str, s: &str, max: usize) -> Result<(), String> {
-    if s.chars().count() > max { Err(format!("{what} is over {max} characters")) } else { Ok(()) }
+    if s.chars().count() > max {
+        return Err(format!("{what} is over {max} characters"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(format!("{what} holds a control character"));
+    }
+    Ok(())
 }
 
 impl Entry {
@@ -225,6 +234,10 @@ impl Entry {
         }
         if self.badge.len() > 256 {
             return Err("over 256 badges".into());
+        }
+        for (tool, badge) in &self.badge {
+            too_long("a badge's tool", tool, 128)?;
+            too_long("a badge", badge, 32)?;
         }
         Ok(())
     }

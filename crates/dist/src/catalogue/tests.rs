@@ -113,7 +113,7 @@ fn tags_are_valid_and_differ_by_content() {
 
 #[test]
 fn entries_out_of_shape_are_refused() {
-    let good = entry("weather", "", &[]).entry;
+    let good = entry("weather", "", &[("forecast", "Tomorrow's weather")]).entry;
     assert_eq!(good.validate(), Ok(()));
     let mut e = good.clone();
     e.name = "../etc".into();
@@ -124,9 +124,16 @@ fn entries_out_of_shape_are_refused() {
     let mut e = good.clone();
     e.reference = format!("{}@sha256:{}", e.reference.split(':').take(3).collect::<Vec<_>>().join(":"), "a".repeat(64));
     assert!(e.validate().is_err());
-    let mut e = good;
+    let mut e = good.clone();
     e.description = "x".repeat(2001);
     assert!(e.validate().unwrap_err().0.contains("description"));
+    // Nothing a catalogue says reaches a terminal as an escape sequence.
+    let mut e = good.clone();
+    e.tools[0].description = "fine\u{1b}]0;pwned\u{7}".into();
+    assert_eq!(e.validate().unwrap_err().0, "a tool's description holds a control character");
+    let mut e = good;
+    e.publisher.author = "alice\r\nroot".into();
+    assert!(e.validate().unwrap_err().0.contains("control character"));
 }
 
 #[test]
