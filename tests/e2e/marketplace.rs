@@ -59,6 +59,74 @@ fn publish_as_is(dir: &Path, catalogue: &str, entry: &toolhost::catalogue::Entry
     Catalogues::new(&store, None, 0, 1000).publish(catalogue, entry).unwrap();
 }
 
+/// Publishes `entry` past the library's own checks, as a hostile
+/// publisher with push rights could (the same artifact, by the registry's
+/// API).
+fn publish_as_is_unchecked(catalogue: &str, entry: &toolhost::catalogue::Entry) {
+    use sha2::Digest as _;
+    let r = catalogue.strip_prefix("oci://").unwrap();
+    let (registry, repo) = r.split_once('/').unwrap();
+    let body = serde_json::to_vec(entry).unwrap();
+    let sha = |b: &[u8]| format!("sha256:{}", hex::encode(sha2::Sha256::digest(b)));
+    let (body_digest, empty_digest) = (sha(&body), sha(b"{}"));
+    let curl = |args: &[&str], input: &[u8]| -> String {
+        use std::io::Write as _;
+        let mut c = std::process::Command::new("curl")
+            .args(["-sS", "--fail", "-D", "-", "-o", "/dev/null"])
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        c.stdin.take().unwrap().write_all(input).unwrap();
+        let o = c.wait_with_output().unwrap();
+        assert!(o.status.success(), "curl {args:?}");
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for (bytes, digest) in [(body.as_slice(), &body_digest), (b"{}".as_slice(), &empty_digest)] {
+        let head = curl(&["-X", "POST", &format!("http://{registry}/v2/{repo}/blobs/uploads/")], b"");
+        let loc = head
+            .lines()
+            .find_map(|l| l.strip_prefix("Location: ").or_else(|| l.strip_prefix("location: ")))
+            .unwrap()
+            .trim()
+            .to_string();
+        let url = if loc.starts_with("http") { loc } else { format!("http://{registry}{loc}") };
+        let sep = if url.contains('?') { '&' } else { '?' };
+        curl(
+            &[
+                "-X",
+                "PUT",
+                "--data-binary",
+                "@-",
+                "-H",
+                "Content-Type: application/octet-stream",
+                &format!("{url}{sep}digest={digest}"),
+            ],
+            bytes,
+        );
+    }
+    let manifest = serde_json::json!({
+        "schemaVersion": 2,
+        "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "artifactType": toolhost::catalogue::ENTRY_MEDIA_TYPE,
+        "config": {"mediaType": "application/vnd.oci.empty.v1+json", "digest": empty_digest, "size": 2},
+        "layers": [{"mediaType": toolhost::catalogue::ENTRY_MEDIA_TYPE, "digest": body_digest, "size": body.len()}],
+    });
+    curl(
+        &[
+            "-X",
+            "PUT",
+            "--data-binary",
+            "@-",
+            "-H",
+            "Content-Type: application/vnd.oci.image.manifest.v1+json",
+            &format!("http://{registry}/v2/{repo}/manifests/future"),
+        ],
+        manifest.to_string().as_bytes(),
+    );
+}
+
 fn find<'a>(entries: &'a [Listed], name: &str, version: &str) -> &'a Listed {
     entries
         .iter()
@@ -183,33 +251,48 @@ fn three_publishers_publish_search_finds_and_install_checks_every_claim() {
     let err = fails(&run(dir, &["install", "swap"]));
     assert!(err.contains("untrusted"), "{err}");
 
-    // Entries that lie, each refused at install naming the lie.
-    let later = |e: &mut toolhost::catalogue::Entry| e.published = "2099-01-01T00:00:00Z".into();
+    // Entries that lie, newer than the honest ones: each is skipped at
+    // install, naming the lie, and the honest entry of that version is
+    // installed; with no honest one left, the install is refused.
+    let later = |e: &mut toolhost::catalogue::Entry| {
+        e.published = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true);
+    };
     let mut lie = web_entry.clone();
     lie.asks = Default::default();
     later(&mut lie);
     publish_as_is(dir, &catalogue, &lie);
-    let err = fails(&run(dir, &["install", "web"]));
+    let o = run(dir, &["install", "web"]);
     assert!(
-        err.contains("the entry lies about its asks: the signed component also asks for capabilities http; HTTP to https://api.example.test, which the entry leaves out"),
-        "{err}"
+        stderr(&o).contains("lies about its asks: the signed component also asks for capabilities http; HTTP to https://api.example.test, which the entry leaves out: skipped"),
+        "{}",
+        stderr(&o)
     );
+    assert!(ok(&o).contains("asks for  http; HTTP to https://api.example.test"), "the honest entry: {}", stdout(&o));
     let mut lie = dice.clone();
     lie.digest = web_entry.digest.clone();
     later(&mut lie);
     publish_as_is(dir, &catalogue, &lie);
-    let err = fails(&run(dir, &["install", "dice@1.1.0"]));
-    assert!(err.contains(&format!("the entry lies about its digest: the entry says {}", web_entry.digest)), "{err}");
+    let o = run(dir, &["install", "dice@1.1.0"]);
+    assert!(
+        stderr(&o).contains(&format!("lies about its digest: the entry says {}", web_entry.digest)),
+        "{}",
+        stderr(&o)
+    );
+    assert!(ok(&o).contains("dice 1.1.0"), "{}", stdout(&o));
+    // An entry from the future would outrank every honest one: it is not a valid entry.
+    let mut lie = dice.clone();
+    lie.published = "9999-01-01T00:00:00Z".into();
+    publish_as_is_unchecked(&catalogue, &lie);
+    let o = run(dir, &["search", "dice", "--refresh"]);
+    assert!(stderr(&o).contains("the publish time is in the future"), "{}", stderr(&o));
+    // Only a lie under alice's key for swap: refused, naming it.
     let mut lie = find(&listed, "swap", "1.0.0").entry.clone();
     lie.publisher.key_id = key_id(dir, "alice");
     lie.publisher.author = "alice".into();
     later(&mut lie);
     publish_as_is(dir, &catalogue, &lie);
     let err = fails(&run(dir, &["install", "swap", "--publisher", &key_id(dir, "alice")]));
-    assert!(
-        err.contains(&format!("the entry lies about its publisher: the entry says {}", key_id(dir, "alice"))),
-        "{err}"
-    );
+    assert!(err.contains(&format!("lies about its publisher: the entry says {}", key_id(dir, "alice"))), "{err}");
     // Nothing a lie named was loaded.
     let p = plugins();
     assert!(!p["plugins"].to_string().contains("\"swap\""), "{p}");

@@ -217,6 +217,13 @@ impl Entry {
         too_long("the publisher's key id", &self.publisher.key_id, 128)?;
         too_long("the author", &self.publisher.author, 256)?;
         too_long("the publish time", &self.published, 64)?;
+        // Entries are ordered by it: one from the future would outrank
+        // every honest entry.
+        match chrono::DateTime::parse_from_rfc3339(&self.published) {
+            Ok(t) if t <= chrono::Utc::now() + chrono::Duration::hours(24) => {}
+            Ok(_) => return Err("the publish time is in the future".into()),
+            Err(_) => return Err("the publish time is not an RFC 3339 time".into()),
+        }
         if self.tools.len() > 256 {
             return Err("over 256 tools".into());
         }
@@ -544,7 +551,7 @@ impl<'a> Catalogues<'a> {
                 if c.skipped.len() == 1 { "" } else { "s" },
                 if c.skipped.len() == 1 { "is" } else { "are" },
                 crate::tool::log_safe(&tag),
-                why
+                crate::tool::log_safe(&why)
             ));
         }
         c.synced = now_secs();
@@ -643,26 +650,23 @@ impl<'a> Catalogues<'a> {
     }
 
     /// Every entry of `catalogues` (each read as [`Catalogues::read`]
-    /// does), newest of each name, version and publisher; a catalogue that
-    /// cannot be read is a warning, not an end.
+    /// does), all of them: an entry is a claim until it is checked, so a
+    /// newer entry never hides an older one of the same name, version and
+    /// publisher (`install` tries the next when one lies). A catalogue
+    /// that cannot be read is a warning, not an end.
     pub fn read_all(&self, catalogues: &[String], refresh: bool) -> (Vec<Listed>, Vec<String>) {
-        let mut listed: BTreeMap<(String, String, String), Listed> = BTreeMap::new();
+        let mut listed = Vec::new();
         let mut warnings = Vec::new();
         for catalogue in catalogues {
             match self.read(catalogue, refresh) {
                 Ok((c, report)) => {
                     warnings.extend(report.warnings);
-                    for e in c.entries.into_values() {
-                        let key = (e.name.clone(), e.version.clone(), e.publisher.key_id.clone());
-                        if listed.get(&key).is_none_or(|l| l.entry.published < e.published) {
-                            listed.insert(key, Listed { catalogue: catalogue.clone(), entry: e });
-                        }
-                    }
+                    listed.extend(c.entries.into_values().map(|e| Listed { catalogue: catalogue.clone(), entry: e }));
                 }
                 Err(e) => warnings.push(format!("{e}")),
             }
         }
-        (listed.into_values().collect(), warnings)
+        (listed, warnings)
     }
 }
 
@@ -755,8 +759,9 @@ async fn fetch_entry(reader: &mut crate::oci::bounded::Reader, repository: &str,
     if sha256_digest(&body) != layer.digest {
         return Err(Fetch::Invalid("the entry's bytes do not match its digest".into()));
     }
-    let entry: Entry = serde_json::from_slice(&body)
-        .map_err(|e| Fetch::Invalid(format!("the entry is not valid JSON of an entry: {e}")))?;
+    let entry: Entry = serde_json::from_slice(&body).map_err(|e| {
+        Fetch::Invalid(format!("the entry is not valid JSON of an entry: {}", crate::tool::log_safe(&e.to_string())))
+    })?;
     entry.validate().map_err(|e| Fetch::Invalid(e.0))?;
     Ok(entry)
 }

@@ -4,13 +4,21 @@ use std::process::ExitCode;
 use toolhost::catalogue::{Listed, version_order};
 use toolhost::oci::OciRef;
 
+/// The most entries of one version and publisher tried before giving up.
+const MAX_CANDIDATES: usize = 8;
+
+fn safe(s: &str) -> std::borrow::Cow<'_, str> {
+    toolhost::tool::log_safe(s)
+}
+
 /// Install a plugin from the marketplace into the running host: the
 /// newest version of NAME (or NAME@VERSION) in marketplace.catalogues.
-/// Shows what it asks for, holds the entry to the signed component (its
-/// digest, its publisher's key, its name and version, every ask: an entry
-/// that lies is refused, naming the lie), then adds it as `toolhost plugin
-/// add oci://...@sha256:...` does: through this host's trust policy, held
-/// until what it asks for is granted.
+/// Holds the entry to the signed component (its digest, its publisher's
+/// key and author, its name and version, every ask: an entry that lies is
+/// skipped, naming the lie, for the next entry of that version), shows what
+/// it asks for, then adds it as `toolhost plugin add oci://...@sha256:...`
+/// does: through this host's trust policy, held until what it asks for is
+/// granted.
 #[derive(Debug, clap::Args)]
 pub struct Install {
     /// NAME or NAME@VERSION, as `toolhost search` shows them.
@@ -34,8 +42,9 @@ pub struct Install {
 }
 
 impl Install {
-    /// The entry `self.plugin` names, among `entries`.
-    fn choose(&self, entries: Vec<Listed>, trusts: impl Fn(&str) -> bool) -> Result<Listed> {
+    /// The entries `self.plugin` names, among `entries`: of its newest
+    /// version (and the one publisher), newest entry first.
+    fn choose(&self, entries: Vec<Listed>, trusts: impl Fn(&str) -> bool) -> Result<Vec<Listed>> {
         let (name, version) = match self.plugin.split_once('@') {
             Some((n, v)) => (n, Some(v)),
             None => (self.plugin.as_str(), None),
@@ -75,10 +84,16 @@ impl Install {
                 }
             }
         }
+        // The newest version first; of one version, the newest entry first.
+        // Only that version is tried: an older one is never installed in
+        // its place.
         found.sort_by(|a, b| {
-            version_order(&a.entry.version, &b.entry.version).then_with(|| a.entry.published.cmp(&b.entry.published))
+            version_order(&b.entry.version, &a.entry.version).then_with(|| b.entry.published.cmp(&a.entry.published))
         });
-        Ok(found.pop().expect("one at least"))
+        let newest = found[0].entry.version.clone();
+        found.retain(|l| l.entry.version == newest);
+        found.truncate(MAX_CANDIDATES);
+        Ok(found)
     }
 
     pub fn run(self) -> Result<ExitCode> {
@@ -90,43 +105,63 @@ impl Install {
         };
         // The host it goes into, found first: nothing is fetched for nothing.
         let admin = state.admin()?;
-        let listed = self.choose(market.entries(self.refresh), |k| market.trusts(k))?;
+        let candidates = self.choose(market.entries(self.refresh), |k| market.trusts(k))?;
+        // Each entry is a claim: held to what the registry serves and the
+        // signature inside, before the host is asked to load anything. One
+        // that lies is skipped, named, for the next entry of the same
+        // version and publisher (anyone who can push to a catalogue can add
+        // entries; none can hide an honest one this way).
+        let mut refused = Vec::new();
+        let mut chosen = None;
+        for listed in candidates {
+            let e = &listed.entry;
+            let r = OciRef::parse(&e.reference)?;
+            let (digest, _) = market.store.manifest(&r).with_context(|| format!("resolving {}", e.reference))?;
+            let pinned = r.at_digest(&digest);
+            let fetched = market.store.fetch(&pinned, None)?;
+            let package = toolhost::package::parse(&fetched.bytes)?;
+            let verified = package.verify(&e.name)?;
+            match e.check_against(
+                &digest,
+                verified.as_ref().map(|v| v.fingerprint()).as_deref(),
+                verified.as_ref().map(|v| &v.manifest),
+            ) {
+                Ok(()) => {
+                    chosen = Some((listed, pinned));
+                    break;
+                }
+                Err(lies) => {
+                    let why = format!(
+                        "an entry of {} {} in {} lies about {}",
+                        e.name,
+                        e.version,
+                        listed.catalogue,
+                        safe(&lies.join("; and about "))
+                    );
+                    eprintln!("warning: {why}: skipped");
+                    refused.push(why);
+                }
+            }
+        }
+        let Some((listed, pinned)) = chosen else {
+            bail!("refusing {}: {}", self.plugin, refused.join("; "));
+        };
         let e = &listed.entry;
         let trusted = if market.trusts(&e.publisher.key_id) {
             "trusted here"
         } else {
             "NOT trusted here: no key in this config's trust.keys or trust.key_files"
         };
-        println!("{} {}: {}", e.name, e.version, e.description);
-        println!("  publisher {} ({}, {trusted})", e.publisher.author, e.publisher.key_id);
+        // What a catalogue says is shown escaped, as `search` shows it.
+        println!("{} {}: {}", e.name, safe(&e.version), safe(&e.description));
+        println!("  publisher {} ({}, {trusted})", safe(&e.publisher.author), safe(&e.publisher.key_id));
         println!("  from      {} (listed in {})", e.reference, listed.catalogue);
         println!(
             "  tools     {} ({})",
-            e.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "),
+            safe(&e.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")),
             tiers(&listed)
         );
-        println!("  asks for  {}", e.asks.in_words());
-        // The entry is a claim: held to what the registry serves and the
-        // signature inside, before the host is asked to load anything.
-        let r = OciRef::parse(&e.reference)?;
-        let (digest, _) = market.store.manifest(&r).with_context(|| format!("resolving {}", e.reference))?;
-        let pinned = r.at_digest(&digest);
-        let fetched = market.store.fetch(&pinned, None)?;
-        let package = toolhost::package::parse(&fetched.bytes)?;
-        let verified = package.verify(&e.name)?;
-        if let Err(lies) = e.check_against(
-            &digest,
-            verified.as_ref().map(|v| v.fingerprint()).as_deref(),
-            verified.as_ref().map(|v| &v.manifest),
-        ) {
-            bail!(
-                "refusing {} {} from {}: the entry lies about {}",
-                e.name,
-                e.version,
-                listed.catalogue,
-                lies.join("; and about ")
-            );
-        }
+        println!("  asks for  {}", safe(&e.asks.in_words()));
         let reply = admin.add_plugin(std::path::Path::new(&pinned.to_string()))?;
         let i = &reply.installed;
         let verb = if i.replaced.is_none() { "installed" } else { "upgraded" };

@@ -109,7 +109,8 @@ fn newest(hits: Vec<Hit>) -> Vec<Hit> {
         match best.entry((e.name.clone(), e.publisher.key_id.clone())) {
             std::collections::hash_map::Entry::Occupied(mut b) => {
                 let b = b.get_mut();
-                if version_order(&e.version, &b.listed.entry.version).is_gt() {
+                let order = version_order(&e.version, &b.listed.entry.version);
+                if order.is_gt() || (order.is_eq() && e.published > b.listed.entry.published) {
                     let score = b.score.max(h.score);
                     *b = Hit { score, ..h };
                 }
