@@ -213,6 +213,12 @@ fn three_publishers_publish_search_finds_and_install_checks_every_claim() {
     assert_eq!(hits[0]["trusted"], true);
     let out = ok(&run(dir, &["search", "swaps"]));
     assert!(out.contains("swap 1.0.0") && out.contains("NOT trusted here"), "{out}");
+    // A revoked key is not trusted here, whatever trust.key_files says.
+    let revoked = format!("trust:\n  revoked: [\"{}\"]\n", key_id(dir, "bob"));
+    std::fs::write(dir.join("toolhost.yaml"), config("").replace("trust:\n", &revoked)).unwrap();
+    let hits: Vec<Value> = serde_json::from_str(&ok(&run(dir, &["search", "rules", "--json"]))).unwrap();
+    assert_eq!((&hits[0]["name"], &hits[0]["trusted"]), (&Value::from("rules"), &Value::from(false)), "{hits:?}");
+    std::fs::write(dir.join("toolhost.yaml"), config("")).unwrap();
 
     // install needs a serving host, and says so.
     let err = fails(&run(dir, &["install", "dice"]));

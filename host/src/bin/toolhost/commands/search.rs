@@ -61,7 +61,14 @@ impl MarketArgs {
             );
         }
         let store = builder.oci_store()?;
-        let trusted = builder.trust()?.keys.iter().map(|k| toolhost::package::fingerprint(&k.public_key)).collect();
+        // A revoked key is not trusted here, whatever trust.keys says.
+        let policy = builder.trust()?;
+        let trusted = policy
+            .keys
+            .iter()
+            .map(|k| toolhost::package::fingerprint(&k.public_key))
+            .filter(|id| !policy.revoked.contains(id))
+            .collect();
         Ok(Market { builder, store, trusted })
     }
 }
