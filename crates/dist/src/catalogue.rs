@@ -682,23 +682,8 @@ pub struct Listed {
     pub entry: Entry,
 }
 
-/// The tag grammar of the distribution spec.
-fn valid_tag(t: &str) -> bool {
-    let mut chars = t.chars();
-    t.len() <= 128
-        && chars.next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
-}
-
-fn classify(registry: &str, r: &OciRef, message: String) -> OciError {
-    if message.starts_with("unreachable") {
-        OciError::Unreachable { registry: registry.to_string(), message }
-    } else if message.contains("limit") {
-        OciError::Refused { reference: r.to_string(), reason: message }
-    } else {
-        OciError::Registry { registry: registry.to_string(), message }
-    }
-}
+use crate::oci::classify;
+use crate::oci::reference::valid_tag;
 
 /// A tag's entry, or why it is not one.
 type Fetched = Result<Entry, String>;

@@ -310,15 +310,7 @@ impl OciStore {
         let registry = r.registry().to_string();
         let repository = r.reference.repository().to_string();
         self.block(&registry, async {
-            reader.get(&repository, kind, reference, accept, max).await.map_err(|message| {
-                if message.starts_with("unreachable") {
-                    OciError::Unreachable { registry: registry.clone(), message }
-                } else if message.contains("limit") {
-                    OciError::Refused { reference: r.to_string(), reason: message }
-                } else {
-                    OciError::Registry { registry: registry.clone(), message }
-                }
-            })
+            reader.get(&repository, kind, reference, accept, max).await.map_err(|m| classify(&registry, r, m))
         })
     }
 
@@ -659,7 +651,19 @@ impl OciStore {
 
 pub(crate) mod bounded;
 mod credentials;
-mod reference;
+pub(crate) mod reference;
+
+/// A bounded reader's error as an [`OciError`]: the registry out of reach,
+/// an answer over its limit (refused), or the registry's own error.
+pub(crate) fn classify(registry: &str, r: &OciRef, message: String) -> OciError {
+    if message.starts_with("unreachable") {
+        OciError::Unreachable { registry: registry.to_string(), message }
+    } else if message.contains("limit") {
+        OciError::Refused { reference: r.to_string(), reason: message }
+    } else {
+        OciError::Registry { registry: registry.to_string(), message }
+    }
+}
 #[cfg(test)]
 mod tests;
 

@@ -190,7 +190,7 @@ fn valid_path_component(c: &str) -> bool {
 }
 
 /// A tag: `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`.
-fn valid_tag(t: &str) -> bool {
+pub(crate) fn valid_tag(t: &str) -> bool {
     let mut chars = t.chars();
     t.len() <= 128
         && chars.next().is_some_and(|c| c.is_ascii_alphanumeric() || c == '_')
