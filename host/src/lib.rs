@@ -33,6 +33,7 @@ pub mod install;
 pub mod metrics;
 pub mod reload;
 pub mod report;
+pub mod review;
 pub mod scaffold;
 pub mod serve;
 pub mod ui;

@@ -599,3 +599,69 @@ fn inspect_judges_an_upgrade_asking_a_new_origin_as_plugin_add_does() {
     assert_eq!(first.status.code(), Some(0), "{}{}", stdout(&first), stderr(&first));
     assert!(stdout(&first).contains("loads:    yes"), "{}", stdout(&first));
 }
+
+#[test]
+fn review_shows_what_an_upgrade_changes_and_that_plugin_add_would_hold_it() {
+    let t = tempfile::tempdir().unwrap();
+    let dir = t.path();
+    let (origin, api) = signed_weather_table(dir);
+    assert!(set_secret(dir, KEY).status.success());
+    let more = format!("https://api.example.test:{}", origin.port + 1);
+    std::fs::create_dir_all(dir.join("v2")).unwrap();
+    std::fs::copy(WEATHER_PATH, dir.join("v2/weather.wasm")).unwrap();
+    let signed = run_strict(
+        dir,
+        &[
+            "sign",
+            "v2/weather.wasm",
+            "--key",
+            "keys/alice.key",
+            "--version",
+            "2.0.0",
+            "--http-host",
+            &api,
+            "--http-host",
+            &more,
+            "--secret",
+            "api_key",
+            "--secret",
+            "region",
+        ],
+    );
+    assert!(signed.status.success(), "{}", stderr(&signed));
+    // No host serving and no --against: nothing to compare with, said so.
+    let alone = run_strict(dir, &["review", "weather", "v2/weather.wasm"]);
+    assert_eq!(alone.status.code(), Some(1));
+    assert!(stderr(&alone).contains("pass --against"), "{}", stderr(&alone));
+    let mut cmd = toolhost();
+    cmd.current_dir(dir).env("TOOLHOST_STATE_DIR", dir.join("state")).env_remove("TOOLHOST_ALLOW_UNSIGNED").args([
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+    ]);
+    let (_host, _) = spawn_serving_logged(cmd, Stdio::null());
+    let review = run_strict(dir, &["review", "weather", "v2/weather.wasm"]);
+    let said = stdout(&review);
+    assert_eq!(review.status.code(), Some(3), "{said}{}", stderr(&review));
+    assert!(said.contains("serving on host pid"), "{said}");
+    assert!(said.contains(&format!("+ asks    HTTP to {more}")), "{said}");
+    assert!(said.contains("+ asks    secret region"), "{said}");
+    assert!(!said.contains("- asks"), "{said}");
+    assert!(said.contains("(unchanged)"), "the same key signed both: {said}");
+    assert!(said.lines().any(|l| l.starts_with("held:") && l.contains(&more)), "{said}");
+    // The JSON says the same, and the version serving is the one signed 1st.
+    let json = run_strict(dir, &["review", "weather", "v2/weather.wasm", "--json"]);
+    let v: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(v["new"]["version"], "2.0.0");
+    assert_eq!(v["asks_added"], json!([format!("HTTP to {more}"), "secret region"]));
+    assert_eq!(v["publisher_changed"], false);
+    assert!(v["held"].as_str().unwrap().contains(&more), "{v}");
+    // The same component against itself: nothing changes, and it loads.
+    let same = run_strict(dir, &["review", "weather", "weather.wasm"]);
+    assert_eq!(same.status.code(), Some(0), "{}{}", stdout(&same), stderr(&same));
+    assert!(stdout(&same).contains("nothing a DM decides by changes"), "{}", stdout(&same));
+    // A file of another plugin is not a version of this one.
+    let other = run_strict(dir, &["review", "dice", "v2/weather.wasm"]);
+    assert_eq!(other.status.code(), Some(1));
+    assert!(stderr(&other).contains("is plugin \"weather\", not \"dice\""), "{}", stderr(&other));
+}

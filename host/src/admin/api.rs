@@ -73,7 +73,7 @@ pub struct CompilingEntry {
 }
 
 /// One loaded wasm plugin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PluginEntry {
     /// Plugin name.
     pub name: String,
@@ -92,6 +92,10 @@ pub struct PluginEntry {
     /// The limits its calls run under now.
     #[serde(default)]
     pub limits: Option<crate::report::LimitsInForce>,
+    /// Its tools' declarations (what `toolhost review` compares a new
+    /// version with).
+    #[serde(default)]
+    pub declarations: Vec<crate::report::ToolDeclaration>,
 }
 
 /// `GET /plugins`.
@@ -125,6 +129,7 @@ impl PluginsReply {
                     source: Some(installer.runtime_changes().plugin_source(p.name()).as_str().to_string()),
                     provenance: origin,
                     limits: Some(crate::report::LimitsInForce::of(host, p.name())),
+                    declarations: p.tools().iter().map(Into::into).collect(),
                 }
             })
             .collect();

@@ -20,6 +20,7 @@ mod publish;
 mod pull;
 mod push;
 mod reload;
+mod review;
 mod search;
 mod secret;
 mod select;
@@ -67,6 +68,7 @@ pub enum Command {
     Publish(publish::Publish),
     Search(search::Search),
     Install(install::Install),
+    Review(review::ReviewCmd),
     Pull(pull::Pull),
     Show(show::Show),
     Lock(lock::Lock),
@@ -104,6 +106,7 @@ impl Command {
             Command::Publish(c) => c.run(),
             Command::Search(c) => c.run(),
             Command::Install(c) => c.run(),
+            Command::Review(c) => c.run(),
             Command::Pull(c) => c.run(),
             Command::Show(c) => c.run(),
             Command::Lock(c) => c.run(),
