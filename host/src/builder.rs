@@ -435,7 +435,8 @@ impl HostBuilder {
             keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
         }
         let allow_unsigned = cfg.trust.allow_unsigned || self.allow_unsigned;
-        let policy = TrustPolicy { keys, allow_unsigned, lock, revoked: cfg.trust.revoked.clone() };
+        let policy =
+            TrustPolicy { keys, allow_unsigned, lock, revoked: cfg.trust.revoked.clone(), published: Vec::new() };
         policy.check_entries().map(|()| policy).map_err(BuildError::Trust)
     }
 

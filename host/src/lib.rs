@@ -34,6 +34,7 @@ pub mod metrics;
 pub mod reload;
 pub mod report;
 pub mod review;
+pub mod revocations;
 pub mod scaffold;
 pub mod serve;
 pub mod ui;

@@ -142,6 +142,8 @@ pub struct Reloader {
     /// Every tool name registered when the host started or at a reload
     /// since: an allow-list naming none of these is a typo, refused.
     seen: Mutex<std::collections::BTreeSet<String>>,
+    /// Revocation lists, read again at every reload.
+    revocations: Mutex<Option<Arc<crate::revocations::RevocationWatch>>>,
 }
 
 impl std::fmt::Debug for Reloader {
@@ -172,7 +174,19 @@ impl Reloader {
             generation: tokio::sync::watch::Sender::new(0),
             checks: Mutex::new(Vec::new()),
             one_at_a_time: Mutex::new(()),
+            revocations: Mutex::new(None),
         }
+    }
+
+    /// Reads the catalogues' revocation lists again at every reload (the
+    /// plugins they unload are in the reload's report).
+    pub fn watch_revocations(&self, watch: Arc<crate::revocations::RevocationWatch>) {
+        *self.revocations.lock().unwrap_or_else(|p| p.into_inner()) = Some(watch);
+    }
+
+    /// The builder of the config in force.
+    pub fn builder(&self) -> HostBuilder {
+        self.current.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// `npcs[i].tools: unknown tool "x" (did you mean "y"?)` for each name
@@ -357,6 +371,12 @@ impl Reloader {
             report.servers = apply_servers(servers, server_plan);
         }
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next.clone();
+        let watch = self.revocations.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(watch) = watch {
+            let (changes, warnings) = watch.check(&next);
+            report.plugins.extend(changes);
+            report.warnings.extend(warnings);
+        }
         if !report.nothing_put_in_force() {
             self.generation.send_modify(|g| *g += 1);
         }

@@ -83,6 +83,7 @@ mod proxied;
 mod quickstart;
 mod reload;
 mod review;
+mod revocations;
 mod trust;
 mod turns;
 mod ui;

@@ -69,6 +69,9 @@ pub struct Admission {
     upgrades: Mutex<HashMap<String, install::HeldUpgrade>>,
     /// `plugins.config`, the secrets, and the plugins waiting for one.
     values: Values,
+    /// What signed revocation lists revoke: kept across trust policies
+    /// (a reload's policy is the config's, these are added to it).
+    published: Mutex<Vec<crate::package::Revocation>>,
 }
 
 impl Admission {
@@ -84,6 +87,7 @@ impl Admission {
             withheld: Mutex::default(),
             upgrades: Mutex::default(),
             values: Values::default(),
+            published: Mutex::default(),
         }
     }
 
@@ -116,7 +120,13 @@ impl Admission {
     /// loaded stay (a config reload uses [`Admission::apply_trust`], which
     /// unloads those the new policy refuses).
     pub fn set_trust(&self, trust: TrustPolicy) {
-        self.trust.store(Arc::new(trust));
+        self.trust.store(Arc::new(self.with_published(trust)));
+    }
+
+    /// `trust` with what the revocation lists revoke.
+    fn with_published(&self, mut trust: TrustPolicy) -> TrustPolicy {
+        trust.published = self.published.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        trust
     }
 
     /// The trust policy in force.

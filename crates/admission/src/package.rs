@@ -82,11 +82,17 @@ pub enum PackageError {
     /// A key file could not be read or parsed.
     #[error("{0}")]
     Key(String),
-    /// `trust.revoked` names its signing key or its component.
-    #[error("plugin {plugin:?} is revoked: trust.revoked lists {entry} ({what}); refusing it")]
+    /// A revocation list is malformed or its signature does not verify.
+    #[error("a revocation list {0}")]
+    Revocations(String),
+    /// `trust.revoked`, or a revocation list the operator trusts, names
+    /// its signing key or its component.
+    #[error("plugin {plugin:?} is revoked: {by} lists {entry} ({what}); refusing it")]
     Revoked {
         /// Plugin name.
         plugin: String,
+        /// Which list: `trust.revoked`, or the revocation list it came from.
+        by: String,
         /// The entry of `trust.revoked` that matched.
         entry: String,
         /// What it names: `its signing key` or `its component`.
@@ -633,13 +639,16 @@ pub struct TrustPolicy {
     /// Revoked signing keys (key ids) and components (sha256): refused
     /// whatever else says ([`TrustConfig::revoked`]).
     pub revoked: Vec<String>,
+    /// Revoked by signed revocation lists published to a catalogue, which
+    /// the operator trusts (`marketplace.revocations_signed_by`).
+    pub published: Vec<Revocation>,
 }
 
 impl TrustPolicy {
     /// A policy that admits everything (the library default: embedding
     /// programs and tests decide for themselves).
     pub fn permissive() -> TrustPolicy {
-        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None, revoked: Vec::new() }
+        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None, revoked: Vec::new(), published: Vec::new() }
     }
 
     /// Decides on `bytes` offered as plugin `plugin`: returns the component
@@ -749,7 +758,9 @@ pub fn component_digest(bytes: &[u8]) -> Result<String, PackageError> {
     Ok(sha256_hex(parse(bytes)?.component))
 }
 
+mod revocation;
 mod window;
+pub use revocation::{MAX_REVOKED_PER_LIST, Revocation, RevocationList};
 pub use window::{TrustEntryError, check_key_window, check_revoked_entry};
 #[cfg(test)]
 mod tests;

@@ -236,6 +236,7 @@ impl Admission {
     /// its digest no longer the locked one).
     pub fn apply_trust(&self, trust: crate::package::TrustPolicy) -> Vec<PluginChange> {
         let _one_at_a_time = self.one_at_a_time();
+        let trust = self.with_published(trust);
         let mut out = Vec::new();
         for plugin in self.pipeline.registry().wasm_plugins() {
             let name = plugin.name().to_string();
@@ -250,5 +251,25 @@ impl Admission {
         }
         self.trust.store(Arc::new(trust));
         out
+    }
+
+    /// Puts in force what signed revocation lists revoke now (replacing
+    /// what they revoked before), beside the config's `trust.revoked`:
+    /// each loaded plugin they name is unloaded, audited, and its tools
+    /// leave every session's list. Returns what changed.
+    pub fn apply_revocations(&self, published: Vec<crate::package::Revocation>) -> Vec<PluginChange> {
+        {
+            let mut now = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            if *now == published {
+                return Vec::new();
+            }
+            *now = published;
+        }
+        self.apply_trust((*self.trust()).clone())
+    }
+
+    /// What signed revocation lists revoke now.
+    pub fn published_revocations(&self) -> Vec<crate::package::Revocation> {
+        self.published.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }

@@ -240,6 +240,17 @@ impl Config {
         if self.marketplace.max_entries == 0 {
             return Err(format!("marketplace.max_entries: must be at least 1{}", at("max_entries")));
         }
+        if self.marketplace.revocations_secs == 0 {
+            return Err(format!("marketplace.revocations_secs: must be at least 1{}", at("revocations_secs")));
+        }
+        for (i, k) in self.marketplace.revocations_signed_by.iter().enumerate() {
+            if k.trim().is_empty() || k.chars().any(char::is_control) {
+                return Err(format!(
+                    "marketplace.revocations_signed_by[{i}]: {k:?}: write a key id (ed25519:..., as keygen prints it) or the name of a trust.keys entry{}",
+                    at("revocations_signed_by")
+                ));
+            }
+        }
         if self.budget.max_calls_per_turn == Some(0) {
             return Err(format!(
                 "budget.max_calls_per_turn: must be at least 1 (leave it out for no cap){}",

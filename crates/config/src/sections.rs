@@ -659,11 +659,25 @@ pub struct MarketplaceConfig {
     /// The most entries read from one catalogue (default 20,000): a larger
     /// catalogue is read up to it, with a warning.
     pub max_entries: usize,
+    /// Whose revocation lists a serving host acts on: key ids
+    /// (`ed25519:...`) or names of `trust.keys` entries. A list in a
+    /// catalogue signed by any other key is ignored (with a warning).
+    /// Empty (the default): revocation lists are not read.
+    pub revocations_signed_by: Vec<String>,
+    /// How often a serving host reads the catalogues' revocation lists, in
+    /// seconds (default 300; also at every `reload`).
+    pub revocations_secs: u64,
 }
 
 impl Default for MarketplaceConfig {
     fn default() -> MarketplaceConfig {
-        MarketplaceConfig { catalogues: Vec::new(), refresh_secs: 600, max_entries: 20_000 }
+        MarketplaceConfig {
+            catalogues: Vec::new(),
+            refresh_secs: 600,
+            max_entries: 20_000,
+            revocations_signed_by: Vec::new(),
+            revocations_secs: 300,
+        }
     }
 }
 

@@ -351,6 +351,10 @@ pub struct Catalogue {
     /// was not read).
     #[serde(default)]
     pub truncated: bool,
+    /// Revocation lists, by tag, as published (their signatures are
+    /// checked where they are used).
+    #[serde(default)]
+    pub revocations: BTreeMap<String, toolhost_admission::package::RevocationList>,
 }
 
 /// How a read went.
@@ -426,32 +430,47 @@ impl<'a> Catalogues<'a> {
             return Err(CatalogueError::Invalid(format!("it is {} bytes, over {MAX_ENTRY_BYTES}", body.len())));
         }
         let tag = entry.tag();
-        let r = Self::at_tag(catalogue, &tag)?;
+        let annotations = serde_json::json!({
+            crate::oci::annotations::TITLE: entry.name,
+            crate::oci::annotations::VERSION: entry.version,
+            crate::oci::annotations::CREATED: entry.published,
+        });
+        self.push_artifact(catalogue, &tag, ENTRY_MEDIA_TYPE, body, annotations)?;
+        Ok(tag)
+    }
+
+    /// Pushes `body` to `catalogue` under `tag`, as an artifact of type
+    /// `media_type` whose one layer it is.
+    fn push_artifact(
+        &self,
+        catalogue: &str,
+        tag: &str,
+        media_type: &str,
+        body: Vec<u8>,
+        annotations: serde_json::Value,
+    ) -> Result<(), CatalogueError> {
+        let r = Self::at_tag(catalogue, tag)?;
         let empty = b"{}".to_vec();
         let (body_digest, empty_digest) = (sha256_digest(&body), sha256_digest(&empty));
         let manifest = serde_json::json!({
             "schemaVersion": 2,
             "mediaType": crate::oci::MANIFEST_MEDIA_TYPE,
-            "artifactType": ENTRY_MEDIA_TYPE,
+            "artifactType": media_type,
             "config": {"mediaType": EMPTY_MEDIA_TYPE, "digest": empty_digest, "size": 2},
-            "layers": [{"mediaType": ENTRY_MEDIA_TYPE, "digest": body_digest, "size": body.len()}],
-            "annotations": {
-                crate::oci::annotations::TITLE: entry.name,
-                crate::oci::annotations::VERSION: entry.version,
-                crate::oci::annotations::CREATED: entry.published,
-            },
+            "layers": [{"mediaType": media_type, "digest": body_digest, "size": body.len()}],
+            "annotations": annotations,
         });
         let manifest = serde_json::to_vec(&manifest).map_err(|e| CatalogueError::Invalid(e.to_string()))?;
         // Publishers at once upload the same small blobs (the empty config)
         // to one repository, and a registry may fail one of two concurrent
         // uploads of a blob (the distribution server answers DIGEST_INVALID
         // or BLOB_UNKNOWN): the push is whole or not at all, and writes
-        // only this entry's tag, so it is tried again.
+        // only this tag, so it is tried again.
         let mut attempt = 0u64;
         loop {
             let parts = vec![(body.clone(), body_digest.clone()), (empty.clone(), empty_digest.clone())];
             match self.store.push_parts(&r, parts, manifest.clone()) {
-                Ok(_) => return Ok(tag),
+                Ok(_) => return Ok(()),
                 Err(OciError::Registry { .. }) if attempt < 4 => {
                     attempt += 1;
                     let jitter = u64::from(std::process::id() % 50) + (now_nanos() % 100);
@@ -522,8 +541,22 @@ impl<'a> Catalogues<'a> {
         let listed: std::collections::BTreeSet<&String> = tags.iter().collect();
         c.entries.retain(|t, _| listed.contains(t));
         c.skipped.retain(|t, _| listed.contains(t));
-        let new: Vec<String> =
-            tags.iter().filter(|t| !c.entries.contains_key(*t) && !c.skipped.contains_key(*t)).cloned().collect();
+        c.revocations.retain(|t, _| listed.contains(t));
+        let (lists, new): (Vec<String>, Vec<String>) = tags
+            .iter()
+            .filter(|t| !c.entries.contains_key(*t) && !c.skipped.contains_key(*t) && !c.revocations.contains_key(*t))
+            .cloned()
+            .partition(|t| t.starts_with(REVOCATIONS_TAG_PREFIX));
+        for (tag, got) in self.fetch_revocations(catalogue, &r, &lists)? {
+            match got {
+                Ok(list) => {
+                    c.revocations.insert(tag, list);
+                }
+                Err(why) => {
+                    c.skipped.insert(tag, why);
+                }
+            }
+        }
         for batch in new.chunks(FETCH_BATCH) {
             for (tag, got) in self.fetch_entries(catalogue, &r, batch)? {
                 match got {
@@ -711,6 +744,24 @@ struct Descriptor {
 }
 
 async fn fetch_entry(reader: &mut crate::oci::bounded::Reader, repository: &str, tag: &str) -> Result<Entry, Fetch> {
+    let body = fetch_layer(reader, repository, tag, ENTRY_MEDIA_TYPE, "entry").await?;
+    let entry: Entry = serde_json::from_slice(&body).map_err(|e| {
+        Fetch::Invalid(format!("the entry is not valid JSON of an entry: {}", crate::tool::log_safe(&e.to_string())))
+    })?;
+    entry.validate().map_err(|e| Fetch::Invalid(e.0))?;
+    Ok(entry)
+}
+
+/// The one layer of the artifact of type `media_type` under `tag` (an
+/// `what`: `entry`, `revocation list`), at most [`MAX_ENTRY_BYTES`],
+/// checked against its digest.
+async fn fetch_layer(
+    reader: &mut crate::oci::bounded::Reader,
+    repository: &str,
+    tag: &str,
+    media_type: &str,
+    what: &str,
+) -> Result<Vec<u8>, Fetch> {
     let over = |m: &str| m.contains("limit");
     let raw =
         match reader.get(repository, "manifests", tag, crate::oci::MANIFEST_MEDIA_TYPE, MAX_ENTRY_MANIFEST_BYTES).await
@@ -722,36 +773,34 @@ async fn fetch_entry(reader: &mut crate::oci::bounded::Reader, repository: &str,
         };
     let m: EntryManifest = serde_json::from_slice(&raw)
         .map_err(|e| Fetch::Invalid(format!("its manifest is not an OCI manifest: {e}")))?;
-    if m.artifact_type.as_deref() != Some(ENTRY_MEDIA_TYPE) {
-        return Err(Fetch::Invalid(format!("not a catalogue entry (artifact type {ENTRY_MEDIA_TYPE})")));
+    if m.artifact_type.as_deref() != Some(media_type) {
+        return Err(Fetch::Invalid(format!("not a catalogue {what} (artifact type {media_type})")));
     }
     let [layer] = &m.layers[..] else {
-        return Err(Fetch::Invalid("an entry has exactly one layer".into()));
+        return Err(Fetch::Invalid(format!("a catalogue {what} has exactly one layer")));
     };
-    if layer.media_type != ENTRY_MEDIA_TYPE || !is_sha256_digest(&layer.digest) {
-        return Err(Fetch::Invalid("its layer is not an entry".into()));
+    if layer.media_type != media_type || !is_sha256_digest(&layer.digest) {
+        return Err(Fetch::Invalid(format!("its layer is not a catalogue {what}")));
     }
     if layer.size < 0 || layer.size as u64 > MAX_ENTRY_BYTES as u64 {
-        return Err(Fetch::Invalid(format!("the entry is {} bytes, over {MAX_ENTRY_BYTES}", layer.size)));
+        return Err(Fetch::Invalid(format!("the {what} is {} bytes, over {MAX_ENTRY_BYTES}", layer.size)));
     }
     let declared = usize::try_from(layer.size).unwrap_or(0);
-    let body = match reader.get(repository, "blobs", &layer.digest, ENTRY_MEDIA_TYPE, declared).await {
+    let body = match reader.get(repository, "blobs", &layer.digest, media_type, declared).await {
         Ok(Some(b)) => b,
-        Ok(None) => return Err(Fetch::Invalid("the registry does not serve its entry".into())),
+        Ok(None) => return Err(Fetch::Invalid(format!("the registry does not serve its {what}"))),
         Err(m) if over(&m) => return Err(Fetch::Invalid(m)),
         Err(m) => return Err(Fetch::Registry(m)),
     };
     if sha256_digest(&body) != layer.digest {
-        return Err(Fetch::Invalid("the entry's bytes do not match its digest".into()));
+        return Err(Fetch::Invalid(format!("the {what}'s bytes do not match its digest")));
     }
-    let entry: Entry = serde_json::from_slice(&body).map_err(|e| {
-        Fetch::Invalid(format!("the entry is not valid JSON of an entry: {}", crate::tool::log_safe(&e.to_string())))
-    })?;
-    entry.validate().map_err(|e| Fetch::Invalid(e.0))?;
-    Ok(entry)
+    Ok(body)
 }
 
+mod revocations;
 mod search;
+pub use revocations::{REVOCATIONS_MEDIA_TYPE, REVOCATIONS_TAG_PREFIX, revoked_by};
 pub use search::{Hit, search, version_order};
 
 #[cfg(test)]

@@ -9,7 +9,13 @@ fn component() -> Vec<u8> {
 }
 
 fn policy(k: &KeyPair) -> TrustPolicy {
-    TrustPolicy { keys: vec![k.public()], allow_unsigned: false, lock: None, revoked: Vec::new() }
+    TrustPolicy {
+        keys: vec![k.public()],
+        allow_unsigned: false,
+        lock: None,
+        revoked: Vec::new(),
+        published: Vec::new(),
+    }
 }
 
 #[test]
@@ -137,7 +143,10 @@ fn a_revoked_key_or_component_is_refused_whatever_else_trusts_it() {
         // Even a policy admitting everything refuses it.
         let p = TrustPolicy { revoked: vec![entry.clone()], allow_unsigned: true, ..policy(&alice) };
         let err = p.admit("demo", &pkg).unwrap_err();
-        assert_eq!(err, PackageError::Revoked { plugin: "demo".into(), entry: entry.clone(), what });
+        assert_eq!(
+            err,
+            PackageError::Revoked { plugin: "demo".into(), by: "trust.revoked".into(), entry: entry.clone(), what }
+        );
         assert!(err.to_string().contains(&format!("trust.revoked lists {entry} ({what})")), "{err}");
         assert_eq!(p.still_admits("demo", &digest, &prov).unwrap_err(), err, "a loaded one is refused too");
     }

@@ -77,7 +77,12 @@ impl TrustPolicy {
         component_sha256: &str,
     ) -> Result<(), PackageError> {
         let key_id = public_key.map(fingerprint);
-        for entry in &self.revoked {
+        let listed =
+            self.revoked.iter().map(|e| (e, "trust.revoked".to_string())).chain(self.published.iter().map(|r| {
+                let why = if r.reason.is_empty() { String::new() } else { format!(" for {:?}", r.reason) };
+                (&r.entry, format!("{}{why}", r.source))
+            }));
+        for (entry, by) in listed {
             let what = if key_id.as_deref() == Some(entry.as_str()) {
                 "its signing key"
             } else if entry.strip_prefix("sha256:").unwrap_or(entry) == component_sha256 {
@@ -85,7 +90,7 @@ impl TrustPolicy {
             } else {
                 continue;
             };
-            return Err(PackageError::Revoked { plugin: plugin.to_string(), entry: entry.clone(), what });
+            return Err(PackageError::Revoked { plugin: plugin.to_string(), by, entry: entry.clone(), what });
         }
         Ok(())
     }

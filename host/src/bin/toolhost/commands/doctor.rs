@@ -213,7 +213,13 @@ fn fallback_policy(cfg: &toolhost::config::Config, lock: &std::path::Path, allow
             .and_then(|text| serde_json::from_str::<PublicKey>(&text).ok());
         keys.extend(key);
     }
-    TrustPolicy { keys, allow_unsigned, lock: LockFile::read(lock).ok(), revoked: cfg.trust.revoked.clone() }
+    TrustPolicy {
+        keys,
+        allow_unsigned,
+        lock: LockFile::read(lock).ok(),
+        revoked: cfg.trust.revoked.clone(),
+        published: Vec::new(),
+    }
 }
 
 fn plural(n: usize) -> &'static str {

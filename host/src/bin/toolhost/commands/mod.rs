@@ -21,6 +21,7 @@ mod pull;
 mod push;
 mod reload;
 mod review;
+mod revoke;
 mod search;
 mod secret;
 mod select;
@@ -69,6 +70,7 @@ pub enum Command {
     Search(search::Search),
     Install(install::Install),
     Review(review::ReviewCmd),
+    Revoke(revoke::Revoke),
     Pull(pull::Pull),
     Show(show::Show),
     Lock(lock::Lock),
@@ -107,6 +109,7 @@ impl Command {
             Command::Search(c) => c.run(),
             Command::Install(c) => c.run(),
             Command::Review(c) => c.run(),
+            Command::Revoke(c) => c.run(),
             Command::Pull(c) => c.run(),
             Command::Show(c) => c.run(),
             Command::Lock(c) => c.run(),

@@ -82,6 +82,11 @@ impl Serve {
             move || args.builder().map_err(|e| format!("{e:#}")),
         ));
         rt.spawn(reload_on_hangup(reloader.clone()));
+        // Signed revocation lists in the catalogues: read now, every
+        // marketplace.revocations_secs and at every reload.
+        let revocations = toolhost::revocations::RevocationWatch::new(a.installer.clone());
+        reloader.watch_revocations(revocations.clone());
+        revocations.spawn(reloader.clone()).context("starting the revocation-list reader")?;
         // A fleet (cluster.url): this host's changes go to the control
         // plane, and the others' come from it.
         let addr = self.http.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 8722)));
