@@ -234,6 +234,63 @@ impl Installer {
         }
     }
 
+    /// `toolhost plugin upgrade --canary`: the version in `path` (a file,
+    /// or an `oci://` reference pulled as `plugin add` pulls it) takes a
+    /// share of the calls of the plugin of its name, on `terms`
+    /// ([`crate::Admission::start_canary`]). When it is promoted it is
+    /// remembered as added at run time (what a restart loads); rolled back,
+    /// the serving version stays what a restart loads. One host's: a
+    /// fleet's hosts swap together (`plugin add`).
+    pub fn canary_at_run_time(
+        &self,
+        path: &Path,
+        terms: toolhost_admission::canary::CanaryTerms,
+    ) -> Result<toolhost_admission::canary::CanaryStatus, AddPluginError> {
+        if self.changes.cluster().is_some() {
+            return Err(AddPluginError::Fleet(
+                "a canary runs on one host, and a fleet's hosts run the same code: upgrade with `plugin upgrade --now` (every host swaps)".into(),
+            ));
+        }
+        let (name, bytes, kept) = match path.to_str().filter(|p| crate::oci::is_reference(p)) {
+            Some(text) => {
+                let r = OciRef::parse(text)?;
+                let (name, fetched) =
+                    self.fetch_ref(&r).inspect_err(|e| self.host.admission().audit_refused(r.short_name(), None, e))?;
+                (name, fetched.bytes, fetched.path)
+            }
+            None => {
+                let name = crate::runtime::plugin_name_from_path(path);
+                let limit = self.host.pipeline().runtime().limits().max_component_bytes + (1 << 16);
+                let bytes = crate::runtime::read_bounded(path, limit)
+                    .map_err(|kind| crate::runtime::LoadError { plugin: name.clone(), kind })?;
+                (name, bytes, Some(path.to_path_buf()))
+            }
+        };
+        let status = self.host.admission().start_canary(&name, &bytes, kept.as_deref(), terms)?;
+        // Promoted, it is what a restart loads.
+        let (host, changes, source, new) =
+            (self.host.clone(), self.changes.clone(), path.to_path_buf(), status.new_sha256.clone());
+        std::thread::Builder::new()
+            .name("toolhost-canary".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    match host.admission().canary_status(&name) {
+                        Some(s) if s.state == toolhost_admission::canary::CanaryState::Running => continue,
+                        Some(s)
+                            if s.state == toolhost_admission::canary::CanaryState::Promoted && s.new_sha256 == new =>
+                        {
+                            changes.plugin_added(&name, &source);
+                        }
+                        _ => {}
+                    }
+                    break;
+                }
+            })
+            .map_err(|e| AddPluginError::Fleet(format!("starting the canary's watcher: {e}")))?;
+        Ok(status)
+    }
+
     /// `toolhost plugin remove`: [`crate::Admission::uninstall_plugin`], then
     /// remembered: the plugin stays unloaded (at the next start, and when
     /// its file in the plugins directory is seen again) until its file

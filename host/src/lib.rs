@@ -41,7 +41,7 @@ pub mod ui;
 pub mod watch;
 
 /// Plugin admission: packages and trust, secrets (the `toolhost-admission` crate).
-pub use toolhost_admission::{package, secrets};
+pub use toolhost_admission::{canary, package, secrets};
 /// The configuration file (the `toolhost-config` crate).
 pub use toolhost_config as config;
 /// The call pipeline and what it stands on (the `toolhost-core` crate).

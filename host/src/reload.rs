@@ -301,13 +301,22 @@ impl Reloader {
             return Err(invalid(clash));
         }
         // Last: resolving a read-write directory grant creates the directory.
-        let grants = self
-            .host
-            .admission()
-            .plan_grants(new.plugins.grants.clone(), &new.base_dir)
-            .map_err(|e| invalid(format!("plugins.grants: {e}")))?;
+        let plan = || {
+            self.host
+                .admission()
+                .plan_grants(new.plugins.grants.clone(), &new.base_dir)
+                .map_err(|e| invalid(format!("plugins.grants: {e}")))
+        };
+        let mut grants = plan()?;
 
-        // 2. Put it in force.
+        // 2. Put it in force. A canary under way ends first (rolled back):
+        // grants and trust judge plain versions, so the plan is made again
+        // with the version it put back.
+        let ended = self.host.admission().end_canaries("a config reload");
+        if !ended.is_empty() {
+            grants = plan()?;
+        }
+        report.plugins.extend(ended);
         if old.trust != new.trust {
             report.applied.push("trust".into());
         }

@@ -46,6 +46,7 @@ mod audit;
 mod body_limit;
 mod bridge;
 mod budget;
+mod canary;
 mod cli;
 mod client_conformance;
 mod common;

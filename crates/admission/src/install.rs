@@ -36,6 +36,15 @@ pub enum AddPluginError {
     /// The registry refused it (a name clash).
     #[error(transparent)]
     Registry(#[from] RegistryError),
+    /// A canary upgrade cannot start (nothing serving to compare with, one
+    /// under way, tools the new version lacks, terms out of range).
+    #[error("plugin {plugin:?}: no canary: {reason}")]
+    Canary {
+        /// Plugin name.
+        plugin: String,
+        /// Why.
+        reason: String,
+    },
     /// Its tools cannot be exposed under the names the config gives them.
     #[error("plugin {plugin:?}: {reason}")]
     Name {
@@ -319,6 +328,19 @@ impl Admission {
     }
 
     fn install_locked(&self, name: &str, bytes: &[u8], path: Option<&Path>) -> Result<Installed, AddPluginError> {
+        let prepared = self.prepare_locked(name, bytes, path)?;
+        self.commit_locked(prepared, path)
+    }
+
+    /// Everything [`Admission::install_plugin_bytes`] checks before the
+    /// swap: the trust policy, the compile, the held-upgrade rule, the
+    /// secrets; the new version instantiated and named, not registered.
+    pub(crate) fn prepare_locked(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        path: Option<&Path>,
+    ) -> Result<Prepared, AddPluginError> {
         let name = name.to_string();
         let (component, provenance) = self.trust.load().admit(&name, bytes)?;
         let compiled = self.pipeline.runtime().compile(&name, component)?;
@@ -374,6 +396,12 @@ impl Admission {
         if !missing.is_empty() {
             return Err(self.values.await_secrets(plugin, provenance, path.map(Path::to_path_buf), missing));
         }
+        Ok(Prepared { name, plugin, provenance, was_compiled })
+    }
+
+    /// Swaps a prepared version in, in one atomic registry step.
+    pub(crate) fn commit_locked(&self, prepared: Prepared, path: Option<&Path>) -> Result<Installed, AddPluginError> {
+        let Prepared { name, plugin, provenance, was_compiled } = prepared;
         let replaced = self.pipeline.registry().upsert(plugin.clone())?;
         // A new version replaces one a reload held back for want of a grant,
         // or one waiting for its secrets.
@@ -579,6 +607,14 @@ impl Admission {
         }
         out
     }
+}
+
+/// A new version, checked and instantiated, not yet registered.
+pub(crate) struct Prepared {
+    pub(crate) name: String,
+    pub(crate) plugin: Arc<WasmPlugin>,
+    pub(crate) provenance: Provenance,
+    pub(crate) was_compiled: bool,
 }
 
 /// The rule an upgrade is held by: what the new version asks for beyond the

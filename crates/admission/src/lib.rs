@@ -27,6 +27,7 @@
 
 #![deny(unsafe_code)]
 
+pub mod canary;
 mod grants;
 mod install;
 pub mod package;
@@ -72,6 +73,8 @@ pub struct Admission {
     /// What signed revocation lists revoke: kept across trust policies
     /// (a reload's policy is the config's, these are added to it).
     published: Mutex<Vec<crate::package::Revocation>>,
+    /// How each plugin's last canary ended (one under way is in the registry).
+    canaries: Mutex<HashMap<String, canary::CanaryStatus>>,
 }
 
 impl Admission {
@@ -88,6 +91,7 @@ impl Admission {
             upgrades: Mutex::default(),
             values: Values::default(),
             published: Mutex::default(),
+            canaries: Mutex::default(),
         }
     }
 

@@ -237,7 +237,8 @@ impl Admission {
     pub fn apply_trust(&self, trust: crate::package::TrustPolicy) -> Vec<PluginChange> {
         let _one_at_a_time = self.one_at_a_time();
         let trust = self.with_published(trust);
-        let mut out = Vec::new();
+        // A canary under way is judged as a plain version: rolled back first.
+        let mut out = self.end_canaries_locked("a change of the trust policy");
         for plugin in self.pipeline.registry().wasm_plugins() {
             let name = plugin.name().to_string();
             let Some(provenance) = self.provenance(&name) else { continue };

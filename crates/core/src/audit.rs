@@ -148,6 +148,12 @@ pub enum PluginEventKind {
     PluginRefused,
     /// The same code under new grants (a config reload).
     PluginRegrant,
+    /// A canary started: a share of calls goes to a new version.
+    PluginCanary,
+    /// A canary's new version took every call (it replaced the old one).
+    PluginPromote,
+    /// A canary ended with the old version taking every call again.
+    PluginRollback,
 }
 
 impl PluginEventKind {
@@ -159,6 +165,9 @@ impl PluginEventKind {
             PluginEventKind::PluginRemove => "plugin_remove",
             PluginEventKind::PluginRefused => "plugin_refused",
             PluginEventKind::PluginRegrant => "plugin_regrant",
+            PluginEventKind::PluginCanary => "plugin_canary",
+            PluginEventKind::PluginPromote => "plugin_promote",
+            PluginEventKind::PluginRollback => "plugin_rollback",
         }
     }
 }
@@ -168,7 +177,8 @@ impl PluginEventKind {
 pub struct PluginRecord<'a> {
     /// When, RFC 3339 in UTC with milliseconds.
     pub time: String,
-    /// `plugin_load`, `plugin_replace`, `plugin_remove`, `plugin_refused` or `plugin_regrant`.
+    /// `plugin_load`, `plugin_replace`, `plugin_remove`, `plugin_refused`,
+    /// `plugin_regrant`, `plugin_canary`, `plugin_promote` or `plugin_rollback`.
     pub event: PluginEventKind,
     /// The plugin's name (for a refused file, the name it would have had).
     pub plugin: &'a str,
@@ -186,7 +196,8 @@ pub struct PluginRecord<'a> {
     pub origin: Option<String>,
     /// The capabilities its grants give.
     pub capabilities_held: Vec<&'static str>,
-    /// Why a load was refused.
+    /// Why: a refused load's error, a removal's reason, a canary's terms
+    /// or decision.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }

@@ -96,6 +96,9 @@ pub struct PluginEntry {
     /// version with).
     #[serde(default)]
     pub declarations: Vec<crate::report::ToolDeclaration>,
+    /// Its canary: the one under way, else how the last one ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub canary: Option<toolhost_admission::canary::CanaryStatus>,
 }
 
 /// `GET /plugins`.
@@ -130,6 +133,7 @@ impl PluginsReply {
                     provenance: origin,
                     limits: Some(crate::report::LimitsInForce::of(host, p.name())),
                     declarations: p.tools().iter().map(Into::into).collect(),
+                    canary: host.admission().canary_status(p.name()),
                 }
             })
             .collect();
@@ -143,6 +147,16 @@ pub struct AddPluginRequest {
     /// Absolute path of the component file, readable by the host, or an
     /// `oci://` reference the host pulls.
     pub path: PathBuf,
+}
+
+/// `POST /plugins/canary`: start a canary upgrade.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CanaryRequest {
+    /// The new version: an absolute path readable by the host, or an
+    /// `oci://` reference the host pulls.
+    pub path: PathBuf,
+    /// The terms.
+    pub terms: toolhost_admission::canary::CanaryTerms,
 }
 
 /// What adding a plugin did.

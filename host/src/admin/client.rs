@@ -214,6 +214,19 @@ impl AdminClient {
         self.call(reqwest::Method::POST, "/plugins", Some(AddPluginRequest { path: path.to_path_buf() }))
     }
 
+    /// Starts a canary upgrade.
+    pub fn canary(
+        &self,
+        path: &Path,
+        terms: toolhost_admission::canary::CanaryTerms,
+    ) -> Result<toolhost_admission::canary::CanaryStatus, ClientError> {
+        self.call(
+            reqwest::Method::POST,
+            "/plugins/canary",
+            Some(super::api::CanaryRequest { path: path.to_path_buf(), terms }),
+        )
+    }
+
     /// Unloads a plugin.
     pub fn remove_plugin(&self, name: &str) -> Result<RemovedReply, ClientError> {
         self.call(reqwest::Method::DELETE, &format!("/plugins/{name}"), None::<()>)

@@ -85,6 +85,7 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
     Router::new()
         .route("/status", get(status))
         .route("/plugins", get(plugins).post(add_plugin))
+        .route("/plugins/canary", post(canary_plugin))
         .route("/plugins/{name}", delete(remove_plugin))
         .route("/servers", post(add_server))
         .route("/servers/{name}", delete(remove_server))
@@ -166,6 +167,25 @@ async fn add_plugin(
     // Compiling can take seconds: off the async workers.
     match tokio::task::spawn_blocking(move || installer.add_plugin_at_run_time(&req.path)).await {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
+        Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
+    }
+}
+
+async fn canary_plugin(
+    State(s): State<AdminState>,
+    body: Result<Json<super::api::CanaryRequest>, JsonRejection>,
+) -> Reply<toolhost_admission::canary::CanaryStatus> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("expected {{\"path\": \"/abs/file.wasm\", \"terms\": {{...}}}}: {e}"),
+        )
+    })?;
+    let installer = s.admin.installer.clone();
+    match tokio::task::spawn_blocking(move || installer.canary_at_run_time(&req.path, req.terms)).await {
+        Ok(Ok(status)) => Ok(Json(status)),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
     }

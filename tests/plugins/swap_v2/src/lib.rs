@@ -1,5 +1,7 @@
 //! Version 2 of the plugin the hot-loading test replaces while calls run:
-//! `version` and `slow_version` say 2, and `new_in_v2` is new.
+//! `version` and `slow_version` say 2, and `new_in_v2` is new. With the
+//! setting `fail_version` (`plugins.config.<name>.fail_version`), `version`
+//! fails: the canary test's new version that fails half its calls.
 
 use toolhost_sdk::{NoArgs, Output, Tool, ToolError};
 
@@ -13,6 +15,9 @@ impl Tool for Version {
     const IDEMPOTENT: bool = true;
 
     fn call(_: NoArgs) -> Result<Output, ToolError> {
+        if toolhost_sdk::config::get("fail_version")?.is_some() {
+            return Err(ToolError::failed("version 2 is told to fail (setting fail_version)"));
+        }
         Output::json(&toolhost_sdk::serde_json::json!({ "version": 2 }))
     }
 }

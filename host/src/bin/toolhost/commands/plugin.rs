@@ -26,6 +26,35 @@ enum Action {
         /// @sha256:...) reference the host pulls.
         file: PathBuf,
     },
+    /// Upgrade a serving plugin to a new version: `--now` swaps it in at
+    /// once (as `add`); `--canary 10%` sends that share of its calls to
+    /// the new version, compares the two versions' failure rates (errors,
+    /// timeouts, traps; not invalid arguments or refusals), rolls the new
+    /// one back by itself when its rate is over the old one's by more than
+    /// --max-worse, or promotes it after --promote-after calls. Each call
+    /// runs wholly on one version. A reload or a revocation during a canary
+    /// rolls it back. `plugin list` shows where it stands; every step is
+    /// audited (plugin_canary, plugin_promote, plugin_rollback).
+    Upgrade {
+        /// The plugin to upgrade.
+        name: String,
+        /// The new version: a component file, or an oci:// reference.
+        file: PathBuf,
+        /// The share of calls the new version takes (1% to 99%).
+        #[arg(long, value_name = "PERCENT", conflicts_with = "now", required_unless_present = "now")]
+        canary: Option<String>,
+        /// Swap it in at once, as `plugin add` does.
+        #[arg(long)]
+        now: bool,
+        /// Calls to the new version after which it is promoted.
+        #[arg(long, value_name = "N", default_value_t = 50, requires = "canary")]
+        promote_after: u64,
+        /// How many percentage points worse its failure rate may be than
+        /// the old one's (judged from its tenth call, or --promote-after if
+        /// fewer).
+        #[arg(long, value_name = "PERCENT", default_value = "10%", requires = "canary")]
+        max_worse: String,
+    },
     /// Unload a plugin from the running host; it stays unloaded across
     /// restarts until its file changes or it is added again. With no host
     /// serving, a plugin added at run time is forgotten: the next start
@@ -89,6 +118,62 @@ impl Plugin {
                     println!("  from {source}");
                 }
             }
+            Action::Upgrade { name, file, canary, now, promote_after, max_worse } => {
+                let path = if toolhost::oci::path_is_reference(&file) {
+                    file
+                } else {
+                    file.canonicalize().with_context(|| format!("{} does not exist", file.display()))?
+                };
+                let admin = state.admin()?;
+                let serving = admin.plugins()?;
+                if !serving.plugins.iter().any(|p| p.name == name) {
+                    anyhow::bail!("{name} is not serving: `plugin add` it (an upgrade replaces a serving version)");
+                }
+                if now {
+                    let reply = admin.add_plugin(&path)?;
+                    let i = &reply.installed;
+                    if i.name != name {
+                        eprintln!(
+                            "warning: {} is plugin {}, not {name}: it was added as {}",
+                            path.display(),
+                            i.name,
+                            i.name
+                        );
+                    }
+                    println!("upgraded {} (sha256 {}): {}", i.name, i.digest, i.tools.join(", "));
+                    println!("  {}", reply.provenance_text);
+                    return Ok(ExitCode::SUCCESS);
+                }
+                let percent = |what: &str, text: &str| -> Result<f64> {
+                    text.trim_end_matches('%')
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|v| v.is_finite())
+                        .ok_or_else(|| anyhow::anyhow!("{what} {text:?}: write a percentage, e.g. 10%"))
+                };
+                let share = percent("--canary", canary.as_deref().unwrap_or_default())?;
+                if share.fract() != 0.0 || !(1.0..=99.0).contains(&share) {
+                    anyhow::bail!("--canary {share}%: a whole percentage from 1% to 99% (--now swaps at once)");
+                }
+                let terms = toolhost::canary::CanaryTerms {
+                    share_percent: share as u8,
+                    promote_after,
+                    min_calls: promote_after.min(10),
+                    max_worse_percent: percent("--max-worse", &max_worse)?,
+                };
+                let status = admin.canary(&path, terms)?;
+                if status.plugin != name {
+                    anyhow::bail!("{} is plugin {}, not {name}", path.display(), status.plugin);
+                }
+                println!(
+                    "canary of {name}: sha256 {} takes {}% of calls, beside {}",
+                    &status.new_sha256[..12.min(status.new_sha256.len())],
+                    terms.share_percent,
+                    &status.old_sha256[..12.min(status.old_sha256.len())]
+                );
+                println!("  {}", terms.describe());
+                println!("  `toolhost plugin list` shows where it stands");
+            }
             Action::Remove { name } => match state.admin() {
                 Ok(admin) => {
                     admin.remove_plugin(&name)?;
@@ -144,6 +229,24 @@ impl Plugin {
                 }
                 for held in &list.withheld {
                     println!("{}: held back: {}", held.name, held.reason);
+                }
+                for (p, c) in list.plugins.iter().filter_map(|p| Some((p, p.canary.as_ref()?))) {
+                    let state = match c.state {
+                        toolhost::canary::CanaryState::Running => "under way".to_string(),
+                        _ => c.reason.clone().unwrap_or_default(),
+                    };
+                    println!(
+                        "{}: canary {}: new {} failed {} of {} calls, old {} failed {} of {} ({}% to the new)",
+                        p.name,
+                        state,
+                        &c.new_sha256[..12.min(c.new_sha256.len())],
+                        c.new_failed,
+                        c.new_calls,
+                        &c.old_sha256[..12.min(c.old_sha256.len())],
+                        c.old_failed,
+                        c.old_calls,
+                        c.terms.share_percent
+                    );
                 }
             }
         }
