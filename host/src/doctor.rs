@@ -124,6 +124,19 @@ pub fn check_host_knowing(
             Finding::warning(at, format!("{message}; {}", unchecked.join("; ")))
         }
     };
+    // Whose revocation lists are acted on: a name must be a trusted key's.
+    let keys = host.admission().trust().keys.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
+    for (i, s) in cfg.marketplace.revocations_signed_by.iter().enumerate() {
+        if !s.starts_with("ed25519:") && !keys.contains(s) {
+            out.push(Finding::error(
+                format!("marketplace.revocations_signed_by[{i}]"),
+                format!(
+                    "{s:?} is neither a key id nor the name of a trusted key{}: its revocation lists would be ignored",
+                    suggestion(s, keys.iter().map(String::as_str))
+                ),
+            ));
+        }
+    }
     // Behind a load balancer every client arrives as the balancer's Unix
     // user (or over TCP from it): only tokens tell callers apart.
     if cfg.cluster.url.is_some() && cfg.server.tokens.is_empty() {

@@ -245,6 +245,7 @@ impl Installer {
         &self,
         path: &Path,
         terms: toolhost_admission::canary::CanaryTerms,
+        expected: Option<&str>,
     ) -> Result<toolhost_admission::canary::CanaryStatus, AddPluginError> {
         if self.changes.cluster().is_some() {
             return Err(AddPluginError::Fleet(
@@ -266,6 +267,12 @@ impl Installer {
                 (name, bytes, Some(path.to_path_buf()))
             }
         };
+        if let Some(want) = expected.filter(|w| *w != name) {
+            return Err(AddPluginError::Canary {
+                plugin: want.to_string(),
+                reason: format!("{} is plugin {name:?}, not a version of {want:?}", path.display()),
+            });
+        }
         let status = self.host.admission().start_canary(&name, &bytes, kept.as_deref(), terms)?;
         // Promoted, it is what a restart loads.
         let (host, changes, source, new) =

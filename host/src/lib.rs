@@ -30,6 +30,7 @@ pub mod doctor;
 mod facade;
 pub mod fleet;
 pub mod install;
+pub mod market;
 pub mod metrics;
 pub mod reload;
 pub mod report;

@@ -382,7 +382,7 @@ impl Reloader {
         *self.current.lock().unwrap_or_else(|p| p.into_inner()) = next.clone();
         let watch = self.revocations.lock().unwrap_or_else(|p| p.into_inner()).clone();
         if let Some(watch) = watch {
-            let (changes, warnings) = watch.check(&next);
+            let (changes, warnings) = watch.check(&next, true);
             report.plugins.extend(changes);
             report.warnings.extend(warnings);
         }

@@ -35,8 +35,9 @@ impl RevocationWatch {
     /// Reads the revocation lists of `builder`'s catalogues now and puts in
     /// force what those signed by a key it trusts for that revoke: the
     /// plugins that changed, and warnings (a catalogue unreachable, a list
-    /// ignored and why).
-    pub fn check(&self, builder: &HostBuilder) -> (Vec<PluginChange>, Vec<String>) {
+    /// ignored and why). With `network` false only the local copies are
+    /// read (at start, before the host takes a call).
+    pub fn check(&self, builder: &HostBuilder, network: bool) -> (Vec<PluginChange>, Vec<String>) {
         let _one = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
         let config = builder.config();
         let market = &config.marketplace;
@@ -62,56 +63,76 @@ impl RevocationWatch {
         let store = match builder.oci_store() {
             Ok(s) => s,
             Err(e) => {
-                warnings.push(format!("revocation lists not read: {e}"));
+                warnings.push(format!("revocation lists not read: {e}: what was revoked stays revoked"));
                 return (Vec::new(), warnings);
             }
         };
         let cache = builder.resolved_cache_dir();
-        let catalogues = Catalogues::new(&store, cache.as_deref(), 0, market.max_entries);
+        let catalogues =
+            Catalogues::new(&store, cache.as_deref(), 0, market.max_entries).with_revocation_signers(signers.clone());
+        let in_force = admission.published_revocations();
         let mut revoked: Vec<Revocation> = Vec::new();
         for c in &market.catalogues {
-            match catalogues.read(c, true) {
-                // Served from the copy read before: a registry that cannot be
-                // reached now neither adds nor takes back a revocation.
-                Ok((_, report)) if report.from_cache => {
-                    warnings.extend(report.warnings);
-                    warnings.push(format!("revocation lists of {c} not read again: what they revoked stays revoked"));
-                    return (Vec::new(), warnings);
-                }
-                Ok((catalogue, _)) => {
+            let read = if network {
+                catalogues.read(c, true).map(|(catalogue, report)| {
+                    // What a read says of revocation lists (one left out,
+                    // the registry unreachable and the copy used).
+                    warnings.extend(
+                        report
+                            .warnings
+                            .into_iter()
+                            .filter(|w| w.contains("revocation list") || w.contains("cannot be reached")),
+                    );
+                    Some(catalogue)
+                })
+            } else {
+                Ok(catalogues.cached(c))
+            };
+            match read {
+                Ok(Some(catalogue)) => {
                     let (lists, ignored) = revoked_by(&catalogue, &|id| signers.iter().any(|s| s == id));
                     revoked.extend(lists);
                     warnings.extend(ignored);
                 }
-                Err(e) => {
-                    warnings.push(format!("revocation lists of {c} not read ({e}): what they revoked stays revoked"));
-                    return (Vec::new(), warnings);
+                // Nothing read and no copy: what this catalogue revoked
+                // before stays revoked.
+                other => {
+                    if let Err(e) = other {
+                        warnings
+                            .push(format!("revocation lists of {c} not read ({e}): what they revoked stays revoked"));
+                    }
+                    let from = format!(" of {c} signed by ");
+                    revoked.extend(in_force.iter().filter(|r| r.source.contains(&from)).cloned());
                 }
             }
         }
+        revoked.sort_by(|a, b| (&a.entry, &a.source).cmp(&(&b.entry, &b.source)));
+        revoked.dedup();
         let changes = admission.apply_revocations(revoked);
         for c in &changes {
-            tracing::warn!(target: "toolhost::revocations", plugin = %c.plugin, "{}: {}", c.action, c.detail);
+            tracing::warn!(target: "toolhost::revocations", plugin = %c.plugin, "{}", c.detail);
         }
         (changes, warnings)
     }
 
     /// Checks now, then every `marketplace.revocations_secs` of the config
-    /// `reloader` holds, on a thread of its own, for the life of the
-    /// process.
+    /// `reloader` holds (a reload that shortens it applies at once), on a
+    /// thread of its own, for the life of the process.
     pub fn spawn(self: &Arc<Self>, reloader: Arc<crate::reload::Reloader>) -> std::io::Result<()> {
         let watch = self.clone();
         std::thread::Builder::new().name("toolhost-revocations".into()).spawn(move || {
             let mut said = Vec::new();
             loop {
-                let builder = reloader.builder();
-                let (_, warnings) = watch.check(&builder);
+                let (_, warnings) = watch.check(&reloader.builder(), true);
                 // A warning is said once, not every interval.
                 for w in warnings.iter().filter(|w| !said.contains(*w)) {
                     tracing::warn!(target: "toolhost::revocations", "{w}");
                 }
                 said = warnings;
-                std::thread::sleep(Duration::from_secs(builder.config().marketplace.revocations_secs.max(1)));
+                let since = std::time::Instant::now();
+                while since.elapsed().as_secs() < reloader.builder().config().marketplace.revocations_secs.max(1) {
+                    std::thread::sleep(Duration::from_secs(1));
+                }
             }
         })?;
         Ok(())

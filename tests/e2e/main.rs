@@ -69,6 +69,7 @@ mod live;
 mod live_budget;
 mod loading;
 mod marketplace;
+mod marketplace_page;
 mod mcp;
 mod memory;
 mod oci;

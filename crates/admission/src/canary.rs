@@ -277,8 +277,17 @@ impl Provider for Canary {
         self.old.describe()
     }
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
+        // The host's own latency probes go to the old version and are not
+        // counted: only callers' calls judge the new one.
+        if ctx.probe {
+            return self.old.call(tool, arguments, ctx);
+        }
         let on_new = self.to_new(self.routed.fetch_add(1, Ordering::Relaxed));
-        let result = if on_new { self.new.call(tool, arguments, ctx) } else { self.old.call(tool, arguments, ctx) };
+        let version = if on_new { &self.new } else { &self.old };
+        if let Some(cost) = &ctx.cost {
+            cost.set_served_by(version.digest());
+        }
+        let result = version.call(tool, arguments, ctx);
         if self.decided.get().is_none() {
             self.record(on_new, failed(&result));
         }
@@ -327,7 +336,22 @@ impl crate::Admission {
             let old = any
                 .downcast::<WasmPlugin>()
                 .map_err(|_| no("it is not a wasm plugin (an external server cannot be canaried)".into()))?;
-            let prepared = self.prepare_locked(name, bytes, path)?;
+            let held_before = self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name);
+            let prepared = self.prepare_locked(name, bytes, path).map_err(|e| {
+                // A canary's new version loads as it is or not at all:
+                // nothing is held for a later reload to swap in whole.
+                if !held_before {
+                    self.upgrades.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
+                }
+                match e {
+                    e @ (crate::AddPluginError::NewCapabilities { .. }
+                    | crate::AddPluginError::NewHosts { .. }
+                    | crate::AddPluginError::Ungranted { .. }) => {
+                        no(format!("{e} (grant it first, then start the canary again)"))
+                    }
+                    e => e,
+                }
+            })?;
             let missing: Vec<&str> = old
                 .tools()
                 .iter()
@@ -436,11 +460,26 @@ impl crate::Admission {
         self.end_canaries_locked(why)
     }
 
-    /// `name`'s canary: the one under way, else how the last one ended.
+    /// `name`'s canary: the one under way, else how the last one ended
+    /// while the version it left serves.
     pub fn canary_status(&self, name: &str) -> Option<CanaryStatus> {
-        match self.canary(name) {
-            Some(c) => Some(c.status()),
-            None => self.canaries.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned(),
+        if let Some(c) = self.canary(name) {
+            return Some(c.status());
+        }
+        let serving = self.pipeline().registry().snapshot().provider(name)?.fingerprint()?.to_string();
+        let ended = self.canaries.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned()?;
+        let left = if ended.state == CanaryState::Promoted { &ended.new_sha256 } else { &ended.old_sha256 };
+        (*left == serving).then_some(ended)
+    }
+
+    /// A provider just replaced or removed (`plugin add`, `plugin remove`):
+    /// when it was a canary under way, its end is audited, for `why`.
+    pub(crate) fn canary_ended_by(&self, provider: &Arc<dyn crate::tool::Provider>, why: &str) {
+        let any: Arc<dyn std::any::Any + Send + Sync> = provider.clone();
+        let Ok(c) = any.downcast::<Canary>() else { return };
+        let reason = format!("ended by {why}: neither version of the canary is kept");
+        if c.decide(CanaryState::RolledBack, reason.clone()) {
+            self.audit_canary(crate::audit::PluginEventKind::PluginRollback, &c, reason);
         }
     }
 

@@ -403,6 +403,9 @@ impl Admission {
     pub(crate) fn commit_locked(&self, prepared: Prepared, path: Option<&Path>) -> Result<Installed, AddPluginError> {
         let Prepared { name, plugin, provenance, was_compiled } = prepared;
         let replaced = self.pipeline.registry().upsert(plugin.clone())?;
+        if let Some(old) = &replaced {
+            self.canary_ended_by(old, "a new version added at once (plugin add)");
+        }
         // A new version replaces one a reload held back for want of a grant,
         // or one waiting for its secrets.
         self.withheld.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
@@ -518,6 +521,7 @@ impl Admission {
     /// (a reload took away what it needs).
     pub(crate) fn remove_registered(&self, name: &str, reason: Option<&str>) -> Result<(), RegistryError> {
         let removed = self.pipeline.registry().remove(name)?;
+        self.canary_ended_by(&removed, reason.unwrap_or("plugin remove"));
         self.set_provenance(name, None);
         match reason {
             Some(r) => tracing::warn!(plugin = %crate::tool::log_safe(name), "{r}"),

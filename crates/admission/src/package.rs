@@ -83,7 +83,7 @@ pub enum PackageError {
     #[error("{0}")]
     Key(String),
     /// A revocation list is malformed or its signature does not verify.
-    #[error("a revocation list {0}")]
+    #[error("{0}")]
     Revocations(String),
     /// `trust.revoked`, or a revocation list the operator trusts, names
     /// its signing key or its component.

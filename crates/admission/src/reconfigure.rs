@@ -243,9 +243,13 @@ impl Admission {
             let name = plugin.name().to_string();
             let Some(provenance) = self.provenance(&name) else { continue };
             if let Err(e) = trust.still_admits(&name, plugin.digest(), &provenance) {
-                let reason = format!(
-                    "unloaded: the trust policy now refuses it: {e} (a reload whose trust admits it loads it again)"
-                );
+                let again = match &e {
+                    crate::package::PackageError::Revoked { by, .. } if by != "trust.revoked" => {
+                        "a revocation list is not taken back; a reload that no longer names its signer in marketplace.revocations_signed_by loads it again"
+                    }
+                    _ => "a reload whose trust admits it loads it again",
+                };
+                let reason = format!("unloaded: the trust policy now refuses it: {e} ({again})");
                 self.hold(&name, plugin, &reason);
                 out.push(PluginChange { plugin: name, action: "unloaded".into(), detail: reason });
             }

@@ -244,9 +244,12 @@ impl Config {
             return Err(format!("marketplace.revocations_secs: must be at least 1{}", at("revocations_secs")));
         }
         for (i, k) in self.marketplace.revocations_signed_by.iter().enumerate() {
-            if k.trim().is_empty() || k.chars().any(char::is_control) {
+            let bad_id = k.strip_prefix("ed25519:").is_some_and(|id| {
+                id.len() != 16 || !id.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            });
+            if bad_id || k.trim().is_empty() || k.chars().any(char::is_control) {
                 return Err(format!(
-                    "marketplace.revocations_signed_by[{i}]: {k:?}: write a key id (ed25519:..., as keygen prints it) or the name of a trust.keys entry{}",
+                    "marketplace.revocations_signed_by[{i}]: {k:?}: write a key id (ed25519: and 16 lowercase hex digits, as keygen prints it) or the name of a trust.keys entry{}",
                     at("revocations_signed_by")
                 ));
             }

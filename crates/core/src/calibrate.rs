@@ -237,7 +237,8 @@ fn probe(host: &Pipeline, tool: &RegisteredTool, samples: usize) -> ProbeOutcome
     let mut durations = Vec::with_capacity(samples);
     for _ in 0..samples {
         let cost = Arc::new(crate::tool::CallCost::default());
-        let ctx = CallContext { deadline: Some(ceiling), cost: Some(cost.clone()), ..CallContext::default() };
+        let ctx =
+            CallContext { deadline: Some(ceiling), cost: Some(cost.clone()), probe: true, ..CallContext::default() };
         let start = Instant::now();
         let result = tool.provider.call(&tool.def.name, &args, &ctx);
         let took = start.elapsed();

@@ -386,6 +386,8 @@ pub struct Catalogues<'a> {
     pub refresh_secs: u64,
     /// The most entries read from one catalogue.
     pub max_entries: usize,
+    /// The key ids whose revocation lists are read (`None`: none are).
+    revocation_signers: Option<Vec<String>>,
 }
 
 #[derive(Deserialize)]
@@ -398,7 +400,19 @@ impl<'a> Catalogues<'a> {
     /// Catalogues read through `store`, kept under `cache_dir/catalogues`
     /// (no local copy: `None`).
     pub fn new(store: &'a OciStore, cache_dir: Option<&Path>, refresh_secs: u64, max_entries: usize) -> Self {
-        Catalogues { store, cache: cache_dir.map(|d| d.join("catalogues")), refresh_secs, max_entries }
+        Catalogues {
+            store,
+            cache: cache_dir.map(|d| d.join("catalogues")),
+            refresh_secs,
+            max_entries,
+            revocation_signers: None,
+        }
+    }
+
+    /// Reads the revocation lists of these signers (key ids) too.
+    pub fn with_revocation_signers(mut self, signers: Vec<String>) -> Self {
+        self.revocation_signers = Some(signers);
+        self
     }
 
     fn repo(catalogue: &str) -> Result<OciRef, CatalogueError> {
@@ -541,7 +555,9 @@ impl<'a> Catalogues<'a> {
         let listed: std::collections::BTreeSet<&String> = tags.iter().collect();
         c.entries.retain(|t, _| listed.contains(t));
         c.skipped.retain(|t, _| listed.contains(t));
-        c.revocations.retain(|t, _| listed.contains(t));
+        // Revocation lists stay once read, whatever the registry lists now:
+        // deleting a tag, emptying the registry or pushing tags ahead of
+        // it past max_entries never takes a revocation back.
         let (lists, new): (Vec<String>, Vec<String>) = tags
             .iter()
             .filter(|t| !c.entries.contains_key(*t) && !c.skipped.contains_key(*t) && !c.revocations.contains_key(*t))
@@ -553,6 +569,11 @@ impl<'a> Catalogues<'a> {
                     c.revocations.insert(tag, list);
                 }
                 Err(why) => {
+                    report.warnings.push(format!(
+                        "catalogue {catalogue}: revocation list {} left out: {}",
+                        crate::tool::log_safe(&tag),
+                        crate::tool::log_safe(&why)
+                    ));
                     c.skipped.insert(tag, why);
                 }
             }
@@ -782,7 +803,10 @@ async fn fetch_layer(
     if layer.media_type != media_type || !is_sha256_digest(&layer.digest) {
         return Err(Fetch::Invalid(format!("its layer is not a catalogue {what}")));
     }
-    if layer.size < 0 || layer.size as u64 > MAX_ENTRY_BYTES as u64 {
+    if layer.size < 0 {
+        return Err(Fetch::Invalid(format!("its layer declares a negative size ({})", layer.size)));
+    }
+    if layer.size as u64 > MAX_ENTRY_BYTES as u64 {
         return Err(Fetch::Invalid(format!("the {what} is {} bytes, over {MAX_ENTRY_BYTES}", layer.size)));
     }
     let declared = usize::try_from(layer.size).unwrap_or(0);
@@ -800,7 +824,7 @@ async fn fetch_layer(
 
 mod revocations;
 mod search;
-pub use revocations::{REVOCATIONS_MEDIA_TYPE, REVOCATIONS_TAG_PREFIX, revoked_by};
+pub use revocations::{REVOCATIONS_MEDIA_TYPE, REVOCATIONS_TAG_PREFIX, claimed_signer, revoked_by};
 pub use search::{Hit, search, version_order};
 
 #[cfg(test)]

@@ -647,6 +647,9 @@ pub struct CallContext {
     /// upstream server's request) does, and answers
     /// [`CallError::Cancelled`].
     pub cancel: Option<Cancel>,
+    /// A latency probe of the host's own (calibration), not a caller's
+    /// call: a canary does not count it.
+    pub probe: bool,
 }
 
 /// A caller's cancellation of one call: a flag, and what to wake when it
@@ -701,9 +704,21 @@ impl Cancel {
 pub struct CallCost {
     stats: std::sync::Mutex<Option<CallStats>>,
     contacts: std::sync::Mutex<Vec<HostContact>>,
+    served_by: std::sync::OnceLock<String>,
 }
 
 impl CallCost {
+    /// Records which version ran the call (its digest), when the provider
+    /// holds more than one (a canary).
+    pub fn set_served_by(&self, digest: &str) {
+        let _ = self.served_by.set(digest.to_string());
+    }
+
+    /// The version that ran the call, when the provider said.
+    pub fn served_by(&self) -> Option<String> {
+        self.served_by.get().cloned()
+    }
+
     /// Records the call's cost.
     pub fn set(&self, stats: CallStats) {
         *self.stats.lock().unwrap_or_else(|p| p.into_inner()) = Some(stats);

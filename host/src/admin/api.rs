@@ -157,6 +157,9 @@ pub struct CanaryRequest {
     pub path: PathBuf,
     /// The terms.
     pub terms: toolhost_admission::canary::CanaryTerms,
+    /// The plugin it must be a version of (refused when it is another).
+    #[serde(default)]
+    pub plugin: Option<String>,
 }
 
 /// What adding a plugin did.

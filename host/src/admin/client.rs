@@ -217,13 +217,14 @@ impl AdminClient {
     /// Starts a canary upgrade.
     pub fn canary(
         &self,
+        plugin: &str,
         path: &Path,
         terms: toolhost_admission::canary::CanaryTerms,
     ) -> Result<toolhost_admission::canary::CanaryStatus, ClientError> {
         self.call(
             reqwest::Method::POST,
             "/plugins/canary",
-            Some(super::api::CanaryRequest { path: path.to_path_buf(), terms }),
+            Some(super::api::CanaryRequest { path: path.to_path_buf(), terms, plugin: Some(plugin.to_string()) }),
         )
     }
 

@@ -184,7 +184,9 @@ async fn canary_plugin(
         )
     })?;
     let installer = s.admin.installer.clone();
-    match tokio::task::spawn_blocking(move || installer.canary_at_run_time(&req.path, req.terms)).await {
+    match tokio::task::spawn_blocking(move || installer.canary_at_run_time(&req.path, req.terms, req.plugin.as_deref()))
+        .await
+    {
         Ok(Ok(status)) => Ok(Json(status)),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),

@@ -245,6 +245,93 @@ function renderPlugins(plugins) {
   }));
 }
 
+// Plugins held back (until granted, for a secret, revoked), and canaries.
+function renderHeld(withheld, canaries) {
+  fill($('withheld'), withheld.map((h) => {
+    const li = el('li'); li.dataset.plugin = h.name;
+    li.append(el('span', h.name, 'mono'), ' held: ' + h.reason);
+    return li;
+  }));
+  fill($('canaries'), canaries.map((c) => {
+    const li = el('li'); li.dataset.plugin = c.plugin; li.dataset.state = c.state;
+    const state = c.state === 'running' ? 'under way' : c.reason;
+    li.append(el('span', c.plugin, 'mono'), ' canary ' + state + ': new ' + c.new_sha256.slice(0, 12) +
+      ' failed ' + c.new_failed + ' of ' + c.new_calls + ', old failed ' + c.old_failed + ' of ' + c.old_calls +
+      ' (' + c.terms.share_percent + '% to the new)');
+    return li;
+  }));
+}
+
+// The marketplace panel: results, an entry's details, install.
+let marketRows = [];
+function renderMarket(found) {
+  marketRows = found.results;
+  $('market-warnings').textContent = found.warnings.join(' · ');
+  $('market').hidden = found.results.length === 0;
+  $('market-detail').hidden = true;
+  if (!found.results.length) {
+    $('market-result').className = 'result';
+    $('market-result').textContent = 'Nothing in the marketplace matches.';
+  }
+  fill($('market').tBodies[0], found.results.map((r, i) => {
+    const tr = el('tr'); tr.dataset.plugin = r.name;
+    tr.append(el('td', r.name + ' ' + r.version, 'mono'));
+    tr.append(el('td', r.author + ' (' + r.key_id + ', ' + (r.trusted ? 'trusted here' : 'NOT trusted here') + ')',
+      r.trusted ? 'signed' : 'unsigned'));
+    tr.append(el('td', r.tiers), el('td', r.asks), el('td', r.tools.map((t) => t.name).join(', '), 'mono'));
+    const b = el('button', 'details'); b.type = 'button'; b.dataset.index = i;
+    b.addEventListener('click', () => showEntry(i));
+    const td = el('td'); td.append(b); tr.append(td);
+    return tr;
+  }));
+}
+
+function showEntry(i) {
+  const r = marketRows[i];
+  const d = $('market-detail');
+  const dl = el('dl');
+  const row = (k, v, cls) => { dl.append(el('dt', k)); dl.append(el('dd', v, cls)); };
+  row('plugin', r.name + ' ' + r.version + ': ' + r.description);
+  row('publisher', r.author + ' (' + r.key_id + ')');
+  row('signature', r.trusted ? 'its key is trusted here' : 'its key is NOT trusted here: installing it is refused by the trust policy',
+    r.trusted ? 'signed' : 'unsigned');
+  row('asks for', r.asks);
+  for (const t of r.tools) row('tool ' + t.name, (t.tier || 'undeclared') + ' · ' + t.description);
+  row('from', r.reference + ' (listed in ' + r.catalogue + ', published ' + r.published + ')', 'mono');
+  const b = el('button', 'Install ' + r.name + ' ' + r.version); b.type = 'button'; b.id = 'market-install';
+  b.addEventListener('click', () => installEntry(r));
+  d.replaceChildren(dl, b);
+  d.hidden = false;
+}
+
+async function installEntry(r) {
+  const out = $('market-result');
+  out.className = 'result';
+  out.textContent = 'Installing ' + r.name + ' ' + r.version + '…';
+  try {
+    const body = JSON.stringify({ plugin: r.name + '@' + r.version, publisher: r.key_id });
+    const i = await api('POST', 'market/install', body, { 'Content-Type': 'application/json' });
+    out.className = 'result ok';
+    out.textContent = 'Installed ' + i.name + ' ' + i.version + ': ' + i.tools.join(', ') + ' · ' + i.origin;
+  } catch (e) {
+    out.className = 'result error';
+    out.textContent = 'Not installed: ' + e.message;
+  }
+  refresh();
+}
+
+async function marketSearch(q) {
+  const out = $('market-result');
+  out.className = 'result'; out.textContent = 'Searching…';
+  try {
+    renderMarket(await api('POST', 'market/search', JSON.stringify({ q }), { 'Content-Type': 'application/json' }));
+    if (marketRows.length) out.textContent = '';
+  } catch (e) {
+    out.className = 'result error';
+    out.textContent = 'Search failed: ' + e.message;
+  }
+}
+
 function renderServers(servers) {
   $('servers-none').hidden = servers.length > 0;
   $('servers').hidden = servers.length === 0;
@@ -334,6 +421,8 @@ async function refresh() {
     renderCompiling(s.compiling || [], s.ready);
     renderPlugins(s.plugins);
     renderServers(s.servers);
+    renderHeld(s.withheld || [], s.canaries || []);
+    $('market-section').hidden = !s.marketplace;
     renderAudit(s.audit);
     $('drop').hidden = !s.uploads;
     document.body.dataset.maxUpload = s.max_upload_bytes;
@@ -391,6 +480,11 @@ function start() {
   $('file').addEventListener('change', (ev) => {
     if (ev.target.files.length) upload(ev.target.files[0]);
     ev.target.value = '';
+  });
+  $('market-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const q = $('market-q').value.trim();
+    if (q) marketSearch(q);
   });
   $('tools-all').addEventListener('change', () => { if (lastTools) renderTools(...lastTools); });
   for (const field of document.querySelectorAll('#audit-match input')) {

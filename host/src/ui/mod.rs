@@ -38,6 +38,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use tower::ServiceExt as _;
 
+mod market;
+
 const PAGE: &str = include_str!("page.html");
 const APP_JS: &str = include_str!("app.js");
 const STYLE_CSS: &str = include_str!("style.css");
@@ -101,6 +103,12 @@ pub struct UiState {
     pub uploads: bool,
     /// The largest plugin file an upload may be, bytes.
     pub max_upload_bytes: usize,
+    /// Plugins held back: until granted, waiting for a secret, revoked.
+    pub withheld: Vec<crate::HeldPlugin>,
+    /// Each plugin's canary: under way, or how the last one ended.
+    pub canaries: Vec<crate::canary::CanaryStatus>,
+    /// Whether the config names catalogues (the marketplace panel).
+    pub marketplace: bool,
 }
 
 /// A plugin being compiled.
@@ -223,6 +231,8 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/api/overrides", post(forward))
         .route("/api/overrides/clear", post(forward))
         .route("/api/plugins", post(upload).layer(DefaultBodyLimit::max(limit)))
+        .route("/api/market/search", post(market::search))
+        .route("/api/market/install", post(market::install))
         .fallback(|request: Request| async move {
             error(StatusCode::NOT_FOUND, "not_found", &format!("no page route {} {}", request.method(), request.uri()))
         })
@@ -270,6 +280,8 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
     let host = ctx.host.clone();
     let servers = ctx.admin.server_status();
     let uploads = ctx.admin.uploads.is_some();
+    let marketplace =
+        ctx.admin.reloader.as_ref().is_some_and(|r| !r.builder().config().marketplace.catalogues.is_empty());
     // Reading the audit file: off the async workers.
     let built = tokio::task::spawn_blocking(move || {
         let catalog = host.pipeline().registry().snapshot();
@@ -312,6 +324,9 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
             audit,
             uploads,
             max_upload_bytes: max_upload(&host),
+            withheld: host.admission().withheld_plugins(),
+            canaries: catalog.providers().filter_map(|p| host.admission().canary_status(p.name())).collect(),
+            marketplace,
         }
     })
     .await;

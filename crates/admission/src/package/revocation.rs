@@ -84,16 +84,16 @@ impl RevocationList {
     fn check_shape(&self) -> Result<(), PackageError> {
         let bad = |m: String| Err(PackageError::Revocations(m));
         if self.revoked.is_empty() {
-            return bad("it names nothing to revoke".into());
+            return bad("a revocation list names nothing to revoke".into());
         }
         if self.revoked.len() > MAX_REVOKED_PER_LIST {
-            return bad(format!("it names {} entries, over {MAX_REVOKED_PER_LIST}", self.revoked.len()));
+            return bad(format!("a revocation list names {} entries, over {MAX_REVOKED_PER_LIST}", self.revoked.len()));
         }
         for (i, e) in self.revoked.iter().enumerate() {
             check_revoked_entry(e).map_err(|e| PackageError::Revocations(format!("revoked[{i}]: {e}")))?;
         }
         if self.reason.chars().count() > 500 || self.reason.chars().any(char::is_control) {
-            return bad("its reason is over 500 characters or holds a control character".into());
+            return bad("the reason is over 500 characters or holds a control character".into());
         }
         if chrono::DateTime::parse_from_rfc3339(&self.issued).is_err() {
             return bad(format!("issued {:?} is not an RFC 3339 time", self.issued));
@@ -110,15 +110,15 @@ impl RevocationList {
             .ok()
             .and_then(|b| <[u8; 32]>::try_from(b).ok())
             .and_then(|b| VerifyingKey::from_bytes(&b).ok())
-            .ok_or_else(|| PackageError::Revocations("its key is not an ed25519 public key".into()))?;
+            .ok_or_else(|| PackageError::Revocations("the list's key is not an ed25519 public key".into()))?;
         let sig = B64
             .decode(&self.signature)
             .ok()
             .and_then(|b| <[u8; 64]>::try_from(b).ok())
             .map(|b| Signature::from_bytes(&b))
-            .ok_or_else(|| PackageError::Revocations("its signature is not an ed25519 signature".into()))?;
+            .ok_or_else(|| PackageError::Revocations("the list's signature is not an ed25519 signature".into()))?;
         key.verify(&self.signed_bytes()?, &sig)
-            .map_err(|_| PackageError::Revocations("its signature does not verify".into()))?;
+            .map_err(|_| PackageError::Revocations("the list's signature does not verify".into()))?;
         Ok(fingerprint(&self.key))
     }
 }

@@ -295,7 +295,13 @@ impl Pipeline {
             self.activity.record(a, tool, outcome, start.elapsed());
         }
         let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
-        let audited = Audited { stats, contacts: cost.contacts(), refused, duration: start.elapsed() };
+        let audited = Audited {
+            stats,
+            contacts: cost.contacts(),
+            served_by: cost.served_by(),
+            refused,
+            duration: start.elapsed(),
+        };
         self.audit_call(&call, entry.map(|e| &**e), &result, audited);
         result
     }
@@ -422,7 +428,7 @@ impl Pipeline {
         result: &Result<ToolOutput, CallError>,
         audited: Audited,
     ) {
-        let Audited { stats, contacts, refused, duration } = audited;
+        let Audited { stats, contacts, served_by, refused, duration } = audited;
         let raw = self.audit.include_arguments();
         let (error, error_text_sha256, error_text_bytes) = match result {
             Err(e) => {
@@ -439,7 +445,7 @@ impl Pipeline {
             token: call.token,
             tool: call.tool,
             provider: entry.map(|e| e.provider.name()),
-            provider_digest: entry.and_then(|e| e.provider.fingerprint()).map(str::to_string),
+            provider_digest: served_by.or_else(|| entry.and_then(|e| e.provider.fingerprint()).map(str::to_string)),
             arguments_sha256: audit::hash_arguments(call.arguments),
             arguments: raw.then_some(call.arguments),
             outcome: match (result, refused) {
@@ -465,6 +471,8 @@ impl Pipeline {
 struct Audited {
     stats: crate::tool::CallStats,
     contacts: Vec<crate::tool::HostContact>,
+    /// The version that ran it, when the provider holds several (a canary).
+    served_by: Option<String>,
     refused: bool,
     duration: Duration,
 }

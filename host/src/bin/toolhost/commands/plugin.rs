@@ -40,7 +40,7 @@ enum Action {
         name: String,
         /// The new version: a component file, or an oci:// reference.
         file: PathBuf,
-        /// The share of calls the new version takes (1% to 99%).
+        /// The share of calls the new version takes (1% to 99%); or --now.
         #[arg(long, value_name = "PERCENT", conflicts_with = "now", required_unless_present = "now")]
         canary: Option<String>,
         /// Swap it in at once, as `plugin add` does.
@@ -130,11 +130,21 @@ impl Plugin {
                     anyhow::bail!("{name} is not serving: `plugin add` it (an upgrade replaces a serving version)");
                 }
                 if now {
+                    // A file of another plugin is refused before the host loads it.
+                    if !toolhost::oci::path_is_reference(&path) {
+                        let stem = toolhost::runtime::plugin_name_from_path(&path);
+                        let bytes = toolhost::runtime::read_bounded(&path, 1 << 30)
+                            .map_err(|kind| toolhost::runtime::LoadError { plugin: stem.clone(), kind })?;
+                        let of = toolhost::package::parse(&bytes)?.verify(&stem)?.map_or(stem, |v| v.manifest.name);
+                        if of != name {
+                            anyhow::bail!("{} is plugin {of:?}, not a version of {name:?}", path.display());
+                        }
+                    }
                     let reply = admin.add_plugin(&path)?;
                     let i = &reply.installed;
                     if i.name != name {
-                        eprintln!(
-                            "warning: {} is plugin {}, not {name}: it was added as {}",
+                        anyhow::bail!(
+                            "{} was plugin {:?}, not a version of {name:?}: the host added it as {}",
                             path.display(),
                             i.name,
                             i.name
@@ -161,10 +171,7 @@ impl Plugin {
                     min_calls: promote_after.min(10),
                     max_worse_percent: percent("--max-worse", &max_worse)?,
                 };
-                let status = admin.canary(&path, terms)?;
-                if status.plugin != name {
-                    anyhow::bail!("{} is plugin {}, not {name}", path.display(), status.plugin);
-                }
+                let status = admin.canary(&name, &path, terms)?;
                 println!(
                     "canary of {name}: sha256 {} takes {}% of calls, beside {}",
                     &status.new_sha256[..12.min(status.new_sha256.len())],

@@ -8,8 +8,9 @@ use toolhost::review::{Review, Version};
 use toolhost::tool::log_safe;
 use toolhost::tool::origin::HttpGrant;
 
-/// Exit status of `review` when `plugin add` would hold the new version
-/// (it asks for a capability or an origin its grant does not give).
+/// Exit status of `review` when `plugin add` would not swap the new
+/// version in: its trust policy refuses it, or it would hold it (it asks
+/// for a capability or an origin its grant does not give).
 pub const HELD: u8 = 3;
 
 /// Show what upgrading a plugin would change, before a DM upgrades it
@@ -22,8 +23,10 @@ pub const HELD: u8 = 3;
 /// signed manifest, `list-tools` in a sandbox with no grant), never from a
 /// catalogue's claims. The version serving is the one the running host on
 /// this state directory serves; with no host serving, pass --against.
-/// Exit status: 0 when the upgrade would load, 3 when `plugin add` would
-/// hold it until granted, 1 when a version cannot be read.
+/// The config's trust policy is applied too (unsigned, untrusted or revoked
+/// signer). Exit status: 0 when the upgrade would load, 3 when `plugin add`
+/// would refuse it or hold it until granted, 1 when a version cannot be
+/// read.
 #[derive(Debug, clap::Args)]
 pub struct ReviewCmd {
     /// The plugin's name.
@@ -53,6 +56,11 @@ pub struct ReviewCmd {
 
 /// Reads one version from a file or a reference.
 fn read_version(builder: &toolhost::HostBuilder, what: &str, insecure: bool) -> Result<Version> {
+    Ok(read_version_bytes(builder, what, insecure)?.0)
+}
+
+/// [`read_version`], with the file's bytes.
+fn read_version_bytes(builder: &toolhost::HostBuilder, what: &str, insecure: bool) -> Result<(Version, Vec<u8>)> {
     let runtime = builder.runtime()?;
     let limit = runtime.limits().max_component_bytes + (1 << 16);
     let (stem, bytes) = if toolhost::oci::is_reference(what) {
@@ -77,20 +85,21 @@ fn read_version(builder: &toolhost::HostBuilder, what: &str, insecure: bool) -> 
     let name = verified.as_ref().map_or(stem, |v| v.manifest.name.clone());
     let compiled = runtime.compile(&name, package.component)?;
     let defs = runtime.describe_compiled(&compiled).with_context(|| format!("reading the tools of {what}"))?;
-    Ok(Version::new(
+    let v = Version::new(
         &name,
         &toolhost::package::component_digest(&bytes)?,
         compiled.imports.clone(),
         verified.as_ref().map(|v| (&v.manifest, v.fingerprint())),
         defs.iter().map(Into::into).collect(),
-    ))
+    );
+    Ok((v, bytes))
 }
 
 impl ReviewCmd {
     pub fn run(self) -> Result<ExitCode> {
         let builder = self.runtime.builder()?.state_dir(self.state_dir.clone());
         let config = builder.config().clone();
-        let new = read_version(&builder, &self.new, self.insecure)?;
+        let (new, bytes) = read_version_bytes(&builder, &self.new, self.insecure)?;
         if new.name != self.name {
             bail!("{} is plugin {:?}, not {:?}", self.new, new.name, self.name);
         }
@@ -137,6 +146,15 @@ impl ReviewCmd {
             |asks| asks.iter().filter(|h| !covered(h)).cloned().collect(),
         )
         .map(|e| e.to_string());
+        // Before the grants, the trust policy: unsigned, an unknown or
+        // revoked signer, a key's window, the lock file.
+        if let Err(e) = builder
+            .trust()
+            .map_err(|e| e.to_string())
+            .and_then(|t| t.admit(&self.name, &bytes).map(|_| ()).map_err(|e| e.to_string()))
+        {
+            review.held = Some(format!("refused: the trust policy refuses it: {e}"));
+        }
         let code = if review.held.is_some() { ExitCode::from(HELD) } else { ExitCode::SUCCESS };
         if self.json {
             print_json(&review)?;
@@ -181,6 +199,7 @@ fn print(r: &Review, serving: &str) {
         }
     }
     match &r.held {
+        Some(why) if why.starts_with("refused: ") => println!("{}", safe(why)),
         Some(why) => println!("held: `plugin add` would hold it until granted: {}", safe(why)),
         None => println!("loads: `plugin add` would swap it in atomically (calls under way finish on the old version)"),
     }

@@ -1,10 +1,10 @@
 use crate::args::ConfigArgs;
 use crate::output::{print_json, print_table};
-use anyhow::{Result, bail};
-use std::collections::BTreeSet;
+use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use toolhost::catalogue::{Catalogues, Hit, Listed, search, version_order};
+use toolhost::catalogue::Hit;
+use toolhost::market::{Market, tiers};
 
 /// Search the marketplace: every catalogue in marketplace.catalogues,
 /// ranked by relevance over plugin names, descriptions, tool names and
@@ -41,103 +41,25 @@ pub struct MarketArgs {
     pub cache_dir: Option<PathBuf>,
 }
 
-/// The marketplace as this config sees it.
-pub struct Market {
-    pub builder: toolhost::HostBuilder,
-    pub store: toolhost::oci::OciStore,
-    /// The key ids this host trusts.
-    pub trusted: BTreeSet<String>,
-}
-
 impl MarketArgs {
     pub fn open(&self) -> Result<Market> {
         let mut builder = toolhost::HostBuilder::new(self.config.load()?);
         if let Some(d) = &self.cache_dir {
             builder = builder.cache(toolhost::CacheChoice::Dir(d.clone()));
         }
-        if builder.config().marketplace.catalogues.is_empty() {
-            bail!(
-                "no catalogues to read: name them in the config, e.g.\n  marketplace:\n    catalogues: [\"oci://registry.example.org/toolhost/catalogue\"]"
-            );
-        }
-        let store = builder.oci_store()?;
-        // A revoked key is not trusted here, whatever trust.keys says.
-        let policy = builder.trust()?;
-        let trusted = policy
-            .keys
-            .iter()
-            .map(|k| toolhost::package::fingerprint(&k.public_key))
-            .filter(|id| !policy.revoked.contains(id))
-            .collect();
-        Ok(Market { builder, store, trusted })
+        Ok(Market::open(builder)?)
     }
-}
-
-impl Market {
-    /// Every entry of every catalogue, with the warnings of reading them
-    /// printed to standard error.
-    pub fn entries(&self, refresh: bool) -> Vec<Listed> {
-        let m = &self.builder.config().marketplace;
-        let catalogues =
-            Catalogues::new(&self.store, self.builder.resolved_cache_dir().as_deref(), m.refresh_secs, m.max_entries);
-        let (entries, warnings) = catalogues.read_all(&m.catalogues, refresh);
-        for w in warnings {
-            eprintln!("warning: {w}");
-        }
-        entries
-    }
-
-    /// Whether this host trusts the key `key_id`.
-    pub fn trusts(&self, key_id: &str) -> bool {
-        self.trusted.contains(key_id)
-    }
-}
-
-/// The tiers of an entry's tools, in words (`FAST`, `FAST/DEEP`).
-pub fn tiers(l: &Listed) -> String {
-    let t: BTreeSet<&str> = l
-        .entry
-        .tools
-        .iter()
-        .map(|t| match t.tier.as_str() {
-            "" => "undeclared",
-            "OVER" => "over budget",
-            tier => tier,
-        })
-        .collect();
-    t.into_iter().collect::<Vec<_>>().join("/")
-}
-
-/// Of `hits`, the newest version of each name and publisher.
-fn newest(hits: Vec<Hit>) -> Vec<Hit> {
-    let mut best: std::collections::HashMap<(String, String), Hit> = std::collections::HashMap::new();
-    for h in hits {
-        let e = &h.listed.entry;
-        match best.entry((e.name.clone(), e.publisher.key_id.clone())) {
-            std::collections::hash_map::Entry::Occupied(mut b) => {
-                let b = b.get_mut();
-                let order = version_order(&e.version, &b.listed.entry.version);
-                if order.is_gt() || (order.is_eq() && e.published > b.listed.entry.published) {
-                    let score = b.score.max(h.score);
-                    *b = Hit { score, ..h };
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(h);
-            }
-        }
-    }
-    let mut best: Vec<Hit> = best.into_values().collect();
-    best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.listed.entry.name.cmp(&b.listed.entry.name)));
-    best
 }
 
 impl Search {
     pub fn run(self) -> Result<ExitCode> {
         let market = self.market.open()?;
         let query = self.query.join(" ");
-        let hits: Vec<Hit> =
-            newest(search(market.entries(self.refresh), &query)).into_iter().take(self.limit).collect();
+        let (entries, warnings) = market.entries(self.refresh);
+        for w in warnings {
+            eprintln!("warning: {w}");
+        }
+        let hits: Vec<Hit> = Market::search(entries, &query, self.limit);
         if self.json {
             let out: Vec<serde_json::Value> = hits
                 .iter()

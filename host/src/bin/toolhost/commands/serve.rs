@@ -86,6 +86,11 @@ impl Serve {
         // marketplace.revocations_secs and at every reload.
         let revocations = toolhost::revocations::RevocationWatch::new(a.installer.clone());
         reloader.watch_revocations(revocations.clone());
+        // What the local copies revoke, in force before the host takes a
+        // call (the registry is read next, on the watch's thread).
+        for w in revocations.check(&started.built, false).1 {
+            tracing::warn!(target: "toolhost::revocations", "{w}");
+        }
         revocations.spawn(reloader.clone()).context("starting the revocation-list reader")?;
         // A fleet (cluster.url): this host's changes go to the control
         // plane, and the others' come from it.
