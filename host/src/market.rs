@@ -4,7 +4,7 @@
 //! install. `toolhost search`, `toolhost install` and the DM's page all go
 //! through here.
 
-use crate::catalogue::{Catalogues, Hit, Listed, search, version_order};
+use crate::catalogue::{Catalogues, Hit, Listed, version_order};
 use crate::oci::{OciRef, OciStore};
 use crate::{HostBuilder, tool::log_safe};
 use std::collections::BTreeSet;
@@ -94,10 +94,14 @@ impl Market {
         self.trusted.contains(key_id)
     }
 
-    /// `query` ranked over `entries`, the newest version of each plugin
-    /// and publisher, at most `limit`.
-    pub fn search(entries: Vec<Listed>, query: &str, limit: usize) -> Vec<Hit> {
-        newest(search(entries, query)).into_iter().take(limit).collect()
+    /// `query` ranked over every catalogue: the newest version of each
+    /// plugin and publisher, at most `limit`, and the warnings of reading
+    /// the catalogues (a warm search reads each one's index, not its copy).
+    pub fn search(&self, query: &str, refresh: bool, limit: usize) -> (Vec<Hit>, Vec<String>) {
+        let m = &self.builder.config().marketplace;
+        let catalogues =
+            Catalogues::new(&self.store, self.builder.resolved_cache_dir().as_deref(), m.refresh_secs, m.max_entries);
+        catalogues.search(&m.catalogues, refresh, query, limit)
     }
 
     /// The entries `spec` (`NAME` or `NAME@VERSION`) names among
@@ -201,30 +205,6 @@ impl Market {
         }
         Err(MarketError::Choice(format!("refusing {}: {}", log_safe(spec), skipped.join("; "))))
     }
-}
-
-/// Of `hits`, the newest version of each name and publisher.
-fn newest(hits: Vec<Hit>) -> Vec<Hit> {
-    let mut best: std::collections::HashMap<(String, String), Hit> = std::collections::HashMap::new();
-    for h in hits {
-        let e = &h.listed.entry;
-        match best.entry((e.name.clone(), e.publisher.key_id.clone())) {
-            std::collections::hash_map::Entry::Occupied(mut b) => {
-                let b = b.get_mut();
-                let order = version_order(&e.version, &b.listed.entry.version);
-                if order.is_gt() || (order.is_eq() && e.published > b.listed.entry.published) {
-                    let score = b.score.max(h.score);
-                    *b = Hit { score, ..h };
-                }
-            }
-            std::collections::hash_map::Entry::Vacant(v) => {
-                v.insert(h);
-            }
-        }
-    }
-    let mut best: Vec<Hit> = best.into_values().collect();
-    best.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.listed.entry.name.cmp(&b.listed.entry.name)));
-    best
 }
 
 /// The tiers of an entry's tools, in words (`FAST`, `FAST/DEEP`).

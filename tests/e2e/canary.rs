@@ -66,6 +66,10 @@ async fn a_canary_failing_half_its_calls_rolls_back_and_a_healthy_one_is_promote
     assert!(!o.status.success() && stderr(&o).contains("from 1% to 99%"), "{}", stderr(&o));
     let o = run(dir, &["plugin", "upgrade", "dice", "v2/swap.wasm", "--canary", "20%"]);
     assert!(!o.status.success() && stderr(&o).contains("dice is not serving"), "{}", stderr(&o));
+    let o = run(dir, &["plugin", "upgrade", "swap", "swap.wasm", "--canary", "20%"]);
+    assert!(!o.status.success() && stderr(&o).contains("compare it with itself"), "{}", stderr(&o));
+    let o = run(dir, &["plugin", "upgrade", "swap", "v2/swap.wasm", "--canary", "20%", "--now"]);
+    assert!(!o.status.success() && stderr(&o).contains("cannot be used with"), "{}", stderr(&o));
 
     // Version 2 fails `version` (half the calls it gets): rolled back.
     let up = ["plugin", "upgrade", "swap", "v2/swap.wasm", "--canary", "20%", "--promote-after", "20"];

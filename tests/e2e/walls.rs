@@ -205,8 +205,8 @@ fn the_mcp_client_depends_on_no_server_front() {
 fn host_layer(module: &str) -> Option<usize> {
     Some(match module {
         "changes" | "cluster" | "report" | "audit_query" | "facade" => 0,
-        "install" | "builder" | "doctor" | "fleet" | "metrics" => 1,
-        "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" => 2,
+        "install" | "builder" | "doctor" | "fleet" | "metrics" | "market" | "review" => 1,
+        "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" | "revocations" => 2,
         _ => return None,
     })
 }

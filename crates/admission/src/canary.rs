@@ -352,6 +352,12 @@ impl crate::Admission {
                     e => e,
                 }
             })?;
+            if prepared.plugin.digest() == old.digest() {
+                return Err(no(format!(
+                    "the new version's component is the one serving (sha256 {}): a canary would compare it with itself",
+                    old.digest()
+                )));
+            }
             let missing: Vec<&str> = old
                 .tools()
                 .iter()

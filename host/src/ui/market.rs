@@ -69,8 +69,8 @@ pub(super) async fn search(State(ctx): State<UiCtx>, Json(q): Json<SearchQuery>)
     }
     let found = tokio::task::spawn_blocking(move || -> Result<Found, Box<Response>> {
         let m = market(&ctx)?;
-        let (entries, warnings) = m.entries(false);
-        let results = Market::search(entries, &q.q, MAX_RESULTS)
+        let (hits, warnings) = m.search(&q.q, false, MAX_RESULTS);
+        let results = hits
             .into_iter()
             .map(|h| {
                 let (l, e) = (&h.listed, &h.listed.entry);

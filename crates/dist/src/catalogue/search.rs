@@ -38,13 +38,17 @@ fn matches(word: &str, term: &str) -> f64 {
     }
 }
 
-/// Ranks `entries` against `query` by relevance over their names,
-/// descriptions, tool names and tool descriptions: each word of the query
-/// weighs by how rare it is among the entries (idf) and by the field it
-/// matched in (the name most, a tool's description least); a word that
-/// begins an entry's word counts half. Entries matching no word are left
-/// out; ties go to the name, then the newest publish.
-pub fn search(entries: Vec<Listed>, query: &str) -> Vec<Hit> {
+/// The fields of an item that search looks at.
+pub(super) struct Fields<'a> {
+    pub(super) name: &'a str,
+    pub(super) description: &'a str,
+    pub(super) tools: Vec<(&'a str, &'a str)>,
+}
+
+/// Ranks `items` against `query` by relevance over their names,
+/// descriptions, tool names and tool descriptions (see [`search`]): each
+/// matching item with its score, unsorted.
+pub(super) fn rank<T>(items: Vec<T>, query: &str, fields: impl Fn(&T) -> Fields<'_>) -> Vec<(f64, T)> {
     let terms: Vec<String> = {
         let mut t: Vec<String> = words(query).map(str::to_lowercase).collect();
         t.sort();
@@ -54,15 +58,15 @@ pub fn search(entries: Vec<Listed>, query: &str) -> Vec<Hit> {
     if terms.is_empty() {
         return Vec::new();
     }
-    // Per entry, per term: the best weight of a field it matched in.
+    // Per item, per term: the best weight of a field it matched in.
     const NAME: f64 = 4.0;
     const TOOL_NAME: f64 = 2.5;
     const DESCRIPTION: f64 = 2.0;
     const TOOL_DESCRIPTION: f64 = 1.5;
-    let matches: Vec<Vec<f64>> = entries
+    let matches: Vec<Vec<f64>> = items
         .iter()
-        .map(|l| {
-            let e = &l.entry;
+        .map(|item| {
+            let f = fields(item);
             let mut best = vec![0.0f64; terms.len()];
             let mut field = |text: &str, weight: f64| {
                 for w in words(text) {
@@ -76,33 +80,49 @@ pub fn search(entries: Vec<Listed>, query: &str) -> Vec<Hit> {
                     }
                 }
             };
-            field(&e.name, NAME);
-            field(&e.description, DESCRIPTION);
-            for t in &e.tools {
-                field(&t.name, TOOL_NAME);
-                field(&t.description, TOOL_DESCRIPTION);
+            field(f.name, NAME);
+            field(f.description, DESCRIPTION);
+            for (name, description) in &f.tools {
+                field(name, TOOL_NAME);
+                field(description, TOOL_DESCRIPTION);
             }
             best
         })
         .collect();
-    let n = entries.len() as f64;
+    let n = items.len() as f64;
     let idf: Vec<f64> = (0..terms.len())
         .map(|i| {
             let df = matches.iter().filter(|m| m[i] > 0.0).count() as f64;
             ((n - df + 0.5) / (df + 0.5) + 1.0).ln()
         })
         .collect();
-    let mut hits: Vec<Hit> = entries
+    items
         .into_iter()
         .zip(matches)
-        .filter_map(|(listed, m)| {
+        .filter_map(|(item, m)| {
             let mut score: f64 = m.iter().zip(&idf).map(|(w, idf)| w * idf).sum();
-            if terms.iter().any(|t| *t == listed.entry.name.to_lowercase()) {
+            let name = fields(&item).name.to_lowercase();
+            if terms.contains(&name) {
                 score += 4.0;
             }
-            (score > 0.0).then_some(Hit { score, listed })
+            (score > 0.0).then_some((score, item))
         })
-        .collect();
+        .collect()
+}
+
+/// Ranks `entries` against `query` by relevance over their names,
+/// descriptions, tool names and tool descriptions: each word of the query
+/// weighs by how rare it is among the entries (idf) and by the field it
+/// matched in (the name most, a tool's description least); a word that
+/// begins an entry's word counts half. Entries matching no word are left
+/// out; ties go to the name, then the newest publish.
+pub fn search(entries: Vec<Listed>, query: &str) -> Vec<Hit> {
+    let ranked = rank(entries, query, |l| Fields {
+        name: &l.entry.name,
+        description: &l.entry.description,
+        tools: l.entry.tools.iter().map(|t| (t.name.as_str(), t.description.as_str())).collect(),
+    });
+    let mut hits: Vec<Hit> = ranked.into_iter().map(|(score, listed)| Hit { score, listed }).collect();
     hits.sort_by(|a, b| {
         b.score
             .total_cmp(&a.score)

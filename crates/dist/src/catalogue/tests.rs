@@ -143,3 +143,29 @@ fn versions_order_by_precedence() {
     assert_eq!(version_order("1.0.0-rc.1", "1.0.0"), Less);
     assert_eq!(version_order("2.0.0", "banana"), Greater);
 }
+
+#[test]
+fn a_warm_search_reads_the_index_and_ranks_as_the_full_search_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = crate::oci::OciStore::new(&Default::default(), Default::default(), None, 1 << 20);
+    let cats = Catalogues::new(&store, Some(dir.path()), 3600, 1000);
+    let catalogue = "oci://127.0.0.1:5000/market/catalogue";
+    let listed = vec![
+        entry("weather", "Forecasts for the table", &[("forecast", "Tomorrow's weather at a place")]),
+        entry("dice", "Dice for every game", &[("roll", "Rolls dice in standard notation: 2d6+3")]),
+        entry("loot", "Treasure tables", &[("hoard", "A hoard; the dice decide")]),
+    ];
+    let mut old_dice = entry("dice", "Dice, the first", &[("roll", "Rolls dice")]);
+    old_dice.entry.version = "0.9.0".into();
+    let mut c = Catalogue { catalogue: catalogue.into(), synced: now_secs(), ..Catalogue::default() };
+    for (i, l) in listed.iter().chain([&old_dice]).enumerate() {
+        c.entries.insert(format!("t{i}"), l.entry.clone());
+    }
+    cats.save(&c).unwrap();
+    // The copy is gone: only the index can answer.
+    std::fs::remove_file(cats.cache_file(catalogue).unwrap()).unwrap();
+    let (hits, warnings) = cats.search(&[catalogue.to_string()], false, "dice", 10);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(names(&hits), names(&search(listed, "dice")));
+    assert_eq!(hits[0].listed.entry.version, "1.0.0", "the newest version of dice");
+}

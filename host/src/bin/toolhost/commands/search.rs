@@ -3,7 +3,6 @@ use crate::output::{print_json, print_table};
 use anyhow::Result;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use toolhost::catalogue::Hit;
 use toolhost::market::{Market, tiers};
 
 /// Search the marketplace: every catalogue in marketplace.catalogues,
@@ -55,11 +54,10 @@ impl Search {
     pub fn run(self) -> Result<ExitCode> {
         let market = self.market.open()?;
         let query = self.query.join(" ");
-        let (entries, warnings) = market.entries(self.refresh);
+        let (hits, warnings) = market.search(&query, self.refresh, self.limit);
         for w in warnings {
             eprintln!("warning: {w}");
         }
-        let hits: Vec<Hit> = Market::search(entries, &query, self.limit);
         if self.json {
             let out: Vec<serde_json::Value> = hits
                 .iter()
