@@ -35,21 +35,25 @@ pub struct Publish {
     runtime: RuntimeArgs,
 }
 
+/// The catalogue a command writes to: `--catalogue`, else the only one
+/// `marketplace.catalogues` names.
+pub(crate) fn which_catalogue(flag: Option<&String>, configured: &[String]) -> Result<String> {
+    match (flag, configured) {
+        (Some(c), _) => Ok(c.clone()),
+        (None, [one]) => Ok(one.clone()),
+        (None, []) => {
+            bail!("which catalogue? pass --catalogue oci://HOST/NS/catalogue (or name it in marketplace.catalogues)")
+        }
+        (None, many) => bail!("which catalogue? marketplace.catalogues names {}: pass --catalogue", many.join(", ")),
+    }
+}
+
 impl Publish {
     pub fn run(self) -> Result<ExitCode> {
         let r = OciRef::parse(&self.reference)?;
         let builder = self.runtime.builder()?.state_dir(self.state_dir.clone());
         let config = builder.config().clone();
-        let catalogue = match (&self.catalogue, config.marketplace.catalogues.as_slice()) {
-            (Some(c), _) => c.clone(),
-            (None, [one]) => one.clone(),
-            (None, []) => bail!(
-                "which catalogue? pass --catalogue oci://HOST/NS/catalogue (or name it in marketplace.catalogues)"
-            ),
-            (None, many) => {
-                bail!("which catalogue? marketplace.catalogues names {}: pass --catalogue", many.join(", "))
-            }
-        };
+        let catalogue = which_catalogue(self.catalogue.as_ref(), &config.marketplace.catalogues)?;
         // A catalogue refused before anything is pushed.
         if !catalogue.starts_with("oci://") || OciRef::parse(&catalogue).is_err() {
             bail!("--catalogue {catalogue:?}: write oci://HOST[:PORT]/REPOSITORY");

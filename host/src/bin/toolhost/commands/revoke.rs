@@ -1,4 +1,4 @@
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use toolhost::catalogue::Catalogues;
@@ -41,16 +41,7 @@ impl Revoke {
     pub fn run(self) -> Result<ExitCode> {
         let builder = self.runtime.builder()?;
         let config = builder.config().clone();
-        let catalogue = match (&self.catalogue, config.marketplace.catalogues.as_slice()) {
-            (Some(c), _) => c.clone(),
-            (None, [one]) => one.clone(),
-            (None, []) => bail!(
-                "which catalogue? pass --catalogue oci://HOST/NS/catalogue (or name it in marketplace.catalogues)"
-            ),
-            (None, many) => {
-                bail!("which catalogue? marketplace.catalogues names {}: pass --catalogue", many.join(", "))
-            }
-        };
+        let catalogue = super::publish::which_catalogue(self.catalogue.as_ref(), &config.marketplace.catalogues)?;
         let key = KeyPair::load(&self.key)?;
         let list = key.sign_revocations(self.entries.clone(), &self.reason)?;
         let mut store = builder.oci_store()?;
