@@ -68,8 +68,9 @@ impl RevocationWatch {
             }
         };
         let cache = builder.resolved_cache_dir();
-        let catalogues =
-            Catalogues::new(&store, cache.as_deref(), 0, market.max_entries).with_revocation_signers(signers.clone());
+        let catalogues = Catalogues::new(&store, cache.as_deref(), 0, market.max_entries)
+            .with_revocation_signers(signers.clone())
+            .revocations_only();
         let in_force = admission.published_revocations();
         let mut revoked: Vec<Revocation> = Vec::new();
         for c in &market.catalogues {

@@ -388,6 +388,9 @@ pub struct Catalogues<'a> {
     pub max_entries: usize,
     /// The key ids whose revocation lists are read (`None`: none are).
     revocation_signers: Option<Vec<String>>,
+    /// Whether a read fetches new entries (not when only revocation lists
+    /// are wanted: a revocation check never pulls a whole catalogue).
+    entries_too: bool,
 }
 
 #[derive(Deserialize)]
@@ -406,12 +409,21 @@ impl<'a> Catalogues<'a> {
             refresh_secs,
             max_entries,
             revocation_signers: None,
+            entries_too: true,
         }
     }
 
     /// Reads the revocation lists of these signers (key ids) too.
     pub fn with_revocation_signers(mut self, signers: Vec<String>) -> Self {
         self.revocation_signers = Some(signers);
+        self
+    }
+
+    /// Reads revocation lists only: new entries are left for a search or
+    /// an install to fetch, and the copy's sync time is left as it was (so
+    /// they do fetch them).
+    pub fn revocations_only(mut self) -> Self {
+        self.entries_too = false;
         self
     }
 
@@ -580,6 +592,7 @@ impl<'a> Catalogues<'a> {
                 }
             }
         }
+        let new = if self.entries_too { new } else { Vec::new() };
         for batch in new.chunks(FETCH_BATCH) {
             for (tag, got) in self.fetch_entries(catalogue, &r, batch)? {
                 match got {
@@ -610,7 +623,9 @@ impl<'a> Catalogues<'a> {
                 crate::tool::log_safe(&why)
             ));
         }
-        c.synced = now_secs();
+        if self.entries_too {
+            c.synced = now_secs();
+        }
         self.save(&c)?;
         Ok((c, report))
     }
