@@ -86,6 +86,17 @@ pub enum BuildError {
         /// What is wrong.
         reason: String,
     },
+    /// A `trust.publishers` entry is not valid.
+    #[error("trust.publishers[{index}]: {reason}")]
+    Publisher {
+        /// Position in `trust.publishers`.
+        index: usize,
+        /// What is wrong.
+        reason: String,
+    },
+    /// `trust.sigstore.trusted_root` cannot be read.
+    #[error("trust.sigstore.trusted_root: {0}")]
+    TrustedRoot(String),
     /// The configured lock file does not exist.
     #[error("trust.lock_file: {0} does not exist (create it with `toolhost lock`)")]
     LockMissing(PathBuf),
@@ -435,8 +446,35 @@ impl HostBuilder {
             keys.push(serde_json::from_str(&text).map_err(|e| err(format!("not a toolhost .pub file: {e}")))?);
         }
         let allow_unsigned = cfg.trust.allow_unsigned || self.allow_unsigned;
-        let policy =
-            TrustPolicy { keys, allow_unsigned, lock, revoked: cfg.trust.revoked.clone(), published: Vec::new() };
+        let mut publishers = Vec::new();
+        for (index, p) in cfg.trust.publishers.iter().enumerate() {
+            let read = |f: &PathBuf| {
+                // Whoever could write a trusted key could sign anything.
+                let path = cfg.resolve(f);
+                crate::runtime::private::read_obeyed(&path, 64 << 10).map_err(|e| format!("{}: {e}", path.display()))
+            };
+            publishers.push(p.resolve(read).map_err(|reason| BuildError::Publisher { index, reason })?);
+        }
+        let sigstore_root = match &cfg.trust.sigstore.trusted_root {
+            None => None,
+            Some(f) => {
+                let path = cfg.resolve(f);
+                let text = crate::runtime::private::read_obeyed(&path, 4 << 20)
+                    .map_err(|e| BuildError::TrustedRoot(format!("{}: {e}", path.display())))?;
+                let root = crate::sigstore::TrustedRoot::from_json(&text)
+                    .map_err(|e| BuildError::TrustedRoot(format!("{}: {e}", path.display())))?;
+                Some(std::sync::Arc::new(root))
+            }
+        };
+        let policy = TrustPolicy {
+            keys,
+            allow_unsigned,
+            lock,
+            revoked: cfg.trust.revoked.clone(),
+            published: Vec::new(),
+            publishers,
+            sigstore_root,
+        };
         policy.check_entries().map(|()| policy).map_err(BuildError::Trust)
     }
 
@@ -462,6 +500,16 @@ impl HostBuilder {
         }
         for f in &cfg.trust.key_files {
             out.push(("a trusted key file", "make the host trust its own key", cfg.resolve(f)));
+        }
+        for f in cfg.trust.publishers.iter().filter_map(|p| p.key_file.as_ref()) {
+            out.push(("a trusted publisher's key file", "make the host trust its own key", cfg.resolve(f)));
+        }
+        if let Some(f) = &cfg.trust.sigstore.trusted_root {
+            out.push((
+                "the Sigstore trusted root",
+                "make the host trust its own certificate authority",
+                cfg.resolve(f),
+            ));
         }
         out.push(("the lock file", "change which plugin versions load", self.lock_path()));
         if let Some(p) = &cfg.audit.path {

@@ -42,7 +42,7 @@ pub mod ui;
 pub mod watch;
 
 /// Plugin admission: packages and trust, secrets (the `toolhost-admission` crate).
-pub use toolhost_admission::{canary, package, secrets};
+pub use toolhost_admission::{canary, package, secrets, sigstore};
 /// The configuration file (the `toolhost-config` crate).
 pub use toolhost_config as config;
 /// The call pipeline and what it stands on (the `toolhost-core` crate).
@@ -50,6 +50,8 @@ pub use toolhost_core::{activity, audit, budget, calibrate, counters, rates, reg
 
 /// The speech-to-speech bridge (the `toolhost-bridge` crate).
 pub use toolhost_bridge as bridge;
+/// Signing through Sigstore (Fulcio, Rekor).
+pub use toolhost_dist::sigstore as sigstore_signing;
 /// Registries, the marketplace's catalogues and the built-in plugins (the `toolhost-dist` crate).
 pub use toolhost_dist::{builtin, catalogue, oci};
 /// `wasi:http` for plugins: the runtime extension `toolhost` installs.

@@ -35,6 +35,7 @@
 //! - `turns`: turns over MCP: the tier selector per session, turn caps, the result cache, long tools.
 //! - `bridge`: the S2S bridge: OpenAI Realtime and Gemini Live function-call events, shaped by hand from the public API references (fixtures/bridge/README.md), not recorded, through `toolhost::bridge`.
 //! - `oci`: plugins from OCI registries against a real registry on loopback: push, show, pull, the lock file, hot add and upgrade, hostile registries, the cache, basic auth, interop with ORAS.
+//! - `sigstore`: publisher identities through Sigstore, keyless and keyed, against the tests' private instance (tests/peers/sigstore_instance.py), with sigstore-python verifying the same bundles.
 //! - `marketplace`: catalogues in a real registry: three publishers (two at once), `search` ranking, `install` holding what is not granted and refusing entries that lie; hostile catalogues (endless, silent, circular, unbounded, a 1 GiB entry).
 //! - `doctor`: `toolhost doctor` on what a start loads: `oci://` entries from the cache, plugins added at run time, trusted signatures; clean when correct, the one broken entry when not.
 //! - `ops`: operating a live game: a quiet watcher, run-time changes that persist, `/metrics`, `toolhost doctor`.
@@ -86,6 +87,7 @@ mod quickstart;
 mod reload;
 mod review;
 mod revocations;
+mod sigstore;
 mod trust;
 mod turns;
 mod ui;

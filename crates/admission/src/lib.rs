@@ -33,6 +33,7 @@ mod install;
 pub mod package;
 mod reconfigure;
 pub mod secrets;
+pub mod sigstore;
 mod values;
 
 pub use grants::GrantBook;

@@ -17,118 +17,27 @@
 //! allows unsigned packages explicitly. A [`LockFile`] pins digests by
 //! plugin name; a mismatch is refused whatever the signature says.
 //!
+//! In place of an ed25519 signature, the section may carry a Sigstore
+//! bundle over the same manifest text ([`crate::sigstore`]): the publisher
+//! is then an identity and issuer (keyless) or a key, which
+//! `trust.publishers` names, and the signing time is the transparency log's.
+//!
 //! A signed package's identity is the name in its manifest: offered under any
 //! other name (a file `fileio.wasm` holding a package signed as `weather`),
 //! it is refused, so it can never take another plugin's grants, lock entry or
 //! place. Unsigned components (admitted only with `allow_unsigned`) are named
 //! by their file and reported as unsigned everywhere.
 
+use crate::sigstore::Bundle;
 use base64::Engine as _;
 use ed25519_dalek::{Signature, Signer as _, SigningKey, Verifier as _, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Name of the custom section that carries the manifest and signature.
 pub const SECTION: &str = "toolhost-package";
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
-
-/// Why a package could not be signed, verified or admitted.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PackageError {
-    /// The bytes are not a component, or the package section is malformed.
-    #[error("{0}")]
-    Malformed(String),
-    /// No signature, and the policy wants one.
-    #[error(
-        "plugin {plugin:?} is not signed; sign it (`toolhost sign`) with a trusted key, or allow unsigned plugins explicitly (--allow-unsigned / trust.allow_unsigned)"
-    )]
-    Unsigned {
-        /// Plugin name.
-        plugin: String,
-    },
-    /// Signed by a key the policy does not trust.
-    #[error(
-        "plugin {plugin:?} is signed by an untrusted key {} (author {author:?}); add the key to trust.keys to accept it",
-        fingerprint(key)
-    )]
-    Untrusted {
-        /// Plugin name.
-        plugin: String,
-        /// The signer's public key (base64).
-        key: String,
-        /// The author the manifest names.
-        author: String,
-    },
-    /// The signature does not match the bytes: changed after signing.
-    #[error("plugin {plugin:?}: {reason}; the package was changed after it was signed, refusing it")]
-    BadSignature {
-        /// Plugin name.
-        plugin: String,
-        /// What did not match.
-        reason: String,
-    },
-    /// The lock file pins another digest.
-    #[error("plugin {plugin:?} has sha256 {actual}, but the lock file pins {locked}; refusing it")]
-    LockMismatch {
-        /// Plugin name.
-        plugin: String,
-        /// Digest in the lock file.
-        locked: String,
-        /// Digest of the file offered.
-        actual: String,
-    },
-    /// A key file could not be read or parsed.
-    #[error("{0}")]
-    Key(String),
-    /// A revocation list is malformed or its signature does not verify.
-    #[error("{0}")]
-    Revocations(String),
-    /// `trust.revoked`, or a revocation list the operator trusts, names
-    /// its signing key or its component.
-    #[error("plugin {plugin:?} is revoked: {by} lists {entry} ({what}); refusing it")]
-    Revoked {
-        /// Plugin name.
-        plugin: String,
-        /// Which list: `trust.revoked`, or the revocation list it came from.
-        by: String,
-        /// The entry of `trust.revoked` that matched.
-        entry: String,
-        /// What it names: `its signing key` or `its component`.
-        what: &'static str,
-    },
-    /// Signed outside the window the trust policy gives its key.
-    #[error(
-        "plugin {plugin:?} was signed by key {key:?} {}, outside the window trust gives that key ({}); refusing it",
-        .signed_at.as_deref().map_or_else(|| "with no signing time".to_string(), |t| format!("at {t}")),
-        window::window(.not_before.as_deref(), .not_after.as_deref())
-    )]
-    OutsideKeyWindow {
-        /// Plugin name.
-        plugin: String,
-        /// The key's name.
-        key: String,
-        /// When the manifest says it was signed.
-        signed_at: Option<String>,
-        /// The key's `not_before`.
-        not_before: Option<String>,
-        /// The key's `not_after`.
-        not_after: Option<String>,
-    },
-    /// A signed package offered under a name other than the one it was signed
-    /// with: its identity (grants, lock entry, what it replaces) is the signed
-    /// name, never the file's.
-    #[error(
-        "\"{plugin}.wasm\" is offered as plugin {plugin:?} but is signed as plugin {signed:?}; a package loads only under its signed name: name the file {signed}.wasm (it then gets {signed:?}'s grants, not {plugin:?}'s)"
-    )]
-    NameMismatch {
-        /// The name it was offered under (the file's stem).
-        plugin: String,
-        /// The name in its signed manifest.
-        signed: String,
-    },
-}
 
 /// What a signed package says about itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,10 +119,15 @@ impl Manifest {
 struct Envelope {
     /// The manifest as signed (canonical JSON text).
     manifest: String,
-    /// The signer's public key, base64.
+    /// The signer's public key, base64 (ed25519 signatures).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     public_key: String,
     /// ed25519 signature over `manifest`, base64.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     signature: String,
+    /// A Sigstore bundle over `manifest`, in place of the two above.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    sigstore: Option<Box<Bundle>>,
 }
 
 /// A component file split into the component and its package section.
@@ -237,9 +151,13 @@ pub enum Provenance {
         manifest: Box<Manifest>,
         /// The trusted key's name in the policy.
         key_name: String,
-        /// The key (ed25519, base64), so a reload that drops it can tell.
+        /// The key (ed25519, base64), so a reload that drops it can tell;
+        /// empty for a Sigstore signature.
         #[serde(default)]
         public_key: String,
+        /// How it was verified through Sigstore, when it was.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sigstore: Option<SigstoreSigned>,
     },
     /// Not signed (or not by a trusted key), admitted because the operator
     /// allowed unsigned plugins.
@@ -254,7 +172,10 @@ impl Provenance {
     pub fn describe(&self) -> String {
         match self {
             Provenance::Builtin => "built in (part of the toolhost binary)".into(),
-            Provenance::Signed { manifest, key_name, public_key } => format!(
+            Provenance::Signed { manifest, key_name, sigstore: Some(s), .. } => {
+                format!("signed by {} for publisher {key_name:?}, version {}", s.describe(), manifest.version)
+            }
+            Provenance::Signed { manifest, key_name, public_key, sigstore: None } => format!(
                 "signed by {} with trusted key {}, version {}",
                 manifest.author,
                 // A record from before keys were kept has only the name.
@@ -466,11 +387,34 @@ impl KeyPair {
         capabilities: Vec<String>,
         asks: Asks,
     ) -> Result<(Vec<u8>, Manifest), PackageError> {
+        let (manifest, text) = Manifest::prepare(bytes, name, version, &self.author, description, capabilities, asks)?;
+        let env = Envelope {
+            signature: B64.encode(self.key.sign(text.as_bytes()).to_bytes()),
+            public_key: self.public().public_key,
+            manifest: text,
+            sigstore: None,
+        };
+        Ok((with_envelope(bytes, &env)?, manifest))
+    }
+}
+
+impl Manifest {
+    /// The manifest for `bytes` (a component, signed or not) and the text a
+    /// signature covers.
+    pub fn prepare(
+        bytes: &[u8],
+        name: &str,
+        version: &str,
+        author: &str,
+        description: &str,
+        capabilities: Vec<String>,
+        asks: Asks,
+    ) -> Result<(Manifest, String), PackageError> {
         let component = parse(bytes)?.component;
         let manifest = Manifest {
             name: name.to_string(),
             version: version.to_string(),
-            author: self.author.clone(),
+            author: author.to_string(),
             description: description.to_string(),
             capabilities,
             sha256: sha256_hex(component),
@@ -480,22 +424,35 @@ impl KeyPair {
             signed_at: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         };
         let text = serde_json::to_string(&manifest).map_err(|e| PackageError::Malformed(e.to_string()))?;
-        let env = Envelope {
-            signature: B64.encode(self.key.sign(text.as_bytes()).to_bytes()),
-            public_key: self.public().public_key,
-            manifest: text,
-        };
-        let payload = serde_json::to_vec(&env).map_err(|e| PackageError::Malformed(e.to_string()))?;
-        let mut section = Vec::new();
-        leb128(SECTION.len(), &mut section);
-        section.extend_from_slice(SECTION.as_bytes());
-        section.extend_from_slice(&payload);
-        let mut out = component.to_vec();
-        out.push(0);
-        leb128(section.len(), &mut out);
-        out.extend_from_slice(&section);
-        Ok((out, manifest))
+        Ok((manifest, text))
     }
+}
+
+/// The package for `bytes` (a component, signed or not) with a Sigstore
+/// bundle over `manifest_text` (from [`Manifest::prepare`]) in place of any
+/// earlier signature.
+pub fn with_sigstore(bytes: &[u8], manifest_text: &str, bundle: Bundle) -> Result<Vec<u8>, PackageError> {
+    let env = Envelope {
+        manifest: manifest_text.to_string(),
+        public_key: String::new(),
+        signature: String::new(),
+        sigstore: Some(Box::new(bundle)),
+    };
+    with_envelope(bytes, &env)
+}
+
+fn with_envelope(bytes: &[u8], env: &Envelope) -> Result<Vec<u8>, PackageError> {
+    let component = parse(bytes)?.component;
+    let payload = serde_json::to_vec(env).map_err(|e| PackageError::Malformed(e.to_string()))?;
+    let mut section = Vec::new();
+    leb128(SECTION.len(), &mut section);
+    section.extend_from_slice(SECTION.as_bytes());
+    section.extend_from_slice(&payload);
+    let mut out = component.to_vec();
+    out.push(0);
+    leb128(section.len(), &mut out);
+    out.extend_from_slice(&section);
+    Ok(out)
 }
 
 /// What a package proves, before any trust decision.
@@ -503,14 +460,31 @@ impl KeyPair {
 pub struct Verified {
     /// The manifest.
     pub manifest: Manifest,
-    /// The signer's public key, base64.
+    /// The signer's public key, base64 (empty for a Sigstore bundle).
     pub public_key: String,
+    /// The Sigstore bundle over the manifest, when it has one: only a
+    /// trust policy, which holds the trusted root, verifies it
+    /// ([`TrustPolicy::verify_bundle`]).
+    pub bundle: Option<Box<Bundle>>,
+    /// The manifest text the signature covers.
+    manifest_text: String,
 }
 
 impl Verified {
-    /// The signer's [`fingerprint`].
+    /// The manifest text the signature covers (the artifact a Sigstore
+    /// bundle signs).
+    pub fn manifest_text(&self) -> Option<&str> {
+        Some(self.manifest_text.as_str()).filter(|t| !t.is_empty())
+    }
+
+    /// The signer's [`fingerprint`]; for a Sigstore bundle, the signer it
+    /// names (`alice@example.org (issuer ...)`, `Sigstore key ecdsa:...`),
+    /// not yet verified ([`TrustPolicy::verify_bundle`] does).
     pub fn fingerprint(&self) -> String {
-        fingerprint(&self.public_key)
+        match &self.bundle {
+            Some(b) => b.claimed_signer().map_or_else(|| "sigstore:?".into(), |s| s.describe()),
+            None => fingerprint(&self.public_key),
+        }
     }
 }
 
@@ -524,9 +498,22 @@ impl TrustPolicy {
 
 impl Package<'_> {
     /// Checks the signature and the digest. `Ok(None)`: not signed.
+    ///
+    /// For a Sigstore bundle, this checks the manifest's digest only: the
+    /// bundle is verified by [`TrustPolicy::verify_bundle`], under the
+    /// policy's trusted root.
     pub fn verify(&self, plugin: &str) -> Result<Option<Verified>, PackageError> {
         let Some(env) = &self.signed else { return Ok(None) };
         let bad = |reason: String| PackageError::BadSignature { plugin: plugin.to_string(), reason };
+        if let Some(bundle) = &env.sigstore {
+            let manifest = self.checked_manifest(plugin, &env.manifest)?;
+            return Ok(Some(Verified {
+                manifest,
+                public_key: String::new(),
+                bundle: Some(bundle.clone()),
+                manifest_text: env.manifest.clone(),
+            }));
+        }
         let key = B64
             .decode(&env.public_key)
             .ok()
@@ -541,8 +528,19 @@ impl Package<'_> {
             .ok_or_else(|| bad("the signature is malformed".into()))?;
         key.verify(env.manifest.as_bytes(), &sig)
             .map_err(|_| bad("the signature does not match the manifest".into()))?;
+        let manifest = self.checked_manifest(plugin, &env.manifest)?;
+        Ok(Some(Verified {
+            manifest,
+            public_key: env.public_key.clone(),
+            bundle: None,
+            manifest_text: env.manifest.clone(),
+        }))
+    }
+
+    fn checked_manifest(&self, plugin: &str, text: &str) -> Result<Manifest, PackageError> {
+        let bad = |reason: String| PackageError::BadSignature { plugin: plugin.to_string(), reason };
         let manifest: Manifest =
-            serde_json::from_str(&env.manifest).map_err(|e| bad(format!("the manifest is malformed: {e}")))?;
+            serde_json::from_str(text).map_err(|e| bad(format!("the manifest is malformed: {e}")))?;
         let actual = sha256_hex(self.component);
         if manifest.sha256 != actual {
             return Err(bad(format!(
@@ -550,7 +548,7 @@ impl Package<'_> {
                 manifest.sha256
             )));
         }
-        Ok(Some(Verified { manifest, public_key: env.public_key.clone() }))
+        Ok(manifest)
     }
 }
 
@@ -571,60 +569,15 @@ pub struct TrustConfig {
     /// `keygen` and `verify` print it) and components by sha256 (64 hex
     /// digits, `sha256:` optional). What they name is refused at load,
     /// whatever else trusts it, and a reload unloads it from a serving
-    /// host.
+    /// host. Also Sigstore publishers, by identity (an email or URI) or
+    /// key id (`ecdsa:...`).
     pub revoked: Vec<String>,
-}
-
-/// Digests pinned by plugin name (`toolhost.lock`, YAML).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LockFile {
-    /// Plugin name -> pinned entry.
-    #[serde(default)]
-    pub plugins: BTreeMap<String, LockEntry>,
-}
-
-/// One pinned plugin.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LockEntry {
-    /// sha256 of the file's component bytes, hex.
-    pub sha256: String,
-    /// Version from its manifest, when signed.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub version: Option<String>,
-    /// The registry reference it is loaded from (`oci://...`), for plugins
-    /// from a registry.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-    /// The manifest digest `source` resolved to: a registry plugin is pulled
-    /// at this digest only, and refused when the registry no longer serves
-    /// it or serves other bytes for it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub digest: Option<String>,
-}
-
-impl LockFile {
-    /// Reads a lock file.
-    pub fn read(path: &Path) -> Result<LockFile, PackageError> {
-        // Whoever could write the lock file could pin their own digests.
-        let text = crate::runtime::private::read_obeyed(path, 16 << 20)
-            .map_err(|e| PackageError::Malformed(format!("the lock file {}: {e}", path.display())))?;
-        serde_yaml_ng::from_str(&text)
-            .map_err(|e| PackageError::Malformed(format!("lock file {}: {e}", path.display())))
-    }
-
-    /// Writes it (atomically).
-    pub fn write(&self, path: &Path) -> Result<(), PackageError> {
-        let text = serde_yaml_ng::to_string(self).map_err(|e| PackageError::Malformed(e.to_string()))?;
-        let tmp = path.with_extension("lock.tmp");
-        std::fs::write(
-            &tmp,
-            format!("# Plugin digests pinned by `toolhost lock`. A plugin whose digest differs is refused.\n{text}"),
-        )
-        .and_then(|()| std::fs::rename(&tmp, path))
-        .map_err(|e| PackageError::Malformed(format!("writing {}: {e}", path.display())))
-    }
+    /// Publishers trusted through Sigstore: `{identity, issuer}` for
+    /// keyless signatures, `{key_file}` for keyed ones; each may carry
+    /// `not_before` / `not_after`, held against the transparency log's time.
+    pub publishers: Vec<PublisherConfig>,
+    /// Where Sigstore's trust comes from.
+    pub sigstore: SigstoreConfig,
 }
 
 /// The decision procedure for plugin files.
@@ -642,13 +595,17 @@ pub struct TrustPolicy {
     /// Revoked by signed revocation lists published to a catalogue, which
     /// the operator trusts (`marketplace.revocations_signed_by`).
     pub published: Vec<Revocation>,
+    /// Publishers trusted through Sigstore (`trust.publishers`).
+    pub publishers: Vec<Publisher>,
+    /// The Sigstore trusted root [default: the public-good instance's].
+    pub sigstore_root: Option<std::sync::Arc<crate::sigstore::TrustedRoot>>,
 }
 
 impl TrustPolicy {
     /// A policy that admits everything (the library default: embedding
     /// programs and tests decide for themselves).
     pub fn permissive() -> TrustPolicy {
-        TrustPolicy { keys: Vec::new(), allow_unsigned: true, lock: None, revoked: Vec::new(), published: Vec::new() }
+        TrustPolicy { allow_unsigned: true, ..TrustPolicy::default() }
     }
 
     /// Decides on `bytes` offered as plugin `plugin`: returns the component
@@ -668,9 +625,23 @@ impl TrustPolicy {
                 });
             }
         }
-        let verified = package.verify(plugin);
-        let signer = verified.as_ref().ok().and_then(|v| v.as_ref()).map(|v| v.public_key.as_str());
-        self.check_revoked(plugin, signer, &sha256_hex(package.component))?;
+        let mut verified = package.verify(plugin);
+        // A Sigstore bundle is verified here, under the policy's root.
+        let mut sigstore = None;
+        if let Ok(Some(v)) = &verified
+            && let Some(bundle) = &v.bundle
+        {
+            match self.verify_sigstore(plugin, bundle, &v.manifest_text) {
+                Ok(s) => sigstore = Some(s),
+                Err(e) => verified = Err(e),
+            }
+        }
+        let signer = match (&verified, &sigstore) {
+            (_, Some(s)) => Some(window::Signer::Sigstore(s)),
+            (Ok(Some(v)), None) => Some(window::Signer::Ed25519(v.public_key.as_str())),
+            _ => None,
+        };
+        self.check_revoked(plugin, signer.as_ref(), &sha256_hex(package.component))?;
         let refusal = match verified {
             // A broken signature is refused even when unsigned plugins are allowed.
             Err(e) => return Err(e),
@@ -679,6 +650,24 @@ impl TrustPolicy {
                 // Checked before trust: a package signed by anyone never
                 // borrows another plugin's name, grants or lock entry.
                 return Err(PackageError::NameMismatch { plugin: plugin.to_string(), signed: v.manifest.name });
+            }
+            Ok(Some(v)) if sigstore.is_some() => {
+                let signed = sigstore.expect("checked");
+                match self.trusted_publisher(plugin, &signed, &v.manifest) {
+                    Ok(p) => {
+                        return Ok((
+                            package.component,
+                            Provenance::Signed {
+                                key_name: p.name.clone(),
+                                manifest: Box::new(v.manifest),
+                                public_key: String::new(),
+                                sigstore: Some(signed),
+                            },
+                        ));
+                    }
+                    Err(e @ PackageError::OutsideKeyWindow { .. }) => return Err(e),
+                    Err(e) => e,
+                }
             }
             Ok(Some(v)) => match self.keys.iter().find(|k| k.public_key == v.public_key) {
                 Some(k) => {
@@ -689,6 +678,7 @@ impl TrustPolicy {
                             manifest: Box::new(v.manifest),
                             key_name: k.name.clone(),
                             public_key: v.public_key,
+                            sigstore: None,
                         },
                     ));
                 }
@@ -701,6 +691,9 @@ impl TrustPolicy {
             let reason = match &refusal {
                 PackageError::Untrusted { author, key, .. } => {
                     format!("signed by untrusted author {author:?} with key {}", fingerprint(key))
+                }
+                PackageError::UntrustedPublisher { signer, .. } => {
+                    format!("signed through Sigstore by untrusted publisher {signer}")
                 }
                 _ => "unsigned".into(),
             };
@@ -728,10 +721,18 @@ impl TrustPolicy {
             });
         }
         let signer = match provenance {
-            Provenance::Signed { public_key, .. } => Some(public_key.as_str()),
+            Provenance::Signed { sigstore: Some(s), .. } => Some(window::Signer::Sigstore(s)),
+            Provenance::Signed { public_key, .. } => Some(window::Signer::Ed25519(public_key.as_str())),
             _ => None,
         };
-        self.check_revoked(plugin, signer, digest)?;
+        self.check_revoked(plugin, signer.as_ref(), digest)?;
+        if let Provenance::Signed { sigstore: Some(s), manifest, .. } = provenance {
+            return match self.trusted_publisher(plugin, s, manifest) {
+                Ok(_) => Ok(()),
+                Err(_) if self.allow_unsigned => Ok(()),
+                Err(e) => Err(e),
+            };
+        }
         let trusted = match provenance {
             Provenance::Signed { public_key, manifest, .. } => {
                 self.keys.iter().find(|k| &k.public_key == public_key).map(|k| (k, manifest))
@@ -758,8 +759,14 @@ pub fn component_digest(bytes: &[u8]) -> Result<String, PackageError> {
     Ok(sha256_hex(parse(bytes)?.component))
 }
 
+mod error;
+mod lock;
+mod publishers;
 mod revocation;
 mod window;
+pub use error::PackageError;
+pub use lock::{LockEntry, LockFile};
+pub use publishers::{Publisher, PublisherConfig, SigstoreConfig, SigstoreSigned, publisher_window};
 pub use revocation::{MAX_REVOKED_PER_LIST, Revocation, RevocationList};
 pub use window::{TrustEntryError, check_key_window, check_revoked_entry};
 #[cfg(test)]

@@ -16,5 +16,6 @@
 pub mod builtin;
 pub mod catalogue;
 pub mod oci;
+pub mod sigstore;
 
 use toolhost_core::{runtime, tool};

@@ -9,13 +9,7 @@ fn component() -> Vec<u8> {
 }
 
 fn policy(k: &KeyPair) -> TrustPolicy {
-    TrustPolicy {
-        keys: vec![k.public()],
-        allow_unsigned: false,
-        lock: None,
-        revoked: Vec::new(),
-        published: Vec::new(),
-    }
+    TrustPolicy { keys: vec![k.public()], ..TrustPolicy::default() }
 }
 
 #[test]
@@ -45,7 +39,8 @@ fn signed_by_a_trusted_key_is_admitted_and_the_section_stripped() {
         Provenance::Signed {
             manifest: Box::new(manifest.clone()),
             key_name: "alice".into(),
-            public_key: k.public().public_key
+            public_key: k.public().public_key,
+            sigstore: None,
         }
     );
     // Re-signing replaces the section rather than stacking another.
@@ -197,6 +192,7 @@ fn a_plugin_signed_outside_its_keys_window_is_refused_with_the_dates() {
         manifest: Box::new(Manifest { signed_at: None, ..manifest }),
         key_name: "alice".into(),
         public_key: alice.public().public_key,
+        sigstore: None,
     };
     let err = expired.still_admits("demo", &sha256_hex(&component()), &old).unwrap_err();
     assert!(err.to_string().contains("with no signing time"), "{err}");

@@ -219,7 +219,17 @@ fn fallback_policy(cfg: &toolhost::config::Config, lock: &std::path::Path, allow
         lock: LockFile::read(lock).ok(),
         revoked: cfg.trust.revoked.clone(),
         published: Vec::new(),
+        // Publishers whose key files read, and the trusted root when it reads.
+        publishers: cfg.trust.publishers.iter().filter_map(|p| p.resolve(|f| read_text(cfg, f)).ok()).collect(),
+        sigstore_root: cfg.trust.sigstore.trusted_root.as_ref().and_then(|f| {
+            let text = read_text(cfg, f).ok()?;
+            toolhost::sigstore::TrustedRoot::from_json(&text).ok().map(std::sync::Arc::new)
+        }),
     }
+}
+
+fn read_text(cfg: &toolhost::config::Config, f: &std::path::Path) -> Result<String, String> {
+    toolhost::runtime::private::read_obeyed(&cfg.resolve(f), 4 << 20).map_err(|e| e.to_string())
 }
 
 fn plural(n: usize) -> &'static str {

@@ -6,8 +6,25 @@ use toolhost::tool::Provider as _;
 
 /// Sign a component: appends a manifest (name, version, author,
 /// description, the capabilities its imports ask for, its sha256, and what
-/// it asks of the operator: origins, secrets, memory) and an ed25519
-/// signature, as a custom section. Replaces an earlier signature.
+/// it asks of the operator: origins, secrets, memory) and a signature over
+/// it, as a custom section. Replaces an earlier signature.
+///
+/// Three ways to sign, one of them required:
+///   --key FILE.key        an ed25519 key from `toolhost keygen` (trust.keys)
+///   --sigstore            keyless, through Sigstore: a short-lived certificate
+///                         from Fulcio for your OIDC identity, logged in Rekor;
+///                         hosts trust it by identity and issuer (trust.publishers)
+///   --sigstore-key FILE   Sigstore with your own ECDSA P-256 key (PEM), logged
+///                         in Rekor; hosts trust the public key (trust.publishers
+///                         with key_file)
+///
+/// Keyless signing needs an OIDC identity token with audience `sigstore`:
+/// --identity-token or $SIGSTORE_ID_TOKEN, or, in a GitHub Actions job with
+/// `id-token: write`, the job's own (found by itself). The public-good
+/// instance (fulcio.sigstore.dev, rekor.sigstore.dev) is the default;
+/// --fulcio-url and --rekor-url name another. The bundle is checked against
+/// the trusted root before the file is written, when the root is known:
+/// the public-good one, or trust.sigstore.trusted_root.
 ///
 /// What a plugin asks for is shown by `inspect` and `verify`; the operator
 /// decides. A host holds a plugin whose manifest names a secret not set
@@ -18,9 +35,29 @@ use toolhost::tool::Provider as _;
 pub struct Sign {
     /// The component file.
     file: PathBuf,
-    /// The secret key file from `toolhost keygen`.
-    #[arg(long, value_name = "FILE.key")]
-    key: PathBuf,
+    /// The secret key file from `toolhost keygen` (ed25519).
+    #[arg(long, value_name = "FILE.key", required_unless_present_any = ["sigstore", "sigstore_key"], conflicts_with_all = ["sigstore", "sigstore_key"])]
+    key: Option<PathBuf>,
+    /// Sign keyless through Sigstore, as your OIDC identity.
+    #[arg(long, conflicts_with = "sigstore_key")]
+    sigstore: bool,
+    /// Sign through Sigstore with this ECDSA P-256 private key (PEM), logged
+    /// in Rekor.
+    #[arg(long, value_name = "FILE.pem")]
+    sigstore_key: Option<PathBuf>,
+    /// The OIDC identity token for --sigstore (audience `sigstore`).
+    #[arg(long, value_name = "JWT", env = "SIGSTORE_ID_TOKEN", hide_env_values = true)]
+    identity_token: Option<String>,
+    /// Fulcio, for --sigstore.
+    #[arg(long, value_name = "URL", default_value = toolhost::sigstore_signing::PUBLIC_FULCIO)]
+    fulcio_url: String,
+    /// Rekor, for --sigstore and --sigstore-key.
+    #[arg(long, value_name = "URL", default_value = toolhost::sigstore_signing::PUBLIC_REKOR)]
+    rekor_url: String,
+    /// The author named in the manifest, for Sigstore signatures [default:
+    /// the token's email (keyless), the key file's stem (keyed)].
+    #[arg(long, value_name = "NAME")]
+    author: Option<String>,
     /// Plugin version.
     #[arg(long, value_name = "SEMVER", default_value = "0.1.0")]
     version: String,
@@ -58,7 +95,7 @@ pub struct Sign {
 
 impl Sign {
     pub fn run(self) -> Result<ExitCode> {
-        let key = toolhost::package::KeyPair::load(&self.key)?;
+        let key = self.key.as_deref().map(toolhost::package::KeyPair::load).transpose()?;
         let bytes = std::fs::read(&self.file).with_context(|| format!("reading {}", self.file.display()))?;
         let name = self.name.clone().unwrap_or_else(|| toolhost::runtime::plugin_name_from_path(&self.file));
         if !toolhost::tool::valid_tool_name(&name) {
@@ -81,7 +118,8 @@ impl Sign {
         let limits = &mut builder.config_mut().limits;
         limits.memory_mib = limits.memory_mib.max(self.memory_mib);
         let cache = self.cache_dir.clone().map_or(toolhost::CacheChoice::Default, toolhost::CacheChoice::Dir);
-        let runtime = builder.cache(cache).runtime()?;
+        let builder = builder.cache(cache);
+        let runtime = builder.runtime()?;
         let component = toolhost::package::parse(&bytes)?.component;
         let compiled = runtime.compile(&name, component)?;
         // What it asks for, as `inspect` says it: its imports, less those
@@ -114,20 +152,29 @@ impl Sign {
             anyhow::bail!("--memory-mib must be at least 1");
         }
         let asks = toolhost::package::Asks { http_hosts, secrets: self.secrets.clone(), memory_mib: self.memory_mib };
-        let description = match self.description {
+        let description = match self.description.clone() {
             Some(d) => d,
             None => match runtime.instantiate_compiled(compiled, Default::default()) {
                 Ok(p) => format!("tools: {}", p.tools().iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", ")),
                 Err(_) => String::new(),
             },
         };
-        let (package, manifest) = key.sign_with_asks(&bytes, &name, &self.version, &description, caps, asks)?;
+        let (package, manifest) = match &key {
+            Some(key) => key.sign_with_asks(&bytes, &name, &self.version, &description, caps, asks)?,
+            None => self.sign_sigstore(&builder, &bytes, &name, &description, caps, asks)?,
+        };
         let out = self.output.unwrap_or_else(|| self.file.clone());
         let tmp = out.with_extension("wasm.signing");
         std::fs::write(&tmp, &package)
             .and_then(|()| std::fs::rename(&tmp, &out))
             .with_context(|| format!("writing {}", out.display()))?;
         println!("signed {} as {} {} by {}", out.display(), manifest.name, manifest.version, manifest.author);
+        if let Ok(Some(v)) = toolhost::package::parse(&package).and_then(|p| p.verify(&name))
+            && let Some(b) = &v.bundle
+        {
+            let entry = &b.verification_material.tlog_entries[0];
+            println!("  through Sigstore: logged in {} at index {}", self.rekor_url, entry.log_index);
+        }
         println!("  component sha256 {}", manifest.sha256);
         println!(
             "  asks for: {}",
@@ -140,5 +187,66 @@ impl Sign {
             println!("  asks {ask}");
         }
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl Sign {
+    /// The manifest signed through Sigstore (keyless or keyed).
+    fn sign_sigstore(
+        &self,
+        builder: &toolhost::HostBuilder,
+        bytes: &[u8],
+        name: &str,
+        description: &str,
+        caps: Vec<String>,
+        asks: toolhost::package::Asks,
+    ) -> Result<(Vec<u8>, toolhost::package::Manifest)> {
+        use toolhost::sigstore_signing as signing;
+        let at = signing::Instance { fulcio: self.fulcio_url.clone(), rekor: self.rekor_url.clone() };
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let (manifest, text, bundle) = match &self.sigstore_key {
+            Some(file) => {
+                let pem = std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+                let key = signing::SigningKey::from_pem(&pem, &file.display().to_string())?;
+                let author = self.author.clone().unwrap_or_else(|| toolhost::runtime::plugin_name_from_path(file));
+                let (manifest, text) =
+                    toolhost::package::Manifest::prepare(bytes, name, &self.version, &author, description, caps, asks)?;
+                let bundle = rt.block_on(signing::sign_with_key(text.as_bytes(), &key, &at))?;
+                (manifest, text, bundle)
+            }
+            None => {
+                let token = match &self.identity_token {
+                    Some(t) => t.trim().to_string(),
+                    None => rt.block_on(signing::ambient_token())?.ok_or_else(|| {
+                        anyhow::anyhow!(
+                            "--sigstore needs an OIDC identity token (audience `sigstore`): pass --identity-token or set SIGSTORE_ID_TOKEN; in GitHub Actions, give the job `permissions: id-token: write`"
+                        )
+                    })?,
+                };
+                let claims = signing::TokenClaims::read(&token)?;
+                let author = self.author.clone().unwrap_or_else(|| claims.identity().to_string());
+                let (manifest, text) =
+                    toolhost::package::Manifest::prepare(bytes, name, &self.version, &author, description, caps, asks)?;
+                let bundle = rt.block_on(signing::sign_keyless(text.as_bytes(), &token, &at))?;
+                (manifest, text, bundle)
+            }
+        };
+        // Checked before anything is written, when the instance's root is known.
+        let public = at.fulcio == signing::PUBLIC_FULCIO && at.rekor == signing::PUBLIC_REKOR;
+        if public || builder.config().trust.sigstore.trusted_root.is_some() {
+            let root = builder.trust()?.sigstore_root();
+            toolhost::sigstore::verify(&bundle, text.as_bytes(), &root).map_err(|e| {
+                anyhow::anyhow!(
+                    "the bundle Sigstore returned does not verify, so hosts would refuse it: {e}{}",
+                    if public { "" } else { " (is trust.sigstore.trusted_root this instance's root?)" }
+                )
+            })?;
+        } else {
+            eprintln!(
+                "note: not checked here: no trusted root for {} (set trust.sigstore.trusted_root to check before writing)",
+                at.fulcio
+            );
+        }
+        Ok((toolhost::package::with_sigstore(bytes, &text, bundle)?, manifest))
     }
 }

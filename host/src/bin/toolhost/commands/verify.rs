@@ -7,7 +7,13 @@ use std::process::ExitCode;
 use toolhost::HostBuilder;
 
 /// Check a package's signature and say whether this host would load it
-/// (trust.keys, trust.allow_unsigned, the lock file). Exit 1 if not.
+/// (trust.keys, trust.publishers, trust.allow_unsigned, the lock file).
+/// Exit 1 if not.
+///
+/// A Sigstore bundle is verified offline, under trust.sigstore.trusted_root
+/// (default: the public-good instance's root): its log entry, certificate
+/// chain at the log's time, SCT and signature. --bundle-out writes the
+/// bundle, and the manifest it signs, for other Sigstore tools.
 #[derive(Debug, clap::Args)]
 pub struct Verify {
     /// The component file.
@@ -15,6 +21,11 @@ pub struct Verify {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Write the package's Sigstore bundle to FILE, and the signed manifest
+    /// (the artifact it signs) beside it as FILE's stem + `.manifest.json`,
+    /// for `sigstore verify identity --bundle FILE MANIFEST` or cosign.
+    #[arg(long, value_name = "FILE")]
+    bundle_out: Option<PathBuf>,
     #[command(flatten)]
     config: ConfigArgs,
     #[command(flatten)]
@@ -28,7 +39,27 @@ impl Verify {
         let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
         let name = toolhost::runtime::plugin_name_from_path(file);
         let package = toolhost::package::parse(&bytes)?;
-        let signature = package.verify(&name);
+        let mut signature = package.verify(&name);
+        // The Sigstore bundle, verified under this host's trusted root.
+        let mut sigstore = None;
+        if let Ok(Some(v)) = &signature {
+            match policy.verify_bundle(&name, v) {
+                Ok(s) => sigstore = s,
+                Err(e) => signature = Err(e),
+            }
+        }
+        if let (Some(out), Ok(Some(v))) = (&self.bundle_out, &package.verify(&name)) {
+            let (Some(bundle), Some(text)) = (&v.bundle, v.manifest_text()) else {
+                anyhow::bail!("--bundle-out: {} has no Sigstore bundle", file.display());
+            };
+            std::fs::write(out, bundle.to_json()).with_context(|| format!("writing {}", out.display()))?;
+            let manifest = out.with_file_name(format!(
+                "{}.manifest.json",
+                out.file_stem().unwrap_or_default().to_string_lossy().trim_end_matches(".sigstore")
+            ));
+            std::fs::write(&manifest, text).with_context(|| format!("writing {}", manifest.display()))?;
+            eprintln!("wrote {} and the manifest it signs, {}", out.display(), manifest.display());
+        }
         let decision = policy.admit(&name, &bytes);
         if self.json {
             print_json(&json!({
@@ -40,6 +71,7 @@ impl Verify {
                         "public_key": v.public_key,
                         "key_id": v.fingerprint(),
                         "key_name": policy.key_name(&v.public_key),
+                        "sigstore": sigstore,
                         "manifest": v.manifest,
                     }),
                     Ok(None) => json!({"valid": false, "reason": "not signed"}),
@@ -55,14 +87,14 @@ impl Verify {
             match &signature {
                 Ok(Some(v)) => {
                     let m = &v.manifest;
-                    println!(
-                        "{}: signature valid: {} {} by {} (key {})",
-                        file.display(),
-                        m.name,
-                        m.version,
-                        m.author,
-                        toolhost::package::named_fingerprint(&v.public_key, policy.key_name(&v.public_key))
-                    );
+                    let by = match &sigstore {
+                        Some(s) => format!(", signed by {}", s.describe()),
+                        None => format!(
+                            " (key {})",
+                            toolhost::package::named_fingerprint(&v.public_key, policy.key_name(&v.public_key))
+                        ),
+                    };
+                    println!("{}: signature valid: {} {} by {}{by}", file.display(), m.name, m.version, m.author);
                     println!("  component sha256 {}", m.sha256);
                     println!(
                         "  asks for: {}",

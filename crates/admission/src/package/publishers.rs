@@ -1,0 +1,231 @@
+//! Sigstore publishers: packages whose section carries a Sigstore bundle
+//! over the manifest, trusted by identity and issuer (keyless) or by key
+//! (`--sigstore-key`), as `trust.publishers` names them.
+
+use super::{Manifest, PackageError, TrustPolicy, window};
+use crate::sigstore::{self, Bundle, Signer, TrustedRoot};
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+
+/// One entry of `trust.publishers`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PublisherConfig {
+    /// The certificate identity a keyless signature must carry: the email
+    /// or URI in its SAN (`alice@example.org`,
+    /// `https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main`).
+    pub identity: Option<String>,
+    /// The OIDC issuer that must have vouched for it
+    /// (`https://accounts.google.com`, `https://token.actions.githubusercontent.com`).
+    pub issuer: Option<String>,
+    /// A PEM public key (ECDSA P-256 or P-384) for bundles signed with
+    /// `toolhost sign --sigstore-key`, in place of identity and issuer.
+    pub key_file: Option<PathBuf>,
+    /// A name for reports [default: the identity, or the key file's stem].
+    pub name: Option<String>,
+    /// Plugins the log saw signed before this time (RFC 3339) are refused.
+    pub not_before: Option<String>,
+    /// Plugins the log saw signed after this time (RFC 3339) are refused.
+    pub not_after: Option<String>,
+}
+
+/// `trust.sigstore`: where Sigstore's trust comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SigstoreConfig {
+    /// Sigstore's trusted-root JSON for the instance the publishers sign
+    /// with [default: the public-good instance's, compiled in].
+    pub trusted_root: Option<PathBuf>,
+}
+
+/// A publisher the policy trusts, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Publisher {
+    /// Its name in reports.
+    pub name: String,
+    /// What it signs as.
+    pub signer: Signer,
+    /// `not_before`, RFC 3339.
+    pub not_before: Option<String>,
+    /// `not_after`, RFC 3339.
+    pub not_after: Option<String>,
+}
+
+impl PublisherConfig {
+    /// Resolves an entry; `read_key` reads a key file (the caller resolves
+    /// its path and its ownership).
+    pub fn resolve(&self, read_key: impl Fn(&PathBuf) -> Result<String, String>) -> Result<Publisher, String> {
+        let signer = match (&self.identity, &self.issuer, &self.key_file) {
+            (Some(identity), Some(issuer), None) => {
+                Signer::Identity { identity: identity.clone(), issuer: issuer.clone() }
+            }
+            (None, None, Some(file)) => {
+                let pem = read_key(file)?;
+                let spki = sigstore::spki_from_pem(&pem)
+                    .ok_or_else(|| format!("{}: not a PEM public key (-----BEGIN PUBLIC KEY-----)", file.display()))?;
+                Signer::Key { key_id: sigstore::spki_id(&spki) }
+            }
+            (Some(_), None, None) | (None, Some(_), None) => {
+                return Err("name both identity and issuer: a keyless signature is trusted only for the pair".into());
+            }
+            (None, None, None) => return Err("name identity and issuer, or key_file".into()),
+            _ => return Err("name identity and issuer, or key_file, not both".into()),
+        };
+        let name = self.name.clone().unwrap_or_else(|| match (&signer, &self.key_file) {
+            (Signer::Identity { identity, .. }, _) => identity.clone(),
+            (Signer::Key { .. }, Some(f)) => {
+                let file = f.file_name().map_or_else(String::new, |s| s.to_string_lossy().into_owned());
+                let stem = file.strip_suffix(".pem").unwrap_or(&file);
+                stem.strip_suffix(".pub").unwrap_or(stem).to_string()
+            }
+            (Signer::Key { key_id }, None) => key_id.clone(),
+        });
+        let p = Publisher { name, signer, not_before: self.not_before.clone(), not_after: self.not_after.clone() };
+        super::window::check_window_times(p.not_before.as_deref(), p.not_after.as_deref())?;
+        Ok(p)
+    }
+}
+
+/// How a Sigstore-signed plugin was verified, kept with its provenance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SigstoreSigned {
+    /// The certificate identity (keyless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity: Option<String>,
+    /// The OIDC issuer (keyless).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub issuer: Option<String>,
+    /// The key id (keyed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// When the transparency log saw it signed (RFC 3339).
+    pub logged_at: String,
+    /// Its index in the log.
+    pub log_index: u64,
+}
+
+impl SigstoreSigned {
+    pub(super) fn new(v: &sigstore::Verified) -> SigstoreSigned {
+        let (identity, issuer, key_id) = match &v.signer {
+            Signer::Identity { identity, issuer } => (Some(identity.clone()), Some(issuer.clone()), None),
+            Signer::Key { key_id } => (None, None, Some(key_id.clone())),
+        };
+        SigstoreSigned { identity, issuer, key_id, logged_at: rfc3339(v.logged_at), log_index: v.log_index }
+    }
+
+    /// The signer, as the trust policy matches it.
+    pub fn signer(&self) -> Signer {
+        match (&self.identity, &self.issuer, &self.key_id) {
+            (_, _, Some(key_id)) => Signer::Key { key_id: key_id.clone() },
+            (identity, issuer, None) => Signer::Identity {
+                identity: identity.clone().unwrap_or_default(),
+                issuer: issuer.clone().unwrap_or_default(),
+            },
+        }
+    }
+
+    /// What `trust.revoked` may name of it: its identity, or its key id.
+    pub fn revocable(&self) -> String {
+        self.key_id.clone().or_else(|| self.identity.clone()).unwrap_or_default()
+    }
+
+    /// One phrase: `alice@example.org (issuer https://...) through Sigstore, logged at ...`.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} through Sigstore, logged at {} (log index {})",
+            self.signer().describe(),
+            self.logged_at,
+            self.log_index
+        )
+    }
+}
+
+fn rfc3339(t: i64) -> String {
+    chrono::DateTime::from_timestamp(t, 0)
+        .map_or_else(|| t.to_string(), |d| d.to_rfc3339_opts(chrono::SecondsFormat::Secs, true))
+}
+
+static PUBLIC_GOOD: OnceLock<Arc<TrustedRoot>> = OnceLock::new();
+
+impl TrustPolicy {
+    /// The trusted root Sigstore bundles are verified under.
+    pub fn sigstore_root(&self) -> Arc<TrustedRoot> {
+        self.sigstore_root
+            .clone()
+            .unwrap_or_else(|| PUBLIC_GOOD.get_or_init(|| Arc::new(TrustedRoot::public_good())).clone())
+    }
+
+    /// Verifies a Sigstore bundle over `manifest_text` for `plugin`.
+    pub(super) fn verify_sigstore(
+        &self,
+        plugin: &str,
+        bundle: &Bundle,
+        manifest_text: &str,
+    ) -> Result<SigstoreSigned, PackageError> {
+        sigstore::verify(bundle, manifest_text.as_bytes(), &self.sigstore_root())
+            .map(|v| SigstoreSigned::new(&v))
+            .map_err(|e| PackageError::BadSignature { plugin: plugin.to_string(), reason: e.to_string() })
+    }
+
+    /// The publisher that trusts `signed`, when one does, and its window
+    /// holds at the log's time.
+    pub(super) fn trusted_publisher(
+        &self,
+        plugin: &str,
+        signed: &SigstoreSigned,
+        manifest: &Manifest,
+    ) -> Result<&Publisher, PackageError> {
+        let signer = signed.signer();
+        let Some(p) = self.publishers.iter().find(|p| p.signer == signer) else {
+            return Err(PackageError::UntrustedPublisher {
+                plugin: plugin.to_string(),
+                signer: signer.describe(),
+                author: manifest.author.clone(),
+                trusted: self.publishers.iter().map(|p| p.signer.describe()).collect(),
+            });
+        };
+        let at = chrono::DateTime::parse_from_rfc3339(&signed.logged_at).ok().map(|t| t.timestamp());
+        let parse = |t: &Option<String>| t.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
+        let inside = at.is_some_and(|at| {
+            parse(&p.not_before).is_none_or(|from| at >= from.timestamp())
+                && parse(&p.not_after).is_none_or(|to| at <= to.timestamp())
+        });
+        if !inside {
+            return Err(PackageError::OutsideKeyWindow {
+                plugin: plugin.to_string(),
+                key: p.name.clone(),
+                signed_at: Some(format!("{} (the transparency log's time)", signed.logged_at)),
+                not_before: p.not_before.clone(),
+                not_after: p.not_after.clone(),
+            });
+        }
+        Ok(p)
+    }
+}
+
+/// Why a publisher entry is refused, in words, for [`PackageError`].
+pub(super) fn trusted_list(trusted: &[String]) -> String {
+    if trusted.is_empty() {
+        "trust.publishers names none".into()
+    } else {
+        format!("trust.publishers names {}", trusted.join("; "))
+    }
+}
+
+/// `window` for publishers' reports.
+pub fn publisher_window(p: &Publisher) -> String {
+    window::window(p.not_before.as_deref(), p.not_after.as_deref())
+}
+
+impl TrustPolicy {
+    /// Verifies the Sigstore bundle of a verified package under this
+    /// policy's trusted root (`None`: it has none). Whether the publisher
+    /// is trusted is not decided here: see [`TrustPolicy::admit`].
+    pub fn verify_bundle(&self, plugin: &str, v: &super::Verified) -> Result<Option<SigstoreSigned>, PackageError> {
+        match &v.bundle {
+            None => Ok(None),
+            Some(b) => self.verify_sigstore(plugin, b, &v.manifest_text).map(Some),
+        }
+    }
+}
