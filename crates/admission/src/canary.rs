@@ -460,7 +460,7 @@ impl crate::Admission {
             .collect()
     }
 
-    /// [`Admission::end_canaries_locked`], taking the install lock.
+    /// `Admission::end_canaries_locked`, taking the install lock.
     pub fn end_canaries(&self, why: &str) -> Vec<crate::PluginChange> {
         let _one = self.one_at_a_time();
         self.end_canaries_locked(why)
