@@ -72,11 +72,23 @@ impl Market {
         let store = builder.oci_store()?;
         // A revoked key is not trusted here, whatever trust.keys says.
         let policy = builder.trust()?;
+        // Sigstore publishers as entries name them (`Verified::fingerprint`):
+        // what the entry claims, which `install` holds to the component.
+        let revoked =
+            |id: &str| policy.revoked.iter().any(|r| r == id) || policy.published.iter().any(|r| r.entry == id);
+        let publishers = policy.publishers.iter().filter(|p| {
+            let id = match &p.signer {
+                crate::sigstore::Signer::Identity { identity, .. } => identity,
+                crate::sigstore::Signer::Key { key_id } => key_id,
+            };
+            !revoked(id)
+        });
         let trusted = policy
             .keys
             .iter()
             .map(|k| crate::package::fingerprint(&k.public_key))
-            .filter(|id| !policy.revoked.contains(id) && !policy.published.iter().any(|r| &r.entry == id))
+            .filter(|id| !revoked(id))
+            .chain(publishers.map(|p| p.signer.describe()))
             .collect();
         Ok(Market { builder, store, trusted })
     }

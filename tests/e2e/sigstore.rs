@@ -5,7 +5,7 @@
 //! of the bundles toolhost makes.
 
 use crate::common::stderr;
-use crate::oci::{ok, run};
+use crate::oci::{Registry, ok, run};
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -272,4 +272,98 @@ fn a_keyed_publisher_is_trusted_by_its_key_file_and_revocable_by_key_id() {
         "{}",
         both(&o)
     );
+}
+
+/// GET `path` from a registry on loopback: the body, or `None` on 404.
+fn registry_get(addr: &str, path: &str, accept: &str) -> Option<Vec<u8>> {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\nAccept: {accept}\r\n\r\n").unwrap();
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let split = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&answer[..split]).to_string();
+    if head.starts_with("HTTP/1.0 404") || head.starts_with("HTTP/1.1 404") {
+        return None;
+    }
+    assert!(head.contains(" 200 "), "{path}: {head}");
+    Some(answer[split + 4..].to_vec())
+}
+
+#[test]
+fn a_pushed_sigstore_plugin_has_its_bundle_beside_it_and_installs_from_the_marketplace_by_identity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let inst = Instance::start(dir);
+    let reg = Registry::start(dir, None);
+    config(dir, &inst, &format!("  publishers:\n    - identity: {ALICE}\n      issuer: {ISSUER}\n"));
+    let token = inst.token(ALICE, ISSUER);
+    let url = inst.url.as_str();
+    ok(&sign(dir, &["--sigstore", "--identity-token", &token, "--fulcio-url", url, "--rekor-url", url]));
+    let reference = reg.reference("alice/swap:1.0.0");
+    let pushed = ok(&run(dir, &["push", "signed/swap.wasm", &reference]));
+    let digest = pushed.lines().find_map(|l| l.trim().strip_prefix("digest ")).unwrap().to_string();
+    let tag = digest.replace(':', "-");
+    assert!(
+        pushed.contains(&format!("sigstore bundle beside it: a referrer of its manifest, listed at tag {tag}")),
+        "{pushed}"
+    );
+
+    // The referrers tag schema: an index at sha256-<hex> naming a manifest
+    // of the bundle's type whose subject is the plugin's manifest.
+    let addr = reference.trim_start_matches("oci://").split('/').next().unwrap().to_string();
+    let index =
+        registry_get(&addr, &format!("/v2/alice/swap/manifests/{tag}"), "application/vnd.oci.image.index.v1+json")
+            .expect("the referrers index");
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    let bundle_type = "application/vnd.dev.sigstore.bundle.v0.3+json";
+    let listed = &index["manifests"][0];
+    assert_eq!(listed["artifactType"], bundle_type, "{index}");
+    let referrer = registry_get(
+        &addr,
+        &format!("/v2/alice/swap/manifests/{}", listed["digest"].as_str().unwrap()),
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+    .unwrap();
+    let referrer: serde_json::Value = serde_json::from_slice(&referrer).unwrap();
+    assert_eq!(referrer["subject"]["digest"], digest.as_str(), "{referrer}");
+    let layer = referrer["layers"][0]["digest"].as_str().unwrap();
+    let bundle = registry_get(&addr, &format!("/v2/alice/swap/blobs/{layer}"), "*/*").unwrap();
+    std::fs::write(dir.join("swap.sigstore.json"), &bundle).unwrap();
+
+    // The bundle from the registry, over the manifest of the pulled file:
+    // sigstore-python verifies it.
+    std::fs::create_dir_all(dir.join("pulled")).unwrap();
+    ok(&run(dir, &["pull", &reference, "-o", "pulled/swap.wasm"]));
+    ok(&run(dir, &["verify", "pulled/swap.wasm", "--bundle-out", "local.sigstore.json"]));
+    std::fs::rename(dir.join("local.manifest.json"), dir.join("swap.manifest.json")).unwrap();
+    let py = sigstore_python_verifies(dir, &inst, ALICE, ISSUER);
+    assert!(py.status.success(), "sigstore-python:\n{}", both(&py));
+    // Through the marketplace: published to a catalogue, found as trusted
+    // here (by identity), installed into a serving host.
+    let catalogue = reg.reference("toolhost/catalogue");
+    let market = format!(
+        "plugins:\n  builtins: false\nmarketplace:\n  catalogues: [\"{catalogue}\"]\ntrust:\n  sigstore:\n    trusted_root: {}\n  publishers:\n    - identity: {ALICE}\n      issuer: {ISSUER}\n",
+        inst.trusted_root.display()
+    );
+    std::fs::write(dir.join("toolhost.yaml"), &market).unwrap();
+    ok(&run(dir, &["publish", "signed/swap.wasm", &reg.reference("alice/swap:1.0.1"), "--catalogue", &catalogue]));
+    let hits: serde_json::Value = serde_json::from_str(&ok(&run(dir, &["search", "version", "--json"]))).unwrap();
+    assert_eq!(hits[0]["name"], "swap", "{hits}");
+    assert_eq!(hits[0]["publisher"]["key_id"], format!("{ALICE} (issuer {ISSUER})"), "{hits}");
+    assert_eq!(hits[0]["trusted"], true, "{hits}");
+    let mut serve = crate::oci::th(dir);
+    serve.args(["serve", "--http", "127.0.0.1:0"]);
+    let (_host, _url) = crate::live::spawn_serving(serve);
+    let out = ok(&run(dir, &["install", "swap"]));
+    assert!(out.contains("installed swap 1.0.0"), "{out}");
+    let list = ok(&run(dir, &["plugin", "list", "--json"]));
+    assert!(list.contains("slow_version") && list.contains("through Sigstore"), "{list}");
+
+    // Pushing again lists the bundle once.
+    ok(&run(dir, &["push", "signed/swap.wasm", &reference]));
+    let index =
+        registry_get(&addr, &format!("/v2/alice/swap/manifests/{tag}"), "application/vnd.oci.image.index.v1+json")
+            .unwrap();
+    let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
+    assert_eq!(index["manifests"].as_array().unwrap().len(), 1, "{index}");
 }

@@ -125,6 +125,7 @@ pub use toolhost_config::OciConfig;
 pub use credentials::Credentials;
 pub(crate) use reference::is_sha256_digest;
 pub use reference::{OciRef, is_reference, path_is_reference};
+pub use referrers::{INDEX_MEDIA_TYPE, referrers_tag};
 
 /// Whether `registry` (`host[:port]`) is this machine (the one loopback
 /// rule: [`toolhost_base::net::is_loopback_host`]).
@@ -170,6 +171,8 @@ pub struct Pushed {
     pub layer_digest: String,
     /// Bytes pushed (layer, config, manifest).
     pub bytes: usize,
+    /// The manifest's size, for referrers that name it as their subject.
+    pub manifest_size: usize,
 }
 
 /// Component facts for the artifact's config (`component.imports/exports`).
@@ -373,10 +376,11 @@ impl OciStore {
             message: format!("encoding the manifest: {e}"),
         })?;
         let total = package.len() + config.len() + manifest.len();
+        let manifest_size = manifest.len();
         let digest =
             self.push_parts(r, vec![(package.to_vec(), layer_digest.clone()), (config, config_digest)], manifest)?;
         tracing::info!(reference = %r, %digest, "pushed");
-        Ok(Pushed { digest, layer_digest, bytes: total })
+        Ok(Pushed { digest, layer_digest, bytes: total, manifest_size })
     }
 
     /// Pushes `blobs` (each with its sha256 digest), then `manifest` (an
@@ -387,6 +391,18 @@ impl OciStore {
         r: &OciRef,
         blobs: Vec<(Vec<u8>, String)>,
         manifest: Vec<u8>,
+    ) -> Result<String, OciError> {
+        self.push_typed(r, blobs, manifest, MANIFEST_MEDIA_TYPE)
+    }
+
+    /// [`OciStore::push_parts`] for a manifest of media type `content_type`
+    /// (an image index, say), at `r`'s tag or digest.
+    pub(crate) fn push_typed(
+        &self,
+        r: &OciRef,
+        blobs: Vec<(Vec<u8>, String)>,
+        manifest: Vec<u8>,
+        content_type: &'static str,
     ) -> Result<String, OciError> {
         let (client, registry) = self.client(r);
         let auth = self.auth(r)?;
@@ -399,7 +415,7 @@ impl OciStore {
             for (bytes, digest) in blobs {
                 client.push_blob(&reference, bytes, &digest).await.map_err(err)?;
             }
-            let ct = http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE);
+            let ct = http::HeaderValue::from_static(content_type);
             client.push_manifest_raw(&reference, manifest, ct).await.map_err(err)?;
             Ok(())
         })?;
@@ -652,6 +668,7 @@ impl OciStore {
 pub(crate) mod bounded;
 mod credentials;
 pub(crate) mod reference;
+mod referrers;
 
 /// A bounded reader's error as an [`OciError`]: the registry out of reach,
 /// an answer over its limit (refused), or the registry's own error.

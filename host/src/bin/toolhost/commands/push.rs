@@ -11,7 +11,11 @@ use toolhost::oci::{ComponentInfo, OciRef, annotations as ann};
 
 /// Push a signed plugin to an OCI registry as a Wasm OCI artifact (config
 /// `application/vnd.wasm.config.v0+json`, one `application/wasm` layer: the
-/// file as it is, signature included). The signed manifest's fields (name,
+/// file as it is, signature included). A plugin signed through Sigstore
+/// also gets its bundle beside it: an artifact of type
+/// `application/vnd.dev.sigstore.bundle.v0.3+json` whose subject is the
+/// plugin's manifest, listed at tag `sha256-<hex>` (the OCI referrers tag
+/// schema). The signed manifest's fields (name,
 /// version, author, description, capabilities, the tools' declared
 /// latencies, the measured badge when this host has one, the signing key's
 /// id) become the manifest's annotations. Refuses an unsigned file unless
@@ -47,6 +51,8 @@ pub(crate) struct PushedPlugin {
     pub badges: BTreeMap<String, String>,
     /// The push.
     pub pushed: toolhost::oci::Pushed,
+    /// The referrers tag listing its Sigstore bundle, when it has one.
+    pub bundle_tag: Option<String>,
 }
 
 impl Push {
@@ -63,6 +69,9 @@ impl Push {
         println!("  digest {}", p.pushed.digest);
         println!("  pinned {}", r.at_digest(&p.pushed.digest));
         println!("  layer  {} ({} bytes) in {} ms", p.pushed.layer_digest, p.pushed.bytes, took.as_millis());
+        if let Some(tag) = &p.bundle_tag {
+            println!("  sigstore bundle beside it: a referrer of its manifest, listed at tag {tag}");
+        }
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -145,8 +154,10 @@ pub(crate) fn push_plugin(
                 a.insert(ann::AUTHORS.to_string(), m.author.clone());
                 a.insert(ann::DESCRIPTION.to_string(), m.description.clone());
                 a.insert(ann::CAPABILITIES.to_string(), m.capabilities.join(","));
-                a.insert(ann::KEY_ID.to_string(), toolhost::package::fingerprint(&v.public_key));
-                a.insert(ann::PUBLIC_KEY.to_string(), v.public_key.clone());
+                a.insert(ann::KEY_ID.to_string(), v.fingerprint());
+                if !v.public_key.is_empty() {
+                    a.insert(ann::PUBLIC_KEY.to_string(), v.public_key.clone());
+                }
             }
             None => {
                 let caps = toolhost::capabilities::CAPABILITIES.imported(&info.imports);
@@ -159,6 +170,25 @@ pub(crate) fn push_plugin(
             store.allow_insecure(r.registry());
         }
         let pushed = store.push(r, &bytes, &info, a)?;
-        Ok(PushedPlugin { name, verified, defs, badges, pushed })
+        // A Sigstore bundle also goes beside it, as a referrer of its
+        // manifest, where Sigstore and OCI tools look for signatures.
+        let mut bundle_tag = None;
+        if let Some(bundle) = verified.as_ref().and_then(|v| v.bundle.as_ref()) {
+            let annotations = serde_json::json!({
+                ann::CREATED: chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                "dev.sigstore.bundle.content": "message-signature",
+                "dev.toolhost.sigstore.artifact": "the plugin's signed manifest: `toolhost verify FILE --bundle-out` writes it",
+            });
+            let body = bundle.to_json().into_bytes();
+            store.push_referrer(
+                r,
+                (&pushed.digest, pushed.manifest_size),
+                toolhost::sigstore::MEDIA_TYPE,
+                body,
+                annotations,
+            )?;
+            bundle_tag = Some(toolhost::oci::referrers_tag(&pushed.digest));
+        }
+        Ok(PushedPlugin { name, verified, defs, badges, pushed, bundle_tag })
     }
 }
