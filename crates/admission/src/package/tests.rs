@@ -208,3 +208,46 @@ fn a_plugin_signed_outside_its_keys_window_is_refused_with_the_dates() {
         .contains("after")
     );
 }
+
+#[test]
+fn a_reload_keeps_a_sigstore_plugin_only_while_its_publisher_is_trusted_and_not_revoked() {
+    let alice = crate::sigstore::Signer::Identity {
+        identity: "alice@example.org".into(),
+        issuer: "https://accounts.example.org".into(),
+    };
+    let publisher =
+        |signer: crate::sigstore::Signer| Publisher { name: "alice".into(), signer, not_before: None, not_after: None };
+    let (manifest, _) = Manifest::prepare(&component(), "demo", "1.0.0", "alice", "", vec![], Asks::default()).unwrap();
+    let loaded = Provenance::Signed {
+        manifest: Box::new(manifest),
+        key_name: "alice".into(),
+        public_key: String::new(),
+        sigstore: Some(SigstoreSigned {
+            identity: Some("alice@example.org".into()),
+            issuer: Some("https://accounts.example.org".into()),
+            key_id: None,
+            logged_at: "2026-11-30T00:00:00Z".into(),
+            log_index: 7,
+        }),
+    };
+    let digest = sha256_hex(&component());
+    let trusting = TrustPolicy { publishers: vec![publisher(alice.clone())], ..TrustPolicy::default() };
+    trusting.still_admits("demo", &digest, &loaded).unwrap();
+    // Another issuer for the same identity is another publisher.
+    let other = crate::sigstore::Signer::Identity {
+        identity: "alice@example.org".into(),
+        issuer: "https://other.example.org".into(),
+    };
+    let moved = TrustPolicy { publishers: vec![publisher(other)], ..TrustPolicy::default() };
+    assert!(matches!(moved.still_admits("demo", &digest, &loaded), Err(PackageError::UntrustedPublisher { .. })));
+    // Revoked by identity, whatever trusts it.
+    let revoked = TrustPolicy { revoked: vec!["alice@example.org".into()], ..trusting.clone() };
+    let err = revoked.still_admits("demo", &digest, &loaded).unwrap_err();
+    assert!(err.to_string().contains("(its publisher)"), "{err}");
+    // A window the log's time falls outside.
+    let closed = TrustPolicy {
+        publishers: vec![Publisher { not_after: Some("2026-01-01T00:00:00Z".into()), ..publisher(alice) }],
+        ..TrustPolicy::default()
+    };
+    assert!(matches!(closed.still_admits("demo", &digest, &loaded), Err(PackageError::OutsideKeyWindow { .. })));
+}

@@ -9,14 +9,13 @@ use toolhost::tool::Provider as _;
 /// it asks of the operator: origins, secrets, memory) and a signature over
 /// it, as a custom section. Replaces an earlier signature.
 ///
-/// Three ways to sign, one of them required:
-///   --key FILE.key        an ed25519 key from `toolhost keygen` (trust.keys)
-///   --sigstore            keyless, through Sigstore: a short-lived certificate
-///                         from Fulcio for your OIDC identity, logged in Rekor;
-///                         hosts trust it by identity and issuer (trust.publishers)
-///   --sigstore-key FILE   Sigstore with your own ECDSA P-256 key (PEM), logged
-///                         in Rekor; hosts trust the public key (trust.publishers
-///                         with key_file)
+/// Three ways to sign, one of them required. --key FILE.key: an ed25519 key
+/// from `toolhost keygen`, which hosts trust in trust.keys. --sigstore:
+/// keyless, through Sigstore: a short-lived certificate from Fulcio for your
+/// OIDC identity, logged in Rekor; hosts trust the identity and its issuer
+/// in trust.publishers. --sigstore-key FILE: Sigstore with your own ECDSA
+/// P-256 key (PEM), logged in Rekor; hosts trust its public key
+/// (trust.publishers, key_file).
 ///
 /// Keyless signing needs an OIDC identity token with audience `sigstore`:
 /// --identity-token or $SIGSTORE_ID_TOKEN, or, in a GitHub Actions job with
