@@ -79,7 +79,7 @@ impl Market {
         let publishers = policy.publishers.iter().filter(|p| {
             let id = match &p.signer {
                 crate::sigstore::Signer::Identity { identity, .. } => identity,
-                crate::sigstore::Signer::Key { key_id } => key_id,
+                crate::sigstore::Signer::Key { key_id, .. } => key_id,
             };
             !revoked(id)
         });

@@ -144,9 +144,9 @@ fn a_keyless_publisher_is_trusted_by_identity_and_issuer_and_sigstore_python_agr
         assert!(!o.status.success(), "{}", both(&o));
         let out = both(&o);
         assert!(
-            out.contains(&format!("is signed through Sigstore by {ALICE} (issuer {ISSUER})"))
+            out.contains(&format!("is signed through Sigstore by {ALICE:?} (issuer {ISSUER:?})"))
                 && out.contains(&format!(
-                    "a publisher this host does not trust (trust.publishers names {identity} (issuer {issuer}))"
+                    "a publisher this host does not trust (trust.publishers names {identity:?} (issuer {issuer:?}))"
                 )),
             "{out}"
         );

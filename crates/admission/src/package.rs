@@ -37,6 +37,9 @@ use std::path::Path;
 
 /// Name of the custom section that carries the manifest and signature.
 pub const SECTION: &str = "toolhost-package";
+/// The largest package section read (a manifest with a Sigstore bundle is a
+/// few KiB).
+pub const MAX_SECTION_BYTES: usize = 1 << 20;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 
 /// What a signed package says about itself.
@@ -214,31 +217,6 @@ pub fn named_fingerprint(public_key_b64: &str, name: Option<&str>) -> String {
     }
 }
 
-fn leb128(mut n: usize, out: &mut Vec<u8>) {
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            out.push(byte);
-            return;
-        }
-        out.push(byte | 0x80);
-    }
-}
-
-fn read_leb128(b: &[u8], pos: &mut usize) -> Option<usize> {
-    let mut n: usize = 0;
-    for shift in (0..35).step_by(7) {
-        let byte = *b.get(*pos)?;
-        *pos += 1;
-        n |= usize::from(byte & 0x7f) << shift;
-        if byte & 0x80 == 0 {
-            return Some(n);
-        }
-    }
-    None
-}
-
 /// Splits `bytes` into the component and its trailing package section.
 pub fn parse(bytes: &[u8]) -> Result<Package<'_>, PackageError> {
     if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
@@ -272,6 +250,14 @@ pub fn parse(bytes: &[u8]) -> Result<Package<'_>, PackageError> {
     match found {
         None => Ok(Package { component: bytes, signed: None }),
         Some((start, payload)) => {
+            // A manifest and a signature or bundle are a few KiB: a bigger
+            // section is never parsed.
+            if payload.len() > MAX_SECTION_BYTES {
+                return Err(PackageError::Malformed(format!(
+                    "the {SECTION} section is {} bytes, over the {MAX_SECTION_BYTES} a manifest and its signature may take",
+                    payload.len()
+                )));
+            }
             let env: Envelope = serde_json::from_slice(payload)
                 .map_err(|e| PackageError::Malformed(format!("{SECTION} section: {e}")))?;
             Ok(Package { component: &bytes[..start], signed: Some(env) })
@@ -399,6 +385,14 @@ impl KeyPair {
 }
 
 impl Manifest {
+    /// Whether any of its text holds a control character: it is shown to
+    /// operators, and a terminal would obey one.
+    fn has_control_characters(&self) -> bool {
+        let texts = [&self.name, &self.version, &self.author, &self.description];
+        let lists = self.capabilities.iter().chain(&self.http_hosts).chain(&self.secrets);
+        texts.into_iter().chain(lists).any(|t| t.chars().any(char::is_control))
+    }
+
     /// The manifest for `bytes` (a component, signed or not) and the text a
     /// signature covers.
     pub fn prepare(
@@ -423,36 +417,14 @@ impl Manifest {
             memory_mib: asks.memory_mib,
             signed_at: Some(chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)),
         };
+        if manifest.has_control_characters() {
+            return Err(PackageError::Malformed(
+                "the name, version, author, description or an ask holds a control character".into(),
+            ));
+        }
         let text = serde_json::to_string(&manifest).map_err(|e| PackageError::Malformed(e.to_string()))?;
         Ok((manifest, text))
     }
-}
-
-/// The package for `bytes` (a component, signed or not) with a Sigstore
-/// bundle over `manifest_text` (from [`Manifest::prepare`]) in place of any
-/// earlier signature.
-pub fn with_sigstore(bytes: &[u8], manifest_text: &str, bundle: Bundle) -> Result<Vec<u8>, PackageError> {
-    let env = Envelope {
-        manifest: manifest_text.to_string(),
-        public_key: String::new(),
-        signature: String::new(),
-        sigstore: Some(Box::new(bundle)),
-    };
-    with_envelope(bytes, &env)
-}
-
-fn with_envelope(bytes: &[u8], env: &Envelope) -> Result<Vec<u8>, PackageError> {
-    let component = parse(bytes)?.component;
-    let payload = serde_json::to_vec(env).map_err(|e| PackageError::Malformed(e.to_string()))?;
-    let mut section = Vec::new();
-    leb128(SECTION.len(), &mut section);
-    section.extend_from_slice(SECTION.as_bytes());
-    section.extend_from_slice(&payload);
-    let mut out = component.to_vec();
-    out.push(0);
-    leb128(section.len(), &mut out);
-    out.extend_from_slice(&section);
-    Ok(out)
 }
 
 /// What a package proves, before any trust decision.
@@ -541,6 +513,11 @@ impl Package<'_> {
         let bad = |reason: String| PackageError::BadSignature { plugin: plugin.to_string(), reason };
         let manifest: Manifest =
             serde_json::from_str(text).map_err(|e| bad(format!("the manifest is malformed: {e}")))?;
+        if manifest.has_control_characters() {
+            return Err(PackageError::Malformed(format!(
+                "plugin {plugin:?}: its manifest holds control characters (a terminal would obey them); refusing it"
+            )));
+        }
         let actual = sha256_hex(self.component);
         if manifest.sha256 != actual {
             return Err(bad(format!(
@@ -763,11 +740,14 @@ mod error;
 mod lock;
 mod publishers;
 mod revocation;
+mod section;
 mod window;
 pub use error::PackageError;
 pub use lock::{LockEntry, LockFile};
 pub use publishers::{Publisher, PublisherConfig, SigstoreConfig, SigstoreSigned, publisher_window};
 pub use revocation::{MAX_REVOKED_PER_LIST, Revocation, RevocationList};
+pub use section::with_sigstore;
+use section::{read_leb128, with_envelope};
 pub use window::{TrustEntryError, check_key_window, check_revoked_entry};
 #[cfg(test)]
 mod tests;

@@ -33,7 +33,7 @@ mod log;
 mod root;
 
 pub use bundle::{Bundle, KeyHint, MEDIA_TYPE, RawBytes, TlogEntry};
-pub use cert::{spki_from_pem, spki_id};
+pub use cert::{spki_from_pem, spki_id, spki_sha256};
 pub use root::TrustedRoot;
 
 use sha2::{Digest as _, Sha256};
@@ -83,8 +83,11 @@ pub enum Signer {
     /// A signature by a long-lived key (`--sigstore-key`).
     Key {
         /// The key's id: `ecdsa:` and 16 hex digits of the sha256 of its
-        /// SubjectPublicKeyInfo ([`spki_id`]).
+        /// SubjectPublicKeyInfo ([`spki_id`]), for people.
         key_id: String,
+        /// The whole sha256 of its SubjectPublicKeyInfo, hex: what trust
+        /// matches ([`spki_sha256`]).
+        sha256: String,
     },
 }
 
@@ -93,7 +96,16 @@ impl Signer {
     pub fn describe(&self) -> String {
         match self {
             Signer::Identity { identity, issuer } => format!("{identity} (issuer {issuer})"),
-            Signer::Key { key_id } => format!("Sigstore key {key_id}"),
+            Signer::Key { key_id, .. } => format!("Sigstore key {key_id}"),
+        }
+    }
+
+    /// [`Signer::describe`] with the identity and issuer quoted, for
+    /// refusals (a stray space shows).
+    pub fn quoted(&self) -> String {
+        match self {
+            Signer::Identity { identity, issuer } => format!("{identity:?} (issuer {issuer:?})"),
+            Signer::Key { key_id, .. } => format!("Sigstore key {key_id}"),
         }
     }
 }
@@ -144,12 +156,18 @@ pub fn verify(bundle: &Bundle, artifact: &[u8], root: &TrustedRoot) -> Result<Ve
             // Keyed: the log entry holds the public key; the trust policy
             // decides whether it is one it trusts.
             let spki = body.key_pem_der.clone();
-            (Signer::Key { key_id: spki_id(&spki) }, spki)
+            (Signer::Key { key_id: spki_id(&spki), sha256: spki_sha256(&spki) }, spki)
         }
     };
     cert::verify_signature(&spki, artifact, &signature)
         .map_err(|e| SigstoreError::Signature(format!("{e} (over the signed manifest)")))?;
     Ok(Verified { signer, logged_at, log_index: entry.log_index })
+}
+
+/// The identity and issuer a signing certificate (DER) names, not
+/// verified; `None` when it is not a Sigstore certificate.
+pub fn certificate_signer(der: &[u8]) -> Option<Signer> {
+    cert::claimed(Some(der), None)
 }
 
 impl Bundle {

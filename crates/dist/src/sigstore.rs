@@ -187,16 +187,35 @@ fn client() -> Result<reqwest::Client, String> {
         .map_err(|e| format!("no HTTP client: {e}"))
 }
 
+/// A request error in words: a timeout says so, others with their cause.
+fn request_error(e: &reqwest::Error) -> String {
+    if e.is_timeout() {
+        return "no answer within 60 s".into();
+    }
+    let mut out = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        out = format!("{out}: {s}");
+        source = s.source();
+    }
+    out
+}
+
 async fn post(url: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
-    let resp = client()?.post(url).json(body).send().await.map_err(|e| format!("{e}"))?;
+    let resp = client()?.post(url).json(body).send().await.map_err(|e| request_error(&e))?;
     let status = resp.status();
     let bytes = toolhost_base::bounded::read_capped(resp.content_length(), MAX_ANSWER, resp.bytes_stream())
         .await
-        .map_err(|e| format!("reading the answer: {e}"))?;
+        .map_err(|e| match e {
+            toolhost_base::bounded::BodyError::Read(e) if e.is_timeout() => "no whole answer within 60 s".to_string(),
+            e => format!("reading the answer: {e}"),
+        })?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
     if !status.is_success() {
         let msg = v["message"].as_str().map_or_else(|| String::from_utf8_lossy(&bytes).into_owned(), str::to_string);
-        return Err(format!("{status}: {}", msg.chars().take(500).collect::<String>()));
+        // The service's words, without what a terminal would obey.
+        let msg: String = msg.chars().take(500).map(|c| if c.is_control() { ' ' } else { c }).collect();
+        return Err(format!("{status}: {msg}"));
     }
     if v.is_null() {
         return Err("the answer is not JSON".into());
@@ -228,6 +247,11 @@ pub async fn sign_keyless(artifact: &[u8], token: &str, at: &Instance) -> Result
         .ok_or_else(|| fulcio("its answer holds no certificate chain".into()))?
         .to_string();
     let leaf = pem_der(&leaf_pem).ok_or_else(|| fulcio("its certificate is not PEM".into()))?;
+    if sigstore::certificate_signer(&leaf).is_none() {
+        return Err(fulcio(
+            "its certificate is not a Sigstore signing certificate (no identity or issuer in it)".into(),
+        ));
+    }
     let signature = key.sign(artifact)?;
     let entry = log(artifact, &signature, &leaf_pem, at).await?;
     Ok(bundle(artifact, signature, entry, Some(leaf), None))

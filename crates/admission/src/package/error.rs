@@ -1,6 +1,6 @@
 //! Why a package is refused.
 
-use super::{fingerprint, publishers, window};
+use super::{fingerprint, publishers};
 
 /// Why a package could not be signed, verified or admitted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -81,23 +81,31 @@ pub enum PackageError {
         /// What it names: `its signing key` or `its component`.
         what: &'static str,
     },
+    /// A Sigstore bundle that does not verify under the trusted root.
+    #[error("plugin {plugin:?}: {reason}; refusing it")]
+    Sigstore {
+        /// Plugin name.
+        plugin: String,
+        /// What did not verify.
+        reason: String,
+    },
     /// Signed outside the window the trust policy gives its key.
     #[error(
-        "plugin {plugin:?} was signed by key {key:?} {}, outside the window trust gives that key ({}); refusing it",
+        "plugin {plugin:?} was signed by {kind} {key:?} {}, outside the window trust gives that {kind} ({}); refusing it",
         .signed_at.as_deref().map_or_else(|| "with no signing time".to_string(), |t| format!("at {t}")),
-        window::window(.not_before.as_deref(), .not_after.as_deref())
+        .window
     )]
     OutsideKeyWindow {
         /// Plugin name.
         plugin: String,
+        /// `key` or `publisher`.
+        kind: &'static str,
         /// The key's name.
         key: String,
         /// When the manifest says it was signed.
         signed_at: Option<String>,
-        /// The key's `not_before`.
-        not_before: Option<String>,
-        /// The key's `not_after`.
-        not_after: Option<String>,
+        /// The window, in words (`from ... to ...`).
+        window: String,
     },
     /// A signed package offered under a name other than the one it was signed
     /// with: its identity (grants, lock entry, what it replaces) is the signed

@@ -56,6 +56,13 @@ impl PublisherConfig {
     /// Resolves an entry; `read_key` reads a key file (the caller resolves
     /// its path and its ownership).
     pub fn resolve(&self, read_key: impl Fn(&PathBuf) -> Result<String, String>) -> Result<Publisher, String> {
+        for (field, v) in [("identity", &self.identity), ("issuer", &self.issuer)] {
+            if let Some(v) = v
+                && (v.trim() != v || v.is_empty())
+            {
+                return Err(format!("{field} {v:?} is empty or has spaces around it: certificates never do"));
+            }
+        }
         let signer = match (&self.identity, &self.issuer, &self.key_file) {
             (Some(identity), Some(issuer), None) => {
                 Signer::Identity { identity: identity.clone(), issuer: issuer.clone() }
@@ -64,7 +71,7 @@ impl PublisherConfig {
                 let pem = read_key(file)?;
                 let spki = sigstore::spki_from_pem(&pem)
                     .ok_or_else(|| format!("{}: not a PEM public key (-----BEGIN PUBLIC KEY-----)", file.display()))?;
-                Signer::Key { key_id: sigstore::spki_id(&spki) }
+                Signer::Key { key_id: sigstore::spki_id(&spki), sha256: sigstore::spki_sha256(&spki) }
             }
             (Some(_), None, None) | (None, Some(_), None) => {
                 return Err("name both identity and issuer: a keyless signature is trusted only for the pair".into());
@@ -79,7 +86,7 @@ impl PublisherConfig {
                 let stem = file.strip_suffix(".pem").unwrap_or(&file);
                 stem.strip_suffix(".pub").unwrap_or(stem).to_string()
             }
-            (Signer::Key { key_id }, None) => key_id.clone(),
+            (Signer::Key { key_id, .. }, None) => key_id.clone(),
         });
         let p = Publisher { name, signer, not_before: self.not_before.clone(), not_after: self.not_after.clone() };
         super::window::check_window_times(p.not_before.as_deref(), p.not_after.as_deref())?;
@@ -99,6 +106,9 @@ pub struct SigstoreSigned {
     /// The key id (keyed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_id: Option<String>,
+    /// The key's whole SubjectPublicKeyInfo sha256, hex (keyed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_sha256: Option<String>,
     /// When the transparency log saw it signed (RFC 3339).
     pub logged_at: String,
     /// Its index in the log.
@@ -107,17 +117,19 @@ pub struct SigstoreSigned {
 
 impl SigstoreSigned {
     pub(super) fn new(v: &sigstore::Verified) -> SigstoreSigned {
-        let (identity, issuer, key_id) = match &v.signer {
-            Signer::Identity { identity, issuer } => (Some(identity.clone()), Some(issuer.clone()), None),
-            Signer::Key { key_id } => (None, None, Some(key_id.clone())),
+        let (identity, issuer, key_id, key_sha256) = match &v.signer {
+            Signer::Identity { identity, issuer } => (Some(identity.clone()), Some(issuer.clone()), None, None),
+            Signer::Key { key_id, sha256 } => (None, None, Some(key_id.clone()), Some(sha256.clone())),
         };
-        SigstoreSigned { identity, issuer, key_id, logged_at: rfc3339(v.logged_at), log_index: v.log_index }
+        SigstoreSigned { identity, issuer, key_id, key_sha256, logged_at: rfc3339(v.logged_at), log_index: v.log_index }
     }
 
     /// The signer, as the trust policy matches it.
     pub fn signer(&self) -> Signer {
         match (&self.identity, &self.issuer, &self.key_id) {
-            (_, _, Some(key_id)) => Signer::Key { key_id: key_id.clone() },
+            (_, _, Some(key_id)) => {
+                Signer::Key { key_id: key_id.clone(), sha256: self.key_sha256.clone().unwrap_or_default() }
+            }
             (identity, issuer, None) => Signer::Identity {
                 identity: identity.clone().unwrap_or_default(),
                 issuer: issuer.clone().unwrap_or_default(),
@@ -165,7 +177,17 @@ impl TrustPolicy {
     ) -> Result<SigstoreSigned, PackageError> {
         sigstore::verify(bundle, manifest_text.as_bytes(), &self.sigstore_root())
             .map(|v| SigstoreSigned::new(&v))
-            .map_err(|e| PackageError::BadSignature { plugin: plugin.to_string(), reason: e.to_string() })
+            .map_err(|e| PackageError::Sigstore { plugin: plugin.to_string(), reason: e.to_string() })
+    }
+
+    /// The first publisher entry naming `signed`'s signer, whatever its
+    /// window.
+    pub fn publisher_for(&self, signed: &SigstoreSigned) -> Option<&Publisher> {
+        let signer = signed.signer();
+        self.publishers.iter().find(|p| match (&p.signer, &signer) {
+            (Signer::Key { sha256: a, .. }, Signer::Key { sha256: b, .. }) => !a.is_empty() && a == b,
+            (a, b) => a == b,
+        })
     }
 
     /// The publisher that trusts `signed`, when one does, and its window
@@ -177,30 +199,40 @@ impl TrustPolicy {
         manifest: &Manifest,
     ) -> Result<&Publisher, PackageError> {
         let signer = signed.signer();
-        let Some(p) = self.publishers.iter().find(|p| p.signer == signer) else {
+        // Keys match by their whole digest; an empty one (a record from
+        // before it was kept) matches nothing.
+        let same = |p: &Publisher| match (&p.signer, &signer) {
+            (Signer::Key { sha256: a, .. }, Signer::Key { sha256: b, .. }) => !a.is_empty() && a == b,
+            (a, b) => a == b,
+        };
+        let candidates: Vec<&Publisher> = self.publishers.iter().filter(|p| same(p)).collect();
+        let Some(first) = candidates.first() else {
             return Err(PackageError::UntrustedPublisher {
                 plugin: plugin.to_string(),
-                signer: signer.describe(),
+                signer: signer.quoted(),
                 author: manifest.author.clone(),
-                trusted: self.publishers.iter().map(|p| p.signer.describe()).collect(),
+                trusted: self.publishers.iter().map(|p| p.signer.quoted()).collect(),
             });
         };
         let at = chrono::DateTime::parse_from_rfc3339(&signed.logged_at).ok().map(|t| t.timestamp());
         let parse = |t: &Option<String>| t.as_deref().and_then(|t| chrono::DateTime::parse_from_rfc3339(t).ok());
-        let inside = at.is_some_and(|at| {
-            parse(&p.not_before).is_none_or(|from| at >= from.timestamp())
-                && parse(&p.not_after).is_none_or(|to| at <= to.timestamp())
-        });
-        if !inside {
-            return Err(PackageError::OutsideKeyWindow {
-                plugin: plugin.to_string(),
-                key: p.name.clone(),
-                signed_at: Some(format!("{} (the transparency log's time)", signed.logged_at)),
-                not_before: p.not_before.clone(),
-                not_after: p.not_after.clone(),
-            });
+        let inside = |p: &Publisher| {
+            at.is_some_and(|at| {
+                parse(&p.not_before).is_none_or(|from| at >= from.timestamp())
+                    && parse(&p.not_after).is_none_or(|to| at <= to.timestamp())
+            })
+        };
+        // Any entry naming it whose window holds admits it.
+        if let Some(p) = candidates.iter().find(|p| inside(p)) {
+            return Ok(p);
         }
-        Ok(p)
+        Err(PackageError::OutsideKeyWindow {
+            plugin: plugin.to_string(),
+            kind: "publisher",
+            key: first.name.clone(),
+            signed_at: Some(format!("{} (the transparency log's time)", signed.logged_at)),
+            window: window::window(first.not_before.as_deref(), first.not_after.as_deref()),
+        })
     }
 }
 

@@ -226,6 +226,7 @@ fn a_reload_keeps_a_sigstore_plugin_only_while_its_publisher_is_trusted_and_not_
             identity: Some("alice@example.org".into()),
             issuer: Some("https://accounts.example.org".into()),
             key_id: None,
+            key_sha256: None,
             logged_at: "2026-11-30T00:00:00Z".into(),
             log_index: 7,
         }),
@@ -250,4 +251,93 @@ fn a_reload_keeps_a_sigstore_plugin_only_while_its_publisher_is_trusted_and_not_
         ..TrustPolicy::default()
     };
     assert!(matches!(closed.still_admits("demo", &digest, &loaded), Err(PackageError::OutsideKeyWindow { .. })));
+}
+
+#[test]
+fn keyed_publishers_match_by_the_whole_key_digest_not_the_short_id() {
+    use crate::sigstore::Signer;
+    let key = |sha256: &str| Signer::Key { key_id: "ecdsa:0123456789abcdef".into(), sha256: sha256.into() };
+    let trusted = Publisher { name: "ci".into(), signer: key(&"a".repeat(64)), not_before: None, not_after: None };
+    let policy = TrustPolicy { publishers: vec![trusted], ..TrustPolicy::default() };
+    let (manifest, _) = Manifest::prepare(&component(), "demo", "1.0.0", "ci", "", vec![], Asks::default()).unwrap();
+    let signed = |sha256: &str| SigstoreSigned {
+        identity: None,
+        issuer: None,
+        key_id: Some("ecdsa:0123456789abcdef".into()),
+        key_sha256: Some(sha256.into()),
+        logged_at: "2026-11-30T00:00:00Z".into(),
+        log_index: 1,
+    };
+    policy.trusted_publisher("demo", &signed(&"a".repeat(64)), &manifest).unwrap();
+    // The same short id, another key: not trusted.
+    assert!(matches!(
+        policy.trusted_publisher("demo", &signed(&"b".repeat(64)), &manifest),
+        Err(PackageError::UntrustedPublisher { .. })
+    ));
+}
+
+#[test]
+fn control_characters_in_a_manifest_are_refused_at_signing_and_at_load() {
+    let k = KeyPair::generate("alice\u{1b}[8m").unwrap();
+    let err = k.sign(&component(), "demo", "1.0.0", "", vec![]).unwrap_err();
+    assert!(err.to_string().contains("control character"), "{err}");
+    // A package made by hand with one: refused when read.
+    let (mut manifest, _) =
+        Manifest::prepare(&component(), "demo", "1.0.0", "alice", "", vec![], Asks::default()).unwrap();
+    manifest.version = "1.0.0\nthis host would load it".into();
+    let text = serde_json::to_string(&manifest).unwrap();
+    let env = Envelope {
+        signature: B64.encode(SigningKey::from_bytes(&[7; 32]).sign(text.as_bytes()).to_bytes()),
+        public_key: B64.encode(SigningKey::from_bytes(&[7; 32]).verifying_key().to_bytes()),
+        manifest: text,
+        sigstore: None,
+    };
+    let pkg = section::with_envelope(&component(), &env).unwrap();
+    let err = parse(&pkg).unwrap().verify("demo").unwrap_err();
+    assert!(err.to_string().contains("control characters"), "{err}");
+}
+
+#[test]
+fn a_package_section_over_its_limit_is_refused_unread() {
+    let mut pkg = component();
+    let mut section = Vec::new();
+    section.push(SECTION.len() as u8);
+    section.extend_from_slice(SECTION.as_bytes());
+    section.extend(std::iter::repeat_n(b' ', MAX_SECTION_BYTES + 1));
+    pkg.push(0);
+    let mut n = section.len();
+    loop {
+        let byte = (n & 0x7f) as u8;
+        n >>= 7;
+        if n == 0 {
+            pkg.push(byte);
+            break;
+        }
+        pkg.push(byte | 0x80);
+    }
+    pkg.extend_from_slice(&section);
+    let err = parse(&pkg).err().unwrap();
+    assert!(err.to_string().contains("over the 1048576"), "{err}");
+}
+
+#[test]
+fn a_sigstore_identity_is_revoked_whatever_its_case_and_publishers_refuse_stray_spaces() {
+    let signed = SigstoreSigned {
+        identity: Some("alice@example.org".into()),
+        issuer: Some("https://accounts.example.org".into()),
+        key_id: None,
+        key_sha256: None,
+        logged_at: "2026-11-30T00:00:00Z".into(),
+        log_index: 1,
+    };
+    let policy = TrustPolicy { revoked: vec!["Alice@Example.org".into()], ..TrustPolicy::default() };
+    let err = policy.check_revoked("demo", Some(&window::Signer::Sigstore(&signed)), &"0".repeat(64)).unwrap_err();
+    assert!(err.to_string().contains("(its publisher)"), "{err}");
+    let entry = PublisherConfig {
+        identity: Some("alice@example.org ".into()),
+        issuer: Some("https://accounts.example.org".into()),
+        ..PublisherConfig::default()
+    };
+    let err = entry.resolve(|_| Err("no files".into())).unwrap_err();
+    assert!(err.contains("spaces around it"), "{err}");
 }

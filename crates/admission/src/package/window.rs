@@ -108,7 +108,13 @@ impl TrustPolicy {
                 (&r.entry, format!("{}{why}", r.source))
             }));
         for (entry, by) in listed {
-            let what = if key_id.as_deref() == Some(entry.as_str()) {
+            // Identities as their owners write them: case aside.
+            let named = key_id.as_deref().is_some_and(|id| {
+                id == entry
+                    || (matches!(signer, Some(Signer::Sigstore(s)) if s.key_id.is_none())
+                        && id.eq_ignore_ascii_case(entry.trim()))
+            });
+            let what = if named {
                 if matches!(signer, Some(Signer::Sigstore(s)) if s.key_id.is_none()) {
                     "its publisher"
                 } else {
@@ -139,10 +145,10 @@ impl TrustPolicy {
         }
         Err(PackageError::OutsideKeyWindow {
             plugin: plugin.to_string(),
+            kind: "key",
             key: key.name.clone(),
             signed_at: manifest.signed_at.clone(),
-            not_before: key.not_before.clone(),
-            not_after: key.not_after.clone(),
+            window: window(key.not_before.as_deref(), key.not_after.as_deref()),
         })
     }
 }

@@ -271,9 +271,9 @@ mod int {
             Text(String),
             Number(u64),
         }
-        match Int::deserialize(d)? {
+        match Int::deserialize(d).map_err(|_| serde::de::Error::custom("expected an integer or a string of digits"))? {
             Int::Number(n) => Ok(n),
-            Int::Text(t) => t.parse().map_err(serde::de::Error::custom),
+            Int::Text(t) => t.parse().map_err(|_| serde::de::Error::custom(format!("{t:?} is not an integer"))),
         }
     }
 }

@@ -46,7 +46,13 @@ pub fn spki_from_pem(pem: &str) -> Option<Vec<u8>> {
 /// and the first 16 hex digits of the sha256 of its DER
 /// SubjectPublicKeyInfo.
 pub fn spki_id(spki: &[u8]) -> String {
-    format!("ecdsa:{}", &hex::encode(Sha256::digest(spki))[..16])
+    format!("ecdsa:{}", &spki_sha256(spki)[..16])
+}
+
+/// The whole sha256 of a key's DER SubjectPublicKeyInfo, hex: what a
+/// trusted key is matched by (never the short id alone).
+pub fn spki_sha256(spki: &[u8]) -> String {
+    hex::encode(Sha256::digest(spki))
 }
 
 /// Verifies `sig` over `msg` with the key in `spki` (DER): ECDSA P-256 with
@@ -189,7 +195,9 @@ fn verify_sct(cert: &x509_cert::Certificate, issuer_spki: &[u8], root: &TrustedR
         if version != [0] {
             continue;
         }
-        let Some(log) = root.ctlogs.iter().find(|l| l.key_id == log_id) else { continue };
+        let at = i64::try_from(u64::from_be_bytes(timestamp.try_into().expect("8 bytes")) / 1000).unwrap_or(i64::MAX);
+        // The CT log's key must be one the root lists, valid when it signed.
+        let Some(log) = root.ctlogs.iter().find(|l| l.key_id == log_id && l.valid_at(at)) else { continue };
         let mut signed = vec![0u8, 0u8];
         signed.extend_from_slice(timestamp);
         signed.extend_from_slice(&[0, 1]);
@@ -244,6 +252,6 @@ pub(super) fn claimed(leaf: Option<&[u8]>, body_key: Option<&[u8]>) -> Option<su
             let tbs = &cert.tbs_certificate;
             Some(super::Signer::Identity { identity: identity(tbs)?, issuer: oidc_issuer(tbs)? })
         }
-        None => body_key.map(|spki| super::Signer::Key { key_id: spki_id(spki) }),
+        None => body_key.map(|spki| super::Signer::Key { key_id: spki_id(spki), sha256: spki_sha256(spki) }),
     }
 }

@@ -22,11 +22,9 @@ pub(super) fn verify_entry(entry: &TlogEntry, root: &TrustedRoot) -> Result<i64,
         )));
     }
     let time = i64::try_from(entry.integrated_time).map_err(|_| bad("integrated time out of range".into()))?;
-    let key = root
-        .tlogs
-        .iter()
-        .find(|k| k.key_id == entry.log_id.key_id)
-        .ok_or_else(|| bad(format!("log {} is not in the trusted root", hex::encode(&entry.log_id.key_id))))?;
+    let key = root.tlogs.iter().find(|k| k.key_id == entry.log_id.key_id).ok_or_else(|| {
+        bad(format!("its log (key id {:?}) is not in the trusted root", hex::encode(&entry.log_id.key_id)))
+    })?;
     if !key.valid_at(time) {
         return Err(bad(format!("the log's key was not valid at the entry's time {}", super::rfc3339(time))));
     }
@@ -102,7 +100,7 @@ fn verify_checkpoint(envelope: &str, key: &LogKey, size: u64, root: &[u8]) -> Re
     for line in signatures.lines() {
         let Some(rest) = line.strip_prefix("\u{2014} ") else { continue };
         let Some(sig) = rest.split(' ').nth(1).and_then(|s| B64.decode(s).ok()) else { continue };
-        if sig.len() > 4 && sig[..4] == key.key_id[..4] {
+        if sig.len() > 4 && key.key_id.get(..4) == Some(&sig[..4]) {
             return cert::verify_signature(&key.spki, note.as_bytes(), &sig[4..])
                 .map_err(|e| format!("the checkpoint's signature: {e}"));
         }

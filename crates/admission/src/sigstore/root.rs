@@ -127,12 +127,14 @@ fn logs(list: &[LogJson], what: &str) -> Result<Vec<LogKey>, SigstoreError> {
         .enumerate()
         .map(|(i, l)| {
             let (start, end) = window(&l.public_key.valid_for, &format!("{what}[{i}]"))?;
-            Ok(LogKey {
-                key_id: bytes(&l.log_id.key_id, &format!("{what}[{i}].logId"))?,
-                spki: bytes(&l.public_key.raw_bytes, &format!("{what}[{i}].publicKey"))?,
-                start,
-                end,
-            })
+            let key_id = bytes(&l.log_id.key_id, &format!("{what}[{i}].logId"))?;
+            if key_id.len() != 32 {
+                return Err(SigstoreError::Root(format!(
+                    "{what}[{i}].logId.keyId is {} bytes, not the 32 of a sha256",
+                    key_id.len()
+                )));
+            }
+            Ok(LogKey { key_id, spki: bytes(&l.public_key.raw_bytes, &format!("{what}[{i}].publicKey"))?, start, end })
         })
         .collect()
 }

@@ -94,3 +94,34 @@ fn the_public_good_root_parses_and_malformed_input_says_what() {
     ));
     assert!(matches!(TrustedRoot::from_json("[]"), Err(SigstoreError::Root(_))));
 }
+
+#[test]
+fn a_root_with_a_log_id_that_is_not_a_sha256_is_refused_not_a_panic() {
+    let mut v: serde_json::Value = serde_json::from_str(ROOT).unwrap();
+    v["tlogs"][0]["logId"]["keyId"] = "AAE=".into();
+    let e = TrustedRoot::from_json(&v.to_string()).unwrap_err();
+    assert!(matches!(e, SigstoreError::Root(ref m) if m.contains("tlogs[0].logId.keyId is 2 bytes")), "{e}");
+}
+
+#[test]
+fn a_ct_log_key_not_valid_when_it_signed_the_sct_refuses_the_certificate() {
+    for (start, end) in [(Some(2_000_000_000), None), (None, Some(1_600_000_000))] {
+        let mut root = root();
+        if let Some(s) = start {
+            root.ctlogs[0].start = s;
+        }
+        root.ctlogs[0].end = end;
+        let e = verify(&bundle(), ARTIFACT, &root).unwrap_err();
+        assert!(matches!(e, SigstoreError::Certificate(ref m) if m.contains("SCT")), "{e}");
+    }
+}
+
+#[test]
+fn a_certificate_names_its_signer_before_any_verification() {
+    let leaf = bundle().verification_material.certificate.unwrap().raw_bytes;
+    assert_eq!(
+        certificate_signer(&leaf),
+        Some(Signer::Identity { identity: "alice@example.org".into(), issuer: "https://accounts.example.org".into() })
+    );
+    assert_eq!(certificate_signer(b"not a certificate"), None);
+}

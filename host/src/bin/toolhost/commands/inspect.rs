@@ -283,11 +283,21 @@ impl Inspect {
         };
         let findings = review.findings(&name);
         let verified = toolhost::package::parse(&bytes).ok().and_then(|p| p.verify(&name).ok().flatten());
-        let signer = verified.as_ref().map(|v| Signer {
-            author: v.manifest.author.clone(),
-            key_id: v.fingerprint(),
-            key_name: builder.trust().ok().and_then(|t| t.key_name(&v.public_key).map(str::to_string)),
-            version: v.manifest.version.clone(),
+        let policy = builder.trust().ok();
+        let signer = verified.as_ref().map(|v| {
+            // A Sigstore signer is shown as verified here, never as claimed.
+            let (key_id, key_name) = match (&v.bundle, &policy) {
+                (Some(_), Some(t)) => match t.verify_bundle(&name, v) {
+                    Ok(Some(s)) => (
+                        format!("{} through Sigstore", s.signer().describe()),
+                        t.publisher_for(&s).map(|p| p.name.clone()),
+                    ),
+                    Ok(None) => (v.fingerprint(), None),
+                    Err(e) => (format!("none: {e}"), None),
+                },
+                _ => (v.fingerprint(), policy.as_ref().and_then(|t| t.key_name(&v.public_key).map(str::to_string))),
+            };
+            Signer { author: v.manifest.author.clone(), key_id, key_name, version: v.manifest.version.clone() }
         });
         let manifest_asks = verified.map(|v| v.manifest).map(|m| {
             let memory_in_force =

@@ -50,7 +50,7 @@ impl Pull {
                 v.manifest.name,
                 v.manifest.version,
                 toolhost::tool::log_safe(&v.manifest.author),
-                toolhost::package::fingerprint(&v.public_key)
+                v.fingerprint()
             ),
             None => println!("  not signed"),
         }

@@ -50,7 +50,7 @@ impl Show {
                 (ann::DESCRIPTION, m.description.clone()),
                 (ann::CAPABILITIES, m.capabilities.join(",")),
                 (ann::PUBLIC_KEY, v.public_key.clone()),
-                (ann::KEY_ID, toolhost::package::fingerprint(&v.public_key)),
+                (ann::KEY_ID, v.fingerprint()),
                 (ann::COMPONENT_SHA256, toolhost::package::component_digest(&fetched.bytes).unwrap_or_default()),
             ];
             for (k, signed) in checks {
@@ -68,7 +68,7 @@ impl Show {
                 "layer": {"digest": layer.digest, "size": layer.size},
                 "annotations": a,
                 "signature": match &signature {
-                    Ok(Some(v)) => json!({"valid": true, "manifest": v.manifest, "public_key": v.public_key, "key_id": toolhost::package::fingerprint(&v.public_key)}),
+                    Ok(Some(v)) => json!({"valid": true, "manifest": v.manifest, "public_key": v.public_key, "key_id": v.fingerprint()}),
                     Ok(None) => json!({"valid": false, "reason": "not signed"}),
                     Err(e) => json!({"valid": false, "reason": e.to_string()}),
                 },
@@ -123,11 +123,9 @@ impl Show {
             );
         }
         match &signature {
-            Ok(Some(v)) => println!(
-                "signed by:    {} (key {}), signature valid",
-                log_safe(&v.manifest.author),
-                toolhost::package::fingerprint(&v.public_key)
-            ),
+            Ok(Some(v)) => {
+                println!("signed by:    {} (key {}), signature valid", log_safe(&v.manifest.author), v.fingerprint())
+            }
             Ok(None) => println!("signed by:    nobody (not signed)"),
             Err(e) => println!("signed by:    INVALID: {e}"),
         }

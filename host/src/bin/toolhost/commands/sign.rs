@@ -235,9 +235,15 @@ impl Sign {
         if public || builder.config().trust.sigstore.trusted_root.is_some() {
             let root = builder.trust()?.sigstore_root();
             toolhost::sigstore::verify(&bundle, text.as_bytes(), &root).map_err(|e| {
+                // Another root explains an untrusted log or chain, not an expired certificate.
+                let hint = !public
+                    && matches!(
+                        e,
+                        toolhost::sigstore::SigstoreError::Log(_) | toolhost::sigstore::SigstoreError::Certificate(_)
+                    );
                 anyhow::anyhow!(
                     "the bundle Sigstore returned does not verify, so hosts would refuse it: {e}{}",
-                    if public { "" } else { " (is trust.sigstore.trusted_root this instance's root?)" }
+                    if hint { " (is trust.sigstore.trusted_root this instance's root?)" } else { "" }
                 )
             })?;
         } else {

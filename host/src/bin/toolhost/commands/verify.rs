@@ -34,10 +34,15 @@ pub struct Verify {
 
 impl Verify {
     pub fn run(self) -> Result<ExitCode> {
-        let policy = HostBuilder::new(self.config.load()?).allow_unsigned(self.trust.allow_unsigned).trust()?;
+        let cfg = self.config.load()?;
+        let limit = cfg.limits().max_component_bytes + (1 << 16);
+        let policy = HostBuilder::new(cfg).allow_unsigned(self.trust.allow_unsigned).trust()?;
         let file = &self.file;
-        let bytes = std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
         let name = toolhost::runtime::plugin_name_from_path(file);
+        // As a host reads plugins: bounded by the plugin size limit.
+        let bytes = toolhost::runtime::read_bounded(file, limit)
+            .map_err(|kind| toolhost::runtime::LoadError { plugin: name.clone(), kind })
+            .with_context(|| format!("reading {}", file.display()))?;
         let package = toolhost::package::parse(&bytes)?;
         let mut signature = package.verify(&name);
         // The Sigstore bundle, verified under this host's trusted root.
