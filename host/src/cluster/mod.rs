@@ -677,7 +677,7 @@ async fn key_fits(client: &tokio_postgres::Client, key: &Key) -> Result<bool, to
 /// What a key that is not the fleet's is told.
 const NOT_THE_KEY: &str = "cluster.secret_key_file is not this fleet's key: no change in the control plane's log checks with it (every host and every operator must hold the same file); nothing was changed";
 
-/// Refuses `key` when it is not the fleet's ([`key_fits`]), and, when
+/// Refuses `key` when it is not the fleet's (`key_fits`), and, when
 /// `to_write`, a control plane no host has joined yet (its first host's
 /// key becomes the fleet's: a change written before with another file
 /// would keep every host out). Blocking; for the CLI.

@@ -29,7 +29,7 @@ pub(super) fn read_leb128(b: &[u8], pos: &mut usize) -> Option<usize> {
 }
 
 /// The package for `bytes` (a component, signed or not) with a Sigstore
-/// bundle over `manifest_text` (from [`Manifest::prepare`]) in place of any
+/// bundle over `manifest_text` (from [`Manifest::prepare`](super::Manifest::prepare)) in place of any
 /// earlier signature.
 pub fn with_sigstore(bytes: &[u8], manifest_text: &str, bundle: Bundle) -> Result<Vec<u8>, PackageError> {
     let env = Envelope {
