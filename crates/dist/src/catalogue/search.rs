@@ -38,6 +38,19 @@ fn matches(word: &str, term: &str) -> f64 {
     }
 }
 
+/// Whether `text` may hold `term` (lowercase) anywhere, case aside: a
+/// necessary condition for any word of it to match. Exact for ASCII text
+/// (memchr finds the term's first letter in either case); text that is not
+/// ASCII is always scanned word by word (its lowercase may be ASCII).
+fn may_hold(text: &str, term: &str) -> bool {
+    let (h, n) = (text.as_bytes(), term.as_bytes());
+    if !text.is_ascii() || !term.is_ascii() || n.is_empty() {
+        return true;
+    }
+    memchr::memchr2_iter(n[0], n[0].to_ascii_uppercase(), h)
+        .any(|i| h.len() - i >= n.len() && h[i..i + n.len()].eq_ignore_ascii_case(n))
+}
+
 /// The fields of an item that search looks at.
 pub(super) struct Fields<'a> {
     pub(super) name: &'a str,
@@ -68,6 +81,15 @@ pub(super) fn rank<T>(items: Vec<T>, query: &str, fields: impl Fn(&T) -> Fields<
         .map(|item| {
             let f = fields(item);
             let mut best = vec![0.0f64; terms.len()];
+            // Most items hold none of the terms: found without splitting words.
+            let held = |t: &str| {
+                may_hold(f.name, t)
+                    || may_hold(f.description, t)
+                    || f.tools.iter().any(|(n, d)| may_hold(n, t) || may_hold(d, t))
+            };
+            if !terms.iter().any(|t| held(t)) {
+                return best;
+            }
             let mut field = |text: &str, weight: f64| {
                 for w in words(text) {
                     for (i, t) in terms.iter().enumerate() {
@@ -148,5 +170,22 @@ pub fn version_order(a: &str, b: &str) -> std::cmp::Ordering {
         (Some(_), None) => std::cmp::Ordering::Greater,
         (None, Some(_)) => std::cmp::Ordering::Less,
         (None, None) => a.cmp(b),
+    }
+}
+
+#[cfg(test)]
+mod quick_test {
+    use super::may_hold;
+
+    #[test]
+    fn the_quick_test_finds_a_term_in_any_case_and_never_misses_non_ascii_text() {
+        assert!(may_hold("Dice roller", "dice"));
+        assert!(may_hold("roll the DICE", "dice"));
+        assert!(may_hold("a dicebag", "dice"));
+        assert!(!may_hold("nothing here", "dice"));
+        assert!(!may_hold("dic", "dice"));
+        // Not ASCII: scanned word by word (the Kelvin sign lowercases to k).
+        assert!(may_hold("\u{212a}nights", "knights"));
+        assert!(may_hold("anything", "würfel"));
     }
 }
