@@ -91,7 +91,13 @@ fn sign(dir: &Path, how: &[&str]) -> Output {
     std::fs::copy(SWAP_V1_PATH, &file).unwrap();
     let mut args = vec!["sign", file.to_str().unwrap(), "--name", "swap", "--version", "1.0.0"];
     args.extend_from_slice(how);
-    run(dir, &args)
+    // Whatever the machine running the tests sets (a CI job's own token).
+    let mut cmd = crate::oci::th(dir);
+    cmd.env_remove("SIGSTORE_ID_TOKEN")
+        .env_remove("ACTIONS_ID_TOKEN_REQUEST_URL")
+        .env_remove("ACTIONS_ID_TOKEN_REQUEST_TOKEN")
+        .args(&args);
+    cmd.output().unwrap()
 }
 
 fn both(o: &Output) -> String {
@@ -366,4 +372,38 @@ fn a_pushed_sigstore_plugin_has_its_bundle_beside_it_and_installs_from_the_marke
             .unwrap();
     let index: serde_json::Value = serde_json::from_slice(&index).unwrap();
     assert_eq!(index["manifests"].as_array().unwrap().len(), 1, "{index}");
+}
+
+#[test]
+fn in_a_github_actions_job_sign_takes_the_jobs_own_token_and_hosts_trust_the_workflow() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let inst = Instance::start(dir);
+    let workflow = "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main";
+    let actions = "https://token.actions.githubusercontent.com";
+    config(dir, &inst, &format!("  publishers:\n    - identity: {workflow}\n      issuer: {actions}\n"));
+    let url = inst.url.as_str();
+    // No --identity-token: the runner's endpoint, as GitHub Actions sets it.
+    let sign_in_ci = |runner_token: &str| {
+        std::fs::create_dir_all(dir.join("signed")).unwrap();
+        std::fs::copy(SWAP_V1_PATH, dir.join("signed/swap.wasm")).unwrap();
+        crate::oci::th(dir)
+            .env("ACTIONS_ID_TOKEN_REQUEST_URL", format!("{url}/actions-token"))
+            .env("ACTIONS_ID_TOKEN_REQUEST_TOKEN", runner_token)
+            .env_remove("SIGSTORE_ID_TOKEN")
+            .args(["sign", "signed/swap.wasm", "--name", "swap", "--sigstore", "--fulcio-url", url, "--rekor-url", url])
+            .output()
+            .unwrap()
+    };
+    let o = sign_in_ci("runner-secret");
+    assert!(o.status.success(), "{}", both(&o));
+    assert!(crate::common::stdout(&o).contains(&format!("by {workflow}")), "{}", both(&o));
+    let v = ok(&run(dir, &["verify", "signed/swap.wasm"]));
+    assert!(v.contains(&format!("{workflow} (issuer {actions}) through Sigstore")), "{v}");
+    // The runner's endpoint refusing: the error says where the token came from.
+    let o = sign_in_ci("wrong");
+    assert!(!o.status.success() && stderr(&o).contains("from GitHub Actions: 401"), "{}", both(&o));
+    // Outside CI, without a token: what to do.
+    let o = sign(dir, &["--sigstore", "--fulcio-url", url, "--rekor-url", url]);
+    assert!(!o.status.success() && stderr(&o).contains("--sigstore needs an OIDC identity token"), "{}", both(&o));
 }

@@ -3,7 +3,10 @@
 In place of the public-good services it runs, on one loopback port:
 
 - an OIDC provider of its own (``GET /token?email=...&iss=...``: an ES256 JWT
-  with audience ``sigstore``; tests only, standing in for a real login);
+  with audience ``sigstore``; tests only, standing in for a real login), and
+  GitHub Actions' ID token endpoint (``GET /actions-token?audience=sigstore``
+  with ``Authorization: Bearer runner-secret``: ``{"value": JWT}`` for a
+  workflow identity);
 - Fulcio's v2 REST API (``POST /api/v2/signingCert``, as
   https://github.com/sigstore/fulcio/blob/main/fulcio.proto documents it):
   it checks the token's signature and the proof of possession over the
@@ -132,9 +135,10 @@ class Instance:
         now = int(time.time())
         header = {"alg": "ES256", "typ": "JWT", "kid": "toolhost-tests"}
         claims = {
-            "iss": issuer, "aud": AUDIENCE, "sub": sub or email, "email": email, "email_verified": True,
-            "iat": now, "nbf": now, "exp": now + 600,
+            "iss": issuer, "aud": AUDIENCE, "sub": sub or email, "iat": now, "nbf": now, "exp": now + 600,
         }
+        if "://" not in email:
+            claims.update(email=email, email_verified=True)
         signing_input = f"{b64url(canonical(header))}.{b64url(canonical(claims))}"
         der = self.oidc_key.sign(signing_input.encode(), ec.ECDSA(hashes.SHA256()))
         r, s = decode_dss_signature(der)
@@ -171,6 +175,8 @@ class Instance:
             public_key = serialization.load_pem_public_key(key_pem)
             proof = base64.b64decode(request["publicKeyRequest"]["proofOfPossession"])
             public_key.verify(proof, claims["sub"].encode(), ec.ECDSA(hashes.SHA256()))
+        # An email identity, or (a CI workflow) the subject as a URI.
+        san = x509.RFC822Name(claims["email"]) if "email" in claims else x509.UniformResourceIdentifier(claims["sub"])
         now = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         if expired:
             not_before, not_after = now - datetime.timedelta(minutes=20), now - datetime.timedelta(minutes=10)
@@ -195,7 +201,7 @@ class Instance:
                 .add_extension(
                     x509.AuthorityKeyIdentifier.from_issuer_public_key(self.ca_key.public_key()), critical=False
                 )
-                .add_extension(x509.SubjectAlternativeName([x509.RFC822Name(claims["email"])]), critical=True)
+                .add_extension(x509.SubjectAlternativeName([san]), critical=True)
                 .add_extension(x509.UnrecognizedExtension(ISSUER_V1_OID, claims["iss"].encode()), critical=False)
                 .add_extension(x509.UnrecognizedExtension(ISSUER_V2_OID, der_utf8(claims["iss"])), critical=False)
             )
@@ -371,9 +377,20 @@ def serve(instance: Instance) -> http.server.ThreadingHTTPServer:
 
         def do_GET(self):
             url = urllib.parse.urlparse(self.path)
+            q = dict(urllib.parse.parse_qsl(url.query))
+            if url.path == "/actions-token":
+                # GitHub Actions' ID token endpoint, as its docs describe it:
+                # the runner's bearer token, the audience as a parameter,
+                # {"value": JWT} back.
+                if self.headers.get("Authorization") != "Bearer runner-secret":
+                    return self.answer(401, {"message": "bad runner token"})
+                if q.get("audience") != AUDIENCE:
+                    return self.answer(400, {"message": "audience must be sigstore"})
+                return self.answer(200, {"value": instance.token(
+                    "https://github.com/org/repo/.github/workflows/release.yml@refs/heads/main",
+                    "https://token.actions.githubusercontent.com", None)})
             if url.path != "/token":
                 return self.answer(404, {"message": "not found"})
-            q = dict(urllib.parse.parse_qsl(url.query))
             token = instance.token(q.get("email", "alice@example.org"), q.get("iss", "https://accounts.example.org"),
                                    q.get("sub"))
             raw = token.encode()

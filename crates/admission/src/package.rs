@@ -337,6 +337,12 @@ impl KeyPair {
     pub fn load(path: &Path) -> Result<KeyPair, PackageError> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| PackageError::Key(format!("reading the key {}: {e}", path.display())))?;
+        if text.trim_start().starts_with("-----BEGIN") {
+            return Err(PackageError::Key(format!(
+                "{} is a PEM key, not a toolhost key file: for a Sigstore key, sign with --sigstore-key",
+                path.display()
+            )));
+        }
         let v: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| PackageError::Key(format!("{} is not a toolhost key file: {e}", path.display())))?;
         let secret = v["secret_key"]

@@ -92,6 +92,11 @@ pub struct TokenClaims {
 impl TokenClaims {
     /// Reads a JWT's claims.
     pub fn read(token: &str) -> Result<TokenClaims, SigstoreSignError> {
+        if token.trim().is_empty() {
+            return Err(SigstoreSignError::Token(
+                "is empty (is the variable you passed set?): pass a JWT from your OIDC provider".into(),
+            ));
+        }
         let payload = token.split('.').nth(1).ok_or_else(|| SigstoreSignError::Token("is not a JWT".into()))?;
         let raw = B64URL
             .decode(payload.trim_end_matches('='))
@@ -137,6 +142,16 @@ impl SigningKey {
     /// `EC PRIVATE KEY`), as `openssl genpkey -algorithm EC -pkeyopt
     /// ec_paramgen_curve:P-256` writes it.
     pub fn from_pem(pem: &str, what: &str) -> Result<SigningKey, SigstoreSignError> {
+        if pem.trim_start().starts_with('{') {
+            return Err(SigstoreSignError::Key(format!(
+                "{what} is a toolhost (ed25519) key file: sign with --key {what}, or give --sigstore-key an ECDSA key"
+            )));
+        }
+        if pem.contains("PUBLIC KEY-----") {
+            return Err(SigstoreSignError::Key(format!(
+                "{what} is a public key: --sigstore-key takes the private key it was made from"
+            )));
+        }
         if pem.contains("ENCRYPTED") {
             return Err(SigstoreSignError::Key(format!(
                 "{what} is encrypted (a cosign key?): toolhost reads unencrypted PEM keys; decrypt it, or make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out {what}`"
@@ -202,7 +217,7 @@ fn request_error(e: &reqwest::Error) -> String {
 }
 
 async fn post(url: &str, body: &serde_json::Value) -> Result<serde_json::Value, String> {
-    let resp = client()?.post(url).json(body).send().await.map_err(|e| request_error(&e))?;
+    let resp = client()?.post(url).json(body).send().await.map_err(|e| format!("POST {url}: {}", request_error(&e)))?;
     let status = resp.status();
     let bytes = toolhost_base::bounded::read_capped(resp.content_length(), MAX_ANSWER, resp.bytes_stream())
         .await
@@ -215,7 +230,14 @@ async fn post(url: &str, body: &serde_json::Value) -> Result<serde_json::Value, 
         let msg = v["message"].as_str().map_or_else(|| String::from_utf8_lossy(&bytes).into_owned(), str::to_string);
         // The service's words, without what a terminal would obey.
         let msg: String = msg.chars().take(500).map(|c| if c.is_control() { ' ' } else { c }).collect();
-        return Err(format!("{status}: {msg}"));
+        return Err(format!(
+            "POST {url} answered {status}: {msg}{}",
+            if status == reqwest::StatusCode::NOT_FOUND {
+                " (the URL flags take the service's base URL, as https://fulcio.sigstore.dev)"
+            } else {
+                ""
+            }
+        ));
     }
     if v.is_null() {
         return Err("the answer is not JSON".into());

@@ -175,9 +175,19 @@ impl TrustPolicy {
         bundle: &Bundle,
         manifest_text: &str,
     ) -> Result<SigstoreSigned, PackageError> {
-        sigstore::verify(bundle, manifest_text.as_bytes(), &self.sigstore_root())
-            .map(|v| SigstoreSigned::new(&v))
-            .map_err(|e| PackageError::Sigstore { plugin: plugin.to_string(), reason: e.to_string() })
+        sigstore::verify(bundle, manifest_text.as_bytes(), &self.sigstore_root()).map(|v| SigstoreSigned::new(&v)).map_err(
+            |e| {
+                // Under the compiled-in root, a private instance's log or CA is unknown.
+                let hint = self.sigstore_root.is_none()
+                    && matches!(e, sigstore::SigstoreError::Log(_) | sigstore::SigstoreError::Certificate(_));
+                let hint = if hint {
+                    " (checked under the public-good instance's root: for another instance, set trust.sigstore.trusted_root)"
+                } else {
+                    ""
+                };
+                PackageError::Sigstore { plugin: plugin.to_string(), reason: format!("{e}{hint}") }
+            },
+        )
     }
 
     /// The first publisher entry naming `signed`'s signer, whatever its
@@ -207,9 +217,23 @@ impl TrustPolicy {
         };
         let candidates: Vec<&Publisher> = self.publishers.iter().filter(|p| same(p)).collect();
         let Some(first) = candidates.first() else {
+            // The identity trusted, at another issuer: say so.
+            let other_issuer = match &signer {
+                Signer::Identity { identity, .. } => self.publishers.iter().find_map(|p| match &p.signer {
+                    Signer::Identity { identity: i, issuer } if i == identity => Some(issuer.clone()),
+                    _ => None,
+                }),
+                Signer::Key { .. } => None,
+            };
             return Err(PackageError::UntrustedPublisher {
                 plugin: plugin.to_string(),
-                signer: signer.quoted(),
+                signer: match other_issuer {
+                    Some(trusted) => format!(
+                        "{} (trust.publishers trusts that identity at issuer {trusted:?} only)",
+                        signer.quoted()
+                    ),
+                    None => signer.quoted(),
+                },
                 author: manifest.author.clone(),
                 trusted: self.publishers.iter().map(|p| p.signer.quoted()).collect(),
             });

@@ -142,7 +142,13 @@ fn logs(list: &[LogJson], what: &str) -> Result<Vec<LogKey>, SigstoreError> {
 impl TrustedRoot {
     /// Reads a trusted root's JSON.
     pub fn from_json(text: &str) -> Result<TrustedRoot, SigstoreError> {
-        let root: RootJson = serde_json::from_str(text).map_err(|e| SigstoreError::Root(e.to_string()))?;
+        // sigstore-python's `--trust-config` file holds a root: read that.
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| SigstoreError::Root(e.to_string()))?;
+        let v = match v["mediaType"].as_str() {
+            Some(t) if t.starts_with("application/vnd.dev.sigstore.clienttrustconfig") => v["trustedRoot"].clone(),
+            _ => v,
+        };
+        let root: RootJson = serde_json::from_value(v).map_err(|e| SigstoreError::Root(e.to_string()))?;
         if !root.media_type.starts_with("application/vnd.dev.sigstore.trustedroot") {
             return Err(SigstoreError::Root(format!("media type {:?} is not a trusted root's", root.media_type)));
         }

@@ -231,7 +231,9 @@ impl Sign {
             }
         };
         // Checked before anything is written, when the instance's root is known.
-        let public = at.fulcio == signing::PUBLIC_FULCIO && at.rekor == signing::PUBLIC_REKOR;
+        // Keyed signing uses Rekor only.
+        let keyed = self.sigstore_key.is_some();
+        let public = (keyed || at.fulcio == signing::PUBLIC_FULCIO) && at.rekor == signing::PUBLIC_REKOR;
         if public || builder.config().trust.sigstore.trusted_root.is_some() {
             let root = builder.trust()?.sigstore_root();
             toolhost::sigstore::verify(&bundle, text.as_bytes(), &root).map_err(|e| {
@@ -249,7 +251,7 @@ impl Sign {
         } else {
             eprintln!(
                 "note: not checked here: no trusted root for {} (set trust.sigstore.trusted_root to check before writing)",
-                at.fulcio
+                if keyed { &at.rekor } else { &at.fulcio }
             );
         }
         Ok((toolhost::package::with_sigstore(bytes, &text, bundle)?, manifest))

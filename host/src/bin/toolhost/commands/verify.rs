@@ -53,6 +53,9 @@ impl Verify {
                 Err(e) => signature = Err(e),
             }
         }
+        if self.bundle_out.is_some() && !matches!(package.verify(&name), Ok(Some(_))) {
+            anyhow::bail!("--bundle-out: {} is not signed, so it has no Sigstore bundle", file.display());
+        }
         if let (Some(out), Ok(Some(v))) = (&self.bundle_out, &package.verify(&name)) {
             let (Some(bundle), Some(text)) = (&v.bundle, v.manifest_text()) else {
                 anyhow::bail!("--bundle-out: {} has no Sigstore bundle", file.display());
