@@ -33,7 +33,7 @@ mod log;
 mod root;
 
 pub use bundle::{Bundle, KeyHint, MEDIA_TYPE, RawBytes, TlogEntry};
-pub use cert::{spki_from_pem, spki_id, spki_sha256};
+pub use cert::{pem_der, spki_from_pem, spki_id, spki_sha256};
 pub use root::TrustedRoot;
 
 use sha2::{Digest as _, Sha256};

@@ -157,9 +157,8 @@ impl SigningKey {
                 "{what} is encrypted (a cosign key?): toolhost reads unencrypted PEM keys; decrypt it, or make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out {what}`"
             )));
         }
-        let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
         let der =
-            B64.decode(body.trim()).map_err(|_| SigstoreSignError::Key(format!("{what} is not a PEM private key")))?;
+            sigstore::pem_der(pem).ok_or_else(|| SigstoreSignError::Key(format!("{what} is not a PEM private key")))?;
         let pair = EcdsaKeyPair::from_private_key_der(&ECDSA_P256_SHA256_ASN1_SIGNING, &der).map_err(|_| {
             SigstoreSignError::Key(format!(
                 "{what} is not an ECDSA P-256 private key (make one with `openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out {what}`)"
@@ -268,7 +267,7 @@ pub async fn sign_keyless(artifact: &[u8], token: &str, at: &Instance) -> Result
         .as_str()
         .ok_or_else(|| fulcio("its answer holds no certificate chain".into()))?
         .to_string();
-    let leaf = pem_der(&leaf_pem).ok_or_else(|| fulcio("its certificate is not PEM".into()))?;
+    let leaf = sigstore::pem_der(&leaf_pem).ok_or_else(|| fulcio("its certificate is not PEM".into()))?;
     if sigstore::certificate_signer(&leaf).is_none() {
         return Err(fulcio(
             "its certificate is not a Sigstore signing certificate (no identity or issuer in it)".into(),
@@ -284,11 +283,6 @@ pub async fn sign_with_key(artifact: &[u8], key: &SigningKey, at: &Instance) -> 
     let signature = key.sign(artifact)?;
     let entry = log(artifact, &signature, &key.public_pem(), at).await?;
     Ok(bundle(artifact, signature, entry, None, Some(sigstore::spki_id(&key.spki()))))
-}
-
-fn pem_der(pem: &str) -> Option<Vec<u8>> {
-    let body: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
-    B64.decode(body.trim()).ok()
 }
 
 fn bundle(

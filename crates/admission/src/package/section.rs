@@ -3,7 +3,7 @@
 
 use super::{Bundle, Envelope, PackageError, SECTION, parse};
 
-fn leb128(mut n: usize, out: &mut Vec<u8>) {
+pub(super) fn leb128(mut n: usize, out: &mut Vec<u8>) {
     loop {
         let byte = (n & 0x7f) as u8;
         n >>= 7;

@@ -305,16 +305,7 @@ fn a_package_section_over_its_limit_is_refused_unread() {
     section.extend_from_slice(SECTION.as_bytes());
     section.extend(std::iter::repeat_n(b' ', MAX_SECTION_BYTES + 1));
     pkg.push(0);
-    let mut n = section.len();
-    loop {
-        let byte = (n & 0x7f) as u8;
-        n >>= 7;
-        if n == 0 {
-            pkg.push(byte);
-            break;
-        }
-        pkg.push(byte | 0x80);
-    }
+    section::leb128(section.len(), &mut pkg);
     pkg.extend_from_slice(&section);
     let err = parse(&pkg).err().unwrap();
     assert!(err.to_string().contains("over the 1048576"), "{err}");

@@ -27,7 +27,7 @@ const ISSUER_V2: ObjectIdentifier = ObjectIdentifier::new_unwrap("1.3.6.1.4.1.57
 const CODE_SIGNING: &[u8] = &[0x2b, 0x06, 0x01, 0x05, 0x05, 0x07, 0x03, 0x03];
 
 /// The DER inside a PEM block (any label).
-pub(super) fn pem_der(pem: &str) -> Option<Vec<u8>> {
+pub fn pem_der(pem: &str) -> Option<Vec<u8>> {
     let body: String = pem.lines().filter(|l| !l.starts_with("-----") && !l.trim().is_empty()).collect();
     if !pem.trim_start().starts_with("-----BEGIN ") {
         return None;
