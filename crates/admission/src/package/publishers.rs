@@ -52,6 +52,18 @@ pub struct Publisher {
     pub not_after: Option<String>,
 }
 
+impl Publisher {
+    /// Whether this entry names `signer`: keys by their whole digest (an
+    /// empty one, from a record before it was kept, names nothing),
+    /// identities by identity and issuer, exactly.
+    fn names(&self, signer: &Signer) -> bool {
+        match (&self.signer, signer) {
+            (Signer::Key { sha256: a, .. }, Signer::Key { sha256: b, .. }) => !a.is_empty() && a == b,
+            (a, b) => a == b,
+        }
+    }
+}
+
 impl PublisherConfig {
     /// Resolves an entry; `read_key` reads a key file (the caller resolves
     /// its path and its ownership).
@@ -194,10 +206,7 @@ impl TrustPolicy {
     /// window.
     pub fn publisher_for(&self, signed: &SigstoreSigned) -> Option<&Publisher> {
         let signer = signed.signer();
-        self.publishers.iter().find(|p| match (&p.signer, &signer) {
-            (Signer::Key { sha256: a, .. }, Signer::Key { sha256: b, .. }) => !a.is_empty() && a == b,
-            (a, b) => a == b,
-        })
+        self.publishers.iter().find(|p| p.names(&signer))
     }
 
     /// The publisher that trusts `signed`, when one does, and its window
@@ -209,13 +218,7 @@ impl TrustPolicy {
         manifest: &Manifest,
     ) -> Result<&Publisher, PackageError> {
         let signer = signed.signer();
-        // Keys match by their whole digest; an empty one (a record from
-        // before it was kept) matches nothing.
-        let same = |p: &Publisher| match (&p.signer, &signer) {
-            (Signer::Key { sha256: a, .. }, Signer::Key { sha256: b, .. }) => !a.is_empty() && a == b,
-            (a, b) => a == b,
-        };
-        let candidates: Vec<&Publisher> = self.publishers.iter().filter(|p| same(p)).collect();
+        let candidates: Vec<&Publisher> = self.publishers.iter().filter(|p| p.names(&signer)).collect();
         let Some(first) = candidates.first() else {
             // The identity trusted, at another issuer: say so.
             let other_issuer = match &signer {

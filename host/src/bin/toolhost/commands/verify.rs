@@ -44,7 +44,8 @@ impl Verify {
             .map_err(|kind| toolhost::runtime::LoadError { plugin: name.clone(), kind })
             .with_context(|| format!("reading {}", file.display()))?;
         let package = toolhost::package::parse(&bytes)?;
-        let mut signature = package.verify(&name);
+        let verified = package.verify(&name);
+        let mut signature = verified.clone();
         // The Sigstore bundle, verified under this host's trusted root.
         let mut sigstore = None;
         if let Ok(Some(v)) = &signature {
@@ -53,10 +54,10 @@ impl Verify {
                 Err(e) => signature = Err(e),
             }
         }
-        if self.bundle_out.is_some() && !matches!(package.verify(&name), Ok(Some(_))) {
+        if self.bundle_out.is_some() && !matches!(verified, Ok(Some(_))) {
             anyhow::bail!("--bundle-out: {} is not signed, so it has no Sigstore bundle", file.display());
         }
-        if let (Some(out), Ok(Some(v))) = (&self.bundle_out, &package.verify(&name)) {
+        if let (Some(out), Ok(Some(v))) = (&self.bundle_out, &verified) {
             let (Some(bundle), Some(text)) = (&v.bundle, v.manifest_text()) else {
                 anyhow::bail!("--bundle-out: {} has no Sigstore bundle", file.display());
             };
