@@ -126,8 +126,8 @@ async fn a_canary_failing_half_its_calls_rolls_back_and_a_healthy_one_is_promote
     let c = canary_of(dir);
     assert_eq!(c["state"], "promoted", "{c}");
     eventually("version 2 serves", async || call(&client, 0).await == Some(2)).await;
-    eventually("new_in_v2 listed", async || names(&client).await.contains(&"new_in_v2".to_string())).await;
-    assert!(changed.load(std::sync::atomic::Ordering::SeqCst) > before, "the session was told");
+    eventually("the session was told", async || changed.load(std::sync::atomic::Ordering::SeqCst) > before).await;
+    assert!(names(&client).await.contains(&"new_in_v2".to_string()), "new_in_v2 listed");
     let list = stdout(&run(dir, &["plugin", "list"]));
     assert!(list.contains("swap: canary promoted after 20 calls"), "{list}");
     // Every step in the audit.

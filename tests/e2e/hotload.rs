@@ -151,9 +151,10 @@ async fn the_plugins_directory_is_watched() {
     assert!(!names(&client).await.contains(&"echo".to_string()));
 
     place(HOSTILE_PATH, &dir.path().join("plugins/hostile.wasm"));
-    eventually("a dropped plugin's tools appear", async || names(&client).await.contains(&"echo".to_string())).await;
-    // The list may show them a moment before the notification lands.
+    // Told before listing: a session that lists the new tools first is
+    // not told again (it has them), so a list here could race the notice.
     eventually("clients were told", async || changes.load(Ordering::SeqCst) >= 1).await;
+    assert!(names(&client).await.contains(&"echo".to_string()), "a dropped plugin's tools appear");
     let r = client
         .peer()
         .call_tool(CallToolRequestParams::new("echo").with_arguments(json!({"x": 1}).as_object().unwrap().clone()))
