@@ -288,6 +288,10 @@ pub struct GrantsReport {
     /// `http` grant or not.
     #[serde(default)]
     pub asked_origins: Vec<OriginAsked>,
+    /// Which code it runs on now: `fast` (optimized code compiling in the
+    /// background) or `optimized`.
+    #[serde(default)]
+    pub code: Option<String>,
 }
 
 /// A secret a plugin's manifest asks for.
@@ -412,6 +416,7 @@ pub fn grants(host: &Host) -> Vec<GrantsReport> {
                 limits: Some(LimitsInForce::of(host, p.name())),
                 secrets,
                 asked_origins,
+                code: info.code.map(str::to_string),
             }
         })
         .collect()

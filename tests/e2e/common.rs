@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::LazyLock;
 use toolhost::Host;
-use toolhost::runtime::{Limits, Runtime};
+use toolhost::runtime::{CodeKind, CompileMode, Limits, Runtime};
 use toolhost::tool::{CallContext, CallError, Content, ToolOutput};
 
 /// One compile cache for the whole test run, so each plugin compiles once.
@@ -22,6 +22,24 @@ pub fn host_with(limits: Limits) -> Host {
     toolhost::builtin::add_builtins(host.admission()).unwrap();
     host.admission().add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
     host
+}
+
+/// The same host twice: the hostile plugin on optimized code, and on the
+/// fast first code (compiled fast, never optimized, no cache), each
+/// checked to run on the code it is named for. The limits' own `compile`
+/// is replaced.
+pub fn on_each_code(limits: Limits) -> [(CodeKind, Host); 2] {
+    [CodeKind::Optimized, CodeKind::Fast].map(|code| {
+        let (compile, cache) = match code {
+            CodeKind::Optimized => (CompileMode::Optimized, Some(CACHE.path())),
+            CodeKind::Fast => (CompileMode::Fast, None),
+        };
+        let host = Host::new(Runtime::new(Limits { compile, ..limits.clone() }, cache).unwrap());
+        toolhost::builtin::add_builtins(host.admission()).unwrap();
+        let hostile = host.admission().add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
+        assert_eq!(hostile.code_kind(), code, "the hostile plugin runs on the code named");
+        (code, host)
+    })
 }
 
 /// A built-in plugin's component as a file (the binary embeds the bytes;

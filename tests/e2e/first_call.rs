@@ -182,3 +182,54 @@ fn initialize_is_answered_while_a_plugin_compiles_and_it_joins_with_list_changed
         log.find("compile of plugin npcnames done in").unwrap_or_else(|| panic!("no compile end logged:\n{log}"));
     assert!(started < ended, "{log}");
 }
+
+/// `status` (its table and its JSON) and the log say which code a plugin
+/// runs on: fast first, then optimized once its background compile is done
+/// (the switch logged); with `limits.compile: fast` it stays on fast code.
+#[test]
+fn status_and_the_log_say_which_code_a_plugin_runs_on() {
+    for (compile, want) in [("fast", "fast"), ("fast-first", "optimized")] {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("plugins")).unwrap();
+        crate::live::place(toolhost_test_artifacts::HOSTILE_PATH, &d.join("plugins/hostile.wasm"));
+        let config = format!("plugins:\n  dir: ./plugins\nlimits:\n  compile: {compile}\n");
+        std::fs::write(d.join("toolhost.yaml"), config).unwrap();
+        let mut cmd = toolhost();
+        cmd.current_dir(d)
+            .env("TOOLHOST_STATE_DIR", d.join("state"))
+            .env("TOOLHOST_CACHE_DIR", d.join("cache"))
+            .args(["serve", "--http", "127.0.0.1:0"]);
+        let log = d.join("stderr.log");
+        let (_host, _url) = crate::live::spawn_serving_logged(cmd, std::fs::File::create(&log).unwrap());
+        let deadline = Instant::now() + Duration::from_secs(120);
+        let code = loop {
+            let s = status(d);
+            let hostile = s["providers"].as_array().unwrap().iter().find(|p| p["name"] == "hostile").cloned();
+            let code = hostile.as_ref().and_then(|h| h["code"].as_str().map(str::to_string));
+            if code.as_deref() == Some(want) {
+                break code;
+            }
+            assert!(Instant::now() < deadline, "{compile}: never on {want} code: {hostile:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let roll = s_of(d, "diceroller");
+        assert_eq!(roll["code"], "optimized", "a built-in runs on the code the build compiled: {roll}");
+        let table = stdout(&crate::live::admin(d, &["status"]));
+        let line = table.lines().find(|l| l.starts_with("hostile")).unwrap_or_else(|| panic!("{table}"));
+        assert_eq!(line.contains("wasm (fast code)"), want == "fast", "{compile}: {line}");
+        let log = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            log.contains("compile of plugin hostile done in") && log.contains("ms (fast code)"),
+            "{compile}: {log}"
+        );
+        assert_eq!(log.contains("plugin hostile runs on optimized code now"), want == "optimized", "{compile}: {log}");
+        assert_eq!(code.as_deref(), Some(want));
+    }
+}
+
+/// The provider `name` in `toolhost status --json` against the host in `dir`.
+fn s_of(dir: &Path, name: &str) -> Value {
+    let s = status(dir);
+    s["providers"].as_array().unwrap().iter().find(|p| p["name"] == name).cloned().unwrap_or_else(|| panic!("{s}"))
+}

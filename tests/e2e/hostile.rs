@@ -1,7 +1,8 @@
 //! Misbehaving plugins: each attack ends in its own typed error, and the next
-//! normal call on the same host succeeds.
+//! normal call on the same host succeeds, on the optimized code and on the
+//! fast first code alike (`on_each_code`).
 
-use crate::common::{HOST, call, host_with, json_of, run, stderr, stdout};
+use crate::common::{HOST, call, json_of, on_each_code, run, stderr, stdout};
 use serde_json::json;
 use std::time::Duration;
 use toolhost::Host;
@@ -20,48 +21,54 @@ fn assert_still_serving(host: &Host) {
 #[test]
 fn an_infinite_loop_is_stopped_by_the_epoch_deadline() {
     // Fuel off: only the deadline can stop it.
-    let host = host_with(Limits { fuel: None, ..Limits::default() });
-    match call(&host, "spin", json!({})) {
-        Err(CallError::Timeout { tool, limit_ms }) => {
-            assert_eq!(tool, "spin");
-            assert_eq!(limit_ms, 100, "the tool declares max 100 ms");
+    for (code, host) in on_each_code(Limits { fuel: None, ..Limits::default() }) {
+        match call(&host, "spin", json!({})) {
+            Err(CallError::Timeout { tool, limit_ms }) => {
+                assert_eq!(tool, "spin");
+                assert_eq!(limit_ms, 100, "the tool declares max 100 ms");
+            }
+            other => panic!("{code:?}: {other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert_still_serving(&host);
     }
-    assert_still_serving(&host);
 }
 
 #[test]
 fn an_infinite_loop_is_stopped_by_fuel() {
     // A deadline far away: only fuel can stop it.
-    let host = host_with(Limits { fuel: Some(5_000_000), timeout_floor: Duration::from_secs(20), ..Limits::default() });
-    match call(&host, "spin", json!({})) {
-        Err(CallError::OutOfFuel { tool, fuel }) => {
-            assert_eq!(tool, "spin");
-            assert_eq!(fuel, 5_000_000);
+    let limits = Limits { fuel: Some(5_000_000), timeout_floor: Duration::from_secs(20), ..Limits::default() };
+    for (code, host) in on_each_code(limits) {
+        match call(&host, "spin", json!({})) {
+            Err(CallError::OutOfFuel { tool, fuel }) => {
+                assert_eq!(tool, "spin");
+                assert_eq!(fuel, 5_000_000);
+            }
+            other => panic!("{code:?}: {other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert_still_serving(&host);
     }
-    assert_still_serving(&host);
 }
 
 #[test]
 fn a_memory_bomb_hits_the_memory_limit() {
-    match call(&HOST, "grow", json!({})) {
-        Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, Limits::default().memory_bytes),
-        other => panic!("{other:?}"),
+    for (code, host) in on_each_code(Limits::default()) {
+        match call(&host, "grow", json!({})) {
+            Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, Limits::default().memory_bytes),
+            other => panic!("{code:?}: {other:?}"),
+        }
+        assert_still_serving(&host);
     }
-    assert_still_serving(&HOST);
 }
 
 #[test]
 fn a_smaller_memory_limit_is_enforced_too() {
-    let host = host_with(Limits { memory_bytes: 4 << 20, ..Limits::default() });
-    match call(&host, "grow", json!({})) {
-        Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, 4 << 20),
-        other => panic!("{other:?}"),
+    for (code, host) in on_each_code(Limits { memory_bytes: 4 << 20, ..Limits::default() }) {
+        match call(&host, "grow", json!({})) {
+            Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, 4 << 20),
+            other => panic!("{code:?}: {other:?}"),
+        }
+        assert_still_serving(&host);
     }
-    assert_still_serving(&host);
 }
 
 /// A real `table.grow` (hand-assembled into the guest) past the table
@@ -70,64 +77,73 @@ fn a_smaller_memory_limit_is_enforced_too() {
 /// stands in the way; below the limit the table grows.
 #[test]
 fn a_table_bomb_hits_the_table_limit() {
-    let host = host_with(Limits::default());
-    let limit = Limits::default().table_elements;
-    // The guest's function table holds its own functions to begin with.
-    let grown = match &call(&host, "grow_table", json!({"elements": 1000})).unwrap().content[..] {
-        [Content::Text(size)] => size.parse::<usize>().unwrap(),
-        other => panic!("{other:?}"),
-    };
-    assert!((1000..limit).contains(&grown), "the table grows under the limit, to {grown}");
-    match call(&host, "grow_table", json!({"elements": limit + 1})) {
-        Err(CallError::TableLimit { tool, limit_elements }) => {
-            assert_eq!(tool, "grow_table");
-            assert_eq!(limit_elements, limit);
+    for (code, host) in on_each_code(Limits::default()) {
+        let limit = Limits::default().table_elements;
+        // The guest's function table holds its own functions to begin with.
+        let grown = match &call(&host, "grow_table", json!({"elements": 1000})).unwrap().content[..] {
+            [Content::Text(size)] => size.parse::<usize>().unwrap(),
+            other => panic!("{code:?}: {other:?}"),
+        };
+        assert!((1000..limit).contains(&grown), "{code:?}: the table grows under the limit, to {grown}");
+        match call(&host, "grow_table", json!({"elements": limit + 1})) {
+            Err(CallError::TableLimit { tool, limit_elements }) => {
+                assert_eq!(tool, "grow_table");
+                assert_eq!(limit_elements, limit);
+            }
+            other => panic!("{code:?}: {other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert_still_serving(&host);
+        let lower =
+            Limits { table_elements: 500, compile: host.pipeline().runtime().limits().compile, ..Limits::default() };
+        let kept = host.pipeline().runtime().set_limits(lower);
+        assert!(kept.is_empty(), "{kept:?}");
+        match call(&host, "grow_table", json!({"elements": 1000})) {
+            Err(e @ CallError::TableLimit { limit_elements: 500, .. }) => assert_eq!(e.kind(), "table_limit"),
+            other => panic!("{code:?}: {other:?}"),
+        }
+        assert_still_serving(&host);
     }
-    assert_still_serving(&host);
-    let kept = host.pipeline().runtime().set_limits(Limits { table_elements: 500, ..Limits::default() });
-    assert!(kept.is_empty(), "{kept:?}");
-    match call(&host, "grow_table", json!({"elements": 1000})) {
-        Err(e @ CallError::TableLimit { limit_elements: 500, .. }) => assert_eq!(e.kind(), "table_limit"),
-        other => panic!("{other:?}"),
-    }
-    assert_still_serving(&host);
 }
 
 #[test]
 fn deep_recursion_overflows_the_wasm_stack_cleanly() {
-    match call(&HOST, "recurse", json!({})) {
-        Err(e @ CallError::StackOverflow { .. }) => assert_eq!(e.kind(), "stack_overflow"),
-        other => panic!("{other:?}"),
+    for (code, host) in on_each_code(Limits::default()) {
+        match call(&host, "recurse", json!({})) {
+            Err(e @ CallError::StackOverflow { .. }) => assert_eq!(e.kind(), "stack_overflow"),
+            other => panic!("{code:?}: {other:?}"),
+        }
+        assert_still_serving(&host);
     }
-    assert_still_serving(&HOST);
 }
 
 #[test]
 fn a_guest_panic_is_reported_with_its_message() {
-    match call(&HOST, "panic", json!({})) {
-        Err(CallError::GuestPanic { tool, message }) => {
-            assert_eq!(tool, "panic");
-            assert!(message.contains("panicked on purpose"), "{message}");
+    for (code, host) in on_each_code(Limits::default()) {
+        match call(&host, "panic", json!({})) {
+            Err(CallError::GuestPanic { tool, message }) => {
+                assert_eq!(tool, "panic");
+                assert!(message.contains("panicked on purpose"), "{message}");
+            }
+            other => panic!("{code:?}: {other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert_still_serving(&host);
     }
-    assert_still_serving(&HOST);
 }
 
 #[test]
 fn a_10_mb_output_is_refused() {
-    match call(&HOST, "big_output", json!({})) {
-        Err(CallError::OutputTooLarge { size, limit, .. }) => {
-            assert_eq!(limit, Limits::default().output_bytes);
-            // The copy out of the guest stopped at the cap: the host never
-            // held the 10 MB.
-            assert!(size > limit && size < 10 * 1024 * 1024, "{size}");
+    for (code, host) in on_each_code(Limits::default()) {
+        match call(&host, "big_output", json!({})) {
+            Err(CallError::OutputTooLarge { size, limit, .. }) => {
+                assert_eq!(limit, Limits::default().output_bytes);
+                // The copy out of the guest stopped at the cap: the host never
+                // held the 10 MB.
+                assert!(size > limit && size < 10 * 1024 * 1024, "{code:?}: {size}");
+            }
+            other => panic!("{code:?}: {other:?}"),
         }
-        other => panic!("{other:?}"),
+        assert_still_serving(&host);
     }
-    assert_still_serving(&HOST);
 }
 
 #[test]
@@ -169,15 +185,16 @@ fn a_plugin_sleeping_past_its_deadline_is_stopped() {
     // The guest blocks in a WASI timer, where epoch interruption cannot
     // reach; the bounded clock wakes it at the deadline: 1000 ms declared,
     // cut to the 500 ms ceiling of its FAST tier.
-    let host = host_with(Limits { fuel: None, ..Limits::default() });
-    match call(&host, "sleep", json!({"ms": 600_000})) {
-        Err(CallError::Timeout { limit_ms, .. }) => assert_eq!(limit_ms, 500),
-        other => panic!("{other:?}"),
+    for (code, host) in on_each_code(Limits { fuel: None, ..Limits::default() }) {
+        match call(&host, "sleep", json!({"ms": 600_000})) {
+            Err(CallError::Timeout { limit_ms, .. }) => assert_eq!(limit_ms, 500),
+            other => panic!("{code:?}: {other:?}"),
+        }
+        assert_still_serving(&host);
+        // A sleep within the deadline completes normally.
+        let out = call(&host, "sleep", json!({"ms": 20})).unwrap();
+        assert_eq!(out.content, vec![Content::Text("slept 20 ms".into())]);
     }
-    assert_still_serving(&host);
-    // A sleep within the deadline completes normally.
-    let out = call(&host, "sleep", json!({"ms": 20})).unwrap();
-    assert_eq!(out.content, vec![Content::Text("slept 20 ms".into())]);
 }
 
 /// A plugin reporting progress in a tight loop: the caller gets at most 100

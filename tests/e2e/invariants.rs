@@ -2,7 +2,7 @@
 //! beside the machinery they need: `external::an_external_servers_failure_touches_only_its_own_tools`,
 //! `hotload::a_plugin_swap_is_one_registry_store`, `hotload::plugin_files_load_only_through_the_trust_policy`.)
 
-use crate::common::{CACHE, HOST, call, host_with, json_of, stderr, stdout};
+use crate::common::{CACHE, HOST, call, host_with, json_of, on_each_code, stderr, stdout};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -56,26 +56,29 @@ fn every_call_runs_in_a_fresh_instance() {
 /// fuel alone stops the loop; with fuel off, the epoch deadline does.
 #[test]
 fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
-    let host = host_with(Limits {
+    // On the optimized code and on the fast first code alike.
+    let metered = on_each_code(Limits {
         fuel: Some(200_000_000),
         memory_bytes: 16 << 20,
         timeout_floor: Duration::from_secs(20),
         ..Limits::default()
     });
-    let unmetered = host_with(Limits { fuel: None, ..Limits::default() });
-    for (host, tool, kind) in [
-        (&host, "spin", "out_of_fuel"),
-        (&unmetered, "spin", "timeout"),
-        (&host, "grow", "memory_limit"),
-        (&host, "grow_table", "table_limit"),
-        (&host, "recurse", "stack_overflow"),
-        (&host, "big_output", "output_too_large"),
-        (&host, "panic", "guest_panic"),
-    ] {
-        let e = call(host, tool, json!({})).unwrap_err();
-        assert_eq!(e.kind(), kind, "{tool}: {e}");
-        let out = call(host, "roll", json!({"expression": "1d6"})).unwrap();
-        assert!(json_of(out)["total"].as_i64().is_some(), "the host serves after {tool}");
+    let unmetered = on_each_code(Limits { fuel: None, ..Limits::default() });
+    for ((code, host), (_, unmetered)) in metered.iter().zip(&unmetered) {
+        for (host, tool, kind) in [
+            (host, "spin", "out_of_fuel"),
+            (unmetered, "spin", "timeout"),
+            (host, "grow", "memory_limit"),
+            (host, "grow_table", "table_limit"),
+            (host, "recurse", "stack_overflow"),
+            (host, "big_output", "output_too_large"),
+            (host, "panic", "guest_panic"),
+        ] {
+            let e = call(host, tool, json!({})).unwrap_err();
+            assert_eq!(e.kind(), kind, "{code:?}: {tool}: {e}");
+            let out = call(host, "roll", json!({"expression": "1d6"})).unwrap();
+            assert!(json_of(out)["total"].as_i64().is_some(), "{code:?}: the host serves after {tool}");
+        }
     }
     // The deadline is the tool's wanted one (its declared maximum) raised
     // to the operator's floor and cut to the ceilings (its tier's, the
@@ -168,7 +171,13 @@ fn an_agent_never_sees_or_calls_a_tool_off_its_allow_list_or_over_its_budget() {
 /// bounded clock wakes the sleeper at the deadline.
 #[test]
 fn a_guest_cannot_block_past_its_deadline() {
-    let host = std::sync::Arc::new(host_with(Limits { fuel: None, ..Limits::default() }));
+    for (code, host) in on_each_code(Limits { fuel: None, ..Limits::default() }) {
+        cannot_block_past_its_deadline(code, host);
+    }
+}
+
+fn cannot_block_past_its_deadline(code: toolhost::runtime::CodeKind, host: Host) {
+    let host = std::sync::Arc::new(host);
     // On a thread of its own: a loop nothing stops fails the test (after a
     // minute, 600 times its 100 ms deadline) rather than hanging it.
     let (done, spun) = std::sync::mpsc::channel();
@@ -177,7 +186,7 @@ fn a_guest_cannot_block_past_its_deadline() {
         let _ = done.send(call(&spinning, "spin", json!({})));
     });
     let e = spun.recv_timeout(Duration::from_secs(60)).expect("the loop was stopped").unwrap_err();
-    assert_eq!(e.kind(), "timeout", "{e}");
+    assert_eq!(e.kind(), "timeout", "{code:?}: {e}");
     let started = Instant::now();
     let e = call(&host, "sleep", json!({"ms": 60_000})).unwrap_err();
     assert_eq!(e.kind(), "timeout", "{e}");

@@ -6,7 +6,9 @@ use crate::common::run;
 use crate::common::stderr;
 use crate::common::stdout;
 use std::path::Path;
-use toolhost::runtime::{CompileSource, Limits, LoadErrorKind, Runtime};
+use std::time::{Duration, Instant};
+use toolhost::runtime::{CodeKind, CompileMode, CompileSource, Limits, LoadErrorKind, Runtime, WasmPlugin};
+use toolhost::tool::{CallContext, Content, Provider as _};
 use toolhost_test_artifacts::{HOSTILE_PATH, OTHERWORLD_PATH};
 
 fn runtime() -> Runtime {
@@ -80,11 +82,14 @@ fn the_second_load_comes_from_the_disk_cache() {
 fn a_corrupt_cache_entry_is_discarded_and_recompiled() {
     let dir = tempfile::tempdir().unwrap();
     let bytes = std::fs::read(HOSTILE_PATH).unwrap();
-    let rt = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
+    // The optimized code's entry (no fast code first, nothing compiling in
+    // the background).
+    let optimized = Limits { compile: CompileMode::Optimized, ..Limits::default() };
+    let rt = Runtime::new(optimized.clone(), Some(dir.path())).unwrap();
     let p = rt.load("hostile", &bytes).unwrap();
     let entry = rt.cache().unwrap().dir().join(format!("{}.cwasm", p.digest()));
     std::fs::write(&entry, b"not a compiled artifact").unwrap();
-    let again = Runtime::new(Limits::default(), Some(dir.path())).unwrap().load("hostile", &bytes).unwrap();
+    let again = Runtime::new(optimized, Some(dir.path())).unwrap().load("hostile", &bytes).unwrap();
     assert_eq!(again.compile_source(), CompileSource::Compiled);
     assert!(std::fs::read(&entry).unwrap().len() > 1000, "entry rewritten");
 }
@@ -111,4 +116,77 @@ fn a_tool_name_clash_across_plugins_exposes_the_later_one_under_its_plugins_name
     assert!(out.contains("dice2_roll") && out.contains("roll"), "{out}");
     let err = stderr(&o);
     assert!(err.contains("roll is already served by diceroller: dice2's is exposed as dice2_roll"), "{err}");
+}
+
+fn echo(p: &WasmPlugin, n: u32) {
+    let out = p.call("echo", &serde_json::json!({ "n": n }), &CallContext::default()).unwrap();
+    assert_eq!(out.content, vec![Content::Text(format!("{{\"n\":{n}}}"))]);
+}
+
+/// A component nobody compiled before answers on fast code at once; its
+/// optimized code, compiled in the background, takes over between calls
+/// (calls keep answering throughout); the cache then holds the optimized
+/// code only, and a restart runs it from the first call.
+#[test]
+fn a_new_plugin_answers_on_fast_code_and_switches_to_optimized_code_between_calls() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let rt = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
+    let p = rt.load("hostile", &bytes).unwrap();
+    assert_eq!((p.compile_source(), p.code_kind()), (CompileSource::Compiled, CodeKind::Fast));
+    let cached = |suffix: &str| rt.cache().unwrap().dir().join(format!("{}{suffix}.cwasm", p.digest())).exists();
+    assert!(cached(".fast"), "the fast code is cached apart");
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut n = 0;
+    while p.code_kind() == CodeKind::Fast {
+        assert!(Instant::now() < deadline, "no optimized code after 120 s");
+        echo(&p, n);
+        n += 1;
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    echo(&p, n);
+    assert_eq!(rt.optimizing_now(), 0, "nothing left to optimize");
+    assert!(cached("") && !cached(".fast"), "the optimized code replaces the fast code in the cache");
+
+    // A restart: the optimized code from the cache, nothing to optimize.
+    let restarted = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
+    let again = restarted.load("hostile", &bytes).unwrap();
+    assert_eq!((again.compile_source(), again.code_kind()), (CompileSource::Cache, CodeKind::Optimized));
+    assert_eq!(restarted.optimizing_now(), 0);
+    echo(&again, 1);
+}
+
+/// `limits.compile`: `optimized` compiles before the first call; `fast`
+/// never optimizes; a restart that finds only the fast code in the cache
+/// runs it and optimizes it again in the background.
+#[test]
+fn limits_compile_chooses_the_first_code_and_a_restart_resumes_the_optimization() {
+    let dir = tempfile::tempdir().unwrap();
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let with = |compile| Runtime::new(Limits { compile, ..Limits::default() }, Some(dir.path())).unwrap();
+
+    let optimized = tempfile::tempdir().unwrap();
+    let rt =
+        Runtime::new(Limits { compile: CompileMode::Optimized, ..Limits::default() }, Some(optimized.path())).unwrap();
+    let p = rt.load("hostile", &bytes).unwrap();
+    assert_eq!((p.compile_source(), p.code_kind()), (CompileSource::Compiled, CodeKind::Optimized));
+    assert_eq!(rt.optimizing_now(), 0);
+
+    let fast = with(CompileMode::Fast);
+    let p = fast.load("hostile", &bytes).unwrap();
+    assert_eq!((p.code_kind(), fast.optimizing_now()), (CodeKind::Fast, 0), "fast only: nothing queued");
+    echo(&p, 7);
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(p.code_kind(), CodeKind::Fast, "and it stays on fast code");
+
+    // The default again: the cached fast code, optimized in the background.
+    let resumed = with(CompileMode::FastFirst);
+    let p = resumed.load("hostile", &bytes).unwrap();
+    assert_eq!((p.compile_source(), p.code_kind()), (CompileSource::Cache, CodeKind::Fast));
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while p.code_kind() == CodeKind::Fast {
+        assert!(Instant::now() < deadline, "no optimized code after 120 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    echo(&p, 8);
 }

@@ -586,6 +586,10 @@ pub struct LimitsConfig {
     /// streams, pollables, open files) one call may hold at once (default
     /// 1024); past it the call ends with `memory_limit`.
     pub host_resources_per_call: Option<usize>,
+    /// How a plugin not compiled before is compiled: `fast-first` (the
+    /// default: fast code at once, optimized code in the background),
+    /// `optimized` (before its first call) or `fast` (never optimized).
+    pub compile: Option<crate::runtime::CompileMode>,
 }
 
 impl LimitsConfig {
@@ -635,6 +639,9 @@ impl LimitsConfig {
         }
         if let Some(n) = self.http_request_bytes {
             l.http_request_bytes = n;
+        }
+        if let Some(c) = self.compile {
+            l.compile = c;
         }
         if let Some(n) = self.host_resources_per_call {
             l.host_resources_per_call = n.max(64);

@@ -174,6 +174,12 @@ impl CompileCache {
         }
     }
 
+    /// Removes the entry for `digest`, if any (code superseded: the fast
+    /// code once the optimized code is cached).
+    pub fn remove(&self, digest: &str) {
+        let _ = std::fs::remove_file(self.entry_path(digest));
+    }
+
     /// Removes the least recently used entries (of every engine version)
     /// until the cache fits in `max_bytes`. Returns the bytes removed.
     pub fn evict(&self) -> u64 {

@@ -35,6 +35,7 @@ pub mod slots;
 mod state;
 mod teardown;
 mod ticker;
+mod tiered;
 mod values;
 
 pub use bindings::{CONTRACT_VERSION, TOOL_INTERFACE};
@@ -54,6 +55,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use teardown::{DeferTeardowns, defer_teardowns, teardown_deferred};
 use ticker::Ticker;
+pub use tiered::{CodeKind, CompileMode};
 use toolhost_types::{CallContext, CallError};
 pub use values::{PluginValues, REDACT_MIN_LEN};
 use wasmtime::component::{Linker, ResourceTable};
@@ -81,6 +83,12 @@ struct Inner {
     precompiled: std::sync::Mutex<HashMap<String, Precompiled>>,
     /// The plugins being compiled now, and since when.
     compiling: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
+    /// Engines that only compile, whose code is loaded into `engine`: the
+    /// fast first code, and the optimized code compiled in the background
+    /// on one thread (`tiered`). Made at first use.
+    fast_engine: std::sync::OnceLock<Result<Engine, String>>,
+    background_engine: std::sync::OnceLock<Result<Engine, String>>,
+    optimizer: tiered::Optimizer,
     ticker: Ticker,
 }
 
@@ -132,7 +140,7 @@ impl Runtime {
             }
         });
         let mut config = Config::new();
-        engine_settings::apply_code_settings(&mut config, limits.fuel.is_some());
+        engine_settings::apply_code_settings(&mut config, limits.fuel.is_some(), true);
         config.max_wasm_stack(limits.max_wasm_stack);
         let mut pool = PoolingAllocationConfig::default();
         // Room for the stores kept for a later teardown (`teardown`).
@@ -207,6 +215,9 @@ impl Runtime {
                 cache,
                 precompiled: Default::default(),
                 compiling: Default::default(),
+                fast_engine: Default::default(),
+                background_engine: Default::default(),
+                optimizer: Default::default(),
                 ticker,
             }),
         })

@@ -64,6 +64,10 @@ pub struct Limits {
     /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
     /// An engine setting: read at start only.
     pub pool_memory_bytes: usize,
+    /// How a component not compiled before is compiled: fast code first
+    /// and optimized code in the background (the default), optimized
+    /// before its first call, or fast only ([`crate::CompileMode`]).
+    pub compile: crate::CompileMode,
 }
 
 /// One plugin's own limits (`plugins.limits.<plugin>`), each replacing
@@ -133,6 +137,7 @@ impl Default for Limits {
             http_request_bytes: 1 << 20,
             host_resources_per_call: 1024,
             pool_memory_bytes: 0,
+            compile: crate::CompileMode::FastFirst,
         }
     }
 }

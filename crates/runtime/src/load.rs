@@ -6,7 +6,8 @@
 use crate::bindings::{CONTRACT_VERSION, PluginPre, TOOL_INTERFACE};
 use crate::capabilities::{self, CAPABILITIES};
 use crate::plugin::{self, Compiled, WasmPlugin};
-use crate::{FairSlots, Grants, Runtime, private};
+use crate::tiered::Code;
+use crate::{CodeKind, CompileMode, FairSlots, Grants, Runtime, private};
 use sha2::{Digest, Sha256};
 use std::sync::Arc;
 use toolhost_types::{CallError, ToolDef};
@@ -100,6 +101,11 @@ pub enum LoadErrorKind {
     },
 }
 
+/// The cache entry of a component's fast code (apart from its optimized code).
+fn fast_entry(digest: &str) -> String {
+    format!("{digest}.fast")
+}
+
 /// Where a load's compiled code came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompileSource {
@@ -156,49 +162,126 @@ impl Runtime {
             None => hex::encode(Sha256::digest(bytes)),
         };
         let engine = &self.inner.engine;
+        let mode = self.inner.limits.load().compile;
+        let cache = self.inner.cache.as_ref();
         let loaded = match self.precompiled(name, &digest) {
-            Some(c) => Some((c, CompileSource::Precompiled)),
-            None => self.inner.cache.as_ref().and_then(|c| c.load(engine, &digest)).map(|c| (c, CompileSource::Cache)),
+            Some(c) => Some((c, CompileSource::Precompiled, CodeKind::Optimized)),
+            None => cache.and_then(|c| c.load(engine, &digest)).map(|c| (c, CompileSource::Cache, CodeKind::Optimized)),
         };
-        let (component, source) = match loaded {
+        // The fast code cached by an earlier load, when the optimized code is not.
+        let loaded = loaded.or_else(|| {
+            let fast = cache.filter(|_| mode.fast_first())?.load(engine, &fast_entry(&digest))?;
+            Some((fast, CompileSource::Cache, CodeKind::Fast))
+        });
+        let (component, source, kind) = match loaded {
             Some(loaded) => loaded,
             None => {
+                let (code_engine, entry, kind) = if mode.fast_first() {
+                    (
+                        self.side_engine(false).map_err(|e| err(LoadErrorKind::Invalid(e)))?,
+                        fast_entry(&digest),
+                        CodeKind::Fast,
+                    )
+                } else {
+                    (engine, digest.clone(), CodeKind::Optimized)
+                };
                 let serialized = self
-                    .compiling(name, bytes.len(), || engine.precompile_component(bytes))
+                    .compiling(name, bytes.len(), kind, || code_engine.precompile_component(bytes))
                     .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
-                // SAFETY: `serialized` was produced just above by this engine.
+                // SAFETY: `serialized` was produced just above by this
+                // engine or its fast twin, whose code settings differ
+                // only in the optimization level (wasmtime checks the
+                // rest before loading it).
                 #[allow(unsafe_code)]
                 let component = unsafe { Component::deserialize(engine, &serialized) }
                     .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
-                if let Some(cache) = &self.inner.cache {
-                    cache.store(&digest, &serialized);
+                if let Some(cache) = cache {
+                    cache.store(&entry, &serialized);
                 }
-                (component, CompileSource::Compiled)
+                (component, CompileSource::Compiled, kind)
             }
         };
         let ty = component.component_type();
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
-        Ok(Compiled { name: name.to_string(), digest, size: bytes.len(), component, source, imports, exports })
+        // Fast code is optimized later, from these bytes.
+        let fast_bytes = (kind == CodeKind::Fast && mode == CompileMode::FastFirst).then(|| Arc::<[u8]>::from(bytes));
+        Ok(Compiled {
+            name: name.to_string(),
+            digest,
+            size: bytes.len(),
+            component,
+            source,
+            kind,
+            fast_bytes,
+            imports,
+            exports,
+        })
+    }
+
+    /// An engine that only compiles, with the main engine's code settings
+    /// but for the optimization level, and no instance pool: the fast
+    /// first code (`optimize` false; parallel, the plugin waits for it),
+    /// or the optimized code compiled in the background (on one thread).
+    fn side_engine(&self, optimize: bool) -> Result<&wasmtime::Engine, String> {
+        let cell = if optimize { &self.inner.background_engine } else { &self.inner.fast_engine };
+        cell.get_or_init(|| {
+            let mut config = wasmtime::Config::new();
+            crate::engine_settings::apply_code_settings(&mut config, self.inner.engine_limits.fuel.is_some(), optimize);
+            config.max_wasm_stack(self.inner.engine_limits.max_wasm_stack);
+            config.parallel_compilation(!optimize);
+            wasmtime::Engine::new(&config).map_err(|e| format!("cannot make a compiling engine: {e:#}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+    }
+
+    /// The optimized code of a component running on fast code, compiled on
+    /// the calling (background) thread, cached, its fast entry removed.
+    pub(crate) fn compile_optimized_in_background(
+        &self,
+        name: &str,
+        digest: &str,
+        bytes: &[u8],
+    ) -> Result<Component, String> {
+        let engine = &self.inner.engine;
+        let cache = self.inner.cache.as_ref();
+        if let Some(done) = cache.and_then(|c| c.load(engine, digest)) {
+            return Ok(done);
+        }
+        let started = std::time::Instant::now();
+        let serialized = self.side_engine(true)?.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
+        tracing::debug!(plugin = name, ms = started.elapsed().as_millis() as u64, "optimized compile done");
+        // SAFETY: produced just above by the background engine, whose code
+        // settings are the main engine's (wasmtime checks them on load).
+        #[allow(unsafe_code)]
+        let component = unsafe { Component::deserialize(engine, &serialized) }.map_err(|e| format!("{e:#}"))?;
+        if let Some(cache) = cache {
+            cache.store(digest, &serialized);
+            cache.remove(&fast_entry(digest));
+        }
+        Ok(component)
     }
 
     /// Runs `compile` for plugin `name` (`size` bytes), listed in
     /// [`Runtime::compiling_now`] and logged when it starts and ends
     /// (target `toolhost::compile`, on by default: a compile can take
     /// seconds, and the operator should not wonder why).
-    fn compiling<T>(&self, name: &str, size: usize, compile: impl FnOnce() -> T) -> T {
-        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant);
+    fn compiling<T>(&self, name: &str, size: usize, kind: CodeKind, compile: impl FnOnce() -> T) -> T {
+        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant, CodeKind);
         impl Drop for Listed<'_> {
             fn drop(&mut self) {
                 self.0.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).remove(self.1);
                 let ms = u64::try_from(self.2.elapsed().as_millis()).unwrap_or(u64::MAX);
-                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, "compile of plugin {} done in {ms} ms", self.1);
+                let code = self.3.as_str();
+                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, code, "compile of plugin {} done in {ms} ms ({code} code)", self.1);
             }
         }
         let started = std::time::Instant::now();
-        tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, "compiling plugin {name} (not in the compile cache)");
+        let code = kind.as_str();
+        tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, code, "compiling plugin {name} (not in the compile cache; {code} code)");
         self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), started);
-        let _listed = Listed(self, name, started);
+        let _listed = Listed(self, name, started, kind);
         compile()
     }
 
@@ -277,6 +360,9 @@ impl Runtime {
         self.check_extensions(&compiled.imports).map_err(err)?;
         let mut plugin = self.prepare(&compiled, grants)?;
         plugin.tools = read_tools(&plugin).map_err(err)?;
+        if let Some(bytes) = compiled.fast_bytes {
+            self.optimize_later(&compiled.name, &compiled.digest, bytes, &plugin.code);
+        }
         Ok(plugin)
     }
 
@@ -301,18 +387,23 @@ impl Runtime {
     pub fn regrant(&self, plugin: &WasmPlugin, grants: Grants) -> Result<WasmPlugin, LoadError> {
         let err = |kind| LoadError { plugin: plugin.name.to_string(), kind };
         CAPABILITIES.check_imports(&plugin.imports, &grants).map_err(err)?;
-        let compiled = Compiled {
-            name: plugin.name.to_string(),
+        // The same code (and its switch to optimized code, if pending):
+        // what a call links to does not depend on its grants.
+        let regranted = WasmPlugin {
+            runtime: self.clone(),
+            name: plugin.name.clone(),
             digest: plugin.digest.clone(),
             size: plugin.size,
-            source: plugin.source,
+            imported: plugin.imported,
             imports: plugin.imports.clone(),
-            exports: Vec::new(),
-            component: plugin.pre.instance_pre().component().clone(),
+            source: plugin.source,
+            code: plugin.code.clone(),
+            tools: plugin.tools.clone(),
+            own_names: plugin.own_names.clone(),
+            held: CAPABILITIES.held(&grants),
+            grants,
+            busy: FairSlots::new(self.limits_for(&plugin.name).plugin_concurrency),
         };
-        let mut regranted = self.prepare(&compiled, grants)?;
-        regranted.tools = plugin.tools.clone();
-        regranted.own_names = plugin.own_names.clone();
         Ok(regranted)
     }
 
@@ -355,7 +446,7 @@ impl Runtime {
             imported: CAPABILITIES.imported(&compiled.imports),
             imports: compiled.imports.clone(),
             source: compiled.source,
-            pre,
+            code: Code::new(pre, compiled.kind),
             tools: Vec::new(),
             own_names: std::collections::HashMap::new(),
             held: CAPABILITIES.held(&grants),

@@ -2,7 +2,7 @@
 //! typed error for every way a call can fail, the result converted once
 //! from the WIT content blocks to the host's.
 
-use crate::bindings::{self, PluginPre};
+use crate::bindings;
 use crate::capabilities::{CAPABILITIES, Grants};
 use crate::limits::{Limiter, Limits};
 use crate::state::State;
@@ -29,6 +29,11 @@ pub struct Compiled {
     pub size: usize,
     /// Whether it was compiled now or loaded from the cache.
     pub source: CompileSource,
+    /// Which code it is: fast first, or optimized.
+    pub kind: crate::CodeKind,
+    /// The component's bytes, kept for its optimized compile when it is
+    /// fast code to be optimized later.
+    pub(crate) fast_bytes: Option<Arc<[u8]>>,
     /// Names of the interfaces it imports.
     pub imports: Vec<String>,
     /// Names of what it exports.
@@ -102,7 +107,9 @@ pub struct WasmPlugin {
     /// The capabilities its imports touch.
     pub(crate) imported: Capabilities,
     pub(crate) source: CompileSource,
-    pub(crate) pre: PluginPre<State>,
+    /// The code calls instantiate: fast first, switched to optimized code
+    /// between calls (`tiered`).
+    pub(crate) code: Arc<crate::tiered::Code>,
     pub(crate) tools: Vec<ToolDef>,
     /// Exposed name -> the plugin's own, for tools exposed under another
     /// name ([`WasmPlugin::expose_as`]); empty when none is.
@@ -203,6 +210,12 @@ impl WasmPlugin {
         self.source
     }
 
+    /// Which code its calls run on now: fast (its optimized code not
+    /// ready yet) or optimized.
+    pub fn code_kind(&self) -> crate::CodeKind {
+        self.code.kind()
+    }
+
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
@@ -234,7 +247,8 @@ impl WasmPlugin {
                 return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }, secrets);
             }
         };
-        let result = self.pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
+        // The code in force at the call's start, kept to its end.
+        let result = self.code.pre().instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
         let data = store.data();
         // What the call contacted through an extension's capability (the
@@ -313,7 +327,8 @@ impl WasmPlugin {
         let limits = self.runtime.limits();
         let mut store = self.runtime.store(self, "reused", limits.timeout_ceiling, None, &limits)?;
         let instance = self
-            .pre
+            .code
+            .pre()
             .instantiate(&mut store)
             .map_err(|e| CallError::Trap { tool: "reused".into(), message: format!("{e:#}") })?;
         Ok(ReusedInstance { plugin: self, store, instance })
@@ -336,7 +351,8 @@ impl WasmPlugin {
         let t1 = Instant::now();
         // The instance's handles point into the store: dropping the store
         // tears the instance down.
-        self.pre
+        self.code
+            .pre()
             .instantiate(&mut store)
             .map_err(|e| CallError::Trap { tool: "phases".into(), message: format!("{e:#}") })?;
         let t2 = Instant::now();
@@ -539,6 +555,7 @@ impl Provider for WasmPlugin {
             held: self.held,
             grants: CAPABILITIES.report(&self.grants),
             allows: CAPABILITIES.allows(&self.grants),
+            code: Some(self.code.kind().as_str()),
         }
     }
 

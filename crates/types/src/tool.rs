@@ -559,6 +559,9 @@ pub struct ProviderInfo {
     pub grants: BTreeMap<&'static str, serde_json::Value>,
     /// In plain words, what each grant allows.
     pub allows: Vec<String>,
+    /// Which code a wasm component runs on now: `fast` (its optimized
+    /// code still compiling) or `optimized`.
+    pub code: Option<&'static str>,
 }
 
 impl ProviderInfo {
@@ -574,6 +577,7 @@ impl ProviderInfo {
             held: Capabilities::EMPTY,
             grants: BTreeMap::new(),
             allows: Vec::new(),
+            code: None,
         }
     }
 }

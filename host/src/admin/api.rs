@@ -38,6 +38,10 @@ pub struct ProviderEntry {
     pub fingerprint: Option<String>,
     /// Its tools.
     pub tools: Vec<String>,
+    /// A wasm plugin's code now: `fast` (optimized code compiling in the
+    /// background) or `optimized`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// `GET /status`.
@@ -99,6 +103,10 @@ pub struct PluginEntry {
     /// Its canary: the one under way, else how the last one ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub canary: Option<toolhost_admission::canary::CanaryStatus>,
+    /// Its code now: `fast` (optimized code compiling in the background)
+    /// or `optimized`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
 }
 
 /// `GET /plugins`.
@@ -134,6 +142,7 @@ impl PluginsReply {
                     limits: Some(crate::report::LimitsInForce::of(host, p.name())),
                     declarations: p.tools().iter().map(Into::into).collect(),
                     canary: host.admission().canary_status(p.name()),
+                    code: p.describe().code.map(str::to_string),
                 }
             })
             .collect();

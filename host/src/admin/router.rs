@@ -133,6 +133,7 @@ async fn status(State(s): State<AdminState>) -> Reply<StatusReply> {
             available: p.is_available(),
             fingerprint: p.fingerprint().map(str::to_string),
             tools: p.tools().iter().map(|t| t.name.clone()).collect(),
+            code: p.describe().code.map(str::to_string),
         })
         .collect();
     let servers = s.admin.server_status();

@@ -25,7 +25,11 @@ impl Status {
             .map(|p| {
                 [
                     p.name.clone(),
-                    p.kind.clone(),
+                    match p.code.as_deref() {
+                        // Its optimized code not ready yet (or `limits.compile: fast`).
+                        Some("fast") => format!("{} (fast code)", p.kind),
+                        _ => p.kind.clone(),
+                    },
                     if p.available { "up" } else { "unavailable" }.to_string(),
                     p.tools.join(", "),
                 ]
