@@ -10,7 +10,7 @@ change, compiled optimized before the first call; `fast-first`: fast code
 first, optimized in the background), N runs (default 5) alternated, each
 with a new state directory and an empty cache. Also read from the host's log:
 the fast and the optimized compile times. Then, per plugin, the latency of
-a call (p50 of 30, after 5 warm-up) on fast code (`limits.compile: fast`)
+a call (p50 of 200, after 20 warm-up) on fast code (`limits.compile: fast`)
 and on optimized code. Prints Markdown tables.
 """
 
@@ -100,7 +100,7 @@ def first_answer(binary, wasm, tool, args, compile_mode):
                     optimized_ms = m and int(m.group(1))
                     time.sleep(0.2)
             log = open(os.path.join(d, "stderr.log")).read()
-            m = re.search(r"compile of plugin \S+ done in (\d+) ms \((fast|optimized) code\)", log)
+            m = re.search(r"compile of plugin \S+ done in (\d+) ms \((fast code[^)]*|optimized code)\)", log)
             compile_ms = int(m.group(1)) if m else None
             return first, compile_ms, optimized_ms
         finally:
@@ -119,10 +119,10 @@ def call_latency(binary, wasm, tool, args, compile_mode):
             add = subprocess.run([binary, "plugin", "add", wasm], env=env, cwd=d, capture_output=True, text=True)
             if add.returncode != 0:
                 raise RuntimeError(add.stderr)
-            for i in range(5):
+            for i in range(20):
                 call(url, sid, tool, args, 10 + i)
             times = []
-            for i in range(30):
+            for i in range(200):
                 t = time.perf_counter()
                 call(url, sid, tool, args, 100 + i)
                 times.append((time.perf_counter() - t) * 1000)

@@ -4,7 +4,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::sync::LazyLock;
 use toolhost::Host;
-use toolhost::runtime::{CodeKind, CompileMode, Limits, Runtime};
+use toolhost::runtime::{CodeKind, CompileMode, FastCompiler, Limits, Runtime};
 use toolhost::tool::{CallContext, CallError, Content, ToolOutput};
 
 /// One compile cache for the whole test run, so each plugin compiles once.
@@ -24,21 +24,32 @@ pub fn host_with(limits: Limits) -> Host {
     host
 }
 
-/// The same host twice: the hostile plugin on optimized code, and on the
-/// fast first code (compiled fast, never optimized, no cache), each
-/// checked to run on the code it is named for. The limits' own `compile`
-/// is replaced.
-pub fn on_each_code(limits: Limits) -> [(CodeKind, Host); 2] {
-    [CodeKind::Optimized, CodeKind::Fast].map(|code| {
+/// The same host three times: the hostile plugin on optimized code, and on
+/// the fast first code of each fast compiler (Winch's, Cranelift's without
+/// optimization; compiled fast, never optimized, no cache), each checked to
+/// run on the code it is named for. The limits' own `compile` and
+/// `fast_compiler` are replaced.
+pub fn on_each_code(limits: Limits) -> [(&'static str, Host); 3] {
+    [("optimized", "cranelift"), ("fast", "winch"), ("fast", "cranelift")].map(|(code, compiler)| {
         let (compile, cache) = match code {
-            CodeKind::Optimized => (CompileMode::Optimized, Some(CACHE.path())),
-            CodeKind::Fast => (CompileMode::Fast, None),
+            "optimized" => (CompileMode::Optimized, Some(CACHE.path())),
+            _ => (CompileMode::Fast, None),
         };
-        let host = Host::new(Runtime::new(Limits { compile, ..limits.clone() }, cache).unwrap());
+        let fast_compiler = if compiler == "winch" { FastCompiler::Winch } else { FastCompiler::Cranelift };
+        let host = Host::new(Runtime::new(Limits { compile, fast_compiler, ..limits.clone() }, cache).unwrap());
         toolhost::builtin::add_builtins(host.admission()).unwrap();
         let hostile = host.admission().add_plugin_file(Path::new(toolhost_test_artifacts::HOSTILE_PATH)).unwrap();
-        assert_eq!(hostile.code_kind(), code, "the hostile plugin runs on the code named");
-        (code, host)
+        let named = match code {
+            "optimized" => CodeKind::Optimized,
+            _ => CodeKind::Fast,
+        };
+        assert_eq!((hostile.code_kind(), hostile.code_compiler()), (named, compiler), "the hostile plugin's code");
+        let label = match (code, compiler) {
+            ("optimized", _) => "optimized code",
+            (_, "winch") => "fast code by Winch",
+            _ => "fast code by Cranelift",
+        };
+        (label, host)
     })
 }
 
@@ -125,4 +136,18 @@ pub fn python_plugin() -> std::path::PathBuf {
         *built = true;
     }
     repo.join("target/py-plugins/npcnames.wasm")
+}
+
+/// `plugins-js/dicebag` built (QuickJS, by its own build.sh: npm packages
+/// pinned in its package.json), once per test run.
+pub fn js_plugin() -> std::path::PathBuf {
+    static BUILT: std::sync::Mutex<bool> = std::sync::Mutex::new(false);
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
+    if !*built {
+        let o = Command::new("bash").arg(repo.join("plugins-js/dicebag/build.sh")).output().unwrap();
+        assert!(o.status.success(), "plugins-js/dicebag/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
+        *built = true;
+    }
+    repo.join("target/js-plugins/dicebag.wasm")
 }

@@ -220,7 +220,7 @@ fn status_and_the_log_say_which_code_a_plugin_runs_on() {
         assert_eq!(line.contains("wasm (fast code)"), want == "fast", "{compile}: {line}");
         let log = std::fs::read_to_string(&log).unwrap();
         assert!(
-            log.contains("compile of plugin hostile done in") && log.contains("ms (fast code)"),
+            log.contains("compile of plugin hostile done in") && log.contains("ms (fast code: "),
             "{compile}: {log}"
         );
         assert_eq!(log.contains("plugin hostile runs on optimized code now"), want == "optimized", "{compile}: {log}");

@@ -96,3 +96,33 @@ fn the_python_plugin_builds_and_answers() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("unknown culture"), "the plugin's own invalid-input error: {}", stderr(&o));
 }
+
+/// The JavaScript plugin (`plugins-js/dicebag`, QuickJS) builds from its
+/// folder and answers through the binary; its own invalid-input error
+/// reaches the caller.
+#[test]
+fn the_javascript_plugin_builds_and_answers() {
+    let wasm = crate::common::js_plugin();
+    let call = |args: &str| {
+        crate::common::toolhost()
+            .args(["call", "dice_pool", args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let o = call(r#"{"dice": 6, "sides": 10, "target": 7, "seed": 1}"#);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value =
+        serde_json::from_str(stdout(&o).trim()).unwrap_or_else(|e| panic!("{e}: {}", stdout(&o)));
+    let rolls = v["rolls"].as_array().unwrap_or_else(|| panic!("{v}"));
+    assert_eq!(rolls.len(), 6, "{v}");
+    let hits = rolls.iter().filter(|r| r.as_u64().is_some_and(|r| (7..=10).contains(&r))).count();
+    assert_eq!(v["successes"], hits, "{v}");
+    assert_eq!(
+        stdout(&call(r#"{"dice": 6, "sides": 10, "target": 7, "seed": 1}"#)),
+        stdout(&o),
+        "same seed, same roll"
+    );
+    let o = call(r#"{"dice": 6, "sides": 10, "target": 11, "seed": 1}"#);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("target must be 1 to 10"), "the plugin's own invalid-input error: {}", stderr(&o));
+}

@@ -27,7 +27,7 @@ fn an_infinite_loop_is_stopped_by_the_epoch_deadline() {
                 assert_eq!(tool, "spin");
                 assert_eq!(limit_ms, 100, "the tool declares max 100 ms");
             }
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -43,7 +43,7 @@ fn an_infinite_loop_is_stopped_by_fuel() {
                 assert_eq!(tool, "spin");
                 assert_eq!(fuel, 5_000_000);
             }
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -54,7 +54,7 @@ fn a_memory_bomb_hits_the_memory_limit() {
     for (code, host) in on_each_code(Limits::default()) {
         match call(&host, "grow", json!({})) {
             Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, Limits::default().memory_bytes),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -65,7 +65,7 @@ fn a_smaller_memory_limit_is_enforced_too() {
     for (code, host) in on_each_code(Limits { memory_bytes: 4 << 20, ..Limits::default() }) {
         match call(&host, "grow", json!({})) {
             Err(CallError::MemoryLimit { limit_bytes, .. }) => assert_eq!(limit_bytes, 4 << 20),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -82,15 +82,15 @@ fn a_table_bomb_hits_the_table_limit() {
         // The guest's function table holds its own functions to begin with.
         let grown = match &call(&host, "grow_table", json!({"elements": 1000})).unwrap().content[..] {
             [Content::Text(size)] => size.parse::<usize>().unwrap(),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         };
-        assert!((1000..limit).contains(&grown), "{code:?}: the table grows under the limit, to {grown}");
+        assert!((1000..limit).contains(&grown), "{code}: the table grows under the limit, to {grown}");
         match call(&host, "grow_table", json!({"elements": limit + 1})) {
             Err(CallError::TableLimit { tool, limit_elements }) => {
                 assert_eq!(tool, "grow_table");
                 assert_eq!(limit_elements, limit);
             }
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
         let lower =
@@ -99,7 +99,7 @@ fn a_table_bomb_hits_the_table_limit() {
         assert!(kept.is_empty(), "{kept:?}");
         match call(&host, "grow_table", json!({"elements": 1000})) {
             Err(e @ CallError::TableLimit { limit_elements: 500, .. }) => assert_eq!(e.kind(), "table_limit"),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -110,7 +110,7 @@ fn deep_recursion_overflows_the_wasm_stack_cleanly() {
     for (code, host) in on_each_code(Limits::default()) {
         match call(&host, "recurse", json!({})) {
             Err(e @ CallError::StackOverflow { .. }) => assert_eq!(e.kind(), "stack_overflow"),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -124,7 +124,7 @@ fn a_guest_panic_is_reported_with_its_message() {
                 assert_eq!(tool, "panic");
                 assert!(message.contains("panicked on purpose"), "{message}");
             }
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -138,9 +138,9 @@ fn a_10_mb_output_is_refused() {
                 assert_eq!(limit, Limits::default().output_bytes);
                 // The copy out of the guest stopped at the cap: the host never
                 // held the 10 MB.
-                assert!(size > limit && size < 10 * 1024 * 1024, "{code:?}: {size}");
+                assert!(size > limit && size < 10 * 1024 * 1024, "{code}: {size}");
             }
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
     }
@@ -188,7 +188,7 @@ fn a_plugin_sleeping_past_its_deadline_is_stopped() {
     for (code, host) in on_each_code(Limits { fuel: None, ..Limits::default() }) {
         match call(&host, "sleep", json!({"ms": 600_000})) {
             Err(CallError::Timeout { limit_ms, .. }) => assert_eq!(limit_ms, 500),
-            other => panic!("{code:?}: {other:?}"),
+            other => panic!("{code}: {other:?}"),
         }
         assert_still_serving(&host);
         // A sleep within the deadline completes normally.

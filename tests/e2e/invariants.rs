@@ -75,9 +75,9 @@ fn every_call_runs_under_hard_limits_and_a_trap_never_takes_the_host_down() {
             (host, "panic", "guest_panic"),
         ] {
             let e = call(host, tool, json!({})).unwrap_err();
-            assert_eq!(e.kind(), kind, "{code:?}: {tool}: {e}");
+            assert_eq!(e.kind(), kind, "{code}: {tool}: {e}");
             let out = call(host, "roll", json!({"expression": "1d6"})).unwrap();
-            assert!(json_of(out)["total"].as_i64().is_some(), "{code:?}: the host serves after {tool}");
+            assert!(json_of(out)["total"].as_i64().is_some(), "{code}: the host serves after {tool}");
         }
     }
     // The deadline is the tool's wanted one (its declared maximum) raised
@@ -176,7 +176,7 @@ fn a_guest_cannot_block_past_its_deadline() {
     }
 }
 
-fn cannot_block_past_its_deadline(code: toolhost::runtime::CodeKind, host: Host) {
+fn cannot_block_past_its_deadline(code: &str, host: Host) {
     let host = std::sync::Arc::new(host);
     // On a thread of its own: a loop nothing stops fails the test (after a
     // minute, 600 times its 100 ms deadline) rather than hanging it.
@@ -186,7 +186,7 @@ fn cannot_block_past_its_deadline(code: toolhost::runtime::CodeKind, host: Host)
         let _ = done.send(call(&spinning, "spin", json!({})));
     });
     let e = spun.recv_timeout(Duration::from_secs(60)).expect("the loop was stopped").unwrap_err();
-    assert_eq!(e.kind(), "timeout", "{code:?}: {e}");
+    assert_eq!(e.kind(), "timeout", "{code}: {e}");
     let started = Instant::now();
     let e = call(&host, "sleep", json!({"ms": 60_000})).unwrap_err();
     assert_eq!(e.kind(), "timeout", "{e}");

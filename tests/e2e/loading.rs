@@ -7,7 +7,9 @@ use crate::common::stderr;
 use crate::common::stdout;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use toolhost::runtime::{CodeKind, CompileMode, CompileSource, Limits, LoadErrorKind, Runtime, WasmPlugin};
+use toolhost::runtime::{
+    CodeKind, CompileMode, CompileSource, FastCompiler, Limits, LoadErrorKind, Runtime, WasmPlugin,
+};
 use toolhost::tool::{CallContext, Content, Provider as _};
 use toolhost_test_artifacts::{HOSTILE_PATH, OTHERWORLD_PATH};
 
@@ -134,8 +136,11 @@ fn a_new_plugin_answers_on_fast_code_and_switches_to_optimized_code_between_call
     let rt = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
     let p = rt.load("hostile", &bytes).unwrap();
     assert_eq!((p.compile_source(), p.code_kind()), (CompileSource::Compiled, CodeKind::Fast));
+    // Winch's code on x86_64, Cranelift's elsewhere.
+    let (compiler, entry) = if cfg!(target_arch = "x86_64") { ("winch", ".winch") } else { ("cranelift", ".fast") };
+    assert_eq!(p.code_compiler(), compiler);
     let cached = |suffix: &str| rt.cache().unwrap().dir().join(format!("{}{suffix}.cwasm", p.digest())).exists();
-    assert!(cached(".fast"), "the fast code is cached apart");
+    assert!(cached(entry), "the fast code is cached apart");
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut n = 0;
     while p.code_kind() == CodeKind::Fast {
@@ -146,7 +151,8 @@ fn a_new_plugin_answers_on_fast_code_and_switches_to_optimized_code_between_call
     }
     echo(&p, n);
     assert_eq!(rt.optimizing_now(), 0, "nothing left to optimize");
-    assert!(cached("") && !cached(".fast"), "the optimized code replaces the fast code in the cache");
+    assert_eq!(p.code_compiler(), "cranelift", "the optimized code is Cranelift's");
+    assert!(cached("") && !cached(entry), "the optimized code replaces the fast code in the cache");
 
     // A restart: the optimized code from the cache, nothing to optimize.
     let restarted = Runtime::new(Limits::default(), Some(dir.path())).unwrap();
@@ -158,7 +164,8 @@ fn a_new_plugin_answers_on_fast_code_and_switches_to_optimized_code_between_call
 
 /// `limits.compile`: `optimized` compiles before the first call; `fast`
 /// never optimizes; a restart that finds only the fast code in the cache
-/// runs it and optimizes it again in the background.
+/// runs it and optimizes it again in the background. `limits.fast_compiler:
+/// cranelift` keeps Winch out.
 #[test]
 fn limits_compile_chooses_the_first_code_and_a_restart_resumes_the_optimization() {
     let dir = tempfile::tempdir().unwrap();
@@ -175,6 +182,10 @@ fn limits_compile_chooses_the_first_code_and_a_restart_resumes_the_optimization(
     let fast = with(CompileMode::Fast);
     let p = fast.load("hostile", &bytes).unwrap();
     assert_eq!((p.code_kind(), fast.optimizing_now()), (CodeKind::Fast, 0), "fast only: nothing queued");
+    let cranelift = Limits { compile: CompileMode::Fast, fast_compiler: FastCompiler::Cranelift, ..Limits::default() };
+    let unoptimized = Runtime::new(cranelift, None).unwrap().load("hostile", &bytes).unwrap();
+    assert_eq!((unoptimized.code_kind(), unoptimized.code_compiler()), (CodeKind::Fast, "cranelift"));
+    echo(&unoptimized, 6);
     echo(&p, 7);
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(p.code_kind(), CodeKind::Fast, "and it stays on fast code");

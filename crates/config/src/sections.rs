@@ -590,6 +590,9 @@ pub struct LimitsConfig {
     /// default: fast code at once, optimized code in the background),
     /// `optimized` (before its first call) or `fast` (never optimized).
     pub compile: Option<crate::runtime::CompileMode>,
+    /// What compiles the fast first code: `winch` (the default: Winch on
+    /// x86_64, Cranelift without optimization elsewhere) or `cranelift`.
+    pub fast_compiler: Option<crate::runtime::FastCompiler>,
 }
 
 impl LimitsConfig {
@@ -642,6 +645,9 @@ impl LimitsConfig {
         }
         if let Some(c) = self.compile {
             l.compile = c;
+        }
+        if let Some(c) = self.fast_compiler {
+            l.fast_compiler = c;
         }
         if let Some(n) = self.host_resources_per_call {
             l.host_resources_per_call = n.max(64);

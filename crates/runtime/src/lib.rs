@@ -55,7 +55,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 pub use teardown::{DeferTeardowns, defer_teardowns, teardown_deferred};
 use ticker::Ticker;
-pub use tiered::{CodeKind, CompileMode};
+pub use tiered::{CodeKind, CompileMode, FastCompiler};
 use toolhost_types::{CallContext, CallError};
 pub use values::{PluginValues, REDACT_MIN_LEN};
 use wasmtime::component::{Linker, ResourceTable};
@@ -84,10 +84,15 @@ struct Inner {
     /// The plugins being compiled now, and since when.
     compiling: std::sync::Mutex<std::collections::BTreeMap<String, std::time::Instant>>,
     /// Engines that only compile, whose code is loaded into `engine`: the
-    /// fast first code, and the optimized code compiled in the background
-    /// on one thread (`tiered`). Made at first use.
+    /// fast first code with Cranelift (optimization off), and the optimized
+    /// code compiled in the background on one thread (`tiered`). Made at
+    /// first use.
     fast_engine: std::sync::OnceLock<Result<Engine, String>>,
     background_engine: std::sync::OnceLock<Result<Engine, String>>,
+    /// The engine running fast code compiled by Winch (its own calling
+    /// convention: its code runs in no other engine), with its linker.
+    /// Made at first use.
+    winch: std::sync::OnceLock<Result<tiered::WinchEngine, String>>,
     optimizer: tiered::Optimizer,
     ticker: Ticker,
 }
@@ -103,6 +108,34 @@ impl std::fmt::Debug for Runtime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Runtime").field("limits", &**self.inner.limits.load()).finish_non_exhaustive()
     }
+}
+
+/// The linker every plugin of `engine` is linked with: WASI (its clock
+/// bounded by the call's deadline), each capability's host functions and
+/// the `extensions`', `wasi:config/store`, and the `host` interface.
+fn link(engine: &Engine, extensions: &[Arc<dyn Extension>]) -> wasmtime::Result<Linker<State>> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
+    linker.allow_shadowing(true);
+    // Replace wasmtime-wasi's monotonic clock with one whose timers never
+    // outlive the call's deadline.
+    wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
+        &mut linker,
+        |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline, cut: &mut s.timer_cut },
+    )?;
+    // Each capability's own host functions: wrappers that note use, or
+    // its interface.
+    CAPABILITIES.link(&mut linker)?;
+    for e in extensions {
+        e.link(&mut linker)?;
+    }
+    linker.allow_shadowing(false);
+    // Each plugin's own config values and secrets, nothing else.
+    wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut State| {
+        wasmtime_wasi_config::WasiConfig::from(&s.values.vars)
+    })?;
+    bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s)?;
+    Ok(linker)
 }
 
 impl Runtime {
@@ -170,31 +203,7 @@ impl Runtime {
             .pagemap_scan(wasmtime::Enabled::Auto);
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool));
         let engine = Engine::new(&config)?;
-
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)?;
-        linker.allow_shadowing(true);
-        // Replace wasmtime-wasi's monotonic clock with one whose timers never
-        // outlive the call's deadline.
-        wasmtime_wasi::p2::bindings::clocks::monotonic_clock::add_to_linker::<State, clock::HasBoundedClock>(
-            &mut linker,
-            |s| clock::BoundedClock { table: &mut s.table, deadline: s.deadline, cut: &mut s.timer_cut },
-        )?;
-        // Each capability's own host functions: wrappers that note use, or
-        // its interface.
-        CAPABILITIES.link(&mut linker)?;
-        for e in &extensions {
-            e.link(&mut linker)?;
-        }
-        linker.allow_shadowing(false);
-        // Each plugin's own config values and secrets, nothing else.
-        wasmtime_wasi_config::add_to_linker(&mut linker, |s: &mut State| {
-            wasmtime_wasi_config::WasiConfig::from(&s.values.vars)
-        })?;
-        bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
-            &mut linker,
-            |s| s,
-        )?;
+        let linker = link(&engine, &extensions)?;
         let cache = cache.and_then(|c| match CompileCache::open(c, &engine) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -217,6 +226,7 @@ impl Runtime {
                 compiling: Default::default(),
                 fast_engine: Default::default(),
                 background_engine: Default::default(),
+                winch: Default::default(),
                 optimizer: Default::default(),
                 ticker,
             }),
@@ -362,6 +372,7 @@ impl Runtime {
     /// set and exactly the plugin's grants in its context (none by default).
     pub(crate) fn store(
         &self,
+        engine: &Engine,
         plugin: &WasmPlugin,
         tool: &str,
         deadline: Duration,
@@ -415,7 +426,7 @@ impl Runtime {
                 caller: ctx.and_then(|c| c.agent.as_deref()),
             }));
         }
-        let mut store = Store::new(&self.inner.engine, state);
+        let mut store = Store::new(engine, state);
         store.limiter(|s| &mut s.limiter);
         if let Some(fuel) = limits.fuel {
             store.set_fuel(fuel).expect("fuel is enabled");

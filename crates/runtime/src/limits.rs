@@ -68,6 +68,9 @@ pub struct Limits {
     /// and optimized code in the background (the default), optimized
     /// before its first call, or fast only ([`crate::CompileMode`]).
     pub compile: crate::CompileMode,
+    /// What compiles the fast first code: Winch on x86_64 (else Cranelift
+    /// without optimization), or always Cranelift ([`crate::FastCompiler`]).
+    pub fast_compiler: crate::FastCompiler,
 }
 
 /// One plugin's own limits (`plugins.limits.<plugin>`), each replacing
@@ -138,6 +141,7 @@ impl Default for Limits {
             host_resources_per_call: 1024,
             pool_memory_bytes: 0,
             compile: crate::CompileMode::FastFirst,
+            fast_compiler: crate::FastCompiler::Winch,
         }
     }
 }

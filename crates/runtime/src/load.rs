@@ -101,11 +101,6 @@ pub enum LoadErrorKind {
     },
 }
 
-/// The cache entry of a component's fast code (apart from its optimized code).
-fn fast_entry(digest: &str) -> String {
-    format!("{digest}.fast")
-}
-
 /// Where a load's compiled code came from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompileSource {
@@ -161,47 +156,12 @@ impl Runtime {
             Some(d) => d,
             None => hex::encode(Sha256::digest(bytes)),
         };
-        let engine = &self.inner.engine;
         let mode = self.inner.limits.load().compile;
-        let cache = self.inner.cache.as_ref();
-        let loaded = match self.precompiled(name, &digest) {
-            Some(c) => Some((c, CompileSource::Precompiled, CodeKind::Optimized)),
-            None => cache.and_then(|c| c.load(engine, &digest)).map(|c| (c, CompileSource::Cache, CodeKind::Optimized)),
+        let (component, source, kind) = match self.precompiled(name, &digest) {
+            Some(c) => (c, CompileSource::Precompiled, CodeKind::Optimized),
+            None => self.cached_or_compiled(name, bytes, &digest, mode).map_err(err)?,
         };
-        // The fast code cached by an earlier load, when the optimized code is not.
-        let loaded = loaded.or_else(|| {
-            let fast = cache.filter(|_| mode.fast_first())?.load(engine, &fast_entry(&digest))?;
-            Some((fast, CompileSource::Cache, CodeKind::Fast))
-        });
-        let (component, source, kind) = match loaded {
-            Some(loaded) => loaded,
-            None => {
-                let (code_engine, entry, kind) = if mode.fast_first() {
-                    (
-                        self.side_engine(false).map_err(|e| err(LoadErrorKind::Invalid(e)))?,
-                        fast_entry(&digest),
-                        CodeKind::Fast,
-                    )
-                } else {
-                    (engine, digest.clone(), CodeKind::Optimized)
-                };
-                let serialized = self
-                    .compiling(name, bytes.len(), kind, || code_engine.precompile_component(bytes))
-                    .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
-                // SAFETY: `serialized` was produced just above by this
-                // engine or its fast twin, whose code settings differ
-                // only in the optimization level (wasmtime checks the
-                // rest before loading it).
-                #[allow(unsafe_code)]
-                let component = unsafe { Component::deserialize(engine, &serialized) }
-                    .map_err(|e| err(LoadErrorKind::Invalid(format!("{e:#}"))))?;
-                if let Some(cache) = cache {
-                    cache.store(&entry, &serialized);
-                }
-                (component, CompileSource::Compiled, kind)
-            }
-        };
-        let ty = component.component_type();
+        let (ty, engine) = (component.component_type(), component.engine());
         let imports: Vec<String> = ty.imports(engine).map(|(n, _)| n.to_string()).collect();
         let exports: Vec<String> = ty.exports(engine).map(|(n, _)| n.to_string()).collect();
         // Fast code is optimized later, from these bytes.
@@ -219,69 +179,36 @@ impl Runtime {
         })
     }
 
-    /// An engine that only compiles, with the main engine's code settings
-    /// but for the optimization level, and no instance pool: the fast
-    /// first code (`optimize` false; parallel, the plugin waits for it),
-    /// or the optimized code compiled in the background (on one thread).
-    fn side_engine(&self, optimize: bool) -> Result<&wasmtime::Engine, String> {
-        let cell = if optimize { &self.inner.background_engine } else { &self.inner.fast_engine };
-        cell.get_or_init(|| {
-            let mut config = wasmtime::Config::new();
-            crate::engine_settings::apply_code_settings(&mut config, self.inner.engine_limits.fuel.is_some(), optimize);
-            config.max_wasm_stack(self.inner.engine_limits.max_wasm_stack);
-            config.parallel_compilation(!optimize);
-            wasmtime::Engine::new(&config).map_err(|e| format!("cannot make a compiling engine: {e:#}"))
-        })
-        .as_ref()
-        .map_err(Clone::clone)
-    }
-
-    /// The optimized code of a component running on fast code, compiled on
-    /// the calling (background) thread, cached, its fast entry removed.
-    pub(crate) fn compile_optimized_in_background(
-        &self,
-        name: &str,
-        digest: &str,
-        bytes: &[u8],
-    ) -> Result<Component, String> {
-        let engine = &self.inner.engine;
-        let cache = self.inner.cache.as_ref();
-        if let Some(done) = cache.and_then(|c| c.load(engine, digest)) {
-            return Ok(done);
-        }
-        let started = std::time::Instant::now();
-        let serialized = self.side_engine(true)?.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
-        tracing::debug!(plugin = name, ms = started.elapsed().as_millis() as u64, "optimized compile done");
-        // SAFETY: produced just above by the background engine, whose code
-        // settings are the main engine's (wasmtime checks them on load).
+    /// Deserializes code one of this runtime's engines compiled just now
+    /// into `engine`: the runtime's own, or Winch's for its fast code
+    /// (wasmtime checks the code's settings against `engine` first).
+    pub(crate) fn deserialize_own(engine: &wasmtime::Engine, serialized: &[u8]) -> Result<Component, String> {
+        // SAFETY: callers pass only what `precompile_component` of one of
+        // this runtime's engines returned to them, unchanged, in memory:
+        // native code this process produced, for an engine whose settings
+        // wasmtime checks before loading it.
         #[allow(unsafe_code)]
-        let component = unsafe { Component::deserialize(engine, &serialized) }.map_err(|e| format!("{e:#}"))?;
-        if let Some(cache) = cache {
-            cache.store(digest, &serialized);
-            cache.remove(&fast_entry(digest));
-        }
-        Ok(component)
+        unsafe { Component::deserialize(engine, serialized) }.map_err(|e| format!("{e:#}"))
     }
 
     /// Runs `compile` for plugin `name` (`size` bytes), listed in
     /// [`Runtime::compiling_now`] and logged when it starts and ends
     /// (target `toolhost::compile`, on by default: a compile can take
     /// seconds, and the operator should not wonder why).
-    fn compiling<T>(&self, name: &str, size: usize, kind: CodeKind, compile: impl FnOnce() -> T) -> T {
-        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant, CodeKind);
+    pub(crate) fn compiling<T>(&self, name: &str, size: usize, code: &'static str, compile: impl FnOnce() -> T) -> T {
+        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant, &'static str);
         impl Drop for Listed<'_> {
             fn drop(&mut self) {
                 self.0.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).remove(self.1);
                 let ms = u64::try_from(self.2.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let code = self.3.as_str();
-                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, code, "compile of plugin {} done in {ms} ms ({code} code)", self.1);
+                let code = self.3;
+                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, code, "compile of plugin {} done in {ms} ms ({code})", self.1);
             }
         }
         let started = std::time::Instant::now();
-        let code = kind.as_str();
-        tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, code, "compiling plugin {name} (not in the compile cache; {code} code)");
+        tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, code, "compiling plugin {name} (not in the compile cache; {code})");
         self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), started);
-        let _listed = Listed(self, name, started, kind);
+        let _listed = Listed(self, name, started, code);
         compile()
     }
 
@@ -433,8 +360,7 @@ impl Runtime {
     fn prepare(&self, compiled: &Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {
         let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
         let pre = self
-            .inner
-            .linker
+            .linker_for(compiled.component.engine())
             .instantiate_pre(&compiled.component)
             .map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;
         let pre = PluginPre::new(pre).map_err(|e| err(LoadErrorKind::Link(format!("{e:#}"))))?;

@@ -216,6 +216,12 @@ impl WasmPlugin {
         self.code.kind()
     }
 
+    /// Which compiler made the code its calls run on now: `winch` or
+    /// `cranelift` (the optimized code, or fast code Winch could not make).
+    pub fn code_compiler(&self) -> &'static str {
+        if self.runtime.is_winch(self.code.pre().instance_pre().engine()) { "winch" } else { "cranelift" }
+    }
+
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
@@ -240,15 +246,17 @@ impl WasmPlugin {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
-        let mut store = match self.runtime.store(self, tool, deadline, ctx, limits) {
+        // The code in force at the call's start, kept to its end (its
+        // engine: fast code may be Winch's).
+        let pre = self.code.pre();
+        let mut store = match self.runtime.store(pre.instance_pre().engine(), self, tool, deadline, ctx, limits) {
             Ok(s) => s,
             Err(e) => {
                 let secrets = CallSecrets::new(self.runtime.values_for(&self.name), None);
                 return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }, secrets);
             }
         };
-        // The code in force at the call's start, kept to its end.
-        let result = self.code.pre().instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
+        let result = pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
         let fuel_used = limits.fuel.map_or(0, |fuel| fuel.saturating_sub(store.get_fuel().unwrap_or(0)));
         let data = store.data();
         // What the call contacted through an extension's capability (the
@@ -325,10 +333,10 @@ impl WasmPlugin {
     #[doc(hidden)]
     pub fn reused_instance(&self) -> Result<ReusedInstance<'_>, CallError> {
         let limits = self.runtime.limits();
-        let mut store = self.runtime.store(self, "reused", limits.timeout_ceiling, None, &limits)?;
-        let instance = self
-            .code
-            .pre()
+        let pre = self.code.pre();
+        let mut store =
+            self.runtime.store(pre.instance_pre().engine(), self, "reused", limits.timeout_ceiling, None, &limits)?;
+        let instance = pre
             .instantiate(&mut store)
             .map_err(|e| CallError::Trap { tool: "reused".into(), message: format!("{e:#}") })?;
         Ok(ReusedInstance { plugin: self, store, instance })
@@ -347,13 +355,13 @@ impl WasmPlugin {
         let _tick = rt.ticker.enter();
         let t0 = Instant::now();
         let limits = rt.limits.load();
-        let mut store = self.runtime.store(self, "phases", limits.timeout_ceiling, None, &limits)?;
+        let pre = self.code.pre();
+        let mut store =
+            self.runtime.store(pre.instance_pre().engine(), self, "phases", limits.timeout_ceiling, None, &limits)?;
         let t1 = Instant::now();
         // The instance's handles point into the store: dropping the store
         // tears the instance down.
-        self.code
-            .pre()
-            .instantiate(&mut store)
+        pre.instantiate(&mut store)
             .map_err(|e| CallError::Trap { tool: "phases".into(), message: format!("{e:#}") })?;
         let t2 = Instant::now();
         drop(store);

@@ -36,6 +36,9 @@ struct Shared {
     /// unparks the ticker.
     parked: AtomicBool,
     stop: AtomicBool,
+    /// Engines ticked beside the runtime's own (the one running Winch's
+    /// fast code), added once each.
+    others: std::sync::Mutex<Vec<EngineWeak>>,
 }
 
 impl Shared {
@@ -61,6 +64,7 @@ impl Ticker {
             inflight: Default::default(),
             parked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            others: Default::default(),
         });
         let weak = Arc::downgrade(&shared);
         let engine = engine.weak();
@@ -72,6 +76,11 @@ impl Ticker {
     }
 
     /// Marks a call as in flight until the guard drops.
+    /// Ticks `engine` too, at the same pace.
+    pub(crate) fn add(&self, engine: &Engine) {
+        self.shared.others.lock().unwrap_or_else(|p| p.into_inner()).push(engine.weak());
+    }
+
     pub(crate) fn enter(&self) -> TickGuard<'_> {
         let i = stripe();
         self.shared.inflight.get(i).fetch_add(1, Ordering::SeqCst);
@@ -131,11 +140,18 @@ fn run(shared: Weak<Shared>, engine: EngineWeak) {
             }
             let Some(engine) = engine.upgrade() else { return };
             let now = Instant::now();
+            let mut ticks = 0;
             while next <= now {
                 engine.increment_epoch();
                 next += TICK;
+                ticks += 1;
             }
             let Some(s) = shared.upgrade() else { return };
+            for other in s.others.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(EngineWeak::upgrade) {
+                for _ in 0..ticks {
+                    other.increment_epoch();
+                }
+            }
             if s.stop.load(Ordering::SeqCst) {
                 return;
             }

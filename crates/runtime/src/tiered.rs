@@ -4,36 +4,43 @@
 //!
 //! With [`CompileMode::FastFirst`] (the default) a component that is
 //! neither precompiled by the build nor in the compile cache is compiled
-//! by Cranelift with optimization off ([`CodeKind::Fast`]) and serves
-//! calls at once. One background thread, at a lower scheduling priority
+//! fast ([`CodeKind::Fast`]: by Winch, wasmtime's baseline compiler, on
+//! x86_64; else by Cranelift with optimization off) and serves calls at
+//! once. One background thread, at a lower scheduling priority
 //! and on one core (wasmtime's parallel compilation off), then compiles
 //! it the usual way ([`CodeKind::Optimized`]); when that is ready every
 //! plugin running that component switches over between calls: a call
 //! takes the code in force when it starts ([`Code::pre`]) and keeps it
 //! to its end.
 //!
-//! Why Cranelift without optimization and not Winch, wasmtime's baseline
-//! compiler: the same compiler's code, checked by the same verifier and
-//! the same sandboxing (bounds checks, fuel, epoch checks), with only the
-//! mid-end's rewrites off; the optimization level is a setting wasmtime
-//! documents as not changing semantics (its artifact compatibility check
-//! ignores it). Winch lacks features components use (reference types,
-//! tail calls) and had four advisories in 2026, two of them sandbox
-//! escapes. Cranelift's single-pass register allocator, the other fast
-//! option, is documented by wasmtime as not for security-sensitive uses.
-//! See BENCHMARKS.md for what each kind costs.
+//! Why Winch, and where: it compiles 4 to 7 times faster than Cranelift
+//! (without optimization Cranelift is only 1.3 to 1.5 times faster than
+//! with it; BENCHMARKS.md), and wasmtime 48's support tiers list it as a
+//! Tier 1 compiler for x86_64 (continuously fuzzed, covered by security
+//! advisories: the four of 2026 are fixed in this version). Elsewhere, and
+//! for a component using a feature Winch lacks (GC references, tail
+//! calls, exceptions), Cranelift compiles the fast code without
+//! optimization. Winch's code keeps the same sandbox: bounds checks, fuel
+//! and epoch checks, the same limiter; the hard-limit and hostile tests
+//! run against it. Its calling convention differs, so its code runs in an
+//! engine of its own ([`WinchEngine`]), ticked by the same epoch ticker.
+//! Cranelift's single-pass register allocator, the other fast option, is
+//! documented by wasmtime as not for security-sensitive uses.
+//! `limits.fast_compiler: cranelift` keeps Winch out entirely.
 //!
-//! Both kinds are cached apart (`<sha256>.cwasm` and
+//! Each kind is cached apart (`<sha256>.cwasm`, `<sha256>.winch.cwasm`,
 //! `<sha256>.fast.cwasm`): a restart uses the optimized code when it is
 //! cached, else the fast code (and optimizes again in the background).
 
 use crate::bindings::PluginPre;
 use crate::state::State;
-use crate::{Inner, Runtime};
+use crate::{CompileSource, Inner, LoadErrorKind, Runtime};
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Instant;
+use wasmtime::Engine;
+use wasmtime::component::{Component, Linker};
 
 /// Which code a plugin runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -75,6 +82,186 @@ impl CompileMode {
     /// Whether a component is compiled fast first.
     pub(crate) fn fast_first(self) -> bool {
         !matches!(self, CompileMode::Optimized)
+    }
+}
+
+/// What compiles the fast first code (`limits.fast_compiler`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FastCompiler {
+    /// Winch, wasmtime's baseline compiler, on x86_64 (Tier 1 there: fuzzed,
+    /// covered by security advisories); Cranelift without optimization
+    /// elsewhere, and for a component Winch cannot compile.
+    #[default]
+    Winch,
+    /// Cranelift with optimization off, always.
+    Cranelift,
+}
+
+/// The engine that runs Winch's code, and its linker. Its code settings are
+/// the runtime engine's but for the compiler; it has no instance pool (its
+/// instances are few and short-lived: until the optimized code is ready),
+/// and the runtime's limiter bounds each instance's memory and tables all
+/// the same.
+pub(crate) struct WinchEngine {
+    engine: Engine,
+    linker: Linker<State>,
+}
+
+/// The cache entry of a component's fast code by Cranelift (apart from its
+/// optimized code, `<sha256>`).
+fn fast_entry(digest: &str) -> String {
+    format!("{digest}.fast")
+}
+
+/// The cache entry of a component's fast code by Winch.
+fn winch_entry(digest: &str) -> String {
+    format!("{digest}.winch")
+}
+
+impl Runtime {
+    /// The Winch engine, when fast code is Winch's here (`limits.fast_compiler`
+    /// and an x86_64 host), made at first use; `None` otherwise, or when it
+    /// cannot be made (said once in the log).
+    fn winch(&self) -> Option<&WinchEngine> {
+        if !cfg!(target_arch = "x86_64") || self.inner.limits.load().fast_compiler != FastCompiler::Winch {
+            return None;
+        }
+        let made = self.inner.winch.get_or_init(|| {
+            let mut config = wasmtime::Config::new();
+            crate::engine_settings::apply_code_settings(&mut config, self.inner.engine_limits.fuel.is_some(), false);
+            config.strategy(wasmtime::Strategy::Winch);
+            config.max_wasm_stack(self.inner.engine_limits.max_wasm_stack);
+            let made = Engine::new(&config)
+                .and_then(|engine| Ok(WinchEngine { linker: crate::link(&engine, &self.inner.extensions)?, engine }))
+                .map_err(|e| format!("{e:#}"));
+            match &made {
+                Ok(w) => self.inner.ticker.add(&w.engine),
+                Err(e) => tracing::warn!(error = %e, "cannot make the Winch engine: fast code comes from Cranelift"),
+            }
+            made
+        });
+        made.as_ref().ok()
+    }
+
+    /// Whether `engine` is the one running Winch's code.
+    pub(crate) fn is_winch(&self, engine: &Engine) -> bool {
+        matches!(self.inner.winch.get(), Some(Ok(w)) if Engine::same(engine, &w.engine))
+    }
+
+    /// The linker for plugins whose code runs in `engine`.
+    pub(crate) fn linker_for(&self, engine: &Engine) -> &Linker<State> {
+        match self.inner.winch.get() {
+            Some(Ok(w)) if Engine::same(engine, &w.engine) => &w.linker,
+            _ => &self.inner.linker,
+        }
+    }
+
+    /// An engine that only compiles, with the main engine's code settings
+    /// but for the optimization level, and no instance pool: Cranelift's
+    /// fast code (`optimize` false; in parallel, the plugin waits for it),
+    /// or the optimized code compiled in the background (on one thread).
+    fn side_engine(&self, optimize: bool) -> Result<&Engine, String> {
+        let cell = if optimize { &self.inner.background_engine } else { &self.inner.fast_engine };
+        cell.get_or_init(|| {
+            let mut config = wasmtime::Config::new();
+            crate::engine_settings::apply_code_settings(&mut config, self.inner.engine_limits.fuel.is_some(), optimize);
+            config.max_wasm_stack(self.inner.engine_limits.max_wasm_stack);
+            config.parallel_compilation(!optimize);
+            Engine::new(&config).map_err(|e| format!("cannot make a compiling engine: {e:#}"))
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+    }
+
+    /// A component's code from the cache (its optimized code, else its fast
+    /// code when `mode` runs fast code first), else compiled now: fast
+    /// (Winch's, else Cranelift's) or optimized, as `mode` says, and cached.
+    pub(crate) fn cached_or_compiled(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        digest: &str,
+        mode: CompileMode,
+    ) -> Result<(Component, CompileSource, CodeKind), LoadErrorKind> {
+        let engine = &self.inner.engine;
+        let cache = self.inner.cache.as_ref();
+        let winch = mode.fast_first().then(|| self.winch()).flatten();
+        if let Some(cache) = cache {
+            if let Some(c) = cache.load(engine, digest) {
+                return Ok((c, CompileSource::Cache, CodeKind::Optimized));
+            }
+            let fast = match winch {
+                Some(w) => cache.load(&w.engine, &winch_entry(digest)),
+                None if mode.fast_first() => cache.load(engine, &fast_entry(digest)),
+                None => None,
+            };
+            if let Some(c) = fast {
+                return Ok((c, CompileSource::Cache, CodeKind::Fast));
+            }
+        }
+        let invalid = |e: String| LoadErrorKind::Invalid(e);
+        let (serialized, runs_in, entry, kind) = match winch {
+            Some(w) => {
+                match self.compiling(name, bytes.len(), "fast code: Winch", || w.engine.precompile_component(bytes)) {
+                    Ok(code) => (code, &w.engine, winch_entry(digest), CodeKind::Fast),
+                    // A feature Winch lacks (or a component no compiler takes:
+                    // Cranelift says so next).
+                    Err(e) => {
+                        tracing::info!(plugin = name, reason = %format!("{e:#}"), "Winch cannot compile plugin {name}; its fast code comes from Cranelift");
+                        self.cranelift_fast(name, bytes, digest)?
+                    }
+                }
+            }
+            None if mode.fast_first() => self.cranelift_fast(name, bytes, digest)?,
+            None => {
+                let code = self
+                    .compiling(name, bytes.len(), "optimized code", || engine.precompile_component(bytes))
+                    .map_err(|e| invalid(format!("{e:#}")))?;
+                (code, engine, digest.to_string(), CodeKind::Optimized)
+            }
+        };
+        let component = Runtime::deserialize_own(runs_in, &serialized).map_err(invalid)?;
+        if let Some(cache) = cache {
+            cache.store(&entry, &serialized);
+        }
+        Ok((component, CompileSource::Compiled, kind))
+    }
+
+    /// Cranelift's fast code for a component: what it is, the engine it runs
+    /// in (the runtime's), its cache entry.
+    fn cranelift_fast<'a>(
+        &'a self,
+        name: &str,
+        bytes: &[u8],
+        digest: &str,
+    ) -> Result<(Vec<u8>, &'a Engine, String, CodeKind), LoadErrorKind> {
+        let invalid = |e: String| LoadErrorKind::Invalid(e);
+        let compiler = self.side_engine(false).map_err(invalid)?;
+        let code = self
+            .compiling(name, bytes.len(), "fast code: Cranelift, unoptimized", || compiler.precompile_component(bytes))
+            .map_err(|e| invalid(format!("{e:#}")))?;
+        Ok((code, &self.inner.engine, fast_entry(digest), CodeKind::Fast))
+    }
+
+    /// The optimized code of a component running on fast code, compiled on
+    /// the calling (background) thread, cached, its fast entries removed.
+    fn compile_optimized_in_background(&self, name: &str, digest: &str, bytes: &[u8]) -> Result<Component, String> {
+        let engine = &self.inner.engine;
+        let cache = self.inner.cache.as_ref();
+        if let Some(done) = cache.and_then(|c| c.load(engine, digest)) {
+            return Ok(done);
+        }
+        let started = Instant::now();
+        let serialized = self.side_engine(true)?.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
+        tracing::debug!(plugin = name, ms = started.elapsed().as_millis() as u64, "optimized compile done");
+        let component = Runtime::deserialize_own(engine, &serialized)?;
+        if let Some(cache) = cache {
+            cache.store(digest, &serialized);
+            cache.remove(&fast_entry(digest));
+            cache.remove(&winch_entry(digest));
+        }
+        Ok(component)
     }
 }
 
