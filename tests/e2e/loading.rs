@@ -201,3 +201,60 @@ fn limits_compile_chooses_the_first_code_and_a_restart_resumes_the_optimization(
     }
     echo(&p, 8);
 }
+
+/// `bytes` with a custom section appended: the same component under
+/// another digest.
+fn variant(bytes: &[u8], n: u32) -> Vec<u8> {
+    let name = b"toolhost-test";
+    let payload = n.to_le_bytes();
+    let size = 1 + name.len() + payload.len();
+    let mut out = bytes.to_vec();
+    out.extend_from_slice(&[0, size as u8, name.len() as u8]);
+    out.extend_from_slice(name);
+    out.extend_from_slice(&payload);
+    out
+}
+
+/// A DM swapping versions quickly piles nothing up: a version replaced
+/// before its optimized code was ready leaves the queue with its bytes;
+/// past 32 components waiting at once, a new one stays on fast code (and
+/// answers), and the queue never grows past that.
+#[test]
+fn quick_swaps_leave_the_optimizer_queue_bounded() {
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let rt = Runtime::new(Limits::default(), None).unwrap();
+    // Forty versions, each replaced by the next at once.
+    let mut last = None;
+    for n in 0..40 {
+        last = Some(rt.load("hostile", &variant(&bytes, n)).unwrap());
+        assert!(rt.optimizing_now() <= 2, "version {n}: {} waiting", rt.optimizing_now());
+    }
+    let last = last.unwrap();
+    echo(&last, 1);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while last.code_kind() == CodeKind::Fast {
+        assert!(Instant::now() < deadline, "the last version never optimized");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // Seventy versions kept at once, loaded faster than one thread
+    // optimizes them: at most 32 wait (and one compiling); the rest run
+    // fast code.
+    let kept: Vec<WasmPlugin> = (100..170)
+        .map(|n| {
+            let p = rt.load("hostile", &variant(&bytes, n)).unwrap();
+            assert!(rt.optimizing_now() <= 33, "{} waiting", rt.optimizing_now());
+            p
+        })
+        .collect();
+    for (i, p) in kept.iter().enumerate() {
+        echo(p, i as u32);
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while rt.optimizing_now() > 0 {
+        assert!(Instant::now() < deadline, "{} still waiting after 300 s", rt.optimizing_now());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fast = kept.iter().filter(|p| p.code_kind() == CodeKind::Fast).count();
+    assert!((10..=70 - 32).contains(&fast), "the ones past the bound stay on fast code: {fast}");
+}

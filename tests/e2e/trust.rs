@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use toolhost::Host;
 use toolhost::budget::{AgentProfile, Budget, BudgetConfig, Tier};
 use toolhost::builtin::BUILTINS;
-use toolhost::runtime::{Limits, Runtime};
+use toolhost::runtime::{CompileMode, CompileSource, Limits, Runtime};
 use toolhost::tool::{CallContext, CallError};
 use toolhost_test_artifacts::{HOSTILE_PATH, SWAP_V1_PATH};
 
@@ -25,39 +25,49 @@ fn mode(p: &Path) -> u32 {
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
 }
 
+/// The fast code's cache entry: Winch's on x86_64, else Cranelift's.
+const FAST_ENTRY: &str = if cfg!(target_arch = "x86_64") { ".winch" } else { ".fast" };
+
 #[test]
 fn a_substituted_cache_entry_is_recompiled_not_run() {
-    let cache = tempfile::tempdir().unwrap();
-    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
-    let dice = rt.compile("diceroller", builtin("diceroller")).unwrap();
-    let files = rt.compile("fileio", builtin("fileio")).unwrap();
-    let c = rt.cache().unwrap();
-    // Another plugin's (valid, signed-by-this-host) compiled code put under
-    // diceroller's digest.
-    std::fs::copy(c.entry_path(&files.digest), c.entry_path(&dice.digest)).unwrap();
-    assert_eq!(mode(cache.path()), 0o700, "the cache is private");
-    assert_eq!(mode(&cache.path().join("key")), 0o600, "so is its key");
+    // The optimized code's entries and the fast first code's alike.
+    for (compile, suffix) in [(CompileMode::Optimized, ""), (CompileMode::FastFirst, FAST_ENTRY)] {
+        let cache = tempfile::tempdir().unwrap();
+        let limits = Limits { compile, ..Limits::default() };
+        let rt = Runtime::new(limits.clone(), Some(cache.path())).unwrap();
+        let dice = rt.compile("diceroller", builtin("diceroller")).unwrap();
+        let files = rt.compile("fileio", builtin("fileio")).unwrap();
+        let c = rt.cache().unwrap();
+        let entry = |digest: &str| c.entry_path(&format!("{digest}{suffix}"));
+        // Another plugin's (valid, signed-by-this-host) compiled code put under
+        // diceroller's digest.
+        std::fs::copy(entry(&files.digest), entry(&dice.digest)).unwrap();
+        assert_eq!(mode(cache.path()), 0o700, "the cache is private");
+        assert_eq!(mode(&cache.path().join("key")), 0o600, "so is its key");
 
-    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
-    let again = rt.compile("diceroller", builtin("diceroller")).unwrap();
-    assert_eq!(again.source, toolhost::runtime::CompileSource::Compiled, "the substituted entry is not loaded");
-    let plugin = rt.instantiate_compiled(again, Default::default()).unwrap();
-    let names: Vec<String> = toolhost::tool::Provider::tools(&plugin).iter().map(|t| t.name.clone()).collect();
-    assert!(names.contains(&"roll".to_string()), "diceroller's own code runs: {names:?}");
-    // The entry was rewritten with the right code: the next load is a hit.
-    let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
-    assert_eq!(
-        rt.compile("diceroller", builtin("diceroller")).unwrap().source,
-        toolhost::runtime::CompileSource::Cache
-    );
+        let rt = Runtime::new(limits.clone(), Some(cache.path())).unwrap();
+        let again = rt.compile("diceroller", builtin("diceroller")).unwrap();
+        assert_eq!(again.source, CompileSource::Compiled, "{compile:?}: the substituted entry is not loaded");
+        let plugin = rt.instantiate_compiled(again, Default::default()).unwrap();
+        let names: Vec<String> = toolhost::tool::Provider::tools(&plugin).iter().map(|t| t.name.clone()).collect();
+        assert!(names.contains(&"roll".to_string()), "{compile:?}: diceroller's own code runs: {names:?}");
+        // The entry was rewritten with the right code: the next load is a hit.
+        let rt = Runtime::new(limits, Some(cache.path())).unwrap();
+        assert_eq!(
+            rt.compile("diceroller", builtin("diceroller")).unwrap().source,
+            CompileSource::Cache,
+            "{compile:?}"
+        );
+    }
 
     // Through the binary: a forged entry (bytes written by someone without
     // the key) is discarded with a warning and the tool still works. (A
     // plugin file: the built-ins load from the code in the binary, never
     // from the cache.)
+    let cache = tempfile::tempdir().unwrap();
     let rt = Runtime::new(Limits::default(), Some(cache.path())).unwrap();
     let v1 = rt.compile("swap_v1", &std::fs::read(SWAP_V1_PATH).unwrap()).unwrap();
-    let entry = c.entry_path(&v1.digest);
+    let entry = rt.cache().unwrap().entry_path(&format!("{}{FAST_ENTRY}", v1.digest));
     let mut bytes = std::fs::read(&entry).unwrap();
     let n = bytes.len();
     bytes[n - 1] ^= 1;

@@ -296,6 +296,10 @@ impl Code {
     }
 }
 
+/// Most components waiting for their optimized code at once (each holds
+/// its bytes until compiled); past it a new one stays on fast code.
+const MAX_QUEUED: usize = 32;
+
 /// A component waiting for its optimized code.
 struct Job {
     name: String,
@@ -333,11 +337,27 @@ impl Runtime {
     /// for all the plugins running it.
     pub(crate) fn optimize_later(&self, name: &str, digest: &str, bytes: Arc<[u8]>, code: &Arc<Code>) {
         let optimizer = &self.inner.optimizer;
-        let mut state = optimizer.state.lock().unwrap_or_else(|p| p.into_inner());
-        let waiting = state.waiting.entry(digest.to_string()).or_default();
-        waiting.retain(|w| w.strong_count() > 0);
-        let queued = !waiting.is_empty();
-        waiting.push(Arc::downgrade(code));
+        let mut guard = optimizer.state.lock().unwrap_or_else(|p| p.into_inner());
+        let state = &mut *guard;
+        // What nobody runs any more (a version replaced or removed) leaves
+        // the queue now, its bytes with it: a DM swapping versions quickly
+        // never piles up components.
+        state.waiting.retain(|_, codes| {
+            codes.retain(|w| w.strong_count() > 0);
+            !codes.is_empty()
+        });
+        let waiting = &state.waiting;
+        state.queue.retain(|job| waiting.contains_key(&job.digest));
+        let queued = state.waiting.contains_key(digest);
+        if !queued && state.queue.len() >= MAX_QUEUED {
+            tracing::warn!(
+                target: "toolhost::compile",
+                plugin = name,
+                "{MAX_QUEUED} plugins wait for their optimized code already: plugin {name} stays on fast code (loading it again queues it)"
+            );
+            return;
+        }
+        state.waiting.entry(digest.to_string()).or_default().push(Arc::downgrade(code));
         if !queued {
             state.queue.push_back(Job { name: name.to_string(), digest: digest.to_string(), bytes });
         }
