@@ -217,7 +217,7 @@ fn status_and_the_log_say_which_code_a_plugin_runs_on() {
         assert_eq!(roll["code"], "optimized", "a built-in runs on the code the build compiled: {roll}");
         let table = stdout(&crate::live::admin(d, &["status"]));
         let line = table.lines().find(|l| l.starts_with("hostile")).unwrap_or_else(|| panic!("{table}"));
-        assert_eq!(line.contains("wasm (fast code)"), want == "fast", "{compile}: {line}");
+        assert_eq!(line.contains("wasm (quick-compiled, not optimized yet)"), want == "fast", "{compile}: {line}");
         let log = std::fs::read_to_string(&log).unwrap();
         assert!(
             log.contains("compile of plugin hostile done in") && log.contains("ms (fast code: "),

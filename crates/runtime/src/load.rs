@@ -195,21 +195,34 @@ impl Runtime {
     /// [`Runtime::compiling_now`] and logged when it starts and ends
     /// (target `toolhost::compile`, on by default: a compile can take
     /// seconds, and the operator should not wonder why).
-    pub(crate) fn compiling<T>(&self, name: &str, size: usize, code: &'static str, compile: impl FnOnce() -> T) -> T {
-        struct Listed<'a>(&'a Runtime, &'a str, std::time::Instant, &'static str);
+    pub(crate) fn compiling<T, E: std::fmt::Display>(
+        &self,
+        name: &str,
+        size: usize,
+        code: &'static str,
+        compile: impl FnOnce() -> Result<T, E>,
+    ) -> Result<T, E> {
+        struct Listed<'a>(&'a Runtime, &'a str);
         impl Drop for Listed<'_> {
             fn drop(&mut self) {
                 self.0.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).remove(self.1);
-                let ms = u64::try_from(self.2.elapsed().as_millis()).unwrap_or(u64::MAX);
-                let code = self.3;
-                tracing::info!(target: "toolhost::compile", plugin = self.1, ms, code, "compile of plugin {} done in {ms} ms ({code})", self.1);
             }
         }
         let started = std::time::Instant::now();
         tracing::info!(target: "toolhost::compile", plugin = name, kib = size / 1024, code, "compiling plugin {name} (not in the compile cache; {code})");
         self.inner.compiling.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), started);
-        let _listed = Listed(self, name, started, code);
-        compile()
+        let _listed = Listed(self, name);
+        let result = compile();
+        let ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        match &result {
+            Ok(_) => {
+                tracing::info!(target: "toolhost::compile", plugin = name, ms, code, "compile of plugin {name} done in {ms} ms ({code})")
+            }
+            Err(e) => {
+                tracing::info!(target: "toolhost::compile", plugin = name, ms, code, "compile of plugin {name} failed after {ms} ms ({code}): {e:#}")
+            }
+        }
+        result
     }
 
     /// The plugins being compiled now, each with how long it has taken so

@@ -208,7 +208,7 @@ impl Runtime {
                     // A feature Winch lacks (or a component no compiler takes:
                     // Cranelift says so next).
                     Err(e) => {
-                        tracing::info!(plugin = name, reason = %format!("{e:#}"), "Winch cannot compile plugin {name}; its fast code comes from Cranelift");
+                        tracing::info!(target: "toolhost::compile", plugin = name, "Winch cannot compile plugin {name} ({e:#}); its fast code comes from Cranelift");
                         self.cranelift_fast(name, bytes, digest)?
                     }
                 }
@@ -252,9 +252,7 @@ impl Runtime {
         if let Some(done) = cache.and_then(|c| c.load(engine, digest)) {
             return Ok(done);
         }
-        let started = Instant::now();
-        let serialized = self.side_engine(true)?.precompile_component(bytes).map_err(|e| format!("{e:#}"))?;
-        tracing::debug!(plugin = name, ms = started.elapsed().as_millis() as u64, "optimized compile done");
+        let serialized = self.side_engine(true)?.precompile_component(bytes).map_err(|e| format!("{name}: {e:#}"))?;
         let component = Runtime::deserialize_own(engine, &serialized)?;
         if let Some(cache) = cache {
             cache.store(digest, &serialized);
@@ -353,7 +351,7 @@ impl Runtime {
             tracing::warn!(
                 target: "toolhost::compile",
                 plugin = name,
-                "{MAX_QUEUED} plugins wait for their optimized code already: plugin {name} stays on fast code (loading it again queues it)"
+                "{MAX_QUEUED} plugins wait for their optimized code already: plugin {name} stays on quick-compiled code (loading it again once they are done queues it)"
             );
             return;
         }
@@ -417,6 +415,13 @@ fn alive(codes: Option<&Vec<Weak<Code>>>) -> bool {
 /// and switches every plugin still running it fast.
 fn optimize(rt: &Runtime, job: &Job) {
     let started = Instant::now();
+    tracing::info!(
+        target: "toolhost::compile",
+        plugin = job.name,
+        kib = job.bytes.len() / 1024,
+        "optimizing plugin {} in the background (it serves on quick-compiled code meanwhile)",
+        job.name
+    );
     let switched = rt.compile_optimized_in_background(&job.name, &job.digest, &job.bytes).and_then(|component| {
         let pre = rt.inner.linker.instantiate_pre(&component).map_err(|e| format!("{e:#}"))?;
         PluginPre::new(pre).map_err(|e| format!("{e:#}"))
@@ -433,13 +438,25 @@ fn optimize(rt: &Runtime, job: &Job) {
                 code.switch(pre.clone());
                 n += 1;
             }
-            tracing::info!(
-                target: "toolhost::compile",
-                plugin = job.name,
-                ms,
-                "plugin {} runs on optimized code now (compiled in the background in {ms} ms; {n} switched)",
-                job.name
-            );
+            // Said only where a plugin switched (not for a version replaced
+            // meanwhile: its code is cached for a later load all the same).
+            if n > 0 {
+                tracing::info!(
+                    target: "toolhost::compile",
+                    plugin = job.name,
+                    ms,
+                    sha256 = job.digest,
+                    "plugin {} runs on optimized code now (compiled in the background in {ms} ms)",
+                    job.name
+                );
+            } else {
+                tracing::debug!(
+                    plugin = job.name,
+                    ms,
+                    sha256 = job.digest,
+                    "optimized code of a version no longer loaded: cached"
+                );
+            }
         }
         Err(e) => tracing::warn!(
             target: "toolhost::compile",

@@ -229,7 +229,7 @@ function renderPlugins(plugins) {
     tr.append(el('td', (p.sha256 || '').slice(0, 12), 'mono'));
     const g = el('td');
     // Fast first code: its optimized code compiles in the background.
-    if (p.code === 'fast') g.append(el('div', 'running on fast code (not optimized yet)', 'code'));
+    if (p.code === 'fast') g.append(el('div', 'running on quick-compiled code (not optimized yet: slower per call)', 'code'));
     for (const line of p.allows) g.append(el('div', line));
     for (const f of p.findings || []) g.append(el('div', f, 'error'));
     const l = p.limits;

@@ -234,6 +234,12 @@ impl Plugin {
                         println!("{}: limits of its own: {}", p.name, l.describe());
                     }
                 }
+                for p in list.plugins.iter().filter(|p| p.code.as_deref() == Some("fast")) {
+                    println!(
+                        "{}: runs on quick-compiled code, slower per call until its optimized code is ready (compiled in the background unless limits.compile is fast)",
+                        p.name
+                    );
+                }
                 for held in &list.withheld {
                     println!("{}: held back: {}", held.name, held.reason);
                 }

@@ -27,7 +27,7 @@ impl Status {
                     p.name.clone(),
                     match p.code.as_deref() {
                         // Its optimized code not ready yet (or `limits.compile: fast`).
-                        Some("fast") => format!("{} (fast code)", p.kind),
+                        Some("fast") => format!("{} (quick-compiled, not optimized yet)", p.kind),
                         _ => p.kind.clone(),
                     },
                     if p.available { "up" } else { "unavailable" }.to_string(),
