@@ -14,6 +14,7 @@ a call (p50 of 200, after 20 warm-up) on fast code (`limits.compile: fast`)
 and on optimized code. Prints Markdown tables.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -79,59 +80,60 @@ def call(url, sid, tool, args, n=2):
     return v
 
 
-def first_answer(binary, wasm, tool, args, compile_mode):
+@contextlib.contextmanager
+def host(binary, compile_mode):
+    """A serving host in a new directory (empty cache) and an MCP session:
+    yields (dir, url, session id, env); the host stopped and the directory
+    removed after."""
     d = tempfile.mkdtemp(prefix="first-compile-")
     try:
         p, url, env = serve(binary, d, compile_mode)
         try:
-            sid = session(url)
-            t0 = time.perf_counter()
-            add = subprocess.run([binary, "plugin", "add", wasm], env=env, cwd=d, capture_output=True, text=True)
-            if add.returncode != 0:
-                raise RuntimeError(add.stderr)
-            call(url, sid, tool, args)
-            first = (time.perf_counter() - t0) * 1000
-            optimized_ms = None
-            if compile_mode == "fast-first":
-                deadline = time.time() + TIMEOUT
-                while optimized_ms is None and time.time() < deadline:
-                    m = re.search(r"runs on optimized code now \(compiled in the background in (\d+) ms",
-                                  open(os.path.join(d, "stderr.log")).read())
-                    optimized_ms = m and int(m.group(1))
-                    time.sleep(0.2)
-            log = open(os.path.join(d, "stderr.log")).read()
-            m = re.search(r"compile of plugin \S+ done in (\d+) ms \((fast code[^)]*|optimized code)\)", log)
-            compile_ms = int(m.group(1)) if m else None
-            return first, compile_ms, optimized_ms
+            yield d, url, session(url), env
         finally:
             p.terminate()
             p.wait()
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+def plugin_add(binary, wasm, env, d):
+    add = subprocess.run([binary, "plugin", "add", wasm], env=env, cwd=d, capture_output=True, text=True)
+    if add.returncode != 0:
+        raise RuntimeError(add.stderr)
+
+
+def first_answer(binary, wasm, tool, args, compile_mode):
+    with host(binary, compile_mode) as (d, url, sid, env):
+        t0 = time.perf_counter()
+        plugin_add(binary, wasm, env, d)
+        call(url, sid, tool, args)
+        first = (time.perf_counter() - t0) * 1000
+        optimized_ms = None
+        if compile_mode == "fast-first":
+            deadline = time.time() + TIMEOUT
+            while optimized_ms is None and time.time() < deadline:
+                m = re.search(r"runs on optimized code now \(compiled in the background in (\d+) ms",
+                              open(os.path.join(d, "stderr.log")).read())
+                optimized_ms = m and int(m.group(1))
+                time.sleep(0.2)
+        log = open(os.path.join(d, "stderr.log")).read()
+        m = re.search(r"compile of plugin \S+ done in (\d+) ms \((fast code[^)]*|optimized code)\)", log)
+        compile_ms = int(m.group(1)) if m else None
+        return first, compile_ms, optimized_ms
 
 
 def call_latency(binary, wasm, tool, args, compile_mode):
-    d = tempfile.mkdtemp(prefix="first-compile-")
-    try:
-        p, url, env = serve(binary, d, compile_mode)
-        try:
-            sid = session(url)
-            add = subprocess.run([binary, "plugin", "add", wasm], env=env, cwd=d, capture_output=True, text=True)
-            if add.returncode != 0:
-                raise RuntimeError(add.stderr)
-            for i in range(20):
-                call(url, sid, tool, args, 10 + i)
-            times = []
-            for i in range(200):
-                t = time.perf_counter()
-                call(url, sid, tool, args, 100 + i)
-                times.append((time.perf_counter() - t) * 1000)
-            return statistics.median(times)
-        finally:
-            p.terminate()
-            p.wait()
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    with host(binary, compile_mode) as (d, url, sid, env):
+        plugin_add(binary, wasm, env, d)
+        for i in range(20):
+            call(url, sid, tool, args, 10 + i)
+        times = []
+        for i in range(200):
+            t = time.perf_counter()
+            call(url, sid, tool, args, 100 + i)
+            times.append((time.perf_counter() - t) * 1000)
+        return statistics.median(times)
 
 
 def main():

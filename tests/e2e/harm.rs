@@ -149,6 +149,8 @@ async fn host_side_resources_count_against_the_calls_memory() {
     config(t.path(), &["https://api.example.test".into()], "");
     let (host, url) = serve(t.path());
     let pid = host.0.id();
+    // The calls' memory, not the plugin's background compile.
+    crate::live::optimized(t.path());
     let operator = connect(&url, "/mcp").await;
     // Warm: the plugin's instance pool, a small hoard, a roll.
     assert_eq!(
@@ -211,6 +213,8 @@ async fn a_name_server_that_never_answers_delays_only_its_plugin() {
     );
     let (host, url) = serve(t.path());
     let pid = host.0.id();
+    // Alice's rolls against the bursts, not against a background compile.
+    crate::live::optimized(t.path());
     let (mallory, alice) = (connect(&url, "/mcp/mallory").await, connect(&url, "/mcp/alice").await);
     async fn rolls(alice: &Client, n: usize) -> Vec<Duration> {
         let mut took = Vec::new();

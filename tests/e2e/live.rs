@@ -112,3 +112,20 @@ pub fn place(from: &str, to: &Path) {
     std::fs::copy(from, &tmp).unwrap();
     std::fs::rename(&tmp, to).unwrap();
 }
+
+/// Waits (at most 120 s) until every plugin of the host serving from `dir`
+/// runs its optimized code: what a test measuring the host's memory
+/// needs, so that a background compile does not count as a call's.
+pub fn optimized(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let o = admin(dir, &["status", "--json"]);
+        let status: Option<serde_json::Value> = serde_json::from_slice(&o.stdout).ok().filter(|_| o.status.success());
+        let providers = status.as_ref().and_then(|s| s["providers"].as_array());
+        if providers.is_some_and(|ps| ps.iter().all(|p| p["code"] != "fast")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "plugins still on quick-compiled code after 120 s: {status:?}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
