@@ -79,12 +79,7 @@ fn the_author_guide_runs_as_written() {
 #[test]
 fn the_python_plugin_builds_and_answers() {
     let wasm = crate::common::python_plugin();
-    let call = |args: &str| {
-        crate::common::toolhost()
-            .args(["call", "npc_name", args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])
-            .output()
-            .unwrap()
-    };
+    let call = |args: &str| call_alone(&wasm, "npc_name", args);
     let o = call(r#"{"culture": "dwarf", "seed": 7}"#);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value =
@@ -103,12 +98,7 @@ fn the_python_plugin_builds_and_answers() {
 #[test]
 fn the_javascript_plugin_builds_and_answers() {
     let wasm = crate::common::js_plugin();
-    let call = |args: &str| {
-        crate::common::toolhost()
-            .args(["call", "dice_pool", args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])
-            .output()
-            .unwrap()
-    };
+    let call = |args: &str| call_alone(&wasm, "dice_pool", args);
     let o = call(r#"{"dice": 6, "sides": 10, "target": 7, "seed": 1}"#);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value =
@@ -125,4 +115,12 @@ fn the_javascript_plugin_builds_and_answers() {
     let o = call(r#"{"dice": 6, "sides": 10, "target": 11, "seed": 1}"#);
     assert!(!o.status.success());
     assert!(stderr(&o).contains("target must be 1 to 10"), "the plugin's own invalid-input error: {}", stderr(&o));
+}
+
+/// `toolhost call TOOL ARGS` with the plugin `wasm` alone (no built-ins).
+fn call_alone(wasm: &std::path::Path, tool: &str, args: &str) -> std::process::Output {
+    crate::common::toolhost()
+        .args(["call", tool, args, "--no-builtins", "--plugin", wasm.to_str().unwrap()])
+        .output()
+        .unwrap()
 }

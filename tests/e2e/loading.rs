@@ -205,11 +205,27 @@ fn limits_compile_chooses_the_first_code_and_a_restart_resumes_the_optimization(
 /// `bytes` with a custom section appended: the same component under
 /// another digest.
 fn variant(bytes: &[u8], n: u32) -> Vec<u8> {
+    padded(bytes, n, 0)
+}
+
+/// [`variant`], `pad` bytes larger.
+fn padded(bytes: &[u8], n: u32, pad: usize) -> Vec<u8> {
     let name = b"toolhost-test";
-    let payload = n.to_le_bytes();
-    let size = 1 + name.len() + payload.len();
+    let mut payload = n.to_le_bytes().to_vec();
+    payload.resize(4 + pad, 0);
+    let mut size = 1 + name.len() + payload.len();
     let mut out = bytes.to_vec();
-    out.extend_from_slice(&[0, size as u8, name.len() as u8]);
+    out.push(0);
+    // The section's size, unsigned LEB128.
+    loop {
+        let byte = (size & 0x7f) as u8;
+        size >>= 7;
+        out.push(if size > 0 { byte | 0x80 } else { byte });
+        if size == 0 {
+            break;
+        }
+    }
+    out.push(name.len() as u8);
     out.extend_from_slice(name);
     out.extend_from_slice(&payload);
     out
@@ -257,4 +273,30 @@ fn quick_swaps_leave_the_optimizer_queue_bounded() {
     }
     let fast = kept.iter().filter(|p| p.code_kind() == CodeKind::Fast).count();
     assert!((10..=70 - 32).contains(&fast), "the ones past the bound stay on fast code: {fast}");
+}
+
+/// The bytes held for optimized compiles are bounded too: twenty-four
+/// 24 MiB versions kept at once (576 MiB, under the 32-component bound)
+/// never hold more than 256 MiB in the queue; the rest answer on fast code.
+#[test]
+fn large_versions_waiting_for_optimized_code_hold_at_most_256_mib() {
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let rt = Runtime::new(Limits::default(), None).unwrap();
+    let pad = 24 << 20;
+    let mut kept = Vec::new();
+    for n in 0..24 {
+        kept.push(rt.load("hostile", &padded(&bytes, n, pad)).unwrap());
+        // Queued, and one compiling (not counted): 256 MiB / 24 MiB.
+        assert!(rt.optimizing_now() <= 10 + 1, "version {n}: {} waiting", rt.optimizing_now());
+    }
+    for (i, p) in kept.iter().enumerate() {
+        echo(p, i as u32);
+    }
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while rt.optimizing_now() > 0 {
+        assert!(Instant::now() < deadline, "{} still waiting after 300 s", rt.optimizing_now());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let fast = kept.iter().filter(|p| p.code_kind() == CodeKind::Fast).count();
+    assert!(fast >= 1, "the ones past the byte bound stay on fast code");
 }

@@ -36,9 +36,9 @@ struct Shared {
     /// unparks the ticker.
     parked: AtomicBool,
     stop: AtomicBool,
-    /// Engines ticked beside the runtime's own (the one running Winch's
-    /// fast code), added once each.
-    others: std::sync::Mutex<Vec<EngineWeak>>,
+    /// The engine ticked beside the runtime's own (the one running Winch's
+    /// fast code), once it is made.
+    other: std::sync::OnceLock<EngineWeak>,
 }
 
 impl Shared {
@@ -64,7 +64,7 @@ impl Ticker {
             inflight: Default::default(),
             parked: AtomicBool::new(false),
             stop: AtomicBool::new(false),
-            others: Default::default(),
+            other: Default::default(),
         });
         let weak = Arc::downgrade(&shared);
         let engine = engine.weak();
@@ -75,12 +75,13 @@ impl Ticker {
         Ticker { shared, thread: Some(thread) }
     }
 
-    /// Marks a call as in flight until the guard drops.
-    /// Ticks `engine` too, at the same pace.
+    /// Ticks `engine` too, at the same pace (one other engine at most: the
+    /// first given stays).
     pub(crate) fn add(&self, engine: &Engine) {
-        self.shared.others.lock().unwrap_or_else(|p| p.into_inner()).push(engine.weak());
+        let _ = self.shared.other.set(engine.weak());
     }
 
+    /// Marks a call as in flight until the guard drops.
     pub(crate) fn enter(&self) -> TickGuard<'_> {
         let i = stripe();
         self.shared.inflight.get(i).fetch_add(1, Ordering::SeqCst);
@@ -147,7 +148,7 @@ fn run(shared: Weak<Shared>, engine: EngineWeak) {
                 ticks += 1;
             }
             let Some(s) = shared.upgrade() else { return };
-            for other in s.others.lock().unwrap_or_else(|p| p.into_inner()).iter().filter_map(EngineWeak::upgrade) {
+            if let Some(other) = s.other.get().and_then(EngineWeak::upgrade) {
                 for _ in 0..ticks {
                     other.increment_epoch();
                 }

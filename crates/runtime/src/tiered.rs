@@ -13,8 +13,8 @@
 //! takes the code in force when it starts ([`Code::pre`]) and keeps it
 //! to its end.
 //!
-//! Why Winch, and where: it compiles 4 to 7 times faster than Cranelift
-//! (without optimization Cranelift is only 1.3 to 1.5 times faster than
+//! Why Winch, and where: it compiles 6 to 8 times faster than Cranelift
+//! (without optimization Cranelift is only 1.3 to 1.4 times faster than
 //! with it; BENCHMARKS.md), and wasmtime 48's support tiers list it as a
 //! Tier 1 compiler for x86_64 (continuously fuzzed, covered by security
 //! advisories: the four of 2026 are fixed in this version). Elsewhere, and
@@ -43,8 +43,7 @@ use wasmtime::Engine;
 use wasmtime::component::{Component, Linker};
 
 /// Which code a plugin runs on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CodeKind {
     /// Compiled with optimization off: ready soon, runs slower.
     Fast,
@@ -294,9 +293,12 @@ impl Code {
     }
 }
 
-/// Most components waiting for their optimized code at once (each holds
-/// its bytes until compiled); past it a new one stays on fast code.
+/// Most components waiting for their optimized code at once, and most of
+/// their bytes held (each is kept until compiled); past either a new one
+/// stays on fast code. The one compiling is not counted: a component of
+/// any size the host loads can be optimized when the queue is empty.
 const MAX_QUEUED: usize = 32;
+const MAX_QUEUED_BYTES: usize = 256 << 20;
 
 /// A component waiting for its optimized code.
 struct Job {
@@ -347,11 +349,14 @@ impl Runtime {
         let waiting = &state.waiting;
         state.queue.retain(|job| waiting.contains_key(&job.digest));
         let queued = state.waiting.contains_key(digest);
-        if !queued && state.queue.len() >= MAX_QUEUED {
+        let held: usize = state.queue.iter().map(|job| job.bytes.len()).sum();
+        let full = state.queue.len() >= MAX_QUEUED || held + bytes.len() > MAX_QUEUED_BYTES;
+        if !queued && !state.queue.is_empty() && full {
+            let (n, mib) = (state.queue.len(), held >> 20);
             tracing::warn!(
                 target: "toolhost::compile",
                 plugin = name,
-                "{MAX_QUEUED} plugins wait for their optimized code already: plugin {name} stays on quick-compiled code (loading it again once they are done queues it)"
+                "{n} plugins ({mib} MiB) wait for their optimized code already: plugin {name} stays on quick-compiled code (loading it again once they are done queues it)"
             );
             return;
         }
