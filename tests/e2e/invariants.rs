@@ -326,9 +326,13 @@ fn the_wasi_context_holds_exactly_the_plugins_grants() {
     granted.admission().add_plugin_file(Path::new(HOSTILE_PATH)).unwrap();
     let env = call(&granted, "env", json!({})).unwrap();
     assert!(matches!(&env.content[..], [Content::Text(t)] if *t == format!("PATH={path}\n")), "{env:?}");
-    let e =
-        Runtime::new(Limits::default(), Some(CACHE.path())).unwrap().load_file(Path::new(NETCLIENT_PATH)).unwrap_err();
-    assert!(e.to_string().contains("wasi:sockets"), "{e}");
+    // Sockets without a grant: loaded inert, every connect refused.
+    let ungranted = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap());
+    ungranted.admission().add_plugin_file(Path::new(NETCLIENT_PATH)).unwrap();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let e = call(&ungranted, "fetch", json!({ "addr": addr })).unwrap_err();
+    assert!(matches!(e, CallError::Forbidden { .. }), "{e:?}");
     let e = Host::new(Runtime::new(Limits::default(), Some(CACHE.path())).unwrap())
         .admission()
         .add_plugin_file(Path::new(HOSTILE_PATH))

@@ -7,7 +7,7 @@ use crate::common::{builtin_path, stderr, stdout, toolhost};
 use serde_json::{Value, json};
 use std::path::Path;
 use std::process::Output;
-use toolhost_test_artifacts::{COUNTER_PATH, NETCLIENT_PATH};
+use toolhost_test_artifacts::{COUNTER_PATH, NETCLIENT_PATH, WEATHER_PATH};
 
 /// `inspect`'s exit status when it described the component but this config
 /// would not load it (documented in README.md and `inspect --help`).
@@ -36,34 +36,36 @@ fn strings(v: &Value) -> Vec<String> {
 
 #[test]
 fn inspect_lists_the_tools_of_a_plugin_whose_capability_is_not_granted() {
+    // The weather example imports wasi:http, which loads only granted.
     let dir = config_dir("");
-    let o = run_in(dir.path(), &["inspect", NETCLIENT_PATH, "--json"]);
+    let o = run_in(dir.path(), &["inspect", WEATHER_PATH, "--json"]);
     assert_eq!(o.status.code(), Some(NOT_LOADABLE_HERE), "described, not loadable here: {}", stderr(&o));
     let v = json_of(&o);
     assert_eq!((v["described"].clone(), v["loadable"].clone()), (json!(true), json!(false)), "{v}");
     let tools: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(tools, ["fetch"], "the tools are listed although the plugin would not load");
-    assert_eq!(strings(&v["asks_for"]), ["network"]);
-    assert_eq!(strings(&v["denied"]), ["network"], "asked for and not granted");
+    assert_eq!(tools, ["weather_now"], "the tools are listed although the plugin would not load");
+    assert_eq!(strings(&v["asks_for"]), ["http"]);
+    assert_eq!(strings(&v["denied"]), ["http"], "asked for and not granted");
     assert!(strings(&v["granted_by_config"]).is_empty());
-    assert!(v["error"].as_str().unwrap().contains("wasi:sockets/"), "{}", v["error"]);
+    assert!(v["error"].as_str().unwrap().contains("wasi:http/"), "{}", v["error"]);
     let note = v["tools"][0]["probe_note"].as_str().unwrap();
-    assert!(note.starts_with("not probed: netclient would not load with this config"), "{note}");
+    assert!(note.starts_with("not probed: weather would not load with this config"), "{note}");
     let findings = strings(&v["findings"]);
-    assert!(findings.iter().any(|f| f.contains("plugins.grants.netclient.network")), "{findings:?}");
+    assert!(findings.iter().any(|f| f.contains("plugins.grants.weather.http")), "{findings:?}");
 
     // As text: the tool, the ask marked not granted, the reason on stderr.
-    let o = run_in(dir.path(), &["inspect", NETCLIENT_PATH]);
+    let o = run_in(dir.path(), &["inspect", WEATHER_PATH]);
     assert_eq!(o.status.code(), Some(NOT_LOADABLE_HERE));
     let out = stdout(&o);
-    assert!(out.contains("tools (1):") && out.contains("  fetch "), "{out}");
-    assert!(out.contains("asks for: network (NOT granted)"), "{out}");
+    assert!(out.contains("tools (1):") && out.contains("  weather_now "), "{out}");
+    assert!(out.contains("asks for: http (NOT granted)"), "{out}");
     assert!(out.contains("loads:    no, not with this config"), "{out}");
-    assert!(stderr(&o).contains("netclient would not load with this config"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("weather would not load with this config"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("error:"), "describing is not an error: {}", stderr(&o));
 
-    // Granted: loadable, the ask shown granted, and still nothing runs (the
-    // granted address is never connected to).
+    // netclient's sockets, granted: shown granted (without a grant they
+    // are inert, as files are), and still nothing runs (the granted
+    // address is never connected to).
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap();
     let dir = config_dir(&format!("plugins:\n  grants:\n    netclient:\n      network: [\"{addr}\"]\n"));
@@ -73,12 +75,12 @@ fn inspect_lists_the_tools_of_a_plugin_whose_capability_is_not_granted() {
     assert_eq!(v["loadable"], true, "{v}");
     assert_eq!(
         (strings(&v["asks_for"]), strings(&v["granted_by_config"])),
-        (vec!["network".into()], vec!["network".into()])
+        (Vec::<String>::new(), vec!["network".into()])
     );
     assert!(strings(&v["denied"]).is_empty() && v["error"].is_null(), "{v}");
     assert!(v["tools"][0]["probe_note"].as_str().unwrap().starts_with("not probed: "), "{v}");
     let o = run_in(dir.path(), &["inspect", NETCLIENT_PATH]);
-    assert!(stdout(&o).contains("asks for: network (granted)"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("granted:  network (imported; plugins.grants.netclient exposes"), "{}", stdout(&o));
     listener.set_nonblocking(true).unwrap();
     assert!(listener.accept().is_err(), "inspect connected to the granted address");
 }
@@ -87,16 +89,19 @@ fn inspect_lists_the_tools_of_a_plugin_whose_capability_is_not_granted() {
 fn inspect_shows_what_std_imports_as_inert_not_as_asks() {
     let dir = config_dir("");
     // diceroller and counter import only the environment through std;
-    // netclient imports the environment and the filesystem it never uses.
-    for (file, inert) in
-        [(builtin_path("diceroller"), vec!["env"]), (COUNTER_PATH, vec!["env"]), (NETCLIENT_PATH, vec!["files", "env"])]
-    {
+    // netclient imports the environment and the filesystem it never uses,
+    // and sockets, inert without a grant.
+    for (file, inert) in [
+        (builtin_path("diceroller"), vec!["env"]),
+        (COUNTER_PATH, vec!["env"]),
+        (NETCLIENT_PATH, vec!["files", "env", "network"]),
+    ] {
         let o = run_in(dir.path(), &["inspect", file, "--json", "--probes", "0"]);
         let v = json_of(&o);
         assert_eq!(strings(&v["inert"]), inert, "{file}: {v}");
         let asks = strings(&v["asks_for"]);
         assert!(!asks.iter().any(|a| inert.contains(&a.as_str())), "{file}: inert shown as asks: {asks:?}");
-        assert!(strings(&v["denied"]).iter().all(|d| d == "network"), "{file}: {v}");
+        assert!(strings(&v["denied"]).is_empty(), "{file}: {v}");
     }
     let o = run_in(dir.path(), &["inspect", builtin_path("diceroller")]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -121,14 +126,11 @@ fn inspect_shows_what_std_imports_as_inert_not_as_asks() {
     std::fs::copy(NETCLIENT_PATH, dir.path().join("netclient.wasm")).unwrap();
     let o = run_in(dir.path(), &["sign", "netclient.wasm", "--key", "keys/alice.key"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stdout(&o).contains("asks for: network\n"), "{}", stdout(&o));
-    assert!(
-        stdout(&o).contains("inert:    files, env") || stdout(&o).contains("inert:    env, files"),
-        "{}",
-        stdout(&o)
-    );
+    assert!(stdout(&o).contains("asks for: nothing\n"), "{}", stdout(&o));
+    assert!(stdout(&o).contains("inert:    files, env, network"), "{}", stdout(&o));
     let o = run_in(dir.path(), &["verify", "netclient.wasm"]);
-    assert!(!stdout(&o).contains("env") && stdout(&o).contains("network"), "{}", stdout(&o));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stdout(&o).contains("env") && !stdout(&o).contains("network"), "{}", stdout(&o));
 }
 
 #[test]

@@ -228,6 +228,10 @@ impl Extension for HttpExtension {
             .collect()
     }
 
+    fn refusals(&self, call: &(dyn Any + Send)) -> Vec<String> {
+        call.downcast_ref::<CallHttp>().map_or_else(Vec::new, |call| call.hooks.refused.clone())
+    }
+
     fn limit_hit(&self, error: &wasmtime::Error, limits: &toolhost_runtime::Limits) -> Option<String> {
         let too_big = error.chain().any(|c| {
             matches!(
@@ -265,6 +269,7 @@ impl Extension for HttpExtension {
                 request_bytes: call.limits.http_request_bytes,
                 body_buffers_left: call.limits.http_request_bytes,
                 tallies: BTreeMap::new(),
+                refused: Vec::new(),
             },
         })
     }
@@ -295,6 +300,7 @@ impl CallHttp {
                 request_bytes: 0,
                 body_buffers_left: 0,
                 tallies: BTreeMap::new(),
+                refused: Vec::new(),
             },
         }
     }
@@ -328,7 +334,13 @@ struct Hooks {
     body_buffers_left: usize,
     /// Origin -> what this call sent it and read from it, for the audit.
     tallies: BTreeMap<String, Tally>,
+    /// The host's reasons for the requests it refused this call (at most
+    /// [`MAX_REFUSALS`], distinct): see [`Extension::refusals`].
+    refused: Vec<String>,
 }
+
+/// How many distinct refusals one call keeps for its error message.
+const MAX_REFUSALS: usize = 3;
 
 /// What one call exchanged with one origin.
 #[derive(Default)]
@@ -393,7 +405,15 @@ impl WasiHttpHooks for Hooks {
                     connect::send(&shared, &lookups, &grants, target, request, options, deadline, limits).await
                 })
             }
-            Err(e) => Box::new(async move { Err(e) }),
+            Err(e) => {
+                if let WasiHttpError::InternalError(Some(message)) = &e {
+                    let reason = message.strip_prefix("toolhost: ").unwrap_or(message);
+                    if self.refused.len() < MAX_REFUSALS && !self.refused.iter().any(|r| r == reason) {
+                        self.refused.push(reason.to_string());
+                    }
+                }
+                Box::new(async move { Err(e) })
+            }
         }
     }
 }

@@ -54,6 +54,14 @@ pub trait Extension: Send + Sync + 'static {
     fn contacts(&self, _call: &(dyn Any + Send)) -> Vec<toolhost_types::HostContact> {
         Vec::new()
     }
+    /// What the host refused the call whose state this is, in its own
+    /// words (`X is not granted to plugin P ...`), distinct, oldest first,
+    /// a few at most. A call that fails with a message leaving them out
+    /// (JavaScript's `fetch()` turns every refusal into `NetworkError`)
+    /// gets them added, so the caller learns why.
+    fn refusals(&self, _call: &(dyn Any + Send)) -> Vec<String> {
+        Vec::new()
+    }
     /// When a call ended in `error` because it went past one of this
     /// capability's host-side limits (a set of headers too large...): what
     /// it did, for a [`toolhost_types::CallError::HostResources`].

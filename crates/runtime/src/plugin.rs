@@ -225,7 +225,7 @@ impl WasmPlugin {
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
-        let (result, _, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
+        let (result, _, _, _) = self.run("list-tools", deadline, None, &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_list_tools(store)
         });
         result
@@ -234,7 +234,8 @@ impl WasmPlugin {
     /// Instantiates in a fresh store and runs `f` under `limits` (the
     /// caller's one snapshot for the whole call: a reload in between
     /// changes the next call), classifying failures; with the secrets what
-    /// the call says is redacted with (those at its start and at its end).
+    /// the call says is redacted with (those at its start and at its end),
+    /// and the host's refusals of its requests (added to a trap's message).
     fn run<R>(
         &self,
         tool: &str,
@@ -242,7 +243,7 @@ impl WasmPlugin {
         ctx: Option<&CallContext>,
         limits: &Limits,
         f: impl FnOnce(&bindings::Plugin, &mut Store<State>) -> wasmtime::Result<R>,
-    ) -> (Result<R, CallError>, CallStats, CallSecrets) {
+    ) -> (Result<R, CallError>, CallStats, CallSecrets, Vec<String>) {
         let rt = &self.runtime.inner;
         let start = Instant::now();
         let _tick = rt.ticker.enter();
@@ -253,7 +254,7 @@ impl WasmPlugin {
             Ok(s) => s,
             Err(e) => {
                 let secrets = CallSecrets::new(self.runtime.values_for(&self.name), None);
-                return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }, secrets);
+                return (Err(e), CallStats { duration: start.elapsed(), ..CallStats::default() }, secrets, Vec::new());
             }
         };
         let result = pre.instantiate(&mut store).and_then(|instance| f(&instance, &mut store));
@@ -268,6 +269,9 @@ impl WasmPlugin {
         if let Some((capability, _)) = &contacts {
             data.used.mark(*capability);
         }
+        let refusals = data.ext.as_deref().map_or_else(Vec::new, |ext| {
+            rt.extensions.iter().filter(|e| self.held.contains(e.capability())).flat_map(|e| e.refusals(ext)).collect()
+        });
         let stats = CallStats {
             duration: start.elapsed(),
             fuel_used,
@@ -316,13 +320,17 @@ impl WasmPlugin {
             }),
         };
         let result = match result {
+            Err(e) if !refusals.is_empty() => Err(with_refusals(e, &refusals)),
+            r => r,
+        };
+        let result = match result {
             Err(e) if secrets.has_secrets() => Err(redact_error(e, &secrets)),
             r => r,
         };
         // Torn down (its slots reset) now, or after the answer on a thread
         // that defers teardowns.
         crate::teardown::retire(store);
-        (result, stats, secrets)
+        (result, stats, secrets, refusals)
     }
 }
 
@@ -468,6 +476,21 @@ fn redact_error(e: CallError, secrets: &CallSecrets) -> CallError {
     }
 }
 
+/// A failed call's error with the host's refusals (see
+/// [`crate::Extension::refusals`]) its message leaves out added to it.
+fn with_refusals(e: CallError, refusals: &[String]) -> CallError {
+    let add = |message: String| {
+        let missing: Vec<&String> = refusals.iter().filter(|r| !message.contains(r.as_str())).collect();
+        missing.iter().fold(message, |m, r| format!("{m} (the host refused a request: {r})"))
+    };
+    match e {
+        CallError::Failed { tool, message } => CallError::Failed { tool, message: add(message) },
+        CallError::GuestPanic { tool, message } => CallError::GuestPanic { tool, message: add(message) },
+        CallError::Trap { tool, message } => CallError::Trap { tool, message: add(message) },
+        other => other,
+    }
+}
+
 /// `text` with `secrets` redacted (itself when there is nothing to redact).
 fn redacted(text: String, secrets: &CallSecrets) -> String {
     match secrets.redact(&text) {
@@ -594,7 +617,7 @@ impl Provider for WasmPlugin {
         let deadline = deadline.saturating_sub(slot.waited());
         let args = arguments.to_string();
         let own = self.own_name(tool);
-        let (result, stats, secrets) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
+        let (result, stats, secrets, refusals) = self.run(tool, deadline, Some(ctx), &limits, |plugin, store| {
             plugin.toolhost_plugin_tool().call_call(store, own, &args)
         });
         if let Some(cost) = &ctx.cost {
@@ -615,7 +638,12 @@ impl Provider for WasmPlugin {
             Err(bindings::ToolError::Forbidden(m)) => {
                 Err(CallError::Forbidden { tool: tool_s(), message: redacted(m) })
             }
-            Err(bindings::ToolError::Failed(m)) => Err(CallError::Failed { tool: tool_s(), message: redacted(m) }),
+            // A guest's words that leave out why the host refused its
+            // requests (JavaScript's fetch() says only `NetworkError`) get
+            // the host's reasons added (an origin may be made of a secret).
+            Err(bindings::ToolError::Failed(m)) => {
+                Err(redact_error(with_refusals(CallError::Failed { tool: tool_s(), message: m }, &refusals), &secrets))
+            }
         }
     }
 }

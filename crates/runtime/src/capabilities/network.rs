@@ -1,8 +1,10 @@
 //! `network`: outgoing TCP to exactly the `IP:port` addresses the operator
 //! lists. The check sees the socket address actually connected to, so no
 //! header, URL or redirect can widen it; names are never resolved, nothing
-//! listens, no UDP. A component importing `wasi:sockets` is refused at load
-//! unless granted.
+//! listens, no UDP. A component importing `wasi:sockets` without the grant
+//! loads with its sockets inert: no TCP, no UDP, no name lookups, every
+//! socket refused (CPython built by componentize-py imports them all,
+//! whether or not the plugin ever opens one).
 
 use super::{About, CapabilityFactor, GrantError, Grants, InstanceSetup};
 use crate::state::State;
@@ -33,7 +35,7 @@ static ABOUT: About = About {
         "wasi:sockets/udp-create-socket",
         "wasi:sockets/ip-name-lookup",
     ],
-    inert_without_grant: false,
+    inert_without_grant: true,
     by_extension: false,
 };
 
@@ -48,6 +50,8 @@ impl CapabilityFactor for Network {
 
     fn configure(&self, grants: &Grants, setup: &mut InstanceSetup) -> Result<(), String> {
         if grants.network.is_empty() {
+            // Inert: wasmtime-wasi refuses each socket (`access-denied`).
+            setup.wasi.allow_tcp(false).allow_udp(false).allow_ip_name_lookup(false);
             return Ok(());
         }
         let allowed: Arc<[SocketAddr]> = grants.network.clone().into();

@@ -1,5 +1,5 @@
 //! A plugin that reaches out over TCP (std::net, so it imports
-//! `wasi:sockets`). toolhost must refuse to load it unless the operator
+//! `wasi:sockets`). toolhost must refuse every connect unless the operator
 //! grants network access, and then let it reach only the granted addresses,
 //! whatever Host header it sends or redirect it follows.
 
