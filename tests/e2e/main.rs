@@ -65,6 +65,7 @@ mod hostile;
 mod hotload;
 mod http;
 mod invariants;
+mod languages;
 mod limits;
 mod live;
 mod live_budget;

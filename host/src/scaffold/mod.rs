@@ -1,7 +1,9 @@
-//! `toolhost new NAME`: a plugin project from the template in
-//! `host/templates/plugin`, embedded in the binary.
+//! `toolhost new NAME [--lang rust|js|ts|python]`: a plugin project from
+//! the templates in `host/templates`, embedded in the binary.
 //!
-//! The project is a standalone cargo package (its own `[workspace]`) with
+//! JavaScript, TypeScript and Python projects are in [`guest`]: each a
+//! folder with its own `build.sh` and the language's SDK vendored. A Rust
+//! project is a standalone cargo package (its own `[workspace]`) with
 //! the guest SDK vendored in `vendor/toolhost-sdk` (this binary's copy of
 //! `sdk/src` and `wit/tool.wit`, also embedded), so it builds with
 //! `cargo build --release --target wasm32-wasip2` in any directory, with no
@@ -11,36 +13,62 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+mod guest;
+
+/// The language of a new project.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Lang {
+    /// Rust, with `toolhost-sdk` (cargo, the `wasm32-wasip2` target).
+    #[default]
+    Rust,
+    /// JavaScript, with the SDK of `sdk-js/` (Node.js, componentize-js or -qjs).
+    Js,
+    /// TypeScript: as [`Lang::Js`], typechecked by `tsc` first.
+    Ts,
+    /// Python, with the SDK of `sdk-py/` (componentize-py).
+    Python,
+}
+
+impl Lang {
+    /// The command that builds the project, run in its directory.
+    pub fn build_command(self) -> String {
+        match self {
+            Lang::Rust => format!("cargo build --release --target {TARGET}"),
+            Lang::Js | Lang::Ts | Lang::Python => "./build.sh".to_string(),
+        }
+    }
+}
+
 /// The target the project builds for.
 pub const TARGET: &str = "wasm32-wasip2";
 
 /// The template: where each file goes and its text.
 const FILES: &[(&str, &str)] = &[
-    ("Cargo.toml", include_str!("../templates/plugin/Cargo.toml.tmpl")),
-    ("src/lib.rs", include_str!("../templates/plugin/lib.rs.tmpl")),
-    ("README.md", include_str!("../templates/plugin/README.md.tmpl")),
-    (".gitignore", include_str!("../templates/plugin/gitignore.tmpl")),
-    ("vendor/toolhost-sdk/Cargo.toml", include_str!("../templates/sdk/Cargo.toml.tmpl")),
-    ("vendor/toolhost-sdk/wit/tool.wit", include_str!("../../wit/tool.wit")),
-    ("vendor/toolhost-sdk/wit/deps/config/store.wit", include_str!("../../wit/deps/config/store.wit")),
-    ("vendor/toolhost-sdk/wit/deps/config/world.wit", include_str!("../../wit/deps/config/world.wit")),
+    ("Cargo.toml", include_str!("../../templates/plugin/Cargo.toml.tmpl")),
+    ("src/lib.rs", include_str!("../../templates/plugin/lib.rs.tmpl")),
+    ("README.md", include_str!("../../templates/plugin/README.md.tmpl")),
+    (".gitignore", include_str!("../../templates/plugin/gitignore.tmpl")),
+    ("vendor/toolhost-sdk/Cargo.toml", include_str!("../../templates/sdk/Cargo.toml.tmpl")),
+    ("vendor/toolhost-sdk/wit/tool.wit", include_str!("../../../wit/tool.wit")),
+    ("vendor/toolhost-sdk/wit/deps/config/store.wit", include_str!("../../../wit/deps/config/store.wit")),
+    ("vendor/toolhost-sdk/wit/deps/config/world.wit", include_str!("../../../wit/deps/config/world.wit")),
 ];
 
 /// The SDK's source files, vendored as they are (but for where its
 /// `lib.rs` finds the WIT).
 pub const SDK_SOURCES: &[(&str, &str)] = &[
-    ("lib.rs", include_str!("../../sdk/src/lib.rs")),
-    ("error.rs", include_str!("../../sdk/src/error.rs")),
-    ("log.rs", include_str!("../../sdk/src/log.rs")),
-    ("memory.rs", include_str!("../../sdk/src/memory.rs")),
-    ("output.rs", include_str!("../../sdk/src/output.rs")),
-    ("schema.rs", include_str!("../../sdk/src/schema.rs")),
-    ("tool.rs", include_str!("../../sdk/src/tool.rs")),
-    ("config.rs", include_str!("../../sdk/src/config.rs")),
-    ("secret.rs", include_str!("../../sdk/src/secret.rs")),
-    ("http.rs", include_str!("../../sdk/src/http.rs")),
-    ("http_error.rs", include_str!("../../sdk/src/http_error.rs")),
-    ("http_wasi.rs", include_str!("../../sdk/src/http_wasi.rs")),
+    ("lib.rs", include_str!("../../../sdk/src/lib.rs")),
+    ("error.rs", include_str!("../../../sdk/src/error.rs")),
+    ("log.rs", include_str!("../../../sdk/src/log.rs")),
+    ("memory.rs", include_str!("../../../sdk/src/memory.rs")),
+    ("output.rs", include_str!("../../../sdk/src/output.rs")),
+    ("schema.rs", include_str!("../../../sdk/src/schema.rs")),
+    ("tool.rs", include_str!("../../../sdk/src/tool.rs")),
+    ("config.rs", include_str!("../../../sdk/src/config.rs")),
+    ("secret.rs", include_str!("../../../sdk/src/secret.rs")),
+    ("http.rs", include_str!("../../../sdk/src/http.rs")),
+    ("http_error.rs", include_str!("../../../sdk/src/http_error.rs")),
+    ("http_wasi.rs", include_str!("../../../sdk/src/http_wasi.rs")),
 ];
 
 /// Longest plugin name accepted.
@@ -118,6 +146,14 @@ pub fn component_path(project: &Path, name: &str) -> PathBuf {
     project.join("target").join(TARGET).join("release").join(format!("{}.wasm", crate_name(name)))
 }
 
+/// Where the build command of a `lang` project puts its component.
+pub fn component_path_of(project: &Path, name: &str, lang: Lang) -> PathBuf {
+    match lang {
+        Lang::Rust => component_path(project, name),
+        Lang::Js | Lang::Ts | Lang::Python => project.join(format!("{name}.wasm")),
+    }
+}
+
 /// Creates the plugin project `parent/name` from the template, with the
 /// SDK vendored in it, and returns its directory.
 ///
@@ -141,6 +177,13 @@ pub enum Template {
 
 /// [`new_plugin`] from `template`.
 pub fn new_plugin_from(parent: &Path, name: &str, template: Template) -> Result<PathBuf, ScaffoldError> {
+    new_project(parent, name, Lang::Rust, template)
+}
+
+/// Creates the `lang` project `parent/name` from `template`, with the
+/// language's SDK vendored in it, and returns its directory; see
+/// [`new_plugin`] for what is refused and what is left on failure.
+pub fn new_project(parent: &Path, name: &str, lang: Lang, template: Template) -> Result<PathBuf, ScaffoldError> {
     validate_name(name)?;
 
     let io = |path: &Path| {
@@ -166,7 +209,12 @@ pub fn new_plugin_from(parent: &Path, name: &str, template: Template) -> Result<
         })?;
     }
 
-    let written = write_files(&project, name, template);
+    let written = match lang {
+        Lang::Rust => write_files(&project, name, template),
+        Lang::Js => write_all(&project, guest::js_files(name, false, template)),
+        Lang::Ts => write_all(&project, guest::js_files(name, true, template)),
+        Lang::Python => write_all(&project, guest::python_files(name, template)),
+    };
     if let Err(e) = written {
         // Leave the directory as it was: absent, or empty.
         if existed {
@@ -185,8 +233,8 @@ pub fn new_plugin_from(parent: &Path, name: &str, template: Template) -> Result<
 }
 
 /// What `--http` puts in place of, or after, the plain template's files.
-const HTTP_LIB: &str = include_str!("../templates/plugin/lib_http.rs.tmpl");
-const HTTP_README: &str = include_str!("../templates/plugin/README_http.md.tmpl");
+const HTTP_LIB: &str = include_str!("../../templates/plugin/lib_http.rs.tmpl");
+const HTTP_README: &str = include_str!("../../templates/plugin/README_http.md.tmpl");
 
 fn write_files(project: &Path, name: &str, template: Template) -> Result<(), ScaffoldError> {
     let sdk = SDK_SOURCES.iter().map(|(file, text)| (format!("vendor/toolhost-sdk/src/{file}"), vendored(file, text)));
@@ -206,12 +254,22 @@ fn write_files(project: &Path, name: &str, template: Template) -> Result<(), Sca
             (relative.to_string(), text)
         })
         .chain(sdk);
+    write_all(project, files)
+}
+
+/// Writes `files` (relative path, text) under `project`; `build.sh` executable.
+fn write_all(project: &Path, files: impl IntoIterator<Item = (String, String)>) -> Result<(), ScaffoldError> {
     for (relative, text) in files {
-        let path = project.join(relative);
+        let path = project.join(&relative);
         if let Some(dir) = path.parent() {
             fs::create_dir_all(dir).map_err(|source| ScaffoldError::Io { path: dir.to_path_buf(), source })?;
         }
-        fs::write(&path, text).map_err(|source| ScaffoldError::Io { path, source })?;
+        fs::write(&path, text).map_err(|source| ScaffoldError::Io { path: path.clone(), source })?;
+        if relative == "build.sh" {
+            use std::os::unix::fs::PermissionsExt;
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o755))
+                .map_err(|source| ScaffoldError::Io { path, source })?;
+        }
     }
     Ok(())
 }
@@ -265,7 +323,7 @@ mod tests {
         let sdk = project.join("vendor/toolhost-sdk");
         let sdk_lib = read(sdk.join("src/lib.rs"));
         assert!(sdk_lib.contains("path: \"wit\"") && !sdk_lib.contains("../wit"), "the WIT is found beside the crate");
-        assert_eq!(read(sdk.join("wit/tool.wit")), include_str!("../../wit/tool.wit"));
+        assert_eq!(read(sdk.join("wit/tool.wit")), include_str!("../../../wit/tool.wit"));
         let sdk_cargo = read(sdk.join("Cargo.toml"));
         assert!(!sdk_cargo.contains(".workspace") && !sdk_cargo.contains("[lints]"), "standalone: {sdk_cargo}");
 
