@@ -35,6 +35,7 @@ fn the_author_guide_runs_as_written() {
     assert!(script.contains("toolhost new demo") && script.contains("toolhost plugin add"), "{script}");
     assert!(script.contains("toolhost new forecast --http") && script.contains("toolhost secret set"), "{script}");
     assert!(script.contains("toolhost call read_file") && script.contains("mode: read-only"), "{script}");
+    assert!(script.contains("--lang ts --http") && script.contains("--lang python --http"), "{script}");
     let dir = tempfile::tempdir().unwrap();
     let bin = Path::new(env!("CARGO_BIN_EXE_toolhost")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
@@ -74,6 +75,12 @@ fn the_author_guide_runs_as_written() {
     assert!(out.contains(r#""content":"The party owes Bartok 40 gold.\n""#), "read_file:\n{out}");
     assert!(out.contains(r#""entries":[{"name":"session-3.md","kind":"file""#), "list_dir:\n{out}");
     assert!(out.contains("campaign (seen as /), not change them"), "grants:\n{out}");
+    // 9 and 10: the API tool in TypeScript and in Python, signed, granted,
+    // its key set, answering through the origin.
+    assert!(out.contains("set secret api_key of plugin lookup"), "{out}");
+    assert!(out.contains(r#"{"id":7,"name":"rope"}"#), "the TypeScript tool's answer:\n{out}");
+    assert!(out.contains("set secret api_key of plugin almanac"), "{out}");
+    assert!(out.contains(r#"{"id":3,"name":"almanac of tides"}"#), "the Python tool's answer:\n{out}");
 }
 
 #[test]
