@@ -16,7 +16,9 @@ uncaught in a ``@tool`` function, it reaches the caller as the tool's
 error, in the host's words (``https://x.test is not granted to plugin
 <name> ...``).
 Requests block until the answer is in: a tool call is synchronous, and the
-host's deadline for the call bounds the wait.
+host's deadline for the call bounds the wait. Redirects are not followed:
+a 3xx comes back as it is (its ``location`` header names where), and a
+request there is another request, checked against the grant like any.
 """
 
 import json as _json

@@ -218,6 +218,45 @@ fn toolhost_new_in_each_language_builds_a_component_that_loads_and_answers() {
                 "{name}: {}",
                 stderr(&out)
             );
+            authors_mistakes_say_what_is_wrong(lang, &project, &name);
         }
     }
+}
+
+/// What an author gets wrong first, in words: a mistyped field fails the
+/// build naming it; an async handler in a QuickJS project fails the call
+/// saying why (not "expected array").
+fn authors_mistakes_say_what_is_wrong(lang: &str, project: &Path, name: &str) {
+    let (file, right, wrong, said) = match lang {
+        "python" => (
+            "app.py",
+            "\"properties\": {",
+            "\"propertes\": {",
+            "unknown keyword 'propertes'; did you mean 'properties'?",
+        ),
+        _ => ("app.js", "inputSchema: {", "inputSchmea: {", "unknown field \"inputSchmea\"; did you mean inputSchema?"),
+    };
+    let app = project.join(file);
+    let good = std::fs::read_to_string(&app).unwrap();
+    std::fs::write(&app, good.replacen(right, wrong, 1)).unwrap();
+    let o = Command::new("bash").arg("build.sh").current_dir(project).output().unwrap();
+    assert!(!o.status.success(), "{name}: a typo built");
+    assert!(format!("{}{}", stdout(&o), stderr(&o)).contains(said), "{name}:\n{}\n{}", stdout(&o), stderr(&o));
+    if lang == "js" {
+        std::fs::write(&app, good.replacen("(args) => {", "async (args) => {", 1)).unwrap();
+        let wasm = build(project, name);
+        let out = toolhost()
+            .args(["call", "greet", r#"{"name": "Ada"}"#, "--no-builtins", "--plugin"])
+            .arg(&wasm)
+            .output()
+            .unwrap();
+        assert!(
+            stderr(&out).contains(
+                "returned a Promise (an async function?): a plain project (QuickJS) runs tools synchronously"
+            ),
+            "{name}: {}",
+            stderr(&out)
+        );
+    }
+    std::fs::write(&app, good).unwrap();
 }

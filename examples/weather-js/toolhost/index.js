@@ -39,6 +39,53 @@ export const failed = (message) => new ToolError('failed', message);
 
 const NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
+const SPEC_FIELDS = ['name', 'description', 'inputSchema', 'estimatedMs', 'maxMs', 'idempotent', 'cacheableSeconds', 'probeArguments'];
+
+// The JSON Schema keywords an arguments schema may use at its top level.
+const SCHEMA_KEYWORDS = [
+  '$schema', '$id', '$ref', '$defs', '$comment', 'definitions', 'type', 'title', 'description', 'properties',
+  'required', 'additionalProperties', 'patternProperties', 'propertyNames', 'minProperties', 'maxProperties',
+  'dependentRequired', 'dependentSchemas', 'unevaluatedProperties', 'allOf', 'anyOf', 'oneOf', 'not', 'if', 'then',
+  'else', 'enum', 'const', 'default', 'examples', 'deprecated', 'readOnly', 'writeOnly',
+];
+
+// Levenshtein distance, for "did you mean".
+function distance(a, b) {
+  const row = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    let prev = row[0];
+    row[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const here = row[j];
+      row[j] = Math.min(row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] === b[j - 1] ? 0 : 1));
+      prev = here;
+    }
+  }
+  return row[b.length];
+}
+
+function unknownKeys(object, known, what) {
+  for (const key of Object.keys(object)) {
+    if (known.includes(key)) continue;
+    const near = known.filter((k) => distance(k.toLowerCase(), key.toLowerCase()) <= 2);
+    throw new TypeError(`${what}: unknown field ${JSON.stringify(key)}` + (near.length ? `; did you mean ${near.join(' or ')}?` : `; the fields are ${known.join(', ')}`));
+  }
+}
+
+function checkSchema(schema, name) {
+  if (schema === null || typeof schema !== 'object' || Array.isArray(schema)) {
+    throw new TypeError(`tool ${name}: inputSchema must be a JSON Schema object, like { type: 'object', properties: {...} }`);
+  }
+  unknownKeys(schema, SCHEMA_KEYWORDS, `tool ${name}: inputSchema`);
+  const declared = Object.keys(schema.properties ?? {});
+  for (const r of schema.required ?? []) {
+    if (schema.properties && !declared.includes(r)) {
+      throw new TypeError(`tool ${name}: inputSchema.required names ${JSON.stringify(r)}, which is not in its properties (${declared.join(', ')})`);
+    }
+  }
+  return schema;
+}
+
 function u32(value, field, name) {
   if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) {
     throw new TypeError(`tool ${name}: ${field} must be a whole number of milliseconds (0 to 4294967295), not ${value}`);
@@ -64,10 +111,14 @@ export function defineTool(spec, handler) {
     throw new TypeError(`tool name must match ^[a-zA-Z0-9_-]{1,64}$, not ${JSON.stringify(name)}`);
   }
   if (typeof handler !== 'function') throw new TypeError(`tool ${name}: the handler must be a function`);
+  unknownKeys(spec, SPEC_FIELDS, `tool ${name}`);
+  if (spec.inputSchema === undefined) {
+    throw new TypeError(`tool ${name}: inputSchema is missing (the JSON Schema of its arguments; { type: 'object', properties: {} } for none)`);
+  }
   const info = {
     name,
     description: String(spec.description ?? ''),
-    inputSchema: JSON.stringify(spec.inputSchema ?? { type: 'object' }),
+    inputSchema: JSON.stringify(checkSchema(spec.inputSchema, name)),
     estimatedDurationMs: u32(spec.estimatedMs, 'estimatedMs', name),
     maxDurationMs: u32(spec.maxMs, 'maxMs', name),
     idempotent: Boolean(spec.idempotent),
@@ -115,6 +166,10 @@ export function plugin(...tools) {
         throw failure(e);
       }
       if (out && typeof out.then === 'function') {
+        if (typeof fetch === 'undefined') {
+          // QuickJS components here do not await: say so, not "expected array".
+          throw failed(`the handler of ${name} returned a Promise (an async function?): a plain project (QuickJS) runs tools synchronously; drop async/await, or build with StarlingMonkey as \`toolhost new NAME --lang js --http\` does`);
+        }
         return out.then(content, (e) => { throw failure(e); });
       }
       return content(out);

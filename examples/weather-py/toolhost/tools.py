@@ -22,6 +22,7 @@ fails with ``raise invalid_input(...)``, ``not_found(...)``,
 ``failed`` error naming the tool and the exception, never a crash.
 """
 
+import difflib
 import json
 from typing import Any, Callable, Dict, List, Optional
 
@@ -60,6 +61,33 @@ def failed(message: str) -> Err:
     return Err(ToolError_Failed(message))
 
 
+# The JSON Schema keywords an arguments schema may use at its top level.
+_SCHEMA_KEYWORDS = (
+    "$schema", "$id", "$ref", "$defs", "$comment", "definitions", "type", "title", "description", "properties",
+    "required", "additionalProperties", "patternProperties", "propertyNames", "minProperties", "maxProperties",
+    "dependentRequired", "dependentSchemas", "unevaluatedProperties", "allOf", "anyOf", "oneOf", "not", "if", "then",
+    "else", "enum", "const", "default", "examples", "deprecated", "readOnly", "writeOnly",
+)
+
+
+def _check_schema(schema: Any, name: str) -> Dict[str, Any]:
+    # Checked when the module loads, which is at build time: a typo fails
+    # the build, not a call.
+    if not isinstance(schema, dict):
+        raise TypeError(f"tool {name}: schema must be a JSON Schema dict (type, properties, required...)")
+    for key in schema:
+        if key not in _SCHEMA_KEYWORDS:
+            near = difflib.get_close_matches(key, _SCHEMA_KEYWORDS, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise TypeError(f"tool {name}: schema has an unknown keyword {key!r}{hint}")
+    properties = schema.get("properties")
+    for required in schema.get("required", []):
+        if isinstance(properties, dict) and required not in properties:
+            raise TypeError(f"tool {name}: schema 'required' names {required!r}, which is not in its properties "
+                            f"({', '.join(properties)})")
+    return schema
+
+
 class _Tool:
     def __init__(self, fn: Callable[[Dict[str, Any]], Any], info: ToolInfo):
         self.fn = fn
@@ -82,10 +110,11 @@ def tool(*, description: str, schema: Dict[str, Any], estimated_ms: int, max_ms:
     host may call it with to measure it (idempotent tools only)."""
 
     def wrap(fn: Callable) -> _Tool:
+        tool_name = name or fn.__name__
         info = ToolInfo(
-            name=name or fn.__name__,
+            name=tool_name,
             description=description,
-            input_schema=json.dumps(schema),
+            input_schema=json.dumps(_check_schema(schema, tool_name)),
             estimated_duration_ms=estimated_ms,
             max_duration_ms=max_ms,
             idempotent=idempotent,

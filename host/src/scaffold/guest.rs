@@ -161,7 +161,15 @@ fn readme(name: &str, language: &str, lang: &str, http: bool, sdk: &str, add: &s
         .replace("{{sdk_path}}", sdk)
         .replace("{{try_it}}", &try_it)
         .replace("{{sign_asks}}", if http { " \\\n  --http-host https://api.example.com --secret api_key" } else { "" })
-        .replace("{{add_a_tool}}", add);
+        .replace("{{add_a_tool}}", add)
+        .replace(
+            "{{errors}}",
+            if lang == "python" {
+                "`raise invalid_input(...)` (or `not_found`, `forbidden`, `failed`)"
+            } else {
+                "`throw invalidInput(...)` (or `notFound`, `forbidden`, `failed`)"
+            },
+        );
     if http {
         text.push_str(README_HTTP);
     }
