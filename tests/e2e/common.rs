@@ -13,6 +13,22 @@ pub static CACHE: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempd
 /// State (calibration, audit log) of binaries run by the tests, kept out of $HOME.
 pub static STATE: LazyLock<tempfile::TempDir> = LazyLock::new(|| tempfile::tempdir().unwrap());
 
+/// Guest builds with npm, componentize-js or componentize-py keep both
+/// cores busy for a minute or more. A test that compares latencies holds
+/// [`quiet`] so that none runs beside it; the builds hold [`heavy`]
+/// (shared among them). Never take one while holding the other.
+static QUIET: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// Held while building guests with the language toolchains.
+pub fn heavy() -> std::sync::RwLockReadGuard<'static, ()> {
+    QUIET.read().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Held by a test that compares latencies: no guest build runs meanwhile.
+pub fn quiet() -> std::sync::RwLockWriteGuard<'static, ()> {
+    QUIET.write().unwrap_or_else(|p| p.into_inner())
+}
+
 /// A host with the built-in plugins and the hostile test plugin, default limits.
 pub static HOST: LazyLock<Host> = LazyLock::new(|| host_with(Limits::default()));
 
@@ -131,6 +147,7 @@ pub fn python_plugin() -> std::path::PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
     if !*built {
+        let _heavy = heavy();
         let o = Command::new("bash").arg(repo.join("plugins-py/build.sh")).arg("npcnames").output().unwrap();
         assert!(o.status.success(), "plugins-py/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
         *built = true;
@@ -145,6 +162,7 @@ pub fn js_plugin() -> std::path::PathBuf {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut built = BUILT.lock().unwrap_or_else(|p| p.into_inner());
     if !*built {
+        let _heavy = heavy();
         let o = Command::new("bash").arg(repo.join("plugins-js/dicebag/build.sh")).output().unwrap();
         assert!(o.status.success(), "plugins-js/dicebag/build.sh:\n{}\n{}", stdout(&o), stderr(&o));
         *built = true;

@@ -37,6 +37,8 @@ fn the_author_guide_runs_as_written() {
     assert!(script.contains("toolhost call read_file") && script.contains("mode: read-only"), "{script}");
     assert!(script.contains("--lang ts --http") && script.contains("--lang python --http"), "{script}");
     let dir = tempfile::tempdir().unwrap();
+    // It builds Rust, TypeScript and Python guests.
+    let _heavy = crate::common::heavy();
     let bin = Path::new(env!("CARGO_BIN_EXE_toolhost")).parent().unwrap().to_path_buf();
     let path = format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default());
     let o = Command::new("bash")

@@ -38,6 +38,7 @@ fn copy_project(from: &Path, to: &Path) {
 
 /// `./build.sh` in `project`, which must succeed; its component.
 fn build(project: &Path, name: &str) -> PathBuf {
+    let _heavy = crate::common::heavy();
     let o = Command::new("bash").arg("build.sh").current_dir(project).env_remove("CARGO_TARGET_DIR").output().unwrap();
     assert!(o.status.success(), "{}/build.sh:\n{}\n{}", project.display(), stdout(&o), stderr(&o));
     let wasm = project.join(format!("{name}.wasm"));
@@ -239,7 +240,9 @@ fn authors_mistakes_say_what_is_wrong(lang: &str, project: &Path, name: &str) {
     let app = project.join(file);
     let good = std::fs::read_to_string(&app).unwrap();
     std::fs::write(&app, good.replacen(right, wrong, 1)).unwrap();
+    let heavy = crate::common::heavy();
     let o = Command::new("bash").arg("build.sh").current_dir(project).output().unwrap();
+    drop(heavy);
     assert!(!o.status.success(), "{name}: a typo built");
     assert!(format!("{}{}", stdout(&o), stderr(&o)).contains(said), "{name}:\n{}\n{}", stdout(&o), stderr(&o));
     if lang == "js" {
