@@ -56,7 +56,7 @@ fn copy_dir(from: &Path, to: &Path) {
         let name = entry.file_name();
         let (src, dst) = (entry.path(), to.join(&name));
         if entry.file_type().unwrap().is_dir() {
-            if name != "target" {
+            if !["target", "node_modules", ".venv", "gen", "dist"].contains(&name.to_string_lossy().as_ref()) {
                 copy_dir(&src, &dst);
             }
         } else if src.extension().is_none_or(|e| e != "wasm") {
@@ -156,6 +156,11 @@ fn every_example_folder_builds_from_a_copy_of_itself() {
             continue;
         }
         let name = example.file_name().unwrap().to_string_lossy().to_string();
+        // The JavaScript and Python weather tools are built from copies of
+        // their folders, and called, by `languages.rs`.
+        if ["weather-js", "weather-py"].contains(&name.as_str()) {
+            continue;
+        }
         let dir = tempfile::tempdir().unwrap();
         let copy = dir.path().join(&name);
         copy_dir(&example, &copy);
