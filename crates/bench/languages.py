@@ -18,6 +18,7 @@ answer written in one write, TCP_NODELAY) and given its key. Per language:
 Prints Markdown tables.
 """
 
+import json
 import os
 import re
 import shutil
@@ -124,7 +125,6 @@ class Host:
         raise RuntimeError("never optimized")
 
     def audit(self):
-        import json
         path = os.path.join(self.d, "state", "audit.jsonl")
         return [json.loads(line) for line in open(path) if '"event":"call"' in line.replace(" ", "")]
 

@@ -201,6 +201,16 @@ fn toolhost_new_in_each_language_builds_a_component_that_loads_and_answers() {
             assert_eq!(v["authorization"], format!("Bearer {KEY}"), "{name}: {v}");
             let out = call(&project, "fetch", r#"{"path": "https://evil.example/x"}"#);
             assert!(stderr(&out).contains("invalid input for fetch: path must start with"), "{name}: {}", stderr(&out));
+            if lang == "python" {
+                // A URL wasi:http refuses a part of: named, not a crash.
+                config(&project, &wasm, &name, o.port, &o.ca, &api, "http://bad host:1");
+                let out = call(&project, "fetch", r#"{"path": "/v1/forecast"}"#);
+                assert!(
+                    stderr(&out).contains("wasi:http refused the authority bad host:1"),
+                    "{name}: {}",
+                    stderr(&out)
+                );
+            }
         } else {
             let out = toolhost()
                 .args(["call", "greet", r#"{"name": "Ada", "excited": true}"#, "--no-builtins", "--plugin"])

@@ -341,6 +341,8 @@ struct Hooks {
 
 /// How many distinct refusals one call keeps for its error message.
 const MAX_REFUSALS: usize = 3;
+/// The longest refusal kept, in characters (a guest's URL is in it).
+const MAX_REFUSAL_CHARS: usize = 400;
 
 /// What one call exchanged with one origin.
 #[derive(Default)]
@@ -408,8 +410,13 @@ impl WasiHttpHooks for Hooks {
             Err(e) => {
                 if let WasiHttpError::InternalError(Some(message)) = &e {
                     let reason = message.strip_prefix("toolhost: ").unwrap_or(message);
-                    if self.refused.len() < MAX_REFUSALS && !self.refused.iter().any(|r| r == reason) {
-                        self.refused.push(reason.to_string());
+                    // The guest chose the origin in it: kept short.
+                    let reason = match reason.char_indices().nth(MAX_REFUSAL_CHARS) {
+                        Some((at, _)) => format!("{}...", &reason[..at]),
+                        None => reason.to_string(),
+                    };
+                    if self.refused.len() < MAX_REFUSALS && !self.refused.contains(&reason) {
+                        self.refused.push(reason);
                     }
                 }
                 Box::new(async move { Err(e) })

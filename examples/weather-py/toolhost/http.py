@@ -170,18 +170,20 @@ def _outgoing(method: str, url: str, origin: str, fields: List[Tuple[str, bytes]
     methods = {"GET": t.Method_Get(), "HEAD": t.Method_Head(), "POST": t.Method_Post(), "PUT": t.Method_Put(),
                "DELETE": t.Method_Delete(), "PATCH": t.Method_Patch(), "OPTIONS": t.Method_Options()}
     method = method.upper()
-    _set(req.set_method(methods.get(method) or t.Method_Other(method)), f"method {method}", origin)
-    _set(req.set_scheme(t.Scheme_Https() if scheme == "https" else t.Scheme_Http()), "scheme", origin)
-    _set(req.set_authority(parts.netloc), f"authority {parts.netloc}", origin)
+    _set(lambda: req.set_method(methods.get(method) or t.Method_Other(method)), f"method {method}", origin)
+    _set(lambda: req.set_scheme(t.Scheme_Https() if scheme == "https" else t.Scheme_Http()), "scheme", origin)
+    _set(lambda: req.set_authority(parts.netloc), f"authority {parts.netloc}", origin)
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-    _set(req.set_path_with_query(path), f"path {path}", origin)
+    _set(lambda: req.set_path_with_query(path), f"path {path}", origin)
     return req
 
 
-def _set(result, what: str, origin: str) -> None:
-    # Setters return result<_, _>: componentize-py raises Err on failure; some
-    # versions return it. Either way, say which part was refused.
-    if isinstance(result, Err):
+def _set(setter, what: str, origin: str) -> None:
+    # A setter's result<_, _>: componentize-py raises a bare Err (no
+    # message) when wasi:http refuses the value; say which part it was.
+    try:
+        setter()
+    except Err:
         raise HttpError(f"invalid request to {origin}: wasi:http refused the {what}", "invalid")
 
 
