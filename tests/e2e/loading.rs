@@ -44,7 +44,7 @@ fn a_component_of_another_world_is_refused_naming_what_it_exports() {
         LoadErrorKind::WrongWorld { exports } => assert!(exports.iter().any(|x| x.starts_with("wasi:cli/run")), "{e}"),
         other => panic!("{other}"),
     }
-    assert!(e.to_string().contains("must export toolhost:plugin/tool@0.1.0"), "{e}");
+    assert!(e.to_string().contains("must export toolhost:plugin/tool@0.1.1"), "{e}");
 }
 
 #[test]
@@ -299,4 +299,22 @@ fn large_versions_waiting_for_optimized_code_hold_at_most_256_mib() {
     }
     let fast = kept.iter().filter(|p| p.code_kind() == CodeKind::Fast).count();
     assert!(fast >= 1, "the ones past the byte bound stay on fast code");
+}
+
+/// The contract grew to 0.1.1 (resources, prompts, asking the client): a
+/// component built against 0.1.0 (the hostile plugin, from the frozen WIT in
+/// `tests/plugins/wit-0.1.0`) still links, lists its tools and answers.
+#[test]
+fn a_component_built_against_contract_0_1_0_loads_and_answers_unchanged() {
+    let bytes = std::fs::read(HOSTILE_PATH).unwrap();
+    let rt = runtime();
+    let compiled = rt.compile("hostile", &bytes).unwrap();
+    assert!(compiled.exports.iter().any(|e| e == "toolhost:plugin/tool@0.1.0"), "{:?}", compiled.exports);
+    assert!(compiled.imports.iter().any(|i| i == "toolhost:plugin/host@0.1.0"), "{:?}", compiled.imports);
+    assert!(!compiled.imports.iter().any(|i| i.contains("@0.1.1")), "{:?}", compiled.imports);
+    let plugin = rt.instantiate_compiled(compiled, Default::default()).unwrap();
+    assert!(plugin.tools().iter().any(|t| t.name == "echo"));
+    assert!(plugin.extension().is_none(), "a 0.1.0 component offers no resources or prompts");
+    let out = plugin.call("echo", &serde_json::json!({"said": "hello"}), &CallContext::default()).unwrap();
+    assert_eq!(out.content, vec![Content::Text(r#"{"said":"hello"}"#.into())]);
 }

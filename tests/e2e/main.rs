@@ -75,6 +75,7 @@ mod marketplace_page;
 mod mcp;
 mod memory;
 mod oci;
+mod offers;
 mod operator;
 mod ops;
 mod peers;

@@ -8,10 +8,8 @@
 //! - `conformance_suite_passes_every_required_scenario`: the official MCP
 //!   conformance suite (`@modelcontextprotocol/conformance`, TypeScript SDK
 //!   client) against `toolhost serve --http` with the conformance fixture
-//!   plugin. Every scenario must pass except exactly those listed in
-//!   `tests/peers/conformance-expected-failures.yml` (what a run with no
-//!   external server cannot offer: resources, prompts and completions come
-//!   only from external servers; sampling and elicitation not at all).
+//!   plugin (world `server-plugin`). Every one of the 32 scenarios must pass:
+//!   the baseline `tests/peers/conformance-expected-failures.yml` lists none.
 //! - `python_client_over_stdio_and_http`: the official Python SDK (`mcp` 2.x,
 //!   `tests/peers/py_client.py`) as a client, over stdio and streamable HTTP,
 //!   in both its negotiation modes: results, tool errors (`isError` with
@@ -62,7 +60,7 @@ pub(crate) fn peers_dir() -> PathBuf {
 }
 
 /// A file under `tests/peers/`, which must exist.
-fn peer(rel: &str) -> PathBuf {
+pub(crate) fn peer(rel: &str) -> PathBuf {
     let p = peers_dir().join(rel);
     assert!(p.exists(), "peer {} is missing: run scripts/install-peers", p.display());
     p
@@ -85,7 +83,7 @@ pub(crate) fn npm(rel: &str) -> PathBuf {
 }
 
 /// The `toolhost` binary under test.
-fn toolhost_bin() -> &'static str {
+pub(crate) fn toolhost_bin() -> &'static str {
     env!("CARGO_BIN_EXE_toolhost")
 }
 
@@ -104,18 +102,18 @@ struct Proc {
 }
 
 /// A finished run.
-struct Finished {
+pub(crate) struct Finished {
     what: String,
-    status: ExitStatus,
-    stdout: String,
-    stderr: String,
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
     /// The process group the run had (its pid), to look for leftovers.
     pgid: u32,
 }
 
 impl Finished {
     /// Everything about the run, for a failure message.
-    fn report(&self) -> String {
+    pub(crate) fn report(&self) -> String {
         format!(
             "{} exited with {}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             self.what, self.status, self.stdout, self.stderr
@@ -243,7 +241,7 @@ impl Drop for Proc {
 }
 
 /// Runs `cmd` to completion (at most `RUN_LIMIT`).
-fn run(what: &str, cmd: Command) -> Finished {
+pub(crate) fn run(what: &str, cmd: Command) -> Finished {
     Proc::spawn(what, cmd).finish(RUN_LIMIT)
 }
 
@@ -308,7 +306,7 @@ fn wait_for_port(server: &mut Proc, port: u16) {
 
 /// A directory for one test: `toolhost.yaml` (`extra`; empty: the defaults),
 /// and `home/` for the Node peers' `$HOME`.
-fn test_dir(extra: &str) -> tempfile::TempDir {
+pub(crate) fn test_dir(extra: &str) -> tempfile::TempDir {
     let d = tempfile::tempdir().unwrap();
     std::fs::write(d.path().join("toolhost.yaml"), extra).unwrap();
     std::fs::create_dir(d.path().join("home")).unwrap();
@@ -323,7 +321,7 @@ fn toolhost_in(dir: &Path) -> Command {
 }
 
 /// `toolhost serve --http 127.0.0.1:0` in `dir`, running.
-struct Served {
+pub(crate) struct Served {
     proc: Proc,
     /// `http://127.0.0.1:PORT`, from the banner.
     base: String,
@@ -331,12 +329,12 @@ struct Served {
 
 impl Served {
     /// The operator's endpoint.
-    fn mcp(&self) -> String {
+    pub(crate) fn mcp(&self) -> String {
         format!("{}/mcp", self.base)
     }
 }
 
-fn serve_http(dir: &Path, extra_args: &[&str]) -> Served {
+pub(crate) fn serve_http(dir: &Path, extra_args: &[&str]) -> Served {
     let mut cmd = toolhost_in(dir);
     cmd.args(["serve", "--http", "127.0.0.1:0"]).args(extra_args);
     let mut proc = Proc::spawn("toolhost serve --http", cmd);
@@ -352,7 +350,7 @@ fn serve_http(dir: &Path, extra_args: &[&str]) -> Served {
 
 /// The arguments that make a client spawn `toolhost serve --stdio` with the
 /// shared cache and state in `state` (clients do not pass their environment on).
-fn toolhost_stdio_env(flag: &str, state: &Path) -> Vec<String> {
+pub(crate) fn toolhost_stdio_env(flag: &str, state: &Path) -> Vec<String> {
     vec![
         flag.into(),
         format!("TOOLHOST_CACHE_DIR={}", CACHE.path().display()),
@@ -432,13 +430,25 @@ fn strings(a: &[&str]) -> Vec<String> {
 // ---------------------------------------------------------------------------
 // The tests
 
-/// Scenarios toolhost must pass (every scenario of `--suite all` not in the
-/// expected-failures baseline). Checked by name so that a scenario the suite
-/// drops or renames is noticed instead of silently passing.
+/// Scenarios toolhost must pass: every scenario of `--suite all` (the
+/// expected-failures baseline is empty). Checked by name so that a scenario
+/// the suite drops or renames is noticed instead of silently passing.
 const REQUIRED_SCENARIOS: &[&str] = &[
     "server-initialize",
     "logging-set-level",
     "ping",
+    "completion-complete",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
     "tools-list",
     "tools-call-simple-text",
     "tools-call-image",
@@ -475,9 +485,11 @@ fn conformance_suite_passes_every_required_scenario() {
     assert!(run.status.success(), "{report}");
     let output = format!("{}{}", run.stdout, run.stderr);
     assert!(output.contains("Baseline check passed: all failures are expected."), "{report}");
+    assert_eq!(REQUIRED_SCENARIOS.len(), 32, "every scenario of the suite");
     for s in REQUIRED_SCENARIOS {
         assert!(output.lines().any(|l| l.starts_with(&format!("✓ {s}: "))), "scenario {s} did not pass\n{report}");
     }
+    assert!(!output.lines().any(|l| l.starts_with("✗ ")), "no scenario may fail\n{report}");
 }
 
 #[test]

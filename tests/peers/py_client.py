@@ -35,6 +35,12 @@ More, each adding keys to that object (a JSON-RPC error is recorded as
                             {"ref": {"type": "ref/prompt", "name": N} or
                             {"type": "ref/resource", "uri": U}, "argument":
                             {"name": A, "value": V}, "context": {...}} (repeatable)
+  --elicit JSON             declare elicitation (form and URL) and answer every
+                            request with this ElicitResult ({"action": ..., "content": ...});
+                            "elicitations": the params of each request received
+                            (--elicit-delay S: answer each after S seconds)
+  --sample TEXT             declare sampling and answer every request with this
+                            text (model "py-model"); "samplings": the params of each
 
 `--stdio` takes every remaining argument as the command line, so put the other
 options before it. The stdio client does not pass the parent environment to
@@ -81,6 +87,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--prompt", metavar="NAME", help="get a prompt")
     parser.add_argument("--prompt-args", metavar="JSON", default="{}", help="the prompt's arguments")
     parser.add_argument("--complete", action="append", default=[], metavar="JSON", help="a completion request (repeatable)")
+    parser.add_argument("--elicit", metavar="JSON", help="answer elicitation requests with this ElicitResult")
+    parser.add_argument("--sample", metavar="TEXT", help="answer sampling requests with this text")
+    parser.add_argument("--elicit-delay", type=float, default=0.0, metavar="S", help="wait S seconds before answering")
     args = parser.parse_args(argv)
     if args.stdio is not None and not args.stdio:
         parser.error("--stdio needs a command")
@@ -123,8 +132,28 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 key, _, value = pair.partition("=")
                 env[key] = value
             server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=env or None)
+        asked: dict[str, list[Any]] = {"elicitations": [], "samplings": []}
+        callbacks: dict[str, Any] = {}
+        if args.elicit is not None:
+            elicited = json.loads(args.elicit)
+
+            async def elicit(context: Any, params: Any) -> Any:
+                asked["elicitations"].append(dump(params))
+                await asyncio.sleep(args.elicit_delay)
+                return types.ElicitResult(**elicited)
+
+            callbacks["elicitation_callback"] = elicit
+        if args.sample is not None:
+
+            async def sample(context: Any, params: Any) -> Any:
+                asked["samplings"].append(dump(params))
+                return types.CreateMessageResult(
+                    role="assistant", content=types.TextContent(type="text", text=args.sample), model="py-model"
+                )
+
+            callbacks["sampling_callback"] = sample
         client = await stack.enter_async_context(
-            Client(server, mode=args.mode, read_timeout_seconds=args.timeout, cache=None)
+            Client(server, mode=args.mode, read_timeout_seconds=args.timeout, cache=None, **callbacks)
         )
         info = client.server_info
         out: dict[str, Any] = {
@@ -139,6 +168,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             out["tool_defs"] = [dump(tool) for tool in tools.tools]
         if args.calls:
             out["results"] = [await answer(client.call_tool(n, a)) for n, a in json.loads(args.calls)]
+        if args.elicit is not None:
+            out["elicitations"] = asked["elicitations"]
+        if args.sample is not None:
+            out["samplings"] = asked["samplings"]
         if args.resources:
             out["resources"] = (await answer(client.list_resources())).get("resources")
             out["resource_templates"] = (await answer(client.list_resource_templates())).get("resourceTemplates")

@@ -276,6 +276,14 @@ impl Provider for Canary {
     fn describe(&self) -> crate::tool::ProviderInfo {
         self.old.describe()
     }
+    /// Either version may ask: a call may go to either.
+    fn may_ask(&self) -> bool {
+        self.old.may_ask() || self.new.may_ask()
+    }
+    /// The old version's resources and prompts, until the new one is promoted.
+    fn extension(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.old.extension()
+    }
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
         // The host's own latency probes go to the old version and are not
         // counted: only callers' calls judge the new one.

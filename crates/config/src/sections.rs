@@ -586,6 +586,12 @@ pub struct LimitsConfig {
     /// streams, pollables, open files) one call may hold at once (default
     /// 1024); past it the call ends with `memory_limit`.
     pub host_resources_per_call: Option<usize>,
+    /// Longest a call waits for its client to answer a plugin's question
+    /// (elicitation, sampling), ms (default 300000: a person's time); the
+    /// wait does not count against the call's deadline.
+    pub input_wait_ms: Option<u64>,
+    /// Questions one call may ask its client (default 8).
+    pub asks_per_call: Option<u32>,
     /// How a plugin not compiled before is compiled: `fast-first` (the
     /// default: fast code at once, optimized code in the background),
     /// `optimized` (before its first call) or `fast` (never optimized).
@@ -651,6 +657,12 @@ impl LimitsConfig {
         }
         if let Some(n) = self.host_resources_per_call {
             l.host_resources_per_call = n.max(64);
+        }
+        if let Some(ms) = self.input_wait_ms {
+            l.input_wait = Duration::from_millis(ms);
+        }
+        if let Some(n) = self.asks_per_call {
+            l.asks_per_call = n;
         }
         l
     }

@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod content;
+pub mod plugin_offer;
 pub mod subscribe;
 pub mod upstream;
 

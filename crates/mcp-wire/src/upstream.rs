@@ -133,13 +133,18 @@ type Found<'a> = (&'a [ToolDef], &'a Arc<dyn UpstreamServer>, Arc<Offer>);
 fn collect(catalog: &Catalog, allowed: impl Fn(&[ToolDef]) -> bool, named: bool) -> Vec<Upstream> {
     let mut all: Vec<Found<'_>> = catalog
         .providers()
-        .filter(|p| p.kind() == ProviderKind::Mcp)
         .filter_map(|p| {
-            let handle = p.extension()?.downcast_ref::<UpstreamHandle>()?;
+            let extension = p.extension()?;
+            let handle = match extension.downcast_ref::<UpstreamHandle>() {
+                Some(h) if p.kind() == ProviderKind::Mcp => h,
+                Some(_) => return None,
+                // A wasm plugin's resources and prompts.
+                None => crate::plugin_offer::server(extension.downcast_ref::<crate::tool::offer::OfferHandle>()?),
+            };
             Some((p.tools(), &handle.0, handle.0.offer()))
         })
         .collect();
-    all.sort_by_key(|(_, server, _)| server.order());
+    all.sort_by(|(_, a, _), (_, b, _)| (a.order(), a.name()).cmp(&(b.order(), b.name())));
     let mut prompts_taken = std::collections::HashSet::new();
     let mut uris_taken: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let mut out = Vec::new();

@@ -362,7 +362,9 @@ impl InlineGate {
     fn admits(&self, host: &Pipeline, agent: Option<&str>, name: &str) -> bool {
         let catalog = host.registry().snapshot();
         let Some(tool) = catalog.get(name) else { return false };
-        if tool.provider.kind() != ProviderKind::Wasm {
+        // A call that may wait for its client's answer never holds the
+        // thread that reads that answer.
+        if tool.provider.kind() != ProviderKind::Wasm || tool.provider.may_ask() {
             return false;
         }
         let fast = self.is_fast(name);

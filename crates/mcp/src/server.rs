@@ -712,6 +712,7 @@ fn to_result(result: Result<ToolOutput, CallError>, cost: Option<(Tier, f64)>) -
     r
 }
 
+mod ask;
 mod direct;
 mod handler;
 pub mod room;

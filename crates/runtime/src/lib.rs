@@ -18,6 +18,7 @@
 
 #![deny(unsafe_code)]
 
+mod ask;
 mod bindings;
 pub mod cache;
 pub mod capabilities;
@@ -26,6 +27,7 @@ pub mod engine_settings;
 mod extension;
 pub mod limits;
 mod load;
+mod offer;
 mod plugin;
 /// Private state files and directories (the `toolhost-base` crate's).
 pub use toolhost_base::private;
@@ -135,6 +137,10 @@ fn link(engine: &Engine, extensions: &[Arc<dyn Extension>]) -> wasmtime::Result<
         wasmtime_wasi_config::WasiConfig::from(&s.values.vars)
     })?;
     bindings::toolhost::plugin::host::add_to_linker::<State, wasmtime::component::HasSelf<State>>(&mut linker, |s| s)?;
+    bindings::toolhost::plugin::client::add_to_linker::<State, wasmtime::component::HasSelf<State>>(
+        &mut linker,
+        |s| s,
+    )?;
     Ok(linker)
 }
 
@@ -415,6 +421,12 @@ impl Runtime {
             progress_pending: None,
             ext: None,
             values: self.values_for(&plugin.name),
+            asker: ctx.and_then(|c| c.asker.clone()),
+            asks_left: limits.asks_per_call,
+            asks_made: 0,
+            input_wait: limits.input_wait,
+            waited: Duration::ZERO,
+            suspended: false,
         };
         let mut state = state;
         if let Some(e) = self.inner.extensions.iter().find(|e| plugin.held.contains(e.capability())) {
@@ -438,7 +450,16 @@ impl Runtime {
         store.set_hostcall_fuel(limits.output_bytes + HOSTCALL_SLACK);
         let ticks = deadline.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64;
         store.set_epoch_deadline(ticks.max(1));
-        store.epoch_deadline_trap();
+        // The deadline can move: a call waiting for its client's answer
+        // (`ask.rs`) is not running. When the ticks run out, the call ends
+        // unless its deadline moved past now.
+        store.epoch_deadline_callback(|store| {
+            let left = store.data().deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(wasmtime::Trap::Interrupt.into());
+            }
+            Ok(wasmtime::UpdateDeadline::Continue(left.as_nanos().div_ceil(ticker::TICK.as_nanos()).max(1) as u64))
+        });
         Ok(store)
     }
 }

@@ -60,6 +60,12 @@ pub struct Limits {
     /// [`Limits::http_field_bytes`] and the request-body budget this bounds
     /// what a call makes the host allocate: see that method.
     pub host_resources_per_call: usize,
+    /// Longest one call waits for its client to answer a question (an
+    /// elicitation or a sampling request); the wait does not count
+    /// against the call's deadline.
+    pub input_wait: Duration,
+    /// Most questions one call may ask its client.
+    pub asks_per_call: u32,
     /// Size of the instance pool's memory slots, when per-plugin limits
     /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
     /// An engine setting: read at start only.
@@ -138,6 +144,8 @@ impl Default for Limits {
             http_requests_per_call: 16,
             http_response_bytes: 8 << 20,
             http_request_bytes: 1 << 20,
+            input_wait: Duration::from_secs(300),
+            asks_per_call: 8,
             host_resources_per_call: 1024,
             pool_memory_bytes: 0,
             compile: crate::CompileMode::FastFirst,

@@ -300,6 +300,7 @@ impl Runtime {
         self.check_extensions(&compiled.imports).map_err(err)?;
         let mut plugin = self.prepare(&compiled, grants)?;
         plugin.tools = read_tools(&plugin).map_err(err)?;
+        plugin.offer = crate::offer::read(&plugin).map_err(err)?;
         if let Some(bytes) = compiled.fast_bytes {
             self.optimize_later(&compiled.name, &compiled.digest, bytes, &plugin.code);
         }
@@ -343,8 +344,10 @@ impl Runtime {
             held: CAPABILITIES.held(&grants),
             grants,
             busy: FairSlots::new(self.limits_for(&plugin.name).plugin_concurrency),
+            offer: None,
         };
-        Ok(regranted)
+        let offer = plugin.offer.as_ref().map(|o| crate::offer::handle(&regranted, o.offering.listing().clone()));
+        Ok(WasmPlugin { offer, ..regranted })
     }
 
     /// Describes a compiled component without loading it: its tools, read
@@ -391,6 +394,7 @@ impl Runtime {
             held: CAPABILITIES.held(&grants),
             grants,
             busy: FairSlots::new(self.limits_for(&compiled.name).plugin_concurrency),
+            offer: None,
         })
     }
 }

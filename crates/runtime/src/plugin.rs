@@ -120,6 +120,8 @@ pub struct WasmPlugin {
     /// Its calls running now, against `Limits::plugin_concurrency`,
     /// shared fairly among its callers.
     pub(crate) busy: Arc<crate::FairSlots>,
+    /// Its resources, prompts and completions, when it exports `offer`.
+    pub(crate) offer: Option<Arc<toolhost_types::offer::OfferHandle>>,
 }
 
 impl std::fmt::Debug for WasmPlugin {
@@ -171,6 +173,28 @@ impl WasmPlugin {
     /// The plugin's own name of the tool exposed as `exposed`.
     pub fn own_name<'a>(&'a self, exposed: &'a str) -> &'a str {
         self.own_names.get(exposed).map_or(exposed, String::as_str)
+    }
+
+    /// A fair share of the plugin's slots for a call of `ctx`'s caller,
+    /// waiting for one at most `limits.queue_wait_ms` and never past
+    /// `deadline` (the caller spends the wait from it).
+    pub(crate) fn slot(
+        &self,
+        ctx: &CallContext,
+        limits: &Limits,
+        deadline: Duration,
+    ) -> Result<crate::FairSlot, CallError> {
+        self.busy.take_within(ctx.agent.as_deref(), limits.queue_wait.min(deadline)).map_err(|r| {
+            let how = match r {
+                crate::Refusal::QueueFull => "and as many calls wait already".to_string(),
+                crate::Refusal::Waited(w) => format!("none came free within {} ms (limits.queue_wait_ms)", w.as_millis()),
+            };
+            CallError::CapacityExceeded(format!(
+                "{} is busy: its {} slots (limits.plugin_concurrency) are in use or kept for callers holding fewer, {how}; try again shortly",
+                self.name,
+                self.busy.limit()
+            ))
+        })
     }
 
     /// Changes how many calls of this plugin may run at once (a config
@@ -236,7 +260,7 @@ impl WasmPlugin {
     /// changes the next call), classifying failures; with the secrets what
     /// the call says is redacted with (those at its start and at its end),
     /// and the host's refusals of its requests (added to a trap's message).
-    fn run<R>(
+    pub(crate) fn run<R>(
         &self,
         tool: &str,
         deadline: Duration,
@@ -313,6 +337,9 @@ impl WasmPlugin {
         // before the epoch deadline traps it, the answer is late all the same.
         let late = state.timer_cut && Instant::now() >= state.deadline;
         let result = match result {
+            // Ended to wait for its client's input: the caller answers
+            // `input_required` and the client tries again with the answers.
+            Err(_) if state.suspended => Err(CallError::Cancelled { tool: tool.to_string() }),
             Ok(_) if late => Err(CallError::Timeout { tool: tool.to_string(), limit_ms: deadline.as_millis() as u64 }),
             r => r.map_err(|e| {
                 let extension = rt.extensions.iter().find(|x| self.held.contains(x.capability())).map(|x| &**x);
@@ -466,7 +493,7 @@ fn classify(
 }
 
 /// `e` with the plugin's secrets redacted from the text that came from it.
-fn redact_error(e: CallError, secrets: &CallSecrets) -> CallError {
+pub(crate) fn redact_error(e: CallError, secrets: &CallSecrets) -> CallError {
     let r = |m: String| redacted(m, secrets);
     match e {
         CallError::GuestPanic { tool, message } => CallError::GuestPanic { tool, message: r(message) },
@@ -492,7 +519,7 @@ fn with_refusals(e: CallError, refusals: &[String]) -> CallError {
 }
 
 /// `text` with `secrets` redacted (itself when there is nothing to redact).
-fn redacted(text: String, secrets: &CallSecrets) -> String {
+pub(crate) fn redacted(text: String, secrets: &CallSecrets) -> String {
     match secrets.redact(&text) {
         Cow::Borrowed(_) => text,
         Cow::Owned(r) => r,
@@ -590,6 +617,14 @@ impl Provider for WasmPlugin {
         }
     }
 
+    fn may_ask(&self) -> bool {
+        self.imports.iter().any(|i| i.starts_with("toolhost:plugin/client@"))
+    }
+
+    fn extension(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
+        self.offer.as_deref().map(|o| o as &(dyn std::any::Any + Send + Sync))
+    }
+
     fn call(&self, tool: &str, arguments: &serde_json::Value, ctx: &CallContext) -> Result<ToolOutput, CallError> {
         let def = self.tools.iter().find(|t| t.name == tool).ok_or_else(|| CallError::UnknownTool(tool.to_string()))?;
         // The caller's deadline (the budget's), or the declared bound; the
@@ -600,20 +635,7 @@ impl Provider for WasmPlugin {
             Some(d) => policy.deadline(Some(d), Some(d)),
             None => policy.for_declared(def.meta.max_duration_ms),
         };
-        // A fair share of the plugin's slots, waiting for one at most
-        // `limits.queue_wait_ms` and never past the deadline; the wait is
-        // spent from the deadline.
-        let slot = self.busy.take_within(ctx.agent.as_deref(), limits.queue_wait.min(deadline)).map_err(|r| {
-            let how = match r {
-                crate::Refusal::QueueFull => "and as many calls wait already".to_string(),
-                crate::Refusal::Waited(w) => format!("none came free within {} ms (limits.queue_wait_ms)", w.as_millis()),
-            };
-            CallError::CapacityExceeded(format!(
-                "{} is busy: its {} slots (limits.plugin_concurrency) are in use or kept for callers holding fewer, {how}; try again shortly",
-                self.name,
-                self.busy.limit()
-            ))
-        })?;
+        let slot = self.slot(ctx, &limits, deadline)?;
         let deadline = deadline.saturating_sub(slot.waited());
         let args = arguments.to_string();
         let own = self.own_name(tool);

@@ -73,6 +73,17 @@ pub struct State {
     /// What the plugin reads through `wasi:config/store`, and the secrets
     /// redacted from what it says.
     pub(crate) values: Arc<crate::values::PluginValues>,
+    /// How the call asks its MCP client (`ask.rs`), when it can.
+    pub(crate) asker: Option<Arc<dyn toolhost_types::offer::Asker>>,
+    /// Questions the call may still ask, and asked so far.
+    pub(crate) asks_left: u32,
+    pub(crate) asks_made: u32,
+    /// Longest one question waits for its answer.
+    pub(crate) input_wait: std::time::Duration,
+    /// How long the call waited for answers (not counted against its deadline).
+    pub(crate) waited: std::time::Duration,
+    /// The call ended to wait for its client's input (`input_required`).
+    pub(crate) suspended: bool,
 }
 
 /// Progress reports one call may send at most.

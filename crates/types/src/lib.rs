@@ -13,6 +13,7 @@
 mod capability;
 mod deadline;
 mod names;
+pub mod offer;
 pub mod origin;
 mod text;
 mod tier;

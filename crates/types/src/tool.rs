@@ -617,6 +617,10 @@ pub trait Provider: std::any::Any + Send + Sync + std::fmt::Debug {
     fn is_available(&self) -> bool {
         true
     }
+    /// Whether its calls may ask their client questions (and wait for the answers).
+    fn may_ask(&self) -> bool {
+        false
+    }
     /// What more a front may use of this provider, by type (an external
     /// MCP server's resources and prompts: the MCP crates' `UpstreamHandle`).
     /// `None` by default.
@@ -654,6 +658,8 @@ pub struct CallContext {
     /// A latency probe of the host's own (calibration), not a caller's
     /// call: a canary does not count it.
     pub probe: bool,
+    /// How the call asks its MCP client (elicitation, sampling); `None`: it cannot.
+    pub asker: Option<Arc<dyn crate::offer::Asker>>,
 }
 
 /// A caller's cancellation of one call: a flag, and what to wake when it

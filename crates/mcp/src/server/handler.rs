@@ -318,6 +318,18 @@ impl ServerHandler for McpFront {
             self.await_tool(&name).await;
         }
         let front = self.clone();
+        // A client on MCP 2026-07-28 gets a plugin's questions as an
+        // `input_required` result and tries again with the answers; an
+        // older one gets them as requests of the server's, mid-call.
+        let modern = context.protocol_version().is_some_and(|v| !v.has_initialize());
+        let replay = match modern {
+            true => Some(Arc::new(ask::ReplayAsker::new(
+                context.meta.client_capabilities(),
+                request.input_responses,
+                request.request_state.as_deref(),
+            )?)),
+            false => None,
+        };
         let args = Value::Object(request.arguments.unwrap_or_default());
 
         // The plugin reports from a blocking thread; a task forwards its
@@ -359,11 +371,20 @@ impl ServerHandler for McpFront {
         let session = self.session_of(&context);
         let token = parts.and_then(|p| p.extensions.get::<crate::http::TokenId>()).map(|t| t.0.to_string());
         let cancel = crate::tool::Cancel::default();
+        let asker: Arc<dyn crate::tool::offer::Asker> = match &replay {
+            Some(replay) => replay.clone(),
+            None => Arc::new(ask::PeerAsker {
+                peer: context.peer.clone(),
+                runtime: tokio::runtime::Handle::current(),
+                cancel: cancel.clone(),
+            }),
+        };
         let ctx = CallContext {
             events: Some(sink),
             session: Some(session),
             token,
             cancel: Some(cancel.clone()),
+            asker: Some(asker),
             ..CallContext::default()
         };
         // Measured fast on the stdio session: on the thread driving it, no
@@ -413,6 +434,9 @@ impl ServerHandler for McpFront {
         };
         while let Ok(e) = rx.try_recv() {
             forward(e).await;
+        }
+        if let Some(input_required) = replay.as_ref().and_then(|r| r.input_required()) {
+            return input_required.map(CallToolResponse::InputRequired);
         }
         let dialect = Dialect::of(context.protocol_version().as_ref());
         result.map(|mut r| {

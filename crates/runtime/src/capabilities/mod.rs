@@ -117,6 +117,8 @@ pub enum ImportClass {
 /// Interfaces every plugin may import. None exposes anything by itself: the
 /// store's context has no arguments, no stdin and a bounded stdout/stderr.
 const INERT: &[&str] = &[
+    // The call's own MCP client decides, and its user sees each question.
+    "toolhost:plugin/client",
     "wasi:cli/exit",
     "wasi:cli/stdin",
     "wasi:cli/stdout",
@@ -516,7 +518,7 @@ mod tests {
         wasi:sockets/ip-name-lookup network;
         wasi:http/outgoing-handler http; wasi:http/types http; wasi:http/incoming-handler unsupported;
         toolhost:plugin/host inert; toolhost:plugin/types inert; toolhost:plugin/memory memory;
-        toolhost:plugin/memory-write memory_write;
+        toolhost:plugin/memory-write memory_write; toolhost:plugin/client inert;
         example:unknown/thing unsupported";
 
     fn table() -> Vec<(String, ImportClass)> {

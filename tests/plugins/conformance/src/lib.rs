@@ -4,15 +4,20 @@
 //! calls these names and checks what comes back. Outputs follow the suite's
 //! scenario descriptions (tests/peers/CONFORMANCE-NOTES.md).
 //!
-//! Not here: the tools that need sampling or elicitation (`test_sampling`,
-//! `test_elicitation`, `test_elicitation_sep1034_defaults`,
-//! `test_elicitation_sep1330_enums`): a plugin cannot send requests to the
-//! client. Those scenarios are expected failures.
+//! It targets the `server-plugin` world: besides the tools it serves the
+//! suite's resources (`test://static-text`, `test://static-binary`, the
+//! template `test://template/{id}/data`), its prompts and completions, and
+//! the tools that ask the client (`test_sampling`, `test_elicitation`,
+//! `test_elicitation_sep1034_defaults`, `test_elicitation_sep1330_enums`)
+//! through `toolhost:plugin/client`.
 
 #[allow(missing_docs)]
 mod bindings {
-    wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
+    wit_bindgen::generate!({ path: "../../../wit", world: "server-plugin" });
 }
+
+mod asks;
+mod offer;
 
 use bindings::exports::toolhost::plugin::tool::{Content, Guest, ToolError, ToolInfo};
 use bindings::toolhost::plugin::host::{self, LogLevel};
@@ -62,11 +67,11 @@ fn tool(name: &str, description: &str, schema: &str, estimated_ms: u32, max_ms: 
     }
 }
 
-fn text(s: &str) -> Content {
+pub(crate) fn text(s: &str) -> Content {
     Content::Text(s.into())
 }
 
-fn png() -> Content {
+pub(crate) fn png() -> Content {
     Content::Image(Media { mime_type: "image/png".into(), data: RED_PIXEL_PNG.to_vec() })
 }
 
@@ -126,6 +131,54 @@ impl Guest for Plugin {
                 100,
                 true,
             ),
+            tool(
+                "test_sampling",
+                "Asks the client's model to answer `prompt`.",
+                r#"{"type":"object","properties":{"prompt":{"type":"string"}},"required":["prompt"]}"#,
+                5,
+                1000,
+                false,
+            ),
+            tool(
+                "test_elicitation",
+                "Asks the user for a username and an email, showing `message`.",
+                r#"{"type":"object","properties":{"message":{"type":"string"}},"required":["message"]}"#,
+                5,
+                1000,
+                false,
+            ),
+            tool(
+                "test_elicitation_sep1034_defaults",
+                "Asks the user a form whose every field has a default (SEP-1034).",
+                NO_ARGUMENTS,
+                5,
+                1000,
+                false,
+            ),
+            tool(
+                "test_elicitation_sep1330_enums",
+                "Asks the user a form with every kind of enum (SEP-1330).",
+                NO_ARGUMENTS,
+                5,
+                1000,
+                false,
+            ),
+            tool(
+                "ask_forever",
+                "Hostile: asks the client (`kind`: elicit or sample) again and again until refused; not one of the suite's.",
+                r#"{"type":"object","properties":{"kind":{"enum":["elicit","sample"]}},"required":["kind"]}"#,
+                5,
+                1000,
+                false,
+            ),
+            tool(
+                "elicit_url",
+                "Asks the user to open `url` (URL-mode elicitation); not one of the suite's.",
+                r#"{"type":"object","properties":{"url":{"type":"string"}},"required":["url"]}"#,
+                5,
+                1000,
+                false,
+            ),
         ]
     }
 
@@ -166,6 +219,12 @@ impl Guest for Plugin {
             }
             "test_reconnection" => Ok(vec![text("Reconnection test completed successfully")]),
             "json_schema_2020_12_tool" => Ok(vec![text(&format!("Received: {arguments}"))]),
+            "test_sampling" => asks::sampling(&arguments),
+            "test_elicitation" => asks::elicitation(&arguments),
+            "test_elicitation_sep1034_defaults" => asks::defaults(),
+            "test_elicitation_sep1330_enums" => asks::enums(),
+            "elicit_url" => asks::url(&arguments),
+            "ask_forever" => asks::forever(&arguments),
             other => Err(ToolError::NotFound(format!("no tool named {other}"))),
         }
     }

@@ -2,9 +2,12 @@
 //! its host. The host's tests prove each is stopped with a typed error and
 //! that the host keeps serving afterwards.
 
+/// Built against the contract as it was first published (0.1.0, tools
+/// only, kept in `tests/plugins/wit-0.1.0`): every hostile test is also a
+/// test that such a component still loads and answers.
 #[allow(missing_docs)]
 mod bindings {
-    wit_bindgen::generate!({ path: "../../../wit", world: "plugin" });
+    wit_bindgen::generate!({ path: "../wit-0.1.0", world: "plugin" });
 }
 
 /// `wasi:config/store`: what the operator set for this plugin.
