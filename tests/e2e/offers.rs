@@ -205,3 +205,35 @@ fn a_plugin_that_never_stops_asking_is_cut_off_and_a_slow_person_is_bounded_but_
         "{v}"
     );
 }
+
+/// A reviewer sees what a plugin offers besides tools, and that it may ask
+/// the user and the model, before loading it.
+#[test]
+fn inspect_shows_a_plugins_resources_prompts_and_that_it_asks_the_client() {
+    let o = crate::common::toolhost()
+        .args(["inspect", "--allow-unsigned", "--probes", "0", CONFORMANCE_PATH])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("resources (2): test://static-text, test://static-binary"), "{text}");
+    assert!(text.contains("resource templates (1): test://template/{id}/data"), "{text}");
+    assert!(text.contains("prompts (4): test_simple_prompt, test_prompt_with_arguments,"), "{text}");
+    assert!(text.contains("asks the client: may ask the user (elicitation) and the model (sampling)"), "{text}");
+    let o = crate::common::toolhost()
+        .args(["inspect", "--json", "--allow-unsigned", "--probes", "0", CONFORMANCE_PATH])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["asks_client"], true);
+    assert_eq!(
+        v["offers"]["prompts"][1]["arguments"][0],
+        json!({"name": "arg1", "description": "First test argument", "required": true})
+    );
+    // A tools-only plugin offers nothing and asks nothing.
+    let o = crate::common::toolhost()
+        .args(["inspect", "--json", "--allow-unsigned", "--probes", "0", toolhost_test_artifacts::HOSTILE_PATH])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((v.get("offers"), &v["asks_client"]), (None, &json!(false)));
+}

@@ -371,6 +371,21 @@ impl Runtime {
         read_tools(&plugin).map_err(err)
     }
 
+    /// What a compiled component offers besides tools (its `offer`
+    /// export's resources, templates and prompts; `None` without one),
+    /// read as [`Runtime::describe_compiled`] reads its tools: in a fresh
+    /// instance with no grant, under the call limits.
+    pub fn describe_offer(
+        &self,
+        compiled: &Compiled,
+    ) -> Result<Option<toolhost_types::offer::OfferListing>, LoadError> {
+        let err = |kind| LoadError { plugin: compiled.name.clone(), kind };
+        compiled.check_world().map_err(err)?;
+        CAPABILITIES.check_supported(&compiled.imports).map_err(err)?;
+        let plugin = self.prepare(compiled, Grants::default())?;
+        Ok(crate::offer::read(&plugin).map_err(err)?.map(|h| h.offering.listing().clone()))
+    }
+
     /// Links and pre-instantiates a compiled component into a plugin with
     /// `grants` and no tools yet; checks nothing (the callers do).
     fn prepare(&self, compiled: &Compiled, grants: Grants) -> Result<WasmPlugin, LoadError> {

@@ -118,6 +118,13 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest_asks: Option<ManifestAsks>,
     tools: Vec<InspectedTool>,
+    /// Its resources, resource templates and prompts, as MCP lists them
+    /// (absent when it exports no `offer`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    offers: Option<Offers>,
+    /// Whether it imports `toolhost:plugin/client`: it may ask the user
+    /// and the model through each call's MCP client.
+    asks_client: bool,
 }
 
 /// Who signed a package, from its verified signature.
@@ -144,6 +151,14 @@ struct ManifestAsks {
     memory_mib: Option<usize>,
     /// Memory per call this config gives it, MiB.
     memory_mib_in_force: usize,
+}
+
+/// What a plugin offers besides tools.
+#[derive(Serialize)]
+struct Offers {
+    resources: Vec<serde_json::Value>,
+    resource_templates: Vec<serde_json::Value>,
+    prompts: Vec<serde_json::Value>,
 }
 
 #[derive(Serialize)]
@@ -180,6 +195,13 @@ impl Inspect {
         let own = CAPABILITIES.review(&imports, Capabilities::default());
         let component_sha256 = toolhost::package::component_digest(&bytes)?;
         let described = runtime.describe_compiled(&compiled).map_err(|e| e.kind.to_string());
+        // Its resources and prompts (an error here is the same as above).
+        let offers = runtime.describe_offer(&compiled).ok().flatten().map(|l| Offers {
+            resources: l.resources,
+            resource_templates: l.templates,
+            prompts: l.prompts,
+        });
+        let asks_client = imports.iter().any(|i| i.starts_with("toolhost:plugin/client@"));
         // The trust policy first, as loading does: unsigned, an unknown
         // signer, a digest the lock file does not pin.
         let trust = builder
@@ -335,6 +357,8 @@ impl Inspect {
                 signer,
                 manifest_asks,
                 tools,
+                offers,
+                asks_client,
             })?;
             return Ok(status);
         }
@@ -445,6 +469,25 @@ impl Inspect {
                 }
                 println!("      {}", d.description);
             }
+        }
+        if let Some(o) = &offers {
+            let listed = |what: &str, items: &[serde_json::Value], key: &str| {
+                let names: Vec<String> =
+                    items.iter().map(|i| log_safe(i[key].as_str().unwrap_or_default()).into_owned()).collect();
+                println!(
+                    "{what} ({}): {}",
+                    names.len(),
+                    if names.is_empty() { "none".into() } else { names.join(", ") }
+                );
+            };
+            listed("resources", &o.resources, "uri");
+            listed("resource templates", &o.resource_templates, "uriTemplate");
+            listed("prompts", &o.prompts, "name");
+        }
+        if asks_client {
+            println!(
+                "asks the client: may ask the user (elicitation) and the model (sampling) through the MCP client of each call; no grant needed, the client decides (limits.asks_per_call, limits.input_wait_ms)"
+            );
         }
         match (described, refused) {
             (Err(e), _) => bail!("{name} cannot be loaded: {e}"),
