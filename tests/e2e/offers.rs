@@ -192,6 +192,11 @@ fn a_plugin_that_never_stops_asking_is_cut_off_and_a_slow_person_is_bounded_but_
     assert!(!waiting.is_finished(), "the other client was answered while the first person thought");
     let v = waiting.join().unwrap();
     assert_eq!(text(&v["results"][0]), "User response: action=decline, content={}", "{v}");
+    // The person's 1.5 s are not the tool's latency: it stays FAST.
+    let listed = py(dir.path(), "legacy", &[], &http);
+    let meta = &listed["tool_meta"]["test_elicitation"]["toolhost"];
+    assert!(meta["measured_p50_ms"].as_f64().is_some_and(|ms| ms < 500.0), "{meta}");
+    assert_eq!(meta["tier"], "fast", "{meta}");
     // One who takes longer than limits.input_wait_ms: the plugin hears `timeout`.
     let v = py(
         dir.path(),
@@ -236,4 +241,39 @@ fn inspect_shows_a_plugins_resources_prompts_and_that_it_asks_the_client() {
         .unwrap();
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!((v.get("offers"), &v["asks_client"]), (None, &json!(false)));
+}
+
+/// A plugin's resources and prompts follow its tools: under the operator's
+/// prefix, and only for agents whose allow-list names one of its tools.
+#[test]
+fn a_plugins_prompts_take_its_prefix_and_only_agents_allowed_its_tools_see_its_offer() {
+    let dir = test_dir(
+        "plugins:\n  prefix:\n    conformance: cf_\nnpcs:\n  - name: Bard\n    budget_tier: deep\n    tools: [cf_test_simple_text]\n  - name: Mute\n    budget_tier: deep\n    tools: [roll]\n",
+    );
+    let server = serve_http(dir.path(), &["--allow-unsigned", "--plugin", CONFORMANCE_PATH]);
+    let asks = ["--resources", "--prompts", "--read", "test://static-text", "--prompt", "cf_test_simple_prompt"];
+    for (who, endpoint) in [("operator", server.mcp()), ("bard", format!("{}/bard", server.mcp()))] {
+        let v = py(dir.path(), "legacy", &asks, &["--http".into(), endpoint]);
+        let prompts: Vec<&str> = v["prompts"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+        assert_eq!(
+            prompts,
+            [
+                "cf_test_simple_prompt",
+                "cf_test_prompt_with_arguments",
+                "cf_test_prompt_with_embedded_resource",
+                "cf_test_prompt_with_image"
+            ],
+            "{who}: {v}"
+        );
+        assert_eq!(v["resources"].as_array().unwrap().len(), 2, "{who}: {v}");
+        assert_eq!(
+            v["reads"]["test://static-text"]["contents"][0]["text"], "This is the content of the static text resource.",
+            "{who}: {v}"
+        );
+        assert_eq!(v["prompt"]["messages"][0]["content"]["text"], "This is a simple prompt for testing.", "{who}: {v}");
+    }
+    let mute = py(dir.path(), "legacy", &asks, &["--http".into(), format!("{}/mute", server.mcp())]);
+    assert_eq!((&mute["resources"], &mute["prompts"]), (&json!([]), &json!([])), "{mute}");
+    assert!(mute["reads"]["test://static-text"]["error"]["message"].as_str().unwrap().contains("no server"), "{mute}");
+    assert!(mute["prompt"]["error"]["message"].as_str().unwrap().contains("cf_test_simple_prompt"), "{mute}");
 }

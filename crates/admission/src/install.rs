@@ -445,6 +445,7 @@ impl Admission {
         let bad = |reason: String| AddPluginError::Name { plugin: name.to_string(), reason };
         let prefixes = self.grants.prefixes();
         if let Some(prefix) = prefixes.get(name) {
+            plugin.offer_under_prefix(prefix);
             return plugin.expose_as(|t| format!("{prefix}{t}")).map_err(|e| bad(e.to_string()));
         }
         let owner = |tool: &str| {

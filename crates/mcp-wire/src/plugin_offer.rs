@@ -122,11 +122,14 @@ impl UpstreamServer for PluginServer {
     }
 
     fn prefix(&self) -> Option<&str> {
-        None
+        self.offering.prefix()
     }
 
     fn renamed_prompt(&self, prompt: &str) -> String {
-        format!("{}_{prompt}", self.name())
+        match self.offering.prefix() {
+            Some(p) => format!("{p}{prompt}"),
+            None => format!("{}_{prompt}", self.name()),
+        }
     }
 
     fn subscriptions(&self) -> &Subscriptions {

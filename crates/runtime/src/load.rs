@@ -346,7 +346,9 @@ impl Runtime {
             busy: FairSlots::new(self.limits_for(&plugin.name).plugin_concurrency),
             offer: None,
         };
-        let offer = plugin.offer.as_ref().map(|o| crate::offer::handle(&regranted, o.offering.listing().clone()));
+        let offer = plugin.offer.as_ref().map(|o| {
+            crate::offer::handle(&regranted, o.offering.listing().clone(), o.offering.prefix().map(str::to_string))
+        });
         Ok(WasmPlugin { offer, ..regranted })
     }
 

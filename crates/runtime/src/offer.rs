@@ -44,13 +44,18 @@ pub(crate) fn read(plugin: &WasmPlugin) -> Result<Option<Arc<OfferHandle>>, Load
     let (resources, templates, prompts) = lists.map_err(LoadErrorKind::ListTools)?;
     let listing = listing(resources, templates, prompts)
         .map_err(|(what, reason)| LoadErrorKind::BadTool { tool: what, reason })?;
-    Ok(Some(handle(plugin, listing)))
+    Ok(Some(handle(plugin, listing, None)))
 }
 
 /// A handle serving `listing` by running `plugin` (the same code, grants
-/// and slots).
-pub(crate) fn handle(plugin: &WasmPlugin, listing: OfferListing) -> Arc<OfferHandle> {
-    let runner = WasmPlugin {
+/// and slots), its prompts under `prefix` when it has one.
+pub(crate) fn handle(plugin: &WasmPlugin, listing: OfferListing, prefix: Option<String>) -> Arc<OfferHandle> {
+    Arc::new(OfferHandle::new(Arc::new(PluginOffering { plugin: runner(plugin), listing, prefix })))
+}
+
+/// A copy of `plugin` that runs its offer: the same code, grants and slots.
+fn runner(plugin: &WasmPlugin) -> WasmPlugin {
+    WasmPlugin {
         runtime: plugin.runtime.clone(),
         name: plugin.name.clone(),
         digest: plugin.digest.clone(),
@@ -65,8 +70,22 @@ pub(crate) fn handle(plugin: &WasmPlugin, listing: OfferListing) -> Arc<OfferHan
         held: plugin.held,
         busy: plugin.busy.clone(),
         offer: None,
-    };
-    Arc::new(OfferHandle::new(Arc::new(PluginOffering { plugin: runner, listing })))
+    }
+}
+
+impl WasmPlugin {
+    /// Offers its prompts under `prefix` (`plugins.prefix.<plugin>`), as
+    /// its tools are exposed under it.
+    pub fn offer_under_prefix(&mut self, prefix: &str) {
+        if let Some(old) = &self.offer {
+            let offering = PluginOffering {
+                plugin: runner(self),
+                listing: old.offering.listing().clone(),
+                prefix: Some(prefix.into()),
+            };
+            self.offer = Some(Arc::new(OfferHandle::new(Arc::new(offering))));
+        }
+    }
 }
 
 fn icons(icons: Vec<Icon>) -> Option<Value> {
@@ -177,6 +196,7 @@ fn listing(
 struct PluginOffering {
     plugin: WasmPlugin,
     listing: OfferListing,
+    prefix: Option<String>,
 }
 
 fn role(r: Role) -> &'static str {
@@ -268,6 +288,10 @@ impl Offering for PluginOffering {
 
     fn listing(&self) -> &OfferListing {
         &self.listing
+    }
+
+    fn prefix(&self) -> Option<&str> {
+        self.prefix.as_deref()
     }
 
     fn read(&self, uri: &str, deadline: Duration, ctx: &CallContext) -> Result<Value, CallError> {

@@ -305,6 +305,9 @@ impl WasmPlugin {
         };
         let state = store.data_mut();
         state.flush_progress();
+        if let Some(cost) = ctx.and_then(|c| c.cost.as_ref()) {
+            cost.set_waited(state.waited);
+        }
         // The secrets the call read, and any set while it ran: a value
         // rotated or removed mid-call is redacted all the same.
         let secrets = self.runtime.call_secrets(&self.name, &state.values);

@@ -10,6 +10,7 @@
 
 #![deny(unsafe_code)]
 
+mod cancel;
 mod capability;
 mod deadline;
 mod names;

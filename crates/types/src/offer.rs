@@ -39,6 +39,11 @@ pub trait Offering: Send + Sync + std::fmt::Debug {
     fn provider(&self) -> &str;
     /// What it offers.
     fn listing(&self) -> &OfferListing;
+    /// The operator's prefix for its names (`plugins.prefix.<plugin>`):
+    /// its prompts are offered under it, as its tools are.
+    fn prefix(&self) -> Option<&str> {
+        None
+    }
     /// `resources/read` of `uri`: an MCP `ReadResourceResult`.
     fn read(&self, uri: &str, deadline: Duration, ctx: &CallContext) -> Result<Value, CallError>;
     /// `prompts/get` of its prompt `name`: an MCP `GetPromptResult`.

@@ -662,51 +662,7 @@ pub struct CallContext {
     pub asker: Option<Arc<dyn crate::offer::Asker>>,
 }
 
-/// A caller's cancellation of one call: a flag, and what to wake when it
-/// is set. Cheap to clone; every clone is the same cancellation.
-#[derive(Clone, Default)]
-pub struct Cancel(Arc<CancelState>);
-
-#[derive(Default)]
-struct CancelState {
-    cancelled: std::sync::atomic::AtomicBool,
-    wakers: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>,
-}
-
-impl std::fmt::Debug for Cancel {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Cancel").field("cancelled", &self.is_cancelled()).finish()
-    }
-}
-
-impl Cancel {
-    /// Cancels the call: runs what [`Cancel::on_cancel`] registered, once.
-    pub fn cancel(&self) {
-        if self.0.cancelled.swap(true, std::sync::atomic::Ordering::AcqRel) {
-            return;
-        }
-        let wakers = std::mem::take(&mut *self.0.wakers.lock().unwrap_or_else(|p| p.into_inner()));
-        for wake in wakers {
-            wake();
-        }
-    }
-
-    /// Whether the caller gave up.
-    pub fn is_cancelled(&self) -> bool {
-        self.0.cancelled.load(std::sync::atomic::Ordering::Acquire)
-    }
-
-    /// Runs `wake` when the call is cancelled (at once if it already is).
-    pub fn on_cancel(&self, wake: impl FnOnce() + Send + 'static) {
-        let mut wakers = self.0.wakers.lock().unwrap_or_else(|p| p.into_inner());
-        if self.is_cancelled() {
-            drop(wakers);
-            wake();
-            return;
-        }
-        wakers.push(Box::new(wake));
-    }
-}
+pub use crate::cancel::Cancel;
 
 /// What a call cost, left by the provider for the caller to read after the
 /// call ends, success or failure.
@@ -715,9 +671,22 @@ pub struct CallCost {
     stats: std::sync::Mutex<Option<CallStats>>,
     contacts: std::sync::Mutex<Vec<HostContact>>,
     served_by: std::sync::OnceLock<String>,
+    waited_us: std::sync::atomic::AtomicU64,
 }
 
 impl CallCost {
+    /// Records how long the call waited for its client's answers (time
+    /// that is not the tool's: its latency is measured without it).
+    pub fn set_waited(&self, waited: Duration) {
+        let us = u64::try_from(waited.as_micros()).unwrap_or(u64::MAX);
+        self.waited_us.store(us, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// How long the call waited for its client's answers.
+    pub fn waited(&self) -> Duration {
+        Duration::from_micros(self.waited_us.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
     /// Records which version ran the call (its digest), when the provider
     /// holds more than one (a canary).
     pub fn set_served_by(&self, digest: &str) {

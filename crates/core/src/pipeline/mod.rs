@@ -389,7 +389,10 @@ impl Pipeline {
             result,
             Err(CallError::CapacityExceeded(_) | CallError::Unavailable { .. } | CallError::Cancelled { .. })
         ) {
-            self.budget.record(&entry.def, agent, start.elapsed(), outcome_of(&result));
+            // The time it waited for its client's answers (a person
+            // thinking) is not the tool's latency.
+            let waited = ctx.cost.as_ref().map_or(Duration::ZERO, |c| c.waited());
+            self.budget.record(&entry.def, agent, start.elapsed().saturating_sub(waited), outcome_of(&result));
         }
         result
     }
