@@ -72,6 +72,12 @@ impl Asker for PeerAsker {
                     return Err(AskError::Failed("the session ended before the client answered".into()));
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
+                    // A session that ended (its client deleted it, or its
+                    // transport closed) will never answer.
+                    if self.peer.is_transport_closed() {
+                        task.abort();
+                        return Err(AskError::Failed("the session ended before the client answered".into()));
+                    }
                     if self.cancel.is_cancelled() {
                         task.abort();
                         return Err(AskError::Failed("the client cancelled the call".into()));
