@@ -62,6 +62,7 @@ fn runner(plugin: &WasmPlugin) -> WasmPlugin {
         size: plugin.size,
         imports: plugin.imports.clone(),
         imported: plugin.imported,
+        asks: plugin.asks,
         source: plugin.source,
         code: plugin.code.clone(),
         tools: Vec::new(),

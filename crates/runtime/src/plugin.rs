@@ -106,6 +106,9 @@ pub struct WasmPlugin {
     pub(crate) imports: Vec<String>,
     /// The capabilities its imports touch.
     pub(crate) imported: Capabilities,
+    /// Whether it imports `toolhost:plugin/client` (read once, at load:
+    /// the stdio lane asks on every call).
+    pub(crate) asks: bool,
     pub(crate) source: CompileSource,
     /// The code calls instantiate: fast first, switched to optimized code
     /// between calls (`tiered`).
@@ -621,7 +624,7 @@ impl Provider for WasmPlugin {
     }
 
     fn may_ask(&self) -> bool {
-        self.imports.iter().any(|i| i.starts_with("toolhost:plugin/client@"))
+        self.asks
     }
 
     fn extension(&self) -> Option<&(dyn std::any::Any + Send + Sync)> {
