@@ -13,8 +13,8 @@
 //!
 //! - `every_client_scenario_toolhost_implements_passes`: the whole suite;
 //!   exactly the scenarios in `tests/peers/conformance-client-expected-failures.yml`
-//!   fail (step-up re-authorization, elicitation, private_key_jwt,
-//!   enterprise-managed authorization), every other one passes, toolhost
+//!   fail (step-up re-authorization, private_key_jwt, enterprise-managed
+//!   authorization), every other one passes, toolhost
 //!   really did the work (its output), and no secret or token reaches its
 //!   debug log.
 //! - `oauth_discovery_follows_each_metadata_variant_of_the_suite`: the same
@@ -26,7 +26,8 @@
 //!   metadata document for another resource.
 //!
 //! - `the_server_may_answer_an_older_protocol_version_but_not_an_unknown_one`:
-//!   a minimal server (here) answering `initialize` with each version:
+//!   a minimal server (here) that answers `server/discover` with `{}` and
+//!   `initialize` with each version: toolhost falls back to `initialize`;
 //!   2024-11-05 to 2025-11-25 connect, a newer or unknown one is refused
 //!   with the versions toolhost speaks.
 //!
@@ -50,6 +51,7 @@ const REQUIRED_SCENARIOS: &[&str] = &[
     "initialize",
     "tools_call",
     "sse-retry",
+    "elicitation-sep1034-client-defaults",
     "auth/client-credentials-basic",
     "auth/pre-registration",
     "auth/resource-mismatch",
@@ -280,7 +282,7 @@ fn every_client_scenario_toolhost_implements_passes() {
     let run = SuiteRun::start(&["--suite", "all"], &[]);
     let mut baseline = baseline_scenarios();
     baseline.sort();
-    assert!(baseline.len() >= 4, "{baseline:?}");
+    assert!(baseline.len() >= 3, "{baseline:?}");
     let mut failed: Vec<&str> = run
         .output
         .lines()
@@ -312,8 +314,9 @@ fn every_client_scenario_toolhost_implements_passes() {
         assert!(ok, "scenario {s} did not pass\n{}", run.output);
     }
 
-    // initialize: toolhost offers 2025-11-25 (the newest version it
-    // implements), and the server is up.
+    // initialize: the scenario's server answers `server/discover` with
+    // `{}`; toolhost falls back to `initialize` offering 2025-11-25 (the
+    // newest version that has one), and the server is up.
     let init = run.checks("initialize");
     let offered = init.iter().find(|c| c["id"] == "mcp-client-initialization").map(|c| &c["details"]);
     assert_eq!(
@@ -330,6 +333,14 @@ fn every_client_scenario_toolhost_implements_passes() {
     // The calls reached the scenario servers and their answers came back.
     let (out, _) = run.client("tools_call");
     assert_eq!(out.trim(), "The sum of 2 and 3 is 5", "{}", run.report("tools_call"));
+    // Asked to "accept with defaults", `toolhost call --accept-defaults` did.
+    for id in ["string", "integer", "number", "enum", "boolean"] {
+        let check = format!("client-elicitation-sep1034-{id}-default");
+        let s = "elicitation-sep1034-client-defaults";
+        assert_eq!(run.check(s, &check), "SUCCESS", "{}", run.report(s));
+    }
+    let (out, _) = run.client("elicitation-sep1034-client-defaults");
+    assert!(out.contains(r#""name":"John Doe""#), "{out}");
     // sse-retry answers initialize with 2025-03-26: an older version is accepted.
     let (out, _) = run.client("sse-retry");
     assert_eq!(out.trim(), "Reconnection test completed successfully", "{}", run.report("sse-retry"));
@@ -503,7 +514,7 @@ async fn the_server_may_answer_an_older_protocol_version_but_not_an_unknown_one(
             assert_eq!(s["state"], "down", "{version}: {s}");
             let e = s["last_error"].as_str().unwrap();
             let said = format!(
-                "the server answered protocol version \"{version}\"; toolhost speaks 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25"
+                "the server answered protocol version \"{version}\"; toolhost speaks 2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25 (through initialize) and 2026-07-28 (through server/discover)"
             );
             assert!(e.contains(&said), "{version}: {e}");
         }

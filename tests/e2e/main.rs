@@ -94,6 +94,7 @@ mod trust;
 mod turns;
 mod ui;
 mod upstream;
+mod upstream_questions;
 mod voice;
 mod walls;
 mod weather;

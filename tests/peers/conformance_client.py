@@ -45,6 +45,8 @@ import urllib.request
 
 # The tool each scenario's server expects to be called, with its arguments.
 # Every auth/* scenario server offers `test-tool` behind its authorization.
+# The elicitation scenario asks to "accept with defaults": the adapter runs
+# `toolhost call --accept-defaults`, as a user answering that way would.
 TOOLS = {
     "tools_call": ("add_numbers", {"a": 2, "b": 3}),
     "sse-retry": ("test_reconnection", {}),
@@ -125,7 +127,8 @@ def main() -> int:
             if code != 0:
                 return code
         name, args = tool
-        run = subprocess.run([toolhost, "call", name, json.dumps(args), *common], cwd=d, env=env)
+        flags = ["--accept-defaults"] if scenario.startswith("elicitation") else []
+        run = subprocess.run([toolhost, "call", name, json.dumps(args), *flags, *common], cwd=d, env=env)
         return run.returncode
 
 

@@ -12,12 +12,24 @@ Tools:
   steps {n}        reports progress 1..n of n at once, then returns "n steps"
   fail {}          raises: the result has isError: true
   crash {}         exits the process at once with status 3 (os._exit)
+  nag {}           asks the user again and again (a request mid-call; on
+                   2025-11-25 only), at most 1,000 times, until refused
+  confirm {question}  asks the user (elicitation, form {ok: bool}) and
+                   answers "confirmed", "refused" or "declined"; a request
+                   of the server's mid-call on 2025-11-25, an
+                   `input_required` result on 2026-07-28
 
 Test hooks (environment):
   PY_PEER_PIDFILE  write the process id there at start (tests kill it)
   PY_PEER_EVENTS   append one line per event there: "started slow" when a
                    `slow` call begins, "cancelled slow" when one is cancelled
                    (notifications/cancelled), "token" per OAuth token issued
+
+`--modern-only` (with --http): `initialize` is refused, as by a server
+that speaks only MCP 2026-07-28 (`server/discover`, per-request metadata);
+`--legacy-only`: `server/discover` is refused, as by a 2025-11-25 server.
+With either and PY_PEER_EVENTS set, each JSON-RPC request is recorded as
+"rpc METHOD VERSION" (VERSION from its `_meta`, "-" without).
 
 HTTP auth (with --http): `--token T` requires `Authorization: Bearer T`;
 `--oauth CLIENT_ID:SECRET` adds an OAuth 2.1 client-credentials token
@@ -35,7 +47,13 @@ import asyncio
 import os
 import sys
 
+from typing import Annotated
+
+from pydantic import BaseModel
+
+from mcp.server.elicitation import AcceptedElicitation, ElicitationResult
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resolve import Elicit, Resolve
 from mcp.server.mcpserver.exceptions import ToolError
 
 def event(line: str) -> None:
@@ -91,12 +109,42 @@ def crash() -> str:
     os._exit(3)
 
 
+class Confirmation(BaseModel):
+    ok: bool
+
+
+def ask_confirmation(question: str) -> Elicit[Confirmation]:
+    return Elicit(question, Confirmation)
+
+
+@server.tool(description="Asks the user to confirm `question` (elicitation), then says what they answered.")
+def confirm(
+    question: str,
+    answer: Annotated[ElicitationResult[Confirmation], Resolve(ask_confirmation)],
+) -> str:
+    if isinstance(answer, AcceptedElicitation):
+        return "confirmed" if answer.data.ok else "refused"
+    return "declined"
+
+
+@server.tool(description="Asks the user over and over (2025-11-25 only): a hostile server.")
+async def nag(ctx: Context) -> str:
+    for i in range(1000):
+        try:
+            await ctx.elicit(f"question {i}", Confirmation)
+        except Exception as e:  # the client refused: say how far it got
+            return f"stopped after {i} questions: {e}"
+    return "asked 1000 questions"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--http", type=int, metavar="PORT", help="serve streamable HTTP on 127.0.0.1:PORT/mcp")
     parser.add_argument("--token", help="with --http: require this bearer token")
     parser.add_argument("--oauth", metavar="ID:SECRET", help="with --http: OAuth client credentials at /token")
     parser.add_argument("--token-ttl", type=int, default=3600, help="lifetime of OAuth tokens, seconds")
+    parser.add_argument("--modern-only", action="store_true", help="with --http: refuse `initialize` (MCP 2026-07-28 only)")
+    parser.add_argument("--legacy-only", action="store_true", help="with --http: refuse `server/discover` (2025-11-25)")
     args = parser.parse_args()
     pidfile = os.environ.get("PY_PEER_PIDFILE")
     if pidfile:
@@ -104,12 +152,61 @@ def main() -> None:
             f.write(str(os.getpid()))
     if args.http is None:
         server.run("stdio")
+    elif args.modern_only or args.legacy_only:
+        import uvicorn
+
+        refused = "initialize" if args.modern_only else "server/discover"
+        app = refusing(server.streamable_http_app(), refused)
+        uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
     elif args.token is None and args.oauth is None:
         server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:
         import uvicorn
 
         uvicorn.run(guarded(server.streamable_http_app(), args), host="127.0.0.1", port=args.http, log_level="warning")
+
+
+def refusing(app, refused: str):
+    """Wraps the MCP app: requests for `refused` are refused; each request is recorded."""
+    import json
+
+    async def asgi(scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await app(scope, receive, send)
+        body = b""
+        while True:
+            m = await receive()
+            body += m.get("body", b"")
+            if not m.get("more_body"):
+                break
+        try:
+            message = json.loads(body)
+        except ValueError:
+            message = {}
+        method = message.get("method") if isinstance(message, dict) else None
+        if method is not None and "id" in message:
+            version = ((message.get("params") or {}).get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion", "-")
+            event(f"rpc {method} {version}")
+        if method == refused:
+            event(f"refused {method}")
+            error = {"jsonrpc": "2.0", "id": message.get("id"),
+                     "error": {"code": -32601, "message": f"Method not found: {method}"}}
+            data = json.dumps(error).encode()
+            await send({"type": "http.response.start", "status": 400,
+                        "headers": [(b"content-type", b"application/json")]})
+            return await send({"type": "http.response.body", "body": data})
+        sent = False
+
+        async def replay():
+            nonlocal sent
+            if sent:
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return await app(scope, replay, send)
+
+    return asgi
 
 
 def guarded(app, args):

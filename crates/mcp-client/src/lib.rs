@@ -42,6 +42,7 @@ mod names;
 mod oauth;
 mod offer;
 mod provider;
+mod questions;
 mod relay;
 mod server;
 mod supervisor;
@@ -222,6 +223,9 @@ impl ExternalServers {
             recheck: Notify::new(),
             relay: relay::Relay::default(),
             notices: relay::Gate::default(),
+            questions: questions::Questions::default(),
+            legacy: AtomicBool::new(false),
+            ask_limits: (self.host.runtime().limits().input_wait, self.host.runtime().limits().asks_per_call),
             message_limit: message_limit(self.host.runtime().limits().output_bytes),
             exposed: Mutex::new(Vec::new()),
             offers: server::Offers::default(),

@@ -2,18 +2,35 @@
 //! server with the budget's deadline.
 
 use super::block_on;
+use super::questions::Asking;
 use super::server::Server;
 use crate::content::from_mcp;
 use crate::tool::{CallContext, CallError, CallStats, Content, Provider, ProviderKind, ToolDef, ToolOutput};
 use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ErrorCode, ServerResult};
+use rmcp::model::{InputRequest, InputRequests, InputResponses};
 use rmcp::service::{PeerRequestOptions, ServiceError};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub(super) use toolhost_mcp_wire::upstream::cut;
+
+/// How many times one call may be answered `input_required` before it
+/// is given up (rmcp's own bound for the same loop).
+const MAX_INPUT_ROUNDS: u32 = 8;
+
+/// How one request of a call ended.
+#[allow(clippy::large_enum_variant)] // one per request, never stored
+enum Round {
+    Answer(Result<ServerResult, ServiceError>),
+    /// The caller gave up; the server was told.
+    Cancelled,
+    /// The deadline passed (the time spent waiting for the caller's
+    /// answers not counted); the server was told.
+    TimedOut,
+}
 
 /// Deadline of a call when the budget gave none.
 const DEFAULT_CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -32,6 +49,121 @@ pub(super) struct McpTools {
     pub(super) output_validators: HashMap<String, crate::validate::Validator>,
     /// The server as the MCP front uses it beyond its tools.
     pub(super) upstream: toolhost_mcp_wire::upstream::UpstreamHandle,
+}
+
+impl McpTools {
+    /// Sends one request of a call and waits for its answer, the caller's
+    /// cancellation or the deadline, whichever comes first.
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &self,
+        peer: &rmcp::Peer<rmcp::RoleClient>,
+        params: CallToolRequestParams,
+        ctx: &CallContext,
+        asking: Option<&Arc<Asking>>,
+        started: Instant,
+        timeout: Duration,
+        cancelled: &tokio_util::sync::CancellationToken,
+    ) -> Round {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let server = &self.server;
+        let events = ctx.events.clone();
+        let fut = async move {
+            // The deadline is the call's own: no rmcp timeout, which would
+            // count the time the caller takes to answer a question.
+            let handle = match peer.send_request_with_option(request, PeerRequestOptions::no_options()).await {
+                Ok(h) => h,
+                Err(e) => return Round::Answer(Err(e)),
+            };
+            // rmcp puts a progress token of its own on every request: the
+            // server's progress for it (and its log lines, while this is its
+            // only call) go to this call's caller, under the client's token.
+            let _relayed = events.map(|sink| server.relay.register(&handle.progress_token, sink));
+            let _asks = asking.map(|a| server.questions.register(handle.id.clone(), a.clone()));
+            let (id, peer) = (handle.id.clone(), handle.peer.clone());
+            let deadline = async {
+                loop {
+                    let budget = timeout + asking.map_or(Duration::ZERO, |a| a.waited());
+                    let spent = started.elapsed();
+                    if spent >= budget {
+                        return;
+                    }
+                    tokio::time::sleep(budget - spent).await;
+                }
+            };
+            let ended = tokio::select! {
+                r = handle.await_response() => return Round::Answer(r),
+                () = cancelled.cancelled() => (Round::Cancelled, "cancelled by the client"),
+                () = deadline => (Round::TimedOut, "the call's deadline passed"),
+            };
+            // The caller gave up, or time ran out: so does the server's work.
+            let cancel = rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
+                Some(id),
+                Some(ended.1.into()),
+            ));
+            let _ = peer.send_notification(cancel.into()).await;
+            ended.0
+        };
+        block_on(&self.server.rt, fut)
+    }
+
+    /// Answers a 2026-07-28 server's `input_required` through the call's
+    /// client, one question at a time (each blocks until answered).
+    fn answer(
+        &self,
+        tool: &str,
+        requests: InputRequests,
+        asking: Option<&Arc<Asking>>,
+    ) -> Result<InputResponses, CallError> {
+        let failed = |message: String| CallError::Failed { tool: tool.to_string(), message };
+        let mut answers = InputResponses::new();
+        for (key, request) in requests {
+            let (method, decline) = match &request {
+                InputRequest::Elicitation(_) => ("elicitation/create", true),
+                InputRequest::CreateMessage(_) => ("sampling/createMessage", false),
+                // toolhost offers no roots: an empty list.
+                InputRequest::ListRoots(_) => {
+                    answers.insert(key, serde_json::json!({"roots": []}));
+                    continue;
+                }
+                other => {
+                    return Err(failed(format!(
+                        "MCP server {:?} asked for input toolhost does not know: {}",
+                        self.server.cfg.name,
+                        cut(&serde_json::to_string(other).unwrap_or_default())
+                    )));
+                }
+            };
+            let question = serde_json::to_value(&request).map_err(|e| failed(e.to_string()))?;
+            let params = question.get("params").cloned().unwrap_or(Value::Object(Default::default()));
+            let answer = match asking {
+                Some(a) => a.ask(method, params),
+                None => Err(crate::tool::offer::AskError::Unsupported(
+                    "this call came from no client that can be asked".into(),
+                )),
+            };
+            match answer {
+                Ok(v) => {
+                    answers.insert(key, v);
+                }
+                Err(crate::tool::offer::AskError::Suspended) => {
+                    return Err(CallError::Cancelled { tool: tool.to_string() });
+                }
+                // Nobody to ask: an elicitation is declined, as a client
+                // without a person would.
+                Err(crate::tool::offer::AskError::Unsupported(_)) if decline => {
+                    answers.insert(key, serde_json::json!({"action": "decline"}));
+                }
+                Err(e) => {
+                    return Err(failed(format!(
+                        "MCP server {:?} asked its caller ({method}) and got no answer: {e}",
+                        self.server.cfg.name
+                    )));
+                }
+            }
+        }
+        Ok(answers)
+    }
 }
 
 impl Provider for McpTools {
@@ -76,42 +208,48 @@ impl Provider for McpTools {
         if let Value::Object(o) = arguments {
             params = params.with_arguments(o.clone());
         }
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let options = PeerRequestOptions::with_timeout(timeout);
-        // The caller's cancellation, as a future the request races.
-        let (cancelled_tx, cancelled_rx) = tokio::sync::oneshot::channel::<()>();
+        // The caller's cancellation, as a token every round's request races.
+        let cancelled = tokio_util::sync::CancellationToken::new();
         if let Some(cancel) = &ctx.cancel {
-            cancel.on_cancel(move || {
-                let _ = cancelled_tx.send(());
-            });
+            let cancelled = cancelled.clone();
+            cancel.on_cancel(move || cancelled.cancel());
         }
-        let relay = &self.server.relay;
-        let events = ctx.events.clone();
-        let fut = async move {
-            let handle = peer.send_request_with_option(request, options).await?;
-            // rmcp puts a progress token of its own on every request: the
-            // server's progress for it (and its log lines, while this is its
-            // only call) go to this call's caller, under the client's token.
-            let _relayed = events.map(|sink| relay.register(&handle.progress_token, sink));
-            let (id, peer) = (handle.id.clone(), handle.peer.clone());
-            tokio::select! {
-                r = handle.await_response() => r.map(Some),
-                Ok(()) = cancelled_rx => {
-                    // The caller gave up: so does the server's work.
-                    let cancel = rmcp::model::CancelledNotification::new(rmcp::model::CancelledNotificationParam::new(
-                        Some(id),
-                        Some("cancelled by the client".into()),
-                    ));
-                    let _ = peer.send_notification(cancel.into()).await;
-                    Ok(None)
+        // The server's questions reach the caller ([`super::questions`]).
+        let (wait, asks) = self.server.ask_limits;
+        let asking = ctx.asker.clone().map(|a| Asking::new(a, wait, asks));
+        let mut rounds = 0;
+        let response = loop {
+            let round = self.send(&peer, params.clone(), ctx, asking.as_ref(), started, timeout, &cancelled);
+            let input = match round {
+                Round::Answer(Ok(ServerResult::InputRequiredResult(input))) => input,
+                Round::Answer(r) => break r,
+                Round::Cancelled => return Err(CallError::Cancelled { tool: tool.to_string() }),
+                Round::TimedOut => {
+                    return Err(CallError::Timeout {
+                        tool: tool.to_string(),
+                        limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+                    });
                 }
+            };
+            // A 2026-07-28 server asks by ending the call unanswered: ask,
+            // then try again with the answers and its state.
+            rounds += 1;
+            if rounds > MAX_INPUT_ROUNDS {
+                return Err(CallError::Failed {
+                    tool: tool.to_string(),
+                    message: format!(
+                        "MCP server {:?} asked for input {MAX_INPUT_ROUNDS} times without answering the call",
+                        self.server.cfg.name
+                    ),
+                });
             }
+            params.input_responses =
+                Some(self.answer(tool, input.input_requests.unwrap_or_default(), asking.as_ref())?);
+            params.request_state = input.request_state;
         };
-        let response = match block_on(&self.server.rt, fut) {
-            Ok(Some(r)) => Ok(r),
-            Ok(None) => return Err(CallError::Cancelled { tool: tool.to_string() }),
-            Err(e) => Err(e),
-        };
+        if let (Some(asking), Some(cost)) = (&asking, &ctx.cost) {
+            cost.set_waited(asking.waited());
+        }
         // A call that failed as if the server were gone (a restart, a stale
         // session): have the supervisor check the connection now rather
         // than at its next ping.

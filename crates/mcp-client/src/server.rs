@@ -39,6 +39,14 @@ pub(super) struct Server {
     pub(super) message_limit: usize,
     /// Holds its progress and log notifications to a rate.
     pub(super) notices: super::relay::Gate,
+    /// It answered `server/discover` badly once and `initialize` well:
+    /// later connections skip the probe.
+    pub(super) legacy: AtomicBool,
+    /// Its calls that can ask their clients, for its questions.
+    pub(super) questions: super::questions::Questions,
+    /// How long a call waits for one answer, and how many questions it
+    /// may ask (`limits.input_wait_ms`, `limits.asks_per_call`).
+    pub(super) ask_limits: (std::time::Duration, u32),
     pub(super) exposed: Mutex<Vec<String>>,
     /// Its resources, templates and prompts, as last listed.
     pub(super) offers: Offers,

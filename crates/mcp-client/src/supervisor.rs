@@ -9,8 +9,9 @@ use crate::Pipeline;
 use crate::config::Transport;
 use crate::tool::{ToolDef, ToolMeta};
 use crate::validate::Validator;
+use rmcp::service::ClientServiceExt;
 use rmcp::service::{NotificationContext, RunningService};
-use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, Peer, RoleClient};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,15 +25,59 @@ struct Handler {
 }
 
 impl ClientHandler for Handler {
-    /// What `initialize` offers: [`OFFERED_PROTOCOL`], no client
-    /// capabilities (toolhost answers no sampling, roots or elicitation
-    /// requests), and toolhost's own name and version.
+    /// What toolhost declares, in `initialize` (2025-11-25) or in every
+    /// request's metadata (2026-07-28): elicitation (form and URL) and
+    /// sampling, which it relays to the client of the call that caused
+    /// them ([`super::questions`]), and its own name and version.
     fn get_info(&self) -> rmcp::model::ClientConfig {
+        let capabilities: rmcp::model::ClientCapabilities =
+            serde_json::from_value(serde_json::json!({"elicitation": {"form": {}, "url": {}}, "sampling": {}}))
+                .unwrap_or_default();
         rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::default(),
+            capabilities,
             rmcp::model::Implementation::new("toolhost", env!("CARGO_PKG_VERSION")),
         )
-        .with_protocol_version(OFFERED_PROTOCOL)
+        .with_protocol_version(LEGACY_PROTOCOL)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: rmcp::model::ElicitRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        const METHOD: &str = "elicitation/create";
+        let params =
+            serde_json::to_value(&request).map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        let origin = context.extensions.get::<rmcp::service::InboundStreamOrigin>();
+        match self.server.questions.relay(origin, METHOD, params).await {
+            Ok(answer) => serde_json::from_value(answer).map_err(|e| {
+                rmcp::ErrorData::internal_error(format!("the client's answer to {METHOD} is not valid: {e}"), None)
+            }),
+            // Nobody to ask: declined, as a client without a person would.
+            Err(crate::tool::offer::AskError::Unsupported(why)) => {
+                tracing::debug!(server = %self.server.cfg.name, "elicitation declined: {why}");
+                Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline))
+            }
+            Err(e) => Err(super::questions::to_mcp_error(METHOD, &e)),
+        }
+    }
+
+    #[allow(deprecated)] // Sampling (SEP-2577) is still what servers send.
+    async fn create_message(
+        &self,
+        request: rmcp::model::CreateMessageRequestParams,
+        context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        const METHOD: &str = "sampling/createMessage";
+        let params =
+            serde_json::to_value(&request).map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
+        let origin = context.extensions.get::<rmcp::service::InboundStreamOrigin>();
+        match self.server.questions.relay(origin, METHOD, params).await {
+            Ok(answer) => serde_json::from_value(answer).map_err(|e| {
+                rmcp::ErrorData::internal_error(format!("the client's answer to {METHOD} is not valid: {e}"), None)
+            }),
+            Err(e) => Err(super::questions::to_mcp_error(METHOD, &e)),
+        }
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -205,9 +250,16 @@ async fn run_connected(host: &Arc<Pipeline>, server: &Arc<Server>, running: Runn
                 let request = rmcp::model::ClientRequest::PingRequest(rmcp::model::PingRequest::default());
                 let options = rmcp::service::PeerRequestOptions::with_timeout(PING_TIMEOUT);
                 let answer = async { peer.send_request_with_option(request, options).await?.await_response().await };
-                if let Err(e) = answer.await {
-                    server.set_error(format!("ping failed ({e}); reconnecting"));
-                    break;
+                // 2026-07-28 has no `ping` and no session to lose: any
+                // JSON-RPC answer (-32601 for `ping`) says the server is there.
+                let modern = peer.peer_info().is_some_and(|i| !i.protocol_version.has_initialize());
+                match answer.await {
+                    Ok(_) => {}
+                    Err(rmcp::ServiceError::McpError(_)) if modern => {}
+                    Err(e) => {
+                        server.set_error(format!("ping failed ({e}); reconnecting"));
+                        break;
+                    }
                 }
             }
             () = server.recheck.notified() => {
@@ -266,34 +318,80 @@ fn explain_http_error(url: &str, e: &str) -> String {
     }
 }
 
-/// The protocol version toolhost offers in `initialize`: the newest one it
-/// implements fully. rmcp knows a newer one (2026-07-28), which has no
-/// `initialize` at all; toolhost does not speak it yet.
-const OFFERED_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2025_11_25;
+/// The protocol version toolhost offers in `initialize`, to a server that
+/// does not answer `server/discover` (a 2025-11-25 one or older).
+const LEGACY_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2025_11_25;
+/// The newest protocol version toolhost speaks as a client: it probes
+/// with `server/discover` at this version first.
+pub(crate) const OFFERED_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2026_07_28;
 
-/// Connects and checks the version the server answered: [`OFFERED_PROTOCOL`]
-/// or an older one rmcp implements (a server may answer with an older
-/// version it prefers); anything else (newer or unknown) is refused, as the
-/// lifecycle says a client that does not speak the answer should.
+/// How a connection starts: `server/discover` at [`OFFERED_PROTOCOL`],
+/// falling back to `initialize` at [`LEGACY_PROTOCOL`] when the server
+/// answers that it does not know it (or says nothing for 10 s), as the
+/// Python SDK's `auto` mode does.
+fn lifecycle(legacy: bool) -> rmcp::service::ClientLifecycleMode {
+    match legacy {
+        true => rmcp::service::ClientLifecycleMode::Initialize,
+        false => rmcp::service::ClientLifecycleMode::Auto {
+            preferred_versions: vec![OFFERED_PROTOCOL],
+            legacy_version: Some(LEGACY_PROTOCOL),
+        },
+    }
+}
+
+/// Whether a failed connection was refused for want of authorization
+/// (trying another lifecycle would not help).
+fn is_auth_failure(e: &str) -> bool {
+    e.starts_with("OAuth") || e.contains("(401/403)")
+}
+
+/// Connects and checks the version the server answered: one rmcp
+/// implements up to [`OFFERED_PROTOCOL`] (a server may answer with an
+/// older version it prefers); anything else (newer or unknown) is
+/// refused, as the lifecycle says a client that does not speak the answer
+/// should.
 async fn connect(server: &Arc<Server>) -> Result<Running, String> {
-    let running = open(server).await?;
+    let legacy = server.legacy.load(Ordering::Relaxed);
+    let (running, via_initialize) = match open(server, lifecycle(legacy)).await {
+        Ok(running) => (running, legacy),
+        // A server that answers `server/discover` with something that is
+        // neither a discovery result nor an error (some answer every
+        // unknown method with `{}`): `initialize` alone, from now on.
+        Err(e) if !legacy && !is_auth_failure(&e) => {
+            let running = open(server, lifecycle(true)).await?;
+            tracing::info!(server = %server.cfg.name, "server/discover failed ({e}); initialize worked: the server is spoken to as 2025-11-25");
+            server.legacy.store(true, Ordering::Relaxed);
+            (running, true)
+        }
+        Err(e) => return Err(e),
+    };
     let answered = running.peer().peer_info().map(|info| info.protocol_version.clone());
+    // Through `initialize`, a version that has one (2026-07-28 has none);
+    // through `server/discover`, rmcp picked one toolhost prefers.
+    let known = |v: &rmcp::model::ProtocolVersion| match v.has_initialize() {
+        true => rmcp::model::ProtocolVersion::known_up_to(&LEGACY_PROTOCOL).contains(v),
+        false => !via_initialize && *v == OFFERED_PROTOCOL,
+    };
     match answered {
-        Some(v) if rmcp::model::ProtocolVersion::known_up_to(&OFFERED_PROTOCOL).contains(&v) => Ok(running),
+        Some(v) if known(&v) => {
+            tracing::debug!(server = %server.cfg.name, version = v.as_str(), "connected");
+            Ok(running)
+        }
         other => {
             let _ = running.cancel().await;
-            let known = rmcp::model::ProtocolVersion::known_up_to(&OFFERED_PROTOCOL);
+            let known = rmcp::model::ProtocolVersion::known_up_to(&LEGACY_PROTOCOL);
             let known: Vec<&str> = known.iter().map(|v| v.as_str()).collect();
             Err(format!(
-                "initialize: the server answered protocol version {}; toolhost speaks {}",
+                "initialize: the server answered protocol version {}; toolhost speaks {} (through initialize) and {} (through server/discover)",
                 other.map_or_else(|| "(none)".to_string(), |v| format!("{:?}", v.as_str())),
-                known.join(", ")
+                known.join(", "),
+                OFFERED_PROTOCOL.as_str()
             ))
         }
     }
 }
 
-async fn open(server: &Arc<Server>) -> Result<Running, String> {
+async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMode) -> Result<Running, String> {
     use super::tap::Tapped;
     let cfg = &server.cfg;
     let handler = Handler { server: server.clone() };
@@ -315,7 +413,10 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
             let (transport, stderr) = super::child::ChildTransport::spawn(cmd, server.message_limit)
                 .map_err(|e| format!("starting `{line}`: {e}"))?;
             tokio::spawn(log_stderr(cfg.name.clone(), stderr));
-            handler.serve(Tapped::new(transport, server.clone())).await.map_err(|e| format!("initialize: {e}"))
+            handler
+                .serve_with_lifecycle(Tapped::new(transport, server.clone()), lifecycle)
+                .await
+                .map_err(|e| format!("initialize: {e}"))
         }
         Transport::StreamableHttp => {
             use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -359,11 +460,13 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
                     config,
                 );
                 // A failure to get a token says why better than the transport.
-                return handler.serve(Tapped::new(transport, server.clone())).await.map_err(|e| {
-                    tokens
-                        .take_error()
-                        .map_or_else(|| explain_http_error(&url, &e.to_string()), |t| format!("OAuth: {t}"))
-                });
+                return handler.serve_with_lifecycle(Tapped::new(transport, server.clone()), lifecycle).await.map_err(
+                    |e| {
+                        tokens
+                            .take_error()
+                            .map_or_else(|| explain_http_error(&url, &e.to_string()), |t| format!("OAuth: {t}"))
+                    },
+                );
             }
             if let Some(token) = auth.and_then(|a| a.token.as_deref()) {
                 let token = token.strip_prefix("Bearer ").unwrap_or(token).trim();
@@ -371,7 +474,7 @@ async fn open(server: &Arc<Server>) -> Result<Running, String> {
             }
             let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
             handler
-                .serve(Tapped::new(transport, server.clone()))
+                .serve_with_lifecycle(Tapped::new(transport, server.clone()), lifecycle)
                 .await
                 .map_err(|e| explain_http_error(&url, &e.to_string()))
         }

@@ -1,10 +1,13 @@
 use crate::args::HostArgs;
 use anyhow::{Context, Result};
 use serde_json::{Value, json};
-use std::io::Read;
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 use toolhost::budget::Tier;
 use toolhost::tool::{CallContext, Content};
+
+#[path = "call_ask.rs"]
+mod ask;
 
 /// Call a tool and print its result on stdout.
 ///
@@ -27,6 +30,13 @@ pub struct Call {
     /// result an external server sent beside them, and the call's cost.
     #[arg(long)]
     json: bool,
+    /// Answer the tool's form questions (elicitation, from a plugin or an
+    /// external server) with the defaults their schema gives, without
+    /// asking; a question with a required field that has no default is
+    /// declined. Without it, questions are asked on the terminal when
+    /// there is one, and declined when there is none.
+    #[arg(long)]
+    accept_defaults: bool,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -44,7 +54,9 @@ impl Call {
         let started = self.host.start()?;
         let a = &started.assembly;
         let host = &a.host;
-        let ctx = CallContext::default();
+        let interactive = self.arguments != "-" && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+        let asker = ask::Terminal { accept_defaults: self.accept_defaults, interactive };
+        let ctx = CallContext { asker: Some(std::sync::Arc::new(asker)), ..CallContext::default() };
         let out = match (self.agent.as_deref(), self.tier) {
             (None, None) => host.call(&self.tool, &args, &ctx),
             (agent, tier) => {
