@@ -13,8 +13,7 @@
 //!
 //! - `every_client_scenario_toolhost_implements_passes`: the whole suite;
 //!   exactly the scenarios in `tests/peers/conformance-client-expected-failures.yml`
-//!   fail (step-up re-authorization, private_key_jwt, enterprise-managed
-//!   authorization), every other one passes, toolhost
+//!   fail (step-up re-authorization), every other one passes, toolhost
 //!   really did the work (its output), and no secret or token reaches its
 //!   debug log.
 //! - `oauth_discovery_follows_each_metadata_variant_of_the_suite`: the same
@@ -53,6 +52,8 @@ const REQUIRED_SCENARIOS: &[&str] = &[
     "sse-retry",
     "elicitation-sep1034-client-defaults",
     "auth/client-credentials-basic",
+    "auth/client-credentials-jwt",
+    "auth/cross-app-access-complete-flow",
     "auth/pre-registration",
     "auth/resource-mismatch",
     // `toolhost auth login`: the authorization-code flow.
@@ -282,7 +283,6 @@ fn every_client_scenario_toolhost_implements_passes() {
     let run = SuiteRun::start(&["--suite", "all"], &[]);
     let mut baseline = baseline_scenarios();
     baseline.sort();
-    assert!(baseline.len() >= 3, "{baseline:?}");
     let mut failed: Vec<&str> = run
         .output
         .lines()
@@ -344,6 +344,22 @@ fn every_client_scenario_toolhost_implements_passes() {
     // sse-retry answers initialize with 2025-03-26: an older version is accepted.
     let (out, _) = run.client("sse-retry");
     assert_eq!(out.trim(), "Reconnection test completed successfully", "{}", run.report("sse-retry"));
+    // private_key_jwt: a signed assertion, and the key file never shown.
+    let s = "auth/client-credentials-jwt";
+    assert_eq!(run.check(s, "client-credentials-jwt-verified"), "SUCCESS", "{}", run.report(s));
+    let (out, err) = run.client(s);
+    assert_eq!(out.trim(), "test", "{}", run.report(s));
+    assert!(!err.contains("PRIVATE KEY") && !err.contains("client_assertion="), "{err}");
+    // Cross-app access: the ID token exchanged at the identity provider,
+    // the grant presented at the authorization server; the ID token and
+    // the grant never shown.
+    let s = "auth/cross-app-access-complete-flow";
+    for id in ["complete-flow-token-exchange", "complete-flow-jwt-bearer"] {
+        assert_eq!(run.check(s, id), "SUCCESS", "{id}: {}", run.report(s));
+    }
+    let (out, err) = run.client(s);
+    assert_eq!(out.trim(), "test", "{}", run.report(s));
+    assert!(!err.contains("eyJ"), "a JWT in the output: {err}");
     for s in ["auth/client-credentials-basic", "auth/pre-registration"] {
         let (out, _) = run.client(s);
         assert_eq!(out.trim(), "test", "{}", run.report(s));
@@ -387,6 +403,22 @@ fn every_client_scenario_toolhost_implements_passes() {
         "cc-token-".to_string(),
         "test-token-prereg".to_string(),
     ];
+    // private_key_jwt: a signed assertion, and the key file never shown.
+    let s = "auth/client-credentials-jwt";
+    assert_eq!(run.check(s, "client-credentials-jwt-verified"), "SUCCESS", "{}", run.report(s));
+    let (out, err) = run.client(s);
+    assert_eq!(out.trim(), "test", "{}", run.report(s));
+    assert!(!err.contains("PRIVATE KEY") && !err.contains("client_assertion="), "{err}");
+    // Cross-app access: the ID token exchanged at the identity provider,
+    // the grant presented at the authorization server; the ID token and
+    // the grant never shown.
+    let s = "auth/cross-app-access-complete-flow";
+    for id in ["complete-flow-token-exchange", "complete-flow-jwt-bearer"] {
+        assert_eq!(run.check(s, id), "SUCCESS", "{id}: {}", run.report(s));
+    }
+    let (out, err) = run.client(s);
+    assert_eq!(out.trim(), "test", "{}", run.report(s));
+    assert!(!err.contains("eyJ"), "a JWT in the output: {err}");
     for s in ["auth/client-credentials-basic", "auth/pre-registration"] {
         let (out, err) = run.client(s);
         assert!(err.contains("DEBUG"), "toolhost logged at debug: {err}");

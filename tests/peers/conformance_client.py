@@ -60,19 +60,38 @@ CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def has_credentials(context: dict) -> bool:
-    return bool(context.get("client_id") and context.get("client_secret"))
+    return bool(context.get("client_id") and (context.get("client_secret") or context.get("private_key_pem")))
 
 
 def config(url: str, context: dict, scenario: str) -> str:
     """toolhost.yaml for one server at `url` (JSON is YAML)."""
     server = {"name": "conformance", "transport": "streamable-http", "url": url}
-    if has_credentials(context):
+    if context.get("private_key_pem") and context.get("client_id"):
+        # private_key_jwt: the key in a file beside the config, as an
+        # operator keeps it (written by main, mode 0600).
+        server["auth"] = {
+            "oauth": {
+                "client_id": context["client_id"],
+                "private_key_file": "client-key.pem",
+                "signing_alg": context.get("signing_algorithm", "ES256"),
+            }
+        }
+    elif has_credentials(context):
         server["auth"] = {
             "oauth": {
                 "client_id": context["client_id"],
                 "client_secret": "${CONFORMANCE_CLIENT_SECRET}",
             }
         }
+        if context.get("idp_token_endpoint"):
+            # Cross-app access: the user's ID token (from their sign-in at
+            # the identity provider) in the environment, as an operator's
+            # sign-in helper would leave it.
+            server["auth"]["oauth"]["cross_app"] = {
+                "idp_token_url": context["idp_token_endpoint"],
+                "idp_client_id": context["idp_client_id"],
+                "id_token": "${CONFORMANCE_ID_TOKEN}",
+            }
     elif scenario == "auth/basic-cimd":
         server["auth"] = {"oauth": {"client_metadata_url": CIMD_URL}}
     return json.dumps({"mcp": {"servers": [server]}}, indent=2) + "\n"
@@ -105,9 +124,14 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="toolhost-conformance-") as d:
         with open(os.path.join(d, "toolhost.yaml"), "w") as f:
             f.write(config(url, context, scenario))
+        if context.get("private_key_pem"):
+            key = os.path.join(d, "client-key.pem")
+            with open(os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as f:
+                f.write(context["private_key_pem"])
         env = dict(os.environ)
         env["TOOLHOST_STATE_DIR"] = os.path.join(d, "state")
         env["CONFORMANCE_CLIENT_SECRET"] = context.get("client_secret", "")
+        env["CONFORMANCE_ID_TOKEN"] = context.get("idp_id_token", "")
         env.setdefault("TOOLHOST_LOG", "info")
         common = ["--no-builtins", "--no-cache"]
         if tool is None:

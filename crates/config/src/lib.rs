@@ -127,6 +127,17 @@ impl Config {
             Config::parse(&text).map_err(|e| ConfigError::Invalid { path: path.to_path_buf(), message: e.0 })?;
         cfg.base_dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         cfg.file = Some(path.to_path_buf());
+        // Key files are the config's: relative to its directory.
+        let base = cfg.base_dir.clone();
+        for s in &mut cfg.mcp.servers {
+            let Some(o) = s.auth.as_mut().and_then(|a| a.oauth.as_mut()) else { continue };
+            let files = [o.private_key_file.as_mut(), o.cross_app.as_mut().and_then(|x| x.id_token_file.as_mut())];
+            for f in files.into_iter().flatten() {
+                if Path::new(f.as_str()).is_relative() {
+                    *f = base.join(&*f).display().to_string();
+                }
+            }
+        }
         Ok(cfg)
     }
 
@@ -451,6 +462,19 @@ impl Config {
                     fields.push((format!("{key}.auth.oauth.client_secret"), &mut o.client_secret));
                     if let Some(u) = o.token_url.as_mut() {
                         fields.push((format!("{key}.auth.oauth.token_url"), u));
+                    }
+                    if let Some(f) = o.private_key_file.as_mut() {
+                        fields.push((format!("{key}.auth.oauth.private_key_file"), f));
+                    }
+                    if let Some(x) = o.cross_app.as_mut() {
+                        fields.push((format!("{key}.auth.oauth.cross_app.idp_token_url"), &mut x.idp_token_url));
+                        fields.push((format!("{key}.auth.oauth.cross_app.idp_client_id"), &mut x.idp_client_id));
+                        fields
+                            .push((format!("{key}.auth.oauth.cross_app.idp_client_secret"), &mut x.idp_client_secret));
+                        fields.push((format!("{key}.auth.oauth.cross_app.id_token"), &mut x.id_token));
+                        if let Some(f) = x.id_token_file.as_mut() {
+                            fields.push((format!("{key}.auth.oauth.cross_app.id_token_file"), f));
+                        }
                     }
                 }
             }

@@ -133,7 +133,7 @@ pub struct AuthConfig {
 
 /// OAuth 2.1 client-credentials settings (the MCP authorization spec,
 /// 2025-11-25, for a client acting on its own behalf).
-#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct OAuthConfig {
     /// Client id, registered with the server's authorization server
@@ -162,6 +162,50 @@ pub struct OAuthConfig {
     /// else none.
     #[serde(default)]
     pub scopes: Vec<String>,
+    /// A PEM private key (PKCS#8 EC P-256 or P-384, RSA, or Ed25519) to
+    /// authenticate with at the token endpoint instead of a secret:
+    /// `private_key_jwt`, a signed assertion (RFC 7523). Relative to the
+    /// config file's directory; the file must be the user's own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_key_file: Option<String>,
+    /// The assertion's signing algorithm (`ES256`, `ES384`, `RS256`,
+    /// `PS256`, `EdDSA`, ...); default: the first the key can sign with,
+    /// in that order.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_alg: Option<String>,
+    /// The key id (`kid`) the assertion's header names, when the
+    /// authorization server holds several of the client's keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
+    /// Cross-app access (enterprise-managed authorization, SEP-990): the
+    /// token comes from the user's sign-in at the organisation's identity
+    /// provider instead of from client credentials alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cross_app: Option<CrossAppConfig>,
+}
+
+/// `mcp.servers[].auth.oauth.cross_app`: toolhost exchanges the user's ID
+/// token at the identity provider for an identity assertion grant (RFC
+/// 8693 token exchange, `id-jag`), then that grant for an access token at
+/// the server's authorization server (RFC 7523 JWT bearer grant),
+/// authenticating there with the entry's client credentials.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CrossAppConfig {
+    /// The identity provider's token endpoint.
+    pub idp_token_url: String,
+    /// toolhost's client id at the identity provider.
+    pub idp_client_id: String,
+    /// Its secret there, if it has one (sent as HTTP Basic).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub idp_client_secret: String,
+    /// The user's ID token from the identity provider (`${VAR}` expands).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub id_token: String,
+    /// Or a file holding it, read at each exchange (so a sign-in helper
+    /// can renew it); relative to the config file's directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id_token_file: Option<String>,
 }
 
 /// `server:` section: how `toolhost serve --http` admits clients.

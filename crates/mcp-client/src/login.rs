@@ -339,7 +339,7 @@ async fn login_text(server: &McpServerConfig, state_dir: &Path, options: LoginOp
         client_secret: String::new(),
         token_url: None,
         scopes: Vec::new(),
-        client_metadata_url: None,
+        ..OAuthConfig::default()
     });
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(10))

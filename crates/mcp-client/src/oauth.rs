@@ -35,7 +35,6 @@
 //! refused.
 
 use crate::config::OAuthConfig;
-use base64::Engine as _;
 use reqwest::Url;
 use serde_json::Value;
 use std::sync::Arc;
@@ -53,6 +52,8 @@ enum ClientAuth {
     Basic,
     /// `client_secret_post`: the id and secret in the form body.
     Post,
+    /// `private_key_jwt`: an assertion signed with the client's key.
+    PrivateKeyJwt,
 }
 
 /// Where tokens come from: configured, or discovered from the server.
@@ -62,6 +63,9 @@ struct Endpoint {
     auth: ClientAuth,
     /// The `resource` parameter (RFC 8707): the protected resource's identifier.
     resource: String,
+    /// The authorization server's issuer identifier, when discovered: a
+    /// client assertion's audience.
+    issuer: Option<String>,
     /// The issuer's metadata does not list `client_credentials` among its
     /// grant types (said in the error if the token request fails).
     grant_unlisted: bool,
@@ -99,6 +103,8 @@ pub(super) struct TokenSource {
     last_error: std::sync::Mutex<Option<String>>,
     /// A stored `toolhost auth login`: its tokens instead of client credentials.
     login: Option<Box<dyn StoredTokens>>,
+    /// The client's key for `private_key_jwt` (`auth.oauth.private_key_file`).
+    key: Option<token::ClientKey>,
 }
 
 /// Tokens a server gets instead of client credentials (a stored
@@ -122,6 +128,18 @@ impl TokenSource {
     pub(super) fn new(cfg: OAuthConfig, server_url: &str, client: reqwest::Client) -> Result<TokenSource, String> {
         let server = Url::parse(server_url).map_err(|e| format!("`url` {server_url:?}: {e}"))?;
         let mut state = State { scopes: cfg.scopes.clone(), ..State::default() };
+        if let Some(x) = &cfg.cross_app {
+            if x.id_token.is_empty() == x.id_token_file.is_none() {
+                return Err("auth.oauth.cross_app: give exactly one of id_token and id_token_file".into());
+            }
+            if cfg.client_id.is_empty() {
+                return Err("auth.oauth.cross_app: needs auth.oauth.client_id (toolhost's client at the server's authorization server)".into());
+            }
+        }
+        let key = match &cfg.private_key_file {
+            Some(path) => Some(token::ClientKey::load(path, cfg.signing_alg.as_deref(), cfg.key_id.clone())?),
+            None => None,
+        };
         if let Some(token_url) = &cfg.token_url {
             let token_url = Url::parse(token_url).map_err(|e| format!("auth.oauth.token_url {token_url:?}: {e}"))?;
             if !matches!(token_url.scheme(), "http" | "https") {
@@ -129,8 +147,9 @@ impl TokenSource {
             }
             state.endpoint = Some(Endpoint {
                 token_url,
-                auth: ClientAuth::Basic,
+                auth: if key.is_some() { ClientAuth::PrivateKeyJwt } else { ClientAuth::Basic },
                 resource: canonical(&server),
+                issuer: None,
                 grant_unlisted: false,
             });
         }
@@ -141,6 +160,7 @@ impl TokenSource {
             state: tokio::sync::Mutex::new(state),
             last_error: std::sync::Mutex::new(None),
             login: None,
+            key,
         })
     }
 
@@ -157,6 +177,7 @@ impl TokenSource {
             token_url: None,
             scopes: Vec::new(),
             client_metadata_url: None,
+            ..OAuthConfig::default()
         };
         let mut tokens = TokenSource::new(cfg, server_url, client)?;
         tokens.login = Some(Box::new(login));
@@ -302,23 +323,15 @@ impl TokenSource {
             }
         };
         self.allowed("token endpoint", &token_url)?;
-        let auth = if methods.is_empty() || methods.iter().any(|m| m == "client_secret_basic") {
-            ClientAuth::Basic
-        } else if methods.iter().any(|m| m == "client_secret_post") {
-            ClientAuth::Post
-        } else {
-            return Err(format!(
-                "the authorization server {issuer} takes only {} at its token endpoint; toolhost authenticates with client_secret_basic or client_secret_post",
-                methods.join(", ")
-            ));
-        };
+        let auth = token::client_auth(self.key.is_some(), &methods, issuer.as_str())?;
         let scopes = match challenge.scopes() {
             s if !s.is_empty() => s,
             _ => scopes_supported,
         };
         let grant_unlisted = !grants.is_empty() && !grants.iter().any(|g| g == "client_credentials");
         tracing::debug!(server = %self.server, %issuer, %token_url, "discovered the OAuth token endpoint");
-        Ok((Endpoint { token_url, auth, resource: resource_id, grant_unlisted }, scopes))
+        let issuer = Some(issuer.to_string());
+        Ok((Endpoint { token_url, auth, resource: resource_id, issuer, grant_unlisted }, scopes))
     }
 
     /// Discovery for the authorization-code flow, after the server answered
@@ -492,54 +505,6 @@ impl TokenSource {
             return Err(format!("{url} is not a JSON object"));
         }
         Ok(Some(doc))
-    }
-
-    /// The client-credentials token request.
-    async fn fetch(&self, endpoint: &Endpoint, scopes: &[String]) -> Result<(String, Instant), String> {
-        let url = &endpoint.token_url;
-        let scope = scopes.join(" ");
-        let mut pairs = vec![("grant_type", "client_credentials")];
-        if !scope.is_empty() {
-            pairs.push(("scope", &scope));
-        }
-        pairs.push(("resource", &endpoint.resource));
-        let mut request = self
-            .client
-            .post(url.clone())
-            .header(reqwest::header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-            .header(reqwest::header::ACCEPT, "application/json")
-            .timeout(REQUEST_TIMEOUT);
-        match endpoint.auth {
-            ClientAuth::Basic => {
-                // RFC 6749 §2.3.1: both form-encoded before they are joined.
-                let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                let pair = format!("{}:{}", enc(&self.cfg.client_id), enc(&self.cfg.client_secret));
-                let basic = base64::engine::general_purpose::STANDARD.encode(pair);
-                request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
-            }
-            ClientAuth::Post => {
-                pairs.push(("client_id", &self.cfg.client_id));
-                pairs.push(("client_secret", &self.cfg.client_secret));
-            }
-        }
-        let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
-        let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
-        let (status, body) = json_answer(response, &format!("token endpoint {url}")).await?;
-        if let Some(said) = refusal(status, &body) {
-            return Err(format!(
-                "token endpoint {url} refused the client credentials ({status}): {said}{}",
-                if endpoint.grant_unlisted {
-                    "; its metadata does not list client_credentials among grant_types_supported"
-                } else {
-                    ""
-                }
-            ));
-        }
-        let (token, seconds) = bearer_token(&body, url)?;
-        let lifetime = Duration::from_secs(seconds.unwrap_or(3600).max(1));
-        let margin = (lifetime / 10).min(Duration::from_secs(30));
-        tracing::debug!(token_url = %url, "fetched an OAuth access token for {} s", lifetime.as_secs());
-        Ok((token.to_string(), Instant::now() + lifetime - margin))
     }
 }
 
@@ -718,6 +683,7 @@ pub(super) struct OAuthHttp {
 }
 
 mod oauth_client;
+mod token;
 
 /// Where a server's authorization server is, as discovery found it.
 struct Issuer {

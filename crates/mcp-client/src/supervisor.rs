@@ -439,9 +439,13 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
                 None => None,
             };
             let oauth = auth.and_then(|a| a.oauth.clone());
-            if login.is_none() && oauth.as_ref().is_some_and(|o| o.client_secret.is_empty()) {
+            if login.is_none()
+                && oauth.as_ref().is_some_and(|o| {
+                    o.client_secret.is_empty() && o.private_key_file.is_none() && o.cross_app.is_none()
+                })
+            {
                 return Err(format!(
-                    "OAuth: no stored login and no client_secret; run `toolhost auth login {}`",
+                    "OAuth: no stored login, no client_secret and no private_key_file; run `toolhost auth login {}`",
                     cfg.name
                 ));
             }

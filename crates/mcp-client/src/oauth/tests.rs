@@ -85,7 +85,7 @@ fn discovered_urls_must_be_https_except_between_loopback_hosts() {
         client_secret: "secret".into(),
         token_url: None,
         scopes: Vec::new(),
-        client_metadata_url: None,
+        ..OAuthConfig::default()
     };
     let local = TokenSource::new(cfg.clone(), "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap();
     assert!(local.allowed("x", &url("http://localhost:7/token")).is_ok());
@@ -104,7 +104,7 @@ async fn no_token_goes_to_another_origin() {
         client_secret: "secret".into(),
         token_url: Some("http://127.0.0.1:9/token".into()),
         scopes: Vec::new(),
-        client_metadata_url: None,
+        ..OAuthConfig::default()
     };
     let tokens = TokenSource::new(cfg, "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap();
     tokens.state.lock().await.token = Some(("t0k3n".into(), Instant::now() + Duration::from_secs(60)));
@@ -176,7 +176,7 @@ fn client_credentials() -> OAuthConfig {
         client_secret: "s3cret&=".into(),
         token_url: None,
         scopes: Vec::new(),
-        client_metadata_url: None,
+        ..OAuthConfig::default()
     }
 }
 
@@ -249,4 +249,28 @@ async fn metadata_for_another_resource_gets_no_token_request() {
         .await
         .unwrap_err();
     assert!(e.contains("is not https"), "{e}");
+}
+
+#[test]
+fn cross_app_access_needs_one_id_token_and_a_client_id() {
+    use crate::config::CrossAppConfig;
+    let x = CrossAppConfig {
+        idp_token_url: "http://127.0.0.1:9/token".into(),
+        idp_client_id: "idp".into(),
+        ..CrossAppConfig::default()
+    };
+    let with = |x: CrossAppConfig, id: &str| OAuthConfig {
+        client_id: id.into(),
+        cross_app: Some(x),
+        ..OAuthConfig::default()
+    };
+    let e = TokenSource::new(with(x.clone(), "c"), "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap_err();
+    assert!(e.contains("exactly one of id_token and id_token_file"), "{e}");
+    let both = CrossAppConfig { id_token: "t".into(), id_token_file: Some("f".into()), ..x.clone() };
+    let e = TokenSource::new(with(both, "c"), "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap_err();
+    assert!(e.contains("exactly one of"), "{e}");
+    let one = CrossAppConfig { id_token: "t".into(), ..x };
+    let e = TokenSource::new(with(one.clone(), ""), "http://127.0.0.1:9/mcp", reqwest::Client::new()).unwrap_err();
+    assert!(e.contains("needs auth.oauth.client_id"), "{e}");
+    assert!(TokenSource::new(with(one, "c"), "http://127.0.0.1:9/mcp", reqwest::Client::new()).is_ok());
 }
