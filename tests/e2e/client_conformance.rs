@@ -13,7 +13,7 @@
 //!
 //! - `every_client_scenario_toolhost_implements_passes`: the whole suite;
 //!   exactly the scenarios in `tests/peers/conformance-client-expected-failures.yml`
-//!   fail (step-up re-authorization), every other one passes, toolhost
+//!   fail (none now: the file lists none), every other one passes, toolhost
 //!   really did the work (its output), and no secret or token reaches its
 //!   debug log.
 //! - `oauth_discovery_follows_each_metadata_variant_of_the_suite`: the same
@@ -66,6 +66,7 @@ const REQUIRED_SCENARIOS: &[&str] = &[
     "auth/scope-from-scopes-supported",
     "auth/scope-omitted-when-undefined",
     "auth/scope-retry-limit",
+    "auth/scope-step-up",
     "auth/token-endpoint-auth-basic",
     "auth/token-endpoint-auth-post",
     "auth/token-endpoint-auth-none",
@@ -92,6 +93,9 @@ const LOGIN_SCENARIOS: &[&str] = &[
     "auth/2025-03-26-oauth-endpoint-fallback",
     "auth/offline-access-scope",
     "auth/offline-access-not-supported",
+    // Signed in, then again mid-call with more scope (the URL through
+    // `toolhost call --print-url-to`).
+    "auth/scope-step-up",
 ];
 
 /// A peer file, which must exist.
@@ -344,6 +348,9 @@ fn every_client_scenario_toolhost_implements_passes() {
     // sse-retry answers initialize with 2025-03-26: an older version is accepted.
     let (out, _) = run.client("sse-retry");
     assert_eq!(out.trim(), "Reconnection test completed successfully", "{}", run.report("sse-retry"));
+    // Step-up: the second sign-in asked for the first's scopes and more.
+    let s = "auth/scope-step-up";
+    assert_eq!(run.check(s, "scope-step-up-escalation"), "SUCCESS", "{}", run.report(s));
     // private_key_jwt: a signed assertion, and the key file never shown.
     let s = "auth/client-credentials-jwt";
     assert_eq!(run.check(s, "client-credentials-jwt-verified"), "SUCCESS", "{}", run.report(s));
@@ -403,6 +410,9 @@ fn every_client_scenario_toolhost_implements_passes() {
         "cc-token-".to_string(),
         "test-token-prereg".to_string(),
     ];
+    // Step-up: the second sign-in asked for the first's scopes and more.
+    let s = "auth/scope-step-up";
+    assert_eq!(run.check(s, "scope-step-up-escalation"), "SUCCESS", "{}", run.report(s));
     // private_key_jwt: a signed assertion, and the key file never shown.
     let s = "auth/client-credentials-jwt";
     assert_eq!(run.check(s, "client-credentials-jwt-verified"), "SUCCESS", "{}", run.report(s));
@@ -439,7 +449,7 @@ fn oauth_discovery_follows_each_metadata_variant_of_the_suite() {
     let refused_public_only = |s: &str| {
         let (_, err) = run.client(s);
         assert!(
-            err.contains("takes only none at its token endpoint; toolhost authenticates with client_secret_basic or client_secret_post"),
+            err.contains("takes only none at its token endpoint; toolhost authenticates with client_secret_basic, client_secret_post or private_key_jwt"),
             "{}",
             run.report(s)
         );

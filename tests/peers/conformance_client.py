@@ -152,8 +152,17 @@ def main() -> int:
                 return code
         name, args = tool
         flags = ["--accept-defaults"] if scenario.startswith("elicitation") else []
-        run = subprocess.run([toolhost, "call", name, json.dumps(args), *flags, *common], cwd=d, env=env)
-        return run.returncode
+        if not scenario.startswith("auth/"):
+            run = subprocess.run([toolhost, "call", name, json.dumps(args), *flags, *common], cwd=d, env=env)
+            return run.returncode
+        # A server that wants more scope mid-call has toolhost sign in
+        # again: the URL goes to --print-url-to, and the adapter plays the
+        # browser for it as for `auth login`.
+        url_file = os.path.join(d, "step-up-urls")
+        proc = subprocess.Popen(
+            [toolhost, "call", name, json.dumps(args), "--print-url-to", url_file, *common], cwd=d, env=env
+        )
+        return play_browser(proc, url_file)
 
 
 def login(toolhost: str, d: str, env: dict) -> int:
@@ -164,21 +173,30 @@ def login(toolhost: str, d: str, env: dict) -> int:
         cwd=d,
         env=env,
     )
-    deadline = time.monotonic() + 30
-    while not os.path.exists(url_file) and proc.poll() is None and time.monotonic() < deadline:
+    return play_browser(proc, url_file)
+
+
+def play_browser(proc: subprocess.Popen, url_file: str) -> int:
+    """Opens each URL toolhost writes to `url_file` (one per line) until it exits."""
+    deadline = time.monotonic() + 40
+    opened = 0
+    # No proxy: the redirect goes to toolhost's loopback listener.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    while proc.poll() is None and time.monotonic() < deadline:
+        urls = []
+        if os.path.exists(url_file):
+            with open(url_file) as f:
+                urls = [line.strip() for line in f if line.strip()]
+        for authorize in urls[opened:]:
+            opened += 1
+            try:
+                with opener.open(authorize, timeout=20) as page:
+                    sys.stderr.write("browser: " + page.read().decode("utf-8", "replace") + "\n")
+            except Exception as e:  # toolhost reports the failure itself
+                sys.stderr.write(f"browser: {e}\n")
         time.sleep(0.05)
-    if os.path.exists(url_file):
-        with open(url_file) as f:
-            authorize = f.read().strip()
-        # No proxy: the redirect goes to toolhost's loopback listener.
-        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-        try:
-            with opener.open(authorize, timeout=20) as page:
-                sys.stderr.write("browser: " + page.read().decode("utf-8", "replace") + "\n")
-        except Exception as e:  # toolhost reports the failure itself
-            sys.stderr.write(f"browser: {e}\n")
     try:
-        return proc.wait(timeout=40)
+        return proc.wait(timeout=max(1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
         proc.kill()
         return 2

@@ -613,28 +613,125 @@ impl LoginTokens {
         Ok(record.access_token.clone())
     }
 
-    /// After the server refused `sent`: a refreshed token on a `401`; an
-    /// error asking for a new login when it cannot be refreshed or the
-    /// server wants more scope.
-    async fn after_refusal(&self, sent: Option<&str>, refusal: Refusal, challenge: &str) -> Result<String, String> {
-        let mut record = self.record.lock().await;
+    /// After the server refused `sent`: a refreshed token on a `401`. On a
+    /// `403 insufficient_scope`, a new sign-in with the scopes added when
+    /// `show` can show its URL to the person behind the call; otherwise an
+    /// error asking for a new login.
+    async fn after_refusal(
+        &self,
+        sent: Option<&str>,
+        refusal: Refusal,
+        challenge: &str,
+        show: Option<super::oauth::ShowUrl>,
+    ) -> Result<String, String> {
         if refusal == Refusal::InsufficientScope {
-            let wanted = challenge
+            let wanted: Vec<String> = challenge
                 .split("scope=\"")
                 .nth(1)
                 .and_then(|s| s.split('"').next())
-                .map(|s| format!(" ({})", crate::tool::log_safe(s)))
+                .map(|s| s.split_whitespace().map(String::from).collect())
                 .unwrap_or_default();
-            return Err(self.relogin(&format!(
-                "the server wants more scope{wanted} than the stored login of {} has (set auth.oauth.scopes)",
-                self.server
-            )));
+            let Some(show) = show else {
+                let wanted = crate::tool::log_safe(&wanted.join(" ")).into_owned();
+                return Err(self.relogin(&format!(
+                    "the server wants more scope ({wanted}) than the stored login of {} has (set auth.oauth.scopes)",
+                    self.server
+                )));
+            };
+            return self.step_up(challenge, wanted, show).await;
         }
+        let mut record = self.record.lock().await;
         if Some(record.access_token.as_str()) != sent {
             return Ok(record.access_token.clone());
         }
         self.refresh(&mut record).await?;
         Ok(record.access_token.clone())
+    }
+
+    /// Signs in again with the stored client, asking for its scopes and
+    /// `wanted`: the authorization URL goes to the person behind the call
+    /// (`show`), the code comes back to a loopback listener, and the new
+    /// tokens are stored. The login's lock is not held meanwhile: other
+    /// calls go on with the old token.
+    async fn step_up(
+        &self,
+        challenge: &str,
+        wanted: Vec<String>,
+        show: super::oauth::ShowUrl,
+    ) -> Result<String, String> {
+        let record = self.record.lock().await.clone();
+        let mut scopes = record.scopes.clone();
+        scopes.extend(wanted.into_iter().filter(|w| !record.scopes.contains(w)));
+        let discovery = TokenSource::new(OAuthConfig::default(), &record.server_url, self.client.clone())?;
+        let meta = discovery.discover_login(challenge).await?;
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("the redirect listener on 127.0.0.1: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let redirect_uri = format!("http://127.0.0.1:{port}{REDIRECT_PATH}");
+        let verifier = pkce_verifier()?;
+        let state = random(24)?;
+        let mut authorize = meta.authorization_endpoint.clone();
+        authorize
+            .query_pairs_mut()
+            .append_pair("response_type", "code")
+            .append_pair("client_id", &record.client_id)
+            .append_pair("redirect_uri", &redirect_uri)
+            .append_pair("code_challenge", &pkce_challenge(&verifier))
+            .append_pair("code_challenge_method", "S256")
+            .append_pair("state", &state)
+            .append_pair("resource", &record.resource)
+            .append_pair("scope", &scopes.join(" "));
+        tracing::info!(server = %self.server, scopes = %scopes.join(" "), "the server wants more scope: asking the caller to sign in again");
+        let url = authorize.to_string();
+        let ask = show.show.clone();
+        let mut shown = Some(tokio::task::spawn_blocking(move || ask(&url)));
+        let redirect = tokio::time::timeout(show.wait, wait_for_redirect(&listener, &state));
+        tokio::pin!(redirect);
+        let code = loop {
+            tokio::select! {
+                r = &mut redirect => break r.map_err(|_| format!("no sign-in came back within {} s", show.wait.as_secs())),
+                r = async { shown.as_mut().expect("polled while set").await }, if shown.is_some() => {
+                    shown = None;
+                    match r {
+                        Ok(Ok(())) => {}
+                        Ok(Err(why)) => return Err(self.relogin(&format!("signing in again with more scope: {why}"))),
+                        Err(e) => return Err(e.to_string()),
+                    }
+                }
+            }
+        };
+        let code = code??;
+        let pairs = vec![
+            ("grant_type", "authorization_code".to_string()),
+            ("code", code),
+            ("redirect_uri", redirect_uri),
+            ("code_verifier", verifier),
+            ("resource", record.resource.clone()),
+        ];
+        let endpoint = meta.token_endpoint.to_string();
+        let tokens = token_request(
+            &self.client,
+            &endpoint,
+            &record.auth_method,
+            &record.client_id,
+            record.client_secret.as_deref(),
+            pairs,
+        )
+        .await?;
+        let mut stored = self.record.lock().await;
+        stored.access_token = tokens.access;
+        if tokens.refresh.is_some() {
+            stored.refresh_token = tokens.refresh;
+        }
+        stored.expires_at = tokens.expires_in.map(|s| now() + s);
+        stored.scopes = scopes;
+        stored.token_endpoint = endpoint;
+        if let Err(e) = save(&self.state_dir, &self.server, &stored) {
+            tracing::warn!(server = %self.server, "keeping the new login failed: {e}");
+        }
+        tracing::info!(server = %self.server, "signed in again with more scope");
+        Ok(stored.access_token.clone())
     }
 
     async fn refresh(&self, record: &mut StoredLogin) -> Result<(), String> {
@@ -682,8 +779,9 @@ impl super::oauth::StoredTokens for LoginTokens {
         sent: Option<&'a str>,
         refusal: Refusal,
         challenge: &'a str,
+        show: Option<super::oauth::ShowUrl>,
     ) -> futures::future::BoxFuture<'a, Result<String, String>> {
-        Box::pin(self.after_refusal(sent, refusal, challenge))
+        Box::pin(self.after_refusal(sent, refusal, challenge, show))
     }
 }
 

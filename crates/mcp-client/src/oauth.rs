@@ -114,11 +114,15 @@ pub(super) trait StoredTokens: Send + Sync + std::fmt::Debug {
     fn current(&self) -> futures::future::BoxFuture<'_, Result<String, String>>;
     /// After the server refused `sent`: a token to try again with, or why
     /// there is none.
+    /// `show`: where a sign-in URL can be shown (signing in again with
+    /// more scope), when the refused request came from a call whose
+    /// client can be asked.
     fn refused<'a>(
         &'a self,
         sent: Option<&'a str>,
         refusal: Refusal,
         challenge: &'a str,
+        show: Option<ShowUrl>,
     ) -> futures::future::BoxFuture<'a, Result<String, String>>;
 }
 
@@ -231,9 +235,10 @@ impl TokenSource {
         sent: Option<&str>,
         challenge: &str,
         refusal: Refusal,
+        show: Option<ShowUrl>,
     ) -> Result<String, String> {
         if let Some(login) = &self.login {
-            return login.refused(sent, refusal, challenge).await.map_err(|e| self.failed(e));
+            return login.refused(sent, refusal, challenge, show).await.map_err(|e| self.failed(e));
         }
         let mut state = self.state.lock().await;
         let challenge = Bearer::parse(challenge, &self.server);
@@ -680,7 +685,25 @@ fn is_loopback(url: &Url) -> bool {
 pub(super) struct OAuthHttp {
     pub(super) inner: reqwest::Client,
     pub(super) tokens: Arc<TokenSource>,
+    /// Who can be shown a sign-in URL for the request with this id: the
+    /// client of the call that sent it (signing in again with more scope).
+    pub(super) shown_by: Option<ShownBy>,
 }
+
+/// Shows a URL and returns once the person agreed to open it; blocks.
+pub(super) type Show = Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
+
+/// Where a sign-in URL can be shown to a person.
+#[derive(Clone)]
+pub(super) struct ShowUrl {
+    /// Shows the URL and returns once the person agreed to open it (or
+    /// why not); blocks.
+    pub(super) show: Show,
+    /// How long the sign-in may take (`limits.input_wait_ms`).
+    pub(super) wait: Duration,
+}
+/// The [`ShowUrl`] of the call that sent a request, by the request's id.
+pub(super) type ShownBy = Arc<dyn Fn(&rmcp::model::RequestId) -> Option<ShowUrl> + Send + Sync>;
 
 mod oauth_client;
 mod token;

@@ -117,6 +117,11 @@ impl Questions {
         Registration { questions: self, id }
     }
 
+    /// The call sent as request `id`, if it can ask its client.
+    pub(super) fn get(&self, id: &RequestId) -> Option<Arc<Asking>> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+    }
+
     /// The call a server's request belongs to: the one whose response
     /// stream carried it, or else the only one in flight.
     fn call_for(&self, origin: Option<&InboundStreamOrigin>) -> Result<Arc<Asking>, AskError> {

@@ -460,7 +460,7 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
                 // words; otherwise the server's 401 starts discovery.
                 tokens.current(&url).await?;
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    OAuthHttp { inner: client, tokens: tokens.clone() },
+                    OAuthHttp { inner: client, tokens: tokens.clone(), shown_by: Some(shown_by(server)) },
                     config,
                 );
                 // A failure to get a token says why better than the transport.
@@ -483,6 +483,33 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
                 .map_err(|e| explain_http_error(&url, &e.to_string()))
         }
     }
+}
+
+/// How a sign-in URL reaches the person behind the call whose request the
+/// server refused for want of scope: a URL elicitation through the call's
+/// client ([`super::questions`]).
+fn shown_by(server: &Arc<Server>) -> super::oauth::ShownBy {
+    let server = server.clone();
+    Arc::new(move |id| {
+        let asking = server.questions.get(id)?;
+        let name = server.cfg.name.clone();
+        let show = move |url: &str| {
+            let mut id = [0u8; 12];
+            getrandom::fill(&mut id).map_err(|e| e.to_string())?;
+            let params = serde_json::json!({
+                "mode": "url",
+                "message": format!("MCP server {name} wants more access: sign in again to grant it"),
+                "url": url,
+                "elicitationId": hex::encode(id),
+            });
+            match asking.ask("elicitation/create", params) {
+                Ok(answer) if answer["action"] == "accept" => Ok(()),
+                Ok(answer) => Err(format!("the person answered {}", answer["action"])),
+                Err(e) => Err(e.to_string()),
+            }
+        };
+        Some(super::oauth::ShowUrl { show: Arc::new(show), wait: server.ask_limits.0 })
+    })
 }
 
 /// How long a connection must last for the reconnect backoff to reset.

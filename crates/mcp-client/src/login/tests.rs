@@ -123,11 +123,11 @@ async fn an_expired_or_refused_login_is_refreshed_else_the_user_is_told_to_sign_
     assert_eq!(load(dir.path(), "srv").unwrap().unwrap().access_token, "new-1");
     assert_eq!(tokens.current().await.unwrap(), "new-1", "valid: no refresh");
     // A 401 for a replaced token: the current one; for the current one: a refresh.
-    assert_eq!(tokens.refused(Some("old"), Refusal::Unauthorized, "").await.unwrap(), "new-1");
-    assert_eq!(tokens.refused(Some("new-1"), Refusal::Unauthorized, "").await.unwrap(), "new-2");
-    // More scope: sign in again.
+    assert_eq!(tokens.refused(Some("old"), Refusal::Unauthorized, "", None).await.unwrap(), "new-1");
+    assert_eq!(tokens.refused(Some("new-1"), Refusal::Unauthorized, "", None).await.unwrap(), "new-2");
+    // More scope, and no person behind the request to show a URL to: sign in again.
     let e = tokens
-        .refused(Some("new-2"), Refusal::InsufficientScope, r#"Bearer error="insufficient_scope", scope="admin""#)
+        .refused(Some("new-2"), Refusal::InsufficientScope, r#"Bearer error="insufficient_scope", scope="admin""#, None)
         .await
         .unwrap_err();
     assert!(e.contains("(admin)") && e.ends_with("run `toolhost auth login srv`"), "{e}");

@@ -4,7 +4,15 @@
 use super::{OAuthHttp, Refusal};
 use futures::stream::BoxStream;
 use http::{HeaderName, HeaderValue};
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, RequestId};
+
+/// The id of a request (none for a notification or a response).
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        rmcp::model::JsonRpcMessage::Request(r) => Some(r.id.clone()),
+        _ => None,
+    }
+}
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
@@ -42,8 +50,9 @@ impl OAuthHttp {
     }
 
     /// Runs `send` with the current token; after a refusal, once more
-    /// with the token the refusal calls for.
-    async fn with_token<T, F, Fut>(&self, uri: &Arc<str>, send: F) -> Result<T, Error>
+    /// with the token the refusal calls for. `id`: the request's, whose
+    /// call's client can be shown a sign-in URL.
+    async fn with_token<T, F, Fut>(&self, uri: &Arc<str>, id: Option<&RequestId>, send: F) -> Result<T, Error>
     where
         F: Fn(Option<String>) -> Fut,
         Fut: Future<Output = Result<T, Error>>,
@@ -55,7 +64,11 @@ impl OAuthHttp {
         if !self.tokens.protects(uri) {
             return first;
         }
-        let token = self.tokens.after_refusal(token.as_deref(), &challenge, why).await.map_err(oauth_error)?;
+        let show = match (why, id, &self.shown_by) {
+            (Refusal::InsufficientScope, Some(id), Some(shown_by)) => shown_by(id),
+            _ => None,
+        };
+        let token = self.tokens.after_refusal(token.as_deref(), &challenge, why, show).await.map_err(oauth_error)?;
         send(Some(token)).await
     }
 }
@@ -71,7 +84,8 @@ impl StreamableHttpClient for OAuthHttp {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
-        self.with_token(&uri, |token| {
+        let id = request_id(&message);
+        self.with_token(&uri, id.as_ref(), |token| {
             self.inner.post_message(uri.clone(), message.clone(), session_id.clone(), token, custom_headers.clone())
         })
         .await
@@ -86,7 +100,8 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> Result<StreamableHttpPostResponse, Error> {
-        self.with_token(&uri, |token| {
+        let id = request_id(&message);
+        self.with_token(&uri, id.as_ref(), |token| {
             self.inner.post_message_with_response_limits(
                 uri.clone(),
                 message.clone(),
@@ -118,7 +133,7 @@ impl StreamableHttpClient for OAuthHttp {
         _auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.with_token(&uri, |token| {
+        self.with_token(&uri, None, |token| {
             self.inner.get_stream(uri.clone(), session_id.clone(), last_event_id.clone(), token, custom_headers.clone())
         })
         .await
@@ -133,7 +148,7 @@ impl StreamableHttpClient for OAuthHttp {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<BoxStream<'static, Result<Sse, SseError>>, Error> {
-        self.with_token(&uri, |token| {
+        self.with_token(&uri, None, |token| {
             self.inner.get_stream_with_max_sse_event_size(
                 uri.clone(),
                 session_id.clone(),

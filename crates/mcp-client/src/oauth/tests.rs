@@ -189,7 +189,8 @@ async fn a_401_challenge_leads_to_a_token_for_the_challenged_scope_then_a_step_u
     assert_eq!(tokens.current(&server).await.unwrap(), None);
 
     // No resource_metadata in the challenge: the well-known URL is found.
-    let t = tokens.after_refusal(None, r#"Bearer error="invalid_token", scope="tools:call""#, Refusal::Unauthorized);
+    let t =
+        tokens.after_refusal(None, r#"Bearer error="invalid_token", scope="tools:call""#, Refusal::Unauthorized, None);
     assert_eq!(t.await.unwrap(), "tok-1");
     let (body, auth) = seen.lock().unwrap()[0].clone();
     let f = form(&body);
@@ -202,19 +203,19 @@ async fn a_401_challenge_leads_to_a_token_for_the_challenged_scope_then_a_step_u
 
     // 403 insufficient_scope: the challenged scope is added.
     let step_up = r#"Bearer error="insufficient_scope", scope="tools:admin""#;
-    let t = tokens.after_refusal(Some("tok-1"), step_up, Refusal::InsufficientScope).await.unwrap();
+    let t = tokens.after_refusal(Some("tok-1"), step_up, Refusal::InsufficientScope, None).await.unwrap();
     assert_eq!(t, "tok-2");
     assert_eq!(form(&seen.lock().unwrap()[1].0)["scope"], "tools:call tools:admin");
     // Refused again for a scope already asked for: no loop, a clear error.
-    let e = tokens.after_refusal(Some("tok-2"), step_up, Refusal::InsufficientScope).await.unwrap_err();
+    let e = tokens.after_refusal(Some("tok-2"), step_up, Refusal::InsufficientScope, None).await.unwrap_err();
     assert!(e.contains("already asks for every scope"), "{e}");
     assert_eq!(seen.lock().unwrap().len(), 2);
     assert_eq!(tokens.take_error().as_deref(), Some(e.as_str()));
 
     // A 401 for a token another request already replaced: that one, no fetch.
-    assert_eq!(tokens.after_refusal(Some("tok-1"), "Bearer", Refusal::Unauthorized).await.unwrap(), "tok-2");
+    assert_eq!(tokens.after_refusal(Some("tok-1"), "Bearer", Refusal::Unauthorized, None).await.unwrap(), "tok-2");
     // A 401 for the current token: a new one.
-    assert_eq!(tokens.after_refusal(Some("tok-2"), "Bearer", Refusal::Unauthorized).await.unwrap(), "tok-3");
+    assert_eq!(tokens.after_refusal(Some("tok-2"), "Bearer", Refusal::Unauthorized, None).await.unwrap(), "tok-3");
 }
 
 #[tokio::test]
@@ -223,13 +224,13 @@ async fn without_a_challenged_scope_every_supported_scope_is_asked_for() {
     let server = format!("{base}/mcp");
     let tokens = TokenSource::new(client_credentials(), &server, reqwest::Client::new()).unwrap();
     let challenge = format!(r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#);
-    tokens.after_refusal(None, &challenge, Refusal::Unauthorized).await.unwrap();
+    tokens.after_refusal(None, &challenge, Refusal::Unauthorized, None).await.unwrap();
     assert_eq!(form(&seen.lock().unwrap()[0].0)["scope"], "tools:read tools:call");
 
     // Configured scopes win over both.
     let cfg = OAuthConfig { scopes: vec!["mine".into()], ..client_credentials() };
     let tokens = TokenSource::new(cfg, &server, reqwest::Client::new()).unwrap();
-    tokens.after_refusal(None, r#"Bearer scope="theirs""#, Refusal::Unauthorized).await.unwrap();
+    tokens.after_refusal(None, r#"Bearer scope="theirs""#, Refusal::Unauthorized, None).await.unwrap();
     assert_eq!(form(&seen.lock().unwrap()[1].0)["scope"], "mine");
 }
 
@@ -240,12 +241,12 @@ async fn metadata_for_another_resource_gets_no_token_request() {
     let server = format!("{base}/other");
     let tokens = TokenSource::new(client_credentials(), &server, reqwest::Client::new()).unwrap();
     let challenge = format!(r#"Bearer resource_metadata="{base}/.well-known/oauth-protected-resource/mcp""#);
-    let e = tokens.after_refusal(None, &challenge, Refusal::Unauthorized).await.unwrap_err();
+    let e = tokens.after_refusal(None, &challenge, Refusal::Unauthorized, None).await.unwrap_err();
     assert!(e.contains("asks for no token for another resource"), "{e}");
     assert!(seen.lock().unwrap().is_empty(), "no token request was made");
     // A challenge naming a plain-http metadata URL off loopback is not followed.
     let e = tokens
-        .after_refusal(None, r#"Bearer resource_metadata="http://metadata.example/prm""#, Refusal::Unauthorized)
+        .after_refusal(None, r#"Bearer resource_metadata="http://metadata.example/prm""#, Refusal::Unauthorized, None)
         .await
         .unwrap_err();
     assert!(e.contains("is not https"), "{e}");

@@ -37,6 +37,12 @@ pub struct Call {
     /// there is one, and declined when there is none.
     #[arg(long)]
     accept_defaults: bool,
+    /// Write each URL the tool asks to have opened (a URL elicitation, or
+    /// an external server wanting its sign-in renewed with more scope) to
+    /// this file, one per line, and take it as opened: for a script that
+    /// plays the browser. Without it, such a URL is shown on the terminal.
+    #[arg(long, value_name = "FILE")]
+    print_url_to: Option<std::path::PathBuf>,
     #[command(flatten)]
     host: HostArgs,
 }
@@ -55,7 +61,11 @@ impl Call {
         let a = &started.assembly;
         let host = &a.host;
         let interactive = self.arguments != "-" && std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
-        let asker = ask::Terminal { accept_defaults: self.accept_defaults, interactive };
+        let asker = ask::Terminal {
+            accept_defaults: self.accept_defaults,
+            interactive,
+            print_url_to: self.print_url_to.clone(),
+        };
         let ctx = CallContext { asker: Some(std::sync::Arc::new(asker)), ..CallContext::default() };
         let out = match (self.agent.as_deref(), self.tier) {
             (None, None) => host.call(&self.tool, &args, &ctx),

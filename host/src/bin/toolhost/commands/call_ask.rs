@@ -13,6 +13,8 @@ pub struct Terminal {
     pub accept_defaults: bool,
     /// Stdin and stderr are a terminal: a person can be asked.
     pub interactive: bool,
+    /// URLs go to this file and are taken as opened (`--print-url-to`).
+    pub print_url_to: Option<std::path::PathBuf>,
 }
 
 impl Asker for Terminal {
@@ -25,8 +27,19 @@ impl Asker for Terminal {
         let message = params.get("message").and_then(Value::as_str).unwrap_or_default();
         let message = toolhost::tool::log_safe(message);
         if params.get("mode").and_then(Value::as_str) == Some("url") {
+            let url = params.get("url").and_then(Value::as_str).unwrap_or_default();
+            if let Some(file) = &self.print_url_to {
+                let mut f = std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(file)
+                    .map_err(|e| AskError::Failed(format!("--print-url-to {}: {e}", file.display())))?;
+                writeln!(f, "{url}")
+                    .map_err(|e| AskError::Failed(format!("--print-url-to {}: {e}", file.display())))?;
+                return Ok(json!({"action": "accept"}));
+            }
             return match self.interactive {
-                true => url(&message, params.get("url").and_then(Value::as_str).unwrap_or_default()),
+                true => open_url(&message, url),
                 false => Err(AskError::Unsupported("`toolhost call` without a terminal cannot open a URL".into())),
             };
         }
@@ -77,7 +90,7 @@ fn line(prompt: &str) -> Option<String> {
     }
 }
 
-fn url(message: &str, url: &str) -> Result<Value, AskError> {
+fn open_url(message: &str, url: &str) -> Result<Value, AskError> {
     eprintln!("\n{message}\nOpen: {}", toolhost::tool::log_safe(url));
     match line("Press Enter when done, or type n to decline: ").as_deref() {
         None => Ok(json!({"action": "cancel"})),
