@@ -68,6 +68,9 @@ impl Asking {
                 "the server's {method} is {size} bytes (at most {MAX_QUESTION_BYTES})"
             )));
         }
+        if params["mode"] == "url" && !crate::tool::offer::is_web_url(params["url"].as_str().unwrap_or_default()) {
+            return Err(AskError::Failed("an elicitation URL is http: or https:".into()));
+        }
         if self.asks_left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_err() {
             return Err(AskError::Failed(format!(
                 "this call has asked its client {} times already (limits.asks_per_call)",

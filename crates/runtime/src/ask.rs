@@ -156,7 +156,7 @@ impl Host for State {
         url: String,
         elicitation_id: String,
     ) -> wasmtime::Result<Result<ElicitResult, AskError>> {
-        if !(url.starts_with("https://") || url.starts_with("http://")) {
+        if !toolhost_types::offer::is_web_url(&url) {
             return Ok(Err(AskError::Refused("an elicitation URL is http: or https:".into())));
         }
         let message = self.values.redact(&message).into_owned();

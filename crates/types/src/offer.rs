@@ -97,6 +97,13 @@ pub enum AskError {
     Suspended,
 }
 
+/// Whether `url` is an `http:` or `https:` URL, its scheme in any case:
+/// the only kind a question may ask a person to open.
+pub fn is_web_url(url: &str) -> bool {
+    let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
+    matches!(scheme.as_deref(), Some("http" | "https"))
+}
+
 /// How a running call reaches the MCP client that made it.
 pub trait Asker: Send + Sync {
     /// Sends the request `method` (`elicitation/create`,
@@ -104,4 +111,18 @@ pub trait Asker: Send + Sync {
     /// most `wait`, for its result (the MCP result object). Blocks: called
     /// from the call's own thread.
     fn ask(&self, method: &str, params: Value, wait: Duration) -> Result<Value, AskError>;
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_question_may_point_only_at_a_web_url_whatever_the_case_of_its_scheme() {
+        use super::is_web_url;
+        for ok in ["https://wiki.example/login", "HTTPS://wiki.example", "Http://127.0.0.1:8/x"] {
+            assert!(is_web_url(ok), "{ok}");
+        }
+        for bad in ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "wiki.example", "", "ftp://x"] {
+            assert!(!is_web_url(bad), "{bad}");
+        }
+    }
 }

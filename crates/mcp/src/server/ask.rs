@@ -1,9 +1,12 @@
 //! How a running plugin call reaches the MCP client that made it: the
-//! [`Asker`] a `tools/call` gives its call. The question goes to the
-//! client as a request of the server's (`elicitation/create`,
-//! `sampling/createMessage`) on the call's own stream, and the call's
-//! thread waits for the answer, at most the wait it was given, or until
-//! the client cancels the call.
+//! [`Asker`] a `tools/call` gives its call. On 2025-11-25 the question
+//! goes to the client as a request of the server's (`elicitation/create`,
+//! `sampling/createMessage`): over streamable HTTP rmcp sends it on the
+//! session's GET stream, not the call's own response stream (a client
+//! without a GET stream open does not see it); the call's thread waits for
+//! the answer, at most the wait it was given, or until the client cancels
+//! the call or its session ends. On 2026-07-28 ([`ReplayAsker`]) the call
+//! ends with an `input_required` result instead.
 
 use super::*;
 use crate::tool::offer::{AskError, Asker};
@@ -95,6 +98,15 @@ impl Asker for PeerAsker {
     }
 }
 
+/// Whether `key` names a question a call can ask: `<n>-elicit` or
+/// `<n>-sample`, n from 1 to 1,000.
+fn is_question_key(key: &str) -> bool {
+    let Some((n, kind)) = key.split_once('-') else { return false };
+    matches!(kind, "elicit" | "sample")
+        && n.parse::<u32>().is_ok_and(|n| (1..=1000).contains(&n))
+        && !n.starts_with('0')
+}
+
 /// Where a modern call's earlier answers travel: `requestState` is this
 /// prefix and the answers as base64 JSON. The client echoes it; what it
 /// holds are the client's own answers, so a client that changes it only
@@ -128,7 +140,10 @@ impl ReplayAsker {
         if let Some(state) = state {
             let bad = || ErrorData::invalid_params("requestState is not one this server sent", None);
             if state.len() > MAX_REQUEST_STATE {
-                return Err(bad());
+                return Err(ErrorData::invalid_params(
+                    format!("requestState is {} bytes; this server sends at most {MAX_REQUEST_STATE}", state.len()),
+                    None,
+                ));
             }
             use base64::Engine as _;
             let encoded = state.strip_prefix(STATE_PREFIX).ok_or_else(bad)?;
@@ -136,6 +151,9 @@ impl ReplayAsker {
             answers = serde_json::from_slice(&bytes).map_err(|_| bad())?;
         }
         answers.extend(responses.unwrap_or_default());
+        // Only answers to questions a call can ask (`<n>-elicit`,
+        // `<n>-sample`) travel on: nothing else rides the next state.
+        answers.retain(|key, _| is_question_key(key));
         Ok(ReplayAsker { capabilities, answers, asked: Default::default(), needed: Default::default() })
     }
 
@@ -150,8 +168,9 @@ impl ReplayAsker {
             let state = serde_json::to_vec(&self.answers).unwrap_or_default();
             let state = format!("{STATE_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(state));
             if state.len() > MAX_REQUEST_STATE {
-                return Err(ErrorData::internal_error(
-                    format!("the answers to this call's questions exceed {MAX_REQUEST_STATE} bytes"),
+                // The answers are the client's: it sent too much.
+                return Err(ErrorData::invalid_params(
+                    format!("the answers to this call's questions exceed {MAX_REQUEST_STATE} bytes: answer with less"),
                     None,
                 ));
             }
@@ -190,5 +209,34 @@ impl Asker for ReplayAsker {
                 Err(AskError::Suspended)
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_answers_to_questions_a_call_can_ask_ride_the_state() {
+        assert!(is_question_key("1-elicit") && is_question_key("8-sample") && is_question_key("1000-elicit"));
+        for bad in ["0-elicit", "01-elicit", "1001-sample", "1-other", "elicit", "-1-elicit", "x-sample", ""] {
+            assert!(!is_question_key(bad), "{bad}");
+        }
+        let responses = std::collections::BTreeMap::from([
+            ("1-elicit".to_string(), json!({"action": "accept"})),
+            ("junk".to_string(), json!("x".repeat(1000))),
+        ]);
+        let asker = ReplayAsker::new(None, Some(responses), None).unwrap();
+        assert_eq!(asker.answers.keys().collect::<Vec<_>>(), ["1-elicit"]);
+    }
+
+    #[test]
+    fn an_oversized_request_state_is_the_clients_error_and_says_its_size() {
+        let state = format!("{STATE_PREFIX}{}", "A".repeat(MAX_REQUEST_STATE));
+        let e = ReplayAsker::new(None, None, Some(&state)).err().unwrap();
+        assert_eq!(e.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+        assert!(e.message.contains(&format!("{} bytes", state.len())), "{}", e.message);
+        let e = ReplayAsker::new(None, None, Some("forged")).err().unwrap();
+        assert_eq!(e.message, "requestState is not one this server sent");
     }
 }

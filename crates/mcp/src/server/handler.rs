@@ -41,6 +41,17 @@ impl ServerHandler for McpFront {
         info
     }
 
+    /// What a 2026-07-28 client discovers: [`Self::get_info`], less
+    /// `resources.subscribe` (`resources/subscribe` is 2025-11-25's; the
+    /// newer revision has no such request).
+    async fn discover(&self, _context: RequestContext<RoleServer>) -> Result<rmcp::model::DiscoverResult, ErrorData> {
+        let mut info = self.get_info();
+        if let Some(r) = info.capabilities.resources.as_mut() {
+            r.subscribe = None;
+        }
+        Ok(rmcp::model::DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), info))
+    }
+
     /// One page of the session's tools, [`TOOLS_PER_PAGE`] at most, with
     /// a cursor to the next; a turn starts only with the first page.
     async fn list_tools(
