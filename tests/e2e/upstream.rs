@@ -75,7 +75,7 @@ fn upstream_names_always_fit_the_rule_and_hostile_ones_are_skipped() {
     let tools: Vec<Value> = serde_json::from_str(&stdout(&o)).unwrap();
     let names: Vec<&str> =
         tools.iter().filter(|t| t["provider"] == "evil").map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names.len(), 9, "{names:?}");
+    assert_eq!(names.len(), 10, "{names:?}");
     for n in ["env_dump", "huge", "evil_dotted_name", "typed_liar", "typed_silent", "typed_honest"] {
         assert!(names.contains(&n), "{n} in {names:?}");
     }
@@ -130,6 +130,13 @@ fn an_upstreams_huge_result_is_held_to_the_output_cap() {
     assert!(!o.status.success());
     assert!(stderr(&o).contains("over the 1048576 byte output limit"), "{}", stderr(&o));
     assert!(stdout(&o).len() < 4096, "nothing of it is printed");
+    // An answer that is not a tool result at all: its error is a line's
+    // worth, not the 2 MB it carried.
+    let o = run(dir.path(), "warn", &["call", "not_a_result", "{}"]);
+    assert!(!o.status.success());
+    let err = stderr(&o);
+    assert!(err.contains("not a tool result"), "{}", &err[..err.len().min(2000)]);
+    assert!(err.len() < 16 << 10, "{} bytes of error", err.len());
 }
 
 fn evil_http(args: &[&str]) -> (Proc, u16) {
@@ -566,13 +573,13 @@ async fn a_ten_thousand_tool_upstream_is_cut_at_max_tools_and_tools_list_pages()
     assert!(pages.len() >= 3 && pages[0] == 500 && pages[1] == 500, "{pages:?}");
     let all = client.list_all_tools().await.unwrap();
     assert_eq!(all.len(), pages.iter().sum::<usize>());
-    // The first 1,000 it lists: its 11 own tools, then many_0 ... many_988.
+    // The first 1,000 it lists: its 12 own tools, then many_0 ... many_987.
     let many = all
         .iter()
         .filter(|t| t.name.strip_prefix("many_").is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit())))
         .count();
-    assert_eq!(many, 989, "the first 1000 of its listing");
-    assert!(all.iter().any(|t| t.name == "many_988") && !all.iter().any(|t| t.name == "many_989"));
+    assert_eq!(many, 988, "the first 1000 of its listing");
+    assert!(all.iter().any(|t| t.name == "many_987") && !all.iter().any(|t| t.name == "many_988"));
     let names: std::collections::HashSet<_> = all.iter().map(|t| t.name.to_string()).collect();
     assert_eq!(names.len(), all.len(), "no tool on two pages");
     let bad = client.list_tools(Some(PaginatedRequestParams::default().with_cursor(Some("nonsense".into())))).await;

@@ -15,7 +15,8 @@
       structuredContent {"x": "nope"}, none, and {"x": 1}), and the
       resource template {+all} (a catch-all with no scheme) beside
       evil://item/{id}.
-      Also enormous: answers with 200 MB of text, written as it goes.
+      Also enormous: answers with 200 MB of text, written as it goes; and
+      not_a_result: answers with {"resultType": "weird", "blob": 2 MB}.
       With EVIL_REQUESTS=FILE set, it appends each message it receives to
       FILE as one JSON line, {"method": ..., "uri": ..., "name": ...}
       (uri and name from params, null when absent), before answering.
@@ -123,13 +124,15 @@ def answer(req: dict) -> dict | None:
         typed = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
         tools = [tool(n) for n in names]
         tools += [dict(tool(n), outputSchema=typed) for n in ["typed_liar", "typed_silent", "typed_honest"]]
-        tools += [tool("enormous")]
+        tools += [tool("enormous"), tool("not_a_result")]
         tools += [tool(f"many_{i}") for i in range(OPTIONS["many"])]
         result = {"tools": tools}
         OPTIONS["lists"] += 1
         if OPTIONS["flood"]:
             with open(OPTIONS["flood"], "w") as f:
                 f.write(str(OPTIONS["lists"]))
+    elif method == "tools/call" and req["params"]["name"] == "not_a_result":
+        result = {"resultType": "weird", "blob": "Z" * (2 << 20)}
     elif method == "tools/call":
         name = req["params"]["name"]
         if name == "env_dump":

@@ -267,7 +267,10 @@ impl Provider for McpTools {
             Ok(other) => {
                 return Err(CallError::Failed {
                     tool: tool.to_string(),
-                    message: format!("the server answered tools/call with an unexpected result: {other:?}"),
+                    message: format!(
+                        "the server answered tools/call with something that is not a tool result: {}",
+                        cut(&serde_json::to_string(&other).unwrap_or_default())
+                    ),
                 });
             }
             Err(ServiceError::Timeout { .. }) => {

@@ -28,7 +28,7 @@ impl State {
     fn ask(&mut self, method: &str, params: Value) -> wasmtime::Result<Result<Value, AskError>> {
         let Some(asker) = self.asker.clone() else {
             return Ok(Err(AskError::Unsupported(
-                "this call came from no MCP client that can be asked (a one-shot `toolhost call`, a probe)".into(),
+                "this call came from no client that can be asked (a calibration probe, or a caller without one)".into(),
             )));
         };
         if self.asks_left == 0 {

@@ -97,9 +97,14 @@ pub enum AskError {
     Suspended,
 }
 
-/// Whether `url` is an `http:` or `https:` URL, its scheme in any case:
-/// the only kind a question may ask a person to open.
+/// Whether `url` is an `http:` or `https:` URL, its scheme in any case,
+/// with no whitespace or control character anywhere (a line break would
+/// start another URL in a file of them): the only kind a question may
+/// ask a person to open.
 pub fn is_web_url(url: &str) -> bool {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return false;
+    }
     let scheme = url.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
     matches!(scheme.as_deref(), Some("http" | "https"))
 }
@@ -121,7 +126,18 @@ mod tests {
         for ok in ["https://wiki.example/login", "HTTPS://wiki.example", "Http://127.0.0.1:8/x"] {
             assert!(is_web_url(ok), "{ok}");
         }
-        for bad in ["javascript:alert(1)", "file:///etc/passwd", "data:text/html,x", "wiki.example", "", "ftp://x"] {
+        for bad in [
+            "javascript:alert(1)",
+            "file:///etc/passwd",
+            "data:text/html,x",
+            "wiki.example",
+            "",
+            "ftp://x",
+            "https://ok.example/\nfile:///etc/passwd",
+            "https://ok.example/\r\njavascript:alert(1)",
+            "https://ok.example/\u{1b}[2J",
+            " https://ok.example",
+        ] {
             assert!(!is_web_url(bad), "{bad}");
         }
     }

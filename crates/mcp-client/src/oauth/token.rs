@@ -90,6 +90,31 @@ impl ClientKey {
     }
 }
 
+/// The subject token of a token exchange's form.
+fn id_token_of(pairs: &[(&str, String)]) -> String {
+    pairs.iter().find(|(k, _)| *k == "subject_token").map(|(_, v)| v.clone()).unwrap_or_default()
+}
+
+/// `said` (a server's words) with every secret toolhost sent it, and the
+/// forms they travel in (form-encoded, in an HTTP Basic header), blanked:
+/// a server that echoes the request must not put them in the log.
+fn redacted(said: String, secrets: &[String]) -> String {
+    let mut said = said;
+    for secret in secrets.iter().filter(|s| s.len() >= 4) {
+        let encoded = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect::<String>();
+        for form in [secret.as_str(), encoded.as_str()] {
+            said = said.replace(form, "[redacted]");
+        }
+    }
+    // Any Basic credentials: base64 of `id:secret`.
+    if let Some(i) = said.find("Basic ") {
+        let end =
+            said[i + 6..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').map_or(said.len(), |e| i + 6 + e);
+        said.replace_range(i + 6..end, "[redacted]");
+    }
+    said
+}
+
 /// How the client authenticates at an authorization server that lists
 /// `methods` (`token_endpoint_auth_methods_supported`; empty: unsaid).
 pub(super) fn client_auth(has_key: bool, methods: &[String], issuer: &str) -> Result<ClientAuth, String> {
@@ -159,10 +184,12 @@ impl TokenSource {
                 request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
             }
         }
+        let secrets: Vec<String> = vec![id_token_of(&pairs), x.idp_client_secret.clone()];
         let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
         let response = request.body(form).send().await.map_err(|e| format!("{what}: {e}"))?;
         let (status, body) = json_answer(response, &what).await?;
         if let Some(said) = refusal(status, &body) {
+            let said = redacted(said, &secrets);
             return Err(format!("{what} refused to exchange the ID token ({status}): {said}"));
         }
         if body["issued_token_type"].as_str() != Some(ID_JAG) {
@@ -222,10 +249,15 @@ impl TokenSource {
                 pairs.push(("client_assertion", key.sign(&self.cfg.client_id, &audience)?));
             }
         }
+        // What was sent that a server could echo back in its refusal.
+        let mut secrets: Vec<String> = vec![self.cfg.client_secret.clone()];
+        secrets.extend(
+            pairs.iter().filter(|(k, _)| matches!(*k, "assertion" | "client_assertion")).map(|(_, v)| v.clone()),
+        );
         let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
         let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
         let (status, body) = json_answer(response, &format!("token endpoint {url}")).await?;
-        if let Some(said) = refusal(status, &body) {
+        if let Some(said) = refusal(status, &body).map(|s| redacted(s, &secrets)) {
             return Err(format!(
                 "token endpoint {url} refused the {} ({status}): {said}{}",
                 if self.cfg.cross_app.is_some() { "identity assertion grant" } else { "client credentials" },
@@ -298,6 +330,16 @@ mod tests {
         assert!(e.contains("signs with RS256"), "{e}");
         let e = ClientKey::load("/nonexistent/key.pem", None, None).unwrap_err();
         assert!(e.contains("/nonexistent/key.pem"), "{e}");
+    }
+
+    #[test]
+    fn a_refusal_that_echoes_what_was_sent_is_logged_without_the_secrets() {
+        let secrets = vec!["s3cret&=".to_string(), "eyJhbGciOi.payload.sig".to_string(), String::new()];
+        let said =
+            "bad request: client_secret=s3cret%26%3D assertion=eyJhbGciOi.payload.sig auth=Basic Y2lkOnMzY3JldA== end";
+        let out = redacted(said.to_string(), &secrets);
+        assert_eq!(out, "bad request: client_secret=[redacted] assertion=[redacted] auth=Basic [redacted] end");
+        assert_eq!(redacted("nothing to hide".into(), &secrets), "nothing to hide");
     }
 
     #[test]

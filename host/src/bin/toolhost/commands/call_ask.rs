@@ -28,6 +28,9 @@ impl Asker for Terminal {
         let message = toolhost::tool::log_safe(message);
         if params.get("mode").and_then(Value::as_str) == Some("url") {
             let url = params.get("url").and_then(Value::as_str).unwrap_or_default();
+            if !toolhost::tool::offer::is_web_url(url) {
+                return Err(AskError::Failed("an elicitation URL is http: or https:, with no spaces".into()));
+            }
             if let Some(file) = &self.print_url_to {
                 let mut f = std::fs::OpenOptions::new()
                     .create(true)
