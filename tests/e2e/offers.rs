@@ -18,7 +18,7 @@ use std::process::Command;
 use toolhost_test_artifacts::CONFORMANCE_PATH;
 
 /// Runs `py_client.py` against `target` in `mode` with `args` first.
-fn py(dir: &std::path::Path, mode: &str, args: &[&str], target: &[String]) -> Value {
+pub(crate) fn py(dir: &std::path::Path, mode: &str, args: &[&str], target: &[String]) -> Value {
     let mut cmd = Command::new(python());
     cmd.current_dir(dir).arg(peer("py_client.py")).args(["--mode", mode]).args(args).args(target);
     let run = run(&format!("py_client.py --mode {mode} {args:?} {target:?}"), cmd);
@@ -27,7 +27,8 @@ fn py(dir: &std::path::Path, mode: &str, args: &[&str], target: &[String]) -> Va
     serde_json::from_str(line).unwrap_or_else(|e| panic!("py_client printed no JSON ({e})\n{}", run.report()))
 }
 
-fn text(result: &Value) -> &str {
+/// A result's first text block.
+pub(crate) fn text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {result}"))
 }
 

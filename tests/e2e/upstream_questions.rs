@@ -11,7 +11,8 @@
 //! `limits.asks_per_call`; a client that declares no elicitation gets the
 //! upstream a decline, and the call an answer.
 
-use crate::peers::{free_port, peer, peers_dir, python, run, serve_http, spawn_listening, test_dir};
+use crate::offers::text;
+use crate::peers::{free_port, peers_dir, python, serve_http, spawn_listening, test_dir};
 use serde_json::{Value, json};
 use std::process::Command;
 
@@ -31,16 +32,7 @@ fn config(url: &str) -> String {
 
 /// `py_client.py --mode MODE ARGS --http URL`: its JSON.
 fn py(mode: &str, args: &[&str], url: &str) -> Value {
-    let mut cmd = Command::new(python());
-    cmd.arg(peer("py_client.py")).args(["--mode", mode]).args(args).args(["--http", url]);
-    let run = run(&format!("py_client.py --mode {mode} {args:?}"), cmd);
-    assert!(run.status.success(), "{}", run.report());
-    let line = run.stdout.lines().last().unwrap_or_default();
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("py_client printed no JSON ({e})\n{}", run.report()))
-}
-
-fn text(result: &Value) -> &str {
-    result["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text: {result}"))
+    crate::offers::py(std::path::Path::new("."), mode, args, &["--http".to_string(), url.to_string()])
 }
 
 fn events(dir: &std::path::Path) -> Vec<String> {

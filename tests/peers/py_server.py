@@ -166,6 +166,16 @@ def main() -> None:
         uvicorn.run(guarded(server.streamable_http_app(), args), host="127.0.0.1", port=args.http, log_level="warning")
 
 
+async def read_body(receive) -> bytes:
+    """An ASGI request's whole body."""
+    body = b""
+    while True:
+        m = await receive()
+        body += m.get("body", b"")
+        if not m.get("more_body"):
+            return body
+
+
 def refusing(app, refused: str):
     """Wraps the MCP app: requests for `refused` are refused; each request is recorded."""
     import json
@@ -173,12 +183,7 @@ def refusing(app, refused: str):
     async def asgi(scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             return await app(scope, receive, send)
-        body = b""
-        while True:
-            m = await receive()
-            body += m.get("body", b"")
-            if not m.get("more_body"):
-                break
+        body = await read_body(receive)
         try:
             message = json.loads(body)
         except ValueError:
@@ -230,12 +235,7 @@ def guarded(app, args):
             return await app(scope, receive, send)
         headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
         if scope["path"] == "/token" and args.oauth:
-            body = b""
-            while True:
-                m = await receive()
-                body += m.get("body", b"")
-                if not m.get("more_body"):
-                    break
+            body = await read_body(receive)
             form = urllib.parse.parse_qs(body.decode())
             want = "Basic " + base64.b64encode(args.oauth.encode()).decode()
             if headers.get("authorization") != want:

@@ -257,9 +257,7 @@ async fn token_request(
         .timeout(REQUEST_TIMEOUT);
     match (auth_method, client_secret) {
         ("client_secret_basic", Some(secret)) => {
-            let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-            let basic = base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", enc(client_id), enc(secret)));
-            request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+            request = request.header(reqwest::header::AUTHORIZATION, super::oauth::basic_auth(client_id, secret));
         }
         ("client_secret_post", Some(secret)) => {
             pairs.push(("client_id", client_id.to_string()));
@@ -267,10 +265,20 @@ async fn token_request(
         }
         _ => pairs.push(("client_id", client_id.to_string())),
     }
+    // What was sent that a server could echo back in its refusal: every
+    // value but the grant type, the redirect URI and the resource.
+    let secrets: Vec<String> = pairs
+        .iter()
+        .filter(|(k, _)| !matches!(*k, "grant_type" | "redirect_uri" | "resource" | "client_id"))
+        .map(|(_, v)| v.clone())
+        .collect();
     let form = url::form_urlencoded::Serializer::new(String::new()).extend_pairs(pairs).finish();
     let response = request.body(form).send().await.map_err(|e| format!("token endpoint {url}: {e}"))?;
     let (status, body) = super::oauth::json_answer(response, &format!("token endpoint {url}")).await?;
     if let Some(said) = super::oauth::refusal(status, &body) {
+        let mut secrets = secrets;
+        secrets.extend(client_secret.map(String::from));
+        let said = super::oauth::redacted(said, &secrets);
         return Err(format!("token endpoint {url} refused ({status}): {said}"));
     }
     let (access, expires_in) = super::oauth::bearer_token(&body, &url)?;
@@ -372,11 +380,8 @@ async fn login_text(server: &McpServerConfig, state_dir: &Path, options: LoginOp
     let discovery = TokenSource::new(oauth.clone(), &server_url, client.clone())?;
     let meta: LoginMetadata = discovery.discover_login(&challenge).await?;
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| format!("the redirect listener on 127.0.0.1: {e}"))?;
-    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-    let redirect_uri = format!("http://127.0.0.1:{port}{REDIRECT_PATH}");
+    let authorization = Authorization::start().await?;
+    let redirect_uri = authorization.redirect_uri.clone();
 
     // The client id.
     let (client_id, client_secret, auth_method) = if !oauth.client_id.is_empty() {
@@ -395,35 +400,12 @@ async fn login_text(server: &McpServerConfig, state_dir: &Path, options: LoginOp
         ));
     };
 
-    let verifier = pkce_verifier()?;
-    let state = random(24)?;
-    let mut authorize = meta.authorization_endpoint.clone();
-    {
-        let mut q = authorize.query_pairs_mut();
-        q.append_pair("response_type", "code")
-            .append_pair("client_id", &client_id)
-            .append_pair("redirect_uri", &redirect_uri)
-            .append_pair("code_challenge", &pkce_challenge(&verifier))
-            .append_pair("code_challenge_method", "S256")
-            .append_pair("state", &state)
-            .append_pair("resource", &meta.resource);
-        if !meta.scopes.is_empty() {
-            q.append_pair("scope", &meta.scopes.join(" "));
-        }
-    }
+    let authorize = authorization.url(&meta.authorization_endpoint, &client_id, &meta.resource, &meta.scopes);
     (options.show_url)(authorize.as_str());
-    let code = tokio::time::timeout(options.timeout, wait_for_redirect(&listener, &state)).await.map_err(|_| {
+    let code = tokio::time::timeout(options.timeout, authorization.redirect()).await.map_err(|_| {
         format!("no sign-in came back within {} s (the redirect to {redirect_uri})", options.timeout.as_secs())
     })??;
-    drop(listener);
-
-    let pairs = vec![
-        ("grant_type", "authorization_code".to_string()),
-        ("code", code),
-        ("redirect_uri", redirect_uri),
-        ("code_verifier", verifier),
-        ("resource", meta.resource.clone()),
-    ];
+    let pairs = authorization.token_pairs(code, &meta.resource);
     let tokens =
         token_request(&client, meta.token_endpoint.as_str(), &auth_method, &client_id, client_secret.as_deref(), pairs)
             .await?;
@@ -443,6 +425,62 @@ async fn login_text(server: &McpServerConfig, state_dir: &Path, options: LoginOp
     save(state_dir, name, &stored)?;
     tracing::info!(server = %name, issuer = %stored.issuer, "signed in");
     Ok(stored)
+}
+
+/// One authorization request's own parts: the loopback listener its
+/// redirect comes back to, the PKCE verifier and the `state`.
+struct Authorization {
+    listener: tokio::net::TcpListener,
+    redirect_uri: String,
+    verifier: String,
+    state: String,
+}
+
+impl Authorization {
+    /// Listens on 127.0.0.1 (an ephemeral port) and draws the secrets.
+    async fn start() -> Result<Authorization, String> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .map_err(|e| format!("the redirect listener on 127.0.0.1: {e}"))?;
+        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+        let redirect_uri = format!("http://127.0.0.1:{port}{REDIRECT_PATH}");
+        Ok(Authorization { listener, redirect_uri, verifier: pkce_verifier()?, state: random(24)? })
+    }
+
+    /// The URL the person opens: PKCE S256, `state`, `resource`, the scopes.
+    fn url(&self, endpoint: &reqwest::Url, client_id: &str, resource: &str, scopes: &[String]) -> reqwest::Url {
+        let mut url = endpoint.clone();
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("response_type", "code")
+                .append_pair("client_id", client_id)
+                .append_pair("redirect_uri", &self.redirect_uri)
+                .append_pair("code_challenge", &pkce_challenge(&self.verifier))
+                .append_pair("code_challenge_method", "S256")
+                .append_pair("state", &self.state)
+                .append_pair("resource", resource);
+            if !scopes.is_empty() {
+                q.append_pair("scope", &scopes.join(" "));
+            }
+        }
+        url
+    }
+
+    /// The code the redirect brings (unbounded: the caller times it).
+    async fn redirect(&self) -> Result<String, String> {
+        wait_for_redirect(&self.listener, &self.state).await
+    }
+
+    /// The token request's form for `code`.
+    fn token_pairs(&self, code: String, resource: &str) -> Vec<(&'static str, String)> {
+        vec![
+            ("grant_type", "authorization_code".to_string()),
+            ("code", code),
+            ("redirect_uri", self.redirect_uri.clone()),
+            ("code_verifier", self.verifier.clone()),
+            ("resource", resource.to_string()),
+        ]
+    }
 }
 
 /// Dynamic client registration (RFC 7591): a native client with the
@@ -664,29 +702,13 @@ impl LoginTokens {
         scopes.extend(wanted.into_iter().filter(|w| !record.scopes.contains(w)));
         let discovery = TokenSource::new(OAuthConfig::default(), &record.server_url, self.client.clone())?;
         let meta = discovery.discover_login(challenge).await?;
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .map_err(|e| format!("the redirect listener on 127.0.0.1: {e}"))?;
-        let port = listener.local_addr().map_err(|e| e.to_string())?.port();
-        let redirect_uri = format!("http://127.0.0.1:{port}{REDIRECT_PATH}");
-        let verifier = pkce_verifier()?;
-        let state = random(24)?;
-        let mut authorize = meta.authorization_endpoint.clone();
-        authorize
-            .query_pairs_mut()
-            .append_pair("response_type", "code")
-            .append_pair("client_id", &record.client_id)
-            .append_pair("redirect_uri", &redirect_uri)
-            .append_pair("code_challenge", &pkce_challenge(&verifier))
-            .append_pair("code_challenge_method", "S256")
-            .append_pair("state", &state)
-            .append_pair("resource", &record.resource)
-            .append_pair("scope", &scopes.join(" "));
+        let authorization = Authorization::start().await?;
+        let authorize = authorization.url(&meta.authorization_endpoint, &record.client_id, &record.resource, &scopes);
         tracing::info!(server = %self.server, scopes = %scopes.join(" "), "the server wants more scope: asking the caller to sign in again");
         let url = authorize.to_string();
         let ask = show.show.clone();
         let mut shown = Some(tokio::task::spawn_blocking(move || ask(&url)));
-        let redirect = tokio::time::timeout(show.wait, wait_for_redirect(&listener, &state));
+        let redirect = tokio::time::timeout(show.wait, authorization.redirect());
         tokio::pin!(redirect);
         let code = loop {
             tokio::select! {
@@ -701,14 +723,7 @@ impl LoginTokens {
                 }
             }
         };
-        let code = code??;
-        let pairs = vec![
-            ("grant_type", "authorization_code".to_string()),
-            ("code", code),
-            ("redirect_uri", redirect_uri),
-            ("code_verifier", verifier),
-            ("resource", record.resource.clone()),
-        ];
+        let pairs = authorization.token_pairs(code??, &record.resource);
         let endpoint = meta.token_endpoint.to_string();
         let tokens = token_request(
             &self.client,

@@ -707,6 +707,7 @@ pub(super) type ShownBy = Arc<dyn Fn(&rmcp::model::RequestId) -> Option<ShowUrl>
 
 mod oauth_client;
 mod token;
+pub(super) use token::{basic_auth, redacted};
 
 /// Where a server's authorization server is, as discovery found it.
 struct Issuer {

@@ -225,6 +225,8 @@ impl Provider for McpTools {
                 Round::Answer(r) => break r,
                 Round::Cancelled => return Err(CallError::Cancelled { tool: tool.to_string() }),
                 Round::TimedOut => {
+                    // As if the server were gone: the supervisor pings now.
+                    self.server.recheck.notify_one();
                     return Err(CallError::Timeout {
                         tool: tool.to_string(),
                         limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -251,14 +253,11 @@ impl Provider for McpTools {
             cost.set_waited(asking.waited());
         }
         // A call that failed as if the server were gone (a restart, a stale
-        // session): have the supervisor check the connection now rather
-        // than at its next ping.
+        // session; a timed-out one above): have the supervisor check the
+        // connection now rather than at its next ping.
         if matches!(
             response,
-            Err(ServiceError::Timeout { .. }
-                | ServiceError::TransportClosed
-                | ServiceError::TransportSend(_)
-                | ServiceError::Cancelled { .. })
+            Err(ServiceError::TransportClosed | ServiceError::TransportSend(_) | ServiceError::Cancelled { .. })
         ) {
             self.server.recheck.notify_one();
         }
@@ -271,12 +270,6 @@ impl Provider for McpTools {
                         "the server answered tools/call with something that is not a tool result: {}",
                         cut(&serde_json::to_string(&other).unwrap_or_default())
                     ),
-                });
-            }
-            Err(ServiceError::Timeout { .. }) => {
-                return Err(CallError::Timeout {
-                    tool: tool.to_string(),
-                    limit_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
                 });
             }
             // An answer cut at the message limit as it arrived.

@@ -36,21 +36,21 @@ pub(super) struct Asking {
     asker: Arc<dyn Asker>,
     /// Longest wait for one answer.
     wait: Duration,
-    asks_left: AtomicU32,
-    asks_made: AtomicU32,
+    /// Questions it may ask, and has asked.
+    asks: u32,
+    asked: AtomicU32,
     /// Time spent waiting for answers: done, and the one under way.
     waited: Mutex<(Duration, Option<Instant>)>,
 }
 
 impl Asking {
     pub(super) fn new(asker: Arc<dyn Asker>, wait: Duration, asks: u32) -> Arc<Asking> {
-        Arc::new(Asking {
-            asker,
-            wait,
-            asks_left: AtomicU32::new(asks),
-            asks_made: AtomicU32::new(0),
-            waited: Mutex::new((Duration::ZERO, None)),
-        })
+        Arc::new(Asking { asker, wait, asks, asked: AtomicU32::new(0), waited: Mutex::new((Duration::ZERO, None)) })
+    }
+
+    /// Whether its client answers only on its next try (MCP 2026-07-28).
+    pub(super) fn answers_later(&self) -> bool {
+        self.asker.answers_later()
     }
 
     /// How long the call has waited for its client, the wait under way included.
@@ -71,13 +71,12 @@ impl Asking {
         if params["mode"] == "url" && !crate::tool::offer::is_web_url(params["url"].as_str().unwrap_or_default()) {
             return Err(AskError::Failed("an elicitation URL is http: or https:".into()));
         }
-        if self.asks_left.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1)).is_err() {
+        if self.asked.fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.asks).then_some(n + 1)).is_err() {
             return Err(AskError::Failed(format!(
                 "this call has asked its client {} times already (limits.asks_per_call)",
-                self.asks_made.load(Ordering::Acquire)
+                self.asks
             )));
         }
-        self.asks_made.fetch_add(1, Ordering::AcqRel);
         self.waited.lock().unwrap_or_else(|p| p.into_inner()).1 = Some(Instant::now());
         let answer = self.asker.ask(method, params, self.wait);
         let mut w = self.waited.lock().unwrap_or_else(|p| p.into_inner());

@@ -45,20 +45,13 @@ impl ClientHandler for Handler {
         request: rmcp::model::ElicitRequestParams,
         context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
-        const METHOD: &str = "elicitation/create";
-        let params =
-            serde_json::to_value(&request).map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
-        let origin = context.extensions.get::<rmcp::service::InboundStreamOrigin>();
-        match self.server.questions.relay(origin, METHOD, params).await {
-            Ok(answer) => serde_json::from_value(answer).map_err(|e| {
-                rmcp::ErrorData::internal_error(format!("the client's answer to {METHOD} is not valid: {e}"), None)
-            }),
+        match self.relay("elicitation/create", &request, &context).await {
             // Nobody to ask: declined, as a client without a person would.
-            Err(crate::tool::offer::AskError::Unsupported(why)) => {
+            Err(Relayed::Unasked(_, why)) => {
                 tracing::debug!(server = %self.server.cfg.name, "elicitation declined: {why}");
                 Ok(rmcp::model::ElicitResult::new(rmcp::model::ElicitationAction::Decline))
             }
-            Err(e) => Err(super::questions::to_mcp_error(METHOD, &e)),
+            other => other.map_err(Relayed::into_error),
         }
     }
 
@@ -68,16 +61,7 @@ impl ClientHandler for Handler {
         request: rmcp::model::CreateMessageRequestParams,
         context: rmcp::service::RequestContext<RoleClient>,
     ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
-        const METHOD: &str = "sampling/createMessage";
-        let params =
-            serde_json::to_value(&request).map_err(|e| rmcp::ErrorData::invalid_params(e.to_string(), None))?;
-        let origin = context.extensions.get::<rmcp::service::InboundStreamOrigin>();
-        match self.server.questions.relay(origin, METHOD, params).await {
-            Ok(answer) => serde_json::from_value(answer).map_err(|e| {
-                rmcp::ErrorData::internal_error(format!("the client's answer to {METHOD} is not valid: {e}"), None)
-            }),
-            Err(e) => Err(super::questions::to_mcp_error(METHOD, &e)),
-        }
+        self.relay("sampling/createMessage", &request, &context).await.map_err(Relayed::into_error)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -128,6 +112,50 @@ impl ClientHandler for Handler {
             _ => "error",
         };
         self.server.relay.log(level, &text);
+    }
+}
+
+/// Why a server's question got no answer to pass back.
+enum Relayed {
+    /// The call's client cannot be asked (the method, why).
+    Unasked(&'static str, String),
+    /// Any other failure, as the server reads it.
+    Error(rmcp::ErrorData),
+}
+
+impl Relayed {
+    fn into_error(self) -> rmcp::ErrorData {
+        match self {
+            Relayed::Unasked(method, why) => {
+                rmcp::ErrorData::internal_error(format!("toolhost could not relay {method}: {why}"), None)
+            }
+            Relayed::Error(e) => e,
+        }
+    }
+}
+
+impl Handler {
+    /// Relays the server's `method` request to the client of the call it
+    /// belongs to ([`super::questions`]) and reads its answer back as `T`.
+    async fn relay<T: serde::de::DeserializeOwned>(
+        &self,
+        method: &'static str,
+        request: &impl serde::Serialize,
+        context: &rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<T, Relayed> {
+        let params = serde_json::to_value(request)
+            .map_err(|e| Relayed::Error(rmcp::ErrorData::invalid_params(e.to_string(), None)))?;
+        let origin = context.extensions.get::<rmcp::service::InboundStreamOrigin>();
+        match self.server.questions.relay(origin, method, params).await {
+            Ok(answer) => serde_json::from_value(answer).map_err(|e| {
+                Relayed::Error(rmcp::ErrorData::internal_error(
+                    format!("the client's answer to {method} is not valid: {e}"),
+                    None,
+                ))
+            }),
+            Err(crate::tool::offer::AskError::Unsupported(why)) => Err(Relayed::Unasked(method, why)),
+            Err(e) => Err(Relayed::Error(super::questions::to_mcp_error(method, &e))),
+        }
     }
 }
 
@@ -323,7 +351,7 @@ fn explain_http_error(url: &str, e: &str) -> String {
 const LEGACY_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2025_11_25;
 /// The newest protocol version toolhost speaks as a client: it probes
 /// with `server/discover` at this version first.
-pub(crate) const OFFERED_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2026_07_28;
+const OFFERED_PROTOCOL: rmcp::model::ProtocolVersion = rmcp::model::ProtocolVersion::V_2026_07_28;
 
 /// How a connection starts: `server/discover` at [`OFFERED_PROTOCOL`],
 /// falling back to `initialize` at [`LEGACY_PROTOCOL`] when the server
@@ -489,9 +517,16 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
 /// server refused for want of scope: a URL elicitation through the call's
 /// client ([`super::questions`]).
 fn shown_by(server: &Arc<Server>) -> super::oauth::ShownBy {
-    let server = server.clone();
+    // Weak: the transport holding this must not keep its server alive.
+    let server = Arc::downgrade(server);
     Arc::new(move |id| {
+        let server = server.upgrade()?;
         let asking = server.questions.get(id)?;
+        // A client that answers on its next try (2026-07-28) cannot be
+        // asked: the redirect must come back to this try's listener.
+        if asking.answers_later() {
+            return None;
+        }
         let name = server.cfg.name.clone();
         let show = move |url: &str| {
             let mut id = [0u8; 12];

@@ -116,6 +116,13 @@ pub trait Asker: Send + Sync {
     /// most `wait`, for its result (the MCP result object). Blocks: called
     /// from the call's own thread.
     fn ask(&self, method: &str, params: Value, wait: Duration) -> Result<Value, AskError>;
+
+    /// Whether answers come only with the client's next try of the call
+    /// (MCP 2026-07-28): a question whose answer must be acted on within
+    /// this try (a sign-in whose redirect comes back to it) cannot be asked.
+    fn answers_later(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

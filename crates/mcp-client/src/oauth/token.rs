@@ -98,7 +98,7 @@ fn id_token_of(pairs: &[(&str, String)]) -> String {
 /// `said` (a server's words) with every secret toolhost sent it, and the
 /// forms they travel in (form-encoded, in an HTTP Basic header), blanked:
 /// a server that echoes the request must not put them in the log.
-fn redacted(said: String, secrets: &[String]) -> String {
+pub(crate) fn redacted(said: String, secrets: &[String]) -> String {
     let mut said = said;
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         let encoded = url::form_urlencoded::byte_serialize(secret.as_bytes()).collect::<String>();
@@ -113,6 +113,13 @@ fn redacted(said: String, secrets: &[String]) -> String {
         said.replace_range(i + 6..end, "[redacted]");
     }
     said
+}
+
+/// An HTTP Basic `Authorization` value for a client id and secret, both
+/// form-encoded before they are joined (RFC 6749 §2.3.1).
+pub(crate) fn basic_auth(id: &str, secret: &str) -> String {
+    let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{}:{}", enc(id), enc(secret))))
 }
 
 /// How the client authenticates at an authorization server that lists
@@ -178,10 +185,8 @@ impl TokenSource {
         match x.idp_client_secret.is_empty() {
             true => pairs.push(("client_id", x.idp_client_id.clone())),
             false => {
-                let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                let pair = format!("{}:{}", enc(&x.idp_client_id), enc(&x.idp_client_secret));
-                let basic = base64::engine::general_purpose::STANDARD.encode(pair);
-                request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+                request =
+                    request.header(reqwest::header::AUTHORIZATION, basic_auth(&x.idp_client_id, &x.idp_client_secret));
             }
         }
         let secrets: Vec<String> = vec![id_token_of(&pairs), x.idp_client_secret.clone()];
@@ -229,11 +234,8 @@ impl TokenSource {
             .timeout(super::REQUEST_TIMEOUT);
         match endpoint.auth {
             ClientAuth::Basic => {
-                // RFC 6749 §2.3.1: both form-encoded before they are joined.
-                let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
-                let pair = format!("{}:{}", enc(&self.cfg.client_id), enc(&self.cfg.client_secret));
-                let basic = base64::engine::general_purpose::STANDARD.encode(pair);
-                request = request.header(reqwest::header::AUTHORIZATION, format!("Basic {basic}"));
+                request = request
+                    .header(reqwest::header::AUTHORIZATION, basic_auth(&self.cfg.client_id, &self.cfg.client_secret));
             }
             ClientAuth::Post => {
                 pairs.push(("client_id", self.cfg.client_id.clone()));

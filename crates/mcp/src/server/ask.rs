@@ -181,6 +181,10 @@ impl ReplayAsker {
 }
 
 impl Asker for ReplayAsker {
+    fn answers_later(&self) -> bool {
+        true
+    }
+
     fn ask(&self, method: &str, params: Value, _wait: Duration) -> Result<Value, AskError> {
         let kind = if method == "sampling/createMessage" { "sample" } else { "elicit" };
         let caps = self.capabilities.as_ref();
