@@ -128,7 +128,7 @@ fn inspect_shows_digest_imports_and_tools() {
     let imports: Vec<&str> = v["imports"].as_array().unwrap().iter().map(|i| i.as_str().unwrap()).collect();
     assert!(imports.iter().any(|i| i.starts_with("wasi:random/random")), "{imports:?}");
     assert!(!imports.iter().any(|i| i.starts_with("wasi:sockets")), "{imports:?}");
-    assert!(v["exports"].as_array().unwrap().iter().any(|e| e == "toolhost:plugin/tool@0.1.1"));
+    assert!(v["exports"].as_array().unwrap().iter().any(|e| e == "toolhost:plugin/tool@0.1.2"));
     let names: Vec<&str> = v["tools"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["roll", "roll_table"]);
 

@@ -44,7 +44,7 @@ fn a_component_of_another_world_is_refused_naming_what_it_exports() {
         LoadErrorKind::WrongWorld { exports } => assert!(exports.iter().any(|x| x.starts_with("wasi:cli/run")), "{e}"),
         other => panic!("{other}"),
     }
-    assert!(e.to_string().contains("must export toolhost:plugin/tool@0.1.1"), "{e}");
+    assert!(e.to_string().contains("must export toolhost:plugin/tool@0.1.2"), "{e}");
 }
 
 #[test]

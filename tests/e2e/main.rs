@@ -90,6 +90,7 @@ mod reload;
 mod review;
 mod revocations;
 mod sigstore;
+mod tasks;
 mod trust;
 mod turns;
 mod ui;

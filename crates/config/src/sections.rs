@@ -636,6 +636,15 @@ pub struct LimitsConfig {
     pub input_wait_ms: Option<u64>,
     /// Questions one call may ask its client (default 8).
     pub asks_per_call: Option<u32>,
+    /// Tasks (a long tool run on its own, MCP tasks) one agent may have
+    /// running at once (default 8); past it a new task is refused.
+    pub tasks_per_agent: Option<u32>,
+    /// Finished tasks whose results are kept per agent (default 32); past
+    /// it the oldest finished one is dropped.
+    pub task_results_per_agent: Option<u32>,
+    /// Longest a task and its result are kept from its creation, ms
+    /// (default 900000: 15 minutes; a client may ask for less).
+    pub task_ttl_ms: Option<u64>,
     /// How a plugin not compiled before is compiled: `fast-first` (the
     /// default: fast code at once, optimized code in the background),
     /// `optimized` (before its first call) or `fast` (never optimized).
@@ -707,6 +716,15 @@ impl LimitsConfig {
         }
         if let Some(n) = self.asks_per_call {
             l.asks_per_call = n;
+        }
+        if let Some(n) = self.tasks_per_agent {
+            l.tasks_per_agent = n;
+        }
+        if let Some(n) = self.task_results_per_agent {
+            l.task_results_per_agent = n;
+        }
+        if let Some(ms) = self.task_ttl_ms {
+            l.task_ttl = Duration::from_millis(ms.max(1000));
         }
         l
     }

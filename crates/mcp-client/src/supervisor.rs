@@ -692,6 +692,13 @@ async fn register(host: &Arc<Pipeline>, server: &Arc<Server>) -> bool {
                     .map(|ms| u32::try_from(ms).unwrap_or(u32::MAX)),
                 unmeasured_tier: server.cfg.tier.filter(|_| estimated.is_none()),
                 deep_until_measured: max.is_none() && server.cfg.timeout_ms.is_none(),
+                // `_meta["toolhost/long_running"]` (or `long_running`,
+                // top-level or under `toolhost`), as the latency fields.
+                long_running: ["toolhost/long_running", "long_running"]
+                    .iter()
+                    .find_map(|k| meta.get(*k).or_else(|| meta.get("toolhost").and_then(|m| m.get(*k))))
+                    .and_then(Value::as_bool)
+                    .unwrap_or(false),
             },
             probe_arguments: None,
             // Passed on to toolhost's own clients as the server gave them.

@@ -201,13 +201,12 @@ enum Identity {
     Agent(String),
 }
 
-type Services = HashMap<Identity, (Service, Arc<LocalSessionManager>, Arc<crate::server::room::Room>)>;
+/// Each endpoint's rmcp service, its sessions, and the front its sessions
+/// are made from (its turns' room, its tasks).
+type Services = HashMap<Identity, (Service, Arc<LocalSessionManager>, McpFront)>;
 type Tokens = Vec<(Vec<u8>, Identity, TokenId)>;
-type MakeService = Box<
-    dyn Fn(Option<String>) -> Result<(Service, Arc<LocalSessionManager>, Arc<crate::server::room::Room>), HttpError>
-        + Send
-        + Sync,
->;
+type MakeService =
+    Box<dyn Fn(Option<String>) -> Result<(Service, Arc<LocalSessionManager>, McpFront), HttpError> + Send + Sync>;
 
 /// The endpoints and tokens of one config generation: swapped whole when a
 /// config reload adds or removes agents or changes `server.tokens`.
@@ -296,8 +295,8 @@ pub fn router(
         // removes the session from the manager's map.
         manager.session_config.keep_alive = Some(idle);
         let manager = Arc::new(manager);
-        let room = front.room().clone();
-        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager, room))
+        let endpoint = front.clone();
+        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager, endpoint))
     });
     let mut services = HashMap::new();
     let mut slugs = HashMap::new();
@@ -644,7 +643,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     if let Some(slug) = turn_slug {
         return turn::post(&front, &endpoints, slug, request).await;
     }
-    let Some((service, manager, _)) = endpoints.services.get(&target) else {
+    let Some((service, manager, endpoint)) = endpoints.services.get(&target) else {
         return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
     };
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
@@ -674,11 +673,24 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         Ok(r) => r,
         Err(r) => return r,
     };
+    // A 2025-11-25 session's task request: answered here (rmcp knows only
+    // 2026-07-28's tasks).
+    if let Some(id) = &session
+        && let Some(message) = request.extensions().get::<BodyBytes>().and_then(|b| legacy_task(&b.0))
+    {
+        if !manager.has_session(&id.as_str().into()).await.unwrap_or(false) {
+            return invalid_request(StatusCode::NOT_FOUND, "Not Found: Session not found");
+        }
+        let token = token_id.map(|t| t.0.to_string());
+        let answer = endpoint.legacy_task(&message, Some(id.clone()), token).await;
+        return axum::Json(answer).into_response();
+    }
     // rmcp hands the request's parts to the handler, which puts the token's
     // id in the audit trail.
     if let Some(id) = token_id {
         request.extensions_mut().insert(id);
     }
+    let declares = request.extensions().get::<BodyBytes>().is_some_and(|b| declares_tasks(&b.0, session.is_some()));
     let response = match service.clone().oneshot(request).await {
         // A terminated session: 200, as the reference SDKs answer (rmcp's
         // 202 reads as a failure to the Python client).
@@ -695,6 +707,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
             let text = axum::body::to_bytes(Body::new(r.into_body()), 4096).await.unwrap_or_default();
             invalid_request(status, String::from_utf8_lossy(&text).trim())
         }
+        Ok(r) if declares && r.status().is_success() => declare_tasks(r.map(Body::new)).await,
         Ok(r) => r.map(Body::new),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
     };
@@ -713,6 +726,17 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     }
     front.drain.open.store(front.sessions.lock().len(), std::sync::atomic::Ordering::Release);
     response
+}
+
+/// The body's message when it is a 2025-11-25 task request
+/// ([`crate::server::is_legacy_task`]).
+fn legacy_task(body: &[u8]) -> Option<serde_json::Value> {
+    // Cheap first: most bodies are no task's.
+    if !body.windows(5).any(|w| w == b"task\"") && !body.windows(6).any(|w| w == b"tasks/") {
+        return None;
+    }
+    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
+    crate::server::is_legacy_task(&message).then_some(message)
 }
 
 /// `/metrics`, for the operator only: from loopback (unless

@@ -106,6 +106,8 @@ pub struct McpFront {
     /// Wakes this session's watcher when a turn started from outside it
     /// may have changed what it sees.
     nudge: Arc<tokio::sync::Notify>,
+    /// This endpoint's tasks (shared by its sessions: [`tasks`]).
+    tasks: Arc<tasks::Tasks>,
 }
 
 /// `params._meta` keys of a `tools/list` that starts a turn.
@@ -170,6 +172,7 @@ impl McpFront {
             initialized: Arc::default(),
             room,
             nudge: Arc::default(),
+            tasks: Arc::default(),
         })
     }
 
@@ -210,6 +213,7 @@ impl McpFront {
             initialized: Arc::default(),
             room: self.room.clone(),
             nudge: Arc::default(),
+            tasks: self.tasks.clone(),
         }
     }
 
@@ -526,6 +530,8 @@ pub fn tools_at(host: &Pipeline, agent: Option<&str>, tier: Tier) -> Vec<Tool> {
                 "measured_p50_ms": measured.map(|m| (m.p50.as_secs_f64() * 1e5).round() / 100.0),
                 "measured_p99_ms": measured.map(|m| (m.p99.as_secs_f64() * 1e5).round() / 100.0),
             }});
+            // Whether it runs as a task when the client asks ([`tasks`]).
+            m["toolhost"]["task"] = json!(tasks::runs_as_task(host, &t.def, agent, status.tier));
             if let Some(d) = host.budget().long_deadline(&t.def.name, agent) {
                 m["toolhost"]["long_timeout_ms"] = json!(d.as_millis() as u64);
             }
@@ -716,5 +722,7 @@ mod ask;
 mod direct;
 mod handler;
 pub mod room;
+mod tasks;
+pub use tasks::{Tasks, declare_legacy_tasks, is_legacy_task, with_legacy_declarations};
 
 pub use direct::DirectFront;

@@ -173,6 +173,9 @@ pub trait DirectCalls: Send + Sync + 'static {
     /// Whether a request taken under `id` has not been answered (or let go)
     /// yet: a request reusing the id is refused.
     fn in_flight(&self, id: &RequestId) -> bool;
+    /// Takes a 2025-11-25 task request ([`crate::server::is_legacy_task`])
+    /// and answers it later through `replies`; false: rmcp's to answer.
+    fn legacy_task(&self, message: &Value, replies: &Replies) -> bool;
 }
 
 /// The transport's output, for answers sent around rmcp's service.
@@ -221,6 +224,11 @@ impl Owed {
     /// output is closed.
     pub fn send(&self, messages: &[TxJsonRpcMessage<RoleServer>]) -> bool {
         self.0.push_all(messages)
+    }
+
+    /// Queues one message made here (not rmcp's types).
+    pub fn send_value(&self, message: &Value) -> bool {
+        self.0.push(message)
     }
 }
 
@@ -622,6 +630,13 @@ impl<R: AsyncBufRead + Send + Unpin> LineTransport<R> {
                     );
                     return if self.refuse(&r.response) { Ok(None) } else { Err(OutputClosed) };
                 }
+                if let Some(direct) = &self.direct
+                    && crate::server::is_legacy_task(&parsed)
+                    && direct.legacy_task(&parsed, &Replies(self.out.clone()))
+                {
+                    self.line.clear();
+                    return Ok(None);
+                }
                 if let Some(call) = tool_call(&parsed, self.line.trim_ascii()) {
                     self.line.clear();
                     let call = match &self.direct {
@@ -706,7 +721,8 @@ impl<R: AsyncBufRead + Send + Unpin> Transport<RoleServer> for LineTransport<R> 
             self.in_flight.remove(id);
         }
         // Queued now, in the order rmcp sends: the future only reports it.
-        let queued = self.out.push(&item);
+        let declared = crate::server::with_legacy_declarations(&item); // 2025-11-25's tasks
+        let queued = declared.map_or_else(|| self.out.push(&item), |d| self.out.push(&d));
         self.count_requests();
         std::future::ready(if queued { Ok(()) } else { Err(OutputClosed) })
     }

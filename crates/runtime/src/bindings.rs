@@ -1,9 +1,10 @@
 //! The one place the host generates bindings for the WIT worlds.
 //!
 //! The host links against `host-links`, a superset of every world a plugin
-//! may target. Its `offer` export is optional: [`PluginPre`] finds `tool`
-//! (required) and `offer` (when the component exports it) itself, where
-//! the generated pre-instance would require both.
+//! may target. Its `offer` and `execution` exports are optional:
+//! [`PluginPre`] finds `tool` (required), `offer` and `execution` (when the
+//! component exports them) itself, where the generated pre-instance would
+//! require all three.
 
 #![allow(missing_docs)]
 
@@ -18,7 +19,7 @@ wasmtime::component::bindgen!({
 pub use self::toolhost::plugin::host::LogLevel;
 pub use self::toolhost::plugin::types::ResourceBody;
 pub use exports::toolhost::plugin::tool::{Content, ToolError, ToolInfo};
-use exports::toolhost::plugin::{offer, tool};
+use exports::toolhost::plugin::{execution, offer, tool};
 use wasmtime::component::{Instance, InstancePre};
 use wasmtime::{AsContextMut, Result};
 
@@ -27,20 +28,37 @@ pub const TOOL_INTERFACE: &str = "toolhost:plugin/tool";
 /// The export of a plugin that offers resources, prompts or completions,
 /// without its version.
 pub const OFFER_INTERFACE: &str = "toolhost:plugin/offer";
+/// The export of a plugin that says which of its tools run long, without
+/// its version.
+pub const EXECUTION_INTERFACE: &str = "toolhost:plugin/execution";
 /// The contract's package version (`wit/tool.wit`).
-pub const CONTRACT_VERSION: &str = "0.1.1";
+pub const CONTRACT_VERSION: &str = "0.1.2";
 
 /// A component linked and ready to instantiate, with where its exports are.
 pub struct PluginPre<T: 'static> {
     instance_pre: InstancePre<T>,
     tool: tool::GuestIndices,
     offer: Option<offer::GuestIndices>,
+    execution: Option<execution::GuestIndices>,
 }
 
 impl<T: 'static> Clone for PluginPre<T> {
     fn clone(&self) -> Self {
-        PluginPre { instance_pre: self.instance_pre.clone(), tool: self.tool.clone(), offer: self.offer.clone() }
+        PluginPre {
+            instance_pre: self.instance_pre.clone(),
+            tool: self.tool.clone(),
+            offer: self.offer.clone(),
+            execution: self.execution.clone(),
+        }
     }
+}
+
+/// Whether the component of `pre` exports `interface` (any version).
+fn exports<T>(pre: &InstancePre<T>, interface: &str) -> bool {
+    pre.component()
+        .component_type()
+        .exports(pre.engine())
+        .any(|(name, _)| name.starts_with(interface) && name[interface.len()..].starts_with('@'))
 }
 
 impl<T: 'static> PluginPre<T> {
@@ -48,13 +66,15 @@ impl<T: 'static> PluginPre<T> {
     /// `offer` export (when it has one).
     pub fn new(instance_pre: InstancePre<T>) -> Result<Self> {
         let tool = tool::GuestIndices::new(&instance_pre)?;
-        let offers = instance_pre
-            .component()
-            .component_type()
-            .exports(instance_pre.engine())
-            .any(|(name, _)| name.starts_with(OFFER_INTERFACE) && name[OFFER_INTERFACE.len()..].starts_with('@'));
-        let offer = if offers { Some(offer::GuestIndices::new(&instance_pre)?) } else { None };
-        Ok(PluginPre { instance_pre, tool, offer })
+        let offer = match exports(&instance_pre, OFFER_INTERFACE) {
+            true => Some(offer::GuestIndices::new(&instance_pre)?),
+            false => None,
+        };
+        let execution = match exports(&instance_pre, EXECUTION_INTERFACE) {
+            true => Some(execution::GuestIndices::new(&instance_pre)?),
+            false => None,
+        };
+        Ok(PluginPre { instance_pre, tool, offer, execution })
     }
 
     pub fn instance_pre(&self) -> &InstancePre<T> {
@@ -66,6 +86,11 @@ impl<T: 'static> PluginPre<T> {
         self.offer.is_some()
     }
 
+    /// Whether the component exports `execution`.
+    pub fn exports_execution(&self) -> bool {
+        self.execution.is_some()
+    }
+
     /// A fresh instance in `store`.
     pub fn instantiate(&self, mut store: impl AsContextMut<Data = T>) -> Result<Plugin> {
         let instance: Instance = self.instance_pre.instantiate(&mut store)?;
@@ -74,7 +99,11 @@ impl<T: 'static> PluginPre<T> {
             Some(o) => Some(o.load(&mut store, &instance)?),
             None => None,
         };
-        Ok(Plugin { tool, offer })
+        let execution = match &self.execution {
+            Some(e) => Some(e.load(&mut store, &instance)?),
+            None => None,
+        };
+        Ok(Plugin { tool, offer, execution })
     }
 }
 
@@ -82,6 +111,7 @@ impl<T: 'static> PluginPre<T> {
 pub struct Plugin {
     tool: tool::Guest,
     offer: Option<offer::Guest>,
+    execution: Option<execution::Guest>,
 }
 
 impl Plugin {
@@ -92,5 +122,10 @@ impl Plugin {
     /// Its `offer` export, when the component has one.
     pub fn toolhost_plugin_offer(&self) -> Option<&offer::Guest> {
         self.offer.as_ref()
+    }
+
+    /// Its `execution` export, when the component has one.
+    pub fn toolhost_plugin_execution(&self) -> Option<&execution::Guest> {
+        self.execution.as_ref()
     }
 }

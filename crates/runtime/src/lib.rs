@@ -422,6 +422,7 @@ impl Runtime {
             ext: None,
             values: self.values_for(&plugin.name),
             asker: ctx.and_then(|c| c.asker.clone()),
+            cancel: ctx.and_then(|c| c.cancel.clone()),
             asks_left: limits.asks_per_call,
             asks_made: 0,
             input_wait: limits.input_wait,
@@ -448,21 +449,34 @@ impl Runtime {
         // before copying it, so no call makes the host allocate much more than
         // the output cap, aliased pointers or not.
         store.set_hostcall_fuel(limits.output_bytes + HOSTCALL_SLACK);
-        let ticks = deadline.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64;
-        store.set_epoch_deadline(ticks.max(1));
+        // A call that can be cancelled (its client gave up, or cancelled
+        // its task) looks at its cancellation every CANCEL_CHECK.
+        let slice = |left: Duration, cancellable: bool| {
+            let left = if cancellable { left.min(CANCEL_CHECK) } else { left };
+            (left.as_nanos().div_ceil(ticker::TICK.as_nanos()) as u64).max(1)
+        };
+        store.set_epoch_deadline(slice(deadline, store.data().cancel.is_some()));
         // The deadline can move: a call waiting for its client's answer
         // (`ask.rs`) is not running. When the ticks run out, the call ends
-        // unless its deadline moved past now.
-        store.epoch_deadline_callback(|store| {
-            let left = store.data().deadline.saturating_duration_since(Instant::now());
+        // unless its deadline moved past now (or it was cancelled).
+        store.epoch_deadline_callback(move |store| {
+            let data = store.data();
+            if data.cancel.as_ref().is_some_and(toolhost_types::Cancel::is_cancelled) {
+                return Err(wasmtime::Trap::Interrupt.into());
+            }
+            let left = data.deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(wasmtime::Trap::Interrupt.into());
             }
-            Ok(wasmtime::UpdateDeadline::Continue(left.as_nanos().div_ceil(ticker::TICK.as_nanos()).max(1) as u64))
+            Ok(wasmtime::UpdateDeadline::Continue(slice(left, data.cancel.is_some())))
         });
         Ok(store)
     }
 }
+
+/// How often a running call that can be cancelled looks at its
+/// cancellation (between, it runs at full speed).
+const CANCEL_CHECK: Duration = Duration::from_millis(50);
 
 /// Bytes of each pooled table slot reset in place (the rest is released):
 /// one host page, so that a table of a page or less is reset with a memset

@@ -66,6 +66,15 @@ pub struct Limits {
     pub input_wait: Duration,
     /// Most questions one call may ask its client.
     pub asks_per_call: u32,
+    /// Most tasks (MCP tasks: a long tool called to run on its own) one
+    /// agent may have running at once; past it a new task is refused.
+    pub tasks_per_agent: u32,
+    /// Most finished tasks whose results are kept per agent; past it the
+    /// oldest finished task is dropped.
+    pub task_results_per_agent: u32,
+    /// Longest a task and its result are kept, from its creation (a client
+    /// may ask for less).
+    pub task_ttl: Duration,
     /// Size of the instance pool's memory slots, when per-plugin limits
     /// ([`PluginLimits`]) allow more than `memory_bytes` (0: `memory_bytes`).
     /// An engine setting: read at start only.
@@ -146,6 +155,9 @@ impl Default for Limits {
             http_request_bytes: 1 << 20,
             input_wait: Duration::from_secs(300),
             asks_per_call: 8,
+            tasks_per_agent: 8,
+            task_results_per_agent: 32,
+            task_ttl: Duration::from_secs(900),
             host_resources_per_call: 1024,
             pool_memory_bytes: 0,
             compile: crate::CompileMode::FastFirst,

@@ -430,6 +430,15 @@ fn read_tools(plugin: &WasmPlugin) -> Result<Vec<ToolDef>, LoadErrorKind> {
         }
         tools.push(def);
     }
+    for name in plugin.long_running().map_err(LoadErrorKind::ListTools)? {
+        match tools.iter_mut().find(|t| t.name == name) {
+            Some(t) => t.meta.long_running = true,
+            None => {
+                let reason = "named by `long-running` but not one of the plugin's tools".into();
+                return Err(LoadErrorKind::BadTool { tool: toolhost_types::log_safe(&name).into_owned(), reason });
+            }
+        }
+    }
     Ok(tools)
 }
 

@@ -249,6 +249,22 @@ impl WasmPlugin {
         if self.runtime.is_winch(self.code.pre().instance_pre().engine()) { "winch" } else { "cranelift" }
     }
 
+    /// The names its `execution` export says run long (none without one).
+    pub(crate) fn long_running(&self) -> Result<Vec<String>, CallError> {
+        if !self.code.pre().exports_execution() {
+            return Ok(Vec::new());
+        }
+        let limits = self.runtime.limits_for(&self.name);
+        let deadline = limits.deadlines().for_declared(Some(1000));
+        let (result, _, _, _) = self.run("long-running", deadline, None, &limits, |plugin, store| {
+            match plugin.toolhost_plugin_execution() {
+                Some(e) => e.call_long_running(store),
+                None => Ok(Vec::new()),
+            }
+        });
+        result
+    }
+
     pub(crate) fn list_tools(&self) -> Result<Vec<bindings::ToolInfo>, CallError> {
         let limits = self.runtime.limits_for(&self.name);
         let deadline = limits.deadlines().for_declared(Some(1000));
@@ -346,6 +362,10 @@ impl WasmPlugin {
             // Ended to wait for its client's input: the caller answers
             // `input_required` and the client tries again with the answers.
             Err(_) if state.suspended => Err(CallError::Cancelled { tool: tool.to_string() }),
+            // Its caller cancelled it (the epoch callback ended it).
+            Err(_) if state.cancel.as_ref().is_some_and(toolhost_types::Cancel::is_cancelled) => {
+                Err(CallError::Cancelled { tool: tool.to_string() })
+            }
             Ok(_) if late => Err(CallError::Timeout { tool: tool.to_string(), limit_ms: deadline.as_millis() as u64 }),
             r => r.map_err(|e| {
                 let extension = rt.extensions.iter().find(|x| self.held.contains(x.capability())).map(|x| &**x);

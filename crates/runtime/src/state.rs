@@ -50,6 +50,10 @@ pub struct State {
     pub(crate) events: Option<Arc<dyn Fn(PluginEvent) + Send + Sync>>,
     /// When the call must end; bounds guest timers (see `clock.rs`).
     pub(crate) deadline: Instant,
+    /// The call's cancellation, when its caller can cancel it: checked
+    /// at the epoch callback, so a cancelled call stops within
+    /// `CANCEL_CHECK` of running guest code.
+    pub(crate) cancel: Option<toolhost_types::Cancel>,
     /// The guest asked a timer to wait past `deadline` (it was cut there).
     pub(crate) timer_cut: bool,
     /// The memory store, when granted.

@@ -59,6 +59,10 @@ pub struct ToolMeta {
     /// rather than its tier's, so a slow tool is not cut off for what
     /// nobody said.
     pub deep_until_measured: bool,
+    /// The tool says it runs long: a client that speaks MCP tasks may call
+    /// it as a task (a DEEP-tier tool may be called so too), which answers
+    /// at once and is polled for its result.
+    pub long_running: bool,
 }
 
 /// Hints about a tool's behaviour, as MCP's tool annotations carry them.

@@ -77,9 +77,10 @@ pub(super) async fn post(front: &Front, endpoints: &Endpoints, slug: &str, reque
         return error(StatusCode::NOT_FOUND, "not_found", &format!("no agent endpoint /mcp/{slug}"));
     };
     let target = Identity::Agent(agent.clone());
-    let Some((_, _, room)) = endpoints.services.get(&target) else {
+    let Some((_, _, endpoint)) = endpoints.services.get(&target) else {
         return error(StatusCode::NOT_FOUND, "not_found", "no such agent");
     };
+    let room = endpoint.room();
     let shape = match shape(request.uri().query()) {
         Ok(s) => s,
         Err(r) => return r,

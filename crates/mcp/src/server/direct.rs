@@ -191,6 +191,22 @@ impl crate::stdio::DirectCalls for DirectFront {
         None
     }
 
+    fn legacy_task(&self, message: &Value, replies: &crate::stdio::Replies) -> bool {
+        let front = self.front.clone();
+        if front.negotiated.get().is_none() {
+            return false;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else { return false };
+        let owed = replies.owe();
+        let message = message.clone();
+        runtime.spawn(async move {
+            let session = Some(front.session_id.to_string());
+            let answer = front.legacy_task(&message, session, None).await;
+            owed.send_value(&answer);
+        });
+        true
+    }
+
     fn cancel(&self, id: &RequestId) {
         if let Some(flag) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).get(id) {
             flag.store(true, Ordering::Release);

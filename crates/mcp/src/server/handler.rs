@@ -14,8 +14,13 @@ pub const TOOLS_PER_PAGE: usize = 500;
 
 impl ServerHandler for McpFront {
     fn get_info(&self) -> ServerConfig {
-        let mut capabilities =
-            ServerCapabilities::builder().enable_tools().enable_tool_list_changed().enable_logging().build();
+        // Tasks (2026-07-28's extension) for long tools: [`super::tasks`].
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_logging()
+            .enable_tasks()
+            .build();
         let mut resources = ResourcesCapability::default();
         resources.list_changed = Some(true);
         resources.subscribe = Some(true);
@@ -342,6 +347,19 @@ impl ServerHandler for McpFront {
             false => None,
         };
         let args = Value::Object(request.arguments.unwrap_or_default());
+        // A long tool, for a 2026-07-28 client that declared tasks: a task,
+        // answered at once ([`super::tasks`]).
+        if modern && context.client_capabilities().is_some_and(|c| c.supports_tasks()) && self.runs_as_task(&name) {
+            let token = context
+                .extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.extensions.get::<crate::http::TokenId>())
+                .map(|t| t.0.to_string());
+            let who = (Some(self.session_of(&context)), token);
+            let dialect = Dialect::of(context.protocol_version().as_ref());
+            let view = self.tasks.start(self, &name, args, None, who, dialect)?;
+            return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(view.modern())));
+        }
 
         // The plugin reports from a blocking thread; a task forwards its
         // reports to the client in order, and is drained before the result
@@ -454,6 +472,39 @@ impl ServerHandler for McpFront {
             crate::content::shape_result(&mut r, dialect);
             r.into()
         })
+    }
+
+    /// 2026-07-28's `tasks/get` ([`super::tasks`]).
+    async fn get_task(
+        &self,
+        request: rmcp::model::GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
+        Ok(rmcp::model::GetTaskResult::new(self.tasks.get(&request.task_id)?.detailed()))
+    }
+
+    /// 2026-07-28's `tasks/cancel`: the task's call is stopped; a finished
+    /// task is left as it is.
+    async fn cancel_task(
+        &self,
+        request: rmcp::model::CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.cancel(&request.task_id, false).map(|_| ())
+    }
+
+    /// 2026-07-28's `tasks/update`: a task's call asks its client nothing
+    /// (it has no request to ask on), so there is nothing to answer.
+    async fn update_task(
+        &self,
+        request: rmcp::model::UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.tasks.get(&request.task_id)?;
+        Err(ErrorData::invalid_params(
+            "this task asked nothing: a task's call cannot ask its client questions here",
+            None,
+        ))
     }
 
     async fn set_level(

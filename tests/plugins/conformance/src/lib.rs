@@ -13,7 +13,7 @@
 
 #[allow(missing_docs)]
 mod bindings {
-    wit_bindgen::generate!({ path: "../../../wit", world: "server-plugin" });
+    wit_bindgen::generate!({ path: "../../../wit", world: "long-server-plugin" });
 }
 
 mod asks;
@@ -164,6 +164,14 @@ impl Guest for Plugin {
                 false,
             ),
             tool(
+                "long_quest",
+                "A long tool (declared long-running, p50 2 s): works `steps` steps of 100 ms (default 20, at most 100), reporting each, then answers; not one of the suite's.",
+                r#"{"type":"object","properties":{"steps":{"type":"integer","minimum":1,"maximum":100}}}"#,
+                2000,
+                20000,
+                false,
+            ),
+            tool(
                 "ask_forever",
                 "Hostile: asks the client (`kind`: elicit or sample) again and again until refused; not one of the suite's.",
                 r#"{"type":"object","properties":{"kind":{"enum":["elicit","sample"]}},"required":["kind"]}"#,
@@ -225,10 +233,33 @@ impl Guest for Plugin {
             "test_elicitation_sep1330_enums" => asks::enums(),
             "elicit_url" => asks::url(&arguments),
             "ask_forever" => asks::forever(&arguments),
+            "long_quest" => {
+                let steps = number_arg(&arguments, "steps").unwrap_or(20).clamp(1, 100);
+                for i in 1..=steps {
+                    std::thread::sleep(Duration::from_millis(100));
+                    host::progress(i as f64, Some(steps as f64), Some(&format!("step {i} of {steps}")));
+                }
+                Ok(vec![text(&format!("The quest is done after {steps} steps"))])
+            }
             other => Err(ToolError::NotFound(format!("no tool named {other}"))),
         }
     }
 }
 
+/// `long_quest` runs long: a client that speaks MCP tasks may call it as one.
+impl bindings::exports::toolhost::plugin::execution::Guest for Plugin {
+    fn long_running() -> Vec<String> {
+        vec!["long_quest".into()]
+    }
+}
+
 #[cfg(target_arch = "wasm32")]
 bindings::export!(Plugin with_types_in bindings);
+
+/// The whole number at `key` of the arguments' JSON text, if any.
+fn number_arg(arguments: &str, key: &str) -> Option<u32> {
+    let at = arguments.find(&format!("\"{key}\""))? + key.len() + 2;
+    let rest = arguments[at..].trim_start().strip_prefix(':')?.trim_start();
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().ok()
+}

@@ -1,0 +1,539 @@
+//! Tasks: a long tool called to run on its own, its result fetched later
+//! (MCP's tasks, in both revisions: 2025-11-25's experimental `tasks` and
+//! 2026-07-28's `io.modelcontextprotocol/tasks` extension).
+//!
+//! A tool runs as a task when it says it runs long
+//! ([`crate::tool::ToolMeta::long_running`]), when it is one of the
+//! operator's long tools for the agent, or when it is in the DEEP tier for
+//! the agent, and the client asked for a task (2025-11-25: `params.task`)
+//! or declared the extension (2026-07-28). The call itself is the one
+//! `tools/call` makes (the same checks, deadline, limits and audit); only
+//! its answer waits. Per agent (one [`Tasks`] per endpoint, shared by its
+//! sessions): at most `limits.tasks_per_agent` running, at most
+//! `limits.task_results_per_agent` finished ones kept (the oldest dropped
+//! first), each kept at most `limits.task_ttl_ms` from its creation. Task
+//! ids are 128 random bits: whoever may use the endpoint and holds an id
+//! may read or cancel that task. A cancelled task's call stops (a plugin
+//! within 50 ms of running code; an upstream server's request is
+//! cancelled). A task's call cannot ask its client questions (it has no
+//! request to ask on): a plugin's question gets the typed "cannot ask"
+//! error, as for a client that declared no elicitation.
+
+use super::*;
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// The status a task reports while its tool runs, and how often a client
+/// is asked to poll.
+const POLL_INTERVAL_MS: u64 = 250;
+
+/// One endpoint's tasks (so one agent's).
+#[derive(Debug, Default)]
+pub struct Tasks {
+    map: std::sync::Mutex<HashMap<String, Entry>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    created: chrono::DateTime<chrono::Utc>,
+    updated: chrono::DateTime<chrono::Utc>,
+    /// When it may be dropped (creation + its ttl); a running task is kept.
+    expires: Instant,
+    ttl_ms: u64,
+    state: State,
+    message: Option<String>,
+    cancel: crate::tool::Cancel,
+    /// Set once the task ends: `tasks/result` waits on it.
+    done: tokio::sync::watch::Sender<bool>,
+}
+
+#[derive(Debug, Clone)]
+enum State {
+    Working,
+    /// The tool's result (an `isError` result included), as the client's
+    /// revision shapes it.
+    Completed(JsonObject),
+    /// The JSON-RPC error the call was answered with.
+    Failed(JsonObject),
+    Cancelled,
+}
+
+/// What a client is shown of a task.
+#[derive(Debug, Clone)]
+pub(crate) struct View {
+    pub(crate) id: String,
+    state: State,
+    message: Option<String>,
+    created: String,
+    updated: String,
+    ttl_ms: u64,
+}
+
+impl View {
+    fn status(&self) -> &'static str {
+        match self.state {
+            State::Working => "working",
+            State::Completed(_) => "completed",
+            State::Failed(_) => "failed",
+            State::Cancelled => "cancelled",
+        }
+    }
+
+    /// 2025-11-25's `Task`.
+    pub(crate) fn legacy(&self) -> Value {
+        let mut t = json!({
+            "taskId": self.id,
+            "status": self.status(),
+            "createdAt": self.created,
+            "lastUpdatedAt": self.updated,
+            "ttl": self.ttl_ms,
+            "pollInterval": POLL_INTERVAL_MS,
+        });
+        if let Some(m) = &self.message {
+            t["statusMessage"] = json!(m);
+        }
+        t
+    }
+
+    /// 2026-07-28's `Task`.
+    pub(crate) fn modern(&self) -> rmcp::model::Task {
+        let status = match self.state {
+            State::Working => rmcp::model::TaskStatus::Working,
+            State::Completed(_) => rmcp::model::TaskStatus::Completed,
+            State::Failed(_) => rmcp::model::TaskStatus::Failed,
+            State::Cancelled => rmcp::model::TaskStatus::Cancelled,
+        };
+        let mut t = rmcp::model::Task::new(self.id.clone(), status, self.created.clone(), self.updated.clone())
+            .with_ttl_ms(self.ttl_ms)
+            .with_poll_interval_ms(POLL_INTERVAL_MS);
+        if let Some(m) = &self.message {
+            t = t.with_status_message(m.clone());
+        }
+        t
+    }
+
+    /// 2026-07-28's `DetailedTask`: the task with its result or error.
+    pub(crate) fn detailed(&self) -> rmcp::model::DetailedTask {
+        use rmcp::model::TaskPayload;
+        let payload = match &self.state {
+            State::Working => TaskPayload::Working,
+            State::Completed(r) => TaskPayload::Completed { result: r.clone() },
+            State::Failed(e) => TaskPayload::Failed { error: e.clone() },
+            State::Cancelled => TaskPayload::Cancelled,
+        };
+        rmcp::model::DetailedTask::new(self.modern(), payload)
+    }
+}
+
+/// `-32602` naming a task id this endpoint does not hold.
+fn unknown(id: &str) -> ErrorData {
+    let id = crate::tool::log_safe(id);
+    ErrorData::invalid_params(
+        format!(
+            "no task {id:?} here: it never was, it expired (tasks are kept limits.task_ttl_ms from creation), or it was dropped for newer ones (limits.task_results_per_agent)"
+        ),
+        Some(json!({"taskId": id})),
+    )
+}
+
+fn now() -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now()
+}
+
+fn stamp(t: &chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Tasks {
+    fn view(id: &str, e: &Entry) -> View {
+        View {
+            id: id.to_string(),
+            state: e.state.clone(),
+            message: e.message.clone(),
+            created: stamp(&e.created),
+            updated: stamp(&e.updated),
+            ttl_ms: e.ttl_ms,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Entry>> {
+        self.map.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops finished tasks past their time; then, while more than `kept`
+    /// finished ones remain, the oldest finished.
+    fn sweep(map: &mut HashMap<String, Entry>, kept: usize) {
+        let now = Instant::now();
+        map.retain(|_, e| matches!(e.state, State::Working) || e.expires > now);
+        let mut finished: Vec<(chrono::DateTime<chrono::Utc>, String)> = map
+            .iter()
+            .filter(|(_, e)| !matches!(e.state, State::Working))
+            .map(|(id, e)| (e.updated, id.clone()))
+            .collect();
+        if finished.len() > kept {
+            finished.sort();
+            for (_, id) in finished.iter().take(finished.len() - kept) {
+                map.remove(id);
+            }
+        }
+    }
+
+    /// Starts `tool` with `args` as a task of `front`'s agent, kept `ttl`
+    /// (at most the operator's); refused past `limits.tasks_per_agent`.
+    /// The result is shaped for `dialect`.
+    pub(crate) fn start(
+        self: &Arc<Self>,
+        front: &McpFront,
+        tool: &str,
+        args: Value,
+        ttl_ms: Option<u64>,
+        who: (Option<String>, Option<String>),
+        dialect: Dialect,
+    ) -> Result<View, ErrorData> {
+        let limits = front.host.runtime().limits();
+        let ttl_ms = ttl_ms.unwrap_or(u64::MAX).min(limits.task_ttl.as_millis() as u64).max(1000);
+        let cancel = crate::tool::Cancel::default();
+        let id = new_session_id().to_string();
+        let view = {
+            let mut map = self.lock();
+            Self::sweep(&mut map, limits.task_results_per_agent as usize);
+            let running = map.values().filter(|e| matches!(e.state, State::Working)).count();
+            if running >= limits.tasks_per_agent as usize {
+                return Err(ErrorData::new(
+                    rmcp::model::ErrorCode(-32000),
+                    format!(
+                        "{} already has {running} tasks running (limits.tasks_per_agent): wait for one to finish, or cancel one",
+                        front.agent.as_deref().unwrap_or("the operator")
+                    ),
+                    Some(json!({"code": "capacity_exceeded"})),
+                ));
+            }
+            let (done, _) = tokio::sync::watch::channel(false);
+            let at = now();
+            let entry = Entry {
+                created: at,
+                updated: at,
+                expires: Instant::now() + Duration::from_millis(ttl_ms),
+                ttl_ms,
+                state: State::Working,
+                message: None,
+                cancel: cancel.clone(),
+                done,
+            };
+            let view = Self::view(&id, &entry);
+            map.insert(id.clone(), entry);
+            view
+        };
+        let tasks = Arc::clone(self);
+        let kept = limits.task_results_per_agent as usize;
+        let front = front.clone();
+        let tool = tool.to_string();
+        let lane = front.lane.clone();
+        let (session, token) = who;
+        let task_id = id.clone();
+        // Progress messages become the task's status message.
+        let reports = Arc::downgrade(self);
+        let reports_id = id.clone();
+        let events: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| {
+            if let PluginEvent::Progress { message: Some(m), .. } = e
+                && let Some(tasks) = reports.upgrade()
+                && let Some(entry) = tasks.lock().get_mut(&reports_id)
+                && matches!(entry.state, State::Working)
+            {
+                entry.message = Some(crate::tool::cut_at(&m, 512).0.to_string());
+                entry.updated = now();
+            }
+        });
+        let ctx = CallContext { events: Some(events), session, token, cancel: Some(cancel), ..CallContext::default() };
+        let run = tokio::task::spawn_blocking(move || {
+            let _calls = lane.as_ref().map(|l| l.calls().enter());
+            front.call_in(&tool, args, ctx, Cost::Omitted)
+        });
+        tokio::spawn(async move {
+            let outcome = run.await;
+            let mut map = tasks.lock();
+            let Some(entry) = map.get_mut(&task_id) else { return };
+            if matches!(entry.state, State::Working) {
+                entry.state = match outcome {
+                    Ok(Ok(mut r)) => {
+                        crate::content::shape_result(&mut r, dialect);
+                        match serde_json::to_value(&r) {
+                            Ok(Value::Object(o)) => State::Completed(o),
+                            _ => State::Failed(error_object(&ErrorData::internal_error(
+                                "the result could not be written",
+                                None,
+                            ))),
+                        }
+                    }
+                    Ok(Err(e)) => State::Failed(error_object(&e)),
+                    Err(e) => State::Failed(error_object(&ErrorData::internal_error(
+                        format!("the task's call failed: {e}"),
+                        None,
+                    ))),
+                };
+                entry.updated = now();
+            }
+            entry.done.send_replace(true);
+            // Finished results are held to their number at all times.
+            Self::sweep(&mut map, kept);
+        });
+        Ok(view)
+    }
+
+    /// The task `id`.
+    pub(crate) fn get(&self, id: &str) -> Result<View, ErrorData> {
+        let map = self.lock();
+        map.get(id).map(|e| Self::view(id, e)).ok_or_else(|| unknown(id))
+    }
+
+    /// Cancels the task `id`: its call is stopped. A finished task is
+    /// left as it is (`Err` with `strict`: 2025-11-25 says so).
+    pub(crate) fn cancel(&self, id: &str, strict: bool) -> Result<View, ErrorData> {
+        let mut map = self.lock();
+        let entry = map.get_mut(id).ok_or_else(|| unknown(id))?;
+        match entry.state {
+            State::Working => {
+                entry.state = State::Cancelled;
+                entry.message = Some("cancelled by the client".into());
+                entry.updated = now();
+                entry.cancel.cancel();
+                entry.done.send_replace(true);
+            }
+            _ if strict => {
+                let status = Self::view(id, entry).status();
+                return Err(ErrorData::invalid_params(
+                    format!("task {id} is already {status}: only a working task can be cancelled"),
+                    None,
+                ));
+            }
+            _ => {}
+        }
+        Ok(Self::view(id, entry))
+    }
+
+    /// Every task kept, newest first.
+    pub(crate) fn list(&self) -> Vec<View> {
+        let map = self.lock();
+        let mut all: Vec<(chrono::DateTime<chrono::Utc>, View)> =
+            map.iter().map(|(id, e)| (e.created, Self::view(id, e))).collect();
+        all.sort_by_key(|a| std::cmp::Reverse(a.0));
+        all.into_iter().map(|(_, v)| v).collect()
+    }
+
+    /// 2025-11-25's `tasks/result`: waits until the task ends, then its
+    /// result (or the error it failed with).
+    pub(crate) async fn result(&self, id: &str) -> Result<JsonObject, ErrorData> {
+        let mut done = {
+            let map = self.lock();
+            map.get(id).ok_or_else(|| unknown(id))?.done.subscribe()
+        };
+        let _ = done.wait_for(|d| *d).await;
+        let view = self.get(id)?;
+        match view.state {
+            State::Completed(r) => Ok(r),
+            State::Failed(e) => Err(serde_json::from_value(Value::Object(e))
+                .unwrap_or_else(|_| ErrorData::internal_error("the task failed", None))),
+            State::Cancelled => {
+                Err(ErrorData::invalid_params(format!("task {id} was cancelled: it has no result"), None))
+            }
+            State::Working => Err(ErrorData::internal_error("the task is still working", None)),
+        }
+    }
+
+    /// How many tasks are kept (running or finished).
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether no task is kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn error_object(e: &ErrorData) -> JsonObject {
+    match serde_json::to_value(e) {
+        Ok(Value::Object(o)) => o,
+        _ => JsonObject::new(),
+    }
+}
+
+impl McpFront {
+    /// Whether `name` may run as a task for this session's agent
+    /// ([`runs_as_task`]).
+    pub(crate) fn runs_as_task(&self, name: &str) -> bool {
+        let catalog = self.host.registry().snapshot();
+        let agent = self.agent.as_deref();
+        // A tool this session may not see is no task's either (nor is its
+        // existence told).
+        catalog.get(name).is_some_and(|t| {
+            self.host.budget().visible(agent, self.tier(), t).unwrap_or(false)
+                && runs_as_task(&self.host, &t.def, agent, None)
+        })
+    }
+}
+
+/// Whether `def` may run as a task for `agent`: it says it runs long, it
+/// is one of the agent's long tools, or it is DEEP for the agent (`tier`:
+/// its tier, when known).
+pub(crate) fn runs_as_task(
+    host: &Pipeline,
+    def: &crate::tool::ToolDef,
+    agent: Option<&str>,
+    tier: Option<Tier>,
+) -> bool {
+    def.meta.long_running
+        || host.budget().long_deadline(&def.name, agent).is_some()
+        || tier.or_else(|| host.budget().tool_tier(def, agent)) == Some(Tier::Deep)
+}
+
+/// The revision whose tasks are the experimental `tasks` capability.
+const LEGACY_TASKS_REVISION: &str = "2025-11-25";
+
+/// An `initialize` or `tools/list` answer of rmcp's with
+/// [`declare_legacy_tasks`] applied, when that changed it.
+pub fn with_legacy_declarations(message: &ServerJsonRpcMessage) -> Option<Value> {
+    let ServerJsonRpcMessage::Response(r) = message else { return None };
+    if !matches!(r.result, ServerResult::InitializeResult(_) | ServerResult::ListToolsResult(_)) {
+        return None;
+    }
+    let mut v = serde_json::to_value(message).ok()?;
+    declare_legacy_tasks(&mut v).then_some(v)
+}
+
+/// 2025-11-25's task declarations, added to an answer rmcp made (it knows
+/// only 2026-07-28's tasks): the `tasks` capability in an `initialize`
+/// result, and `execution.taskSupport: "optional"` on each tool of a
+/// `tools/list` result that runs as a task (`_meta.toolhost.task`).
+/// Whether it changed `message`.
+pub fn declare_legacy_tasks(message: &mut Value) -> bool {
+    let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else { return false };
+    if result.get("protocolVersion").and_then(Value::as_str) == Some(LEGACY_TASKS_REVISION)
+        && let Some(Value::Object(caps)) = result.get_mut("capabilities")
+    {
+        caps.insert("tasks".into(), json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}));
+        return true;
+    }
+    let Some(Value::Array(tools)) = result.get_mut("tools") else { return false };
+    let mut changed = false;
+    for tool in tools {
+        if tool.pointer("/_meta/toolhost/task") == Some(&Value::Bool(true)) {
+            tool["execution"] = json!({"taskSupport": "optional"});
+            changed = true;
+        }
+    }
+    changed
+}
+
+/// The `params._meta` key a 2026-07-28 request carries (its revision): a
+/// request without it is a 2025-11-25 session's.
+const MODERN_META: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Whether `message` is a 2025-11-25 task request: a `tools/call` with
+/// `params.task`, or `tasks/get`, `tasks/result`, `tasks/list`,
+/// `tasks/cancel`. rmcp reads none of them as 2025-11-25 defines them
+/// (it knows only 2026-07-28's tasks), so the transports answer them
+/// through [`McpFront::legacy_task`].
+pub fn is_legacy_task(message: &Value) -> bool {
+    let Some(method) = message.get("method").and_then(Value::as_str) else { return false };
+    if message.get("id").is_none()
+        || message.pointer(&format!("/params/_meta/{}", MODERN_META.replace('/', "~1"))).is_some()
+    {
+        return false;
+    }
+    match method {
+        "tools/call" => message.pointer("/params/task").is_some(),
+        "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => true,
+        _ => false,
+    }
+}
+
+impl McpFront {
+    /// The answer (a whole JSON-RPC response) to a 2025-11-25 task request
+    /// ([`is_legacy_task`]) of this endpoint, made in `session` with the
+    /// token `token` (its audit id).
+    pub async fn legacy_task(&self, message: &Value, session: Option<String>, token: Option<String>) -> Value {
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        let answer = self.legacy_answer(message, session, token).await;
+        match answer {
+            Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+            Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
+        }
+    }
+
+    async fn legacy_answer(
+        &self,
+        message: &Value,
+        session: Option<String>,
+        token: Option<String>,
+    ) -> Result<Value, ErrorData> {
+        let method = message.get("method").and_then(Value::as_str).unwrap_or_default();
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let task_id = || {
+            params.get("taskId").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+                ErrorData::invalid_params(format!("{method} needs params.taskId, the id tools/call gave"), None)
+            })
+        };
+        match method {
+            "tools/call" => {
+                let name = params
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| ErrorData::invalid_params("tools/call needs params.name, the tool to call", None))?;
+                let args = match params.get("arguments") {
+                    None | Some(Value::Null) => Value::Object(JsonObject::new()),
+                    Some(a @ Value::Object(_)) => a.clone(),
+                    Some(_) => return Err(ErrorData::invalid_params("params.arguments must be an object", None)),
+                };
+                let ttl = match params.get("task") {
+                    Some(Value::Object(t)) => match t.get("ttl") {
+                        None | Some(Value::Null) => None,
+                        Some(v) => Some(v.as_u64().ok_or_else(|| {
+                            ErrorData::invalid_params("params.task.ttl must be a whole number of milliseconds", None)
+                        })?),
+                    },
+                    _ => return Err(ErrorData::invalid_params("params.task must be an object ({\"ttl\": ms})", None)),
+                };
+                if !self.host.readiness().is_ready() && self.host.registry().snapshot().get(name).is_none() {
+                    self.await_tool(name).await;
+                }
+                if !self.runs_as_task(name) {
+                    // The tool is not offered as a task (its `execution`
+                    // says so): 2025-11-25 answers -32601.
+                    return Err(ErrorData::new(
+                        rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                        format!(
+                            "{} does not run as a task here (only long-running and DEEP-tier tools do): call it without params.task",
+                            crate::tool::log_safe(name)
+                        ),
+                        None,
+                    ));
+                }
+                let view = self.tasks.start(self, name, args, ttl, (session, token), Dialect::LATEST)?;
+                // `content: []` beside `task`: the Python SDK reads every
+                // `tools/call` answer as a tool result first (which needs
+                // `content`); a client that knows tasks reads `task`.
+                Ok(json!({"task": view.legacy(), "content": []}))
+            }
+            "tasks/get" => Ok(self.tasks.get(&task_id()?)?.legacy()),
+            "tasks/cancel" => Ok(self.tasks.cancel(&task_id()?, true)?.legacy()),
+            "tasks/list" => Ok(json!({"tasks": self.tasks.list().iter().map(View::legacy).collect::<Vec<_>>()})),
+            "tasks/result" => {
+                let id = task_id()?;
+                let mut result = self.tasks.result(&id).await?;
+                // 2026-07-28's discriminator is no 2025-11-25 field.
+                result.remove("resultType");
+                let meta = result.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(m) = meta {
+                    m.insert("io.modelcontextprotocol/related-task".into(), json!({"taskId": id}));
+                }
+                Ok(Value::Object(result))
+            }
+            _ => Err(ErrorData::new(
+                rmcp::model::ErrorCode::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+                None,
+            )),
+        }
+    }
+}
