@@ -36,6 +36,11 @@ pub fn http_app(
             Box::pin(relay.serve(r.agent, r.path, r.request)) as futures::future::BoxFuture<'static, _>
         }) as crate::mcp::http::VoiceHandler
     });
+    // In a fleet, its hosts share their tasks through the control plane.
+    let tasks = admin
+        .as_ref()
+        .and_then(|a| a.installer.runtime_changes().cluster())
+        .map(|c| Arc::new(crate::cluster::FleetTasks(c.clone())) as Arc<dyn crate::mcp::server::TaskShare>);
     let beside = match admin {
         Some(admin) => Beside {
             reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),
@@ -44,6 +49,7 @@ pub fn http_app(
             metrics: Some(metrics),
             drain,
             voice,
+            tasks,
         },
         None => Beside { metrics: Some(metrics), drain, voice, ..Beside::default() },
     };

@@ -25,7 +25,7 @@ const AGENTS: &str = "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools:
 
 /// The fleet's key (`cluster.secret_key_file`), one for the whole fleet:
 /// beside the hosts' directories.
-fn fleet_key(dir: &Path) -> PathBuf {
+pub(crate) fn fleet_key(dir: &Path) -> PathBuf {
     use std::os::unix::fs::PermissionsExt as _;
     let path = dir.parent().unwrap().join("cluster.key");
     if !path.exists() {
@@ -52,7 +52,7 @@ fn configure(dir: &Path, keys: &Path, id: &str, url: &str) {
     .unwrap();
 }
 
-fn start(dir: &Path) -> (Proc, String) {
+pub(crate) fn start(dir: &Path) -> (Proc, String) {
     start_logging(dir, "warn")
 }
 

@@ -216,3 +216,62 @@ fn ten_thousand_tasks_from_one_agent_are_bounded_and_another_agent_is_unaffected
     let foreign = py(dir.path(), "legacy", &["--get", &ids[3]], &flood);
     assert_eq!(foreign["get"]["error"]["code"], -32602, "{foreign}");
 }
+
+/// Two hosts of a fleet on one PostgreSQL: a task made through host A is
+/// read through host B, in either revision, waited for there to its result
+/// (2025-11-25's `tasks/result`), and a working one is cancelled through
+/// B: A stops it and says so. A row forged in the database without the
+/// cluster key is not served.
+#[test]
+fn a_task_made_through_one_fleet_host_is_read_waited_for_and_cancelled_through_another() {
+    let d = tempfile::tempdir().unwrap();
+    let (db, url) = crate::pg::database();
+    let hosts: Vec<(crate::live::Proc, String)> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let dir = d.path().join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            let key = crate::fleet::fleet_key(&dir);
+            std::fs::write(
+                dir.join("toolhost.yaml"),
+                format!(
+                    "trust:\n  allow_unsigned: true\nplugins:\n  files: [{CONFORMANCE_PATH:?}]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key:?}\nserver:\n  rate_limit: {{ per_minute: 0 }}\nbudget:\n  background_calibration: false\nnpcs:\n  - name: bartok\n    budget_tier: deep\n    tools: [long_quest]\n"
+                ),
+            )
+            .unwrap();
+            crate::fleet::start(&dir)
+        })
+        .collect();
+    let endpoint = |i: usize| vec!["--http".to_string(), format!("{}/mcp/bartok", hosts[i].1)];
+    for mode in ["legacy", "auto"] {
+        let made = py(d.path(), mode, &["--tool", "long_quest", "--args", r#"{"steps":30}"#, "--create"], &endpoint(0));
+        let created = &made["created"];
+        let id = created.get("task").map_or(&created["taskId"], |t| &t["taskId"]).as_str().unwrap().to_string();
+        let read = py(d.path(), mode, &["--get", &id], &endpoint(1));
+        assert_eq!(read["get"]["status"], "working", "{mode}: host B reads A's task: {read}");
+        let waited = py(d.path(), mode, &["--wait", &id], &endpoint(1));
+        assert_eq!(waited["final"]["status"], "completed", "{mode}: {waited}");
+        assert_eq!(
+            waited["result"]["content"][0]["text"], "The quest is done after 30 steps",
+            "{mode}: through B: {waited}"
+        );
+
+        let made =
+            py(d.path(), mode, &["--tool", "long_quest", "--args", r#"{"steps":100}"#, "--create"], &endpoint(0));
+        let created = &made["created"];
+        let id = created.get("task").map_or(&created["taskId"], |t| &t["taskId"]).as_str().unwrap().to_string();
+        let cancelled = py(d.path(), mode, &["--cancel-id", &id], &endpoint(1));
+        assert_eq!(cancelled["get"]["status"], "cancelled", "{mode}: {cancelled}");
+        // Host A hears of it (within a second) and says so itself.
+        let on_a = py(d.path(), mode, &["--wait", &id], &endpoint(0));
+        assert_eq!(on_a["final"]["status"], "cancelled", "{mode}: {on_a}");
+    }
+    // Forged: a row written without the cluster key's tag.
+    let (ok, said) = crate::pg::cluster().psql(
+        &db,
+        "INSERT INTO cluster_tasks (endpoint, id, host_id, record, tag, expires) VALUES ('bartok', 'f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0', 'a', '{\"status\":\"completed\",\"message\":null,\"created\":\"2026-01-01T00:00:00.000Z\",\"updated\":\"2026-01-01T00:00:00.000Z\",\"ttl_ms\":60000,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"forged\"}]}}', 'x', now() + interval '1 hour')",
+    );
+    assert!(ok, "{said}");
+    let forged = py(d.path(), "legacy", &["--get", "f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0"], &endpoint(1));
+    assert_eq!(forged["get"]["error"]["code"], -32602, "{forged}");
+}

@@ -44,6 +44,11 @@ Actions (exactly one):
                    [--after-args JSON], then a plain call of NAME2: "after"
   --list           tasks/list (2025-11-25): {"list": <answer>}
   --get ID         tasks/get of a task created elsewhere: {"get": <answer>}
+  --create         create a task only: {"created": <handle>} (a plain result or an
+                   error in "result" when no task was made)
+  --wait ID        poll a task made elsewhere to its end: "polled", "final", "result"
+  --cancel-id ID   tasks/cancel of a task made elsewhere, then tasks/get:
+                   {"cancel": <answer>, "get": <answer>}
 
 In the 2025-11-25 create paths, "sdk_validation" tells whether the SDK's own
 `ClientSession.send_request` would have accepted the `tools/call` answer
@@ -221,6 +226,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     action.add_argument("--flood", type=int, metavar="N", help="create N tasks as fast as possible")
     action.add_argument("--list", action="store_true", help="tasks/list (2025-11-25)")
     action.add_argument("--get", metavar="ID", help="tasks/get of this task")
+    action.add_argument("--create", action="store_true", help="create a task and print its handle only")
+    action.add_argument("--wait", metavar="ID", help="poll this task to its end, then its result")
+    action.add_argument("--cancel-id", metavar="ID", help="cancel this task, then tasks/get it")
     parser.add_argument("--transparent", action="store_true", help="with --run: a plain call_tool, resolved by the extension")
     parser.add_argument("--concurrency", type=int, default=50, metavar="C", help="with --flood: requests in flight")
     parser.add_argument("--after", metavar="NAME2", help="with --flood: then call this tool plainly")
@@ -228,7 +236,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.stdio is not None and not args.stdio:
         parser.error("--stdio needs a command")
-    if (args.run or args.cancel or args.flood is not None) and not args.tool:
+    if (args.run or args.cancel or args.create or args.flood is not None) and not args.tool:
         parser.error("--run, --cancel and --flood need --tool")
     if args.flood is not None and (args.flood < 0 or args.concurrency < 1):
         parser.error("--flood needs N >= 0 and --concurrency >= 1")
@@ -425,6 +433,20 @@ async def do_run(client: Client, args: argparse.Namespace, out: dict[str, Any]) 
     out["result"] = await answer(client.session.send_request(request, types.CallToolResult))
 
 
+async def do_wait(client: Client, args: argparse.Namespace, out: dict[str, Any], task_id: str) -> None:
+    """Poll a task made elsewhere (maybe through another server) to its end, then its result."""
+    modern = is_modern(client.session)
+    out["polled"], out["final"], timed_out = await poll(client.session, modern, task_id, None, args.timeout)
+    if timed_out:
+        out["timed_out"] = True
+    if modern:
+        if isinstance(out["final"].get("result"), dict):
+            out["result"] = out["final"]["result"]
+        return
+    request = types.GetTaskPayloadRequest(params=types.GetTaskPayloadRequestParams(task_id=task_id))
+    out["result"] = await answer(client.session.send_request(request, types.CallToolResult))
+
+
 async def do_transparent(client: Client, ext: TasksExtension, args: argparse.Namespace, out: dict[str, Any]) -> None:
     try:
         out["result"] = dump(await client.call_tool(args.tool, json.loads(args.args)))
@@ -516,6 +538,13 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             out["list"] = await answer(client.session.send_request(types.ListTasksRequest(), types.ListTasksResult))
         elif args.get is not None:
             out["get"] = await get_task(client.session, is_modern(client.session), args.get)
+        elif args.create:
+            creation_keys(await create(client, args, args.tool, json.loads(args.args)), out)
+        elif args.wait is not None:
+            await do_wait(client, args, out, args.wait)
+        elif args.cancel_id is not None:
+            out["cancel"] = await cancel_task(client.session, is_modern(client.session), args.cancel_id)
+            out["get"] = await get_task(client.session, is_modern(client.session), args.cancel_id)
         return out
 
 

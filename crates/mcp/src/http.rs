@@ -77,6 +77,8 @@ pub struct Beside {
     /// The voice relay at `/voice/...`, given each authenticated session
     /// request. `None`: `/voice/...` answers 404.
     pub voice: Option<VoiceHandler>,
+    /// Where a fleet's hosts share their tasks (`None`: each host its own).
+    pub tasks: Option<Arc<dyn crate::server::TaskShare>>,
 }
 
 /// A voice session's request, authenticated as the front authenticates
@@ -288,8 +290,13 @@ pub fn router(
         c
     };
     let service_host = host.clone();
+    let task_share = beside.tasks.clone();
     let make_service: MakeService = Box::new(move |agent: Option<String>| {
         let front = McpFront::new(service_host.clone(), agent).map_err(|e| HttpError::Config(e.to_string()))?;
+        let front = match &task_share {
+            Some(share) => front.with_task_share(share.clone()),
+            None => front,
+        };
         let mut manager = LocalSessionManager::default();
         // rmcp's worker quits after this long idle too; the sweeper below
         // removes the session from the manager's map.
@@ -305,7 +312,7 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay } = beside;
+    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay, tasks: _ } = beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {

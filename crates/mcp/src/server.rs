@@ -176,6 +176,14 @@ impl McpFront {
         })
     }
 
+    /// This front with its endpoint's tasks shared with a fleet's other
+    /// hosts through `share` ([`TaskShare`]); before any session is made.
+    pub fn with_task_share(mut self, share: Arc<dyn TaskShare>) -> McpFront {
+        let endpoint = self.agent.clone().unwrap_or_default();
+        self.tasks = Arc::new(Tasks::shared(share, &endpoint));
+        self
+    }
+
     /// This front with fast calls run in `lane` ([`super::lane`]): for
     /// `serve --stdio`, whose session is driven by the lane's thread.
     pub fn with_lane(mut self, lane: Arc<super::lane::CallLane>) -> McpFront {
@@ -723,6 +731,6 @@ mod direct;
 mod handler;
 pub mod room;
 mod tasks;
-pub use tasks::{Tasks, declare_legacy_tasks, is_legacy_task, with_legacy_declarations};
+pub use tasks::{ShareError, TaskShare, Tasks, declare_legacy_tasks, is_legacy_task, with_legacy_declarations};
 
 pub use direct::DirectFront;

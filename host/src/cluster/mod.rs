@@ -27,10 +27,12 @@
 
 mod key;
 mod secrets;
+mod tasks;
 
 pub use key::{Key, KeyError};
 use key::{beat_tag, tag};
 pub use secrets::{Applied, FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
+pub use tasks::FleetTasks;
 
 use crate::memory::PgTarget;
 use serde::{Deserialize, Serialize};
@@ -63,6 +65,10 @@ CREATE TABLE IF NOT EXISTS cluster_hosts (
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS clash_at TIMESTAMPTZ;
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS tag TEXT NOT NULL DEFAULT '';
+CREATE TABLE IF NOT EXISTS cluster_tasks (
+    endpoint TEXT NOT NULL, id TEXT NOT NULL, host_id TEXT NOT NULL, record TEXT NOT NULL,
+    tag TEXT NOT NULL, expires TIMESTAMPTZ NOT NULL, cancel_asked BOOLEAN NOT NULL DEFAULT false,
+    PRIMARY KEY (endpoint, id));
 CREATE TABLE IF NOT EXISTS cluster_secrets (
     plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL, seq BIGINT NOT NULL,
     set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));

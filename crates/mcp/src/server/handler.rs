@@ -357,7 +357,7 @@ impl ServerHandler for McpFront {
                 .map(|t| t.0.to_string());
             let who = (Some(self.session_of(&context)), token);
             let dialect = Dialect::of(context.protocol_version().as_ref());
-            let view = self.tasks.start(self, &name, args, None, who, dialect)?;
+            let view = self.tasks.start(self, &name, args, None, who, dialect).await?;
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(view.modern())));
         }
 
@@ -480,7 +480,7 @@ impl ServerHandler for McpFront {
         request: rmcp::model::GetTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::GetTaskResult, ErrorData> {
-        Ok(rmcp::model::GetTaskResult::new(self.tasks.get(&request.task_id)?.detailed()))
+        Ok(rmcp::model::GetTaskResult::new(self.tasks.find(&request.task_id).await?.detailed()))
     }
 
     /// 2026-07-28's `tasks/cancel`: the task's call is stopped; a finished
@@ -490,7 +490,7 @@ impl ServerHandler for McpFront {
         request: rmcp::model::CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.cancel(&request.task_id, false).map(|_| ())
+        self.tasks.cancel_any(&request.task_id, false).await.map(|_| ())
     }
 
     /// 2026-07-28's `tasks/update`: a task's call asks its client nothing
@@ -500,7 +500,7 @@ impl ServerHandler for McpFront {
         request: rmcp::model::UpdateTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.tasks.get(&request.task_id)?;
+        self.tasks.find(&request.task_id).await?;
         Err(ErrorData::invalid_params(
             "this task asked nothing: a task's call cannot ask its client questions here",
             None,

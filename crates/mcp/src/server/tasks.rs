@@ -31,7 +31,50 @@ const POLL_INTERVAL_MS: u64 = 250;
 #[derive(Debug, Default)]
 pub struct Tasks {
     map: std::sync::Mutex<HashMap<String, Entry>>,
+    /// Where the fleet's hosts share their tasks, and this endpoint's name
+    /// there (its agent; empty for the operator's).
+    share: Option<(Arc<dyn TaskShare>, String)>,
 }
+
+/// Why a fleet's shared tasks could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ShareError(pub String);
+
+/// Where a fleet's hosts keep their tasks (the control plane's PostgreSQL,
+/// `cluster.url`), so that a task made through one host is read, waited
+/// for and cancelled through any other. A record is a task's state as
+/// JSON: its status, status message, times, ttl, and result or error.
+pub trait TaskShare: Send + Sync + std::fmt::Debug {
+    /// Records task `id` of `endpoint`, made here; `ending`: its final
+    /// state, which does not replace a cancellation asked through another
+    /// host. Answers whether another host asked to cancel it.
+    fn put(
+        &self,
+        endpoint: &str,
+        id: &str,
+        record: Value,
+        ttl: Duration,
+        ending: bool,
+    ) -> futures::future::BoxFuture<'static, Result<bool, ShareError>>;
+    /// Task `id` of `endpoint` as the host running it last recorded it.
+    fn get(&self, endpoint: &str, id: &str) -> futures::future::BoxFuture<'static, Result<Option<Value>, ShareError>>;
+    /// Asks the host running task `id` of `endpoint` to cancel it (marked
+    /// cancelled at once while it works); the record after.
+    fn cancel(
+        &self,
+        endpoint: &str,
+        id: &str,
+    ) -> futures::future::BoxFuture<'static, Result<Option<Value>, ShareError>>;
+    /// Whether another host asked to cancel task `id` of `endpoint`.
+    fn cancel_asked(&self, endpoint: &str, id: &str) -> futures::future::BoxFuture<'static, Result<bool, ShareError>>;
+}
+
+/// How often a running task looks whether another host asked to cancel it.
+const SHARED_CANCEL_POLL: Duration = Duration::from_secs(1);
+
+/// The longest a shared read or write is waited for.
+const SHARE_WAIT: Duration = Duration::from_secs(3);
 
 #[derive(Debug)]
 struct Entry {
@@ -77,6 +120,43 @@ impl View {
             State::Failed(_) => "failed",
             State::Cancelled => "cancelled",
         }
+    }
+
+    /// The record a fleet shares ([`TaskShare`]).
+    fn record(&self) -> Value {
+        let mut r = json!({
+            "status": self.status(),
+            "message": self.message,
+            "created": self.created,
+            "updated": self.updated,
+            "ttl_ms": self.ttl_ms,
+        });
+        match &self.state {
+            State::Completed(result) => r["result"] = Value::Object(result.clone()),
+            State::Failed(error) => r["error"] = Value::Object(error.clone()),
+            _ => {}
+        }
+        r
+    }
+
+    /// A task another host recorded.
+    fn from_record(id: &str, r: &Value) -> Option<View> {
+        let object = |k: &str| r.get(k).and_then(Value::as_object).cloned();
+        let state = match r.get("status")?.as_str()? {
+            "working" => State::Working,
+            "completed" => State::Completed(object("result")?),
+            "failed" => State::Failed(object("error")?),
+            "cancelled" => State::Cancelled,
+            _ => return None,
+        };
+        Some(View {
+            id: id.to_string(),
+            state,
+            message: r.get("message").and_then(Value::as_str).map(str::to_string),
+            created: r.get("created")?.as_str()?.to_string(),
+            updated: r.get("updated")?.as_str()?.to_string(),
+            ttl_ms: r.get("ttl_ms")?.as_u64()?,
+        })
     }
 
     /// 2025-11-25's `Task`.
@@ -136,6 +216,14 @@ fn unknown(id: &str) -> ErrorData {
     )
 }
 
+/// The fleet's shared tasks could not be read: an internal error that says so.
+fn unshared(why: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the fleet's tasks could not be read ({why}): try again, or ask the host that made the task"),
+        None,
+    )
+}
+
 fn now() -> chrono::DateTime<chrono::Utc> {
     chrono::Utc::now()
 }
@@ -145,6 +233,12 @@ fn stamp(t: &chrono::DateTime<chrono::Utc>) -> String {
 }
 
 impl Tasks {
+    /// Tasks of the endpoint `endpoint` (its agent; empty for the
+    /// operator's) shared through `share` with the fleet's other hosts.
+    pub fn shared(share: Arc<dyn TaskShare>, endpoint: &str) -> Tasks {
+        Tasks { map: Default::default(), share: Some((share, endpoint.to_string())) }
+    }
+
     fn view(id: &str, e: &Entry) -> View {
         View {
             id: id.to_string(),
@@ -181,7 +275,7 @@ impl Tasks {
     /// Starts `tool` with `args` as a task of `front`'s agent, kept `ttl`
     /// (at most the operator's); refused past `limits.tasks_per_agent`.
     /// The result is shaped for `dialect`.
-    pub(crate) fn start(
+    pub(crate) async fn start(
         self: &Arc<Self>,
         front: &McpFront,
         tool: &str,
@@ -249,10 +343,57 @@ impl Tasks {
             let _calls = lane.as_ref().map(|l| l.calls().enter());
             front.call_in(&tool, args, ctx, Cost::Omitted)
         });
+        // In a fleet, recorded before the client hears of it: another host
+        // may be asked for it next.
+        if let Some((share, endpoint)) = &self.share {
+            let put = share.put(endpoint, &id, view.record(), Duration::from_millis(ttl_ms), false);
+            if let Err(e) =
+                tokio::time::timeout(SHARE_WAIT, put).await.unwrap_or_else(|_| Err(ShareError("no answer".into())))
+            {
+                tracing::warn!(task = %id, "the task is not shared with the fleet's other hosts: {e}");
+            }
+        }
+        let shared = self.share.clone();
         tokio::spawn(async move {
-            let outcome = run.await;
-            let mut map = tasks.lock();
-            let Some(entry) = map.get_mut(&task_id) else { return };
+            let mut run = std::pin::pin!(run);
+            let outcome = loop {
+                let Some((share, endpoint)) = &shared else { break run.await };
+                tokio::select! {
+                    outcome = &mut run => break outcome,
+                    () = tokio::time::sleep(SHARED_CANCEL_POLL) => {
+                        if let Ok(Ok(true)) = tokio::time::timeout(SHARE_WAIT, share.cancel_asked(endpoint, &task_id)).await {
+                            let _ = tasks.cancel(&task_id, false);
+                        }
+                    }
+                }
+            };
+            let ended = tasks.end(&task_id, outcome, dialect, kept);
+            if let (Some((share, endpoint)), Some(view)) = (&shared, ended) {
+                let put = share.put(endpoint, &task_id, view.record(), Duration::from_millis(view.ttl_ms), true);
+                match tokio::time::timeout(SHARE_WAIT, put).await {
+                    // Cancelled through another host as it ended: so it is here too.
+                    Ok(Ok(true)) => tasks.cancelled_elsewhere(&task_id),
+                    Ok(Ok(false)) => {}
+                    Ok(Err(e)) => tracing::warn!(task = %task_id, "the task's end is not shared: {e}"),
+                    Err(_) => tracing::warn!(task = %task_id, "the task's end is not shared: no answer"),
+                }
+            }
+        });
+        Ok(view)
+    }
+
+    /// Records how task `id`'s call ended (unless it was cancelled); its
+    /// state after.
+    fn end(
+        &self,
+        id: &str,
+        outcome: Result<Result<CallToolResult, ErrorData>, tokio::task::JoinError>,
+        dialect: Dialect,
+        kept: usize,
+    ) -> Option<View> {
+        {
+            let mut map = self.lock();
+            let entry = map.get_mut(id)?;
             if matches!(entry.state, State::Working) {
                 entry.state = match outcome {
                     Ok(Ok(mut r)) => {
@@ -274,10 +415,11 @@ impl Tasks {
                 entry.updated = now();
             }
             entry.done.send_replace(true);
-            // Finished results are held to their number at all times.
-            Self::sweep(&mut map, kept);
-        });
-        Ok(view)
+        }
+        let view = self.get(id).ok();
+        // Finished results are held to their number at all times.
+        Self::sweep(&mut self.lock(), kept);
+        view
     }
 
     /// The task `id`.
@@ -311,6 +453,55 @@ impl Tasks {
         Ok(Self::view(id, entry))
     }
 
+    /// Marks task `id` cancelled whatever its state: another host was
+    /// asked to cancel it, and the fleet's record says so.
+    fn cancelled_elsewhere(&self, id: &str) {
+        if let Some(entry) = self.lock().get_mut(id) {
+            entry.state = State::Cancelled;
+            entry.message = Some("cancelled by the client".into());
+            entry.updated = now();
+        }
+    }
+
+    /// Task `id`: this host's, or in a fleet any host's.
+    pub(crate) async fn find(&self, id: &str) -> Result<View, ErrorData> {
+        let local = self.get(id);
+        let Some((share, endpoint)) = &self.share else { return local };
+        if local.is_ok() || id.len() > 64 {
+            return local;
+        }
+        match tokio::time::timeout(SHARE_WAIT, share.get(endpoint, id)).await {
+            Ok(Ok(Some(record))) => View::from_record(id, &record).ok_or_else(|| unknown(id)),
+            Ok(Ok(None)) => Err(unknown(id)),
+            Ok(Err(e)) => Err(unshared(&e.0)),
+            Err(_) => Err(unshared("no answer")),
+        }
+    }
+
+    /// Cancels task `id` ([`Tasks::cancel`]); in a fleet, a task of another
+    /// host through the fleet's record (that host stops its call within
+    /// about a second).
+    pub(crate) async fn cancel_any(&self, id: &str, strict: bool) -> Result<View, ErrorData> {
+        let local = self.cancel(id, strict);
+        let Some((share, endpoint)) = &self.share else { return local };
+        if self.lock().contains_key(id) || id.len() > 64 {
+            return local;
+        }
+        let view = match tokio::time::timeout(SHARE_WAIT, share.cancel(endpoint, id)).await {
+            Ok(Ok(Some(record))) => View::from_record(id, &record).ok_or_else(|| unknown(id))?,
+            Ok(Ok(None)) => return Err(unknown(id)),
+            Ok(Err(e)) => return Err(unshared(&e.0)),
+            Err(_) => return Err(unshared("no answer")),
+        };
+        match view.state {
+            State::Completed(_) | State::Failed(_) if strict => Err(ErrorData::invalid_params(
+                format!("task {id} is already {}: only a working task can be cancelled", view.status()),
+                None,
+            )),
+            _ => Ok(view),
+        }
+    }
+
     /// Every task kept, newest first.
     pub(crate) fn list(&self) -> Vec<View> {
         let map = self.lock();
@@ -322,13 +513,25 @@ impl Tasks {
 
     /// 2025-11-25's `tasks/result`: waits until the task ends, then its
     /// result (or the error it failed with).
-    pub(crate) async fn result(&self, id: &str) -> Result<JsonObject, ErrorData> {
-        let mut done = {
-            let map = self.lock();
-            map.get(id).ok_or_else(|| unknown(id))?.done.subscribe()
+    pub(crate) async fn result(&self, id: &str, wait: Duration) -> Result<JsonObject, ErrorData> {
+        let done = self.lock().get(id).map(|e| e.done.subscribe());
+        let view = match done {
+            Some(mut done) => {
+                let _ = done.wait_for(|d| *d).await;
+                self.get(id)?
+            }
+            // Another host's: read again until it ends, at most `wait`.
+            None => {
+                let started = Instant::now();
+                loop {
+                    let view = self.find(id).await?;
+                    if !matches!(view.state, State::Working) || started.elapsed() >= wait {
+                        break view;
+                    }
+                    tokio::time::sleep(Duration::from_millis(POLL_INTERVAL_MS)).await;
+                }
+            }
         };
-        let _ = done.wait_for(|d| *d).await;
-        let view = self.get(id)?;
         match view.state {
             State::Completed(r) => Ok(r),
             State::Failed(e) => Err(serde_json::from_value(Value::Object(e))
@@ -509,18 +712,19 @@ impl McpFront {
                         None,
                     ));
                 }
-                let view = self.tasks.start(self, name, args, ttl, (session, token), Dialect::LATEST)?;
+                let view = self.tasks.start(self, name, args, ttl, (session, token), Dialect::LATEST).await?;
                 // `content: []` beside `task`: the Python SDK reads every
                 // `tools/call` answer as a tool result first (which needs
                 // `content`); a client that knows tasks reads `task`.
                 Ok(json!({"task": view.legacy(), "content": []}))
             }
-            "tasks/get" => Ok(self.tasks.get(&task_id()?)?.legacy()),
-            "tasks/cancel" => Ok(self.tasks.cancel(&task_id()?, true)?.legacy()),
+            "tasks/get" => Ok(self.tasks.find(&task_id()?).await?.legacy()),
+            "tasks/cancel" => Ok(self.tasks.cancel_any(&task_id()?, true).await?.legacy()),
             "tasks/list" => Ok(json!({"tasks": self.tasks.list().iter().map(View::legacy).collect::<Vec<_>>()})),
             "tasks/result" => {
                 let id = task_id()?;
-                let mut result = self.tasks.result(&id).await?;
+                let wait = self.host.runtime().limits().task_ttl;
+                let mut result = self.tasks.result(&id, wait).await?;
                 // 2026-07-28's discriminator is no 2025-11-25 field.
                 result.remove("resultType");
                 let meta = result.entry("_meta").or_insert_with(|| json!({}));
