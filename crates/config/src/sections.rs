@@ -718,10 +718,10 @@ impl LimitsConfig {
             l.asks_per_call = n;
         }
         if let Some(n) = self.tasks_per_agent {
-            l.tasks_per_agent = n;
+            l.tasks_per_agent = n.max(1);
         }
         if let Some(n) = self.task_results_per_agent {
-            l.task_results_per_agent = n;
+            l.task_results_per_agent = n.max(1);
         }
         if let Some(ms) = self.task_ttl_ms {
             l.task_ttl = Duration::from_millis(ms.max(1000));

@@ -676,22 +676,16 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         }
         None => {}
     }
-    let mut request = match limit_body(&front, request, front.max_body).await {
+    let request = match limit_body(&front, request, front.max_body).await {
         Ok(r) => r,
         Err(r) => return r,
     };
     // A 2025-11-25 session's task request: answered here (rmcp knows only
     // 2026-07-28's tasks).
-    if let Some(id) = &session
-        && let Some(message) = request.extensions().get::<BodyBytes>().and_then(|b| legacy_task(&b.0))
-    {
-        if !manager.has_session(&id.as_str().into()).await.unwrap_or(false) {
-            return invalid_request(StatusCode::NOT_FOUND, "Not Found: Session not found");
-        }
-        let token = token_id.map(|t| t.0.to_string());
-        let answer = endpoint.legacy_task(&message, Some(id.clone()), token).await;
-        return axum::Json(answer).into_response();
-    }
+    let mut request = match answer_legacy(request, session.as_deref(), manager, endpoint, token_id.as_ref()).await {
+        Ok(answered) => return answered,
+        Err(request) => request,
+    };
     // rmcp hands the request's parts to the handler, which puts the token's
     // id in the audit trail.
     if let Some(id) = token_id {
@@ -733,17 +727,6 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     }
     front.drain.open.store(front.sessions.lock().len(), std::sync::atomic::Ordering::Release);
     response
-}
-
-/// The body's message when it is a 2025-11-25 task request
-/// ([`crate::server::is_legacy_task`]).
-fn legacy_task(body: &[u8]) -> Option<serde_json::Value> {
-    // Cheap first: most bodies are no task's.
-    if !body.windows(5).any(|w| w == b"task\"") && !body.windows(6).any(|w| w == b"tasks/") {
-        return None;
-    }
-    let message: serde_json::Value = serde_json::from_slice(body).ok()?;
-    crate::server::is_legacy_task(&message).then_some(message)
 }
 
 /// `/metrics`, for the operator only: from loopback (unless
@@ -794,6 +777,7 @@ mod body;
 mod checks;
 mod drain;
 mod sessions;
+mod tasks;
 #[cfg(test)]
 mod tests;
 mod turn;
@@ -804,3 +788,4 @@ pub use checks::bearer;
 use checks::*;
 pub use drain::Drain;
 use drain::*;
+use tasks::*;

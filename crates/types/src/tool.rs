@@ -664,6 +664,9 @@ pub struct CallContext {
     pub probe: bool,
     /// How the call asks its MCP client (elicitation, sampling); `None`: it cannot.
     pub asker: Option<Arc<dyn crate::offer::Asker>>,
+    /// The caller has already spent the agent's tool-call rate on this
+    /// call (a task: refused when it is made, not when it runs).
+    pub rate_spent: bool,
 }
 
 pub use crate::cancel::Cancel;

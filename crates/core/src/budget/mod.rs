@@ -610,6 +610,11 @@ impl Budget {
             return set.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None);
         }
         match def.meta.max_duration_ms {
+            // A tool that says it runs long gets what it declares (within
+            // the operator's floor and ceiling), not its tier's ceiling.
+            Some(ms) if def.meta.long_running => {
+                set.deadlines.deadline(Some(Duration::from_millis(u64::from(ms))), None)
+            }
             Some(ms) => set.deadlines.deadline(
                 Some(Duration::from_millis(u64::from(ms))),
                 Some(set.ceilings.of(self.tool_tier(def, caller).unwrap_or(Tier::Deep))),

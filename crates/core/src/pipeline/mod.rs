@@ -255,7 +255,7 @@ impl Pipeline {
         let mut refused = false;
         // Every call spends its agent's rate, unknown names included: a
         // flood of misses costs the audit trail as much as hits.
-        let rate = self.spend_call(agent);
+        let rate = if ctx.rate_spent { Ok(()) } else { self.spend_call(agent) };
         let rate_limited = rate.is_err();
         let result = match (rate, entry) {
             (Err(e), _) => Err(e),

@@ -69,23 +69,24 @@ pub(super) async fn read_body(
     // The most this body may hold in memory, from the shared budget.
     let want = declared.map_or(max, |n| (n as usize).min(max)).max(1);
     let want = u32::try_from(want.min(front.bodies_max)).unwrap_or(u32::MAX);
-    let share = match tokio::time::timeout(Duration::from_secs(1), front.bodies.clone().acquire_many_owned(want)).await
-    {
-        Ok(Ok(permit)) => BodyShare(Arc::new(permit)),
-        _ => {
-            let mut r = refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "capacity_exceeded",
-                "the server holds as many request bodies as it may (server.max_bodies_bytes); retry shortly",
-                false,
-            );
-            r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
-            return Err(r);
-        }
-    };
+    let mut permit =
+        match tokio::time::timeout(Duration::from_secs(1), front.bodies.clone().acquire_many_owned(want)).await {
+            Ok(Ok(permit)) => permit,
+            _ => {
+                let mut r = refuse(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "capacity_exceeded",
+                    "the server holds as many request bodies as it may (server.max_bodies_bytes); retry shortly",
+                    false,
+                );
+                r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+                return Err(r);
+            }
+        };
     let (mut parts, body) = request.into_parts();
     let read_all = async {
-        let mut kept = Vec::with_capacity(want as usize);
+        // A body of unknown length grows as it comes.
+        let mut kept = Vec::with_capacity(if declared.is_some() { want as usize } else { 64 << 10 }.min(want as usize));
         let mut read = 0usize;
         let mut chunks = body.into_data_stream();
         while let Some(chunk) = chunks.next().await {
@@ -126,6 +127,14 @@ pub(super) async fn read_body(
             ));
         }
     };
+    // What the body holds now, not what it might have: the rest of the
+    // share goes back (a chunked body reserved the whole limit), so a
+    // request held open (a call, a task's result) holds only its bytes.
+    let held = kept.len().max(1);
+    if held < permit.num_permits() {
+        drop(permit.split(permit.num_permits() - held));
+    }
+    let share = BodyShare(Arc::new(permit));
     let bytes = axum::body::Bytes::from(kept);
     parts.extensions.insert(BodyBytes(bytes.clone()));
     parts.extensions.insert(share);
@@ -145,54 +154,4 @@ pub(super) fn refuse_malformed(body: &[u8]) -> Option<Response> {
     };
     let status = if r.code == crate::jsonrpc::INVALID_PARAMS { StatusCode::OK } else { StatusCode::BAD_REQUEST };
     Some((status, axum::Json(r.response)).into_response())
-}
-
-/// Whether a POST body is a request whose answer carries 2025-11-25's task
-/// declarations ([`crate::server::declare_legacy_tasks`]): `initialize`,
-/// and `tools/list` in a session (a 2026-07-28 client has none).
-pub(super) fn declares_tasks(body: &[u8], in_session: bool) -> bool {
-    let method = |m: &[u8]| body.windows(m.len()).any(|w| w == m);
-    (method(b"\"initialize\"") || (in_session && method(b"\"tools/list\"")))
-        && serde_json::from_slice::<serde_json::Value>(body).is_ok_and(|v| match v["method"].as_str() {
-            Some("initialize") => true,
-            Some("tools/list") => in_session,
-            _ => false,
-        })
-}
-
-/// The largest answer [`declare_tasks`] rewrites; a larger one goes out as
-/// rmcp made it.
-const DECLARED_MAX: usize = 32 << 20;
-
-/// rmcp's answer to an `initialize` or a session's `tools/list` (a JSON body
-/// or an SSE stream that ends with the answer) with 2025-11-25's task
-/// declarations added to the answer.
-pub(super) async fn declare_tasks(response: Response) -> Response {
-    let (mut parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, DECLARED_MAX).await else {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", "the answer was too large to send");
-    };
-    let patch = |json: &[u8]| -> Option<Vec<u8>> {
-        let mut v: serde_json::Value = serde_json::from_slice(json).ok()?;
-        crate::server::declare_legacy_tasks(&mut v).then(|| serde_json::to_vec(&v).ok())?
-    };
-    let sse = parts.headers.get(header::CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
-    let out = if sse {
-        let mut out = Vec::with_capacity(bytes.len() + 128);
-        for line in bytes.split_inclusive(|b| *b == b'\n') {
-            match line.strip_prefix(b"data:").map(|d| d.trim_ascii()).and_then(patch) {
-                Some(patched) => {
-                    out.extend_from_slice(b"data: ");
-                    out.extend_from_slice(&patched);
-                    out.push(b'\n');
-                }
-                None => out.extend_from_slice(line),
-            }
-        }
-        out
-    } else {
-        patch(&bytes).unwrap_or_else(|| bytes.to_vec())
-    };
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(out))
 }

@@ -193,7 +193,9 @@ impl crate::stdio::DirectCalls for DirectFront {
 
     fn legacy_task(&self, message: &Value, replies: &crate::stdio::Replies) -> bool {
         let front = self.front.clone();
-        if front.negotiated.get().is_none() {
+        // Once `initialize` is answered (not only after `initialized`: a
+        // client may send its task at once); before, rmcp refuses it.
+        if !front.initialized.load(Ordering::Acquire) {
             return false;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else { return false };

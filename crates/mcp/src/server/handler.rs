@@ -9,6 +9,28 @@ fn resource_updated(uri: &str) -> ServerNotification {
     ))
 }
 
+/// The requests rmcp knows: one that reaches [`ServerHandler::on_custom_request`]
+/// had params it could not read.
+const KNOWN_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+];
+
 /// The most tools on one page of `tools/list`.
 pub const TOOLS_PER_PAGE: usize = 500;
 
@@ -250,10 +272,18 @@ impl ServerHandler for McpFront {
         _context: RequestContext<RoleServer>,
     ) -> Result<rmcp::model::CustomResult, ErrorData> {
         let method = crate::tool::log_safe(&request.method).into_owned();
+        // rmcp reads a request of a method it knows whose params it cannot
+        // read as one it does not know: the params are what is wrong.
+        if KNOWN_METHODS.contains(&request.method.as_str()) {
+            return Err(ErrorData::invalid_params(
+                format!("invalid params for {method}: see the MCP specification for its shape"),
+                Some(json!({"method": method})),
+            ));
+        }
         Err(ErrorData::new(
             rmcp::model::ErrorCode::METHOD_NOT_FOUND,
             format!(
-                "method not found: {method:?} is not an MCP method toolhost serves (it serves initialize, ping, tools, resources, prompts, completion and logging)"
+                "method not found: {method:?} is not an MCP method toolhost serves (it serves initialize, ping, tools, resources, prompts, completion, logging and tasks)"
             ),
             Some(json!({"method": method})),
         ))

@@ -75,6 +75,11 @@ impl Room {
         );
     }
 
+    /// The conversation (turns, tier) of the live session `id`.
+    pub(crate) fn conversation(&self, id: &str) -> Option<Arc<Conversation>> {
+        self.members().get(id).and_then(|m| m.conversation.upgrade())
+    }
+
     /// Whether a live session of this room has `id`.
     pub fn has(&self, id: &str) -> bool {
         self.members().get(id).is_some_and(|m| m.conversation.strong_count() > 0)

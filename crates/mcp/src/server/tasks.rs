@@ -73,6 +73,10 @@ pub trait TaskShare: Send + Sync + std::fmt::Debug {
 /// How often a running task looks whether another host asked to cancel it.
 const SHARED_CANCEL_POLL: Duration = Duration::from_secs(1);
 
+/// How long a finished task's result is kept at least, however short its
+/// ttl: a task that outlives its ttl still has a result to fetch.
+const FINISHED_KEEP: Duration = Duration::from_secs(60);
+
 /// The longest a shared read or write is waited for.
 const SHARE_WAIT: Duration = Duration::from_secs(3);
 
@@ -80,8 +84,12 @@ const SHARE_WAIT: Duration = Duration::from_secs(3);
 struct Entry {
     created: chrono::DateTime<chrono::Utc>,
     updated: chrono::DateTime<chrono::Utc>,
-    /// When it may be dropped (creation + its ttl); a running task is kept.
+    /// When it may be dropped: creation + its ttl, and at least
+    /// [`FINISHED_KEEP`] after it ends (a running task is kept).
     expires: Instant,
+    /// Who made it: the token's audit id, else the session. Only they see
+    /// it in `tasks/list`.
+    owner: Option<String>,
     ttl_ms: u64,
     state: State,
     message: Option<String>,
@@ -207,7 +215,7 @@ impl View {
 
 /// `-32602` naming a task id this endpoint does not hold.
 fn unknown(id: &str) -> ErrorData {
-    let id = crate::tool::log_safe(id);
+    let id = crate::tool::log_safe(crate::tool::cut_at(id, 64).0);
     ErrorData::invalid_params(
         format!(
             "no task {id:?} here: it never was, it expired (tasks are kept limits.task_ttl_ms from creation), or it was dropped for newer ones (limits.task_results_per_agent)"
@@ -302,12 +310,18 @@ impl Tasks {
                     Some(json!({"code": "capacity_exceeded"})),
                 ));
             }
+            // The agent's rate is spent now: a task over it is refused here,
+            // not accepted to fail at once.
+            front.host.spend_call(front.agent.as_deref()).map_err(|e| {
+                ErrorData::new(rmcp::model::ErrorCode(-32000), e.to_string(), Some(json!({"code": e.code()})))
+            })?;
             let (done, _) = tokio::sync::watch::channel(false);
             let at = now();
             let entry = Entry {
                 created: at,
                 updated: at,
                 expires: Instant::now() + Duration::from_millis(ttl_ms),
+                owner: who.1.clone().or_else(|| who.0.clone()),
                 ttl_ms,
                 state: State::Working,
                 message: None,
@@ -338,7 +352,14 @@ impl Tasks {
                 entry.updated = now();
             }
         });
-        let ctx = CallContext { events: Some(events), session, token, cancel: Some(cancel), ..CallContext::default() };
+        let ctx = CallContext {
+            events: Some(events),
+            session,
+            token,
+            cancel: Some(cancel),
+            rate_spent: true,
+            ..CallContext::default()
+        };
         let run = tokio::task::spawn_blocking(move || {
             let _calls = lane.as_ref().map(|l| l.calls().enter());
             front.call_in(&tool, args, ctx, Cost::Omitted)
@@ -394,6 +415,7 @@ impl Tasks {
         {
             let mut map = self.lock();
             let entry = map.get_mut(id)?;
+            entry.expires = entry.expires.max(Instant::now() + FINISHED_KEEP);
             if matches!(entry.state, State::Working) {
                 entry.state = match outcome {
                     Ok(Ok(mut r)) => {
@@ -425,7 +447,8 @@ impl Tasks {
     /// The task `id`.
     pub(crate) fn get(&self, id: &str) -> Result<View, ErrorData> {
         let map = self.lock();
-        map.get(id).map(|e| Self::view(id, e)).ok_or_else(|| unknown(id))
+        let live = |e: &&Entry| matches!(e.state, State::Working) || e.expires > Instant::now();
+        map.get(id).filter(live).map(|e| Self::view(id, e)).ok_or_else(|| unknown(id))
     }
 
     /// Cancels the task `id`: its call is stopped. A finished task is
@@ -502,11 +525,15 @@ impl Tasks {
         }
     }
 
-    /// Every task kept, newest first.
-    pub(crate) fn list(&self) -> Vec<View> {
+    /// Every task `owner` made and is kept, newest first.
+    pub(crate) fn list(&self, owner: Option<&str>) -> Vec<View> {
         let map = self.lock();
-        let mut all: Vec<(chrono::DateTime<chrono::Utc>, View)> =
-            map.iter().map(|(id, e)| (e.created, Self::view(id, e))).collect();
+        let now = Instant::now();
+        let mut all: Vec<(chrono::DateTime<chrono::Utc>, View)> = map
+            .iter()
+            .filter(|(_, e)| e.owner.as_deref() == owner && (matches!(e.state, State::Working) || e.expires > now))
+            .map(|(id, e)| (e.created, Self::view(id, e)))
+            .collect();
         all.sort_by_key(|a| std::cmp::Reverse(a.0));
         all.into_iter().map(|(_, v)| v).collect()
     }
@@ -611,10 +638,19 @@ pub fn with_legacy_declarations(message: &ServerJsonRpcMessage) -> Option<Value>
 /// Whether it changed `message`.
 pub fn declare_legacy_tasks(message: &mut Value) -> bool {
     let Some(result) = message.get_mut("result").and_then(Value::as_object_mut) else { return false };
-    if result.get("protocolVersion").and_then(Value::as_str) == Some(LEGACY_TASKS_REVISION)
-        && let Some(Value::Object(caps)) = result.get_mut("capabilities")
-    {
-        caps.insert("tasks".into(), json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}));
+    let legacy = result.get("protocolVersion").and_then(Value::as_str) == Some(LEGACY_TASKS_REVISION);
+    if let Some(Value::Object(caps)) = result.get_mut("capabilities") {
+        // 2026-07-28's extension is no `initialize` answer's (that revision
+        // has none): 2025-11-25 has `tasks`, older revisions no tasks.
+        if let Some(Value::Object(extensions)) = caps.get_mut("extensions") {
+            extensions.remove(rmcp::model::TASKS_EXTENSION_ID);
+            if extensions.is_empty() {
+                caps.remove("extensions");
+            }
+        }
+        if legacy {
+            caps.insert("tasks".into(), json!({"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}));
+        }
         return true;
     }
     let Some(Value::Array(tools)) = result.get_mut("tools") else { return false };
@@ -645,7 +681,7 @@ pub fn is_legacy_task(message: &Value) -> bool {
         return false;
     }
     match method {
-        "tools/call" => message.pointer("/params/task").is_some(),
+        "tools/call" => message.pointer("/params/task").is_some_and(|t| !t.is_null()),
         "tasks/get" | "tasks/result" | "tasks/list" | "tasks/cancel" => true,
         _ => false,
     }
@@ -657,7 +693,16 @@ impl McpFront {
     /// token `token` (its audit id).
     pub async fn legacy_task(&self, message: &Value, session: Option<String>, token: Option<String>) -> Value {
         let id = message.get("id").cloned().unwrap_or(Value::Null);
-        let answer = self.legacy_answer(message, session, token).await;
+        // The session's own turns and tier (an endpoint's front over HTTP
+        // takes them from its room).
+        let own = session.as_deref().and_then(|s| self.room.conversation(s));
+        let front = match own {
+            Some(conversation) if !Arc::ptr_eq(&conversation, &self.conversation) => {
+                McpFront { conversation, ..self.clone() }
+            }
+            _ => self.clone(),
+        };
+        let answer = front.legacy_answer(message, session, token).await;
         match answer {
             Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
             Err(e) => json!({"jsonrpc": "2.0", "id": id, "error": e}),
@@ -706,8 +751,8 @@ impl McpFront {
                     return Err(ErrorData::new(
                         rmcp::model::ErrorCode::METHOD_NOT_FOUND,
                         format!(
-                            "{} does not run as a task here (only long-running and DEEP-tier tools do): call it without params.task",
-                            crate::tool::log_safe(name)
+                            "no tool {:?} runs as a task here (only long-running and DEEP-tier tools this agent may use do): call it without params.task",
+                            crate::tool::log_safe(crate::tool::cut_at(name, 64).0)
                         ),
                         None,
                     ));
@@ -720,7 +765,10 @@ impl McpFront {
             }
             "tasks/get" => Ok(self.tasks.find(&task_id()?).await?.legacy()),
             "tasks/cancel" => Ok(self.tasks.cancel_any(&task_id()?, true).await?.legacy()),
-            "tasks/list" => Ok(json!({"tasks": self.tasks.list().iter().map(View::legacy).collect::<Vec<_>>()})),
+            "tasks/list" => {
+                let owner = token.or(session);
+                Ok(json!({"tasks": self.tasks.list(owner.as_deref()).iter().map(View::legacy).collect::<Vec<_>>()}))
+            }
             "tasks/result" => {
                 let id = task_id()?;
                 let wait = self.host.runtime().limits().task_ttl;
