@@ -5,7 +5,7 @@
 // Errors: throw an Error whose `payload` is the tool-error variant,
 // { tag: 'invalid-input' | 'not-found' | 'forbidden' | 'failed', val: message }.
 // Records use camelCase field names (inputSchema, maxDurationMs, ...).
-import { log } from 'toolhost:plugin/host@0.1.1';
+import { log } from 'toolhost:plugin/host@0.1.2';
 
 const MAX_DICE = 100;
 const SIDES = [4, 6, 8, 10, 12, 20, 100];

@@ -12,7 +12,7 @@
 //   // The component's export, named as the WIT interface it implements.
 //   export const tool = plugin(greet);
 import { get as storeGet } from 'wasi:config/store@0.2.0-rc.1';
-import { log as hostLog } from 'toolhost:plugin/host@0.1.1';
+import { log as hostLog } from 'toolhost:plugin/host@0.1.2';
 
 /** A tool's failure, as the caller sees it: `kind` is one of the WIT's
  * `tool-error` cases. Throw one (or let `invalidInput(...)` and friends

@@ -31,7 +31,7 @@ fi
 
 # wasi:http and toolhost both name an interface `types`: the tool's keep the
 # name (`wit_world.imports.types`), wasi:http's is `http_types`.
-names=(--import-interface-name "toolhost:plugin/types@0.1.1=types")
+names=(--import-interface-name "toolhost:plugin/types@0.1.2=types")
 [ "$world" = http-tool ] && names+=(--import-interface-name "wasi:http/types@0.2.12=http_types")
 export RUST_LIB_BACKTRACE=0   # the Python error, not a page of Rust frames
 rm -rf gen
