@@ -9,6 +9,8 @@
 //!   the wire, one keep-alive connection.
 //! - `a_body_over_64_mib_gets_413_and_the_connection_closed`: streamed,
 //!   chunked, and declared in `Content-Length`.
+//! - `chunked_requests_held_open_hold_only_what_they_sent`: a body's share
+//!   of `server.max_bodies_bytes` is its size once read.
 
 use crate::live::serve;
 use crate::peers::python;
@@ -212,4 +214,63 @@ fn a_body_over_64_mib_gets_413_and_the_connection_closed() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     let head = answer.split("\r\n\r\n").next().unwrap();
     assert_eq!(header(head, "connection").map(str::to_ascii_lowercase).as_deref(), Some("close"), "{head}");
+}
+
+/// A body's share of `server.max_bodies_bytes` is what it holds once read:
+/// requests sent chunked (no length declared, so the whole
+/// `max_body_bytes` is set aside while they are read) and then held open
+/// by a slow call hold only their few bytes, and another client still
+/// gets in (with 8 MiB of bodies, two such requests used to leave it 503).
+#[test]
+fn chunked_requests_held_open_hold_only_what_they_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        format!(
+            "trust:\n  allow_unsigned: true\nplugins:\n  files: [{:?}]\nserver:\n  max_bodies_bytes: 8388608\n",
+            toolhost_test_artifacts::CONFORMANCE_PATH
+        ),
+    )
+    .unwrap();
+    let (_server, base) = serve(dir.path());
+    let port = port_of(&base);
+    let post = |extra: &str, body: &str| {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        let extra = format!("Content-Length: {}\r\nConnection: close\r\n{extra}", body.len());
+        s.write_all(post_head(port, &extra).as_bytes()).unwrap();
+        s.write_all(body.as_bytes()).unwrap();
+        read_to_close(&mut s)
+    };
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    .to_string();
+    let answer = post("", &initialize);
+    let head = answer.split("\r\n\r\n").next().unwrap();
+    let session = header(head, "mcp-session-id").unwrap_or_else(|| panic!("no session: {answer}")).to_string();
+    post(&format!("Mcp-Session-Id: {session}\r\n"), r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    // Three calls of 2 s, each sent chunked, held open while they run
+    // (longer than a body waits for its share: 1 s).
+    let held: Vec<TcpStream> = (0..3)
+        .map(|i| {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+            let extra = format!("Transfer-Encoding: chunked\r\nConnection: close\r\nMcp-Session-Id: {session}\r\n");
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"long_quest","arguments":{{"steps":20}}}}}}"#,
+                10 + i
+            );
+            s.write_all(post_head(port, &extra).as_bytes()).unwrap();
+            s.write_all(format!("{:x}\r\n{call}\r\n0\r\n\r\n", call.len()).as_bytes()).unwrap();
+            s
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let answer = post("", &initialize);
+    assert!(answer.starts_with("HTTP/1.1 200"), "another client gets in while they run: {answer}");
+    for mut s in held {
+        let answer = read_to_close(&mut s);
+        assert!(answer.starts_with("HTTP/1.1 200") && answer.contains("done after 20 steps"), "{answer}");
+    }
 }
