@@ -19,6 +19,7 @@ in ms and the p50 ratio to the tool call of the same client.
 """
 
 import asyncio
+import contextlib
 import os
 import socket
 import statistics
@@ -71,18 +72,14 @@ async def measure(url, mode, runs):
     return protocol, times
 
 
-def main():
-    args = sys.argv[1:]
-    runs = 300
-    if "--runs" in args:
-        i = args.index("--runs")
-        runs = int(args[i + 1])
-        del args[i : i + 2]
-    binary, wasm = (os.path.abspath(a) for a in args)
+@contextlib.contextmanager
+def serving(binary, wasm, config="limits:\n  compile: optimized\n"):
+    """`toolhost serve --http` with only the plugin `wasm`, in a throwaway
+    directory with `config` as its toolhost.yaml: its `/mcp` URL."""
     with tempfile.TemporaryDirectory() as d:
         port = free_port()
         with open(os.path.join(d, "toolhost.yaml"), "w") as f:
-            f.write("limits:\n  compile: optimized\n")
+            f.write(config)
         env = dict(os.environ, TOOLHOST_STATE_DIR=os.path.join(d, "state"), TOOLHOST_CACHE_DIR=os.path.join(d, "cache"))
         host = subprocess.Popen(
             [binary, "serve", "--http", f"127.0.0.1:{port}", "--no-builtins", "--allow-unsigned", "--plugin", wasm],
@@ -93,19 +90,30 @@ def main():
         )
         try:
             host.stdout.readline()
-            url = f"http://127.0.0.1:{port}/mcp"
-            print("| Client | Request | p50 ms | p90 ms | p50 / tool call |")
-            print("|---|---|---|---|---|")
-            for mode in ["legacy", "auto"]:
-                protocol, times = asyncio.run(measure(url, mode, runs))
-                base = statistics.median(times["tools/call test_simple_text"])
-                for name, t in times.items():
-                    p50 = statistics.median(t)
-                    p90 = statistics.quantiles(t, n=10)[-1]
-                    print(f"| Python SDK, {protocol} | {name} | {p50:.2f} | {p90:.2f} | {p50 / base:.2f} |")
+            yield f"http://127.0.0.1:{port}/mcp"
         finally:
             host.terminate()
             host.wait()
+
+
+def main():
+    args = sys.argv[1:]
+    runs = 300
+    if "--runs" in args:
+        i = args.index("--runs")
+        runs = int(args[i + 1])
+        del args[i : i + 2]
+    binary, wasm = (os.path.abspath(a) for a in args)
+    with serving(binary, wasm) as url:
+        print("| Client | Request | p50 ms | p90 ms | p50 / tool call |")
+        print("|---|---|---|---|---|")
+        for mode in ["legacy", "auto"]:
+            protocol, times = asyncio.run(measure(url, mode, runs))
+            base = statistics.median(times["tools/call test_simple_text"])
+            for name, t in times.items():
+                p50 = statistics.median(t)
+                p90 = statistics.quantiles(t, n=10)[-1]
+                print(f"| Python SDK, {protocol} | {name} | {p50:.2f} | {p90:.2f} | {p50 / base:.2f} |")
 
 
 if __name__ == "__main__":

@@ -19,18 +19,17 @@ the p50 ratio to the direct call. (An SDK client that honours the task's
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tests/peers"))
 
 import mcp_types as types  # noqa: E402
 import py_tasks  # noqa: E402
 from mcp import Client  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from offers import free_port  # noqa: E402
+from offers import serving  # noqa: E402
 
 ARGS = {"steps": 1}
 
@@ -93,33 +92,17 @@ def main():
         runs = int(args[i + 1])
         del args[i : i + 2]
     binary, wasm = (os.path.abspath(a) for a in args)
-    with tempfile.TemporaryDirectory() as d:
-        port = free_port()
-        with open(os.path.join(d, "toolhost.yaml"), "w") as f:
-            f.write("limits:\n  compile: optimized\n  tasks_per_agent: 64\n  task_results_per_agent: 1000\n")
-        env = dict(os.environ, TOOLHOST_STATE_DIR=os.path.join(d, "state"), TOOLHOST_CACHE_DIR=os.path.join(d, "cache"))
-        host = subprocess.Popen(
-            [binary, "serve", "--http", f"127.0.0.1:{port}", "--no-builtins", "--allow-unsigned", "--plugin", wasm],
-            cwd=d,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
-        )
-        try:
-            host.stdout.readline()
-            url = f"http://127.0.0.1:{port}/mcp"
-            print("| Client | Request | p50 ms | p90 ms | p50 / direct call |")
-            print("|---|---|---|---|---|")
-            for mode in ["legacy", "auto"]:
-                protocol, times = asyncio.run(measure(url, mode, runs))
-                base = statistics.median(times["tools/call long_quest (direct)"])
-                for name, t in times.items():
-                    p50 = statistics.median(t)
-                    p90 = statistics.quantiles(t, n=10)[-1]
-                    print(f"| Python SDK, {protocol} | {name} | {p50:.2f} | {p90:.2f} | {p50 / base:.3f} |")
-        finally:
-            host.terminate()
-            host.wait()
+    config = "limits:\n  compile: optimized\n  tasks_per_agent: 64\n  task_results_per_agent: 1000\n"
+    with serving(binary, wasm, config) as url:
+        print("| Client | Request | p50 ms | p90 ms | p50 / direct call |")
+        print("|---|---|---|---|---|")
+        for mode in ["legacy", "auto"]:
+            protocol, times = asyncio.run(measure(url, mode, runs))
+            base = statistics.median(times["tools/call long_quest (direct)"])
+            for name, t in times.items():
+                p50 = statistics.median(t)
+                p90 = statistics.quantiles(t, n=10)[-1]
+                print(f"| Python SDK, {protocol} | {name} | {p50:.2f} | {p90:.2f} | {p50 / base:.3f} |")
 
 
 if __name__ == "__main__":

@@ -36,7 +36,8 @@ fn serve(dir: &std::path::Path) -> Served {
     serve_http(dir, &["--no-builtins", "--plugin", CONFORMANCE_PATH])
 }
 
-fn stdio(dir: &std::path::Path) -> Vec<String> {
+/// `serve --stdio` with the conformance plugin only, for a `--stdio` client.
+pub(crate) fn stdio(dir: &std::path::Path) -> Vec<String> {
     let mut t = toolhost_stdio_env("--env", &dir.join("stdio-state"));
     t.extend(
         ["--stdio", crate::peers::toolhost_bin(), "serve", "--stdio", "--no-builtins", "--allow-unsigned"]

@@ -13,7 +13,8 @@
 //! agent's calls go on; finished results are held to
 //! `limits.task_results_per_agent`; a cancelled task's plugin stops.
 
-use crate::peers::{peer, python, run, serve_http, test_dir, toolhost_stdio_env};
+use crate::offers::stdio;
+use crate::peers::{peer, python, run, serve_http, test_dir};
 use serde_json::{Value, json};
 use std::process::Command;
 use toolhost_test_artifacts::CONFORMANCE_PATH;
@@ -26,16 +27,6 @@ fn py(dir: &std::path::Path, mode: &str, args: &[&str], target: &[String]) -> Va
     assert!(run.status.success(), "{}", run.report());
     let line = run.stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line).unwrap_or_else(|e| panic!("py_tasks printed no JSON ({e})\n{}", run.report()))
-}
-
-fn stdio(dir: &std::path::Path) -> Vec<String> {
-    let mut t = toolhost_stdio_env("--env", &dir.join("stdio-state"));
-    t.extend(
-        ["--stdio", crate::peers::toolhost_bin(), "serve", "--stdio", "--no-builtins", "--allow-unsigned"]
-            .map(String::from),
-    );
-    t.extend(["--plugin".to_string(), CONFORMANCE_PATH.to_string()]);
-    t
 }
 
 /// The audit records of `tool`'s calls under `state`.
