@@ -40,7 +40,7 @@ pub fn http_app(
     let tasks = admin
         .as_ref()
         .and_then(|a| a.installer.runtime_changes().cluster())
-        .map(|c| Arc::new(crate::cluster::FleetTasks(c.clone())) as Arc<dyn crate::mcp::server::TaskShare>);
+        .map(|c| Arc::new(crate::cluster::FleetTasks::new(c.clone())) as Arc<dyn crate::mcp::server::TaskShare>);
     let beside = match admin {
         Some(admin) => Beside {
             reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),

@@ -19,7 +19,16 @@ use std::time::Duration;
 
 /// The control plane as a fleet's shared task store.
 #[derive(Debug)]
-pub struct FleetTasks(pub Arc<Cluster>);
+pub struct FleetTasks {
+    cluster: Arc<Cluster>,
+    /// Connections open at once for tasks: a flood of reads of unknown
+    /// ids waits here (within the caller's wait), not in PostgreSQL's
+    /// `max_connections`.
+    connections: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most connections this host's tasks hold at once.
+const CONNECTIONS: usize = 4;
 
 /// The tag of task `id` of `endpoint` with `record` (distinct from any
 /// change's: those are tagged with their sequence number, from 1).
@@ -32,7 +41,13 @@ fn failed(e: tokio_postgres::Error) -> ShareError {
 }
 
 impl FleetTasks {
-    /// Runs `work` on a connection of its own (dropped when it is done).
+    /// Tasks shared through `cluster`.
+    pub fn new(cluster: Arc<Cluster>) -> FleetTasks {
+        FleetTasks { cluster, connections: Arc::new(tokio::sync::Semaphore::new(CONNECTIONS)) }
+    }
+
+    /// Runs `work` on a connection of its own (dropped when it is done),
+    /// one of at most [`CONNECTIONS`].
     fn with<T: Send + 'static, F>(
         &self,
         work: impl FnOnce(tokio_postgres::Client, [u8; 32]) -> F + Send + 'static,
@@ -40,8 +55,9 @@ impl FleetTasks {
     where
         F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
-        let (pg, key) = (self.0.pg.clone(), self.0.key.0);
+        let (pg, key, connections) = (self.cluster.pg.clone(), self.cluster.key.0, self.connections.clone());
         Box::pin(async move {
+            let _held = connections.acquire_owned().await.map_err(|_| ShareError("closed".into()))?;
             let (client, conn) = connect(&pg).await.map_err(failed)?;
             let driver = tokio::spawn(conn);
             let out = work(client, key).await.map_err(failed);
@@ -69,7 +85,7 @@ impl TaskShare for FleetTasks {
         ttl: Duration,
         ending: bool,
     ) -> BoxFuture<'static, Result<bool, ShareError>> {
-        let (endpoint, id, host) = (endpoint.to_string(), id.to_string(), self.0.host_id.clone());
+        let (endpoint, id, host) = (endpoint.to_string(), id.to_string(), self.cluster.host_id.clone());
         self.with(move |client, key| async move {
             let text = record.to_string();
             let tagged = task_tag(&key, &endpoint, &id, &text);
