@@ -41,6 +41,11 @@ pub fn http_app(
         .as_ref()
         .and_then(|a| a.installer.runtime_changes().cluster())
         .map(|c| Arc::new(crate::cluster::FleetTasks::new(c.clone())) as Arc<dyn crate::mcp::server::TaskShare>);
+    // ... and their sessions: a session goes on on any host.
+    let sessions = admin
+        .as_ref()
+        .and_then(|a| a.installer.runtime_changes().cluster())
+        .map(|c| Arc::new(crate::cluster::FleetSessions::new(c.clone())) as Arc<dyn crate::mcp::http::SessionShare>);
     let beside = match admin {
         Some(admin) => Beside {
             reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),
@@ -50,6 +55,7 @@ pub fn http_app(
             drain,
             voice,
             tasks,
+            sessions,
         },
         None => Beside { metrics: Some(metrics), drain, voice, ..Beside::default() },
     };
@@ -62,7 +68,8 @@ pub fn http_app(
 /// and waits, while the open ones are served, until nothing is left to
 /// answer (`done`: a stdio session ended; over HTTP, no MCP request in
 /// flight and no voice session open: idle MCP sessions do not hold the
-/// host) or `grace` has passed. A second signal cuts the wait short:
+/// host; in a fleet, also no request begun for the hand-over time,
+/// [`Drain::hand_over_after`]) or `grace` has passed. A second signal cuts the wait short:
 /// [`Stop::Now`].
 pub async fn drain_for(
     grace: std::time::Duration,
@@ -80,7 +87,7 @@ pub async fn drain_for(
     let emptied = async {
         match drain {
             Some(d) => {
-                while d.in_flight() > 0 || voice.is_some_and(|v| v.open_sessions() > 0) {
+                while !d.handed_over() || voice.is_some_and(|v| v.open_sessions() > 0) {
                     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
                 }
             }

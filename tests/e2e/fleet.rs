@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 use toolhost_test_artifacts::SWAP_V1_PATH;
 
 /// One host of the fleet: its directory (config, state, cache) and URL.
-struct Member {
-    dir: PathBuf,
-    url: String,
-    proc: Option<Proc>,
+pub(crate) struct Member {
+    pub(crate) dir: PathBuf,
+    pub(crate) url: String,
+    pub(crate) proc: Option<Proc>,
 }
 
 const AGENTS: &str = "npcs:\n  - name: bartok\n    budget_tier: fast\n    tools: [roll, search_facts, remember, version]\n  - name: mirela\n    budget_tier: fast\n    tools: [roll]\n  - name: lyra\n    budget_tier: fast\n    tools: [roll]\n";
@@ -66,7 +66,7 @@ fn start_logging(dir: &Path, filter: &str) -> (Proc, String) {
 
 /// HAProxy with the shipped config, listening on a free loopback port, in
 /// front of `hosts`.
-fn haproxy(dir: &Path, hosts: &[&Member]) -> (Proc, String) {
+pub(crate) fn haproxy(dir: &Path, hosts: &[&Member]) -> (Proc, String) {
     let shipped = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/haproxy.cfg")).unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let (head, _) = shipped.split_once("    # FLEET-SERVERS").expect("the servers marker in deploy/haproxy.cfg");
@@ -109,7 +109,7 @@ fn no_override_on(fleet: &[Member], agent: &str, what: &str) {
 }
 
 /// A session at `url` (an agent's endpoint), counting `list_changed`.
-async fn session(url: &str) -> (crate::live::Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+pub(crate) async fn session(url: &str) -> (crate::live::Client, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use rmcp::ServiceExt as _;
     let w = crate::live::Watcher::default();
     let count = w.0.clone();

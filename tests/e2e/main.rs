@@ -15,6 +15,7 @@
 //! - `budget`: agent allow-lists, tiers, calibration, batches.
 //! - `memory`: the memory tools over both stores (SQLite, and PostgreSQL in a throwaway cluster), moving a campaign between them, the memory grants.
 //! - `pg`: the throwaway PostgreSQL cluster (initdb as `toolhost-peer`, a Unix socket), a database per test.
+//! - `failover`: the official SDKs' clients of a fleet behind HAProxy go on, never re-initializing, through `kill -9` of their host (sessions restored from the control plane), SIGTERM (no call fails) and a 20 s database outage (dice roll on, memory fails fast, `/readyz` stays ready).
 //! - `fleet`: three hosts on one PostgreSQL behind HAProxy with `deploy/haproxy.cfg`: changes through any host reach every host, a late host starts with them, forged changes are ignored, kill -9 loses no acknowledged write, SIGTERM finishes calls in flight.
 //! - `mcp`: the MCP server front over stdio and streamable HTTP, and its hardening.
 //! - `body_limit`: `server.max_body_bytes` over HTTP: a body over it gets 413 once read, and the client keeps its session; over 64 MiB, the connection is closed.
@@ -53,6 +54,7 @@ mod client_conformance;
 mod common;
 mod doctor;
 mod external;
+mod failover;
 mod fairness;
 mod first_call;
 mod fleet;

@@ -45,11 +45,13 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use rmcp::transport::streamable_http_server::session::SessionManager as _;
+use rmcp::transport::streamable_http_server::session::{SessionManager as _, SessionStore};
 use rmcp::transport::streamable_http_server::{
     StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
 };
 use sessions::{Sessions, sweep_sessions};
+use shared::EndpointSessions;
+pub use shared::SessionShare;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, Weak};
@@ -79,6 +81,9 @@ pub struct Beside {
     pub voice: Option<VoiceHandler>,
     /// Where a fleet's hosts share their tasks (`None`: each host its own).
     pub tasks: Option<Arc<dyn crate::server::TaskShare>>,
+    /// Where a fleet's hosts share their sessions (`None`: a session is
+    /// its host's, and another answers 404).
+    pub sessions: Option<Arc<dyn SessionShare>>,
 }
 
 /// A voice session's request, authenticated as the front authenticates
@@ -282,11 +287,15 @@ pub fn router(
 
     let idle = Duration::from_secs(cfg.session_idle_secs.max(1));
     let max_body = cfg.max_body_bytes;
-    let rmcp_config = move || {
+    let session_share = beside.sessions.clone();
+    let rmcp_config = move |endpoint: &str| {
         let mut c = StreamableHttpServerConfig::default();
         // Our own checks run first and are stricter; let rmcp's pass what they pass.
         c.allowed_hosts = Vec::new();
         c.max_request_body_bytes = max_body.max(1);
+        c.session_store = session_share.clone().map(|share| {
+            Arc::new(EndpointSessions { share, endpoint: endpoint.to_string(), idle }) as Arc<dyn SessionStore>
+        });
         c
     };
     let service_host = host.clone();
@@ -303,7 +312,8 @@ pub fn router(
         manager.session_config.keep_alive = Some(idle);
         let manager = Arc::new(manager);
         let endpoint = front.clone();
-        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), rmcp_config()), manager, endpoint))
+        let config = rmcp_config(front.agent().unwrap_or_default());
+        Ok((StreamableHttpService::new(move || Ok(front.session()), manager.clone(), config), manager, endpoint))
     });
     let mut services = HashMap::new();
     let mut slugs = HashMap::new();
@@ -312,7 +322,8 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay, tasks: _ } = beside;
+    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay, tasks: _, sessions: share } =
+        beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {
@@ -350,6 +361,8 @@ pub fn router(
             idle,
             evictable_after: (idle / 2).min(Duration::from_secs(60)),
             live: Mutex::new(HashMap::new()),
+            shared_at: Mutex::new(HashMap::new()),
+            share,
         },
         drain: drain.unwrap_or_default(),
     });
@@ -385,13 +398,18 @@ pub fn router(
     // Probes for a load balancer or a supervisor: no token, and nothing
     // said beyond the status (`toolhost status` has the details).
     let ready = front.clone();
+    // `/readyz`: able to serve something (loaded, not stopping), also while
+    // the memory store is unreachable: tools that need no database go on.
+    // `/readyz?strict=1` also asks for every dependency.
     app = app.route("/healthz", axum::routing::get(|| async { "ok\n" })).route(
         "/readyz",
-        axum::routing::get(move || {
+        axum::routing::get(move |uri: axum::http::Uri| {
             let front = ready.clone();
             async move {
+                let strict = uri.query().is_some_and(|q| q.split('&').any(|p| p == "strict=1" || p == "strict=true"));
                 let readiness = front.host.readiness();
-                if readiness.is_ready() && readiness.dependencies_reachable() && !front.drain.is_draining() {
+                if readiness.is_ready() && (!strict || readiness.dependencies_reachable()) && !front.drain.is_draining()
+                {
                     (StatusCode::OK, "ready\n")
                 } else {
                     (StatusCode::SERVICE_UNAVAILABLE, "not ready\n")
@@ -414,29 +432,6 @@ pub fn router(
             async move { handle(front, peer, request).await }
         })
         .layer(axum::middleware::from_fn_with_state(front, guard)))
-}
-
-/// The tokens of `server.tokens`: at least 16 characters, none twice, each
-/// agent's an agent `is_agent` knows.
-fn parse_tokens(cfg: &ServerConfig, is_agent: impl Fn(&str) -> bool) -> Result<Tokens, HttpError> {
-    let mut tokens: Tokens = Vec::new();
-    for (i, t) in cfg.tokens.iter().enumerate() {
-        if t.token.len() < 16 {
-            return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
-        }
-        if tokens.iter().any(|(k, _, _)| k == t.token.as_bytes()) {
-            return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
-        }
-        let who = match &t.agent {
-            None => Identity::Operator,
-            Some(a) if is_agent(a) => Identity::Agent(a.clone()),
-            Some(a) => {
-                return Err(HttpError::Config(format!("server.tokens[{i}].agent: no agent named {a:?} in `npcs`")));
-            }
-        };
-        tokens.push((t.token.as_bytes().to_vec(), who, TokenId(t.audit_id().into())));
-    }
-    Ok(tokens)
 }
 
 /// The endpoints `router` serves, as (who, path) pairs, for start-up banners.
@@ -660,15 +655,26 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     if is_delete
         && let Some(id) = &session
         && !manager.has_session(&id.as_str().into()).await.unwrap_or(false)
+        && !front.sessions.shared(&target, id).await
     {
         return invalid_request(StatusCode::NOT_FOUND, "Not Found: Session not found");
     }
-    let opens_session = session.is_none() && request.method() == axum::http::Method::POST;
+    // A 2026-07-28 request carries all it needs and opens no session.
+    let stateless = request
+        .headers()
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim() >= "2026-07-28");
+    let opens_session = session.is_none() && request.method() == axum::http::Method::POST && !stateless;
     if opens_session && front.drain.is_draining() {
         return shutting_down();
     }
+    let mut restoring = false;
     match &session {
-        Some(id) => front.sessions.touch(id),
+        Some(id) => match front.sessions.continuing(id, &target, manager, &endpoints.services).await {
+            Ok(r) => restoring = r,
+            Err(r) => return r,
+        },
         None if opens_session => {
             if let Err(r) = front.sessions.admit(&target, &endpoints.services).await {
                 return r;
@@ -714,6 +720,11 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     };
     if opens_session && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
         front.sessions.opened(id, target);
+    } else if let Some(id) = &session
+        && response.status().is_success()
+        && !is_delete
+    {
+        front.sessions.used(id, &target, restoring && manager.has_session(&id.as_str().into()).await.unwrap_or(false));
     } else if is_delete
         && response.status().is_success()
         && let Some(id) = &session
@@ -754,19 +765,6 @@ fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, be
     ([(header::CONTENT_TYPE, HeaderValue::from_static(scrape.content_type))], (scrape.render)()).into_response()
 }
 
-/// A JSON-RPC "invalid request" (-32600) error with `status`.
-fn invalid_request(status: StatusCode, message: &str) -> Response {
-    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
-    (status, axum::Json(body)).into_response()
-}
-
-fn is_json_or_sse(headers: &HeaderMap) -> bool {
-    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
-        let ct = ct.to_ascii_lowercase();
-        ct.starts_with("application/json") || ct.starts_with("text/event-stream")
-    })
-}
-
 fn unauthorized(message: &str) -> Response {
     let mut r = error(StatusCode::UNAUTHORIZED, "forbidden", message);
     r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolhost\""));
@@ -777,6 +775,7 @@ mod body;
 mod checks;
 mod drain;
 mod sessions;
+mod shared;
 mod tasks;
 #[cfg(test)]
 mod tests;

@@ -21,15 +21,42 @@ mod sqlite;
 
 pub use pgconn::{PgConnection, PgTarget, PgUrlError, PgUrlProblem, explain};
 
+/// What a plugin is told when the store cannot be reached (a database
+/// outage): a stable code first, for agents and scripts to match on.
+pub const UNAVAILABLE: &str = "memory_unavailable";
+
 impl From<tokio_postgres::Error> for MemoryError {
     fn from(e: tokio_postgres::Error) -> MemoryError {
-        MemoryError::Postgres(explain(&e))
+        // The connection is gone, or the server is not taking any
+        // (SQLSTATE class 08, connection exceptions, and 57P, shutdowns).
+        let lost = e.is_closed() || e.code().is_some_and(|c| c.code().starts_with("08") || c.code().starts_with("57P"));
+        if lost { MemoryError::Unavailable(explain(&e)) } else { MemoryError::Postgres(explain(&e)) }
     }
 }
 
 impl From<deadpool_postgres::PoolError> for MemoryError {
+    /// No connection could be had: the database is unreachable or refuses.
     fn from(e: deadpool_postgres::PoolError) -> MemoryError {
-        MemoryError::Postgres(explain(&e))
+        MemoryError::Unavailable(explain(&e))
+    }
+}
+
+impl MemoryError {
+    /// What a plugin is told: for an unreachable store, [`UNAVAILABLE`]
+    /// and no detail of the database (its name and address stay in the
+    /// host's log); for another PostgreSQL failure, that it failed.
+    pub fn for_plugin(self) -> String {
+        match self {
+            MemoryError::Unavailable(why) => {
+                tracing::debug!("a memory call failed: the store is unavailable: {why}");
+                format!("{UNAVAILABLE}: the campaign memory store cannot be reached now; try again shortly")
+            }
+            MemoryError::Postgres(why) => {
+                tracing::warn!("a memory call failed: {why}");
+                "memory_error: the campaign memory store failed this operation (the host's log says why)".into()
+            }
+            other => other.to_string(),
+        }
     }
 }
 pub use postgres::{OPERATION_TIMEOUT, POOL_SIZE, PgStore, redact};
@@ -166,6 +193,9 @@ pub enum MemoryError {
     /// The campaign file is malformed.
     #[error("campaign file: {0}")]
     Campaign(#[from] serde_json::Error),
+    /// What was given cannot be stored (a NUL character in PostgreSQL).
+    #[error("{0}")]
+    Invalid(String),
 }
 
 /// The words of a search, for either store's full-text query: runs of
@@ -274,7 +304,7 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
         session_id: Option<&str>,
         limit: u32,
     ) -> Result<Vec<wit::TranscriptLine>, String> {
-        let hits = self.0.search_sessions(query, session_id, limit).map_err(|e| e.to_string())?;
+        let hits = self.0.search_sessions(query, session_id, limit).map_err(MemoryError::for_plugin)?;
         Ok(hits
             .into_iter()
             .map(|h| wit::TranscriptLine {
@@ -288,21 +318,21 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
     }
 
     fn query_entities(&self, name: Option<&str>, kind: Option<&str>, limit: u32) -> Result<Vec<wit::Entity>, String> {
-        let found = self.0.query_entities(name, kind, limit).map_err(|e| e.to_string())?;
+        let found = self.0.query_entities(name, kind, limit).map_err(MemoryError::for_plugin)?;
         Ok(found.into_iter().map(wit_entity).collect())
     }
 
     fn get_entity(&self, id: &str) -> Result<Option<wit::Entity>, String> {
-        Ok(self.0.get_entity(id).map_err(|e| e.to_string())?.map(wit_entity))
+        Ok(self.0.get_entity(id).map_err(MemoryError::for_plugin)?.map(wit_entity))
     }
 
     fn relationships(&self, id: &str) -> Result<Vec<wit::Relationship>, String> {
-        let rels = self.0.relationships(id).map_err(|e| e.to_string())?;
+        let rels = self.0.relationships(id).map_err(MemoryError::for_plugin)?;
         Ok(rels.into_iter().map(|r| wit::Relationship { source: r.source, target: r.target, kind: r.kind }).collect())
     }
 
     fn search_facts(&self, query: &str, limit: u32) -> Result<Vec<wit::Fact>, String> {
-        let hits = self.0.search_facts(query, limit).map_err(|e| e.to_string())?;
+        let hits = self.0.search_facts(query, limit).map_err(MemoryError::for_plugin)?;
         Ok(hits
             .into_iter()
             .map(|f| wit::Fact { id: f.id, text: f.text, session_id: f.session_id, score: f.score })
@@ -310,7 +340,7 @@ impl toolhost_runtime::MemoryBackend for MemoryStore {
     }
 
     fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, String> {
-        self.0.remember(text, session_id).map_err(|e| e.to_string())
+        self.0.remember(text, session_id).map_err(MemoryError::for_plugin)
     }
 
     fn reachable(&self) -> bool {

@@ -278,6 +278,11 @@ impl CampaignStore for PgStore {
     /// Records a fact, committed (durable) before it returns, and returns
     /// its new id (`fact-` and 16 random hex digits).
     fn remember(&self, text: &str, session_id: Option<&str>) -> Result<String, MemoryError> {
+        if text.contains('\0') || session_id.is_some_and(|s| s.contains('\0')) {
+            return Err(MemoryError::Invalid(
+                "the text holds a NUL character (U+0000), which the campaign memory (PostgreSQL) cannot keep".into(),
+            ));
+        }
         let mut bytes = [0u8; 8];
         getrandom::fill(&mut bytes).map_err(|e| MemoryError::Unavailable(format!("no randomness for an id: {e}")))?;
         let id = format!("fact-{}", hex::encode(bytes));
@@ -397,11 +402,20 @@ impl CampaignStore for PgStore {
             && let Some(rt) = &self.rt
         {
             h.checked_ms.store(now, Ordering::Release);
-            let (pool, health) = (self.pool.clone(), h.clone());
+            let (pool, health, target) = (self.pool.clone(), h.clone(), self.target.clone());
             rt.spawn(async move {
                 let ping = async { pool.get().await.ok()?.simple_query("SELECT 1").await.ok() };
                 let ok = matches!(tokio::time::timeout(Duration::from_secs(2), ping).await, Ok(Some(_)));
-                health.reachable.store(ok, Ordering::Release);
+                if health.reachable.swap(ok, Ordering::AcqRel) != ok {
+                    if ok {
+                        tracing::warn!("the campaign memory (PostgreSQL at {target}) answers again");
+                    } else {
+                        tracing::warn!(
+                            "the campaign memory (PostgreSQL at {target}) does not answer: memory calls fail with {} until it does; tools that need no database go on",
+                            crate::UNAVAILABLE
+                        );
+                    }
+                }
                 health.checking.store(false, Ordering::Release);
             });
         }

@@ -27,11 +27,13 @@
 
 mod key;
 mod secrets;
+mod sessions;
 mod tasks;
 
 pub use key::{Key, KeyError};
 use key::{beat_tag, tag};
 pub use secrets::{Applied, FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
+pub use sessions::FleetSessions;
 pub use tasks::FleetTasks;
 
 use crate::memory::PgTarget;
@@ -46,6 +48,11 @@ pub const CHANNEL: &str = "toolhost_changes";
 /// How often a host writes its heartbeat, and reads the log even without
 /// a notice.
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
+
+/// How long a stopping host waits with no request coming before it
+/// exits: `deploy/haproxy.cfg` takes two failed checks 500 ms apart to see
+/// it leave, and sends its sessions' requests elsewhere from then.
+pub const HANDOVER: Duration = Duration::from_secs(2);
 
 /// A host not seen for this long is listed as gone.
 pub const GONE_AFTER: Duration = Duration::from_secs(10);
@@ -69,6 +76,9 @@ CREATE TABLE IF NOT EXISTS cluster_tasks (
     endpoint TEXT NOT NULL, id TEXT NOT NULL, host_id TEXT NOT NULL, record TEXT NOT NULL,
     tag TEXT NOT NULL, expires TIMESTAMPTZ NOT NULL, cancel_asked BOOLEAN NOT NULL DEFAULT false,
     PRIMARY KEY (endpoint, id));
+CREATE TABLE IF NOT EXISTS cluster_sessions (
+    endpoint TEXT NOT NULL, id TEXT NOT NULL, host_id TEXT NOT NULL, record TEXT NOT NULL,
+    tag TEXT NOT NULL, expires TIMESTAMPTZ NOT NULL, PRIMARY KEY (endpoint, id));
 CREATE TABLE IF NOT EXISTS cluster_secrets (
     plugin TEXT NOT NULL, name TEXT NOT NULL, sealed TEXT NOT NULL, seq BIGINT NOT NULL,
     set_at TIMESTAMPTZ NOT NULL DEFAULT now(), set_by TEXT NOT NULL, PRIMARY KEY (plugin, name));

@@ -21,14 +21,46 @@ use std::time::Duration;
 #[derive(Debug)]
 pub struct FleetTasks {
     cluster: Arc<Cluster>,
-    /// Connections open at once for tasks: a flood of reads of unknown
-    /// ids waits here (within the caller's wait), not in PostgreSQL's
-    /// `max_connections`.
-    connections: Arc<tokio::sync::Semaphore>,
+    connections: Lent,
 }
 
-/// The most connections this host's tasks hold at once.
+/// Connections to the control plane lent to one use (tasks, sessions), at
+/// most [`CONNECTIONS`] open at once: a flood of reads of unknown ids waits
+/// here (within the caller's wait), not in PostgreSQL's `max_connections`.
+#[derive(Debug, Clone)]
+pub(super) struct Lent {
+    cluster: Arc<Cluster>,
+    open: Arc<tokio::sync::Semaphore>,
+}
+
+/// The most connections one use holds at once.
 const CONNECTIONS: usize = 4;
+
+impl Lent {
+    pub(super) fn new(cluster: Arc<Cluster>) -> Lent {
+        Lent { cluster, open: Arc::new(tokio::sync::Semaphore::new(CONNECTIONS)) }
+    }
+
+    /// Runs `work` on a connection of its own (dropped when it is done),
+    /// one of at most [`CONNECTIONS`], with the cluster key.
+    pub(super) fn with<T: Send + 'static, F>(
+        &self,
+        work: impl FnOnce(tokio_postgres::Client, [u8; 32]) -> F + Send + 'static,
+    ) -> BoxFuture<'static, Result<T, ShareError>>
+    where
+        F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
+    {
+        let (pg, key, open) = (self.cluster.pg.clone(), self.cluster.key.0, self.open.clone());
+        Box::pin(async move {
+            let _held = open.acquire_owned().await.map_err(|_| ShareError("closed".into()))?;
+            let (client, conn) = connect(&pg).await.map_err(failed)?;
+            let driver = tokio::spawn(conn);
+            let out = work(client, key).await.map_err(failed);
+            let _ = driver.await;
+            out
+        })
+    }
+}
 
 /// The tag of task `id` of `endpoint` with `record` (distinct from any
 /// change's: those are tagged with their sequence number, from 1).
@@ -36,34 +68,14 @@ fn task_tag(key: &[u8; 32], endpoint: &str, id: &str, record: &str) -> String {
     tag(key, 0, &format!("task\n{endpoint}\n{id}"), record)
 }
 
-fn failed(e: tokio_postgres::Error) -> ShareError {
+pub(super) fn failed(e: tokio_postgres::Error) -> ShareError {
     ShareError(format!("the control plane: {e}"))
 }
 
 impl FleetTasks {
     /// Tasks shared through `cluster`.
     pub fn new(cluster: Arc<Cluster>) -> FleetTasks {
-        FleetTasks { cluster, connections: Arc::new(tokio::sync::Semaphore::new(CONNECTIONS)) }
-    }
-
-    /// Runs `work` on a connection of its own (dropped when it is done),
-    /// one of at most [`CONNECTIONS`].
-    fn with<T: Send + 'static, F>(
-        &self,
-        work: impl FnOnce(tokio_postgres::Client, [u8; 32]) -> F + Send + 'static,
-    ) -> BoxFuture<'static, Result<T, ShareError>>
-    where
-        F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
-    {
-        let (pg, key, connections) = (self.cluster.pg.clone(), self.cluster.key.0, self.connections.clone());
-        Box::pin(async move {
-            let _held = connections.acquire_owned().await.map_err(|_| ShareError("closed".into()))?;
-            let (client, conn) = connect(&pg).await.map_err(failed)?;
-            let driver = tokio::spawn(conn);
-            let out = work(client, key).await.map_err(failed);
-            let _ = driver.await;
-            out
-        })
+        FleetTasks { connections: Lent::new(cluster.clone()), cluster }
     }
 
     /// A row's record, when its tag checks.
@@ -86,7 +98,7 @@ impl TaskShare for FleetTasks {
         ending: bool,
     ) -> BoxFuture<'static, Result<bool, ShareError>> {
         let (endpoint, id, host) = (endpoint.to_string(), id.to_string(), self.cluster.host_id.clone());
-        self.with(move |client, key| async move {
+        self.connections.with(move |client, key| async move {
             let text = record.to_string();
             let tagged = task_tag(&key, &endpoint, &id, &text);
             if ending {
@@ -117,7 +129,7 @@ impl TaskShare for FleetTasks {
 
     fn get(&self, endpoint: &str, id: &str) -> BoxFuture<'static, Result<Option<Value>, ShareError>> {
         let (endpoint, id) = (endpoint.to_string(), id.to_string());
-        self.with(move |client, key| async move {
+        self.connections.with(move |client, key| async move {
             let row = client
                 .query_opt(
                     "SELECT record, tag FROM cluster_tasks WHERE endpoint = $1 AND id = $2 AND expires > now()",
@@ -133,7 +145,7 @@ impl TaskShare for FleetTasks {
 
     fn cancel(&self, endpoint: &str, id: &str) -> BoxFuture<'static, Result<Option<Value>, ShareError>> {
         let (endpoint, id) = (endpoint.to_string(), id.to_string());
-        self.with(move |mut client, key| async move {
+        self.connections.with(move |mut client, key| async move {
             let tx = client.transaction().await?;
             let row = tx
                 .query_opt(
@@ -166,7 +178,7 @@ impl TaskShare for FleetTasks {
 
     fn cancel_asked(&self, endpoint: &str, id: &str) -> BoxFuture<'static, Result<bool, ShareError>> {
         let (endpoint, id) = (endpoint.to_string(), id.to_string());
-        self.with(move |client, _| async move {
+        self.connections.with(move |client, _| async move {
             let row = client
                 .query_opt("SELECT cancel_asked FROM cluster_tasks WHERE endpoint = $1 AND id = $2", &[&endpoint, &id])
                 .await?;

@@ -169,3 +169,39 @@ pub(super) fn too_many(what: &str, wait: Duration) -> Response {
     r.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     r
 }
+
+/// The tokens of `server.tokens`: at least 16 characters, none twice, each
+/// agent's an agent `is_agent` knows.
+pub(super) fn parse_tokens(cfg: &ServerConfig, is_agent: impl Fn(&str) -> bool) -> Result<Tokens, HttpError> {
+    let mut tokens: Tokens = Vec::new();
+    for (i, t) in cfg.tokens.iter().enumerate() {
+        if t.token.len() < 16 {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: use at least 16 characters")));
+        }
+        if tokens.iter().any(|(k, _, _)| k == t.token.as_bytes()) {
+            return Err(HttpError::Config(format!("server.tokens[{i}].token: the same token is listed twice")));
+        }
+        let who = match &t.agent {
+            None => Identity::Operator,
+            Some(a) if is_agent(a) => Identity::Agent(a.clone()),
+            Some(a) => {
+                return Err(HttpError::Config(format!("server.tokens[{i}].agent: no agent named {a:?} in `npcs`")));
+            }
+        };
+        tokens.push((t.token.as_bytes().to_vec(), who, TokenId(t.audit_id().into())));
+    }
+    Ok(tokens)
+}
+
+/// A JSON-RPC "invalid request" (-32600) error with `status`.
+pub(super) fn invalid_request(status: StatusCode, message: &str) -> Response {
+    let body = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32600, "message": message}});
+    (status, axum::Json(body)).into_response()
+}
+
+pub(super) fn is_json_or_sse(headers: &HeaderMap) -> bool {
+    headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|ct| {
+        let ct = ct.to_ascii_lowercase();
+        ct.starts_with("application/json") || ct.starts_with("text/event-stream")
+    })
+}

@@ -12,6 +12,12 @@ pub struct Drain {
     pub(super) closed: std::sync::atomic::AtomicBool,
     pub(super) open: std::sync::atomic::AtomicUsize,
     busy: std::sync::atomic::AtomicUsize,
+    /// When the last request began, in milliseconds from `epoch`.
+    last_request_ms: std::sync::atomic::AtomicU64,
+    /// How long the drain waits with no request coming before it is over
+    /// (in a fleet: until the balancer has sent the sessions elsewhere).
+    handover_ms: std::sync::atomic::AtomicU64,
+    epoch: std::sync::OnceLock<Instant>,
 }
 
 /// One request being answered, counted in [`Drain::in_flight`] until its
@@ -22,6 +28,7 @@ pub(super) struct Busy(Arc<Drain>);
 impl Busy {
     pub(super) fn new(drain: &Arc<Drain>) -> Busy {
         drain.busy.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        drain.last_request_ms.store(drain.now_ms(), std::sync::atomic::Ordering::Release);
         Busy(drain.clone())
     }
 
@@ -64,6 +71,27 @@ impl hyper::body::Body for Held {
 }
 
 impl Drain {
+    fn now_ms(&self) -> u64 {
+        self.epoch.get_or_init(Instant::now).elapsed().as_millis().try_into().unwrap_or(u64::MAX)
+    }
+
+    /// Makes [`Drain::handed_over`] wait until no request has begun for
+    /// `quiet`: a fleet's host, whose balancer takes a moment to see it
+    /// leave, serves its sessions until their requests go to another host
+    /// (which restores them).
+    pub fn hand_over_after(&self, quiet: Duration) {
+        self.epoch.get_or_init(Instant::now);
+        self.handover_ms.store(quiet.as_millis().try_into().unwrap_or(u64::MAX), std::sync::atomic::Ordering::Release);
+    }
+
+    /// Whether nothing is left to hand over: no request in flight, and
+    /// none begun for the quiet time [`Drain::hand_over_after`] set.
+    pub fn handed_over(&self) -> bool {
+        let quiet = self.handover_ms.load(std::sync::atomic::Ordering::Acquire);
+        let last = self.last_request_ms.load(std::sync::atomic::Ordering::Acquire);
+        self.in_flight() == 0 && (quiet == 0 || self.now_ms().saturating_sub(last) >= quiet)
+    }
+
     /// Stops taking new sessions.
     pub fn start(&self) {
         self.draining.store(true, std::sync::atomic::Ordering::Release);

@@ -11,6 +11,18 @@ pub(super) struct Sessions {
     /// its place at the cap: a minute, or half `idle` when that is shorter.
     pub(super) evictable_after: Duration,
     pub(super) live: Mutex<HashMap<String, (Identity, Instant)>>,
+    /// When each live session was last touched in the fleet's share.
+    pub(super) shared_at: Mutex<HashMap<String, Instant>>,
+    /// Where a fleet's hosts share their sessions ([`SessionShare`]).
+    pub(super) share: Option<Arc<dyn SessionShare>>,
+}
+
+/// The share's name for `who`'s endpoint: the agent's, `""` the operator's.
+fn endpoint_of(who: &Identity) -> &str {
+    match who {
+        Identity::Operator => "",
+        Identity::Agent(a) => a,
+    }
 }
 
 impl Sessions {
@@ -30,6 +42,59 @@ impl Sessions {
 
     pub(super) fn closed(&self, id: &str) {
         self.lock().remove(id);
+        self.shared_at.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
+    /// A request naming session `id` of `target`'s endpoint: touched. In a
+    /// fleet, a session this host does not hold is admitted as a new one
+    /// would be, since rmcp is about to restore it from the share (`true`).
+    pub(super) async fn continuing(
+        &self,
+        id: &str,
+        target: &Identity,
+        manager: &LocalSessionManager,
+        services: &Services,
+    ) -> Result<bool, Response> {
+        let held = self.lock().contains_key(id) || manager.has_session(&id.into()).await.unwrap_or(true);
+        if held || self.share.is_none() {
+            self.touch(id);
+            return Ok(false);
+        }
+        self.admit(target, services).await?;
+        Ok(true)
+    }
+
+    /// Session `id` of `target`'s endpoint answered a request: counted
+    /// when this host `restored` it, and touched in the fleet's share now
+    /// and then ([`super::shared::touch_every`]).
+    pub(super) fn used(&self, id: &str, target: &Identity, restored: bool) {
+        if restored {
+            tracing::info!(session = %id, "a session begun on another host of the fleet goes on here");
+            self.opened(id, target.clone());
+        }
+        let Some(share) = &self.share else { return };
+        let due = {
+            let mut at = self.shared_at.lock().unwrap_or_else(|p| p.into_inner());
+            let due = at.get(id).is_none_or(|t| t.elapsed() >= super::shared::touch_every(self.idle));
+            if due && self.lock().contains_key(id) {
+                at.insert(id.to_string(), Instant::now());
+            }
+            due
+        };
+        if due && !restored {
+            let touch = share.touch(endpoint_of(target), id, self.idle);
+            tokio::spawn(async move {
+                if let Err(e) = touch.await {
+                    tracing::warn!("a session could not be touched in the fleet's share: {e}");
+                }
+            });
+        }
+    }
+
+    /// Whether the fleet's share holds session `id` of `target`'s endpoint.
+    pub(super) async fn shared(&self, target: &Identity, id: &str) -> bool {
+        let Some(share) = &self.share else { return false };
+        matches!(share.load(endpoint_of(target), id, self.idle).await, Ok(Some(_)))
     }
 
     /// Room for one more session of `who`. An agent holds at most a

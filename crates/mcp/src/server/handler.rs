@@ -550,6 +550,11 @@ impl ServerHandler for McpFront {
         if let Some(info) = context.peer.peer_info() {
             let _ = self.negotiated.set(info.protocol_version.clone());
         }
+        // A session another host of a fleet began, restored here: it may
+        // have missed an announcement while it moved, so its first look
+        // is announced as a change (unless it lists first).
+        let restored =
+            context.extensions.get::<rmcp::transport::streamable_http_server::SessionRestoreMarker>().is_some();
         // Over HTTP, the session joins its endpoint's room under its
         // `Mcp-Session-Id`, for turns posted to `/mcp/<agent>/turn`.
         if let Some(id) = context
@@ -570,7 +575,11 @@ impl ServerHandler for McpFront {
             // that listed before it joined.
             let readiness = front.host.readiness();
             readiness.ready_by(std::time::Instant::now() + readiness.first_list_wait()).await;
-            front.shown.lock().unwrap_or_else(|p| p.into_inner()).get_or_insert_with(|| front.visible_names());
+            front
+                .shown
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get_or_insert_with(|| if restored { Vec::new() } else { front.visible_names() });
             let (mut last_resources, mut last_prompts) = front.offer_signature();
             let mut poll = tokio::time::interval(VISIBILITY_POLL);
             poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);

@@ -278,6 +278,12 @@ impl Serve {
             let local = listener.local_addr()?;
             let admin_token = admin.token.clone();
             let drain = Arc::new(Drain::default());
+            if cluster.is_some() {
+                // A fleet's balancer sees this host leave within a second
+                // or so (deploy/haproxy.cfg): its sessions are served here
+                // until their requests go to another host, which restores them.
+                drain.hand_over_after(toolhost::cluster::HANDOVER);
+            }
             let voice_banner = relay.as_ref().map(|_| ());
             let voice = relay.clone();
             let app = http_app(host.clone(), &server_cfg, local, Some(admin), Some(drain.clone()), relay)?;
