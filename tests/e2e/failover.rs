@@ -270,6 +270,11 @@ async fn sdk_clients_go_on_through_a_killed_host_a_stopped_host_and_a_database_o
 /// A JSON-RPC message to `url` (in session `session`): the status, the
 /// session id the answer gave, and the answer (JSON, or an event's data).
 async fn rpc(url: &str, session: Option<&str>, body: Value) -> (u16, Option<String>, Value) {
+    rpc_as(url, None, session, body).await
+}
+
+/// [`rpc`] with `token`.
+async fn rpc_as(url: &str, token: Option<&str>, session: Option<&str>, body: Value) -> (u16, Option<String>, Value) {
     let mut r = reqwest::Client::new()
         .post(url)
         .header("accept", "application/json, text/event-stream")
@@ -277,6 +282,9 @@ async fn rpc(url: &str, session: Option<&str>, body: Value) -> (u16, Option<Stri
         .json(&body);
     if let Some(s) = session {
         r = r.header("mcp-session-id", s);
+    }
+    if let Some(t) = token {
+        r = r.bearer_auth(t);
     }
     let answer = r.send().await.unwrap();
     let status = answer.status().as_u16();
@@ -290,6 +298,18 @@ async fn rpc(url: &str, session: Option<&str>, body: Value) -> (u16, Option<Stri
         .or_else(|| serde_json::from_str(&text).ok())
         .unwrap_or(Value::Null);
     (status, id, json)
+}
+
+/// Initializes a 2025-11-25 session at `url` with `token`: its id.
+async fn initialize(url: &str, token: Option<&str>) -> String {
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "failover", "version": "1"}}});
+    let (status, session, answer) = rpc_as(url, token, None, init).await;
+    assert_eq!(status, 200, "{answer}");
+    let session = session.expect("a session id");
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(rpc_as(url, token, Some(&session), initialized).await.0, 202);
+    session
 }
 
 fn roll() -> Value {
@@ -316,13 +336,7 @@ async fn a_session_goes_on_on_any_host_for_its_agent_and_never_elsewhere_or_forg
         eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
     }
     let at = |h: usize, agent: &str| format!("{}/mcp/{agent}", fleet[h].url);
-    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "failover", "version": "1"}}});
-    let (status, session, answer) = rpc(&at(0, "bartok"), None, init).await;
-    assert_eq!(status, 200, "{answer}");
-    let session = session.expect("a session id");
-    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    assert_eq!(rpc(&at(0, "bartok"), Some(&session), initialized).await.0, 202);
+    let session = initialize(&at(0, "bartok"), None).await;
 
     // Host b never saw the session: it restores it and answers.
     let (status, _, answer) = rpc(&at(1, "bartok"), Some(&session), roll()).await;
@@ -363,4 +377,58 @@ async fn a_session_goes_on_on_any_host_for_its_agent_and_never_elsewhere_or_forg
     assert_eq!(status, 404, "a deleted session on host c: {answer}");
     let (_, rows) = pg.psql(&db, &format!("SELECT count(*) FROM cluster_sessions WHERE id = '{session}'"));
     assert_eq!(rows.trim(), "0");
+}
+
+const LYRA_TOKEN: &str = "lyra-token-0123456789abcdef";
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_agent_lands_on_one_host_whatever_its_path_so_its_rate_limit_holds() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (_db, url) = crate::pg::database();
+    let mut fleet: Vec<Member> = Vec::new();
+    for id in ["a", "b", "c"] {
+        let dir = root.join(id);
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("toolhost.yaml"),
+            format!(
+                "cluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nserver:\n  tokens:\n    - {{token: {LYRA_TOKEN}, agent: lyra}}\nbudget:\n  background_calibration: false\nnpcs:\n  - name: lyra\n    budget_tier: standard\n    tools: [roll]\n    rate_limit: {{ per_minute: 6, burst: 6 }}\n",
+                key = fleet_key(&dir).display()
+            ),
+        )
+        .unwrap();
+        let (proc, url) = start(&dir);
+        fleet.push(Member { dir, url, proc: Some(proc) });
+    }
+    let probe = reqwest::Client::new();
+    for m in &fleet {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    let (_lb, front) = haproxy(root, &fleet.iter().collect::<Vec<_>>());
+    // Lyra by her path and by her token alone: two sessions, one budget.
+    let by_path = format!("{front}/mcp/lyra");
+    let by_token = format!("{front}/mcp");
+    let s1 = initialize(&by_path, Some(LYRA_TOKEN)).await;
+    let s2 = initialize(&by_token, Some(LYRA_TOKEN)).await;
+    let mut answers = Vec::new();
+    for i in 0..8 {
+        let (url, s) = if i % 2 == 0 { (&by_path, &s1) } else { (&by_token, &s2) };
+        answers.push(rpc_as(url, Some(LYRA_TOKEN), Some(s), roll()).await.2);
+    }
+    let refused: Vec<&Value> = answers.iter().filter(|a| a.to_string().contains("over its tool-call rate")).collect();
+    assert_eq!(refused.len(), 2, "6 calls a minute across both paths: {answers:#?}");
+    assert!(answers[..6].iter().all(|a| a["result"]["content"][0]["text"].is_string()), "{answers:#?}");
+    let hosts: Vec<usize> = (0..3)
+        .filter(|&h| {
+            std::fs::read_to_string(fleet[h].dir.join("state/audit.jsonl"))
+                .unwrap_or_default()
+                .contains("\"agent\":\"lyra\"")
+        })
+        .collect();
+    assert_eq!(hosts.len(), 1, "lyra's calls were served by one host: {hosts:?}");
+    for m in &mut fleet {
+        drop(m.proc.take());
+    }
 }
