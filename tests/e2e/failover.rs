@@ -167,6 +167,11 @@ async fn sdk_clients_go_on_through_a_killed_host_a_stopped_host_and_a_database_o
     let strict = format!("{direct}/readyz?strict=1");
     eventually("/readyz?strict=1 unready", async || probe.get(&strict).send().await.is_ok_and(|r| r.status() == 503))
         .await;
+    // A DM override made during the outage is refused, made nowhere.
+    let o = crate::oci::run(&fleet[last].dir, &["override", "bartok", "deep", "--for", "10m"]);
+    let said = format!("{}{}", crate::common::stdout(&o), crate::common::stderr(&o));
+    assert!(!o.status.success() && said.contains("the change was not made"), "{said}");
+    assert!(!overridden(&fleet[last], "bartok"), "an override made while the control plane was away");
     let mut refusals = Vec::new();
     while outage.elapsed() < Duration::from_secs(20) {
         let ready = probe.get(format!("{direct}/readyz")).send().await.unwrap().status();
@@ -428,6 +433,106 @@ async fn one_agent_lands_on_one_host_whatever_its_path_so_its_rate_limit_holds()
         })
         .collect();
     assert_eq!(hosts.len(), 1, "lyra's calls were served by one host: {hosts:?}");
+    for m in &mut fleet {
+        drop(m.proc.take());
+    }
+}
+
+/// Whether host `m` holds a DM override for `agent`.
+fn overridden(m: &Member, agent: &str) -> bool {
+    let o = crate::oci::run(&m.dir, &["agents", "--json"]);
+    let agents: Value = serde_json::from_str(&crate::common::stdout(&o)).unwrap();
+    !agents.as_array().unwrap().iter().find(|a| a["name"] == agent).unwrap()["dm_override"].is_null()
+}
+
+/// `cluster status --json` through `m`: whether it exited 0, its problems.
+fn cluster_status(m: &Member) -> (bool, String) {
+    let o = crate::oci::run(&m.dir, &["cluster", "status", "--json"]);
+    let v: Value = serde_json::from_str(&crate::common::stdout(&o)).unwrap_or_default();
+    (o.status.success(), v["problems"].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rolled_back_or_forged_change_log_is_detected_and_changes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (db, url) = crate::pg::database();
+    let mut fleet: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let dir = root.join(id);
+            configure(&dir, id, &url);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let probe = reqwest::Client::new();
+    let ready = async |m: &Member| {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("the host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    };
+    for m in &fleet {
+        ready(m).await;
+    }
+    let pg = crate::pg::cluster();
+    let psql = |sql: &str| {
+        let (ok, said) = pg.psql(&db, sql);
+        assert!(ok, "{sql}: {said}");
+    };
+    crate::oci::ok(&crate::oci::run(&fleet[0].dir, &["override", "bartok", "deep", "--for", "10m"]));
+    crate::oci::ok(&crate::oci::run(&fleet[0].dir, &["override", "bartok", "--clear"]));
+    eventually("the fleet whole and caught up", async || cluster_status(&fleet[0]).0).await;
+    assert!(!overridden(&fleet[1], "bartok"));
+
+    // 1. The row that cleared the override, deleted: the log was rolled back.
+    psql(
+        "CREATE TABLE saved AS SELECT * FROM cluster_changes WHERE change LIKE '%override_cleared%'; \
+         DELETE FROM cluster_changes WHERE change LIKE '%override_cleared%'",
+    );
+    let (ok, problems) = cluster_status(&fleet[0]);
+    assert!(!ok && problems.contains("was rolled back"), "{problems}");
+    // Host b, restarted, starts and does not bring the override back; nor
+    // does a; and no new change goes into the damaged log.
+    let b = root.join("b");
+    drop(fleet[1].proc.take());
+    let (proc, url_b) = start(&b);
+    fleet[1] = Member { dir: b, url: url_b, proc: Some(proc) };
+    ready(&fleet[1]).await;
+    eventually("host b read the log", async || {
+        std::fs::read_to_string(fleet[1].dir.join("serve.log")).unwrap_or_default().contains("was rolled back")
+    })
+    .await;
+    assert!(!overridden(&fleet[1], "bartok") && !overridden(&fleet[0], "bartok"), "a rolled-back log applied");
+    let o = crate::oci::run(&fleet[0].dir, &["override", "mirela", "deep", "--for", "10m"]);
+    let said = format!("{}{}", crate::common::stdout(&o), crate::common::stderr(&o));
+    assert!(said.contains("rolled back"), "a change into a damaged log is refused, saying why: {said}");
+    assert!(said.contains("the change was not made"), "{said}");
+    assert!(!overridden(&fleet[0], "mirela") && !overridden(&fleet[1], "mirela"), "a refused change applied");
+
+    // 2. The row put back: the log is whole again, for the hosts too.
+    psql("INSERT INTO cluster_changes SELECT * FROM saved");
+    eventually("the fleet whole again", async || cluster_status(&fleet[0]).0).await;
+
+    // 3. 1,000 rows forged outside the log's numbers: said, never read, and
+    // no host stops starting for them.
+    psql(
+        "INSERT INTO cluster_changes (seq, host_id, change, tag) \
+         SELECT -g, 'a', '{\"op\":\"override_set\",\"agent\":\"lyra\",\"tier\":\"deep\",\"until_unix_ms\":99999999999999}', 'forged' \
+         FROM generate_series(1, 500) g; \
+         INSERT INTO cluster_changes (seq, host_id, change, tag) \
+         SELECT 1000000000000 + g, 'a', '{\"op\":\"override_set\",\"agent\":\"bartok\",\"tier\":\"deep\",\"until_unix_ms\":99999999999999}', 'forged' \
+         FROM generate_series(1, 500) g",
+    );
+    let (ok, problems) = cluster_status(&fleet[0]);
+    assert!(!ok && problems.contains("1000 rows of cluster_changes were not written"), "{problems}");
+    let b = root.join("b");
+    drop(fleet[1].proc.take());
+    let (proc, url_b) = start(&b);
+    fleet[1] = Member { dir: b, url: url_b, proc: Some(proc) };
+    ready(&fleet[1]).await;
+    crate::oci::ok(&crate::oci::run(&fleet[0].dir, &["override", "mirela", "deep", "--for", "10m"]));
+    eventually("a real change still reaches host b", async || overridden(&fleet[1], "mirela")).await;
+    assert!(!overridden(&fleet[1], "bartok") && !overridden(&fleet[0], "bartok"), "a forged row applied");
     for m in &mut fleet {
         drop(m.proc.take());
     }

@@ -302,6 +302,27 @@ async fn announce(s: &AdminState, change: crate::cluster::Change) -> Result<(), 
     }
 }
 
+/// Tells the fleet of a change before it is made here: `502` when the
+/// control plane did not take it, and then the change is made nowhere.
+async fn announce_first(s: &AdminState, change: crate::cluster::Change) -> Result<(), ApiError> {
+    if s.admin.installer.runtime_changes().cluster().is_none() {
+        return Ok(());
+    }
+    let installer = s.admin.installer.clone();
+    match tokio::task::spawn_blocking(move || installer.runtime_changes().announce(change)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(ApiError::new(
+            StatusCode::BAD_GATEWAY,
+            "fleet_not_told",
+            format!(
+                "the change was not made, on this host or any other: the fleet's control plane did not take it ({}); make it again when it answers",
+                e.0
+            ),
+        )),
+        Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
+    }
+}
+
 /// `not_found` naming the agents there are.
 fn unknown_agent(host: &crate::Host, name: &str) -> ApiError {
     let known: Vec<String> = host.pipeline().budget().agents().iter().map(|a| format!("{:?}", a.name)).collect();
@@ -338,6 +359,12 @@ async fn set_override(
             format!("an override lasts 1 s to {} h, not {} s", MAX_OVERRIDE_SECS / 3600, req.for_secs),
         ));
     }
+    s.host.pipeline().budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    // The fleet first: an override the control plane did not take is made
+    // nowhere (never on this host only).
+    let until_unix_ms = crate::changes::now_unix_ms().saturating_add(req.for_secs.saturating_mul(1000));
+    announce_first(&s, crate::cluster::Change::OverrideSet { agent: req.agent.clone(), tier: req.tier, until_unix_ms })
+        .await?;
     s.host
         .pipeline()
         .budget()
@@ -346,13 +373,7 @@ async fn set_override(
     // The agent's sessions look at what they show now, not at their next poll.
     s.host.pipeline().registry().touch();
     // Kept across a restart until it expires.
-    let changes = s.admin.installer.runtime_changes();
-    changes.override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
-    let until_unix_ms = changes.overrides().iter().find(|o| o.0 == req.agent).map_or(0, |o| {
-        crate::changes::now_unix_ms().saturating_add(u64::try_from(o.2.as_millis()).unwrap_or(u64::MAX))
-    });
-    announce(&s, crate::cluster::Change::OverrideSet { agent: req.agent.clone(), tier: req.tier, until_unix_ms })
-        .await?;
+    s.admin.installer.runtime_changes().override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), tier = %req.tier, secs = req.for_secs, "DM override set");
     agent_reply(&s.host, &req.agent)
 }
@@ -365,10 +386,10 @@ async fn clear_override(
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_input", format!("expected {{\"agent\": NAME}}: {e}"))
     })?;
     s.host.pipeline().budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    announce_first(&s, crate::cluster::Change::OverrideCleared { agent: req.agent.clone() }).await?;
     s.host.pipeline().budget().clear_override(&req.agent);
     s.host.pipeline().registry().touch();
     s.admin.installer.runtime_changes().override_cleared(&req.agent);
-    announce(&s, crate::cluster::Change::OverrideCleared { agent: req.agent.clone() }).await?;
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");
     agent_reply(&s.host, &req.agent)
 }

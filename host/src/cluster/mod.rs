@@ -25,11 +25,15 @@
 //! those two hosts disagreeing until the next change to it. `cluster
 //! status` flags hosts whose plugins differ.
 
+mod chain;
+mod hosts;
 mod key;
 mod secrets;
 mod sessions;
 mod tasks;
 
+use hosts::{HOST_COLUMNS, host_row};
+pub use hosts::{HostRow, forget, mismatches, status};
 pub use key::{Key, KeyError};
 use key::{beat_tag, tag};
 pub use secrets::{Applied, FleetSecret, list_secrets, read_secrets, remove_secret, set_secret, wait_applied};
@@ -72,6 +76,7 @@ CREATE TABLE IF NOT EXISTS cluster_hosts (
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS instance TEXT NOT NULL DEFAULT '';
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS clash_at TIMESTAMPTZ;
 ALTER TABLE cluster_hosts ADD COLUMN IF NOT EXISTS tag TEXT NOT NULL DEFAULT '';
+ALTER TABLE cluster_changes ADD COLUMN IF NOT EXISTS prev TEXT NOT NULL DEFAULT '';
 CREATE TABLE IF NOT EXISTS cluster_tasks (
     endpoint TEXT NOT NULL, id TEXT NOT NULL, host_id TEXT NOT NULL, record TEXT NOT NULL,
     tag TEXT NOT NULL, expires TIMESTAMPTZ NOT NULL, cancel_asked BOOLEAN NOT NULL DEFAULT false,
@@ -163,58 +168,6 @@ pub enum ClusterError {
     },
 }
 
-/// A host's row in `cluster_hosts`, as `toolhost cluster status` shows it.
-#[derive(Debug, Clone, Serialize)]
-pub struct HostRow {
-    /// `cluster.host_id`.
-    pub host_id: String,
-    /// The toolhost version it runs.
-    pub version: String,
-    /// Seconds since its last heartbeat.
-    pub last_seen_secs: f64,
-    /// The last change it applied.
-    pub applied_seq: i64,
-    /// Changes in the log after it.
-    pub lag: i64,
-    /// Its plugins, name to digest (or fingerprint).
-    pub plugins: std::collections::BTreeMap<String, String>,
-    /// Whether it is gone (no heartbeat for [`GONE_AFTER`]).
-    pub gone: bool,
-    /// Seconds since a heartbeat under this id found another running
-    /// process's in its place (two hosts given one `cluster.host_id`).
-    pub clash_secs: Option<f64>,
-    /// Whether the row's tag checks with the fleet's key: one that does not
-    /// was written by someone other than a host of this fleet.
-    pub checks: bool,
-}
-
-/// A `cluster_hosts` row read as `status` reads it; `None` for a row of
-/// another shape.
-fn host_row(key: &Key, latest: i64, r: &tokio_postgres::Row) -> Option<HostRow> {
-    let host_id: String = r.try_get(0).ok()?;
-    let version: String = r.try_get(1).ok()?;
-    let last_seen_secs: f64 = r.try_get(2).ok()?;
-    let applied_seq: i64 = r.try_get(3).ok()?;
-    let plugins: String = r.try_get(4).ok()?;
-    let instance: String = r.try_get(6).ok()?;
-    let tag: String = r.try_get(7).ok()?;
-    Some(HostRow {
-        checks: key.checks_beat(&host_id, &instance, &version, applied_seq, &plugins, &tag),
-        plugins: serde_json::from_str(&plugins).unwrap_or_default(),
-        host_id,
-        version,
-        last_seen_secs,
-        applied_seq,
-        lag: latest - applied_seq,
-        gone: last_seen_secs > GONE_AFTER.as_secs_f64(),
-        clash_secs: r.try_get(5).ok()?,
-    })
-}
-
-/// The columns [`host_row`] reads, in its order.
-const HOST_COLUMNS: &str = "host_id, version, extract(epoch FROM now() - last_seen)::float8, applied_seq, plugins,
-    extract(epoch FROM now() - clash_at)::float8, instance, tag";
-
 /// How a host applies a change from another host, and reports its plugins.
 pub trait Apply: Send + Sync {
     /// Applies one change (on a blocking thread). A failure is logged; the
@@ -256,6 +209,10 @@ pub struct Cluster {
     published: Arc<std::sync::Mutex<std::collections::HashSet<i64>>>,
     /// Rows refused (their tags did not check), each logged once.
     refused: std::sync::Mutex<std::collections::HashSet<i64>>,
+    /// The tag of the last change applied: the next one chains to it.
+    last_tag: std::sync::Mutex<String>,
+    /// Damage found in the log (a break, a roll-back), said once each.
+    damage: std::sync::Mutex<Option<String>>,
     /// When this host joined.
     started: std::time::SystemTime,
     /// This process, in its heartbeat row: another process writing the
@@ -266,12 +223,6 @@ pub struct Cluster {
     beaten: AtomicBool,
     clash_said: std::sync::Mutex<Option<std::time::Instant>>,
     rt: Option<tokio::runtime::Runtime>,
-}
-
-/// A row of `cluster_changes` read as `seq, host_id, change, tag`; `None`
-/// for a row of another shape (a NULL, another type).
-fn log_row(row: &tokio_postgres::Row) -> Option<(i64, String, String, String)> {
-    Some((row.try_get(0).ok()?, row.try_get(1).ok()?, row.try_get(2).ok()?, row.try_get(3).ok()?))
 }
 
 impl Change {
@@ -319,7 +270,7 @@ impl Drop for Cluster {
 /// announces it at commit; its sequence number.
 async fn append(
     tx: &tokio_postgres::Transaction<'_>,
-    key: &[u8; 32],
+    key: &Key,
     host_id: &str,
     text: &str,
 ) -> Result<i64, tokio_postgres::Error> {
@@ -328,10 +279,18 @@ async fn append(
     // earlier one still committing (and skips it).
     tx.batch_execute("SELECT pg_advisory_xact_lock(hashtext('toolhost cluster publish'))").await?;
     let seq: i64 = tx.query_one("SELECT nextval(pg_get_serial_sequence('cluster_changes', 'seq'))", &[]).await?.get(0);
-    let tag = tag(key, seq, host_id, text);
+    // Chained to the change before it: a deleted or replaced row breaks
+    // the chain ([`chain`]). No change is added to a damaged log: hosts
+    // would not apply it, or apply it over a rewound history.
+    let (_, prev, damage) = chain::check_log(tx, key).await?;
+    if let Some(d) = damage {
+        let said = format!("refused: {d}").replace('\'', "''");
+        tx.batch_execute(&format!("DO $$ BEGIN RAISE EXCEPTION '{said}'; END $$")).await?;
+    }
+    let tag = tag(&key.0, seq, host_id, &chain::chained(text, &prev));
     tx.execute(
-        "INSERT INTO cluster_changes (seq, host_id, change, tag) VALUES ($1, $2, $3, $4)",
-        &[&seq, &host_id, &text, &tag],
+        "INSERT INTO cluster_changes (seq, host_id, change, tag, prev) VALUES ($1, $2, $3, $4, $5)",
+        &[&seq, &host_id, &text, &tag, &prev],
     )
     .await?;
     tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &seq.to_string()]).await?;
@@ -386,6 +345,8 @@ impl Cluster {
             caught_up: AtomicBool::new(false),
             published: Default::default(),
             refused: Default::default(),
+            last_tag: Default::default(),
+            damage: Default::default(),
             started: std::time::SystemTime::now(),
             instance,
             beaten: AtomicBool::new(false),
@@ -407,7 +368,8 @@ impl Cluster {
     /// Returns its sequence number. Blocking.
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
         let text = serde_json::to_string(change).expect("a change serializes");
-        let (pg, host_id, key, published) = (self.pg.clone(), self.host_id.clone(), self.key.0, self.published.clone());
+        let (pg, host_id, key, published) =
+            (self.pg.clone(), self.host_id.clone(), Key(self.key.0), self.published.clone());
         let work = async move {
             let (mut client, conn) = connect(&pg).await?;
             let driver = tokio::spawn(conn);
@@ -510,38 +472,82 @@ impl Cluster {
     ) -> Result<(), tokio_postgres::Error> {
         let first = !self.caught_up.load(Ordering::Acquire);
         let from = self.applied.load(Ordering::Acquire);
-        let rows = client
-            .query("SELECT seq, host_id, change, tag FROM cluster_changes WHERE seq > $1 ORDER BY seq", &[&from])
-            .await?;
+        let last_tag = self.last_tag.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        // The change applied last must still be in the log as it was.
+        let mut damage = None;
+        if from > 0 {
+            let still = client.query_opt("SELECT tag FROM cluster_changes WHERE seq = $1", &[&from]).await?;
+            if still.and_then(|r| r.try_get::<_, String>(0).ok()).is_none_or(|t| t != last_tag) {
+                damage = Some(chain::gone(from));
+            }
+        }
+        // The heartbeats before the log: a change committed between the
+        // two reads is in the log read second.
+        let newest = chain::newest_applied(client, &self.key).await?;
+        let rows = if damage.is_some() {
+            Vec::new()
+        } else {
+            client
+                .query(
+                    &format!(
+                        "SELECT {} FROM cluster_changes WHERE seq > $1 AND {} ORDER BY seq",
+                        chain::LOG_COLUMNS,
+                        chain::IN_RANGE
+                    ),
+                    &[&from],
+                )
+                .await?
+        };
+        let (rows, _, refused, broken) =
+            chain::walk(rows.iter().filter_map(chain::log_row).collect(), &self.key, last_tag);
+        damage = damage.or(broken);
+        // A log that ends before what a host of the fleet applied (this
+        // one's earlier run included) was rolled back.
+        if damage.is_none() {
+            let last = rows.last().map_or(from, |r| r.seq);
+            if let Some((applied, by)) = newest
+                && applied > last
+            {
+                damage = Some(chain::rolled_back(last, applied, &format!("host {}", crate::tool::log_safe(&by))));
+            }
+        }
+        for seq in refused {
+            // Not applied, and not counted as read either: a forged row
+            // far ahead must not make this host skip the real changes
+            // before it.
+            if self.refused.lock().unwrap_or_else(|p| p.into_inner()).insert(seq) {
+                tracing::warn!(
+                    seq,
+                    "control plane: a change not made with this fleet's key (cluster.secret_key_file), or moved from its place in the log, is ignored"
+                );
+            }
+        }
+        {
+            let mut said = self.damage.lock().unwrap_or_else(|p| p.into_inner());
+            if *said != damage {
+                match &damage {
+                    Some(d) => tracing::error!("{d}"),
+                    None if said.is_some() => tracing::warn!("control plane: the change log is whole again"),
+                    None => {}
+                }
+                said.clone_from(&damage);
+            }
+        }
+        // Damage found at start: nothing from the log is applied (what it
+        // says now is older than what the fleet served); a running host
+        // applies the changes before a break, and none after.
+        let rows = if first && damage.is_some() { Vec::new() } else { rows };
         // Only the last change to each thing counts: a starting host (or
         // one back after a partition) applies each plugin's, server's,
         // agent's latest change, not the whole history.
         let mut latest = std::collections::HashMap::new();
-        for (seq, origin, text, tagged) in rows.iter().filter_map(log_row) {
-            if self.key.checks(seq, &origin, &text, &tagged)
-                && let Ok(change) = serde_json::from_str::<Change>(&text)
-            {
-                latest.insert(change.subject(), seq);
+        for r in &rows {
+            if let Ok(change) = serde_json::from_str::<Change>(&r.text) {
+                latest.insert(change.subject(), r.seq);
             }
         }
         for row in rows {
-            let Some((seq, origin, text, tagged)) = log_row(&row) else {
-                tracing::warn!("control plane: a row of cluster_changes of another shape is ignored");
-                continue;
-            };
-            if !self.key.checks(seq, &origin, &text, &tagged) {
-                // Not applied, and not counted as read either: a forged
-                // row far ahead must not make this host skip the real
-                // changes before it.
-                if self.refused.lock().unwrap_or_else(|p| p.into_inner()).insert(seq) {
-                    tracing::warn!(
-                        seq,
-                        from = %crate::tool::log_safe(&origin),
-                        "control plane: a change not made with this fleet's key (cluster.secret_key_file), or moved from its place in the log, is ignored"
-                    );
-                }
-                continue;
-            }
+            let chain::LogRow { seq, origin, text, tag, .. } = row;
             // This process's own changes were applied when they were made;
             // every other change is applied, those an earlier run of this
             // host made included (they may predate its local record).
@@ -581,11 +587,12 @@ impl Cluster {
                 }
             }
             self.applied.store(seq, Ordering::Release);
+            *self.last_tag.lock().unwrap_or_else(|p| p.into_inner()) = tag;
         }
         // At start the builder read the secrets before any plugin loaded;
         // they are read once more here, after the log (a change made since
         // is in it), not once per secret change the log holds.
-        if first {
+        if first && damage.is_none() {
             self.load_secrets(client, apply).await?;
         }
         Ok(())
@@ -597,7 +604,8 @@ impl Cluster {
         client: &tokio_postgres::Client,
         apply: &Arc<dyn Apply>,
     ) -> Result<(), tokio_postgres::Error> {
-        let secrets = secrets::load(client, &self.key).await?;
+        // A damaged log: the secrets in force stay (said in `current`).
+        let Some(secrets) = secrets::load(client, &self.key).await? else { return Ok(()) };
         let applier = apply.clone();
         match tokio::task::spawn_blocking(move || applier.secrets(secrets)).await {
             Ok(Ok(())) => {}
@@ -649,45 +657,28 @@ impl Cluster {
     }
 }
 
-/// The fleet as the control plane sees it: every host that has written a
-/// heartbeat, and the latest change made with the fleet's `key` (a row
-/// that does not check is no change, and no host is behind for it).
-/// Blocking; for `toolhost cluster status`.
-pub fn status(url: &str, key: &Key) -> Result<(i64, Vec<HostRow>), ClusterError> {
-    once(url, async |client| {
-        let recent = client
-            .query("SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 1000", &[])
-            .await?;
-        let latest = recent
-            .iter()
-            .filter_map(log_row)
-            .find(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged))
-            .map_or(0, |(seq, ..)| seq);
-        let rows = client.query(&format!("SELECT {HOST_COLUMNS} FROM cluster_hosts ORDER BY host_id"), &[]).await?;
-        Ok((latest, rows.iter().filter_map(|r| host_row(key, latest, r)).collect()))
-    })
-}
-
-/// Deletes `host_id`'s heartbeat row: whether there was one. Blocking;
-/// for `toolhost cluster forget`.
-pub fn forget(url: &str, host_id: &str) -> Result<bool, ClusterError> {
-    once(url, async |client| Ok(client.execute("DELETE FROM cluster_hosts WHERE host_id = $1", &[&host_id]).await? > 0))
-}
-
 /// Whether `key` is the fleet's: some change among the latest in the log
 /// checks with it (or the log holds none yet).
 async fn key_fits(client: &tokio_postgres::Client, key: &Key) -> Result<bool, tokio_postgres::Error> {
-    // The oldest changes and the latest: rows forged after the fleet's own
-    // cannot hide them all.
+    // The oldest changes and the latest within the log's own numbers (rows
+    // forged outside them are never read), and the hosts' heartbeats: rows
+    // forged among them cannot hide them all.
     let rows = client
         .query(
-            "(SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq LIMIT 500)
-             UNION (SELECT seq, host_id, change, tag FROM cluster_changes ORDER BY seq DESC LIMIT 500)",
+            &format!(
+                "(SELECT {c} FROM cluster_changes WHERE {r} ORDER BY seq LIMIT 500)
+                 UNION (SELECT {c} FROM cluster_changes WHERE {r} ORDER BY seq DESC LIMIT 500)",
+                c = chain::LOG_COLUMNS,
+                r = chain::IN_RANGE
+            ),
             &[],
         )
         .await?;
-    let rows: Vec<_> = rows.iter().filter_map(log_row).collect();
-    Ok(rows.is_empty() || rows.iter().any(|(seq, origin, text, tagged)| key.checks(*seq, origin, text, tagged)))
+    let rows: Vec<_> = rows.iter().filter_map(chain::log_row).collect();
+    if rows.is_empty() || rows.iter().any(|r| r.checks(key)) {
+        return Ok(true);
+    }
+    Ok(chain::newest_applied(client, key).await?.is_some())
 }
 
 /// What a key that is not the fleet's is told.
@@ -740,29 +731,6 @@ fn once<T>(
         out
     })
     .map_err(|error| ClusterError::Postgres { at: target, error })
-}
-
-/// What differs across the live hosts: versions, and plugins missing or at
-/// another digest. Empty when they agree.
-pub fn mismatches(hosts: &[HostRow]) -> Vec<String> {
-    let live: Vec<&HostRow> = hosts.iter().filter(|h| !h.gone && h.checks).collect();
-    let mut out = Vec::new();
-    let versions: std::collections::BTreeSet<&str> = live.iter().map(|h| h.version.as_str()).collect();
-    if versions.len() > 1 {
-        out.push(format!("versions differ: {}", versions.into_iter().collect::<Vec<_>>().join(", ")));
-    }
-    let names: std::collections::BTreeSet<&String> = live.iter().flat_map(|h| h.plugins.keys()).collect();
-    for name in names {
-        let digests: std::collections::BTreeSet<Option<&String>> = live.iter().map(|h| h.plugins.get(name)).collect();
-        if digests.len() > 1 {
-            let each: Vec<String> = live
-                .iter()
-                .map(|h| format!("{}={}", h.host_id, h.plugins.get(name).map_or("missing", |d| short(d))))
-                .collect();
-            out.push(format!("plugin {name}: {}", each.join(", ")));
-        }
-    }
-    out
 }
 
 /// This machine's name (`localhost` when it has none): in a host's default

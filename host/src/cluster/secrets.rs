@@ -84,31 +84,45 @@ fn bound_to(plugin: &str, name: &str, seq: i64) -> Vec<u8> {
     format!("toolhost secret\n{plugin}\n{name}\n{seq}").into_bytes()
 }
 
-/// Each secret's latest change in the log, among those whose tags check:
-/// (plugin, name) to the change's number and whether it set the secret
-/// (rather than removed it).
+/// Each secret's latest change in the log, among those whose tags check
+/// and chain: (plugin, name) to the change's number and whether it set
+/// the secret (rather than removed it). `None` when the log is damaged (a
+/// break, a roll-back: [`super::chain`]): a secret's history that may have
+/// been rewound is not read at all.
 async fn current(
     client: &tokio_postgres::Client,
     key: &Key,
-) -> Result<std::collections::HashMap<(String, String), (i64, bool)>, tokio_postgres::Error> {
+) -> Result<Option<std::collections::HashMap<(String, String), (i64, bool)>>, tokio_postgres::Error> {
+    let applied = super::chain::newest_applied(client, key).await?;
     let rows = client
         .query(
-            "SELECT seq, host_id, change, tag FROM cluster_changes WHERE change LIKE '{\"op\":\"secret\\_%' ORDER BY seq",
+            &format!(
+                "SELECT {} FROM cluster_changes WHERE {} ORDER BY seq",
+                super::chain::LOG_COLUMNS,
+                super::chain::IN_RANGE
+            ),
             &[],
         )
         .await?;
+    let (good, _, _, broken) =
+        super::chain::walk(rows.iter().filter_map(super::chain::log_row).collect(), key, String::new());
+    let last = good.last().map_or(0, |r| r.seq);
+    let rolled = applied.is_some_and(|(applied, _)| applied > last);
+    if broken.is_some() || rolled {
+        tracing::error!(
+            "control plane: the change log is damaged (see `toolhost cluster status`): the fleet's secrets are not read from it"
+        );
+        return Ok(None);
+    }
     let mut latest = std::collections::HashMap::new();
-    for (seq, origin, text, tagged) in rows.iter().filter_map(super::log_row) {
-        if !key.checks(seq, &origin, &text, &tagged) {
-            continue;
-        }
-        match serde_json::from_str::<Change>(&text) {
-            Ok(Change::SecretSet { plugin, name }) => latest.insert((plugin, name), (seq, true)),
-            Ok(Change::SecretRemoved { plugin, name }) => latest.insert((plugin, name), (seq, false)),
+    for r in good {
+        match serde_json::from_str::<Change>(&r.text) {
+            Ok(Change::SecretSet { plugin, name }) => latest.insert((plugin, name), (r.seq, true)),
+            Ok(Change::SecretRemoved { plugin, name }) => latest.insert((plugin, name), (r.seq, false)),
             _ => None,
         };
     }
-    Ok(latest)
+    Ok(Some(latest))
 }
 
 /// Sets `plugin`'s secret `name` to `value` in the control plane at `url`,
@@ -131,7 +145,7 @@ pub fn set_secret(
             .query_opt("SELECT 1 FROM cluster_secrets WHERE plugin = $1 AND name = $2 FOR UPDATE", &[&plugin, &name])
             .await?
             .is_some();
-        let seq = append(&tx, &key.0, origin, &change).await?;
+        let seq = append(&tx, key, origin, &change).await?;
         let sealed = key.seal(plugin, name, seq, value);
         tx.execute(
             "INSERT INTO cluster_secrets (plugin, name, sealed, seq, set_at, set_by) VALUES ($1, $2, $3, $4, now(), $5)
@@ -163,7 +177,7 @@ pub fn remove_secret(
         if tx.execute("DELETE FROM cluster_secrets WHERE plugin = $1 AND name = $2", &[&plugin, &name]).await? == 0 {
             return Ok(None);
         }
-        let seq = append(&tx, &key.0, origin, &change).await?;
+        let seq = append(&tx, key, origin, &change).await?;
         tx.commit().await?;
         Ok(Some(seq))
     })
@@ -174,7 +188,8 @@ pub fn remove_secret(
 /// Blocking; for `toolhost secret list`.
 pub fn list_secrets(url: &str, key: &Key, plugin: Option<&str>) -> Result<Vec<FleetSecret>, ClusterError> {
     once(url, async |client| {
-        let latest = current(client, key).await?;
+        // A damaged log: listed, none said to open.
+        let latest = current(client, key).await?.unwrap_or_default();
         let rows = client
             .query(
                 "SELECT plugin, name, sealed, seq, to_char(set_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), set_by
@@ -204,16 +219,19 @@ pub fn list_secrets(url: &str, key: &Key, plugin: Option<&str>) -> Result<Vec<Fl
 /// The fleet's secrets that open with `key`, for a host to use. Blocking;
 /// for a host's start.
 pub fn read_secrets(url: &str, key: &Key) -> Result<crate::secrets::Secrets, ClusterError> {
-    once(url, async |client| load(client, key).await)
+    // A damaged log: no fleet secret (the host starts, and says why).
+    once(url, async |client| {
+        Ok(load(client, key).await?.unwrap_or_else(|| crate::secrets::Secrets::from_entries(Vec::new())))
+    })
 }
 
 /// The fleet's secrets that open with `key`; each row that does not is
-/// skipped, and said so.
+/// skipped, and said so. `None` when the change log is damaged.
 pub(super) async fn load(
     client: &tokio_postgres::Client,
     key: &Key,
-) -> Result<crate::secrets::Secrets, tokio_postgres::Error> {
-    let latest = current(client, key).await?;
+) -> Result<Option<crate::secrets::Secrets>, tokio_postgres::Error> {
+    let Some(latest) = current(client, key).await? else { return Ok(None) };
     let rows = client
         .query("SELECT plugin, name, sealed, seq FROM cluster_secrets WHERE octet_length(sealed) <= $1", &[&MAX_SEALED])
         .await?;
@@ -240,7 +258,7 @@ pub(super) async fn load(
             ),
         }
     }
-    Ok(crate::secrets::Secrets::from_entries(entries))
+    Ok(Some(crate::secrets::Secrets::from_entries(entries)))
 }
 
 /// Which hosts have applied a change ([`wait_applied`]).

@@ -55,8 +55,9 @@ impl Cluster {
         let key =
             toolhost::cluster::Key::read(&key_file).map_err(|e| anyhow::anyhow!("cluster.secret_key_file: {e}"))?;
         toolhost::cluster::check_key(url, &key, false).context("checking the fleet's key")?;
-        let (latest, hosts) = toolhost::cluster::status(url, &key).context("reading the control plane")?;
+        let (latest, hosts, damage) = toolhost::cluster::status(url, &key).context("reading the control plane")?;
         let mut flags = toolhost::cluster::mismatches(&hosts);
+        flags.extend(damage);
         for h in &hosts {
             if let Some(secs) = h.clash_secs.filter(|s| *s < toolhost::cluster::CLASH_SHOWN.as_secs_f64()) {
                 flags.push(format!(
