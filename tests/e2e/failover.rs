@@ -537,3 +537,80 @@ async fn a_rolled_back_or_forged_change_log_is_detected_and_changes_nothing() {
         drop(m.proc.take());
     }
 }
+
+/// A secret's history cannot be rewound: the rotation's change deleted
+/// from the log and the older sealed value put back are seen by
+/// `cluster status`, and a host restarted then takes no secret from the
+/// damaged log (never the older value), while the running host keeps the
+/// current one.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rotated_secret_cannot_be_rewound_by_a_database_writer() {
+    use crate::fleet::{config_value, session, set_secret};
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path();
+    let (db, url) = crate::pg::database();
+    std::fs::copy(toolhost_test_artifacts::HOSTILE_PATH, root.join("hostile.wasm")).unwrap();
+    let mut fleet: Vec<Member> = ["a", "b"]
+        .iter()
+        .map(|id| {
+            let dir = root.join(id);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join("toolhost.yaml"),
+                format!(
+                    "trust:\n  allow_unsigned: true\nplugins:\n  builtins: false\n  files: [{root}/hostile.wasm]\ncluster:\n  url: {url}\n  host_id: {id}\n  secret_key_file: {key}\nbudget:\n  background_calibration: false\n",
+                    root = root.display(),
+                    key = fleet_key(&dir).display()
+                ),
+            )
+            .unwrap();
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let probe = reqwest::Client::new();
+    for m in &fleet {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    crate::oci::ok(&set_secret(&fleet[0].dir, "hostile", "api_key", "old-value"));
+    let pg = crate::pg::cluster();
+    let (read, kept) = pg.psql(&db, "SELECT sealed || ' ' || seq FROM cluster_secrets WHERE plugin = 'hostile'");
+    assert!(read, "{kept}");
+    let (old_sealed, old_seq) = kept.trim().split_once(' ').unwrap();
+    crate::oci::ok(&set_secret(&fleet[0].dir, "hostile", "api_key", "new-value"));
+    let a = session(&format!("{}/mcp", fleet[0].url)).await.0;
+    assert_eq!(config_value(&a, "read_config", "api_key").await, "new-value");
+    assert!(cluster_status(&fleet[0]).0);
+
+    // The writer deletes the rotation from the log and puts the old row back.
+    let (ok, said) = pg.psql(
+        &db,
+        &format!(
+            "DELETE FROM cluster_changes WHERE seq = (SELECT max(seq) FROM cluster_changes WHERE change LIKE '%secret_set%'); \
+             UPDATE cluster_secrets SET sealed = '{old_sealed}', seq = {old_seq} WHERE plugin = 'hostile'"
+        ),
+    );
+    assert!(ok, "{said}");
+    let (ok, problems) = cluster_status(&fleet[0]);
+    assert!(!ok && problems.contains("was rolled back"), "{problems}");
+    let b = root.join("b");
+    drop(fleet[1].proc.take());
+    let (proc, url_b) = start(&b);
+    fleet[1] = Member { dir: b, url: url_b, proc: Some(proc) };
+    let readyz = format!("{}/readyz", fleet[1].url);
+    eventually("host b ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    let b = session(&format!("{}/mcp", fleet[1].url)).await.0;
+    let seen = config_value(&b, "read_config", "api_key").await;
+    assert_ne!(seen, "old-value", "host b applied the rewound secret");
+    assert_eq!(config_value(&a, "read_config", "api_key").await, "new-value", "host a keeps the current secret");
+    // Nor can the secret be set again into the damaged log.
+    let refused = set_secret(&fleet[0].dir, "hostile", "api_key", "third");
+    assert!(!refused.status.success(), "{}", crate::common::stdout(&refused));
+    for c in [a, b] {
+        let _ = c.cancel().await;
+    }
+    for m in &mut fleet {
+        drop(m.proc.take());
+    }
+}

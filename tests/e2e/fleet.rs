@@ -449,14 +449,14 @@ async fn fleet_host_gone(url: &str) -> bool {
 
 /// `{"value": ...}` of the hostile plugin's `read_config` (`tool`) for
 /// `key`, through session `c`.
-async fn config_value(c: &crate::live::Client, tool: &str, key: &str) -> Value {
+pub(crate) async fn config_value(c: &crate::live::Client, tool: &str, key: &str) -> Value {
     let v = call(c, tool, serde_json::json!({"key": key})).await.unwrap_or_else(|e| panic!("{tool} {key}: {e}"));
     let text = v["content"][0]["text"].as_str().unwrap_or_else(|| panic!("no text in {v}"));
     serde_json::from_str::<Value>(text).unwrap()["value"].clone()
 }
 
 /// `toolhost secret set PLUGIN NAME` in `dir`, `value` on standard input.
-fn set_secret(dir: &Path, plugin: &str, name: &str, value: &str) -> std::process::Output {
+pub(crate) fn set_secret(dir: &Path, plugin: &str, name: &str, value: &str) -> std::process::Output {
     use std::io::Write as _;
     let mut child = th(dir)
         .args(["secret", "set", plugin, name])
