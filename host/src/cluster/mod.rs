@@ -28,6 +28,7 @@
 mod chain;
 mod hosts;
 mod key;
+mod sealed;
 mod secrets;
 mod sessions;
 mod tasks;
@@ -367,7 +368,8 @@ impl Cluster {
     /// Appends `change` to the log and announces it, in one transaction.
     /// Returns its sequence number. Blocking.
     pub fn publish(&self, change: &Change) -> Result<i64, ClusterError> {
-        let text = serde_json::to_string(change).expect("a change serializes");
+        // A server's credentials are sealed: the log never holds them.
+        let text = serde_json::to_string(&change.sealed(&self.key)).expect("a change serializes");
         let (pg, host_id, key, published) =
             (self.pg.clone(), self.host_id.clone(), Key(self.key.0), self.published.clone());
         let work = async move {
@@ -565,6 +567,15 @@ impl Cluster {
                         tracing::info!(seq, from = %crate::tool::log_safe(&origin), change = %change.describe(), "control plane: change applied");
                     }
                     Ok(change) => {
+                        let change = match change.opened(&self.key) {
+                            Ok(c) => c,
+                            Err(e) => {
+                                tracing::warn!(seq, error = %e, "control plane: change not applied");
+                                self.applied.store(seq, Ordering::Release);
+                                *self.last_tag.lock().unwrap_or_else(|p| p.into_inner()) = tag;
+                                continue;
+                            }
+                        };
                         let applier = apply.clone();
                         let outcome = tokio::task::spawn_blocking(move || {
                             APPLYING.with(|a| a.set(true));
