@@ -380,6 +380,12 @@ async fn a_session_goes_on_on_any_host_for_its_agent_and_never_elsewhere_or_forg
     assert_eq!(ended.status(), 200);
     let (status, _, answer) = rpc(&at(2, "bartok"), Some(&session), roll()).await;
     assert_eq!(status, 404, "a deleted session on host c: {answer}");
+    // Host a, which began it and still holds it, ends it too: at its next
+    // look at the shared row (at most every 10 s while it is used).
+    eventually("the deleted session ended on host a", async || {
+        rpc(&at(0, "bartok"), Some(&session), roll()).await.0 == 404
+    })
+    .await;
     let (_, rows) = pg.psql(&db, &format!("SELECT count(*) FROM cluster_sessions WHERE id = '{session}'"));
     assert_eq!(rows.trim(), "0");
 }

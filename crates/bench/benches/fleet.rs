@@ -26,6 +26,9 @@ use toolhost_bench::Proc;
 
 const AGENTS: usize = 12;
 
+/// The failover run's client-side timeout per call.
+const CALL_TIMEOUT: Duration = Duration::from_secs(2);
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -47,6 +50,12 @@ struct Host {
 }
 
 fn start(bin: &Path, root: &Path, id: &str, pg: &str) -> Host {
+    start_as(bin, root, id, pg, true)
+}
+
+/// A host in `root/id`; `fleet`: with the control plane (sessions shared),
+/// else beside the others with the memory only (each its own sessions).
+fn start_as(bin: &Path, root: &Path, id: &str, pg: &str, fleet: bool) -> Host {
     let dir = root.join(id);
     std::fs::create_dir_all(&dir).unwrap();
     let mut npcs = String::new();
@@ -56,8 +65,12 @@ fn start(bin: &Path, root: &Path, id: &str, pg: &str) -> Host {
     std::fs::write(
         dir.join("toolhost.yaml"),
         format!(
-            "cluster:\n  url: {pg}\n  host_id: {id}\n  secret_key_file: {}\nmemory:\n  url: {pg}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  connection_rate_limit: {{ per_minute: 0 }}\n  max_sessions: 10000\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\nnpcs:\n{npcs}",
-            root.join("cluster.key").display()
+            "{}memory:\n  url: {pg}\nserver:\n  rate_limit: {{ per_minute: 0 }}\n  connection_rate_limit: {{ per_minute: 0 }}\n  max_sessions: 10000\n  max_connections: 4096\n  max_connections_per_address: 4096\nbudget:\n  fast_ms: 10\n  standard_ms: 40\n  background_calibration: false\nnpcs:\n{npcs}",
+            if fleet {
+                format!("cluster:\n  url: {pg}\n  host_id: {id}\n  secret_key_file: {}\n", root.join("cluster.key").display())
+            } else {
+                String::new()
+            }
         ),
     )
     .unwrap();
@@ -155,6 +168,112 @@ fn propagation(rt: &tokio::runtime::Runtime, admin: &AdminClient, session_url: &
     }
     let _ = rt.block_on(session.cancel());
     (out, missed)
+}
+
+/// Sessions opened (`initialize`) per second at `front`, one at a time
+/// from each of the agents, and `roll` calls per second over them.
+fn sessions_and_calls(rt: &tokio::runtime::Runtime, front: &str, secs: u64) -> (f64, f64) {
+    let opened = rt.block_on(async {
+        let end = Instant::now() + Duration::from_secs(secs);
+        let tasks: Vec<_> = (0..AGENTS)
+            .map(|i| {
+                let url = format!("{front}/mcp/agent{i}");
+                tokio::spawn(async move {
+                    let mut n = 0u64;
+                    while Instant::now() < end {
+                        let t = rmcp::transport::StreamableHttpClientTransport::from_uri(url.clone());
+                        let s = ().serve(t).await.unwrap();
+                        let _ = s.cancel().await;
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        total as f64 / secs as f64
+    });
+    (opened, throughput(rt, front, secs))
+}
+
+/// The host of `hosts` that served agent0's last calls (its audit grew).
+fn serving(hosts: &[Host]) -> usize {
+    let size = |h: &Host| std::fs::metadata(h.dir.join("state/audit.jsonl")).map_or(0, |m| m.len());
+    let before: Vec<u64> = hosts.iter().map(size).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    (0..hosts.len()).max_by_key(|&i| size(&hosts[i]) - before[i]).unwrap()
+}
+
+/// `kill -9` of the host serving agent0's session through `front`, while
+/// it calls `roll` back to back: the time from the kill to the next call
+/// answered, `reps` times (the killed host started again in between).
+fn failover(rt: &tokio::runtime::Runtime, bin: &Path, root: &Path, hosts: &mut [Host], reps: usize) -> Vec<Duration> {
+    let (_lb, front) = haproxy(root, &hosts.iter().collect::<Vec<_>>());
+    let mut gaps = Vec::new();
+    for _ in 0..reps {
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let (ok_tx, ok_rx) = std::sync::mpsc::channel::<Instant>();
+        let url = format!("{front}/mcp/agent0");
+        let caller = rt.spawn(async move {
+            let s = ().serve(rmcp::transport::StreamableHttpClientTransport::from_uri(url)).await.unwrap();
+            let args = serde_json::json!({"expression": "1d20"}).as_object().unwrap().clone();
+            while stop_rx.try_recv().is_err() {
+                let p = rmcp::model::CallToolRequestParams::new("roll").with_arguments(args.clone());
+                // A call in flight at the kill is never answered (rmcp's
+                // client waits on its event stream): 2 s, as a client's
+                // timeout would.
+                match tokio::time::timeout(CALL_TIMEOUT, s.call_tool(p)).await {
+                    Ok(Ok(_)) => {
+                        let _ = ok_tx.send(Instant::now());
+                    }
+                    _ => tokio::time::sleep(Duration::from_millis(5)).await,
+                }
+            }
+            let _ = tokio::time::timeout(Duration::from_secs(2), s.cancel()).await;
+        });
+        ok_rx.recv_timeout(Duration::from_secs(10)).expect("calls answered");
+        let victim = serving(hosts);
+        let id = hosts[victim].dir.file_name().unwrap().to_str().unwrap().to_string();
+        let killed = Instant::now();
+        drop(std::mem::replace(&mut hosts[victim]._proc, Proc(Command::new("true").spawn().unwrap())));
+        let next = loop {
+            let t = ok_rx.recv_timeout(Duration::from_secs(30)).expect("a call answered after the kill");
+            if t > killed {
+                break t;
+            }
+        };
+        gaps.push(next - killed);
+        let _ = stop_tx.send(());
+        let _ = rt.block_on(async { tokio::time::timeout(Duration::from_secs(5), caller).await });
+        // Back, at the same address: HAProxy's server line names it.
+        let port = hosts[victim].url.rsplit(':').next().unwrap().to_string();
+        hosts[victim] = restart(bin, root, &id, &port);
+        wait_ready(&[&hosts[victim]]);
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    gaps
+}
+
+/// The host in `root/id` started again, on `port`.
+fn restart(bin: &Path, root: &Path, id: &str, port: &str) -> Host {
+    let dir = root.join(id);
+    let mut child = Command::new(bin)
+        .current_dir(&dir)
+        .env("TOOLHOST_STATE_DIR", dir.join("state"))
+        .env("TOOLHOST_CACHE_DIR", root.join("cache"))
+        .args(["serve", "--http", &format!("127.0.0.1:{port}")])
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::options().append(true).open(dir.join("serve.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut banner = String::new();
+    out.read_line(&mut banner).unwrap();
+    std::thread::spawn(move || for _ in out.lines() {});
+    Host { dir, url: format!("http://127.0.0.1:{port}"), _proc: Proc(child) }
 }
 
 /// `roll` calls per second from one session per agent at `front`, each
@@ -284,4 +403,48 @@ fn main() {
     println!("| straight to one host | {direct:.0} | 1.00x |");
     println!("| HAProxy → one host | {via1:.0} | {:.2}x |", via1 / direct);
     println!("| HAProxy → three hosts | {via3:.0} | {:.2}x |", via3 / direct);
+    drop(_lb3);
+
+    // Sessions in the control plane (a fleet) against three hosts that
+    // share only the memory, each its own sessions (the stick table's
+    // setup), through the same HAProxy config; then kill -9.
+    let (_lbf, front_f) = haproxy(root, &hosts.iter().collect::<Vec<_>>());
+    let (open_f, calls_f) = sessions_and_calls(&rt, &front_f, secs);
+    drop(_lbf);
+    let mut alone: Vec<Host> = ["x", "y", "z"].iter().map(|id| start_as(&bin, root, id, &pg, false)).collect();
+    wait_ready(&alone.iter().collect::<Vec<_>>());
+    let (_lbs, front_s) = haproxy(root, &alone.iter().collect::<Vec<_>>());
+    let (open_s, calls_s) = sessions_and_calls(&rt, &front_s, secs);
+    drop(_lbs);
+    println!(
+        "\nSessions in the control plane against sticky sessions, HAProxy → three hosts, {AGENTS} agents, {secs} s per row:\n"
+    );
+    println!("| hosts | sessions opened/s | `roll` calls/s |");
+    println!("|---|---|---|");
+    println!("| own sessions (stick table only) | {open_s:.0} | {calls_s:.0} |");
+    println!(
+        "| sessions in the control plane | {open_f:.0} ({:.2}x) | {calls_f:.0} ({:.2}x) |",
+        open_f / open_s,
+        calls_f / calls_s
+    );
+    let reps = env_or("FLEET_BENCH_KILLS", 5) as usize;
+    let mut fleet_hosts = hosts;
+    let mut shared = failover(&rt, &bin, root, &mut fleet_hosts, reps);
+    let mut own = failover(&rt, &bin, root, &mut alone, reps);
+    println!(
+        "\n`kill -9` of the host serving a session calling `roll` back to back (2 s timeout a call), to its next answered call ({reps} kills each, the host started again between):\n"
+    );
+    println!("| hosts | median | max |");
+    println!("|---|---|---|");
+    let max = |v: &[Duration]| ms(*v.iter().max().unwrap());
+    println!(
+        "| own sessions (rmcp's client initializes again on the 404) | {} | {} |",
+        ms(pct(&mut own, 0.5)),
+        max(&own)
+    );
+    println!(
+        "| sessions in the control plane (restored, no new session) | {} | {} |",
+        ms(pct(&mut shared, 0.5)),
+        max(&shared)
+    );
 }

@@ -724,7 +724,8 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         && response.status().is_success()
         && !is_delete
     {
-        front.sessions.used(id, &target, restoring && manager.has_session(&id.as_str().into()).await.unwrap_or(false));
+        let restored = restoring && manager.has_session(&id.as_str().into()).await.unwrap_or(false);
+        front.sessions.used(id, &target, restored, manager);
     } else if is_delete
         && response.status().is_success()
         && let Some(id) = &session

@@ -40,16 +40,38 @@ pub(super) fn log_row(row: &tokio_postgres::Row) -> Option<LogRow> {
     })
 }
 
-/// What a change's tag covers besides its place and origin: its text and
-/// the tag before it.
-pub(super) fn chained(text: &str, prev: &str) -> String {
-    if prev.is_empty() { text.to_string() } else { format!("{text}\n{prev}") }
+/// The key a chained change is tagged with: derived from the fleet's, so
+/// that no chained row can be rewritten into a row without `prev` (the
+/// first change, or one from before the chain) whose tag still checks.
+fn chain_key(key: &Key) -> Key {
+    Key(toolhost_base::seal::tag(&key.0, &[b"toolhost change chain v1"]))
+}
+
+/// Whether `prev` is a tag (64 hex digits): what a chained row names.
+fn is_tag(prev: &str) -> bool {
+    prev.len() == 64 && prev.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The tag of change `text` from `host_id` at `seq`, chained to `prev`
+/// (`""`: the first change).
+pub(super) fn tag_change(key: &Key, seq: i64, host_id: &str, text: &str, prev: &str) -> String {
+    if prev.is_empty() {
+        super::tag(&key.0, seq, host_id, text)
+    } else {
+        // `prev` is always 64 hex digits: text and prev split one way only.
+        super::tag(&chain_key(key).0, seq, host_id, &format!("{text}\n{prev}"))
+    }
 }
 
 impl LogRow {
     /// Whether the row was written by a host of this fleet, at its place.
     pub(super) fn checks(&self, key: &Key) -> bool {
-        key.checks(self.seq, &self.origin, &chained(&self.text, &self.prev), &self.tag)
+        if self.prev.is_empty() {
+            key.checks(self.seq, &self.origin, &self.text, &self.tag)
+        } else {
+            is_tag(&self.prev)
+                && chain_key(key).checks(self.seq, &self.origin, &format!("{}\n{}", self.text, self.prev), &self.tag)
+        }
     }
 }
 
@@ -153,4 +175,37 @@ pub(super) async fn foreign_rows(
     let rows = client.query(&format!("SELECT {LOG_COLUMNS} FROM cluster_changes WHERE {IN_RANGE}"), &[]).await?;
     let inside = rows.iter().filter(|r| log_row(r).is_none_or(|r| !r.checks(key))).count();
     Ok(usize::try_from(outside).unwrap_or(usize::MAX).saturating_add(inside))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &Key, seq: i64, text: &str, prev: &str) -> LogRow {
+        LogRow {
+            seq,
+            origin: "a".into(),
+            text: text.into(),
+            tag: tag_change(key, seq, "a", text, prev),
+            prev: prev.into(),
+        }
+    }
+
+    #[test]
+    fn a_chained_row_rewritten_without_its_link_does_not_check() {
+        let key = Key([3; 32]);
+        let first = row(&key, 1, r#"{"op":"override_cleared","agent":"x"}"#, "");
+        let second = row(&key, 2, r#"{"op":"override_cleared","agent":"y"}"#, &first.tag);
+        assert!(first.checks(&key) && second.checks(&key));
+        // The link folded into the text, `prev` emptied: the tag no longer checks.
+        let folded =
+            LogRow { text: format!("{}\n{}", second.text, second.prev), prev: String::new(), ..second.clone() };
+        assert!(!folded.checks(&key));
+        // Nor does a `prev` that is no tag.
+        let odd = LogRow { prev: "x".into(), ..second.clone() };
+        assert!(!odd.checks(&key));
+        let (good, _, _, broken) = walk(vec![first, second], &key, String::new());
+        assert_eq!(good.len(), 2);
+        assert!(broken.is_none());
+    }
 }

@@ -288,7 +288,7 @@ async fn append(
         let said = format!("refused: {d}").replace('\'', "''");
         tx.batch_execute(&format!("DO $$ BEGIN RAISE EXCEPTION '{said}'; END $$")).await?;
     }
-    let tag = tag(&key.0, seq, host_id, &chain::chained(text, &prev));
+    let tag = chain::tag_change(key, seq, host_id, text, &prev);
     tx.execute(
         "INSERT INTO cluster_changes (seq, host_id, change, tag, prev) VALUES ($1, $2, $3, $4, $5)",
         &[&seq, &host_id, &text, &tag, &prev],

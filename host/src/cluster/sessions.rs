@@ -25,6 +25,10 @@ pub struct FleetSessions {
     connections: Lent,
 }
 
+/// The largest record a host shares or reads (a session's `initialize`
+/// parameters): 256 KiB.
+const MAX_RECORD: i32 = 256 << 10;
+
 /// The tag of session `id` of `endpoint` with `record` (distinct from a
 /// change's, tagged with its sequence number, and from a task's).
 fn session_tag(key: &[u8; 32], endpoint: &str, id: &str, record: &str) -> String {
@@ -42,27 +46,35 @@ impl SessionShare for FleetSessions {
     fn load(&self, endpoint: &str, id: &str, idle: Duration) -> BoxFuture<'static, Result<Option<Value>, ShareError>> {
         let (endpoint, id) = (endpoint.to_string(), id.to_string());
         self.connections.with(move |client, key| async move {
+            // A record past the size any host writes is not read at all.
             let row = client
                 .query_opt(
-                    "UPDATE cluster_sessions SET expires = now() + make_interval(secs => $3) \
-                     WHERE endpoint = $1 AND id = $2 AND expires > now() RETURNING record, tag",
-                    &[&endpoint, &id, &idle.as_secs_f64()],
+                    "SELECT record, tag FROM cluster_sessions \
+                     WHERE endpoint = $1 AND id = $2 AND expires > now() AND octet_length(record) <= $3",
+                    &[&endpoint, &id, &MAX_RECORD],
                 )
                 .await?;
-            Ok(row.and_then(|r| {
+            let Some(record) = row.and_then(|r| {
                 let (record, tagged): (String, String) = (r.try_get(0).ok()?, r.try_get(1).ok()?);
                 if !toolhost_base::seal::same_secret(
                     session_tag(&key, &endpoint, &id, &record).as_bytes(),
                     tagged.as_bytes(),
                 ) {
-                    tracing::warn!(
-                        endpoint,
-                        "a shared session's row does not carry the cluster key's tag: not restored"
-                    );
+                    tracing::warn!(endpoint, "a shared session's row does not carry the cluster key's tag: not restored");
                     return None;
                 }
-                serde_json::from_str(&record).ok()
-            }))
+                serde_json::from_str::<Value>(&record).ok()
+            }) else {
+                return Ok(None);
+            };
+            // Read: used now (only a row whose tag checked).
+            client
+                .execute(
+                    "UPDATE cluster_sessions SET expires = now() + make_interval(secs => $3) WHERE endpoint = $1 AND id = $2",
+                    &[&endpoint, &id, &idle.as_secs_f64()],
+                )
+                .await?;
+            Ok(Some(record))
         })
     }
 
@@ -76,6 +88,11 @@ impl SessionShare for FleetSessions {
         let (endpoint, id, host) = (endpoint.to_string(), id.to_string(), self.host_id.clone());
         self.connections.with(move |client, key| async move {
             let text = record.to_string();
+            if text.len() > MAX_RECORD as usize {
+                // Not shared: the session is this host's only.
+                tracing::warn!(endpoint, "a session's initialize parameters are too large to share with the fleet");
+                return Ok(());
+            }
             let tagged = session_tag(&key, &endpoint, &id, &text);
             client.execute("DELETE FROM cluster_sessions WHERE expires < now()", &[]).await?;
             client
@@ -91,17 +108,17 @@ impl SessionShare for FleetSessions {
         })
     }
 
-    fn touch(&self, endpoint: &str, id: &str, idle: Duration) -> BoxFuture<'static, Result<(), ShareError>> {
+    fn touch(&self, endpoint: &str, id: &str, idle: Duration) -> BoxFuture<'static, Result<bool, ShareError>> {
         let (endpoint, id) = (endpoint.to_string(), id.to_string());
         self.connections.with(move |client, _| async move {
-            client
+            let touched = client
                 .execute(
                     "UPDATE cluster_sessions SET expires = now() + make_interval(secs => $3) \
                      WHERE endpoint = $1 AND id = $2 AND expires > now()",
                     &[&endpoint, &id, &idle.as_secs_f64()],
                 )
                 .await?;
-            Ok(())
+            Ok(touched > 0)
         })
     }
 

@@ -10,7 +10,7 @@
 //! without the key is not served. Rows past their time are deleted when a
 //! task starts.
 
-use super::{Cluster, connect, tag};
+use super::{Cluster, tag};
 use crate::mcp::server::{ShareError, TaskShare};
 use futures::future::BoxFuture;
 use serde_json::Value;
@@ -24,13 +24,20 @@ pub struct FleetTasks {
     connections: Lent,
 }
 
-/// Connections to the control plane lent to one use (tasks, sessions), at
-/// most [`CONNECTIONS`] open at once: a flood of reads of unknown ids waits
-/// here (within the caller's wait), not in PostgreSQL's `max_connections`.
-#[derive(Debug, Clone)]
+/// Connections to the control plane lent to one use (tasks, sessions): a
+/// pool of at most [`CONNECTIONS`], kept open between uses, so that a
+/// flood of reads of unknown ids waits here (within the caller's wait),
+/// not in PostgreSQL's `max_connections`.
+#[derive(Clone)]
 pub(super) struct Lent {
-    cluster: Arc<Cluster>,
-    open: Arc<tokio::sync::Semaphore>,
+    pool: deadpool_postgres::Pool,
+    key: [u8; 32],
+}
+
+impl std::fmt::Debug for Lent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lent").field("status", &self.pool.status()).finish_non_exhaustive()
+    }
 }
 
 /// The most connections one use holds at once.
@@ -38,26 +45,36 @@ const CONNECTIONS: usize = 4;
 
 impl Lent {
     pub(super) fn new(cluster: Arc<Cluster>) -> Lent {
-        Lent { cluster, open: Arc::new(tokio::sync::Semaphore::new(CONNECTIONS)) }
+        use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+        let manager = Manager::from_config(
+            cluster.pg.config.clone(),
+            cluster.pg.tls.clone(),
+            ManagerConfig { recycling_method: RecyclingMethod::Fast },
+        );
+        let wait = Some(Duration::from_secs(5));
+        let pool = Pool::builder(manager)
+            .max_size(CONNECTIONS)
+            .runtime(Runtime::Tokio1)
+            .wait_timeout(wait)
+            .create_timeout(wait)
+            .recycle_timeout(wait)
+            .build()
+            .expect("a pool with a runtime and timeouts builds");
+        Lent { pool, key: cluster.key.0 }
     }
 
-    /// Runs `work` on a connection of its own (dropped when it is done),
-    /// one of at most [`CONNECTIONS`], with the cluster key.
+    /// Runs `work` on a pooled connection, with the cluster key.
     pub(super) fn with<T: Send + 'static, F>(
         &self,
-        work: impl FnOnce(tokio_postgres::Client, [u8; 32]) -> F + Send + 'static,
+        work: impl FnOnce(deadpool_postgres::Object, [u8; 32]) -> F + Send + 'static,
     ) -> BoxFuture<'static, Result<T, ShareError>>
     where
         F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send + 'static,
     {
-        let (pg, key, open) = (self.cluster.pg.clone(), self.cluster.key.0, self.open.clone());
+        let (pool, key) = (self.pool.clone(), self.key);
         Box::pin(async move {
-            let _held = open.acquire_owned().await.map_err(|_| ShareError("closed".into()))?;
-            let (client, conn) = connect(&pg).await.map_err(failed)?;
-            let driver = tokio::spawn(conn);
-            let out = work(client, key).await.map_err(failed);
-            let _ = driver.await;
-            out
+            let client = pool.get().await.map_err(|e| ShareError(format!("the control plane: {e}")))?;
+            work(client, key).await.map_err(failed)
         })
     }
 }

@@ -67,7 +67,7 @@ impl Sessions {
     /// Session `id` of `target`'s endpoint answered a request: counted
     /// when this host `restored` it, and touched in the fleet's share now
     /// and then ([`super::shared::touch_every`]).
-    pub(super) fn used(&self, id: &str, target: &Identity, restored: bool) {
+    pub(super) fn used(&self, id: &str, target: &Identity, restored: bool, manager: &Arc<LocalSessionManager>) {
         if restored {
             tracing::info!(session = %id, "a session begun on another host of the fleet goes on here");
             self.opened(id, target.clone());
@@ -83,9 +83,16 @@ impl Sessions {
         };
         if due && !restored {
             let touch = share.touch(endpoint_of(target), id, self.idle);
+            let (manager, id) = (manager.clone(), id.to_string());
             tokio::spawn(async move {
-                if let Err(e) = touch.await {
-                    tracing::warn!("a session could not be touched in the fleet's share: {e}");
+                match touch.await {
+                    Ok(true) => {}
+                    // Ended through another host (or expired there): here too.
+                    Ok(false) => {
+                        tracing::info!(session = %id, "a session ended through another host of the fleet ends here too");
+                        let _ = manager.close_session(&id.into()).await;
+                    }
+                    Err(e) => tracing::warn!("a session could not be touched in the fleet's share: {e}"),
                 }
             });
         }

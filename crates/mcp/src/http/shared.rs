@@ -34,8 +34,9 @@ pub trait SessionShare: Send + Sync + std::fmt::Debug + 'static {
         record: Value,
         idle: Duration,
     ) -> BoxFuture<'static, Result<(), ShareError>>;
-    /// The session was used: it expires `idle` from now.
-    fn touch(&self, endpoint: &str, id: &str, idle: Duration) -> BoxFuture<'static, Result<(), ShareError>>;
+    /// The session was used: it expires `idle` from now. `false`: it is
+    /// not shared any more (ended through another host, or expired).
+    fn touch(&self, endpoint: &str, id: &str, idle: Duration) -> BoxFuture<'static, Result<bool, ShareError>>;
     /// The session ended (the client deleted it).
     fn delete(&self, endpoint: &str, id: &str) -> BoxFuture<'static, Result<(), ShareError>>;
 }
@@ -74,7 +75,8 @@ impl SessionStore for EndpointSessions {
 }
 
 /// How often a session in use is touched in the share at most: a call
-/// does not write to the control plane each time.
+/// does not write to the control plane each time. Also how long a session
+/// ended through another host goes on here at most.
 pub(super) fn touch_every(idle: Duration) -> Duration {
-    (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(60))
+    (idle / 4).clamp(Duration::from_secs(1), Duration::from_secs(10))
 }
