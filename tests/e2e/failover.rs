@@ -347,6 +347,31 @@ async fn a_session_goes_on_on_any_host_for_its_agent_and_never_elsewhere_or_forg
     let (status, _, answer) = rpc(&at(1, "bartok"), Some(&session), roll()).await;
     assert_eq!(status, 200, "{answer}");
     assert!(answer["result"]["content"][0]["text"].is_string(), "a roll on host b: {answer}");
+    // Its event stream, reopened on host b with host a's last event id,
+    // opens afresh there and tells it the tools may have changed.
+    let mut stream = probe
+        .get(at(1, "bartok"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("last-event-id", "5")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(stream.status(), 200);
+    let mut seen = String::new();
+    let read = async {
+        while let Ok(Some(chunk)) = stream.chunk().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk));
+            if seen.contains("notifications/tools/list_changed") {
+                return true;
+            }
+        }
+        false
+    };
+    let announced = tokio::time::timeout(Duration::from_secs(10), read).await.unwrap_or(false);
+    assert!(announced, "the reopened stream on host b: {seen:?}");
+    drop(stream);
     // Another agent's endpoint: the session is not its.
     let (status, _, answer) = rpc(&at(2, "mirela"), Some(&session), roll()).await;
     assert_eq!(status, 404, "bartok's session on mirela's endpoint: {answer}");

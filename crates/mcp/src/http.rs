@@ -363,6 +363,7 @@ pub fn router(
             live: Mutex::new(HashMap::new()),
             shared_at: Mutex::new(HashMap::new()),
             share,
+            fresh: Mutex::default(),
         },
         drain: drain.unwrap_or_default(),
     });
@@ -650,6 +651,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     };
     let session = request.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
     let is_delete = request.method() == axum::http::Method::DELETE;
+    let is_get = request.method() == axum::http::Method::GET;
     // rmcp answers a DELETE of a session it never had as a success; the
     // reference SDKs answer 404, as for any other request naming it.
     if is_delete
@@ -697,6 +699,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     if let Some(id) = token_id {
         request.extensions_mut().insert(id);
     }
+    front.sessions.first_stream(&mut request, session.as_deref(), restoring);
     let declares = request.extensions().get::<BodyBytes>().is_some_and(|b| declares_tasks(&b.0, session.is_some()));
     let response = match service.clone().oneshot(request).await {
         // A terminated session: 200, as the reference SDKs answer (rmcp's
@@ -725,7 +728,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         && !is_delete
     {
         let restored = restoring && manager.has_session(&id.as_str().into()).await.unwrap_or(false);
-        front.sessions.used(id, &target, restored, manager);
+        front.sessions.used(id, &target, restored, manager, is_get);
     } else if is_delete
         && response.status().is_success()
         && let Some(id) = &session

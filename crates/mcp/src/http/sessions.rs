@@ -15,6 +15,9 @@ pub(super) struct Sessions {
     pub(super) shared_at: Mutex<HashMap<String, Instant>>,
     /// Where a fleet's hosts share their sessions ([`SessionShare`]).
     pub(super) share: Option<Arc<dyn SessionShare>>,
+    /// Sessions restored here whose event stream has not been opened here
+    /// yet: the `Last-Event-ID` it comes with is another host's.
+    pub(super) fresh: Mutex<HashSet<String>>,
 }
 
 /// The share's name for `who`'s endpoint: the agent's, `""` the operator's.
@@ -42,6 +45,7 @@ impl Sessions {
 
     pub(super) fn closed(&self, id: &str) {
         self.lock().remove(id);
+        self.fresh.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
         self.shared_at.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 
@@ -67,10 +71,20 @@ impl Sessions {
     /// Session `id` of `target`'s endpoint answered a request: counted
     /// when this host `restored` it, and touched in the fleet's share now
     /// and then ([`super::shared::touch_every`]).
-    pub(super) fn used(&self, id: &str, target: &Identity, restored: bool, manager: &Arc<LocalSessionManager>) {
+    pub(super) fn used(
+        &self,
+        id: &str,
+        target: &Identity,
+        restored: bool,
+        manager: &Arc<LocalSessionManager>,
+        is_get: bool,
+    ) {
         if restored {
             tracing::info!(session = %id, "a session begun on another host of the fleet goes on here");
             self.opened(id, target.clone());
+            if !is_get {
+                self.fresh.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string());
+            }
         }
         let Some(share) = &self.share else { return };
         let due = {
@@ -95,6 +109,22 @@ impl Sessions {
                     Err(e) => tracing::warn!("a session could not be touched in the fleet's share: {e}"),
                 }
             });
+        }
+    }
+
+    /// The first event stream of a session restored here (by this request,
+    /// or by an earlier one) is opened afresh: its `Last-Event-ID` names an
+    /// event of the host that began it, which this host never had (rmcp
+    /// would answer an empty stream, and the client stop listening). The
+    /// stream then starts with what this host has for it (a restored
+    /// session's `list_changed`).
+    pub(super) fn first_stream(&self, request: &mut Request, session: Option<&str>, restoring: bool) {
+        let Some(id) = session else { return };
+        if request.method() != axum::http::Method::GET || !request.headers().contains_key("last-event-id") {
+            return;
+        }
+        if restoring || self.fresh.lock().unwrap_or_else(|p| p.into_inner()).remove(id) {
+            request.headers_mut().remove("last-event-id");
         }
     }
 
