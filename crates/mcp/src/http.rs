@@ -364,7 +364,6 @@ pub fn router(
             shared_at: Mutex::new(HashMap::new()),
             share,
             fresh: Mutex::default(),
-            ids: Arc::default(),
         },
         drain: drain.unwrap_or_default(),
     });
@@ -701,10 +700,6 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         request.extensions_mut().insert(id);
     }
     front.sessions.first_stream(&mut request, session.as_deref(), restoring);
-    let claimed = match front.sessions.claim(session.as_deref(), &request) {
-        Ok(c) => c,
-        Err(r) => return *r,
-    };
     let declares = request.extensions().get::<BodyBytes>().is_some_and(|b| declares_tasks(&b.0, session.is_some()));
     let response = match service.clone().oneshot(request).await {
         // A terminated session: 200, as the reference SDKs answer (rmcp's
@@ -746,7 +741,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         front.sessions.closed(id);
     }
     front.drain.open.store(front.sessions.lock().len(), std::sync::atomic::Ordering::Release);
-    if let Some(c) = claimed { hold(response, c) } else { response }
+    response
 }
 
 /// `/metrics`, for the operator only: from loopback (unless

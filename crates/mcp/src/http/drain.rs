@@ -34,7 +34,7 @@ impl Busy {
 
     /// `response`, whose body holds this count until it ends.
     pub(super) fn hold(self, response: Response) -> Response {
-        hold(response, self)
+        response.map(|body| Body::new(Held { body, _busy: self }))
     }
 }
 
@@ -44,19 +44,13 @@ impl Drop for Busy {
     }
 }
 
-/// `response`, whose body holds `guard` until it ends (or is dropped).
-pub(super) fn hold<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
-    response.map(|body| Body::new(Held { body, _guard: guard }))
-}
-
-/// A response body that holds a guard (its request counted as in flight,
-/// its JSON-RPC id claimed) until it ends.
-pub(super) struct Held<G> {
+/// A response body that keeps its request counted as in flight.
+pub(super) struct Held {
     body: Body,
-    _guard: G,
+    _busy: Busy,
 }
 
-impl<G: Send + Unpin + 'static> hyper::body::Body for Held<G> {
+impl hyper::body::Body for Held {
     type Data = axum::body::Bytes;
     type Error = axum::Error;
 
