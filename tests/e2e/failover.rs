@@ -44,6 +44,26 @@ fn calls_served(m: &Member, agent: &str) -> usize {
     trail.lines().filter(|l| l.contains(&format!("\"agent\":\"{agent}\"")) && l.contains("\"tool\":\"roll\"")).count()
 }
 
+/// Hosts `ids` of the fleet on `url`, configured in `root/<id>`, started,
+/// and ready.
+async fn hosts(root: &Path, ids: &[&str], url: &str) -> Vec<Member> {
+    let fleet: Vec<Member> = ids
+        .iter()
+        .map(|id| {
+            let dir = root.join(id);
+            configure(&dir, id, url);
+            let (proc, url) = start(&dir);
+            Member { dir, url, proc: Some(proc) }
+        })
+        .collect();
+    let probe = reqwest::Client::new();
+    for m in &fleet {
+        let readyz = format!("{}/readyz", m.url);
+        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
+    }
+    fleet
+}
+
 /// One SDK client calling in a loop, its lines in `out`.
 struct Looping {
     name: &'static str,
@@ -96,20 +116,8 @@ async fn sdk_clients_go_on_through_a_killed_host_a_stopped_host_and_a_database_o
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     let (db, url) = crate::pg::database();
-    let mut fleet: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|id| {
-            let dir = root.join(id);
-            configure(&dir, id, &url);
-            let (proc, url) = start(&dir);
-            Member { dir, url, proc: Some(proc) }
-        })
-        .collect();
+    let mut fleet = hosts(root, &["a", "b", "c"], &url).await;
     let probe = reqwest::Client::new();
-    for m in &fleet {
-        let readyz = format!("{}/readyz", m.url);
-        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
-    }
     let (_lb, front) = haproxy(root, &fleet.iter().collect::<Vec<_>>());
     let endpoint = format!("{front}/mcp/bartok");
     let stop = root.join("stop");
@@ -326,20 +334,8 @@ async fn a_session_goes_on_on_any_host_for_its_agent_and_never_elsewhere_or_forg
     let d = tempfile::tempdir().unwrap();
     let root = d.path();
     let (db, url) = crate::pg::database();
-    let fleet: Vec<Member> = ["a", "b", "c"]
-        .iter()
-        .map(|id| {
-            let dir = root.join(id);
-            configure(&dir, id, &url);
-            let (proc, url) = start(&dir);
-            Member { dir, url, proc: Some(proc) }
-        })
-        .collect();
+    let fleet = hosts(root, &["a", "b", "c"], &url).await;
     let probe = reqwest::Client::new();
-    for m in &fleet {
-        let readyz = format!("{}/readyz", m.url);
-        eventually("every host ready", async || probe.get(&readyz).send().await.is_ok_and(|r| r.status() == 200)).await;
-    }
     let at = |h: usize, agent: &str| format!("{}/mcp/{agent}", fleet[h].url);
     let session = initialize(&at(0, "bartok"), None).await;
 
