@@ -555,3 +555,61 @@ fn sigterm_to_serve_stdio_answers_the_call_under_way_then_exits_and_an_idle_clie
     assert!(log.contains("the session's 0 requests under way"), "{log}");
     drop(stdin);
 }
+
+/// Six requests with one JSON-RPC id, at once, in one session (found by a
+/// red team: rmcp left half of them open for good, each holding a
+/// connection): the first is answered, the others are refused at once
+/// with -32600 naming the id, and none is left open.
+#[tokio::test(flavor = "multi_thread")]
+async fn requests_reusing_an_id_in_flight_are_refused_not_left_open() {
+    let t = tempfile::tempdir().unwrap();
+    let config =
+        format!("server:\n  rate_limit: {{ per_minute: 0 }}\nplugins:\n  files: [{HOSTILE_PATH:?}]\n{SLEEPER}");
+    let (_host, url) = serve_with(t.path(), &config);
+    let endpoint = format!("{url}/mcp/sleeper");
+    let http = reqwest::Client::new();
+    let post = |session: Option<String>, body: serde_json::Value| {
+        let mut r = http
+            .post(&endpoint)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body);
+        if let Some(s) = session {
+            r = r.header("mcp-session-id", s);
+        }
+        r.send()
+    };
+    let init = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "ids", "version": "1"}}});
+    let answer = post(None, init).await.unwrap();
+    let session = answer.headers()["mcp-session-id"].to_str().unwrap().to_string();
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(Some(session.clone()), initialized).await.unwrap().status(), 202);
+    let call = serde_json::json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "sleep", "arguments": {"ms": 800}}});
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let f = post(Some(session.clone()), call.clone());
+            tokio::spawn(async move {
+                let r = f.await.unwrap();
+                let status = r.status().as_u16();
+                (status, r.text().await.unwrap())
+            })
+        })
+        .collect();
+    let mut answered = Vec::new();
+    for c in calls {
+        answered.push(
+            tokio::time::timeout(std::time::Duration::from_secs(20), c).await.expect("no request left open").unwrap(),
+        );
+    }
+    let ok = answered.iter().filter(|(s, body)| *s == 200 && body.contains("slept 800 ms")).count();
+    let refused = answered
+        .iter()
+        .filter(|(s, body)| *s == 400 && body.contains("-32600") && body.contains("request id 7 is already in use"))
+        .count();
+    assert_eq!((ok, refused), (1, 5), "{answered:#?}");
+    // The id is free again once its answer has ended.
+    let again = post(Some(session), call).await.unwrap();
+    assert!(again.text().await.unwrap().contains("slept 800 ms"));
+}

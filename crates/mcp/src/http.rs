@@ -364,6 +364,7 @@ pub fn router(
             shared_at: Mutex::new(HashMap::new()),
             share,
             fresh: Mutex::default(),
+            ids: Arc::default(),
         },
         drain: drain.unwrap_or_default(),
     });
@@ -700,6 +701,10 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         request.extensions_mut().insert(id);
     }
     front.sessions.first_stream(&mut request, session.as_deref(), restoring);
+    let claimed = match front.sessions.claim(session.as_deref(), &request) {
+        Ok(c) => c,
+        Err(r) => return *r,
+    };
     let declares = request.extensions().get::<BodyBytes>().is_some_and(|b| declares_tasks(&b.0, session.is_some()));
     let response = match service.clone().oneshot(request).await {
         // A terminated session: 200, as the reference SDKs answer (rmcp's
@@ -741,7 +746,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         front.sessions.closed(id);
     }
     front.drain.open.store(front.sessions.lock().len(), std::sync::atomic::Ordering::Release);
-    response
+    if let Some(c) = claimed { hold(response, c) } else { response }
 }
 
 /// `/metrics`, for the operator only: from loopback (unless

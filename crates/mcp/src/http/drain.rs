@@ -34,7 +34,7 @@ impl Busy {
 
     /// `response`, whose body holds this count until it ends.
     pub(super) fn hold(self, response: Response) -> Response {
-        response.map(|body| Body::new(Held { body, _busy: self }))
+        hold(response, self)
     }
 }
 
@@ -44,13 +44,19 @@ impl Drop for Busy {
     }
 }
 
-/// A response body that keeps its request counted as in flight.
-pub(super) struct Held {
-    body: Body,
-    _busy: Busy,
+/// `response`, whose body holds `guard` until it ends (or is dropped).
+pub(super) fn hold<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
+    response.map(|body| Body::new(Held { body, _guard: guard }))
 }
 
-impl hyper::body::Body for Held {
+/// A response body that holds a guard (its request counted as in flight,
+/// its JSON-RPC id claimed) until it ends.
+pub(super) struct Held<G> {
+    body: Body,
+    _guard: G,
+}
+
+impl<G: Send + Unpin + 'static> hyper::body::Body for Held<G> {
     type Data = axum::body::Bytes;
     type Error = axum::Error;
 

@@ -18,6 +18,27 @@ pub(super) struct Sessions {
     /// Sessions restored here whose event stream has not been opened here
     /// yet: the `Last-Event-ID` it comes with is another host's.
     pub(super) fresh: Mutex<HashSet<String>>,
+    /// The JSON-RPC ids of the requests each session has in flight.
+    pub(super) ids: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+}
+
+/// A request's JSON-RPC id, claimed in its session until its answer ends.
+pub(super) struct ClaimedId {
+    ids: Arc<Mutex<HashMap<String, HashSet<String>>>>,
+    session: String,
+    id: String,
+}
+
+impl Drop for ClaimedId {
+    fn drop(&mut self) {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(set) = ids.get_mut(&self.session) {
+            set.remove(&self.id);
+            if set.is_empty() {
+                ids.remove(&self.session);
+            }
+        }
+    }
 }
 
 /// The share's name for `who`'s endpoint: the agent's, `""` the operator's.
@@ -126,6 +147,28 @@ impl Sessions {
         if restoring || self.fresh.lock().unwrap_or_else(|p| p.into_inner()).remove(id) {
             request.headers_mut().remove("last-event-id");
         }
+    }
+
+    /// Claims the JSON-RPC id of the request in `body` in `session`: a
+    /// second request with an id still in flight there is refused (-32600),
+    /// since its answer could never be told from the first's (rmcp would
+    /// leave one of them open for good).
+    pub(super) fn claim(&self, session: Option<&str>, request: &Request) -> Result<Option<ClaimedId>, Box<Response>> {
+        let (Some(session), Some(BodyBytes(body))) = (session, request.extensions().get::<BodyBytes>()) else {
+            return Ok(None);
+        };
+        let Ok(serde_json::Value::Object(message)) = serde_json::from_slice::<serde_json::Value>(body) else {
+            return Ok(None);
+        };
+        let (Some(_), Some(id)) = (message.get("method"), message.get("id")) else { return Ok(None) };
+        let id = id.to_string();
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !ids.entry(session.to_string()).or_default().insert(id.clone()) {
+            let body = serde_json::json!({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32600,
+                "message": format!("request id {} is already in use by a request in flight in this session: give each request its own id", crate::tool::log_safe(&id))}});
+            return Err(Box::new((StatusCode::BAD_REQUEST, axum::Json(body)).into_response()));
+        }
+        Ok(Some(ClaimedId { ids: self.ids.clone(), session: session.to_string(), id }))
     }
 
     /// Whether the fleet's share holds session `id` of `target`'s endpoint.
