@@ -36,6 +36,12 @@ bench-voice:
     cargo build --release
     tests/peers/.venv/bin/python crates/bench/voice/relay_bench.py
 
+# What tracing (off, sampling 0, sampling 1) and the audit gate cost a
+# call over stdio (needs scripts/install-peers).
+bench-telemetry:
+    cargo build --release
+    cargo bench -p toolhost-bench --bench telemetry
+
 # The memory tools on PostgreSQL against SQLite, beside a throwaway
 # PostgreSQL cluster (needs scripts/install-peers).
 bench-memory:

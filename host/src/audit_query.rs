@@ -30,6 +30,12 @@ pub struct Filter {
     pub until: Option<DateTime<Utc>>,
     /// Keep calibration probes (left out unless asked for).
     pub probes: bool,
+    /// Records of this trace (hex trace id, any case).
+    pub trace: Option<String>,
+    /// Records of this actor: a record's `actor` (`agent lyra`,
+    /// `cli uid 1000 (dm)`, `host h2` ...) or the channel it acted
+    /// through (`via`: `admin_api`, `page`, `cli`, `cluster`, `signal`).
+    pub actor: Option<String>,
 }
 
 /// What the agent field of a record by the operator reads as.
@@ -45,7 +51,7 @@ impl Filter {
         }
         if let Some(a) = &self.agent {
             let agent = text("agent").unwrap_or(OPERATOR);
-            if !matches!(event, "call" | "refused" | "probe") || agent != a {
+            if !matches!(event, "call" | "call_start" | "refused" | "probe") || agent != a {
                 return false;
             }
         }
@@ -65,6 +71,17 @@ impl Filter {
             if !(outcome == o || event == o || (o == "error" && failed)) {
                 return false;
             }
+        }
+        if let Some(t) = &self.trace
+            && !text("trace_id").is_some_and(|id| id.eq_ignore_ascii_case(t))
+        {
+            return false;
+        }
+        if let Some(a) = &self.actor
+            && text("actor") != Some(a.as_str())
+            && text("via") != Some(a.as_str())
+        {
+            return false;
         }
         if self.since.is_some() || self.until.is_some() {
             let Some(at) = time_of(record) else { return false };

@@ -415,6 +415,13 @@ impl HostBuilder {
                 .collect(),
             ca_files: cfg.plugins.http_ca_files.iter().map(|f| cfg.resolve(f)).collect(),
             nameservers: cfg.plugins.http_nameservers.iter().filter_map(|ns| ns.parse().ok()).collect(),
+            trace_propagation: cfg
+                .plugins
+                .trace_propagation
+                .iter()
+                .filter(|(_, on)| **on)
+                .map(|(p, _)| p.clone())
+                .collect(),
         };
         let http: std::sync::Arc<dyn crate::runtime::Extension> =
             std::sync::Arc::new(toolhost_http::HttpExtension::new(&settings)?);
@@ -572,6 +579,7 @@ impl HostBuilder {
                     cfg.audit.max_mb.unwrap_or(crate::audit::DEFAULT_MAX_MB),
                     cfg.audit.keep.unwrap_or(crate::audit::DEFAULT_KEEP),
                 )
+                .with_gate(&cfg.audit)
         };
         let memory = open_memory(cfg, &state)?;
         let budget = Budget::new(cfg.budget.clone(), cfg.npcs.clone());

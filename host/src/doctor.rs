@@ -124,6 +124,7 @@ pub fn check_host_knowing(
             Finding::warning(at, format!("{message}; {}", unchecked.join("; ")))
         }
     };
+    out.extend(audit_gate(cfg, host));
     // Whose revocation lists are acted on: a name must be a trusted key's.
     let keys = host.admission().trust().keys.iter().map(|k| k.name.clone()).collect::<Vec<_>>();
     for (i, s) in cfg.marketplace.revocations_signed_by.iter().enumerate() {
@@ -395,5 +396,33 @@ mod tests {
         assert_eq!(did_you_mean("rol", tools), Some("roll"));
         assert_eq!(did_you_mean("get_rules", tools), Some("get_rule"));
         assert_eq!(did_you_mean("fireball", tools), None);
+    }
+}
+
+/// Whether the audit gate (`audit.fail_closed`) would let a write run: the
+/// trail's file writable and its disk not full. A serving host's own
+/// finding (its last gated call refused) wins.
+fn audit_gate(cfg: &Config, host: &Host) -> Option<Finding> {
+    let audit = host.pipeline().audit();
+    if !(cfg.audit.fail_closed || !cfg.audit.fail_closed_tools.is_empty()) {
+        return None;
+    }
+    let refusing = |why: String| {
+        Some(Finding::error(
+            "audit.fail_closed",
+            format!("the audit gate is refusing calls to tools that write: {why}; free the disk or fix the file"),
+        ))
+    };
+    if audit.gate_failing() {
+        return refusing("their start records cannot be written".into());
+    }
+    let path = audit.path().map(Path::to_path_buf).or_else(|| cfg.audit.path.as_ref().map(|p| cfg.resolve(p)))?;
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    match rustix::fs::statvfs(dir) {
+        Ok(st) if st.f_bavail.saturating_mul(st.f_frsize) < 64 << 10 => {
+            refusing(format!("{} has no space left", dir.display()))
+        }
+        Ok(_) => None,
+        Err(e) => refusing(format!("{}: {e}", dir.display())),
     }
 }

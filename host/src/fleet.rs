@@ -19,69 +19,20 @@ pub struct HostApplier {
 
 impl crate::cluster::Apply for HostApplier {
     fn apply(&self, change: &crate::cluster::Change) -> Result<(), String> {
-        let host = self.installer.host();
-        let changes = self.installer.runtime_changes();
-        match change {
-            Change::PluginAdded { name, reference } => {
-                // Already added from this very reference (a restart
-                // replaying the log): nothing to pull.
-                let loaded = host.pipeline().registry().snapshot().providers().any(|p| p.name() == name);
-                if loaded
-                    && changes
-                        .added_plugins()
-                        .iter()
-                        .any(|p| p.name == *name && p.path.as_os_str() == reference.as_str())
-                {
-                    return Ok(());
-                }
-                self.installer
-                    .add_plugin_at_run_time(std::path::Path::new(reference))
-                    .map(drop)
-                    .map_err(|e| e.to_string())
-            }
-            Change::PluginRemoved { name } => {
-                if host.pipeline().registry().snapshot().providers().any(|p| p.name() == name) {
-                    self.installer.remove_plugin_at_run_time(name).map_err(|e| e.to_string())
-                } else {
-                    changes.plugin_removed(name);
-                    Ok(())
-                }
-            }
-            Change::ServerAdded { server } => {
-                let servers = self.servers.as_ref().ok_or("this host runs no external servers")?;
-                let _ = servers.remove(&server.name);
-                servers.add((**server).clone()).map_err(|e| e.to_string())?;
-                changes.server_added(server);
-                Ok(())
-            }
-            Change::ServerRemoved { name } => {
-                if let Some(servers) = &self.servers {
-                    let _ = servers.remove(name);
-                }
-                changes.server_removed(name);
-                Ok(())
-            }
-            Change::OverrideSet { agent, tier, until_unix_ms } => {
-                let left = until_unix_ms.saturating_sub(crate::changes::now_unix_ms());
-                if left == 0 {
-                    return Ok(());
-                }
-                let ttl = Duration::from_millis(left);
-                host.pipeline().budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
-                host.pipeline().registry().touch();
-                changes.override_set(agent, *tier, ttl);
-                Ok(())
-            }
-            Change::OverrideCleared { agent } => {
-                host.pipeline().budget().clear_override(agent);
-                host.pipeline().registry().touch();
-                changes.override_cleared(agent);
-                Ok(())
-            }
-            // The control plane reads the secrets whole and hands them to
-            // `secrets` below.
-            Change::SecretSet { .. } | Change::SecretRemoved { .. } => Ok(()),
-        }
+        let applied = apply_here(self, change);
+        // The record names who made the change (the control plane's
+        // applier sets the actor: the host it came from).
+        self.installer.host().pipeline().audit().write_action(&crate::audit::ActionRecord {
+            time: crate::audit::now_rfc3339(),
+            event: "fleet_change",
+            detail: Some(serde_json::json!({
+                "change": change.describe(),
+                "applied": applied.is_ok(),
+                "error": applied.as_ref().err(),
+            })),
+            trace_id: None,
+        });
+        applied
     }
 
     fn secrets(&self, secrets: crate::secrets::Secrets) -> Result<(), String> {
@@ -106,5 +57,70 @@ impl crate::cluster::Apply for HostApplier {
             .providers()
             .filter_map(|p| Some((p.name().to_string(), p.fingerprint()?.to_string())))
             .collect()
+    }
+}
+
+/// `change`, made on this host.
+fn apply_here(applier: &HostApplier, change: &crate::cluster::Change) -> Result<(), String> {
+    let host = applier.installer.host();
+    let changes = applier.installer.runtime_changes();
+    match change {
+        Change::PluginAdded { name, reference } => {
+            // Already added from this very reference (a restart
+            // replaying the log): nothing to pull.
+            let loaded = host.pipeline().registry().snapshot().providers().any(|p| p.name() == name);
+            if loaded
+                && changes.added_plugins().iter().any(|p| p.name == *name && p.path.as_os_str() == reference.as_str())
+            {
+                return Ok(());
+            }
+            applier
+                .installer
+                .add_plugin_at_run_time(std::path::Path::new(reference))
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }
+        Change::PluginRemoved { name } => {
+            if host.pipeline().registry().snapshot().providers().any(|p| p.name() == name) {
+                applier.installer.remove_plugin_at_run_time(name).map_err(|e| e.to_string())
+            } else {
+                changes.plugin_removed(name);
+                Ok(())
+            }
+        }
+        Change::ServerAdded { server } => {
+            let servers = applier.servers.as_ref().ok_or("this host runs no external servers")?;
+            let _ = servers.remove(&server.name);
+            servers.add((**server).clone()).map_err(|e| e.to_string())?;
+            changes.server_added(server);
+            Ok(())
+        }
+        Change::ServerRemoved { name } => {
+            if let Some(servers) = &applier.servers {
+                let _ = servers.remove(name);
+            }
+            changes.server_removed(name);
+            Ok(())
+        }
+        Change::OverrideSet { agent, tier, until_unix_ms } => {
+            let left = until_unix_ms.saturating_sub(crate::changes::now_unix_ms());
+            if left == 0 {
+                return Ok(());
+            }
+            let ttl = Duration::from_millis(left);
+            host.pipeline().budget().set_override(agent, *tier, ttl).map_err(|e| e.to_string())?;
+            host.pipeline().registry().touch();
+            changes.override_set(agent, *tier, ttl);
+            Ok(())
+        }
+        Change::OverrideCleared { agent } => {
+            host.pipeline().budget().clear_override(agent);
+            host.pipeline().registry().touch();
+            changes.override_cleared(agent);
+            Ok(())
+        }
+        // The control plane reads the secrets whole and hands them to
+        // `secrets` below.
+        Change::SecretSet { .. } | Change::SecretRemoved { .. } => Ok(()),
     }
 }

@@ -38,6 +38,7 @@ pub mod review;
 pub mod revocations;
 pub mod scaffold;
 pub mod serve;
+pub mod telemetry;
 pub mod ui;
 pub mod watch;
 
@@ -68,6 +69,8 @@ pub use toolhost_runtime as runtime;
 pub use toolhost_runtime::capabilities;
 /// The shared vocabulary (the `toolhost-types` crate).
 pub use toolhost_types as tool;
+/// Spans and W3C trace context ([`telemetry`] exports them).
+pub use toolhost_types::trace;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 

@@ -243,6 +243,30 @@ impl Reloader {
     /// provider has offered since the host started is applied anyway (for a
     /// plugin not loaded yet), with a warning, rather than refused.
     pub fn reload_with(&self, force: bool) -> Result<ReloadReport, ReloadError> {
+        let span = crate::trace::start(crate::trace::Kind::Internal, None, || ("reload", Vec::new()));
+        let result = self.reload_now(force);
+        crate::trace::end(span.as_ref(), result.as_ref().err().map(|e| e.to_string()).as_deref());
+        // Who asked (the admin API's caller, SIGHUP), and what came of it.
+        let detail = match &result {
+            Ok(r) => serde_json::json!({
+                "force": force,
+                "applied": r.applied,
+                "plugins": r.plugins.iter().map(|p| p.plugin.clone()).collect::<Vec<_>>(),
+                "servers": r.servers,
+                "restart_needed": r.restart_needed,
+            }),
+            Err(e) => serde_json::json!({"force": force, "error": e.to_string()}),
+        };
+        self.host.pipeline().audit().write_action(&crate::audit::ActionRecord {
+            time: crate::audit::now_rfc3339(),
+            event: if result.is_ok() { "reload" } else { "reload_refused" },
+            detail: Some(detail),
+            trace_id: crate::trace::ids(span.as_ref()).map(|i| i.0),
+        });
+        result
+    }
+
+    fn reload_now(&self, force: bool) -> Result<ReloadReport, ReloadError> {
         let _one = self.one_at_a_time.lock().unwrap_or_else(|p| p.into_inner());
         let invalid = ReloadError::Invalid;
         let next = (self.load)().map_err(invalid)?;
@@ -540,6 +564,12 @@ fn restart_needed(old: &HostBuilder, new: &HostBuilder) -> Vec<String> {
     };
     differs("audit", o.audit != n.audit, "the audit file is opened at start");
     differs("memory", o.memory != n.memory, "the memory store is opened at start");
+    differs("telemetry", o.telemetry != n.telemetry, "the exporter is set up at start");
+    differs(
+        "plugins.trace_propagation",
+        o.plugins.trace_propagation != n.plugins.trace_propagation,
+        "plugins' HTTP is set up at start",
+    );
     differs("state_dir", old.resolved_state_dir() != new.resolved_state_dir(), "read at start");
     differs(
         "cache_dir",

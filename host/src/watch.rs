@@ -97,6 +97,12 @@ pub fn watch_dir(installer: Arc<Installer>, dir: &Path, load_existing: bool) -> 
 
 impl Seen {
     fn apply(&mut self, installer: &Installer, path: &Path) {
+        // Its records name the plugins directory as who asked.
+        let actor = crate::audit::Actor::new(format!("plugins directory {}", path.display()), "watch");
+        crate::audit::acting(actor, || self.apply_as_watch(installer, path));
+    }
+
+    fn apply_as_watch(&mut self, installer: &Installer, path: &Path) {
         let host = installer.host();
         let name = crate::runtime::plugin_name_from_path(path);
         let Some(stamp) = FileStamp::of(path) else {

@@ -4,7 +4,7 @@
 //! one too. Text a plugin wrote into an error is kept as a hash, and nothing
 //! a plugin prints can forge a line of the host's log.
 
-use crate::common::{stderr, toolhost};
+use crate::common::{stderr, stdout, toolhost};
 use crate::live::serve;
 use serde_json::{Value, json};
 use sha2::Digest as _;
@@ -171,6 +171,21 @@ fn plugin_loads_replacements_removals_and_refusals_each_leave_one_record() {
     std::fs::write(&staged, b"\0asm\x0d\x00\x01\x00garbage").unwrap();
     assert!(!admin(&["plugin", "add", staged.to_str().unwrap()]).status.success());
     assert!(admin(&["plugin", "remove", "swap"]).status.success());
+    assert!(admin(&["reload"]).status.success());
+
+    // Each record names who asked, and through what (issue #55): the
+    // CLI's user through the admin API.
+    let uid = rustix::process::getuid().as_raw();
+    let all = all_records(&dir.path().join("audit.jsonl"));
+    for r in all.iter().filter(|r| r["event"].as_str().is_some_and(|e| e.starts_with("plugin_") || e == "reload")) {
+        assert_eq!(r["via"], "admin_api", "{r}");
+        assert!(r["actor"].as_str().unwrap().starts_with(&format!("cli uid {uid}")), "{r}");
+    }
+    let reload = all.iter().find(|r| r["event"] == "reload").unwrap_or_else(|| panic!("a reload record: {all:#?}"));
+    assert_eq!(reload["detail"]["force"], false, "{reload}");
+    // `toolhost audit --actor` finds them by their channel.
+    let own = crate::common::run_strict(dir.path(), &["audit", "--actor", "admin_api", "--json"]);
+    assert_eq!(stdout(&own).lines().count(), 5, "four plugin records and the reload: {}", stdout(&own));
 
     let digest = |p: &str| hex::encode(sha2::Sha256::digest(std::fs::read(p).unwrap()));
     let events: Vec<Value> = all_records(&dir.path().join("audit.jsonl"))

@@ -191,6 +191,16 @@ async fn a_change_through_any_host_reaches_every_host_and_a_late_host_starts_wit
         })
         .await;
     }
+    // Every other host's audit names who made the change: host b, through
+    // the control plane (issue #55).
+    for m in [&fleet[0], &fleet[2]] {
+        let trail = std::fs::read_to_string(m.dir.join("state/audit.jsonl")).unwrap();
+        let records: Vec<Value> = trail.lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+        let by_b = |event: &str| {
+            records.iter().any(|r| r["event"] == event && r["actor"] == "host b" && r["via"] == "cluster")
+        };
+        assert!(by_b("plugin_load") && by_b("fleet_change"), "{}: {trail}", m.dir.display());
+    }
     // In a fleet a file is refused, saying why.
     let o = run(&fleet[0].dir, &["plugin", "add", tool.to_str().unwrap()]);
     assert!(!o.status.success());

@@ -45,6 +45,7 @@
 //! - `ui`: the DM's page in headless Chromium (playwright-core), and its API's access rules.
 
 mod audit;
+mod audit_gate;
 mod body_limit;
 mod bridge;
 mod budget;
@@ -93,6 +94,7 @@ mod review;
 mod revocations;
 mod sigstore;
 mod tasks;
+mod traces;
 mod trust;
 mod turns;
 mod ui;

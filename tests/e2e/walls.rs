@@ -204,7 +204,7 @@ fn the_mcp_client_depends_on_no_server_front() {
 /// reload, the watcher, serving and scaffolding.
 fn host_layer(module: &str) -> Option<usize> {
     Some(match module {
-        "changes" | "cluster" | "report" | "audit_query" | "facade" => 0,
+        "changes" | "cluster" | "report" | "audit_query" | "facade" | "telemetry" => 0,
         "install" | "builder" | "doctor" | "fleet" | "metrics" | "market" | "review" => 1,
         "admin" | "ui" | "reload" | "watch" | "serve" | "scaffold" | "revocations" => 2,
         _ => return None,

@@ -10,7 +10,8 @@
     /huge              200 with a 1 GiB body, written as it goes
     anything else      200 "hello from the origin"
 Every request is appended to requests.log in the working directory, with
-the client's port (peer=), which tells a kept-alive connection from a new one.
+its W3C `traceparent` header (tp=) and the client's port (peer=), which
+tells a kept-alive connection from a new one.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with open("requests.log", "a") as f:
             f.write(
                 f"{self.command} {self.path} host={self.headers.get('Host')} "
-                f"auth={self.headers.get('Authorization')} peer={self.client_address[1]}\n"
+                f"auth={self.headers.get('Authorization')} tp={self.headers.get('traceparent')} "
+                f"peer={self.client_address[1]}\n"
             )
         url = urllib.parse.urlparse(self.path)
         if url.path == "/v1/forecast":

@@ -23,7 +23,9 @@ Test hooks (environment):
   PY_PEER_PIDFILE  write the process id there at start (tests kill it)
   PY_PEER_EVENTS   append one line per event there: "started slow" when a
                    `slow` call begins, "cancelled slow" when one is cancelled
-                   (notifications/cancelled), "token" per OAuth token issued
+                   (notifications/cancelled), "token" per OAuth token issued,
+                   "trace META HEADER" per tools/call: the W3C traceparent
+                   in its params._meta and in its HTTP header ("-" if none)
 
 `--modern-only` (with --http): `initialize` is refused, as by a server
 that speaks only MCP 2026-07-28 (`server/discover`, per-request metadata);
@@ -35,6 +37,18 @@ HTTP auth (with --http): `--token T` requires `Authorization: Bearer T`;
 `--oauth CLIENT_ID:SECRET` adds an OAuth 2.1 client-credentials token
 endpoint at /token (HTTP Basic client auth) issuing tokens that live
 `--token-ttl` seconds, and requires a live one on /mcp.
+
+Tracing: `--otlp URL` (a collector's base URL, e.g. http://127.0.0.1:4318)
+exports, per tools/call, one span `upstream TOOL` (kind SERVER, service.name
+`py-peer`, attribute mcp.tool.name) to URL/v1/traces as OTLP protobuf, at
+once (before the call is answered). It is the SDK's own span: mcp's OpenTelemetryMiddleware opens a
+SERVER span per request, parented on the W3C context in params._meta
+(SEP-414), else on the ambient context, which with --otlp and --http is the
+`traceparent`/`tracestate` HTTP header (the SDK reads no header itself);
+this script renames it, adds mcp.tool.name, and exports only tools/call ones.
+A parent whose traceparent says not sampled (flags 00) gets no span (the
+SDK's default parent-based sampler). A receiver that is down delays each
+call by the export's retries, at most 5 s.
 
 Run it with tests/peers/.venv/bin/python (scripts/install-peers makes it).
 Logs go to stderr; on stdio, stdout carries protocol messages only.
@@ -63,7 +77,15 @@ def event(line: str) -> None:
             f.write(line + "\n")
 
 
-server = MCPServer(name="toolhost-py-peer", version="1.0.0", log_level="WARNING")
+async def trace_event(ctx, call_next):
+    """Middleware: per tools/call, the "trace META HEADER" event."""
+    if ctx.method == "tools/call" and os.environ.get("PY_PEER_EVENTS"):
+        headers = getattr(ctx.request, "headers", None) or {}
+        event(f"trace {(ctx.meta or {}).get('traceparent') or '-'} {headers.get('traceparent') or '-'}")
+    return await call_next(ctx)
+
+
+server = MCPServer(name="toolhost-py-peer", version="1.0.0", log_level="WARNING", middleware=[trace_event])
 
 
 @server.tool(
@@ -145,25 +167,78 @@ def main() -> None:
     parser.add_argument("--token-ttl", type=int, default=3600, help="lifetime of OAuth tokens, seconds")
     parser.add_argument("--modern-only", action="store_true", help="with --http: refuse `initialize` (MCP 2026-07-28 only)")
     parser.add_argument("--legacy-only", action="store_true", help="with --http: refuse `server/discover` (2025-11-25)")
+    parser.add_argument("--otlp", metavar="URL", help="export a span per tools/call to URL/v1/traces (OTLP/HTTP)")
     args = parser.parse_args()
     pidfile = os.environ.get("PY_PEER_PIDFILE")
     if pidfile:
         with open(pidfile, "w", encoding="utf-8") as f:
             f.write(str(os.getpid()))
+    if args.otlp:
+        export_spans(args.otlp)
     if args.http is None:
         server.run("stdio")
-    elif args.modern_only or args.legacy_only:
+    elif args.modern_only or args.legacy_only or args.token is not None or args.oauth is not None or args.otlp:
         import uvicorn
 
-        refused = "initialize" if args.modern_only else "server/discover"
-        app = refusing(server.streamable_http_app(), refused)
+        app = server.streamable_http_app()
+        if args.modern_only or args.legacy_only:
+            app = refusing(app, "initialize" if args.modern_only else "server/discover")
+        if args.token is not None or args.oauth is not None:
+            app = guarded(app, args)
+        if args.otlp:
+            app = header_context(app)
         uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
-    elif args.token is None and args.oauth is None:
-        server.run("streamable-http", host="127.0.0.1", port=args.http)
     else:
-        import uvicorn
+        server.run("streamable-http", host="127.0.0.1", port=args.http)
 
-        uvicorn.run(guarded(server.streamable_http_app(), args), host="127.0.0.1", port=args.http, log_level="warning")
+
+def export_spans(url: str) -> None:
+    """Installs an OpenTelemetry SDK that sends the SDK's tools/call spans to URL/v1/traces."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+
+    class ToolCalls(SimpleSpanProcessor):
+        """Exports each tools/call span as it ends, as `upstream TOOL`; drops the others."""
+
+        def on_start(self, span, parent_context=None) -> None:
+            if span.attributes.get("mcp.method.name") == "tools/call":
+                tool = span.attributes.get("gen_ai.tool.name", "")
+                span.update_name(f"upstream {tool}")
+                span.set_attribute("mcp.tool.name", tool)
+
+        def on_end(self, span) -> None:
+            if span.attributes.get("mcp.method.name") == "tools/call":
+                super().on_end(span)
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "py-peer"}))
+    exporter = OTLPSpanExporter(endpoint=url.rstrip("/") + "/v1/traces", timeout=5)
+    provider.add_span_processor(ToolCalls(exporter))
+    trace.set_tracer_provider(provider)
+
+
+def header_context(app):
+    """Wraps the MCP app: each request runs in the W3C trace context of its HTTP headers.
+
+    What an OpenTelemetry ASGI instrumentation does, less its own span: the SDK
+    hands the request's contextvars on to the handler, whose span falls back
+    to this parent when params._meta carries no traceparent.
+    """
+    from opentelemetry import context, propagate
+
+    async def asgi(scope, receive, send):
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        carrier = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        token = context.attach(propagate.extract(carrier))
+        try:
+            return await app(scope, receive, send)
+        finally:
+            context.detach(token)
+
+    return asgi
 
 
 async def read_body(receive) -> bytes:

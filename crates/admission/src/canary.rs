@@ -270,8 +270,10 @@ impl Provider for Canary {
     fn fingerprint(&self) -> Option<&str> {
         self.old.fingerprint()
     }
+    /// What either version holds: a call may go to either (the audit gate
+    /// asks this of the canary, not of the version that will run).
     fn held(&self) -> crate::tool::Capabilities {
-        self.old.held()
+        self.old.held().union(self.new.held())
     }
     fn describe(&self) -> crate::tool::ProviderInfo {
         self.old.describe()

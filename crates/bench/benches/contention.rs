@@ -188,6 +188,12 @@ fn main() {
         capabilities_used: Vec::new(),
         cached: false,
         http: Vec::new(),
+        actor: "operator".to_string(),
+        trace_id: None,
+        span_id: None,
+        schema_sha256: None,
+        model: None,
+        prompt_hash: None,
     };
     let points: [(&str, &(dyn Fn() + Sync)); 4] = [
         ("`/metrics` counters (`CallMetrics::record`)", &|| {

@@ -145,6 +145,12 @@ impl Bridge {
     pub fn update_tier(&self, utterance: &str, cues: TurnCues) -> Result<TierUpdate, BridgeError> {
         self.admit_utterance(utterance)?;
         let tier = self.host.begin_turn(&self.conversation, utterance, cues);
+        toolhost_core::trace::event("voice turn", || {
+            vec![
+                toolhost_core::trace::attr("toolhost.agent", self.agent.clone()),
+                toolhost_core::trace::attr("toolhost.tier", tier.tier.to_string()),
+            ]
+        });
         let declare = self.refresh();
         tracing::debug!(
             agent = %self.agent, tier = %tier.tier, reason = %tier.reason, redeclare = declare.is_some(),
@@ -276,13 +282,29 @@ impl Bridge {
     /// that does not parse, sent as a string; its error replaces the
     /// pipeline's "must be an object".
     fn run(&self, name: &str, arguments: &Value, not_json: Option<&str>) -> (Result<Value, CallFailure>, bool) {
+        use toolhost_core::trace;
+        // The voice relay's call: a trace of its own (the voice engine
+        // sends no trace context).
+        let span = trace::start(trace::Kind::Server, None, || {
+            (
+                format!("voice call {name}"),
+                vec![
+                    trace::attr("gen_ai.tool.name", name.to_string()),
+                    trace::attr("toolhost.agent", self.agent.clone()),
+                    trace::attr("toolhost.voice.session", self.session.clone()),
+                ],
+            )
+        });
         let ctx = CallContext {
             agent: Some(self.agent.clone()),
             deadline: Some(self.timeout),
             session: Some(self.session.clone()),
+            trace: span.clone(),
             ..CallContext::default()
         };
-        match self.host.call_in_turn(&self.conversation, name, arguments, &ctx) {
+        let result = self.host.call_in_turn(&self.conversation, name, arguments, &ctx);
+        trace::end(span.as_ref(), result.as_ref().err().map(CallError::kind));
+        match result {
             Ok(out) => {
                 let (v, truncated) = render(&out, self.max_output);
                 (Ok(v), truncated)

@@ -13,6 +13,7 @@
 
 mod paths;
 mod sections;
+pub mod telemetry;
 
 pub use paths::{default_cache_dir, default_state_dir, user_dir};
 pub use sections::*;
@@ -88,6 +89,8 @@ pub struct Config {
     pub cluster: ClusterConfig,
     /// The MCP server front (`toolhost serve`).
     pub server: ServerConfig,
+    /// OpenTelemetry traces (off by default).
+    pub telemetry: crate::telemetry::TelemetryConfig,
     /// Which plugin packages are trusted (signatures, lock file).
     pub trust: crate::package::TrustConfig,
     /// OCI registries (`oci://` plugins): plain-HTTP hosts, credentials file.
@@ -264,6 +267,15 @@ impl Config {
                     at("revocations_signed_by")
                 ));
             }
+        }
+        if let Some(problem) = self.telemetry.problems().into_iter().next() {
+            return Err(format!("{problem}{}", at("telemetry")));
+        }
+        if self.audit.disabled && (self.audit.fail_closed || !self.audit.fail_closed_tools.is_empty()) {
+            return Err(format!(
+                "audit.fail_closed: the audit gate needs the audit file, and audit.disabled turns it off: set one or the other{}",
+                at("fail_closed")
+            ));
         }
         if self.budget.max_calls_per_turn == Some(0) {
             return Err(format!(

@@ -502,6 +502,10 @@ pub struct PluginsConfig {
     /// `wasi:config/store`; secrets (`toolhost secret set`) share the
     /// namespace, and a name in both is a config error.
     pub config: BTreeMap<String, BTreeMap<String, ConfigValue>>,
+    /// Plugin -> whether its outgoing HTTP requests carry the call's trace
+    /// context (`traceparent`, `tracestate`) when telemetry is on. Off by
+    /// default: the header tells the origin that a call happened.
+    pub trace_propagation: BTreeMap<String, bool>,
 }
 
 /// A plain config value: a string, number or boolean, which the plugin
@@ -553,6 +557,7 @@ impl Default for PluginsConfig {
             http_nameservers: Vec::new(),
             prefix: BTreeMap::new(),
             config: BTreeMap::new(),
+            trace_propagation: BTreeMap::new(),
         }
     }
 }

@@ -22,6 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod actor;
+mod gate;
+use actor::Acted;
+pub use actor::{ActionRecord, Actor, acting, current_actor};
+pub use gate::StartRecord;
+
 /// `audit:` in the config.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -36,6 +42,24 @@ pub struct AuditConfig {
     pub max_mb: Option<u64>,
     /// Rotated files kept (default 5): `audit.jsonl.1` (newest) to `.N`.
     pub keep: Option<u32>,
+    /// The audit gate for writes: a call to a tool that may write runs
+    /// only once its start record is on disk (written and flushed); when
+    /// it cannot be, the call is refused with `audit_unavailable` and
+    /// nothing runs. A tool may write unless it declares `readOnlyHint:
+    /// true` or is a wasm plugin holding no capability to write through
+    /// (no files, network, HTTP or memory-write grant).
+    pub fail_closed: bool,
+    /// Tools gated as `fail_closed` gates writes, read-only or not (and
+    /// whether or not `fail_closed` is on).
+    pub fail_closed_tools: Vec<String>,
+}
+
+impl AuditConfig {
+    /// Whether a call of `tool` (`read_only`: it declares `readOnlyHint:
+    /// true`) waits for its start record to be on disk.
+    pub fn gates(&self, tool: &str, read_only: bool) -> bool {
+        (self.fail_closed && !read_only) || self.fail_closed_tools.iter().any(|t| t == tool)
+    }
 }
 
 /// Default `audit.max_mb`.
@@ -132,6 +156,24 @@ pub struct Record<'a> {
     /// its request count and body bytes out and in.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub http: Vec<crate::tool::HostContact>,
+    /// Who called: `agent NAME` or `operator` (the token id is `token`).
+    pub actor: String,
+    /// The trace the call belongs to (this host's span, or the caller's
+    /// when spans are off), hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    /// The call's span, hex.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub span_id: Option<String>,
+    /// sha256 of the called tool's definition as clients saw it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_sha256: Option<&'a str>,
+    /// The model the client said the call came from (`_meta["toolhost/model"]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<&'a str>,
+    /// The prompt hash the client gave (`_meta["toolhost/prompt_hash"]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt_hash: Option<&'a str>,
 }
 
 /// What happened to a plugin.
@@ -214,6 +256,10 @@ pub struct AuditLog {
     refused: Mutex<Refusals>,
     /// `{"host":"<id>",`: what each record starts with in a fleet.
     host: std::sync::OnceLock<Vec<u8>>,
+    /// The last gated start record could not be written.
+    gate_failing: std::sync::atomic::AtomicBool,
+    /// `audit.fail_closed` and `audit.fail_closed_tools`.
+    gate: AuditConfig,
 }
 
 #[derive(Debug)]
@@ -241,6 +287,8 @@ impl AuditLog {
             keep: DEFAULT_KEEP,
             refused: Mutex::default(),
             host: std::sync::OnceLock::new(),
+            gate_failing: std::sync::atomic::AtomicBool::new(false),
+            gate: AuditConfig::default(),
         }
     }
 
@@ -261,6 +309,8 @@ impl AuditLog {
             keep: DEFAULT_KEEP,
             refused: Mutex::default(),
             host: std::sync::OnceLock::new(),
+            gate_failing: std::sync::atomic::AtomicBool::new(false),
+            gate: AuditConfig::default(),
         })
     }
 
@@ -362,19 +412,35 @@ impl AuditLog {
             "{}",
             r.event.as_str()
         );
-        self.append(r);
+        let actor = current_actor();
+        crate::trace::event(r.event.as_str(), || {
+            vec![
+                crate::trace::attr("toolhost.plugin", r.plugin.to_string()),
+                crate::trace::attr("toolhost.actor", actor.who.clone()),
+                crate::trace::attr("toolhost.via", actor.via),
+            ]
+        });
+        self.append(&Acted { record: r, actor: &actor });
     }
 
-    fn append(&self, r: &impl Serialize) {
-        let Some(file) = &self.file else { return };
+    /// Writes an operator action's record, naming this thread's actor
+    /// ([`acting`]).
+    pub fn write_action(&self, r: &ActionRecord<'_>) {
+        self.flush_refusals(false);
+        let actor = current_actor();
+        tracing::info!(target: "toolhost::audit", actor = %actor.who, via = actor.via, "{}", r.event);
+        self.append(&Acted { record: r, actor: &actor });
+    }
+
+    /// `r` as one line of the file.
+    fn line(&self, r: &impl Serialize) -> Option<Vec<u8>> {
         let line = match serde_json::to_vec(r) {
             Ok(l) => l,
             Err(e) => {
                 tracing::error!(error = %e, "cannot encode audit record");
-                return;
+                return None;
             }
         };
-        // In a fleet each record names its host first.
         let line = match self.host.get() {
             Some(prefix) if line.first() == Some(&b'{') => {
                 let mut with = Vec::with_capacity(prefix.len() + line.len());
@@ -384,11 +450,20 @@ impl AuditLog {
             }
             _ => line,
         };
-        // JSON allows U+2028, U+2029 and U+0085 raw inside strings, but
-        // line-splitting readers (Python's splitlines, some log shippers)
-        // break records on them: write them escaped.
         let mut line = escape_line_separators(line);
         line.push(b'\n');
+        Some(line)
+    }
+
+    fn append(&self, r: &impl Serialize) {
+        if self.file.is_none() {
+            return;
+        }
+        // JSON allows U+2028, U+2029 and U+0085 raw inside strings, but
+        // line-splitting readers (Python's splitlines, some log shippers)
+        // break records on them: [`AuditLog::line`] writes them escaped.
+        let Some(line) = self.line(r) else { return };
+        let Some(file) = &self.file else { return };
         // One write of a whole line to an O_APPEND file: records from
         // concurrent calls (and processes) never interleave. The lock is
         // held for that one write(2), which the kernel serialises per file
@@ -400,7 +475,11 @@ impl AuditLog {
         }
         match f.file.write_all(&line) {
             Ok(()) => f.size += line.len() as u64,
-            Err(e) => tracing::error!(error = %e, path = ?self.path, "cannot write audit record"),
+            Err(e) => {
+                // A record cut by a full disk is taken back whole.
+                let _ = f.file.set_len(f.size);
+                tracing::error!(error = %e, path = ?self.path, "cannot write audit record");
+            }
         }
     }
 

@@ -228,6 +228,11 @@ fn probe(host: &Pipeline, tool: &RegisteredTool, samples: usize) -> ProbeOutcome
     if let Err(why) = probe_allowed(host, tool) {
         return ProbeOutcome::Skipped(why);
     }
+    // A tool the audit gate holds runs only with its start record: the
+    // host's own probes never run it unrecorded.
+    if host.audit().gate_on() && host.audit().gates(&tool.def.name, crate::pipeline::writes_nothing(tool)) {
+        return ProbeOutcome::Skipped("the audit gate holds it (audit.fail_closed): never probed".into());
+    }
     let args = match probe_arguments(tool) {
         Ok(a) => a,
         Err(e) => return ProbeOutcome::Skipped(e),

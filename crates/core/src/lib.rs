@@ -43,6 +43,7 @@ pub use toolhost_runtime as runtime;
 pub use toolhost_runtime::capabilities;
 /// The shared vocabulary (the `toolhost-types` crate).
 pub use toolhost_types as tool;
+pub use toolhost_types::trace;
 /// Argument validation (the vocabulary's).
 pub use toolhost_types::validate;
 

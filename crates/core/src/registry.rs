@@ -21,6 +21,10 @@ pub struct RegisteredTool {
     pub validator: Validator,
     /// Who runs it.
     pub provider: Arc<dyn Provider>,
+    /// sha256 of the tool's definition as clients see it (name,
+    /// description, schemas, annotations), hex: which version of the tool
+    /// a call's audit record saw.
+    pub schema_sha256: String,
 }
 
 /// An immutable view of the registry at one moment.
@@ -118,7 +122,12 @@ fn entries(provider: &Arc<dyn Provider>) -> Result<Vec<Arc<RegisteredTool>>, Reg
                 provider: provider.name().to_string(),
                 reason: e.0,
             })?;
-            Ok(Arc::new(RegisteredTool { def: def.clone(), validator, provider: provider.clone() }))
+            Ok(Arc::new(RegisteredTool {
+                schema_sha256: schema_digest(def),
+                def: def.clone(),
+                validator,
+                provider: provider.clone(),
+            }))
         })
         .collect()
 }
@@ -370,4 +379,23 @@ mod tests {
         let e = Registry::new().add(Arc::new(Bad(vec![def]))).unwrap_err();
         assert!(matches!(e, RegistryError::BadSchema { .. }), "{e}");
     }
+}
+
+/// sha256 of what a client reads of `def`, as canonical JSON.
+fn schema_digest(def: &ToolDef) -> String {
+    use sha2::Digest;
+    let shown = serde_json::json!({
+        "name": def.name,
+        "description": def.description,
+        "inputSchema": def.input_schema,
+        "outputSchema": def.output_schema,
+        "annotations": def.annotations.as_ref().map(|a| serde_json::json!({
+            "title": a.title,
+            "readOnlyHint": a.read_only_hint,
+            "destructiveHint": a.destructive_hint,
+            "idempotentHint": a.idempotent_hint,
+            "openWorldHint": a.open_world_hint,
+        })),
+    });
+    hex::encode(sha2::Sha256::digest(crate::pipeline::canonical_json(&shown).as_bytes()))
 }

@@ -67,6 +67,11 @@ pub struct HttpSettings {
     /// The name servers plugins' names are resolved with
     /// (`plugins.http_nameservers`); empty for the system's configuration.
     pub nameservers: Vec<SocketAddr>,
+    /// The plugins whose requests carry the call's trace context as
+    /// `traceparent` / `tracestate` headers (`plugins.trace_propagation`):
+    /// the header tells the origin that a call happened, so it is the
+    /// operator's choice per plugin.
+    pub trace_propagation: std::collections::HashSet<String>,
 }
 
 /// Why the extension could not be built.
@@ -113,6 +118,8 @@ pub(crate) struct Shared {
     pub(crate) pool: Arc<pool::Pool>,
     /// The plugins' resolver and their shares of it.
     pub(crate) dns: dns::Dns,
+    /// `plugins.trace_propagation`.
+    propagate: std::collections::HashSet<String>,
 }
 
 impl std::fmt::Debug for HttpExtension {
@@ -156,6 +163,7 @@ impl HttpExtension {
                 pins,
                 pool: Default::default(),
                 dns: dns::Dns::new(settings.nameservers.clone()),
+                propagate: settings.trace_propagation.clone(),
             }),
         })
     }
@@ -256,6 +264,8 @@ impl Extension for HttpExtension {
             hooks: Hooks {
                 shared: Some(self.shared.clone()),
                 lookups: Some(self.shared.dns.for_call(plugin.clone(), call.caller)),
+                trace: call.trace.cloned(),
+                propagate: self.shared.propagate.contains(&*plugin),
                 plugin,
                 grants: call
                     .grants
@@ -292,6 +302,8 @@ impl CallHttp {
                 shared: None,
                 lookups: None,
                 plugin: Arc::from(""),
+                trace: None,
+                propagate: false,
                 grants: Arc::from(Vec::new()),
                 deadline: Instant::now(),
                 requests_left: 0,
@@ -322,6 +334,10 @@ struct Hooks {
     /// This call's share of DNS lookups (none without a grant).
     lookups: Option<dns::Lookups>,
     plugin: Arc<str>,
+    /// The call's span: each request's span goes under it.
+    trace: Option<toolhost_types::trace::Context>,
+    /// Whether requests carry the trace context (`plugins.trace_propagation`).
+    propagate: bool,
     grants: Arc<[HttpGrant]>,
     deadline: Instant,
     requests_left: u32,
@@ -386,7 +402,7 @@ impl WasiHttpHooks for Hooks {
 
     fn send_request(
         &mut self,
-        request: http::Request<WasiBody>,
+        mut request: http::Request<WasiBody>,
         options: Option<RequestOptions>,
         _fut: Box<dyn Future<Output = Result<(), WasiHttpError>> + Send>,
     ) -> Sent {
@@ -403,8 +419,14 @@ impl WasiHttpHooks for Hooks {
                     bytes_in: tally.bytes_in.clone(),
                 };
                 let grants = self.grants.clone();
+                let span = self.span(&mut request, &target);
                 Box::new(async move {
-                    connect::send(&shared, &lookups, &grants, target, request, options, deadline, limits).await
+                    let sent =
+                        connect::send(&shared, &lookups, &grants, target, request, options, deadline, limits).await;
+                    if span.is_some() {
+                        ended(span.as_ref(), &sent);
+                    }
+                    sent
                 })
             }
             Err(e) => {
@@ -433,6 +455,30 @@ pub(crate) struct Target {
 }
 
 impl Hooks {
+    /// The request's span (under the call's), and its trace context in
+    /// its headers where the operator lets this plugin pass it on.
+    fn span(&self, request: &mut http::Request<WasiBody>, target: &Target) -> Option<toolhost_types::trace::Context> {
+        use toolhost_types::trace;
+        let span = trace::start(trace::Kind::Client, self.trace.as_ref(), || {
+            (
+                request.method().as_str().to_string(),
+                vec![
+                    trace::attr("http.request.method", request.method().as_str().to_string()),
+                    trace::attr("url.scheme", target.scheme.as_str()),
+                    trace::attr("server.address", target.host.clone()),
+                    trace::attr("server.port", i64::from(target.port)),
+                    trace::attr("toolhost.plugin", self.plugin.to_string()),
+                ],
+            )
+        });
+        if self.propagate
+            && let Some(cx) = span.as_ref().or(self.trace.as_ref())
+        {
+            trace::inject_headers(cx, request.headers_mut());
+        }
+        span
+    }
+
     /// The grant and count checks, before anything leaves the host.
     fn check(
         &mut self,
@@ -476,6 +522,31 @@ impl Hooks {
             return Err(WasiHttpError::ConnectionTimeout);
         }
         Ok((shared, lookups, Target { scheme, host, port }))
+    }
+}
+
+/// Ends a request's span with what came back: the status and the
+/// declared body size, or the error.
+fn ended<T>(
+    span: Option<&toolhost_types::trace::Context>,
+    sent: &Result<(http::Response<WasiBody>, T), WasiHttpError>,
+) {
+    use toolhost_types::trace;
+    match sent {
+        Ok((response, _)) => {
+            let mut attributes = vec![trace::attr("http.response.status_code", i64::from(response.status().as_u16()))];
+            if let Some(n) = response
+                .headers()
+                .get(http::header::CONTENT_LENGTH)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse::<i64>().ok())
+            {
+                attributes.push(trace::attr("http.response.body.size", n));
+            }
+            trace::annotate(span, attributes);
+            trace::end(span, response.status().is_server_error().then_some("server error"));
+        }
+        Err(e) => trace::end(span, Some(&e.to_string())),
     }
 }
 

@@ -47,6 +47,7 @@ mod relay;
 mod server;
 mod supervisor;
 mod tap;
+mod traced;
 
 use toolhost_config as config;
 use toolhost_core::{Pipeline, runtime, tool, validate};

@@ -204,10 +204,28 @@ impl Provider for McpTools {
         };
         let remote = self.remote.get(tool).cloned().unwrap_or_else(|| tool.to_string());
         let timeout = ctx.deadline.unwrap_or(DEFAULT_CALL_TIMEOUT);
+        let span = toolhost_core::trace::start(toolhost_core::trace::Kind::Client, ctx.trace.as_ref(), || {
+            (
+                format!("tools/call {remote}"),
+                vec![
+                    toolhost_core::trace::attr("mcp.method.name", "tools/call"),
+                    toolhost_core::trace::attr("gen_ai.tool.name", remote.clone()),
+                    toolhost_core::trace::attr("toolhost.server", self.server.cfg.name.clone()),
+                ],
+            )
+        });
         let mut params = CallToolRequestParams::new(remote);
         if let Value::Object(o) = arguments {
             params = params.with_arguments(o.clone());
         }
+        // The trace goes on in the request's `_meta` (and, over HTTP, in
+        // its headers: [`crate::traced`]).
+        if let Some(cx) = span.as_ref().or(ctx.trace.as_ref()) {
+            let mut meta = serde_json::Map::new();
+            toolhost_core::trace::inject_meta(cx, &mut meta);
+            params.meta = Some(rmcp::model::RequestMetaObject::from(meta));
+        }
+        let _span = Ended(span);
         // The caller's cancellation, as a token every round's request races.
         let cancelled = tokio_util::sync::CancellationToken::new();
         if let Some(cancel) = &ctx.cancel {
@@ -349,5 +367,14 @@ impl Provider for McpTools {
             structured: result.structured_content,
             stats: CallStats { duration: started.elapsed(), ..CallStats::default() },
         })
+    }
+}
+
+/// Ends the upstream request's span when the call returns, however it does.
+struct Ended(Option<toolhost_core::trace::Context>);
+
+impl Drop for Ended {
+    fn drop(&mut self) {
+        toolhost_core::trace::end(self.0.as_ref(), None);
     }
 }

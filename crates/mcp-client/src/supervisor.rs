@@ -488,7 +488,11 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
                 // words; otherwise the server's 401 starts discovery.
                 tokens.current(&url).await?;
                 let transport = rmcp::transport::StreamableHttpClientTransport::with_client(
-                    OAuthHttp { inner: client, tokens: tokens.clone(), shown_by: Some(shown_by(server)) },
+                    crate::traced::Traced(OAuthHttp {
+                        inner: client,
+                        tokens: tokens.clone(),
+                        shown_by: Some(shown_by(server)),
+                    }),
                     config,
                 );
                 // A failure to get a token says why better than the transport.
@@ -504,7 +508,8 @@ async fn open(server: &Arc<Server>, lifecycle: rmcp::service::ClientLifecycleMod
                 let token = token.strip_prefix("Bearer ").unwrap_or(token).trim();
                 config = config.auth_header(token.to_string());
             }
-            let transport = rmcp::transport::StreamableHttpClientTransport::with_client(client, config);
+            let transport =
+                rmcp::transport::StreamableHttpClientTransport::with_client(crate::traced::Traced(client), config);
             handler
                 .serve_with_lifecycle(Tapped::new(transport, server.clone()), lifecycle)
                 .await

@@ -27,7 +27,7 @@ pub use server::McpFront;
 // The core's vocabulary, under the names the modules use.
 use toolhost_config as config;
 use toolhost_core::{Conversation, TurnCues, TurnTier};
-use toolhost_core::{Pipeline, budget, rates, registry, tool};
+use toolhost_core::{Pipeline, budget, rates, registry, tool, trace};
 use toolhost_mcp_wire::content;
 
 pub use toolhost_config::agent_slug;

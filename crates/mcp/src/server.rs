@@ -460,8 +460,24 @@ impl McpFront {
         // The tier the call runs at (a turn may change it meanwhile).
         let tier = (cost == Cost::Reported).then(|| self.tier());
         let started = std::time::Instant::now();
-        let ctx = CallContext { agent: self.agent.clone(), ..ctx };
+        // The request's span, under the client's trace context (`_meta`
+        // or headers): what the handler put in `ctx.trace`.
+        let span = crate::trace::start(crate::trace::Kind::Server, ctx.trace.as_ref(), || {
+            (
+                format!("tools/call {}", toolhost_core::audit::loggable_name(name)),
+                vec![
+                    crate::trace::attr("mcp.method.name", "tools/call"),
+                    crate::trace::attr("gen_ai.tool.name", toolhost_core::audit::loggable_name(name).into_owned()),
+                    crate::trace::attr("toolhost.agent", self.agent.clone().unwrap_or_else(|| "(operator)".into())),
+                    crate::trace::attr("toolhost.token_id", ctx.token.clone().unwrap_or_else(|| "-".into())),
+                    crate::trace::attr("mcp.session.id", ctx.session.clone().unwrap_or_else(|| "-".into())),
+                ],
+            )
+        });
+        let trace = span.clone().or_else(|| ctx.trace.clone());
+        let ctx = CallContext { agent: self.agent.clone(), trace, ..ctx };
         let result = self.host.call_in_turn(&self.conversation, name, &arguments, &ctx);
+        crate::trace::end(span.as_ref(), result.as_ref().err().map(CallError::kind));
         let cost = tier.map(|tier| (tier, started.elapsed().as_secs_f64() * 1e3));
         if let Err(e @ CallError::UnknownTool(_)) = &result {
             return Err(ErrorData::invalid_params(e.to_string(), Some(json!({"code": e.code()}))));

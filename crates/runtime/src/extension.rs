@@ -34,6 +34,9 @@ pub struct ExtensionCall<'a> {
     /// The agent the call runs for (`None`: the operator): whose share of
     /// the process's descriptors its connections take.
     pub caller: Option<&'a str>,
+    /// The call's span (or the caller's trace context), for spans of the
+    /// extension's own under it.
+    pub trace: Option<&'a toolhost_types::trace::Context>,
 }
 
 /// One capability's host side, provided from outside this crate.

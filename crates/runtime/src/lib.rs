@@ -437,6 +437,7 @@ impl Runtime {
                 limits,
                 deadline: state.deadline,
                 caller: ctx.and_then(|c| c.agent.as_deref()),
+                trace: ctx.and_then(|c| c.trace.as_ref()),
             }));
         }
         let mut store = Store::new(engine, state);

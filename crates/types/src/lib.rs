@@ -19,6 +19,7 @@ pub mod origin;
 mod text;
 mod tier;
 mod tool;
+pub mod trace;
 pub mod validate;
 
 pub use capability::{Capabilities, Capability};
@@ -27,7 +28,8 @@ pub use names::{TOOL_NAME_PATTERN, valid_tool_name};
 pub use text::{cut_at, cut_with_note, log_safe};
 pub use tier::{Tier, UnknownTier};
 pub use tool::{
-    Annotations, Audience, CallContext, CallCost, CallError, CallStats, Cancel, Content, HostContact, PluginEvent,
-    Provider, ProviderInfo, ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta, ToolOutput,
+    Annotations, Audience, CallContext, CallCost, CallError, CallStats, Cancel, Content, HostContact, ModelNote,
+    PluginEvent, Provider, ProviderInfo, ProviderKind, ResourceBody, ResourceLink, ToolAnnotations, ToolDef, ToolMeta,
+    ToolOutput,
 };
 pub use validate::{Mismatch, SchemaError, Validator};

@@ -446,6 +446,15 @@ pub enum CallError {
         /// Tool name.
         tool: String,
     },
+    /// The call would write, and its audit record could not be written
+    /// first (`audit.fail_closed`): nothing ran.
+    #[error("audit_unavailable: {tool} was not run: {message}")]
+    AuditUnavailable {
+        /// Tool name.
+        tool: String,
+        /// Why the record could not be written.
+        message: String,
+    },
 }
 
 impl CallError {
@@ -458,7 +467,7 @@ impl CallError {
             CallError::InvalidInput { .. } => "invalid_input",
             CallError::Forbidden { .. } => "forbidden",
             CallError::Timeout { .. } => "timeout",
-            CallError::Unavailable { .. } => "unavailable",
+            CallError::Unavailable { .. } | CallError::AuditUnavailable { .. } => "unavailable",
             CallError::CapacityExceeded(_) => "capacity_exceeded",
             CallError::Cancelled { .. } => "cancelled",
             CallError::Failed { .. }
@@ -509,6 +518,7 @@ impl CallError {
             CallError::OutputTooLarge { .. } => "output_too_large",
             CallError::Trap { .. } => "trap",
             CallError::Unavailable { .. } => "unavailable",
+            CallError::AuditUnavailable { .. } => "audit_unavailable",
             CallError::CapacityExceeded(_) => "capacity_exceeded",
             CallError::Cancelled { .. } => "cancelled",
         }
@@ -667,6 +677,37 @@ pub struct CallContext {
     /// The caller has already spent the agent's tool-call rate on this
     /// call (a task: refused when it is made, not when it runs).
     pub rate_spent: bool,
+    /// The trace the call belongs to: the caller's span (the MCP request's),
+    /// or the remote context a client sent when spans are off.
+    pub trace: Option<crate::trace::Context>,
+    /// What the client said about the model behind the call
+    /// (`_meta["toolhost/model"]` and `_meta["toolhost/prompt_hash"]`),
+    /// recorded as given.
+    pub model: Option<Arc<ModelNote>>,
+}
+
+/// The model and prompt a client says a call came from, as given (cut to
+/// [`ModelNote::MAX`] characters each).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ModelNote {
+    /// `_meta["toolhost/model"]`.
+    pub model: Option<String>,
+    /// `_meta["toolhost/prompt_hash"]`.
+    pub prompt_hash: Option<String>,
+}
+
+impl ModelNote {
+    /// The longest value kept, in characters.
+    pub const MAX: usize = 200;
+
+    /// From a request's `_meta`; `None` when it says neither.
+    pub fn from_meta(meta: &serde_json::Map<String, serde_json::Value>) -> Option<ModelNote> {
+        let get = |k: &str| {
+            meta.get(k).and_then(serde_json::Value::as_str).map(|s| s.chars().take(ModelNote::MAX).collect::<String>())
+        };
+        let note = ModelNote { model: get("toolhost/model"), prompt_hash: get("toolhost/prompt_hash") };
+        (note.model.is_some() || note.prompt_hash.is_some()).then_some(note)
+    }
 }
 
 pub use crate::cancel::Cancel;
@@ -746,6 +787,7 @@ impl std::fmt::Debug for CallContext {
             .field("deadline", &self.deadline)
             .field("session", &self.session)
             .field("token", &self.token)
+            .field("trace", &self.trace)
             .finish_non_exhaustive()
     }
 }

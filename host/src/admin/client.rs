@@ -294,6 +294,13 @@ impl AdminClient {
         self.rt.block_on(async {
             let mut req =
                 self.client.request(method, &url).bearer_auth(&self.record.token).timeout(Duration::from_secs(60));
+            // Who runs this command, for the host's audit trail.
+            let uid = rustix::process::getuid().as_raw();
+            let user = std::env::var("USER").unwrap_or_default();
+            let who = format!("cli uid {uid}{}", if user.is_empty() { String::new() } else { format!(" ({user})") });
+            // Printable ASCII only: a header carries nothing else.
+            let who: String = who.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).collect();
+            req = req.header(super::router::ACTOR_HEADER, who);
             if let Some(b) = body {
                 req = req.json(&b);
             }

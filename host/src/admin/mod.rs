@@ -15,4 +15,4 @@ pub mod api;
 pub mod client;
 pub mod router;
 
-pub use router::{Admin, router};
+pub use router::{ACTOR_HEADER, Admin, VIA_HEADER, router};

@@ -108,10 +108,29 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .with_state(state)
 }
 
+/// The header an admin API caller names itself in, for the audit trail.
+pub const ACTOR_HEADER: &str = "x-toolhost-actor";
+/// The header the DM's page marks the actions it forwards with (`page`).
+pub const VIA_HEADER: &str = "x-toolhost-via";
+
+/// Who made an admin request (set by [`authorize`]).
+type Who = axum::Extension<crate::audit::Actor>;
+
 /// Lets through only requests that carry the admin token.
-async fn authorize(State(state): State<AdminState>, request: Request, next: Next) -> Response {
+async fn authorize(State(state): State<AdminState>, mut request: Request, next: Next) -> Response {
     match crate::mcp::http::bearer(request.headers()) {
         Some(t) if toolhost_base::seal::same_secret(t.as_bytes(), state.admin.token.as_bytes()) => {
+            // Who the caller says it is (`toolhost` sends `cli uid N`, the
+            // page `page`): recorded with what it does, beside the
+            // channel, which is what the token proves.
+            let said = request.headers().get(ACTOR_HEADER).and_then(|v| v.to_str().ok()).filter(|v| !v.is_empty());
+            // The page forwards its actions here with the admin token.
+            let via = match request.headers().get(VIA_HEADER).map(|v| v.as_bytes()) {
+                Some(b"page") => "page",
+                _ => "admin_api",
+            };
+            let actor = crate::audit::Actor::new(said.unwrap_or("admin token"), via);
+            request.extensions_mut().insert(actor);
             next.run(request).await
         }
         _ => ApiError::new(
@@ -155,6 +174,7 @@ async fn plugins(State(s): State<AdminState>) -> Reply<PluginsReply> {
 
 async fn add_plugin(
     State(s): State<AdminState>,
+    axum::Extension(who): Who,
     body: Result<Json<AddPluginRequest>, JsonRejection>,
 ) -> Reply<InstalledReply> {
     let Json(req) = body.map_err(|e| {
@@ -166,7 +186,9 @@ async fn add_plugin(
     })?;
     let installer = s.admin.installer.clone();
     // Compiling can take seconds: off the async workers.
-    match tokio::task::spawn_blocking(move || installer.add_plugin_at_run_time(&req.path)).await {
+    match tokio::task::spawn_blocking(move || crate::audit::acting(who, || installer.add_plugin_at_run_time(&req.path)))
+        .await
+    {
         Ok(Ok(i)) => Ok(Json(InstalledReply { provenance_text: i.provenance.describe(), installed: i })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -175,6 +197,7 @@ async fn add_plugin(
 
 async fn canary_plugin(
     State(s): State<AdminState>,
+    axum::Extension(who): Who,
     body: Result<Json<super::api::CanaryRequest>, JsonRejection>,
 ) -> Reply<toolhost_admission::canary::CanaryStatus> {
     let Json(req) = body.map_err(|e| {
@@ -185,8 +208,10 @@ async fn canary_plugin(
         )
     })?;
     let installer = s.admin.installer.clone();
-    match tokio::task::spawn_blocking(move || installer.canary_at_run_time(&req.path, req.terms, req.plugin.as_deref()))
-        .await
+    match tokio::task::spawn_blocking(move || {
+        crate::audit::acting(who, || installer.canary_at_run_time(&req.path, req.terms, req.plugin.as_deref()))
+    })
+    .await
     {
         Ok(Ok(status)) => Ok(Json(status)),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
@@ -194,10 +219,16 @@ async fn canary_plugin(
     }
 }
 
-async fn remove_plugin(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
+async fn remove_plugin(
+    State(s): State<AdminState>,
+    axum::Extension(who): Who,
+    Path(name): Path<String>,
+) -> Reply<RemovedReply> {
     let installer = s.admin.installer.clone();
     let n = name.clone();
-    match tokio::task::spawn_blocking(move || installer.remove_plugin_at_run_time(&n)).await {
+    match tokio::task::spawn_blocking(move || crate::audit::acting(who, || installer.remove_plugin_at_run_time(&n)))
+        .await
+    {
         Ok(Ok(())) => Ok(Json(RemovedReply { removed: name })),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -213,6 +244,7 @@ fn servers(s: &AdminState) -> Result<&Arc<ExternalServers>, ApiError> {
 
 async fn add_server(
     State(s): State<AdminState>,
+    axum::Extension(who): Who,
     body: Result<Json<McpServerConfig>, JsonRejection>,
 ) -> Reply<AddServerReply> {
     let servers = servers(&s)?.clone();
@@ -221,6 +253,7 @@ async fn add_server(
     let name = cfg.name.clone();
     servers.add(cfg.clone()).map_err(|e| ApiError::new(StatusCode::CONFLICT, "invalid_input", e.to_string()))?;
     s.admin.installer.runtime_changes().server_added(&cfg);
+    action(&s, who, "server_add", serde_json::json!({"server": name}));
     announce(&s, crate::cluster::Change::ServerAdded { server: Box::new(cfg.clone()) }).await?;
     let waiting = servers.clone();
     let _ = tokio::task::spawn_blocking(move || waiting.wait_ready(Duration::from_secs(20))).await;
@@ -228,8 +261,13 @@ async fn add_server(
     Ok(Json(AddServerReply { added: name, status }))
 }
 
-async fn remove_server(State(s): State<AdminState>, Path(name): Path<String>) -> Reply<RemovedReply> {
+async fn remove_server(
+    State(s): State<AdminState>,
+    axum::Extension(who): Who,
+    Path(name): Path<String>,
+) -> Reply<RemovedReply> {
     servers(&s)?.remove(&name).map_err(|e| ApiError::new(StatusCode::NOT_FOUND, "not_found", e.to_string()))?;
+    action(&s, who, "server_remove", serde_json::json!({"server": name}));
     s.admin.installer.runtime_changes().server_removed(&name);
     announce(&s, crate::cluster::Change::ServerRemoved { name: name.clone() }).await?;
     Ok(Json(RemovedReply { removed: name }))
@@ -253,7 +291,11 @@ async fn agents(State(s): State<AdminState>) -> Reply<AgentsReply> {
 
 /// `POST /reload`, or `POST /reload?force=true`: see
 /// [`crate::reload::Reloader::reload_with`].
-async fn reload(State(s): State<AdminState>, uri: axum::http::Uri) -> Reply<crate::reload::ReloadReport> {
+async fn reload(
+    State(s): State<AdminState>,
+    axum::Extension(who): Who,
+    uri: axum::http::Uri,
+) -> Reply<crate::reload::ReloadReport> {
     let Some(reloader) = s.admin.reloader.clone() else {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "not_found", "this host does not reload its config"));
     };
@@ -269,7 +311,7 @@ async fn reload(State(s): State<AdminState>, uri: axum::http::Uri) -> Reply<crat
         }
     };
     // Resolving grants and restarting servers block: off the async workers.
-    match tokio::task::spawn_blocking(move || reloader.reload_with(force)).await {
+    match tokio::task::spawn_blocking(move || crate::audit::acting(who, || reloader.reload_with(force))).await {
         Ok(Ok(report)) => Ok(Json(report)),
         Ok(Err(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", e.to_string())),
         Err(e) => Err(ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", e.to_string())),
@@ -343,6 +385,7 @@ fn agent_reply(host: &crate::Host, name: &str) -> Reply<AgentStatusReport> {
 
 async fn set_override(
     State(s): State<AdminState>,
+    axum::Extension(who): Who,
     body: Result<Json<SetOverrideRequest>, JsonRejection>,
 ) -> Reply<AgentStatusReport> {
     let Json(req) = body.map_err(|e| {
@@ -375,11 +418,14 @@ async fn set_override(
     // Kept across a restart until it expires.
     s.admin.installer.runtime_changes().override_set(&req.agent, req.tier, Duration::from_secs(req.for_secs));
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), tier = %req.tier, secs = req.for_secs, "DM override set");
+    let detail = serde_json::json!({"agent": req.agent, "tier": req.tier.to_string(), "for_secs": req.for_secs});
+    action(&s, who, "override_set", detail);
     agent_reply(&s.host, &req.agent)
 }
 
 async fn clear_override(
     State(s): State<AdminState>,
+    axum::Extension(who): Who,
     body: Result<Json<ClearOverrideRequest>, JsonRejection>,
 ) -> Reply<AgentStatusReport> {
     let Json(req) = body.map_err(|e| {
@@ -391,5 +437,19 @@ async fn clear_override(
     s.host.pipeline().registry().touch();
     s.admin.installer.runtime_changes().override_cleared(&req.agent);
     tracing::info!(agent = %crate::tool::log_safe(&req.agent), "DM override cleared");
+    action(&s, who, "override_clear", serde_json::json!({"agent": req.agent}));
     agent_reply(&s.host, &req.agent)
+}
+
+/// Records an operator action that is not a plugin's lifecycle, naming who
+/// asked.
+fn action(s: &AdminState, who: crate::audit::Actor, event: &str, detail: serde_json::Value) {
+    crate::audit::acting(who, || {
+        s.host.pipeline().audit().write_action(&crate::audit::ActionRecord {
+            time: crate::audit::now_rfc3339(),
+            event,
+            detail: Some(detail),
+            trace_id: None,
+        });
+    });
 }

@@ -577,9 +577,11 @@ impl Cluster {
                             }
                         };
                         let applier = apply.clone();
+                        // The change's records name the host that made it.
+                        let actor = crate::audit::Actor::new(format!("host {origin}"), "cluster");
                         let outcome = tokio::task::spawn_blocking(move || {
                             APPLYING.with(|a| a.set(true));
-                            let r = applier.apply(&change);
+                            let r = crate::audit::acting(actor, || applier.apply(&change));
                             APPLYING.with(|a| a.set(false));
                             r.map(|()| change)
                         })

@@ -361,10 +361,12 @@ let lastAudit = null;
 // (`(operator)` for the operator), a tool or plugin, an outcome (`error`:
 // every call or refusal that did not end ok). Empty: any.
 function auditMatch(r, only) {
-  const { agent, what, outcome } = only;
+  const { agent, what, outcome, actor, trace } = only;
   const ev = r.event || '';
   if (agent && !((ev === 'call' || ev === 'refused' || ev === 'probe') && (r.agent || '(operator)') === agent)) return false;
   if (what && r.tool !== what && r.plugin !== what && r.provider !== what) return false;
+  if (actor && r.actor !== actor && r.via !== actor) return false;
+  if (trace && (r.trace_id || '').toLowerCase() !== trace.toLowerCase()) return false;
   if (outcome) {
     const o = r.outcome || r.reason || ev;
     const failed = o !== 'ok' && (ev === 'call' || ev === 'refused' || ev === 'probe');
@@ -375,11 +377,14 @@ function auditMatch(r, only) {
 
 function renderAudit(audit) {
   lastAudit = audit;
-  $('audit-path').textContent = audit.path ? 'From ' + audit.path + (audit.error ? ' (unreadable: ' + audit.error + ')' : '')
-    : 'This host writes no audit file.';
+  $('audit-path').textContent = (audit.gate_refusing
+    ? 'The audit gate is refusing calls to tools that write: their records cannot be written (disk full or file unwritable). '
+    : '') + (audit.path ? 'From ' + audit.path + (audit.error ? ' (unreadable: ' + audit.error + ')' : '')
+    : 'This host writes no audit file.');
+  $('audit-path').classList.toggle('error', !!audit.gate_refusing);
   const shown = new Set(Array.from(document.querySelectorAll('#audit-filters input:checked')).map((i) => i.value));
   const v = (n) => document.querySelector('#audit-match input[name="' + n + '"]').value.trim();
-  const only = { agent: v('agent'), what: v('what'), outcome: v('outcome') };
+  const only = { agent: v('agent'), what: v('what'), outcome: v('outcome'), actor: v('actor'), trace: v('trace') };
   const recs = audit.records.slice().reverse().filter((r) => shown.has(auditKind(r)) && auditMatch(r, only));
   fill($('audit').tBodies[0], recs.map((r) => {
     const tr = el('tr'); tr.dataset.event = r.event || ''; tr.dataset.kind = auditKind(r);
@@ -387,7 +392,9 @@ function renderAudit(audit) {
     if (r.event === 'refused') when.title = r.count + ' refused from ' + r.first + ' to ' + r.last;
     tr.append(when);
     tr.append(el('td', r.event || ''));
-    tr.append(el('td', r.event === 'call' || r.event === 'refused' ? (r.agent || '(operator)') : ''));
+    const who = r.event === 'call' || r.event === 'refused' ? (r.agent || '(operator)')
+      : (r.actor ? r.actor + (r.via ? ' (' + r.via + ')' : '') : '');
+    tr.append(el('td', who));
     tr.append(el('td', r.tool || r.plugin || '', 'mono'));
     // A refused record stands for `count` calls refused in one second.
     const outcome = r.event === 'refused' ? r.reason + (r.count > 1 ? ' × ' + r.count : '') : (r.outcome || r.origin || '');

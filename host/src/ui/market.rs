@@ -122,7 +122,12 @@ struct InstalledRow {
 }
 
 /// `POST /ui/api/market/install`: as `toolhost install`.
-pub(super) async fn install(State(ctx): State<UiCtx>, Json(req): Json<InstallRequest>) -> Response {
+pub(super) async fn install(
+    State(ctx): State<UiCtx>,
+    token: Option<axum::Extension<crate::mcp::http::TokenId>>,
+    Json(req): Json<InstallRequest>,
+) -> Response {
+    let who = super::page_actor(token.as_ref().map(|t| &t.0));
     if req.plugin.is_empty() || req.plugin.len() > 300 {
         return error(StatusCode::BAD_REQUEST, "invalid_input", "name a plugin (NAME or NAME@VERSION)");
     }
@@ -134,8 +139,7 @@ pub(super) async fn install(State(ctx): State<UiCtx>, Json(req): Json<InstallReq
         let candidates = m.choose(entries, &req.plugin, req.publisher.as_deref()).map_err(refuse)?;
         let chosen = m.check(candidates, &req.plugin).map_err(refuse)?;
         let path = std::path::PathBuf::from(chosen.pinned.to_string());
-        let i = installer
-            .add_plugin_at_run_time(&path)
+        let i = crate::audit::acting(who, || installer.add_plugin_at_run_time(&path))
             .map_err(|e| Box::new(error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_input", &e.to_string())))?;
         tracing::info!(plugin = %crate::tool::log_safe(&i.name), "plugin installed from the marketplace on the DM's page");
         Ok(InstalledRow {

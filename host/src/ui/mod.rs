@@ -168,6 +168,8 @@ pub struct AuditTail {
     pub records: Vec<serde_json::Value>,
     /// Why the file could not be read, if it could not.
     pub error: Option<String>,
+    /// The audit gate refused the last call it gated (`audit.fail_closed`).
+    pub gate_refusing: bool,
 }
 
 /// The last `max_lines` JSON records of the JSON-lines file at `path`,
@@ -289,14 +291,17 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
         let path = host.pipeline().audit().path().map(Path::to_path_buf);
         // The refusals counted so far this second, as records.
         host.pipeline().audit().flush_refusals(true);
+        let gate_refusing = host.pipeline().audit().gate_failing();
         let audit = match &path {
             None => AuditTail::default(),
             Some(p) => match audit_tail(p, AUDIT_BYTES, AUDIT_LINES) {
-                Ok(records) => AuditTail { path: path.clone(), records, error: None },
+                Ok(records) => AuditTail { path: path.clone(), records, error: None, gate_refusing },
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    AuditTail { path: path.clone(), records: Vec::new(), error: None }
+                    AuditTail { path: path.clone(), records: Vec::new(), error: None, gate_refusing }
                 }
-                Err(e) => AuditTail { path: path.clone(), records: Vec::new(), error: Some(e.to_string()) },
+                Err(e) => {
+                    AuditTail { path: path.clone(), records: Vec::new(), error: Some(e.to_string()), gate_refusing }
+                }
             },
         };
         let agents = crate::report::agents(&host);
@@ -351,6 +356,10 @@ async fn forward(State(ctx): State<UiCtx>, request: Request) -> Response {
     if let Some(ct) = parts.headers.get(header::CONTENT_TYPE) {
         inner.headers_mut().insert(header::CONTENT_TYPE, ct.clone());
     }
+    if let Ok(v) = HeaderValue::from_str(&page_actor(parts.extensions.get()).who) {
+        inner.headers_mut().insert(crate::admin::ACTOR_HEADER, v);
+        inner.headers_mut().insert(crate::admin::VIA_HEADER, HeaderValue::from_static("page"));
+    }
     match HeaderValue::from_str(&format!("Bearer {}", ctx.admin.token)) {
         Ok(v) => inner.headers_mut().insert(header::AUTHORIZATION, v),
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", "unusable admin token"),
@@ -381,7 +390,13 @@ fn upload_name(headers: &HeaderMap) -> Result<String, String> {
 /// `POST /ui/api/plugins`: the bytes go to a private file in the state
 /// directory, then through [`crate::Admission::install_plugin_file`], the path of
 /// `toolhost plugin add`: trust policy, signature, grants, atomic swap.
-async fn upload(State(ctx): State<UiCtx>, headers: HeaderMap, body: Bytes) -> Response {
+async fn upload(
+    State(ctx): State<UiCtx>,
+    token: Option<axum::Extension<crate::mcp::http::TokenId>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let who = page_actor(token.as_ref().map(|t| &t.0));
     let Some(dir) = ctx.admin.uploads.clone() else {
         return error(StatusCode::NOT_FOUND, "not_found", "this host takes no uploads (no state directory)");
     };
@@ -400,7 +415,7 @@ async fn upload(State(ctx): State<UiCtx>, headers: HeaderMap, body: Bytes) -> Re
         let staging = tempfile::Builder::new().prefix("upload-").tempdir_in(&dir).map_err(internal)?;
         let path = staging.path().join(&name);
         crate::runtime::private::write_private(&path, &body).map_err(internal)?;
-        let installed = installer.install_plugin_file(&path);
+        let installed = crate::audit::acting(who, || installer.install_plugin_file(&path));
         drop(staging);
         installed.map_err(|e| (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()))
     };
@@ -478,5 +493,14 @@ mod tests {
         // before them is left out, not shown in part.
         let some = audit_tail(&p, 1 << 20, AUDIT_LINES).unwrap();
         assert_eq!(some.iter().map(|v| v["n"].as_u64().unwrap()).collect::<Vec<_>>(), [12, 13]);
+    }
+}
+
+/// Who acts through the page: its operator token's id, or the server's own
+/// user on loopback (no tokens).
+pub(crate) fn page_actor(token: Option<&crate::mcp::http::TokenId>) -> crate::audit::Actor {
+    match token {
+        Some(t) => crate::audit::Actor::new(format!("page, token {}", t.0), "page"),
+        None => crate::audit::Actor::new("page, the server's own user", "page"),
     }
 }

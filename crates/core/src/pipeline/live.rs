@@ -81,6 +81,12 @@ impl Pipeline {
             capabilities_used: stats.capabilities_used.names(),
             cached: false,
             http: Vec::new(),
+            actor: "toolhost calibration".to_string(),
+            trace_id: None,
+            span_id: None,
+            schema_sha256: Some(&tool.schema_sha256),
+            model: None,
+            prompt_hash: None,
         });
     }
 }

@@ -18,6 +18,7 @@ use crate::budget::{Budget, BudgetConfig, Tier, outcome_of};
 use crate::registry::Registry;
 use crate::runtime::Runtime;
 use crate::tool::{CallContext, CallError, ToolOutput};
+use crate::trace;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -251,27 +252,53 @@ impl Pipeline {
         // The provider leaves the call's cost here, so a failed call's fuel
         // and memory reach the audit trail too.
         let cost = Arc::new(crate::tool::CallCost::default());
-        let ctx = &CallContext { cost: Some(cost.clone()), ..ctx.clone() };
+        // The call's span, under the caller's (the MCP request's); off, the
+        // caller's context stays (its trace id goes to the audit record).
+        let span = trace::start(trace::Kind::Internal, ctx.trace.as_ref(), || {
+            (
+                format!("call {}", crate::audit::loggable_name(tool)),
+                vec![
+                    trace::attr("gen_ai.tool.name", crate::audit::loggable_name(tool).into_owned()),
+                    trace::attr("toolhost.agent", agent.unwrap_or("(operator)").to_string()),
+                ],
+            )
+        });
+        let traced = span.clone().or_else(|| ctx.trace.clone());
+        let ctx = &CallContext { cost: Some(cost.clone()), trace: traced, ..ctx.clone() };
         let mut refused = false;
         // Every call spends its agent's rate, unknown names included: a
         // flood of misses costs the audit trail as much as hits.
         let rate = if ctx.rate_spent { Ok(()) } else { self.spend_call(agent) };
         let rate_limited = rate.is_err();
+        let tier = enforce.map(|(_, t)| t);
         let result = match (rate, entry) {
-            (Err(e), _) => Err(e),
+            (Err(e), _) => {
+                budget_span(span.as_ref(), tier, "rate_limited", || e.to_string());
+                Err(e)
+            }
             // A name no provider has may be anything: cut when it breaks the
             // name rule, so neither the answer nor a log line carries it whole.
-            (Ok(()), None) => Err(CallError::UnknownTool(crate::audit::loggable_name(tool).into_owned())),
+            (Ok(()), None) => {
+                budget_span(span.as_ref(), tier, "unknown_tool", || "no provider has this tool".into());
+                Err(CallError::UnknownTool(crate::audit::loggable_name(tool).into_owned()))
+            }
             (Ok(()), Some(entry)) => {
                 if let Some((agent, tier)) = enforce
                     && !self.budget.visible(agent, tier, entry).unwrap_or(false)
                 {
                     tracing::debug!(agent = agent.unwrap_or("-"), tool, tier = %tier, "refused: tool not visible to this caller");
+                    budget_span(span.as_ref(), Some(tier), "not_visible", || {
+                        format!("not on the agent's allow-list, or over the {tier} tier's budget")
+                    });
                     refused = true;
                     Err(CallError::UnknownTool(tool.to_string()))
                 } else if let Err(e) = turn.map_or(Ok(()), |c| self.spend_turn_call(c)) {
+                    budget_span(span.as_ref(), tier, "turn_cap", || e.to_string());
                     Err(e)
                 } else {
+                    budget_span(span.as_ref(), tier, "allowed", || {
+                        format!("deadline {} ms", self.budget.timeout_for(&entry.def, agent).as_millis())
+                    });
                     self.run_cached(entry, agent, arguments, ctx)
                 }
             }
@@ -294,7 +321,16 @@ impl Pipeline {
             };
             self.activity.record(a, tool, outcome, start.elapsed());
         }
-        let call = AuditedCall { agent, session: ctx.session.as_deref(), token: ctx.token.as_deref(), tool, arguments };
+        trace::end(span.as_ref(), result.as_ref().err().map(CallError::kind));
+        let call = AuditedCall {
+            agent,
+            session: ctx.session.as_deref(),
+            token: ctx.token.as_deref(),
+            tool,
+            arguments,
+            trace: trace::ids(ctx.trace.as_ref()),
+            model: ctx.model.as_deref(),
+        };
         let audited = Audited {
             stats,
             contacts: cost.contacts(),
@@ -378,8 +414,40 @@ impl Pipeline {
             agent: agent.map(str::to_string),
             ..ctx.clone()
         };
+        if self.audit.gate_on() && self.audit.gates(tool, writes_nothing(entry)) {
+            self.gate(entry, agent, arguments, &ctx)?;
+        }
+        let span = trace::start(trace::Kind::Internal, ctx.trace.as_ref(), || {
+            (
+                format!("run {tool}"),
+                vec![
+                    trace::attr("toolhost.plugin", entry.provider.name().to_string()),
+                    trace::attr("toolhost.provider.kind", entry.provider.kind().as_str()),
+                    trace::attr("toolhost.plugin.digest", entry.provider.fingerprint().unwrap_or("-").to_string()),
+                    trace::attr("toolhost.tool.schema_sha256", entry.schema_sha256.clone()),
+                ],
+            )
+        });
+        let ctx = CallContext { trace: span.clone().or_else(|| ctx.trace.clone()), ..ctx };
         let start = Instant::now();
         let result = entry.provider.call(tool, arguments, &ctx);
+        if span.is_some() {
+            let stats = match &result {
+                Ok(out) => Some(out.stats),
+                Err(_) => ctx.cost.as_ref().and_then(|c| c.get()),
+            };
+            trace::annotate(
+                span.as_ref(),
+                vec![
+                    trace::attr(
+                        "toolhost.fuel_used",
+                        i64::try_from(stats.map_or(0, |s| s.fuel_used)).unwrap_or(i64::MAX),
+                    ),
+                    trace::attr("toolhost.outcome", result.as_ref().map_or_else(|e| e.kind(), |_| "ok")),
+                ],
+            );
+            trace::end(span.as_ref(), result.as_ref().err().map(CallError::kind));
+        }
         // A call refused for capacity never ran, and one refused because
         // its upstream server is down (or went away mid-call) says nothing
         // about the tool: neither counts for its latency or health. An
@@ -395,6 +463,37 @@ impl Pipeline {
             self.budget.record(&entry.def, agent, start.elapsed().saturating_sub(waited), outcome_of(&result));
         }
         result
+    }
+
+    /// The audit gate: the call's start record on disk, or the call refused.
+    fn gate(
+        &self,
+        entry: &crate::registry::RegisteredTool,
+        agent: Option<&str>,
+        arguments: &serde_json::Value,
+        ctx: &CallContext,
+    ) -> Result<(), CallError> {
+        let ids = trace::ids(ctx.trace.as_ref());
+        let actor = agent.map_or_else(|| "operator".to_string(), |a| format!("agent {a}"));
+        let start = audit::StartRecord {
+            time: audit::now_rfc3339(),
+            event: "call_start",
+            agent,
+            actor: &actor,
+            session: ctx.session.as_deref(),
+            token: ctx.token.as_deref(),
+            tool: &entry.def.name,
+            provider: entry.provider.name(),
+            arguments_sha256: audit::hash_arguments(arguments),
+            trace_id: ids.as_ref().map(|i| i.0.as_str()),
+            span_id: ids.as_ref().map(|i| i.1.as_str()),
+        };
+        self.audit.write_start(&start).map_err(|e| CallError::AuditUnavailable {
+            tool: entry.def.name.clone(),
+            message: format!(
+                "its audit record could not be written first ({e}), and this tool writes (audit.fail_closed); the operator must free the audit trail's disk or fix its file"
+            ),
+        })
     }
 
     /// Counts a call for `/metrics`, with bounded labels.
@@ -463,9 +562,21 @@ impl Pipeline {
             fuel_used: stats.fuel_used,
             peak_memory_bytes: stats.peak_memory_bytes,
             capabilities_held: entry.map(|e| e.provider.held().names()).unwrap_or_default(),
-            capabilities_used: stats.capabilities_used.names(),
             cached: stats.cached,
+            capabilities_used: {
+                let mut used = stats.capabilities_used.names();
+                if !contacts.is_empty() && !used.contains(&"http") {
+                    used.push("http");
+                }
+                used
+            },
             http: contacts,
+            actor: call.agent.map_or_else(|| "operator".to_string(), |a| format!("agent {a}")),
+            trace_id: call.trace.as_ref().map(|t| t.0.clone()),
+            span_id: call.trace.as_ref().map(|t| t.1.clone()),
+            schema_sha256: entry.map(|e| e.schema_sha256.as_str()),
+            model: call.model.and_then(|m| m.model.as_deref()),
+            prompt_hash: call.model.and_then(|m| m.prompt_hash.as_deref()),
         });
     }
 }
@@ -487,6 +598,46 @@ struct AuditedCall<'a> {
     token: Option<&'a str>,
     tool: &'a str,
     arguments: &'a serde_json::Value,
+    /// (trace id, span id), hex.
+    trace: Option<(String, String)>,
+    model: Option<&'a crate::tool::ModelNote>,
+}
+
+/// Whether a call of `entry` cannot change anything, for the audit gate:
+/// a wasm plugin holding no capability it could write through (files,
+/// sockets, HTTP, memory writes), whatever it claims; any other provider
+/// (an external server) when its tool says so (`readOnlyHint: true`, the
+/// server's claim: `audit.fail_closed_tools` gates a tool whatever it says).
+pub(crate) fn writes_nothing(entry: &crate::registry::RegisteredTool) -> bool {
+    use crate::tool::Capability;
+    if entry.provider.kind() == crate::tool::ProviderKind::Wasm {
+        let held = entry.provider.held();
+        return ![Capability::Files, Capability::Network, Capability::Http, Capability::MemoryWrite]
+            .into_iter()
+            .any(|c| held.contains(c));
+    }
+    entry.def.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true)
+}
+
+/// The budget's decision on a call, as a span of its own under the call's.
+fn budget_span(
+    parent: Option<&trace::Context>,
+    tier: Option<Tier>,
+    decision: &'static str,
+    why: impl FnOnce() -> String,
+) {
+    if parent.is_none() {
+        return;
+    }
+    let span = trace::start(trace::Kind::Internal, parent, || {
+        let mut attributes =
+            vec![trace::attr("toolhost.budget.decision", decision), trace::attr("toolhost.budget.why", why())];
+        if let Some(t) = tier {
+            attributes.push(trace::attr("toolhost.tier", t.to_string()));
+        }
+        ("budget", attributes)
+    });
+    trace::end(span.as_ref(), None);
 }
 
 fn json_kind(v: &serde_json::Value) -> &'static str {

@@ -251,8 +251,13 @@ impl DirectFront {
         });
         let sink = reports.clone();
         let events: Arc<dyn Fn(PluginEvent) + Send + Sync> = Arc::new(move |e| sink.take(e));
-        let ctx =
-            CallContext { events: Some(events), session: Some(front.session_id.to_string()), ..CallContext::default() };
+        let ctx = CallContext {
+            events: Some(events),
+            session: Some(front.session_id.to_string()),
+            trace: request_meta.and_then(|m| crate::trace::incoming(Some(&m.0.0), None)),
+            model: request_meta.and_then(|m| crate::tool::ModelNote::from_meta(&m.0.0)).map(Arc::new),
+            ..CallContext::default()
+        };
         let answer = DirectAnswer {
             owed: replies.owe(),
             id,

@@ -385,7 +385,13 @@ impl ServerHandler for McpFront {
                 .get::<http::request::Parts>()
                 .and_then(|p| p.extensions.get::<crate::http::TokenId>())
                 .map(|t| t.0.to_string());
-            let who = (Some(self.session_of(&context)), token);
+            let parts = context.extensions.get::<http::request::Parts>();
+            let who = Caller {
+                session: Some(self.session_of(&context)),
+                token,
+                trace: crate::trace::incoming(Some(&context.meta.0.0), parts.map(|p| &p.headers)),
+                model: crate::tool::ModelNote::from_meta(&context.meta.0.0).map(Arc::new),
+            };
             let dialect = Dialect::of(context.protocol_version().as_ref());
             let view = self.tasks.start(self, &name, args, None, who, dialect).await?;
             return Ok(CallToolResponse::Task(rmcp::model::CreateTaskResult::new(view.modern())));
@@ -444,6 +450,8 @@ impl ServerHandler for McpFront {
             token,
             cancel: Some(cancel.clone()),
             asker: Some(asker),
+            trace: crate::trace::incoming(Some(&context.meta.0.0), parts.map(|p| &p.headers)),
+            model: crate::tool::ModelNote::from_meta(&context.meta.0.0).map(Arc::new),
             ..CallContext::default()
         };
         // Measured fast on the stdio session: on the thread driving it, no
@@ -623,4 +631,16 @@ impl ServerHandler for McpFront {
             }
         });
     }
+}
+
+/// Who started a task, for its call's audit record and trace.
+pub(crate) struct Caller {
+    /// The MCP session.
+    pub(crate) session: Option<String>,
+    /// The token's id.
+    pub(crate) token: Option<String>,
+    /// The client's trace context.
+    pub(crate) trace: Option<crate::trace::Context>,
+    /// What the client said of its model.
+    pub(crate) model: Option<Arc<crate::tool::ModelNote>>,
 }

@@ -289,7 +289,7 @@ impl Tasks {
         tool: &str,
         args: Value,
         ttl_ms: Option<u64>,
-        who: (Option<String>, Option<String>),
+        who: super::handler::Caller,
         dialect: Dialect,
     ) -> Result<View, ErrorData> {
         let limits = front.host.runtime().limits();
@@ -321,7 +321,7 @@ impl Tasks {
                 created: at,
                 updated: at,
                 expires: Instant::now() + Duration::from_millis(ttl_ms),
-                owner: who.1.clone().or_else(|| who.0.clone()),
+                owner: who.token.clone().or_else(|| who.session.clone()),
                 ttl_ms,
                 state: State::Working,
                 message: None,
@@ -337,7 +337,7 @@ impl Tasks {
         let front = front.clone();
         let tool = tool.to_string();
         let lane = front.lane.clone();
-        let (session, token) = who;
+        let super::handler::Caller { session, token, trace, model } = who;
         let task_id = id.clone();
         // Progress messages become the task's status message.
         let reports = Arc::downgrade(self);
@@ -358,6 +358,8 @@ impl Tasks {
             token,
             cancel: Some(cancel),
             rate_spent: true,
+            trace,
+            model,
             ..CallContext::default()
         };
         let run = tokio::task::spawn_blocking(move || {
@@ -757,7 +759,14 @@ impl McpFront {
                         None,
                     ));
                 }
-                let view = self.tasks.start(self, name, args, ttl, (session, token), Dialect::LATEST).await?;
+                let meta = params.get("_meta").and_then(Value::as_object);
+                let who = super::handler::Caller {
+                    session,
+                    token,
+                    trace: meta.and_then(|m| crate::trace::incoming(Some(m), None)),
+                    model: meta.and_then(crate::tool::ModelNote::from_meta).map(Arc::new),
+                };
+                let view = self.tasks.start(self, name, args, ttl, who, Dialect::LATEST).await?;
                 // `content: []` beside `task`: the Python SDK reads every
                 // `tools/call` answer as a tool result first (which needs
                 // `content`); a client that knows tasks reads `task`.

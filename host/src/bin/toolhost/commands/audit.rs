@@ -15,7 +15,9 @@ use toolhost::audit_query::{self, Filter, OPERATOR};
 /// line (as the file holds them); `--follow` then prints new records as
 /// they are written (rotations included) until interrupted.
 ///
-/// Examples: `toolhost audit --agent bartok --since 2h`;
+/// Examples: `toolhost audit --agent bartok --since 2h`; `toolhost audit
+/// --trace 4bf92f3577b34da6a3ce929d0e0e4736`; `toolhost audit --actor
+/// admin_api`;
 /// `toolhost audit --outcome error --last 20`; `toolhost audit --plugin
 /// weather --json`; `toolhost audit --follow`.
 #[derive(Debug, clap::Args)]
@@ -41,6 +43,15 @@ pub struct Audit {
     /// Records before this time (as `--since` takes it).
     #[arg(long, value_name = "WHEN")]
     until: Option<String>,
+    /// Records of one trace: its id as `trace_id` holds it (the
+    /// client's `traceparent` trace id, or toolhost's own).
+    #[arg(long, value_name = "ID")]
+    trace: Option<String>,
+    /// Records of one actor (`agent lyra`, `cli uid 1000 (dm)`, `host h2`)
+    /// or of every actor through one channel (`admin_api`, `page`,
+    /// `cluster`, `signal`, `config`).
+    #[arg(long, value_name = "WHO")]
+    actor: Option<String>,
     /// Include calibration probes.
     #[arg(long)]
     probes: bool,
@@ -82,6 +93,8 @@ impl Audit {
             since: when("--since", &self.since)?,
             until: when("--until", &self.until)?,
             probes: self.probes,
+            trace: self.trace.clone(),
+            actor: self.actor.clone(),
         };
         let files = audit_query::files(&path, keep);
         if files.is_empty() && !self.follow {
@@ -137,15 +150,21 @@ impl Audit {
     }
 }
 
-const HEADER: [&str; 6] = ["TIME", "EVENT", "AGENT", "TOOL / PLUGIN", "OUTCOME", "MS"];
+const HEADER: [&str; 6] = ["TIME", "EVENT", "WHO", "TOOL / PLUGIN", "OUTCOME", "MS"];
 
 /// One record as a table row.
 fn row(r: &Value) -> [String; 6] {
     let text = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
     let event = text("event");
     let agent = match event.as_str() {
-        "call" | "refused" | "probe" => r.get("agent").and_then(Value::as_str).unwrap_or(OPERATOR).to_string(),
-        _ => String::new(),
+        "call" | "refused" | "probe" | "call_start" => {
+            r.get("agent").and_then(Value::as_str).unwrap_or(OPERATOR).to_string()
+        }
+        _ => match (text("actor"), text("via")) {
+            (a, v) if a.is_empty() => v,
+            (a, v) if v.is_empty() => a,
+            (a, v) => format!("{a} ({v})"),
+        },
     };
     let time = r.get("time").or_else(|| r.get("last")).and_then(Value::as_str).unwrap_or_default();
     let outcome = match event.as_str() {

@@ -68,6 +68,11 @@ impl Serve {
         let mut started = self.host.start_and_wait(wait)?;
         let deferred = std::mem::take(&mut started.assembly.deferred);
         let (a, servers, rt) = (&started.assembly, started.servers.clone(), &started.rt);
+        // Spans from here on, when telemetry.otlp_endpoint is set.
+        let telemetry = Arc::new(
+            toolhost::telemetry::Telemetry::start(&a.config.telemetry, rt.handle().clone())
+                .context("starting telemetry")?,
+        );
         let host = a.host.clone();
         // `toolhost reload` and SIGHUP read the file again, with the same flags over it.
         // The file read at start is the one read again: were it moved
@@ -151,6 +156,7 @@ impl Serve {
         let save_at_exit = move || {
             // The refusals counted in the last second, as records.
             audited.pipeline().audit().flush_refusals(true);
+            telemetry.shutdown();
             if let Err(e) = on_exit.shutdown() {
                 eprintln!("warning: could not save the measurements: {e}");
             }
@@ -386,7 +392,8 @@ async fn reload_on_hangup(reloader: Arc<toolhost::reload::Reloader>) {
     };
     while hup.recv().await.is_some() {
         let r = reloader.clone();
-        match tokio::task::spawn_blocking(move || r.reload()).await {
+        let signal = toolhost::audit::Actor::new("SIGHUP", "signal");
+        match tokio::task::spawn_blocking(move || toolhost::audit::acting(signal, || r.reload())).await {
             Ok(Ok(report)) => tracing::info!(target: "toolhost::reload", "SIGHUP: {report}"),
             Ok(Err(e)) => tracing::error!(target: "toolhost::reload", "SIGHUP: {e}"),
             Err(e) => tracing::error!(target: "toolhost::reload", "SIGHUP: the reload failed: {e}"),
