@@ -386,25 +386,12 @@ fn fetch(installer: &Installer, reference: &str) -> Result<Offered, Unread> {
     Ok(Offered { name, bytes: fetched.bytes, path: fetched.path })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn typos_find_their_tool() {
-        let tools = ["roll", "roll_table", "get_rule", "search_rules"];
-        assert_eq!(did_you_mean("rol", tools), Some("roll"));
-        assert_eq!(did_you_mean("get_rules", tools), Some("get_rule"));
-        assert_eq!(did_you_mean("fireball", tools), None);
-    }
-}
-
 /// Whether the audit gate (`audit.fail_closed`) would let a write run: the
 /// trail's file writable and its disk not full. A serving host's own
 /// finding (its last gated call refused) wins.
 fn audit_gate(cfg: &Config, host: &Host) -> Option<Finding> {
     let audit = host.pipeline().audit();
-    if !(cfg.audit.fail_closed || !cfg.audit.fail_closed_tools.is_empty()) {
+    if !cfg.audit.fail_closed && cfg.audit.fail_closed_tools.is_empty() {
         return None;
     }
     let refusing = |why: String| {
@@ -424,5 +411,18 @@ fn audit_gate(cfg: &Config, host: &Host) -> Option<Finding> {
         }
         Ok(_) => None,
         Err(e) => refusing(format!("{}: {e}", dir.display())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_find_their_tool() {
+        let tools = ["roll", "roll_table", "get_rule", "search_rules"];
+        assert_eq!(did_you_mean("rol", tools), Some("roll"));
+        assert_eq!(did_you_mean("get_rules", tools), Some("get_rule"));
+        assert_eq!(did_you_mean("fireball", tools), None);
     }
 }

@@ -642,6 +642,12 @@ mod tests {
             capabilities_used: Vec::new(),
             cached: false,
             http: Vec::new(),
+            actor: "operator".into(),
+            trace_id: None,
+            span_id: None,
+            schema_sha256: None,
+            model: None,
+            prompt_hash: None,
         }
     }
 

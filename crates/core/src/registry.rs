@@ -234,6 +234,25 @@ impl Registry {
     }
 }
 
+/// sha256 of what a client reads of `def`, as canonical JSON.
+fn schema_digest(def: &ToolDef) -> String {
+    use sha2::Digest;
+    let shown = serde_json::json!({
+        "name": def.name,
+        "description": def.description,
+        "inputSchema": def.input_schema,
+        "outputSchema": def.output_schema,
+        "annotations": def.annotations.as_ref().map(|a| serde_json::json!({
+            "title": a.title,
+            "readOnlyHint": a.read_only_hint,
+            "destructiveHint": a.destructive_hint,
+            "idempotentHint": a.idempotent_hint,
+            "openWorldHint": a.open_world_hint,
+        })),
+    });
+    hex::encode(sha2::Sha256::digest(crate::pipeline::canonical_json(&shown).as_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -379,23 +398,4 @@ mod tests {
         let e = Registry::new().add(Arc::new(Bad(vec![def]))).unwrap_err();
         assert!(matches!(e, RegistryError::BadSchema { .. }), "{e}");
     }
-}
-
-/// sha256 of what a client reads of `def`, as canonical JSON.
-fn schema_digest(def: &ToolDef) -> String {
-    use sha2::Digest;
-    let shown = serde_json::json!({
-        "name": def.name,
-        "description": def.description,
-        "inputSchema": def.input_schema,
-        "outputSchema": def.output_schema,
-        "annotations": def.annotations.as_ref().map(|a| serde_json::json!({
-            "title": a.title,
-            "readOnlyHint": a.read_only_hint,
-            "destructiveHint": a.destructive_hint,
-            "idempotentHint": a.idempotent_hint,
-            "openWorldHint": a.open_world_hint,
-        })),
-    });
-    hex::encode(sha2::Sha256::digest(crate::pipeline::canonical_json(&shown).as_bytes()))
 }

@@ -429,6 +429,15 @@ async fn upload(
     }
 }
 
+/// Who acts through the page: its operator token's id, or the server's own
+/// user on loopback (no tokens).
+pub(crate) fn page_actor(token: Option<&crate::mcp::http::TokenId>) -> crate::audit::Actor {
+    match token {
+        Some(t) => crate::audit::Actor::new(format!("page, token {}", t.0), "page"),
+        None => crate::audit::Actor::new("page, the server's own user", "page"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,14 +502,5 @@ mod tests {
         // before them is left out, not shown in part.
         let some = audit_tail(&p, 1 << 20, AUDIT_LINES).unwrap();
         assert_eq!(some.iter().map(|v| v["n"].as_u64().unwrap()).collect::<Vec<_>>(), [12, 13]);
-    }
-}
-
-/// Who acts through the page: its operator token's id, or the server's own
-/// user on loopback (no tokens).
-pub(crate) fn page_actor(token: Option<&crate::mcp::http::TokenId>) -> crate::audit::Actor {
-    match token {
-        Some(t) => crate::audit::Actor::new(format!("page, token {}", t.0), "page"),
-        None => crate::audit::Actor::new("page, the server's own user", "page"),
     }
 }

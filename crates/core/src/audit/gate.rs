@@ -59,6 +59,19 @@ impl AuditLog {
     /// when it cannot be (the disk full, the file unwritable or gone and
     /// not made again): the call must not run.
     pub fn write_start(&self, r: &StartRecord<'_>) -> std::io::Result<()> {
+        let written = self.record_start(r);
+        match &written {
+            Ok(()) => self.gate_failing.store(false, std::sync::atomic::Ordering::Relaxed),
+            Err(e) => {
+                if !self.gate_failing.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    tracing::error!(error = %e, path = ?self.path, "the audit gate is refusing writes: their records cannot be written");
+                }
+            }
+        }
+        written
+    }
+
+    fn record_start(&self, r: &StartRecord<'_>) -> std::io::Result<()> {
         let (Some(file), Some(path)) = (&self.file, &self.path) else {
             return Err(std::io::Error::other("the audit trail is off (audit.disabled)"));
         };
@@ -87,19 +100,7 @@ impl AuditLog {
             // must not be glued onto it.
             let _ = f.file.set_len(f.size);
         }
-        match written {
-            Ok(()) => {
-                f.size += line.len() as u64;
-                self.gate_failing.store(false, std::sync::atomic::Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                if !self.gate_failing.swap(true, std::sync::atomic::Ordering::Relaxed) {
-                    tracing::error!(error = %e, path = %path.display(), "the audit gate is refusing writes: their records cannot be written");
-                }
-                Err(e)
-            }
-        }
+        written.map(|()| f.size += line.len() as u64)
     }
 
     /// Whether the last gated call was refused for want of its record
