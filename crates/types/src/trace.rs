@@ -65,7 +65,7 @@ fn shaped<'a>(key: &str, value: &'a str) -> Option<&'a str> {
                 && hex(36..52)
                 && hex(53..55)
         }
-        "tracestate" => b.len() <= MAX_TRACESTATE && b.iter().all(|c| (0x20..0x7f).contains(c)),
+        "tracestate" => !b.is_empty() && b.len() <= MAX_TRACESTATE && b.iter().all(|c| (0x20..0x7f).contains(c)),
         _ => true,
     };
     ok.then_some(value)
@@ -113,7 +113,9 @@ struct MetaOut<'a>(&'a mut serde_json::Map<String, serde_json::Value>);
 
 impl Injector for MetaOut<'_> {
     fn set(&mut self, key: &str, value: String) {
-        self.0.insert(key.to_string(), serde_json::Value::String(value));
+        if shaped(key, &value).is_some() {
+            self.0.insert(key.to_string(), serde_json::Value::String(value));
+        }
     }
 }
 
