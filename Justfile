@@ -42,6 +42,12 @@ bench-telemetry:
     cargo build --release
     cargo bench -p toolhost-bench --bench telemetry
 
+# A call with an OAuth access token (JWT) checked, against a static token,
+# over streamable HTTP (needs scripts/install-peers).
+bench-oauth:
+    cargo build --release
+    cargo bench -p toolhost-bench --bench oauth
+
 # The memory tools on PostgreSQL against SQLite, beside a throwaway
 # PostgreSQL cluster (needs scripts/install-peers).
 bench-memory:

@@ -57,6 +57,30 @@ impl std::fmt::Display for Finding {
     }
 }
 
+/// Who the HTTP front lets in, in one line: static tokens, OAuth, and
+/// whether a same-user loopback connection without a token is the operator.
+pub fn front_door(cfg: &Config) -> String {
+    let s = &cfg.server;
+    let mut ways = Vec::new();
+    if !s.tokens.is_empty() {
+        ways.push(format!("{} static token{}", s.tokens.len(), if s.tokens.len() == 1 { "" } else { "s" }));
+    }
+    if let Some(o) = &s.oauth {
+        ways.push(format!("OAuth access tokens from {} for {}", o.issuer, o.audience));
+    }
+    let why = match s.loopback_operator {
+        Some(_) => "server.loopback_operator",
+        None if ways.is_empty() => "the default without server.tokens or server.oauth",
+        None => "the default once server.tokens or server.oauth is set",
+    };
+    let loopback = if s.loopback_is_operator() {
+        format!("the loopback operator is on (the server's own Unix user, no token; {why})")
+    } else {
+        format!("the loopback operator is off ({why})")
+    };
+    if ways.is_empty() { loopback } else { format!("{}; {loopback}", ways.join(", ")) }
+}
+
 /// The closest of `candidates` to `name`, when one is close enough to be a
 /// likely typo.
 pub fn did_you_mean<'a>(name: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
@@ -140,10 +164,10 @@ pub fn check_host_knowing(
     }
     // Behind a load balancer every client arrives as the balancer's Unix
     // user (or over TCP from it): only tokens tell callers apart.
-    if cfg.cluster.url.is_some() && cfg.server.tokens.is_empty() {
+    if cfg.cluster.url.is_some() && cfg.server.tokens.is_empty() && cfg.server.oauth.is_none() {
         out.push(Finding::error(
             "cluster.url",
-            "a fleet needs server.tokens: behind a load balancer the peer is the balancer, so the local-user check cannot tell callers apart; give each agent (and the operator) a token",
+            "a fleet needs server.tokens or server.oauth: behind a load balancer the peer is the balancer, so the local-user check cannot tell callers apart; give each agent (and the operator) a token",
         ));
     }
     for (i, npc) in cfg.npcs.iter().enumerate() {

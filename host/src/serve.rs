@@ -49,6 +49,7 @@ pub fn http_app(
     let beside = match admin {
         Some(admin) => Beside {
             reloads: admin.reloader.clone().map(|r| r as Arc<dyn crate::mcp::http::Reloads>),
+            pairings: Some(admin.pairings.clone()),
             page: Some(Page { router: crate::ui::router(host.clone(), admin.clone()), is_api: crate::ui::is_api }),
             admin: Some(crate::admin::router(host.clone(), admin)),
             metrics: Some(metrics),

@@ -198,7 +198,7 @@ fn budget_calibrate_tools_probes_exactly_the_named_tools() {
 fn calibration_spends_no_agents_rate() {
     use toolhost::calibrate::{ProbeOutcome, calibrate, calibrate_tools};
     use toolhost::rates::{CallRates, RateLimitConfig};
-    let tight = RateLimitConfig { per_minute: 1, burst: 2 };
+    let tight = RateLimitConfig { per_minute: 1, burst: 2, ..Default::default() };
     let rt = Runtime::new(Limits { fuel: None, ..Limits::default() }, Some(CACHE.path())).unwrap();
     let bartok = AgentProfile {
         name: "bartok".into(),

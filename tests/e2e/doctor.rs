@@ -3,7 +3,7 @@
 //! network), plugins added at run time, signatures by trusted keys. Clean
 //! on a correct setup; on a broken one, exactly the broken entry, once.
 
-use crate::common::stdout;
+use crate::common::{stderr, stdout};
 use crate::oci::{Registry, ok, run, signed, th, trust};
 use serde_json::Value;
 use std::path::Path;
@@ -117,4 +117,33 @@ fn doctor_names_the_config_it_checked_or_says_there_was_none() {
     let o = run(dir.path(), &["doctor"]);
     assert!(stdout(&o).starts_with("checked toolhost.yaml (state directory "), "{}", stdout(&o));
     assert!(stdout(&o).contains("no problems found"), "{}", stdout(&o));
+    // Which way in is in force for serve --http.
+    assert!(
+        stdout(&o).contains("front door (serve --http): the loopback operator is on (the server's own Unix user, no token; the default without server.tokens or server.oauth)"),
+        "{}",
+        stdout(&o)
+    );
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "npcs:\n  - name: bartok\n    tools: [roll]\nserver:\n  oauth:\n    issuer: https://id.example.org\n    audience: https://toolhost.example.org/mcp\n    agents:\n      - { match: { sub: alice }, agent: bartok }\n",
+    )
+    .unwrap();
+    let o = run(dir.path(), &["doctor"]);
+    assert!(
+        stdout(&o).contains("front door (serve --http): OAuth access tokens from https://id.example.org for https://toolhost.example.org/mcp; the loopback operator is off (the default once server.tokens or server.oauth is set)"),
+        "{}",
+        stdout(&o)
+    );
+    // A mapping to an agent that does not exist is the config's error.
+    std::fs::write(
+        dir.path().join("toolhost.yaml"),
+        "npcs:\n  - name: bartok\n    tools: [roll]\nserver:\n  oauth:\n    issuer: https://id.example.org\n    audience: https://toolhost.example.org/mcp\n    agents:\n      - { match: { sub: alice }, agent: lyra }\n",
+    )
+    .unwrap();
+    let o = run(dir.path(), &["doctor"]);
+    assert!(
+        !o.status.success() && stderr(&o).contains("server.oauth.agents[0].agent: no agent \"lyra\" in npcs"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -41,7 +41,7 @@ impl Answer {
     }
 
     /// The JSON-RPC message in the body (plain JSON or one SSE event).
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         let text = self.body.lines().find_map(|l| l.strip_prefix("data: ").filter(|d| d.starts_with('{')));
         serde_json::from_str(text.unwrap_or(&self.body)).unwrap_or_else(|e| panic!("{e}: {}", self.body))
     }

@@ -77,6 +77,7 @@ mod marketplace;
 mod marketplace_page;
 mod mcp;
 mod memory;
+mod oauth;
 mod oci;
 mod offers;
 mod operator;

@@ -110,6 +110,15 @@ async fn the_dms_page_in_chromium_shows_the_host_sets_overrides_and_refuses_unsi
 
     // The signed plugin uploaded on the page: its compile was shown while
     // it ran, then it was installed.
+    // A pairing code minted on the page for bartok, shown with its URL,
+    // listed, then revoked with its row's button.
+    let minted = page["pair_result"].as_str().unwrap();
+    assert!(minted.starts_with("bartok: code ") && minted.contains(&format!("{url}/mcp/pair/")), "{page}");
+    let rows = page["pair_rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 1, "{page}");
+    assert_eq!((rows[0][1].as_str(), rows[0][2].as_str()), (Some("bartok"), Some("pending")), "{page}");
+    assert!(minted.contains(rows[0][3].as_str().unwrap()), "the row shows the code minted: {page}");
+    assert!(page["pair_revoked"].as_str().unwrap().starts_with("revoked "), "{page}");
     assert!(strings(&page["compiling"]).contains(&"npcnames".to_string()), "{page}");
     assert!(page["slow_upload"].as_str().unwrap().starts_with("Installed npcnames"), "{page}");
     // Bartok's row: his session, his last calls, the call over his rate,

@@ -4,7 +4,8 @@
 //   node ui_driver.js URL SCREENSHOT UNSIGNED_WASM AGENT SLOW_SIGNED_WASM
 //
 // Opens URL/ui, reads what the page shows, sets a DEEP override for AGENT
-// by clicking, uploads UNSIGNED_WASM through the file input, then
+// by clicking, mints and revokes a pairing code for AGENT, uploads
+// UNSIGNED_WASM through the file input, then
 // SLOW_SIGNED_WASM (its compile shown while it runs), takes a
 // screenshot, and prints one JSON object with what it read. Every wait is
 // bounded; exits 1 (with the error) when one runs out.
@@ -89,6 +90,18 @@ const WAIT = 20000;
     await page.waitForFunction((sel) => document.querySelector(sel).cells[3].textContent.startsWith('deep'), row);
     out.override_result = await page.textContent('#override-result');
     out.agent_after = await page.$eval(row, (r) => [...r.cells].slice(0, 5).map((c) => c.textContent));
+    // Mint a pairing code for the agent on the page, then revoke it.
+    await page.selectOption('#pair-agent', agent);
+    await page.fill('#pair-mins', '5');
+    await page.click('#pair-form button[type="submit"]');
+    await page.waitForFunction(() => /code /.test(document.getElementById('pair-result').textContent));
+    out.pair_result = await page.textContent('#pair-result');
+    await page.waitForSelector('#pairings tbody tr[data-pairing]');
+    out.pair_rows = await page.$$eval('#pairings tbody tr', (rows) => rows.map((r) => [...r.cells].slice(0, 4).map((c) => c.textContent)));
+    await page.click('#pairings tbody tr[data-pairing] button');
+    await page.waitForFunction(() => /^revoked/.test(document.getElementById('pair-result').textContent));
+    await page.waitForFunction(() => !document.querySelector('#pairings tbody tr[data-pairing]'));
+    out.pair_revoked = await page.textContent('#pair-result');
     // Upload an unsigned file.
     await page.setInputFiles('#file', unsigned);
     await page.waitForFunction(() => /^(Installed|Refused)/.test(document.getElementById('upload-result').textContent));

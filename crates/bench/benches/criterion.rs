@@ -43,9 +43,9 @@ fn roll(c: &mut Criterion) {
 /// of a loopback connection with many connections open.
 fn front(c: &mut Criterion) {
     use toolhost::rates::{CallRates, RateLimitConfig};
-    let never = RateLimitConfig { per_minute: u32::MAX, burst: u32::MAX };
+    let never = RateLimitConfig { per_minute: u32::MAX, burst: u32::MAX, ..Default::default() };
     let rates = CallRates::new(never, RateLimitConfig::OFF, Default::default());
-    c.bench_function("call_rate_take_agent", |b| b.iter(|| black_box(rates.take(Some("bartok")))));
+    c.bench_function("call_rate_take_agent", |b| b.iter(|| black_box(rates.take(Some("bartok"), None))));
 
     let cache = tempfile::tempdir().unwrap();
     let runtime = Runtime::new(Limits::default(), Some(cache.path())).unwrap();

@@ -11,10 +11,12 @@
 
 #![deny(unsafe_code)]
 
+mod oauth;
 mod paths;
 mod sections;
 pub mod telemetry;
 
+pub use oauth::claims_match;
 pub use paths::{default_cache_dir, default_state_dir, user_dir};
 pub use sections::*;
 use toolhost_admission::{package, secrets};
@@ -267,6 +269,19 @@ impl Config {
                     at("revocations_signed_by")
                 ));
             }
+        }
+        if let Some(o) = &self.server.oauth {
+            let names: Vec<&str> = self.npcs.iter().map(|n| n.name.as_str()).collect();
+            if let Some(problem) = o.problems(&names).into_iter().next() {
+                return Err(format!("{problem}{}", at("oauth")));
+            }
+        }
+        if self.server.loopback_operator == Some(false) && self.server.tokens.is_empty() && self.server.oauth.is_none()
+        {
+            return Err(format!(
+                "server.loopback_operator: false leaves no way in: with no server.tokens and no server.oauth, the loopback operator is the only client{}",
+                at("loopback_operator")
+            ));
         }
         if let Some(problem) = self.telemetry.problems().into_iter().next() {
             return Err(format!("{problem}{}", at("telemetry")));

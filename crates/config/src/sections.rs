@@ -214,8 +214,17 @@ pub struct CrossAppConfig {
 pub struct ServerConfig {
     /// Bearer tokens and the agent each one acts as. With any token
     /// configured, every HTTP request needs one; binding beyond loopback
-    /// requires at least one.
+    /// requires them or `oauth`.
     pub tokens: Vec<TokenConfig>,
+    /// The front as an OAuth 2.1 resource server ([`ServerOAuthConfig`]).
+    pub oauth: Option<ServerOAuthConfig>,
+    /// Whether a loopback connection of the server's own Unix user (or
+    /// root) without a token is the operator [default: true when there are
+    /// no `tokens` and no `oauth`, false otherwise].
+    pub loopback_operator: Option<bool>,
+    /// A certificate and key: the front also speaks TLS on its port, so a
+    /// host exposed directly needs no proxy for HTTPS (read at start).
+    pub tls: Option<TlsFiles>,
     /// Browser origins allowed besides loopback ones (`http://localhost:*`,
     /// `http://127.0.0.1:*`, `http://[::1]:*`): exact `scheme://host[:port]`
     /// or with `:*` for any port. Requests from other origins get 403.
@@ -298,13 +307,16 @@ impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
             tokens: Vec::new(),
+            oauth: None,
+            loopback_operator: None,
+            tls: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_body_bytes: 4 << 20,
             rate_limit: RateLimitConfig::AGENT_DEFAULT,
             operator_rate_limit: RateLimitConfig::OFF,
-            connection_rate_limit: RateLimitConfig { per_minute: 1200, burst: 200 },
-            auth_failure_limit: RateLimitConfig { per_minute: 10, burst: 20 },
+            connection_rate_limit: RateLimitConfig { per_minute: 1200, burst: 200, ..Default::default() },
+            auth_failure_limit: RateLimitConfig { per_minute: 10, burst: 20, ..Default::default() },
             max_sessions: 1000,
             session_idle_secs: 1800,
             metrics_beyond_loopback: false,
@@ -320,31 +332,7 @@ impl Default for ServerConfig {
     }
 }
 
-/// One bearer token.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TokenConfig {
-    /// The secret (use `${VAR}` to keep it out of the file).
-    pub token: String,
-    /// The agent (an `npcs[].name`) this token acts as; absent: the operator.
-    #[serde(default)]
-    pub agent: Option<String>,
-    /// A name for the token in the audit trail [default: `sha256:` and the
-    /// first 8 hex digits of the token's sha256].
-    #[serde(default)]
-    pub id: Option<String>,
-}
-
-impl TokenConfig {
-    /// The id the audit trail records for calls made with this token.
-    pub fn audit_id(&self) -> String {
-        use sha2::Digest as _;
-        self.id
-            .clone()
-            .unwrap_or_else(|| format!("sha256:{}", &hex::encode(sha2::Sha256::digest(self.token.as_bytes()))[..8]))
-    }
-}
-
+pub use crate::oauth::{AgentMapping, ClaimMatch, ServerOAuthConfig, TokenConfig};
 pub use crate::rates::RateLimitConfig;
 
 /// `memory:` section.

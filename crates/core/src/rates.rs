@@ -24,16 +24,33 @@ pub struct RateLimitConfig {
     pub per_minute: u32,
     /// Allowed at once before the sustained rate applies.
     pub burst: u32,
+    /// Whose share a tool-call limit is: each agent's, or each identity's
+    /// behind an agent (a static token, an OAuth subject and client), so
+    /// that two players behind one NPC do not spend each other's calls
+    /// [default: agent]. Only tool-call limits read it.
+    pub per: RatePer,
+}
+
+/// [`RateLimitConfig::per`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RatePer {
+    /// One share per agent, whoever calls as it.
+    #[default]
+    Agent,
+    /// One share per identity and agent; a caller without one (stdio, the
+    /// loopback operator) shares the agent's.
+    Identity,
 }
 
 impl RateLimitConfig {
     /// No limit.
-    pub const OFF: RateLimitConfig = RateLimitConfig { per_minute: 0, burst: 0 };
+    pub const OFF: RateLimitConfig = RateLimitConfig { per_minute: 0, burst: 0, per: RatePer::Agent };
 
     /// The default tool-call limit of each agent: 120 calls a minute, 20 at
     /// once. An LLM agent makes a few calls a turn; a parallel batch fits in
     /// the burst.
-    pub const AGENT_DEFAULT: RateLimitConfig = RateLimitConfig { per_minute: 120, burst: 20 };
+    pub const AGENT_DEFAULT: RateLimitConfig = RateLimitConfig { per_minute: 120, burst: 20, per: RatePer::Agent };
 
     /// True when this limits nothing.
     pub fn is_off(&self) -> bool {
@@ -52,7 +69,8 @@ impl std::fmt::Display for RateLimitConfig {
         if self.is_off() {
             f.write_str("no limit")
         } else {
-            write!(f, "{} a minute, {} at once", self.per_minute, self.burst.max(1))
+            write!(f, "{} a minute, {} at once", self.per_minute, self.burst.max(1))?;
+            if self.per == RatePer::Identity { f.write_str(", per identity") } else { Ok(()) }
         }
     }
 }
@@ -192,9 +210,16 @@ impl CallRates {
 
     /// Spends one call of `agent`'s budget, or says how long until one is
     /// free.
-    pub fn take(&self, agent: Option<&str>) -> Result<(), Duration> {
+    /// With `per: identity`, `identity`'s own share of it.
+    pub fn take(&self, agent: Option<&str>, identity: Option<&str>) -> Result<(), Duration> {
         let limit = self.limit_for(agent);
-        self.buckets.take_with(agent.unwrap_or(""), limit)
+        match identity {
+            Some(id) if limit.per == RatePer::Identity && !limit.is_off() => {
+                // A NUL separates: agent names and identities hold none.
+                self.buckets.take_with(format!("{}\0{id}", agent.unwrap_or("")).as_str(), limit)
+            }
+            _ => self.buckets.take_with(agent.unwrap_or(""), limit),
+        }
     }
 }
 
@@ -204,7 +229,7 @@ mod tests {
 
     #[test]
     fn a_burst_then_the_sustained_rate() {
-        let b = Buckets::new(RateLimitConfig { per_minute: 60, burst: 10 });
+        let b = Buckets::new(RateLimitConfig { per_minute: 60, burst: 10, per: RatePer::Agent });
         for _ in 0..10 {
             assert!(b.take(&"a").is_ok());
         }
@@ -217,44 +242,71 @@ mod tests {
     }
 
     #[test]
-    fn agents_have_their_own_limits_and_the_operator_none_by_default() {
-        let slow = RateLimitConfig { per_minute: 60, burst: 2 };
+    fn per_identity_each_identity_has_its_own_share_of_the_agents_limit() {
         let rates = CallRates::new(
-            RateLimitConfig { per_minute: 60, burst: 3 },
+            RateLimitConfig { per_minute: 60, burst: 2, per: RatePer::Identity },
+            RateLimitConfig::OFF,
+            HashMap::new(),
+        );
+        for _ in 0..2 {
+            rates.take(Some("lyra"), Some("alice")).unwrap();
+        }
+        assert!(rates.take(Some("lyra"), Some("alice")).is_err(), "alice spent hers");
+        rates.take(Some("lyra"), Some("bob")).unwrap();
+        rates.take(Some("lyra"), None).unwrap();
+        let shared = CallRates::new(
+            RateLimitConfig { per_minute: 60, burst: 2, per: RatePer::Agent },
+            RateLimitConfig::OFF,
+            HashMap::new(),
+        );
+        shared.take(Some("lyra"), Some("alice")).unwrap();
+        shared.take(Some("lyra"), Some("bob")).unwrap();
+        assert!(shared.take(Some("lyra"), Some("carol")).is_err(), "per agent, one share");
+    }
+
+    #[test]
+    fn agents_have_their_own_limits_and_the_operator_none_by_default() {
+        let slow = RateLimitConfig { per_minute: 60, burst: 2, per: RatePer::Agent };
+        let rates = CallRates::new(
+            RateLimitConfig { per_minute: 60, burst: 3, per: RatePer::Agent },
             RateLimitConfig::OFF,
             HashMap::from([("bartok".to_string(), slow)]),
         );
         for _ in 0..2 {
-            rates.take(Some("bartok")).unwrap();
+            rates.take(Some("bartok"), None).unwrap();
         }
-        assert!(rates.take(Some("bartok")).is_err(), "bartok's own limit");
+        assert!(rates.take(Some("bartok"), None).is_err(), "bartok's own limit");
         for _ in 0..3 {
-            rates.take(Some("mira")).unwrap();
+            rates.take(Some("mira"), None).unwrap();
         }
-        assert!(rates.take(Some("mira")).is_err(), "the default limit");
+        assert!(rates.take(Some("mira"), None).is_err(), "the default limit");
         for _ in 0..1000 {
-            rates.take(None).unwrap();
+            rates.take(None, None).unwrap();
         }
     }
 
     #[test]
     fn a_reload_changes_the_limits_and_keeps_what_was_spent() {
-        let rates = CallRates::new(RateLimitConfig { per_minute: 60, burst: 3 }, RateLimitConfig::OFF, HashMap::new());
+        let rates = CallRates::new(
+            RateLimitConfig { per_minute: 60, burst: 3, per: RatePer::Agent },
+            RateLimitConfig::OFF,
+            HashMap::new(),
+        );
         for _ in 0..3 {
-            rates.take(Some("mira")).unwrap();
+            rates.take(Some("mira"), None).unwrap();
         }
-        assert!(rates.take(Some("mira")).is_err());
+        assert!(rates.take(Some("mira"), None).is_err());
         rates.reconfigure(
-            RateLimitConfig { per_minute: 60, burst: 10 },
-            RateLimitConfig { per_minute: 60, burst: 1 },
+            RateLimitConfig { per_minute: 60, burst: 10, per: RatePer::Agent },
+            RateLimitConfig { per_minute: 60, burst: 1, per: RatePer::Agent },
             HashMap::from([("bartok".to_string(), RateLimitConfig::OFF)]),
         );
-        assert!(rates.take(Some("mira")).is_err(), "the spent tokens stay spent across a reload");
+        assert!(rates.take(Some("mira"), None).is_err(), "the spent tokens stay spent across a reload");
         assert_eq!(rates.limit_for(Some("mira")).burst, 10);
         for _ in 0..100 {
-            rates.take(Some("bartok")).unwrap();
+            rates.take(Some("bartok"), None).unwrap();
         }
-        rates.take(None).unwrap();
-        assert!(rates.take(None).is_err(), "the operator's new limit applies");
+        rates.take(None, None).unwrap();
+        assert!(rates.take(None, None).is_err(), "the operator's new limit applies");
     }
 }

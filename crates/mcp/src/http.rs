@@ -84,6 +84,8 @@ pub struct Beside {
     /// Where a fleet's hosts share their sessions (`None`: a session is
     /// its host's, and another answers 404).
     pub sessions: Option<Arc<dyn SessionShare>>,
+    /// The pairing codes the operator mints (`None`: this front's own).
+    pub pairings: Option<Arc<Pairings>>,
 }
 
 /// A voice session's request, authenticated as the front authenticates
@@ -120,7 +122,7 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
     let endpoints = front.current();
     let headers = request.headers();
     let token = bearer(headers).or_else(|| headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()));
-    let identity = match front.authenticate(&endpoints, &peer, token) {
+    let identity = match front.who(&endpoints, &peer, token, "/mcp").await {
         Ok(who) => who.map(|(who, _)| who),
         Err(r) => return r,
     };
@@ -228,6 +230,10 @@ struct Endpoints {
     /// while failed authentications are throttled. Swapped with `tokens`,
     /// so that an index never names another list's token.
     authenticated: Arc<Mutex<HashSet<usize>>>,
+    /// `server.loopback_operator`, or its default.
+    loopback_operator: bool,
+    /// `server.oauth`, with the issuer's keys it has fetched.
+    oauth: Option<Arc<ResourceServer>>,
 }
 
 struct Front {
@@ -256,14 +262,15 @@ struct Front {
     connections: Buckets<SocketAddr>,
     sessions: Sessions,
     drain: Arc<Drain>,
+    pairings: Arc<Pairings>,
 }
 
 /// Refuses to serve beyond loopback without tokens: checked before binding
 /// (by the CLI) and again by [`router`].
 pub fn check_exposure(addr: SocketAddr, cfg: &ServerConfig) -> Result<(), HttpError> {
-    if !addr.ip().is_loopback() && cfg.tokens.is_empty() {
+    if !addr.ip().is_loopback() && cfg.tokens.is_empty() && cfg.oauth.is_none() {
         return Err(HttpError::Config(format!(
-            "refusing to serve on {addr}: beyond loopback every client must authenticate; add `server.tokens` to the config"
+            "refusing to serve on {addr}: beyond loopback every client must authenticate; add `server.tokens` or `server.oauth` to the config"
         )));
     }
     Ok(())
@@ -322,8 +329,17 @@ pub fn router(
         services.insert(Identity::Agent(a.name.clone()), make_service(Some(a.name.clone()))?);
         slugs.insert(agent_slug(&a.name), a.name.clone());
     }
-    let Beside { admin, page, metrics: scrape, reloads: reloader, drain, voice: relay, tasks: _, sessions: share } =
-        beside;
+    let Beside {
+        admin,
+        page,
+        metrics: scrape,
+        reloads: reloader,
+        drain,
+        voice: relay,
+        tasks: _,
+        sessions: share,
+        pairings,
+    } = beside;
     if let Some(r) = &reloader {
         // A reload that would leave this front unable to serve is refused whole.
         r.add_check(Box::new(move |cfg: &crate::config::Config| {
@@ -340,6 +356,8 @@ pub fn router(
             slugs,
             tokens,
             authenticated: Arc::default(),
+            loopback_operator: cfg.loopback_is_operator(),
+            oauth: cfg.oauth.clone().map(|o| Arc::new(ResourceServer::new(o))),
         }),
         make_service,
         reloader,
@@ -367,6 +385,7 @@ pub fn router(
             ids: Arc::default(),
         },
         drain: drain.unwrap_or_default(),
+        pairings: pairings.unwrap_or_default(),
     });
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(sweep_sessions(Arc::downgrade(&front)));
@@ -393,7 +412,7 @@ pub fn router(
             "/metrics",
             axum::routing::get(move |ConnectInfo(peer): ConnectInfo<Peer>, headers: HeaderMap| {
                 let (front, scrape) = (metrics_front.clone(), scrape.clone());
-                async move { metrics(&front, &peer, &headers, &scrape, beyond_loopback) }
+                async move { metrics(&front, &peer, &headers, &scrape, beyond_loopback).await }
             }),
         );
     }
@@ -403,6 +422,24 @@ pub fn router(
     // `/readyz`: able to serve something (loaded, not stopping), also while
     // the memory store is unreachable: tools that need no database go on.
     // `/readyz?strict=1` also asks for every dependency.
+    // Protected Resource Metadata (RFC 9728), for every client.
+    let prm = front.clone();
+    let prm_path = front.clone();
+    app = app
+        .route(
+            "/.well-known/oauth-protected-resource",
+            axum::routing::get(move || {
+                let front = prm.clone();
+                async move { door::protected_resource(&front.current(), "") }
+            }),
+        )
+        .route(
+            "/.well-known/oauth-protected-resource/{*rest}",
+            axum::routing::get(move |axum::extract::Path(rest): axum::extract::Path<String>| {
+                let front = prm_path.clone();
+                async move { door::protected_resource(&front.current(), &format!("/{rest}")) }
+            }),
+        );
     app = app.route("/healthz", axum::routing::get(|| async { "ok\n" })).route(
         "/readyz",
         axum::routing::get(move |uri: axum::http::Uri| {
@@ -527,75 +564,15 @@ impl Front {
             });
         }
         let authenticated = if tokens == now.tokens { now.authenticated.clone() } else { Arc::default() };
-        let next = Arc::new(Endpoints { generation, services, slugs, tokens, authenticated });
+        // The issuer's keys are kept while `server.oauth` stays as it was.
+        let oauth = match (&now.oauth, &cfg.server.oauth) {
+            (Some(rs), Some(c)) if rs.cfg == *c => Some(rs.clone()),
+            (_, c) => c.clone().map(|c| Arc::new(ResourceServer::new(c))),
+        };
+        let loopback_operator = cfg.server.loopback_is_operator();
+        let next = Arc::new(Endpoints { generation, services, slugs, tokens, authenticated, loopback_operator, oauth });
         self.endpoints.store(next.clone());
         next
-    }
-
-    /// Who the request's token says the caller is; `Ok(None)` when the
-    /// server has no tokens and the peer is the server's own Unix user.
-    #[allow(clippy::result_large_err)]
-    fn authenticate(
-        &self,
-        endpoints: &Endpoints,
-        peer: &Peer,
-        token: Option<&str>,
-    ) -> Result<Option<(Identity, TokenId)>, Response> {
-        let tokens = &endpoints.tokens;
-        if tokens.is_empty() {
-            return match peer.uid {
-                Some(uid) if uid == self.own_uid || uid == 0 => Ok(None),
-                Some(uid) => Err(error(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    &format!(
-                        "this server has no `server.tokens`, so it serves only its own Unix user (uid {}); your connection belongs to uid {uid}. Ask the operator for a token.",
-                        self.own_uid
-                    ),
-                )),
-                None => Err(error(
-                    StatusCode::FORBIDDEN,
-                    "forbidden",
-                    "this server has no `server.tokens`, so it serves only its own Unix user, and the owner of this connection is unknown; configure `server.tokens`",
-                )),
-            };
-        }
-        let Some(t) = token else {
-            return Err(unauthorized("this server needs `Authorization: Bearer <token>`"));
-        };
-        // Every token is compared, whichever matches.
-        let found = tokens
-            .iter()
-            .enumerate()
-            .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
-        let mut authenticated = endpoints.authenticated.lock().unwrap_or_else(|p| p.into_inner());
-        // The server's own Unix user (the DM's machine account) is never
-        // the guesser: it can read the config.
-        let own = peer.uid.is_some_and(|uid| uid == self.own_uid || uid == 0);
-        // Counted by where the guesses come from: an attacker spends its
-        // own allowance, never another address's (one address's guesses
-        // locked out every client after a restart).
-        let source = crate::conns::source_network(peer.addr.ip());
-        match (found, self.auth_failures.wait(&source)) {
-            (Some(i), None) => {
-                authenticated.insert(i);
-                let (_, who, id) = &tokens[i];
-                Ok(Some((who.clone(), id.clone())))
-            }
-            // While failed attempts are throttled, only tokens that have
-            // authenticated before (or the server's own user's) are
-            // checked: a right guess is answered exactly like a wrong one.
-            (Some(i), Some(_)) if authenticated.contains(&i) || own => {
-                authenticated.insert(i);
-                let (_, who, id) = &tokens[i];
-                Ok(Some((who.clone(), id.clone())))
-            }
-            (Some(_), Some(wait)) => Err(too_many("too many failed authentications", wait)),
-            (None, _) => match self.auth_failures.take(&source) {
-                Ok(()) => Err(unauthorized("unknown token")),
-                Err(wait) => Err(too_many("too many failed authentications", wait)),
-            },
-        }
     }
 }
 
@@ -620,10 +597,19 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     // One snapshot for the whole request: its tokens and its endpoints
     // come from the same reload.
     let endpoints = front.current();
-    let (identity, token_id) = match front.authenticate(&endpoints, &peer, bearer(headers)) {
-        Ok(Some((who, id))) => (Some(who), Some(id)),
-        Ok(None) => (None, None),
-        Err(r) => return r,
+    let resource = path.strip_suffix("/turn").filter(|p| p.starts_with("/mcp/")).unwrap_or(&path);
+    // `/mcp/pair/<code>`: the code stands for a token, once.
+    let code = path.strip_prefix("/mcp/pair/").map(|c| c.trim_end_matches('/').to_ascii_uppercase());
+    let (identity, token_id, handed, path) = match &code {
+        Some(code) => match front.paired(&peer, code, headers.get("mcp-session-id").and_then(|v| v.to_str().ok())) {
+            Ok((who, id, handed, path)) => (Some(who), Some(id), handed, path),
+            Err(r) => return r,
+        },
+        None => match front.who(&endpoints, &peer, bearer(headers), resource).await {
+            Ok(Some((who, id))) => (Some(who), Some(id), None, path.clone()),
+            Ok(None) => (None, None, None, path.clone()),
+            Err(r) => return r,
+        },
     };
     // `POST /mcp/<slug>/turn`: a turn started from outside a session.
     let turn_slug = path.trim_end_matches('/').strip_prefix("/mcp/").and_then(|p| p.strip_suffix("/turn"));
@@ -726,7 +712,14 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         Ok(r) => r.map(Body::new),
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
     };
+    let mut response = response;
+    if let Some(t) = handed.and_then(|t| HeaderValue::from_str(&t).ok()) {
+        response.headers_mut().insert(pair::TOKEN_HEADER, t);
+    }
     if opens_session && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
+        if let Some(code) = &code {
+            front.pairings.opened(code, id);
+        }
         front.sessions.opened(id, target);
     } else if let Some(id) = &session
         && response.status().is_success()
@@ -753,7 +746,7 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
 /// `server.metrics_beyond_loopback`), then the admin token or whatever the
 /// operator's `/mcp` endpoint accepts (an operator token; without tokens,
 /// the server's own Unix user). Agents' tokens get 403.
-fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, beyond_loopback: bool) -> Response {
+async fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, beyond_loopback: bool) -> Response {
     if !peer.addr.ip().is_loopback() && !beyond_loopback {
         return error(
             StatusCode::FORBIDDEN,
@@ -765,7 +758,7 @@ fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, be
     let admin =
         matches!((&scrape.admin_token, token), (Some(admin), Some(t)) if same_secret(t.as_bytes(), admin.as_bytes()));
     if !admin {
-        match front.authenticate(&front.current(), peer, token) {
+        match front.who(&front.current(), peer, token, "/mcp").await {
             Ok(None) | Ok(Some((Identity::Operator, _))) => {}
             Ok(Some(_)) => return error(StatusCode::FORBIDDEN, "forbidden", "/metrics is for the operator"),
             Err(r) => return r,
@@ -774,15 +767,11 @@ fn metrics(front: &Front, peer: &Peer, headers: &HeaderMap, scrape: &Metrics, be
     ([(header::CONTENT_TYPE, HeaderValue::from_static(scrape.content_type))], (scrape.render)()).into_response()
 }
 
-fn unauthorized(message: &str) -> Response {
-    let mut r = error(StatusCode::UNAUTHORIZED, "forbidden", message);
-    r.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"toolhost\""));
-    r
-}
-
 mod body;
 mod checks;
+mod door;
 mod drain;
+mod pair;
 mod sessions;
 mod shared;
 mod tasks;
@@ -794,6 +783,8 @@ pub use body::DRAIN_MAX;
 use body::*;
 pub use checks::bearer;
 use checks::*;
+use door::ResourceServer;
 pub use drain::Drain;
 use drain::*;
+pub use pair::{MAX_TTL as PAIR_MAX_TTL, PairError, PairingView, Pairings};
 use tasks::*;

@@ -355,9 +355,14 @@ impl McpFront {
     /// Spends one of this session's agent's tool calls on a request that
     /// reaches an external server (a resource read, a prompt, a completion):
     /// they cost the server as much as a call.
-    fn spend_upstream_request(&self) -> Result<(), ErrorData> {
+    fn spend_upstream_request(
+        &self,
+        context: &rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let token =
+            context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<crate::http::TokenId>());
         self.host
-            .spend_call(self.agent.as_deref())
+            .spend_call(self.agent.as_deref(), token.map(|t| &*t.0))
             .map_err(|e| ErrorData::new(rmcp::model::ErrorCode(-32000), e.to_string(), Some(json!({"code": e.code()}))))
     }
 

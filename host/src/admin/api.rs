@@ -14,6 +14,9 @@
 //! | `GET /agents` | | [`AgentsReply`] |
 //! | `POST /overrides` | [`SetOverrideRequest`] | [`AgentStatusReport`] |
 //! | `POST /overrides/clear` | [`ClearOverrideRequest`] | [`AgentStatusReport`] |
+//! | `GET /pairings` | | [`PairingsReply`] |
+//! | `POST /pairings` | [`PairRequest`] | [`PairingView`] |
+//! | `DELETE /pairings/{id}` | | [`RemovedReply`] |
 //!
 //! Errors are [`ErrorReply`] with an HTTP status saying what kind.
 
@@ -24,6 +27,24 @@ pub use crate::report::AgentStatusReport;
 use crate::report::{GrantsReport, StatsRow};
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
+
+pub use crate::mcp::http::PairingView;
+
+/// `POST /pairings`: a one-time code for `agent`, good for `for_secs`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairRequest {
+    /// The agent (an `npcs[].name`) the code joins as.
+    pub agent: String,
+    /// How long the code waits for its client, in seconds (at most a day).
+    pub for_secs: u64,
+}
+
+/// `GET /pairings`: the codes waiting and the tokens they gave.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PairingsReply {
+    /// Oldest first.
+    pub pairings: Vec<PairingView>,
+}
 
 /// One registry provider.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

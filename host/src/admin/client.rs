@@ -278,6 +278,25 @@ impl AdminClient {
         self.call(reqwest::Method::POST, if force { "/reload?force=true" } else { "/reload" }, None::<()>)
     }
 
+    /// Mints a pairing code (`toolhost pair`).
+    pub fn pair(&self, agent: &str, for_secs: u64) -> Result<super::api::PairingView, ClientError> {
+        self.call(
+            reqwest::Method::POST,
+            "/pairings",
+            Some(super::api::PairRequest { agent: agent.to_string(), for_secs }),
+        )
+    }
+
+    /// The pairing codes waiting and the tokens they gave.
+    pub fn pairings(&self) -> Result<super::api::PairingsReply, ClientError> {
+        self.call(reqwest::Method::GET, "/pairings", None::<()>)
+    }
+
+    /// Revokes a pairing code or the token it gave.
+    pub fn unpair(&self, id: &str) -> Result<RemovedReply, ClientError> {
+        self.call(reqwest::Method::DELETE, &format!("/pairings/{id}"), None::<()>)
+    }
+
     /// Ends a DM override.
     pub fn clear_override(&self, agent: &str) -> Result<AgentStatusReport, ClientError> {
         self.call(reqwest::Method::POST, "/overrides/clear", Some(ClearOverrideRequest { agent: agent.to_string() }))

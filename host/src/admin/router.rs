@@ -34,6 +34,8 @@ pub struct Admin {
     pub uploads: Option<std::path::PathBuf>,
     /// Re-reads the config (`toolhost reload`); `None`: reload is refused.
     pub reloader: Option<Arc<crate::reload::Reloader>>,
+    /// The pairing codes the HTTP front honours (`toolhost pair`).
+    pub pairings: Arc<crate::mcp::http::Pairings>,
 }
 
 impl std::fmt::Debug for Admin {
@@ -94,6 +96,8 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/agents", get(agents))
         .route("/overrides", post(set_override))
         .route("/overrides/clear", post(clear_override))
+        .route("/pairings", get(pairings).post(pair))
+        .route("/pairings/{id}", delete(unpair))
         .route("/reload", post(reload))
         .route("/secrets/refresh", post(refresh_secrets))
         .fallback(|request: Request| async move {
@@ -421,6 +425,58 @@ async fn set_override(
     let detail = serde_json::json!({"agent": req.agent, "tier": req.tier.to_string(), "for_secs": req.for_secs});
     action(&s, who, "override_set", detail);
     agent_reply(&s.host, &req.agent)
+}
+
+async fn pairings(State(s): State<AdminState>) -> Reply<super::api::PairingsReply> {
+    Ok(Json(super::api::PairingsReply { pairings: s.admin.pairings.list() }))
+}
+
+async fn pair(
+    State(s): State<AdminState>,
+    axum::Extension(who): Who,
+    body: Result<Json<super::api::PairRequest>, JsonRejection>,
+) -> Reply<super::api::PairingView> {
+    let Json(req) = body.map_err(|e| {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("expected {{\"agent\": NAME, \"for_secs\": N}}: {e}"),
+        )
+    })?;
+    let max = crate::mcp::http::PAIR_MAX_TTL.as_secs();
+    if !(1..=max).contains(&req.for_secs) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_input",
+            format!("a pairing code waits 1 s to {} h, not {} s", max / 3600, req.for_secs),
+        ));
+    }
+    s.host.pipeline().budget().agent(&req.agent).map_err(|_| unknown_agent(&s.host, &req.agent))?;
+    let view = s
+        .admin
+        .pairings
+        .mint(&req.agent, Duration::from_secs(req.for_secs))
+        .map_err(|e| ApiError::new(StatusCode::CONFLICT, "capacity_exceeded", e.to_string()))?;
+    tracing::info!(agent = %crate::tool::log_safe(&req.agent), id = %view.id, secs = req.for_secs, "pairing code minted");
+    let detail = serde_json::json!({"agent": req.agent, "id": view.id, "for_secs": req.for_secs});
+    action(&s, who, "pairing_minted", detail);
+    Ok(Json(view))
+}
+
+async fn unpair(
+    State(s): State<AdminState>,
+    axum::Extension(who): Who,
+    Path(id): Path<String>,
+) -> Reply<super::api::RemovedReply> {
+    if !s.admin.pairings.revoke(&id) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!("no pairing {} (toolhost pair --list shows them)", crate::tool::log_safe(&id)),
+        ));
+    }
+    action(&s, who, "pairing_revoked", serde_json::json!({"id": id}));
+    Ok(Json(super::api::RemovedReply { removed: id }))
 }
 
 async fn clear_override(

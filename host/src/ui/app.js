@@ -418,6 +418,41 @@ function renderCompiling(compiling, ready) {
 let timer = null;
 let busy = false;
 
+// Pairing codes: minted, listed, revoked through the admin API.
+function renderPairings(list, agents) {
+  const sel = $('pair-agent');
+  const names = agents.map((a) => a.name);
+  if ([...sel.options].map((o) => o.value).join('\n') !== names.join('\n')) {
+    const keep = sel.value;
+    sel.replaceChildren(...names.map((n) => { const o = el('option', n); o.value = n; return o; }));
+    if (names.includes(keep)) sel.value = keep;
+  }
+  fill($('pairings').tBodies[0], list.map((p) => {
+    const tr = el('tr'); tr.dataset.pairing = p.id;
+    tr.append(el('td', p.id, 'mono'), el('td', p.agent), el('td', p.state), el('td', p.code || '–', 'mono'),
+      el('td', p.expires ? 'until ' + new Date(p.expires).toLocaleTimeString() : 'since ' + new Date(p.created).toLocaleTimeString()));
+    const b = el('button', 'Revoke'); b.type = 'button';
+    b.addEventListener('click', () => pairing('DELETE', 'pairings/' + encodeURIComponent(p.id)));
+    const td = el('td'); td.append(b); tr.append(td);
+    return tr;
+  }));
+}
+
+async function pairing(method, path, body) {
+  const out = $('pair-result');
+  try {
+    const p = await api(method, path, body && JSON.stringify(body), body ? { 'Content-Type': 'application/json' } : {});
+    out.className = 'result ok';
+    out.textContent = p.code
+      ? p.agent + ': code ' + p.code + ' — the player\'s MCP client opens ' + location.origin + '/mcp/pair/' + p.code + ' (works once)'
+      : 'revoked ' + p.removed;
+    refresh();
+  } catch (e) {
+    out.className = 'result error';
+    out.textContent = 'Refused: ' + e.message;
+  }
+}
+
 async function refresh() {
   if (busy) return;
   busy = true;
@@ -427,6 +462,7 @@ async function refresh() {
     $('main').hidden = false;
     renderTools(s.tools, s.unusable || {}, s.ceilings_ms || {});
     renderAgents(s.agents, s.activity || {});
+    renderPairings((await api('GET', 'pairings')).pairings, s.agents);
     renderCompiling(s.compiling || [], s.ready);
     renderPlugins(s.plugins);
     renderServers(s.servers);
@@ -494,6 +530,10 @@ function start() {
     ev.preventDefault();
     const q = $('market-q').value.trim();
     if (q) marketSearch(q);
+  });
+  $('pair-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    pairing('POST', 'pairings', { agent: $('pair-agent').value, for_secs: Math.round(Number($('pair-mins').value) * 60) });
   });
   $('tools-all').addEventListener('change', () => { if (lastTools) renderTools(...lastTools); });
   for (const field of document.querySelectorAll('#audit-match input')) {

@@ -232,6 +232,8 @@ pub fn router(host: Arc<Host>, admin: Admin) -> Router {
         .route("/api/state", get(state))
         .route("/api/overrides", post(forward))
         .route("/api/overrides/clear", post(forward))
+        .route("/api/pairings", get(forward).post(forward))
+        .route("/api/pairings/{id}", axum::routing::delete(forward))
         .route("/api/plugins", post(upload).layer(DefaultBodyLimit::max(limit)))
         .route("/api/market/search", post(market::search))
         .route("/api/market/install", post(market::install))
@@ -346,9 +348,10 @@ async fn state(State(ctx): State<UiCtx>) -> Response {
 async fn forward(State(ctx): State<UiCtx>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
-    let to = if path.ends_with("/overrides/clear") { "/overrides/clear" } else { "/overrides" };
+    // The admin route of the same name: `/api/overrides` -> `/overrides`.
+    let to = path.rfind("/api/").map_or(path, |i| &path[i + 4..]);
     let mut inner = Request::new(body);
-    *inner.method_mut() = Method::POST;
+    *inner.method_mut() = parts.method.clone();
     *inner.uri_mut() = match to.parse() {
         Ok(u) => u,
         Err(_) => return error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", "bad internal route"),

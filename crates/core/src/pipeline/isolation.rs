@@ -74,7 +74,7 @@ fn host(clock: Arc<ManualClock>) -> (Pipeline, Arc<Scripted>) {
         vec![agent("alice", Tier::Deep, &all), agent("bob", Tier::Fast, &all), agent(CAROL, Tier::Standard, &CAROLS)];
     let runtime = crate::runtime::Runtime::new(crate::runtime::Limits::default(), None).unwrap();
     // The others flood past a small rate; Carol calls within hers (none).
-    let small = RateLimitConfig { per_minute: 60, burst: 5 };
+    let small = RateLimitConfig { per_minute: 60, burst: 5, ..Default::default() };
     let rates = CallRates::new(small, small, [(CAROL.to_string(), RateLimitConfig::OFF)].into());
     let host = Pipeline::with_budget(runtime, Budget::with_clock(BudgetConfig::default(), agents, clock))
         .with_call_rates(rates);

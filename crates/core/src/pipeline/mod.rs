@@ -105,8 +105,10 @@ impl Pipeline {
     /// Spends one call of `agent`'s tool-call rate (`None`: the operator),
     /// or says when to retry. Every call does; the MCP front also spends
     /// one for each request it forwards to an external server.
-    pub fn spend_call(&self, agent: Option<&str>) -> Result<(), CallError> {
-        self.rates.take(agent).map_err(|wait| {
+    /// With `per: identity`, `identity` (the caller's credential: a token's
+    /// id, an OAuth identity) spends its own share.
+    pub fn spend_call(&self, agent: Option<&str>, identity: Option<&str>) -> Result<(), CallError> {
+        self.rates.take(agent, identity).map_err(|wait| {
             CallError::CapacityExceeded(format!(
                 "{} is over its tool-call rate ({}); retry in {:.1} s",
                 agent.map_or_else(|| "the operator".to_string(), |a| format!("agent {a:?}")),
@@ -268,7 +270,7 @@ impl Pipeline {
         let mut refused = false;
         // Every call spends its agent's rate, unknown names included: a
         // flood of misses costs the audit trail as much as hits.
-        let rate = if ctx.rate_spent { Ok(()) } else { self.spend_call(agent) };
+        let rate = if ctx.rate_spent { Ok(()) } else { self.spend_call(agent, ctx.token.as_deref()) };
         let rate_limited = rate.is_err();
         let tier = enforce.map(|(_, t)| t);
         let result = match (rate, entry) {

@@ -133,13 +133,14 @@ pub(super) async fn operator_only(
     next: axum::middleware::Next,
 ) -> Response {
     let endpoints = front.current();
-    if !endpoints.tokens.is_empty() && !(front.page_api)(request.uri().path()) && bearer(request.headers()).is_none() {
+    let credentials = !endpoints.tokens.is_empty() || endpoints.oauth.is_some();
+    if credentials && !(front.page_api)(request.uri().path()) && bearer(request.headers()).is_none() {
         return next.run(request).await;
     }
     let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>().cloned() else {
         return error(StatusCode::FORBIDDEN, "forbidden", "the caller of this connection is unknown");
     };
-    match front.authenticate(&endpoints, &peer, bearer(request.headers())) {
+    match front.who(&endpoints, &peer, bearer(request.headers()), "/mcp").await {
         Ok(None | Some((Identity::Operator, _))) => next.run(request).await,
         Ok(Some(_)) => error(
             StatusCode::FORBIDDEN,

@@ -144,7 +144,7 @@ impl ServerHandler for McpFront {
     async fn read_resource(
         &self,
         request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
         let uri = request.uri;
         if uri.len() > toolhost_mcp_wire::upstream::MAX_URI_BYTES {
@@ -157,7 +157,7 @@ impl ServerHandler for McpFront {
                 None,
             ));
         }
-        self.spend_upstream_request()?;
+        self.spend_upstream_request(&context)?;
         let upstreams = self.upstreams();
         let (server, remote) = route_resource(&upstreams, &uri)?;
         let (timeout, cap) = self.upstream_limits();
@@ -303,7 +303,7 @@ impl ServerHandler for McpFront {
         request: GetPromptRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
-        self.spend_upstream_request()?;
+        self.spend_upstream_request(&context)?;
         let upstreams = self.upstreams();
         let (server, remote) = route_prompt(&upstreams, &request.name)?;
         let (timeout, cap) = self.upstream_limits();
@@ -315,9 +315,9 @@ impl ServerHandler for McpFront {
     async fn complete(
         &self,
         request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
-        self.spend_upstream_request()?;
+        self.spend_upstream_request(&context)?;
         let upstreams = self.upstreams();
         let mut params = request;
         params.meta = None;

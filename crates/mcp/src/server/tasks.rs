@@ -312,7 +312,7 @@ impl Tasks {
             }
             // The agent's rate is spent now: a task over it is refused here,
             // not accepted to fail at once.
-            front.host.spend_call(front.agent.as_deref()).map_err(|e| {
+            front.host.spend_call(front.agent.as_deref(), who.token.as_deref()).map_err(|e| {
                 ErrorData::new(rmcp::model::ErrorCode(-32000), e.to_string(), Some(json!({"code": e.code()})))
             })?;
             let (done, _) = tokio::sync::watch::channel(false);

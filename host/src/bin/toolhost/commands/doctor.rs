@@ -177,7 +177,7 @@ impl Doctor {
         let errors = findings.iter().filter(|f| f.level == Level::Error).count();
         let warnings = findings.len() - errors;
         if self.json {
-            let out = serde_json::json!({"findings": findings, "errors": errors, "warnings": warnings});
+            let out = serde_json::json!({"findings": findings, "errors": errors, "warnings": warnings, "front_door": toolhost::doctor::front_door(&cfg)});
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
             // Which file was checked: run in the wrong directory, "no
@@ -189,6 +189,7 @@ impl Doctor {
                     state.display()
                 ),
             }
+            println!("front door (serve --http): {}", toolhost::doctor::front_door(&cfg));
             for f in &findings {
                 let level = if f.level == Level::Error { "error" } else { "warning" };
                 println!("{level}: {f}");

@@ -14,7 +14,8 @@ mod keygen;
 mod lock;
 mod memory;
 mod new;
-mod override_tier;
+pub(crate) mod override_tier;
+mod pair;
 mod plugin;
 mod publish;
 mod pull;
@@ -56,6 +57,7 @@ pub enum Command {
     Audit(audit::Audit),
     Override(override_tier::Override),
     Reload(reload::Reload),
+    Pair(pair::Pair),
     Secret(secret::Secret),
     Servers(servers::Servers),
     Server(server::Server),
@@ -95,6 +97,7 @@ impl Command {
             Command::Audit(c) => c.run(),
             Command::Override(c) => c.run(),
             Command::Reload(c) => c.run(),
+            Command::Pair(c) => c.run(),
             Command::Secret(c) => c.run(),
             Command::Servers(c) => c.run(),
             Command::Server(c) => c.run(),

@@ -44,7 +44,7 @@ pub struct Override {
 /// The agent `given` names: its exact name, else the one agent whose name
 /// matches ignoring case, or whose endpoint slug it is. Anything else is
 /// passed on as given, for the host to refuse with the list of agents.
-fn resolve_agent(given: &str, known: &[String]) -> String {
+pub(crate) fn resolve_agent(given: &str, known: &[String]) -> String {
     if known.iter().any(|k| k == given) {
         return given.to_string();
     }
@@ -64,7 +64,7 @@ fn parse_tier(s: &str) -> Result<Tier, String> {
 
 /// "90s", "10m", "1h", "1h30m", "2m30s": whole seconds, minutes and hours,
 /// from 1 s to 24 h.
-fn parse_duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> Result<Duration, String> {
     let bad = || format!("{s:?} is not a duration: write it like 90s, 10m, 1h or 1h30m");
     let mut total: u64 = 0;
     let mut number = String::new();
@@ -87,10 +87,10 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
         return Err(format!("{s:?} needs a unit: {number}s, {number}m or {number}h"));
     }
     if total == 0 {
-        return Err(format!("{s:?} is no time at all: an override lasts at least 1s (--clear ends one now)"));
+        return Err(format!("{s:?} is no time at all: at least 1s"));
     }
     if total > MAX_OVERRIDE_SECS {
-        return Err(format!("{s:?} is too long: an override lasts at most 24h"));
+        return Err(format!("{s:?} is too long: at most 24h"));
     }
     Ok(Duration::from_secs(total))
 }

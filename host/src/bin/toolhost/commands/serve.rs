@@ -126,6 +126,7 @@ impl Serve {
             servers: Some(servers.clone()),
             uploads: Some(a.state_dir.join("ui-uploads")),
             reloader: Some(reloader),
+            pairings: Default::default(),
         };
         let state = a.state_dir.clone();
         let server_cfg = a.config.server.clone();
@@ -269,13 +270,19 @@ impl Serve {
         rt.block_on(host.pipeline().readiness().ready_by(std::time::Instant::now() + wait));
         toolhost::mcp::http::check_exposure(addr, &server_cfg)?;
         let relay = toolhost::bridge::relay::Relay::new(host.pipeline().clone(), &voice_cfg)?.map(Arc::new);
-        let tls = match &voice_cfg.tls {
+        let tls_key = if server_cfg.tls.is_some() { "server.tls" } else { "voice.tls" };
+        let tls = match server_cfg.tls.as_ref().or(voice_cfg.tls.as_ref()) {
             Some(files) => Some(
                 toolhost::mcp::peer::tls_config(&files.cert, &files.key)
-                    .map_err(|e| anyhow::anyhow!("voice.tls: {e}"))?,
+                    .map_err(|e| anyhow::anyhow!("{tls_key}: {e}"))?,
             ),
             None => None,
         };
+        if tls.is_none() && server_cfg.oauth.is_some() && !addr.ip().is_loopback() {
+            tracing::warn!(
+                "serving {addr} over plain HTTP with server.oauth: access tokens travel in the clear; set server.tls or put a TLS proxy in front"
+            );
+        }
         let scheme = if tls.is_some() { "https" } else { "http" };
         rt.block_on(async move {
             // Heard from before the port opens and the banner is printed.
@@ -310,15 +317,21 @@ impl Serve {
                 banner.push_str(&format!(
                     "  voice relay: {ws}{local}/voice (OpenAI Realtime: /voice/realtime; Gemini Live: /voice/ws/...)\n"
                 ));
-                if scheme == "https" {
-                    banner.push_str("  TLS (voice.tls): every endpoint also answers https:// on this port\n");
-                }
+            }
+            if scheme == "https" {
+                banner.push_str(&format!("  TLS ({tls_key}): every endpoint also answers https:// on this port\n"));
             }
             banner.push_str(&format!(
                 "  metrics: http://{local}/metrics ({})\n",
                 if server_cfg.metrics_beyond_loopback { "with an operator token" } else { "loopback clients only" }
             ));
-            let auth = if server_cfg.tokens.is_empty() { "" } else { " --header 'Authorization: Bearer <token>'" };
+            if let Some(o) = &server_cfg.oauth {
+                banner.push_str(&format!(
+                    "  OAuth: access tokens from {} for {} (metadata: http://{local}/.well-known/oauth-protected-resource)\n",
+                    o.issuer, o.audience
+                ));
+            }
+            let auth = if server_cfg.loopback_is_operator() { "" } else { " --header 'Authorization: Bearer <token>'" };
             banner.push_str(&format!(
                 "Point an MCP client at an endpoint, e.g.: npx @modelcontextprotocol/inspector --cli http://{local}/mcp --transport http{auth} --method tools/list\n"
             ));
