@@ -259,6 +259,14 @@ fn the_python_sdk_signs_in_with_the_provider_and_bad_tokens_are_refused_as_the_s
     assert_eq!(status, 200, "the new key's token, without a restart");
     let a = knock(&lyra, Some(&mint(&kid, &pem, good(json!({})))));
     assert_eq!(a.status, 401, "the withdrawn key's token: {}", a.body);
+
+    // Guessing: wrong tokens spend this address's allowance (20 at once),
+    // OAuth on or not; then only tokens checked lately are taken from here.
+    let statuses: Vec<u16> = (0..30).map(|i| knock(&lyra, Some(&format!("guess-{i:020}"))).status).collect();
+    assert!(statuses.contains(&401) && statuses.ends_with(&[429, 429]), "{statuses:?}");
+    assert_eq!(knock(&lyra, Some(&fresh)).status, 200, "a token checked lately still works");
+    let unseen = py_oauth(d, &["token", &issuer, "player-two", "two-secret", &lyra, "mcp:tools"]);
+    assert_eq!(knock(&lyra, Some(&unseen)).status, 429, "a new one is not checked from here now");
     drop(idp);
 }
 
@@ -287,6 +295,11 @@ fn a_pairing_code_lets_one_client_join_as_its_agent_once() {
     let url = format!("{base}/mcp/pair/{code}");
     let no_token = knock(&format!("{base}/mcp/lyra"), None);
     assert_eq!(no_token.status, 401, "the loopback operator is off with tokens: {}", no_token.body);
+
+    // A link preview's GET, or a browser's, uses nothing.
+    let mut cmd = Command::new("curl");
+    cmd.args(["-sS", "-o", "/dev/null", "-w", "%{http_code}", "--max-time", "10", &url]);
+    assert_eq!(run("a GET of the pairing URL", cmd).stdout.trim(), "405");
 
     // First use: a session as Lyra, and a token of its own.
     // Typed in lower case: a code is read in any case.

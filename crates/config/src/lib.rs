@@ -270,6 +270,13 @@ impl Config {
                 ));
             }
         }
+        if let Some(n) = self.npcs.iter().find(|n| agent_slug(&n.name) == "pair") {
+            return Err(format!(
+                "npcs: {:?} would be served at /mcp/pair, where pairing codes are (toolhost pair): rename the agent{}",
+                n.name,
+                at(&n.name)
+            ));
+        }
         if let Some(o) = &self.server.oauth {
             let names: Vec<&str> = self.npcs.iter().map(|n| n.name.as_str()).collect();
             if let Some(problem) = o.problems(&names).into_iter().next() {

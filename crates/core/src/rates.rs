@@ -210,10 +210,12 @@ impl CallRates {
 
     /// Spends one call of `agent`'s budget, or says how long until one is
     /// free.
-    /// With `per: identity`, `identity`'s own share of it.
+    /// With `per: identity`, `identity`'s own share of it. An OAuth
+    /// identity (`oauth:SUB@ISSUER client C`) is its subject at its issuer,
+    /// whichever client it uses: registering more clients buys no more.
     pub fn take(&self, agent: Option<&str>, identity: Option<&str>) -> Result<(), Duration> {
         let limit = self.limit_for(agent);
-        match identity {
+        match identity.map(|i| i.split(" client ").next().unwrap_or(i)) {
             Some(id) if limit.per == RatePer::Identity && !limit.is_off() => {
                 // A NUL separates: agent names and identities hold none.
                 self.buckets.take_with(format!("{}\0{id}", agent.unwrap_or("")).as_str(), limit)
@@ -254,6 +256,10 @@ mod tests {
         assert!(rates.take(Some("lyra"), Some("alice")).is_err(), "alice spent hers");
         rates.take(Some("lyra"), Some("bob")).unwrap();
         rates.take(Some("lyra"), None).unwrap();
+        let carol = |client: &str| format!("oauth:carol@https://id client {client}");
+        rates.take(Some("lyra"), Some(&carol("a"))).unwrap();
+        rates.take(Some("lyra"), Some(&carol("b"))).unwrap();
+        assert!(rates.take(Some("lyra"), Some(&carol("c"))).is_err(), "one subject, however many clients");
         let shared = CallRates::new(
             RateLimitConfig { per_minute: 60, burst: 2, per: RatePer::Agent },
             RateLimitConfig::OFF,

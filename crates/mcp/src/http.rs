@@ -122,7 +122,11 @@ async fn voice(front: Arc<Front>, relay: Option<VoiceHandler>, peer: Peer, reque
     let endpoints = front.current();
     let headers = request.headers();
     let token = bearer(headers).or_else(|| headers.get("x-goog-api-key").and_then(|v| v.to_str().ok()));
-    let identity = match front.who(&endpoints, &peer, token, "/mcp").await {
+    // An OAuth token may be for the agent's own endpoint's resource.
+    let named_slug = request.uri().path().strip_prefix("/voice/").and_then(|r| r.split_once('/')).map(|(s, _)| s);
+    let resource =
+        named_slug.filter(|s| endpoints.slugs.contains_key(*s)).map_or("/mcp".into(), |s| format!("/mcp/{s}"));
+    let identity = match front.who(&endpoints, &peer, token, &resource).await {
         Ok(who) => who.map(|(who, _)| who),
         Err(r) => return r,
     };
@@ -600,11 +604,14 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
     let resource = path.strip_suffix("/turn").filter(|p| p.starts_with("/mcp/")).unwrap_or(&path);
     // `/mcp/pair/<code>`: the code stands for a token, once.
     let code = path.strip_prefix("/mcp/pair/").map(|c| c.trim_end_matches('/').to_ascii_uppercase());
-    let (identity, token_id, handed, path) = match &code {
-        Some(code) => match front.paired(&peer, code, headers.get("mcp-session-id").and_then(|v| v.to_str().ok())) {
-            Ok((who, id, handed, path)) => (Some(who), Some(id), handed, path),
-            Err(r) => return r,
-        },
+    let post = request.method() == axum::http::Method::POST;
+    let (identity, token_id, claim, path) = match &code {
+        Some(code) => {
+            match front.paired(&peer, code, headers.get("mcp-session-id").and_then(|v| v.to_str().ok()), post) {
+                Ok((who, id, path, claim)) => (Some(who), Some(id), claim, path),
+                Err(r) => return r,
+            }
+        }
         None => match front.who(&endpoints, &peer, bearer(headers), resource).await {
             Ok(Some((who, id))) => (Some(who), Some(id), None, path.clone()),
             Ok(None) => (None, None, None, path.clone()),
@@ -713,13 +720,15 @@ async fn answer(front: Arc<Front>, peer: Peer, request: Request) -> Response {
         Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, "handler_error", &e.to_string()),
     };
     let mut response = response;
-    if let Some(t) = handed.and_then(|t| HeaderValue::from_str(&t).ok()) {
-        response.headers_mut().insert(pair::TOKEN_HEADER, t);
+    // A pairing code's first use: used only when it succeeded.
+    if let Some(claim) = claim {
+        let opened = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let handed = claim.settle(response.status().is_success(), opened.as_deref());
+        if let Some(t) = handed.and_then(|t| HeaderValue::from_str(&t).ok()) {
+            response.headers_mut().insert(pair::TOKEN_HEADER, t);
+        }
     }
     if opens_session && let Some(id) = response.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()) {
-        if let Some(code) = &code {
-            front.pairings.opened(code, id);
-        }
         front.sessions.opened(id, target);
     } else if let Some(id) = &session
         && response.status().is_success()

@@ -49,12 +49,14 @@ pub(super) struct ResourceServer {
     keys: arc_swap::ArcSwap<Keys>,
     /// One fetch at a time; the others use the keys they have.
     fetching: tokio::sync::Mutex<()>,
-    /// Tokens checked, by (resource, token): who they act as, until when.
+    /// Tokens checked ([`Verified`]), one entry per token whatever path
+    /// it is presented on.
     verified: std::sync::Mutex<Verified>,
 }
 
-/// Tokens checked: by (resource, token), who they act as and until when.
-type Verified = HashMap<(String, String), (Identity, TokenId, Instant)>;
+/// Tokens checked: who each acts as, the resources it names (`aud`), and
+/// until when it is taken without a check.
+type Verified = HashMap<String, (Identity, TokenId, Vec<String>, Instant)>;
 
 #[derive(Default)]
 struct Keys {
@@ -177,32 +179,50 @@ impl ResourceServer {
     /// Checks `token` for the endpoint at `path`: who it acts as, and the
     /// identity the audit trail and per-identity rate limits know it by.
     pub(super) async fn check(&self, token: &str, path: &str) -> Result<(Identity, TokenId), Refusal> {
-        let resource = self.resource_of(path);
-        let key = (resource, token.to_string());
-        if let Some((who, id, until)) = self.verified.lock().unwrap_or_else(|p| p.into_inner()).get(&key)
-            && *until > Instant::now()
-        {
-            return Ok((who.clone(), id.clone()));
+        if let Some(hit) = self.remembered(token, path) {
+            return hit;
         }
-        let (who, id, exp) = self.verify(token, path).await?;
+        let (who, id, exp, auds) = self.verify(token, path).await?;
         // Remembered until it expires, and at most VERIFIED_FOR: a key the
         // issuer withdraws stops working within that.
         let left = Duration::from_secs(exp.saturating_sub(unix_now()));
         let mut verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
         if verified.len() >= MAX_VERIFIED {
             let now = Instant::now();
-            verified.retain(|_, (_, _, until)| *until > now);
+            verified.retain(|_, (_, _, _, until)| *until > now);
             if verified.len() >= MAX_VERIFIED {
                 verified.clear();
             }
         }
-        verified.insert(key, (who.clone(), id.clone(), Instant::now() + left.min(VERIFIED_FOR)));
+        verified.insert(token.to_string(), (who.clone(), id.clone(), auds, Instant::now() + left.min(VERIFIED_FOR)));
         Ok((who, id))
     }
 
+    /// What a token checked before answers on `path` (its audience must
+    /// name the endpoint's resource or the base one); `None`: not checked
+    /// lately.
+    pub(super) fn remembered(&self, token: &str, path: &str) -> Option<Result<(Identity, TokenId), Refusal>> {
+        let verified = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let (who, id, auds, until) = verified.get(token)?;
+        if *until <= Instant::now() {
+            return None;
+        }
+        let resource = self.resource_of(path);
+        Some(
+            if auds
+                .iter()
+                .any(|a| a.trim_end_matches('/') == resource || a.trim_end_matches('/') == self.cfg.resource())
+            {
+                Ok((who.clone(), id.clone()))
+            } else {
+                Err(Refusal::Invalid(format!("the token is for another resource: it must name {resource} (RFC 8707)")))
+            },
+        )
+    }
+
     /// [`Self::check`] without the memory of tokens checked; also the
-    /// token's `exp`.
-    async fn verify(&self, token: &str, path: &str) -> Result<(Identity, TokenId, u64), Refusal> {
+    /// token's `exp` and audiences.
+    async fn verify(&self, token: &str, path: &str) -> Result<(Identity, TokenId, u64, Vec<String>), Refusal> {
         let head = jsonwebtoken::decode_header(token)
             .map_err(|_| Refusal::Invalid("the token is neither a server.tokens entry nor a JWT".into()))?;
         if matches!(head.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
@@ -211,10 +231,14 @@ impl ResourceServer {
                 head.alg
             )));
         }
+        if self.keys.load().fetched.is_some_and(|t| t.elapsed() > KEYS_MAX_AGE) {
+            // One request fetches; the others go on with the keys there are.
+            self.fetch_keys(false, false).await;
+        }
         let (key, alg) = match self.key_for(head.kid.as_deref(), head.alg) {
             Some(k) => k,
             None => {
-                self.fetch_keys(false).await;
+                self.fetch_keys(false, true).await;
                 self.key_for(head.kid.as_deref(), head.alg).ok_or_else(|| {
                     Refusal::Invalid(format!(
                         "the token is signed by a key the issuer does not publish ({})",
@@ -223,9 +247,6 @@ impl ResourceServer {
                 })?
             }
         };
-        if self.keys.load().fetched.is_some_and(|t| t.elapsed() > KEYS_MAX_AGE) {
-            self.fetch_keys(false).await;
-        }
         let mut v = Validation::new(alg);
         v.leeway = self.cfg.clock_skew_secs;
         v.validate_nbf = true;
@@ -263,7 +284,12 @@ impl ResourceServer {
             }
         };
         let exp = claims["exp"].as_u64().unwrap_or(0);
-        Ok((who, TokenId(label.into()), exp))
+        let auds = match &claims["aud"] {
+            Value::String(a) => vec![a.clone()],
+            Value::Array(a) => a.iter().filter_map(Value::as_str).map(str::to_string).collect(),
+            _ => Vec::new(),
+        };
+        Ok((who, TokenId(label.into()), exp, auds))
     }
 
     /// The key named `kid` (or the only key for `alg`'s family when the
@@ -278,10 +304,13 @@ impl ResourceServer {
     /// Fetches the issuer's keys again, unless they were fetched (or a
     /// fetch failed) less than [`REFETCH_AFTER`] ago; a failure keeps the
     /// keys there were.
-    async fn fetch_keys(&self, force: bool) {
+    /// `wait`: when another request is fetching, wait for its keys (else
+    /// go on with the keys there are).
+    async fn fetch_keys(&self, force: bool, wait: bool) {
         let Ok(_one) = self.fetching.try_lock() else {
-            // Another request is fetching: wait for it, then use its keys.
-            let _ = self.fetching.lock().await;
+            if wait {
+                let _ = self.fetching.lock().await;
+            }
             return;
         };
         let now = self.keys.load_full();
@@ -303,7 +332,9 @@ impl ResourceServer {
             }
             Err(e) => {
                 tracing::warn!(issuer = %self.cfg.issuer, "the OAuth issuer's signing keys could not be fetched: {e}");
-                Keys { keys: now.keys.clone(), fetched: Some(Instant::now()), jwks_uri: now.jwks_uri.clone() }
+                // A location discovery found is looked for again next time
+                // (the issuer may have moved it); a configured one is kept.
+                Keys { keys: now.keys.clone(), fetched: Some(Instant::now()), jwks_uri: self.cfg.jwks_uri.clone() }
             }
         };
         self.keys.store(Arc::new(next));
@@ -391,7 +422,7 @@ fn parse_jwks(body: &[u8]) -> Result<Vec<(Option<String>, DecodingKey, Algorithm
 fn scopes(claims: &Value) -> Vec<&str> {
     match (&claims["scope"], &claims["scp"]) {
         (Value::String(s), _) | (_, Value::String(s)) => s.split_whitespace().collect(),
-        (_, Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
+        (Value::Array(a), _) | (_, Value::Array(a)) => a.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),
     }
 }
@@ -467,18 +498,33 @@ impl Front {
             .iter()
             .enumerate()
             .fold(None, |found, (i, (k, _, _))| if same_secret(k, t.as_bytes()) { Some(i) } else { found });
+        let source = crate::conns::source_network(peer.addr.ip());
         if found.is_none()
             && let Some(rs) = &endpoints.oauth
         {
-            // Not a static token: an access token. Guessing one is
-            // hopeless (it is signed), so it spends no failure allowance.
-            return rs.check(t, path).await.map(Some).map_err(|r| rs.refuse(path, r));
+            // Not a static token: an access token. A failed one spends the
+            // source's allowance as a wrong static token does; once it is
+            // spent, only tokens checked lately are taken (no signature is
+            // checked for a throttled source).
+            if let Some(wait) = self.auth_failures.wait(&source)
+                && !matches!(rs.remembered(t, path), Some(Ok(_)))
+            {
+                return Err(too_many("too many failed authentications", wait));
+            }
+            return match rs.check(t, path).await {
+                Ok(who) => Ok(Some(who)),
+                Err(r @ Refusal::Invalid(_)) => match self.auth_failures.take(&source) {
+                    Ok(()) => Err(rs.refuse(path, r)),
+                    Err(wait) => Err(too_many("too many failed authentications", wait)),
+                },
+                // A valid token: too few scopes, or nobody's.
+                Err(r) => Err(rs.refuse(path, r)),
+            };
         }
         let mut authenticated = endpoints.authenticated.lock().unwrap_or_else(|p| p.into_inner());
         // Counted by where the guesses come from: an attacker spends its
         // own allowance, never another address's (one address's guesses
         // locked out every client after a restart).
-        let source = crate::conns::source_network(peer.addr.ip());
         match (found, self.auth_failures.wait(&source)) {
             (Some(i), None) => {
                 authenticated.insert(i);

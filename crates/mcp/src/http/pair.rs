@@ -49,6 +49,8 @@ struct Pending {
     agent: String,
     created: SystemTime,
     expires: SystemTime,
+    /// A request is using it now ([`Claim`]).
+    claimed: bool,
 }
 
 struct Paired {
@@ -76,6 +78,40 @@ pub enum PairError {
     /// Too many waiting.
     #[error("{MAX_PENDING} pairing codes are waiting already: revoke some, or let them expire")]
     Full,
+    /// A first request that is not a POST (a link preview, a browser):
+    /// the code is left as it was.
+    #[error("a pairing URL is for an MCP client (its first POST opens the session); nothing was used")]
+    NotAClient,
+    /// Its source has spent its failed-authentication allowance.
+    #[error("too many failed authentications from here")]
+    Throttled,
+}
+
+/// A pending code held by the request using it: [`Claim::settle`] makes
+/// the pairing when the request succeeded; dropped unsettled (the request
+/// failed or ended early), the code waits again.
+pub struct Claim {
+    pairings: std::sync::Arc<Pairings>,
+    code: String,
+    settled: bool,
+}
+
+impl Claim {
+    /// Settles the claim: on `ok`, the code is used, bound to `session`
+    /// (the session it opened, if any), and the token to hand back is
+    /// returned; otherwise the code waits again.
+    pub fn settle(mut self, ok: bool, session: Option<&str>) -> Option<String> {
+        self.settled = true;
+        self.pairings.settle(&self.code, ok, session)
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.pairings.settle(&self.code, false, None);
+        }
+    }
 }
 
 /// The pairing codes of one host.
@@ -121,7 +157,10 @@ impl Pairings {
         let code = format!("{}-{}", random(CODE_ALPHABET, 5), random(CODE_ALPHABET, 5));
         let id = random(b"abcdefghijklmnopqrstuvwxyz234567", 8);
         let expires = now + ttl.min(MAX_TTL);
-        inner.pending.insert(code.clone(), Pending { id: id.clone(), agent: agent.to_string(), created: now, expires });
+        inner.pending.insert(
+            code.clone(),
+            Pending { id: id.clone(), agent: agent.to_string(), created: now, expires, claimed: false },
+        );
         Ok(PairingView {
             id,
             agent: agent.to_string(),
@@ -177,46 +216,75 @@ impl Pairings {
         let mut inner = self.lock();
         let before = inner.pending.len() + inner.paired.len();
         inner.pending.retain(|code, p| p.id != id && code != id);
-        inner.paired.retain(|p| p.id != id);
+        inner.paired.retain(|p| p.id != id && p.code != id);
         before != inner.pending.len() + inner.paired.len()
     }
 
-    /// A request on `/mcp/pair/<code>`: who it acts as (`agent`, `id`), and
-    /// the token to hand back when this request is the code's first use.
-    /// `session` is the request's session id: once the code has opened a
-    /// session, only that session is served on its URL.
-    pub fn redeem(&self, code: &str, session: Option<&str>) -> Result<(String, String, Option<String>), PairError> {
+    /// A request on `/mcp/pair/<code>`: who it acts as (`agent`, `id`),
+    /// and whether it is the code's first use (then the caller holds the
+    /// code until it settles, [`Claim`]). `session` is the request's
+    /// session id: once the code has opened a session, only that session
+    /// is served on its URL. A first use must be a POST (`post`) from a
+    /// source not throttled (`may_claim`).
+    pub fn redeem(
+        &self,
+        code: &str,
+        session: Option<&str>,
+        post: bool,
+        may_claim: bool,
+    ) -> Result<(String, String, bool), PairError> {
         let mut inner = self.lock();
         if let Some(p) = inner.paired.iter().find(|p| same_secret(p.code.as_bytes(), code.as_bytes())) {
             return match (session, &p.session) {
-                (Some(s), Some(bound)) if s == bound => Ok((p.agent.clone(), p.id.clone(), None)),
+                (Some(s), Some(bound)) if s == bound => Ok((p.agent.clone(), p.id.clone(), false)),
                 _ => Err(PairError::Used),
             };
         }
-        let Some(p) = inner.pending.remove(code) else { return Err(PairError::Unknown) };
+        let Some(p) = inner.pending.get_mut(code) else { return Err(PairError::Unknown) };
         if p.expires <= SystemTime::now() {
             return Err(PairError::Expired);
         }
-        let token = format!("pair_{}", random(b"abcdefghijklmnopqrstuvwxyz234567", 40));
-        if inner.paired.len() >= MAX_PAIRED {
-            inner.paired.remove(0);
+        if p.claimed {
+            return Err(PairError::Used);
         }
-        inner.paired.push(Paired {
-            id: p.id.clone(),
-            agent: p.agent.clone(),
-            token: token.clone(),
-            created: SystemTime::now(),
-            session: None,
-            code: code.to_string(),
-        });
-        Ok((p.agent, p.id, Some(token)))
+        if !post || session.is_some() {
+            return Err(PairError::NotAClient);
+        }
+        if !may_claim {
+            return Err(PairError::Throttled);
+        }
+        p.claimed = true;
+        Ok((p.agent.clone(), p.id.clone(), true))
     }
 
-    /// Binds the session `session` opened with `code` to it.
-    pub fn opened(&self, code: &str, session: &str) {
-        if let Some(p) = self.lock().paired.iter_mut().find(|p| p.code == code && p.session.is_none()) {
-            p.session = Some(session.to_string());
+    /// Holds `code` (claimed by [`Self::redeem`]) for the request using it.
+    pub fn claim(self: &std::sync::Arc<Self>, code: &str) -> Claim {
+        Claim { pairings: self.clone(), code: code.to_string(), settled: false }
+    }
+
+    fn settle(&self, code: &str, ok: bool, session: Option<&str>) -> Option<String> {
+        let mut inner = self.lock();
+        if !ok {
+            if let Some(p) = inner.pending.get_mut(code) {
+                p.claimed = false;
+            }
+            return None;
         }
+        let p = inner.pending.remove(code)?;
+        let token = format!("pair_{}", random(b"abcdefghijklmnopqrstuvwxyz234567", 40));
+        if inner.paired.len() >= MAX_PAIRED {
+            let gone = inner.paired.remove(0);
+            tracing::warn!(id = %gone.id, agent = %gone.agent, "{MAX_PAIRED} paired clients: the oldest one's token no longer works");
+        }
+        inner.paired.push(Paired {
+            id: p.id,
+            agent: p.agent,
+            token: token.clone(),
+            created: SystemTime::now(),
+            session: session.map(str::to_string),
+            code: code.to_string(),
+        });
+        Some(token)
     }
 
     /// The agent and id of a paired `token`, comparing every one.
@@ -235,23 +303,29 @@ impl Pairings {
 
 impl super::Front {
     /// A request on `/mcp/pair/<code>`: who it acts as, its audit id, the
-    /// token to hand back on first use, and the agent's endpoint path.
+    /// agent's endpoint path, and the code's claim on its first use.
     #[allow(clippy::result_large_err)]
     pub(super) fn paired(
         &self,
         peer: &crate::peer::Peer,
         code: &str,
         session: Option<&str>,
-    ) -> Result<(super::Identity, super::TokenId, Option<String>, String), axum::response::Response> {
+        post: bool,
+    ) -> Result<(super::Identity, super::TokenId, String, Option<Claim>), axum::response::Response> {
         use axum::http::StatusCode;
         let source = crate::conns::source_network(peer.addr.ip());
-        if let Some(wait) = self.auth_failures.wait(&source) {
-            return Err(super::too_many("too many failed authentications", wait));
-        }
-        match self.pairings.redeem(code, session) {
-            Ok((agent, id, token)) => {
+        let throttled = self.auth_failures.wait(&source);
+        match self.pairings.redeem(code, session, post, throttled.is_none()) {
+            Ok((agent, id, first)) => {
                 let path = format!("/mcp/{}", crate::agent_slug(&agent));
-                Ok((super::Identity::Agent(agent), super::TokenId(format!("pair:{id}").into()), token, path))
+                let claim = first.then(|| self.pairings.claim(code));
+                Ok((super::Identity::Agent(agent), super::TokenId(format!("pair:{id}").into()), path, claim))
+            }
+            Err(PairError::Throttled) => {
+                Err(super::too_many("too many failed authentications", throttled.unwrap_or_default()))
+            }
+            Err(PairError::NotAClient) => {
+                Err(super::error(StatusCode::METHOD_NOT_ALLOWED, "invalid_request", &PairError::NotAClient.to_string()))
             }
             Err(e) => {
                 if e == PairError::Unknown
@@ -271,33 +345,39 @@ mod tests {
 
     #[test]
     fn a_code_works_once_for_its_session_and_its_token_until_revoked() {
-        let p = Pairings::default();
+        let p = std::sync::Arc::new(Pairings::default());
         let minted = p.mint("lyra", Duration::from_secs(600)).unwrap();
         let code = minted.code.clone().unwrap();
         assert_eq!(code.len(), 11, "{code}");
-        let (agent, id, token) = p.redeem(&code, None).unwrap();
-        assert_eq!((agent.as_str(), id.as_str()), ("lyra", minted.id.as_str()));
-        let token = token.expect("the first use hands out a token");
-        p.opened(&code, "s1");
-        assert_eq!(p.redeem(&code, Some("s1")).unwrap().2, None, "its own session goes on");
-        assert_eq!(p.redeem(&code, None), Err(PairError::Used));
-        assert_eq!(p.redeem(&code, Some("s2")), Err(PairError::Used));
+        assert_eq!(p.redeem(&code, None, false, true), Err(PairError::NotAClient), "a GET uses nothing");
+        // A first request that fails leaves the code waiting.
+        let (agent, id, first) = p.redeem(&code, None, true, true).unwrap();
+        assert_eq!((agent.as_str(), id.as_str(), first), ("lyra", minted.id.as_str(), true));
+        assert_eq!(p.redeem(&code, None, true, true), Err(PairError::Used), "held while in use");
+        drop(p.claim(&code));
+        let (_, _, first) = p.redeem(&code, None, true, true).unwrap();
+        assert!(first, "released: it waits again");
+        let token = p.claim(&code).settle(true, Some("s1")).expect("the first use hands out a token");
+        assert_eq!(p.redeem(&code, Some("s1"), true, true).unwrap(), ("lyra".into(), id.clone(), false));
+        assert_eq!(p.redeem(&code, None, true, true), Err(PairError::Used));
+        assert_eq!(p.redeem(&code, Some("s2"), true, true), Err(PairError::Used));
         assert_eq!(p.token(&token), Some(("lyra".into(), id.clone())));
         assert_eq!(p.token("pair_wrong"), None);
         assert_eq!(p.list().iter().map(|v| v.state.as_str()).collect::<Vec<_>>(), ["paired"]);
-        assert!(p.revoke(&id));
+        assert!(p.revoke(&code), "a used code revokes its pairing too");
         assert_eq!(p.token(&token), None, "revoked");
-        assert_eq!(p.redeem("NOPE-NOPE", None), Err(PairError::Unknown));
+        assert_eq!(p.redeem("NOPE-NOPE", None, true, true), Err(PairError::Unknown));
     }
 
     #[test]
     fn codes_expire_are_revocable_and_bounded() {
         let p = Pairings::default();
         let c = p.mint("lyra", Duration::ZERO).unwrap();
-        assert_eq!(p.redeem(c.code.as_deref().unwrap(), None), Err(PairError::Expired));
+        assert_eq!(p.redeem(c.code.as_deref().unwrap(), None, true, true), Err(PairError::Expired));
         let c = p.mint("lyra", Duration::from_secs(60)).unwrap();
+        assert_eq!(p.redeem(c.code.as_deref().unwrap(), None, true, false), Err(PairError::Throttled));
         assert!(p.revoke(c.code.as_deref().unwrap()));
-        assert_eq!(p.redeem(c.code.as_deref().unwrap(), None), Err(PairError::Unknown));
+        assert_eq!(p.redeem(c.code.as_deref().unwrap(), None, true, true), Err(PairError::Unknown));
         for _ in 0..MAX_PENDING {
             p.mint("lyra", Duration::from_secs(60)).unwrap();
         }
