@@ -420,12 +420,6 @@ pub fn router(
             }),
         );
     }
-    // Probes for a load balancer or a supervisor: no token, and nothing
-    // said beyond the status (`toolhost status` has the details).
-    let ready = front.clone();
-    // `/readyz`: able to serve something (loaded, not stopping), also while
-    // the memory store is unreachable: tools that need no database go on.
-    // `/readyz?strict=1` also asks for every dependency.
     // Protected Resource Metadata (RFC 9728), for every client.
     let prm = front.clone();
     let prm_path = front.clone();
@@ -444,6 +438,12 @@ pub fn router(
                 async move { door::protected_resource(&front.current(), &format!("/{rest}")) }
             }),
         );
+    // Probes for a load balancer or a supervisor: no token, and nothing
+    // said beyond the status (`toolhost status` has the details).
+    let ready = front.clone();
+    // `/readyz`: able to serve something (loaded, not stopping), also while
+    // the memory store is unreachable: tools that need no database go on.
+    // `/readyz?strict=1` also asks for every dependency.
     app = app.route("/healthz", axum::routing::get(|| async { "ok\n" })).route(
         "/readyz",
         axum::routing::get(move |uri: axum::http::Uri| {
